@@ -1,0 +1,1 @@
+"""Adapters turn one harness's session files into tape events (raw facts, source order)."""

@@ -1,0 +1,189 @@
+"""What every adapter shares: the capture it returns, JSONL line reading, path mapping.
+
+An adapter reads a session's source files whole (so its state — seen record ids, pending tool
+calls — is the same however often the session was captured before) and tags every event with
+the source line it came from (`Capture.positions`). Ingest keeps the events of lines at or after
+each source's previously captured end. That is how a growing session maps onto immutable tapes:
+each ingest writes one more segment tape covering only the new bytes, and the segments' events
+concatenated per source are exactly the events of one full ingest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterator
+
+import orjson
+
+from engram.tape.events import Event
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SourceSpan:
+    """One source file of a session and the byte range a capture covers."""
+
+    name: str  # stable role within the session: "main" or "subagents/agent-x.jsonl"
+    path: Path
+    start: int = 0
+    end: int = 0  # set by the reader: the end of the last complete line
+
+    def as_meta(self) -> dict[str, Any]:
+        return {"name": self.name, "path": str(self.path), "start": self.start, "end": self.end}
+
+
+@dataclass
+class Capture:
+    """A session's events for one capture (one tape), plus what was skipped and why."""
+
+    harness: str
+    session_id: str
+    sources: list[SourceSpan]
+    meta: dict[str, Any] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)  # malformed input, by reason
+    ignored: Counter[str] = field(default_factory=Counter)  # well-formed records not worth a tape event
+    positions: list[tuple[int, int]] = field(default_factory=list)  # (source index, line offset) per event
+    cursor: tuple[int, int] = (0, 0)  # the line being read
+
+    def add(self, event: Event) -> None:
+        self.events.append(event)
+        self.positions.append(self.cursor)
+
+
+@dataclass
+class Line:
+    offset: int
+    end: int  # offset just past the newline
+    record: Any | None  # parsed JSON, or None when skipped
+    reason: str | None = None
+
+
+def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str]) -> tuple[list[Line], int]:
+    """Every complete line of a JSONL file, parsed, and the byte offset where complete lines end.
+
+    A last line without a newline that does not parse is a live session's half-written record:
+    it is left out (and the returned end stops before it) so the next ingest picks it up whole.
+    """
+    with path.open("rb") as f:
+        data = f.read()
+    lines: list[Line] = []
+    pos = 0
+    n = len(data)
+    end_complete = 0
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        last = nl < 0
+        stop = n if last else nl
+        raw = data[pos:stop]
+        nxt = n if last else nl + 1
+        if not raw.strip():
+            pos = nxt
+            end_complete = nxt if not last else end_complete
+            continue
+        if len(raw) > max_line_bytes:
+            skipped[f"line longer than {max_line_bytes} bytes"] += 1
+            lines.append(Line(pos, nxt, None, "too long"))
+            end_complete = nxt if not last else n
+            pos = nxt
+            continue
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            rec = _parse_lossy(raw)
+            if rec is None:
+                if last:
+                    skipped["truncated last line (left for the next ingest)"] += 1
+                    break
+                skipped["malformed JSON line"] += 1
+                lines.append(Line(pos, nxt, None, "malformed"))
+                end_complete = nxt
+                pos = nxt
+                continue
+            skipped["non-UTF-8 bytes replaced"] += 1
+        if not isinstance(rec, dict):
+            skipped["line is not a JSON object"] += 1
+            lines.append(Line(pos, nxt, None, "not an object"))
+        else:
+            lines.append(Line(pos, nxt, rec))
+        end_complete = nxt
+        pos = nxt
+    return lines, end_complete
+
+
+def _parse_lossy(raw: bytes) -> Any | None:
+    """Parse a line that is valid JSON apart from invalid UTF-8 (replaced with U+FFFD)."""
+    try:
+        raw.decode("utf-8")
+        return None  # valid UTF-8, so the JSON itself is broken
+    except UnicodeDecodeError:
+        pass
+    try:
+        return orjson.loads(raw.decode("utf-8", "replace"))
+    except orjson.JSONDecodeError:
+        return None
+
+
+@dataclass
+class PathMapper:
+    """Maps a session's file paths onto this repository.
+
+    A path inside the session's tree (its git root when known, else its recorded cwd) is taken
+    relative to that tree and placed under this repository's root; `--map FROM=TO` pairs are
+    applied first. Paths that leave the session's tree map to None: the event stays a tool event.
+    """
+
+    repo_root: Path
+    session_root: PurePosixPath | None
+    cwd: PurePosixPath | None
+    maps: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_repo(self, path: str, base: str | None = None) -> str | None:
+        """Repository-relative POSIX path for `path` (absolute, or relative to `base`/cwd)."""
+        if not path:
+            return None
+        for src, dst in self.maps:
+            if path == src or path.startswith(src.rstrip("/") + "/"):
+                path = dst.rstrip("/") + path[len(src.rstrip("/")):]
+                break
+        p = PurePosixPath(path)
+        if not p.is_absolute():
+            anchor = PurePosixPath(base) if base else self.cwd
+            if anchor is None:
+                return _clean_relative(p)
+            if not anchor.is_absolute() and self.cwd is not None:
+                anchor = self.cwd / anchor
+            p = anchor / p
+        p = PurePosixPath(os.path.normpath(str(p)))
+        for root in (PurePosixPath(str(self.repo_root)), self.session_root):
+            if root is None:
+                continue
+            try:
+                rel = p.relative_to(root)
+            except ValueError:
+                continue
+            return _clean_relative(rel)
+        return None
+
+
+def _clean_relative(p: PurePosixPath) -> str | None:
+    s = os.path.normpath(str(p))
+    if s == "." or s.startswith("..") or s.startswith("/"):
+        return None
+    return s
+
+
+def iter_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from iter_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from iter_strings(v)

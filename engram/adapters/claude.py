@@ -1,0 +1,355 @@
+"""Claude Code sessions: `<session>.jsonl` plus `<session>/subagents/*.jsonl`.
+
+Records form a tree by parentUuid; we keep every branch that happened (all records, in file
+order) and drop copies by uuid. Edits come from the `toolUseResult` of successful tool calls
+only: a string result or `is_error` is a failure and stays a `tool.result`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.unified import apply_hunks, changes_from_hunks, join_lines, split_lines
+from engram.tape import events as E
+
+log = logging.getLogger(__name__)
+
+HARNESS = "claude-code"
+EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+_EXIT_RE = re.compile(r"^Error: Exit code (\d+)")
+_CAT_N_RE = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
+CLAUDE_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
+                          "queue-operation", "attachment"})
+
+
+def session_sources(main: Path) -> list[SourceSpan]:
+    """The main file and its subagent files, in a fixed order."""
+    sources = [SourceSpan("main", main)]
+    sub = main.with_suffix("") / "subagents"
+    if sub.is_dir():
+        for p in sorted(sub.glob("*.jsonl")):
+            sources.append(SourceSpan(f"subagents/{p.name}", p))
+    return sources
+
+
+def looks_like_claude(rec: dict[str, Any]) -> bool:
+    return ("sessionId" in rec and ("uuid" in rec or rec.get("type") == "queue-operation")) or (
+        rec.get("type") in ("summary", "file-history-snapshot") and "payload" not in rec
+    )
+
+
+class _State:
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+
+
+def parse_session(
+    sources: list[SourceSpan],
+    mapper_for: Callable[[str | None], PathMapper],
+    *,
+    max_line_bytes: int,
+) -> Capture:
+    """Read all sources into one capture; every event is tagged with its source line."""
+    skipped: Counter[str] = Counter()
+    parsed: list[tuple[SourceSpan, list[Line]]] = []
+    for src in sources:
+        lines, end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped)
+        src.end = end
+        parsed.append((src, lines))
+    first = _first_record(parsed)
+    session_id = str(first.get("sessionId") or sources[0].path.stem)
+    cap = Capture(HARNESS, session_id, sources, skipped=skipped)
+    cwd = first.get("cwd")
+    mapper = mapper_for(cwd)
+    cap.meta = {
+        "harness_version": first.get("version"),
+        "cwd": cwd,
+        "git_branch": first.get("gitBranch"),
+        "git_head": None,
+        "model": None,
+        "started": first.get("timestamp"),
+        "slug": first.get("slug"),
+    }
+    state = _State()
+    for si, (src, lines) in enumerate(parsed):
+        agent = None if src.name == "main" else _agent_id(src)
+        for line in lines:
+            if line.record is None:
+                continue
+            cap.cursor = (si, line.offset)
+            _record(cap, state, mapper, line.record, agent)
+    return cap
+
+
+def _first_record(parsed: list[tuple[SourceSpan, list[Line]]]) -> dict[str, Any]:
+    for _, lines in parsed[:1]:
+        for line in lines:
+            rec = line.record
+            if rec and rec.get("sessionId") and rec.get("cwd"):
+                return rec
+        for line in lines:
+            if line.record and line.record.get("sessionId"):
+                return line.record
+    return {}
+
+
+def _agent_id(src: SourceSpan) -> str:
+    stem = Path(src.name).stem
+    return stem[len("agent-"):] if stem.startswith("agent-") else stem
+
+
+def _base(rec: dict[str, Any], agent: str | None, kind: str) -> dict[str, Any]:
+    ev: dict[str, Any] = {"kind": kind, "ts": rec.get("timestamp")}
+    if rec.get("uuid"):
+        ev["id"] = rec["uuid"]
+    if rec.get("parentUuid"):
+        ev["parent"] = rec["parentUuid"]
+    if agent is not None:
+        ev["agent"] = agent
+    return ev
+
+
+def _record(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], agent: str | None) -> None:
+    uuid = rec.get("uuid")
+    if isinstance(uuid, str):
+        if uuid in st.seen:
+            cap.ignored["duplicate record (same uuid)"] += 1
+            return
+        st.seen.add(uuid)
+    typ = rec.get("type")
+    if typ == "assistant":
+        _assistant(cap, st, rec, agent)
+    elif typ == "user":
+        _user(cap, st, mapper, rec, agent)
+    elif typ == "system" and rec.get("subtype") == "compact_boundary":
+        ev = _base(rec, agent, E.COMPACT)
+        meta = rec.get("compactMetadata") or {}
+        ev.update(trigger=meta.get("trigger"), pre_tokens=meta.get("preTokens"),
+                  logical_parent=rec.get("logicalParentUuid"))
+        cap.add(ev)
+    else:
+        if typ in CLAUDE_TYPES:
+            cap.ignored[f"{typ}" + (f"/{rec.get('subtype')}" if rec.get("subtype") else "")] += 1
+        else:
+            cap.skipped[f"unknown record type {typ!r}"] += 1
+
+
+def _assistant(cap: Capture, st: _State, rec: dict[str, Any], agent: str | None) -> None:
+    msg = rec.get("message")
+    if not isinstance(msg, dict):
+        cap.skipped["assistant record without a message"] += 1
+        return
+    model = msg.get("model")
+    if cap.meta.get("model") is None and isinstance(model, str) and not model.startswith("<"):
+        cap.meta["model"] = model
+    content = msg.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        bt = block.get("type")
+        if bt == "tool_use":
+            call_id = str(block.get("id") or "")
+            name = str(block.get("name") or "")
+            inp = block.get("input") if isinstance(block.get("input"), dict) else {}
+            st.calls[call_id] = (name, inp)
+            ev = _base(rec, agent, E.TOOL_CALL)
+            ev.update(call_id=call_id, name=name, input=inp)
+            cap.add(ev)
+        elif bt == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+            ev = _base(rec, agent, E.MSG_OUT)
+            ev.update(text=block["text"], block="text")
+            cap.add(ev)
+        elif bt == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"]:
+            ev = _base(rec, agent, E.MSG_OUT)
+            ev.update(text=block["thinking"], block="thinking")
+            cap.add(ev)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _user(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], agent: str | None) -> None:
+    msg = rec.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if isinstance(content, str):
+        ev = _base(rec, agent, E.MSG_IN)
+        ev["text"] = content
+        if rec.get("isCompactSummary"):
+            ev["compact_summary"] = True
+        if rec.get("isMeta"):
+            ev["is_meta"] = True
+        cap.add(ev)
+        return
+    if not isinstance(content, list):
+        cap.skipped["user record without content"] += 1
+        return
+    results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        bt = block.get("type")
+        if bt == "text" and isinstance(block.get("text"), str):
+            ev = _base(rec, agent, E.MSG_IN)
+            ev["text"] = block["text"]
+            if rec.get("isCompactSummary"):
+                ev["compact_summary"] = True
+            cap.add(ev)
+        elif bt == "tool_result":
+            tur = rec.get("toolUseResult") if len(results) == 1 else None
+            _tool_result(cap, st, mapper, rec, agent, block, tur)
+        elif bt == "image":
+            cap.ignored["image block"] += 1
+
+
+def _tool_result(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], agent: str | None,
+                 block: dict[str, Any], tur: Any) -> None:
+    call_id = str(block.get("tool_use_id") or "")
+    name, inp = st.calls.get(call_id, ("", {}))
+    output = _text_of(block.get("content"))
+    failed = bool(block.get("is_error")) or isinstance(tur, str)
+    ev = _base(rec, agent, E.TOOL_RESULT)
+    ev.update(call_id=call_id, name=name, is_error=failed, exit_code=None, stdout=output, stderr="")
+    derived: dict[str, Any] | None = None
+    if failed:
+        m = _EXIT_RE.match(output) or (_EXIT_RE.match(tur) if isinstance(tur, str) else None)
+        if m:
+            ev["exit_code"] = int(m.group(1))
+    elif isinstance(tur, dict):
+        if name == "Bash" or ("stdout" in tur and "stderr" in tur):
+            ev.update(stdout=tur.get("stdout") or "", stderr=tur.get("stderr") or "",
+                      exit_code=None if tur.get("interrupted") else 0)
+        elif name in EDIT_TOOLS or "structuredPatch" in tur:
+            derived = _edit(cap, mapper, rec, agent, call_id, name, inp, tur)
+        elif isinstance(tur.get("file"), dict) and tur.get("type") in ("text", None):
+            derived = _read(cap, mapper, rec, agent, call_id, tur["file"])
+            if derived is not None:
+                ev["stdout"] = None  # the code.read right after holds the text, once
+    elif name == "Read" and not failed:
+        derived = _read_from_output(cap, mapper, rec, agent, call_id, inp, output)
+        if derived is not None:
+            ev["stdout"] = None
+    cap.add(ev)
+    if derived is not None:
+        cap.add(derived)
+
+
+def _read(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | None, call_id: str,
+          f: dict[str, Any]) -> dict[str, Any] | None:
+    rel = mapper.to_repo(str(f.get("filePath") or ""))
+    if rel is None:
+        cap.ignored["read outside the repository"] += 1
+        return None
+    text = f.get("content") if isinstance(f.get("content"), str) else ""
+    try:
+        start = int(f.get("startLine") or 1)
+        n = int(f.get("numLines") if f.get("numLines") is not None else len(split_lines(text)))
+    except (TypeError, ValueError):
+        start, n = 1, len(split_lines(text))
+    ev = _base(rec, agent, E.CODE_READ)
+    ev.update(file=rel, range=[start, start + n - 1], text=text, call_id=call_id)
+    return ev
+
+
+def _read_from_output(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | None, call_id: str,
+                      inp: dict[str, Any], output: str) -> dict[str, Any] | None:
+    """Older transcripts have no toolUseResult: strip the `cat -n` prefixes ourselves."""
+    rel = mapper.to_repo(str(inp.get("file_path") or ""))
+    if rel is None:
+        return None
+    nums: list[int] = []
+    body: list[str] = []
+    for line in output.split("\n"):
+        m = _CAT_N_RE.match(line)
+        if not m:
+            continue
+        nums.append(int(m.group(1)))
+        body.append(m.group(2))
+    if not nums:
+        return None
+    ev = _base(rec, agent, E.CODE_READ)
+    ev.update(file=rel, range=[nums[0], nums[-1]], text=join_lines(body), call_id=call_id)
+    return ev
+
+
+def _edit(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | None, call_id: str, name: str,
+          inp: dict[str, Any], tur: dict[str, Any]) -> dict[str, Any] | None:
+    path = tur.get("filePath") or inp.get("file_path") or inp.get("notebook_path") or ""
+    rel = mapper.to_repo(str(path))
+    if rel is None:
+        cap.ignored["edit outside the repository"] += 1
+        return None
+    ev = _base(rec, agent, E.CODE_EDIT)
+    ev.update(file=rel, tool=name, call_id=call_id)
+    hunks = tur.get("structuredPatch") if isinstance(tur.get("structuredPatch"), list) else []
+    original = tur.get("originalFile")
+    if original is None:
+        original = tur.get("originalFileContents")
+    if tur.get("type") == "create" or (name == "Write" and original is None and isinstance(tur.get("content"), str)):
+        content = tur.get("content") if isinstance(tur.get("content"), str) else ""
+        lines = split_lines(content)
+        ev.update(op="create", before_range=[1, 0], after_range=[1, len(lines)], before_text="",
+                  after_text=join_lines(lines), file_before_sha=None, file_after_sha=E.git_blob_sha(content))
+        return _hash_texts(ev)
+    if not hunks:
+        if name == "NotebookEdit":
+            src = inp.get("new_source") if isinstance(inp.get("new_source"), str) else ""
+            ev.update(op="update", before_range=None, after_range=None, before_text="",
+                      after_text=src, file_before_sha=None, file_after_sha=None)
+            return _hash_texts(ev)
+        cap.ignored["edit that changed nothing"] += 1
+        return None
+    changes = changes_from_hunks(hunks)
+    if not changes:
+        cap.ignored["edit that changed nothing"] += 1
+        return None
+    old_lines = split_lines(original) if isinstance(original, str) else None
+    new_lines: list[str] | None = None
+    after_file: str | None = None
+    if isinstance(tur.get("content"), str) and tur.get("type") == "update":
+        after_file = tur["content"]
+        new_lines = split_lines(after_file)
+    elif old_lines is not None:
+        new_lines = apply_hunks(old_lines, hunks)
+        if new_lines is not None:
+            trailing = original.endswith("\n") if original else True
+            after_file = "\n".join(new_lines) + ("\n" if trailing and new_lines else "")
+    first, last = changes[0], changes[-1]
+    b_range = [first.old_start, last.old_end if last.old_lines else last.old_start - 1]
+    a_range = [first.new_start, last.new_end if last.new_lines else last.new_start - 1]
+    if len(changes) == 1:
+        before_text, after_text = join_lines(first.old_lines), join_lines(first.new_lines)
+    elif old_lines is not None and new_lines is not None:
+        before_text = join_lines(old_lines[b_range[0] - 1:b_range[1]])
+        after_text = join_lines(new_lines[a_range[0] - 1:a_range[1]])
+    else:
+        before_text = "".join(join_lines(c.old_lines) for c in changes)
+        after_text = "".join(join_lines(c.new_lines) for c in changes)
+    ev.update(op="update", before_range=b_range, after_range=a_range, before_text=before_text, after_text=after_text,
+              file_before_sha=E.git_blob_sha(original) if isinstance(original, str) else None,
+              file_after_sha=E.git_blob_sha(after_file) if after_file is not None else None)
+    if len(changes) > 1:
+        ev["hunks"] = [[c.old_start, c.old_end, c.new_start, c.new_end] for c in changes]
+    if tur.get("userModified"):
+        ev["user_modified"] = True
+    return _hash_texts(ev)
+
+
+def _hash_texts(ev: dict[str, Any]) -> dict[str, Any]:
+    ev["before_sha"] = E.sha256_text(ev.get("before_text") or "")
+    ev["after_sha"] = E.sha256_text(ev.get("after_text") or "")
+    return ev

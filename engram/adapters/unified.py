@@ -1,0 +1,117 @@
+"""Line-level edits from structured patch hunks ({oldStart, oldLines, newStart, newLines, lines}).
+
+Claude Code records every successful Edit/Write with such hunks (jsdiff's `structuredPatch`),
+together with the original file. From them we derive the exact changed line ranges on both
+sides and the file after the edit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A contiguous run of removed/added lines. Ranges are 1-based; an empty range is [s, s-1]."""
+
+    old_start: int
+    old_end: int
+    new_start: int
+    new_end: int
+    old_lines: tuple[str, ...]
+    new_lines: tuple[str, ...]
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines without terminators; a final newline does not make an extra empty line."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def join_lines(lines: list[str] | tuple[str, ...]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
+    """Every run of '-'/'+' lines in the hunks, with its position on each side."""
+    out: list[Change] = []
+    for h in hunks:
+        old = int(h.get("oldStart") or 0)
+        new = int(h.get("newStart") or 0)
+        # jsdiff keeps oldStart at the insertion point for empty old sides; a formatted
+        # unified diff uses the line before it. Both arrive here; normalise to jsdiff's.
+        if int(h.get("oldLines") or 0) == 0 and old == 0:
+            old = 1
+        if int(h.get("newLines") or 0) == 0 and new == 0:
+            new = 1
+        run_old: list[str] = []
+        run_new: list[str] = []
+        run_o = run_n = 0
+
+        def flush() -> None:
+            nonlocal run_old, run_new
+            if run_old or run_new:
+                out.append(Change(run_o, run_o + len(run_old) - 1, run_n, run_n + len(run_new) - 1,
+                                  tuple(run_old), tuple(run_new)))
+            run_old, run_new = [], []
+
+        for raw in h.get("lines") or []:
+            if not isinstance(raw, str) or not raw:
+                tag, body = " ", ""
+            else:
+                tag, body = raw[0], raw[1:]
+            if tag == "\\":
+                continue
+            if tag in "-+":
+                if not run_old and not run_new:
+                    run_o, run_n = old, new
+                if tag == "-":
+                    run_old.append(body)
+                    old += 1
+                else:
+                    run_new.append(body)
+                    new += 1
+            else:
+                flush()
+                old += 1
+                new += 1
+        flush()
+    return out
+
+
+def apply_hunks(original: list[str], hunks: list[dict[str, Any]]) -> list[str] | None:
+    """The file after the hunks, or None when their context does not match `original`."""
+    result: list[str] = []
+    pos = 0  # next unconsumed line of original (0-based)
+    for h in hunks:
+        start = int(h.get("oldStart") or 0) - 1
+        if int(h.get("oldLines") or 0) == 0 and start < 0:
+            start = 0
+        body = [ln for ln in (h.get("lines") or []) if isinstance(ln, str) and not ln.startswith("\\")]
+        expect = [ln[1:] for ln in body if ln[:1] in (" ", "-", "")]
+        if original[start:start + len(expect)] != expect:
+            # A formatted diff puts an empty old side one line earlier.
+            if original[start + 1:start + 1 + len(expect)] == expect:
+                start += 1
+            else:
+                return None
+        if start < pos:
+            return None
+        result.extend(original[pos:start])
+        pos = start
+        for ln in body:
+            tag, text = (ln[0], ln[1:]) if ln else (" ", "")
+            if tag == "+":
+                result.append(text)
+            elif tag == "-":
+                pos += 1
+            else:
+                result.append(text)
+                pos += 1
+    result.extend(original[pos:])
+    return result

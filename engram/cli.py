@@ -1,0 +1,234 @@
+"""The `engram` command line. Imports stay inside handlers: `engram --help` must be instant."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+log = logging.getLogger("engram")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _store(args: argparse.Namespace):  # noqa: ANN202 - lazy import keeps the type out of startup
+    from engram.store import Store
+
+    return Store.discover(Path(args.repo) if getattr(args, "repo", None) else None)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from engram.store import find_repo_root, init_store
+
+    root = Path(args.path).resolve() if args.path else (find_repo_root(Path.cwd()) or Path.cwd())
+    store, warnings = init_store(root)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"initialised {store.dir}")
+    return 0
+
+
+def _parse_maps(items: list[str] | None) -> list[tuple[str, str]]:
+    from engram.errors import BadInput
+
+    maps = []
+    for item in items or []:
+        if "=" not in item:
+            raise BadInput(f"--map {item!r}: expected FROM=TO")
+        a, b = item.split("=", 1)
+        maps.append((a, b))
+    return maps
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from engram.ingest import IngestStats, discover, ingest, jobs_from_paths, terminal_progress
+
+    store = _store(args)
+    stats = IngestStats()
+    maps = _parse_maps(args.map)
+    if args.paths:
+        jobs = jobs_from_paths([Path(p) for p in args.paths], stats)
+    else:
+        jobs = discover(store.root, Path(args.claude) if args.claude else None,
+                        Path(args.codex) if args.codex else None, stats)
+    after = _indexer(store)
+    ingest(store, jobs, maps=maps, stats=stats, progress=terminal_progress("ingest"), after_tape=after)
+    print(stats.summary())
+    if args.watch:
+        from engram.watch import watch
+
+        return watch(store, args, maps)
+    return 0
+
+
+def _indexer(store):  # noqa: ANN001, ANN202
+    """Index each new tape as it is written, when the index module is present."""
+    try:
+        from engram.index.build import index_new_tape
+    except ImportError:
+        return None
+    return lambda db, written: index_new_tape(store, db, written.id)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from engram.record import record_command, record_stdin
+
+    store = _store(args)
+    if args.stdin:
+        stats = record_stdin(store, args.format, sys.stdin.buffer, after_tape=_indexer(store))
+        print(stats.summary())
+        return 0
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        from engram.errors import BadInput
+
+        raise BadInput("nothing to record: give a command after `--`, or --stdin")
+    code, tape = record_command(store, cmd, after_tape=_indexer(store))
+    print(f"recorded tape {tape[:12]} (exit status {code})", file=sys.stderr)
+    return code
+
+
+def cmd_tapes(args: argparse.Namespace) -> int:
+    from engram.index.catalog import list_tapes
+    from engram.index.db import open_db
+    from engram.render import tapes_table
+
+    store = _store(args)
+    db = open_db(store)
+    rows = list_tapes(db, limit=args.limit, harness=args.harness)
+    if args.json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps([r.as_dict() for r in rows], option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif rows:
+        print(tapes_table(rows))
+    else:
+        print("no tapes yet: run `engram ingest`", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from engram.index.catalog import resolve_tapes, tape_file
+    from engram.index.db import open_db
+    from engram.render import events_view
+    from engram.tape.reader import TapeReader
+
+    store = _store(args)
+    db = open_db(store)
+    rows = resolve_tapes(db, args.tape)
+    import orjson
+
+    out = sys.stdout
+    for row in rows:
+        with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
+            stop = args.limit if args.limit else None
+            if args.raw:
+                for line in r.raw_lines(0, stop):
+                    out.write(line.decode("utf-8") + "\n")
+            elif args.json:
+                evs = list(r.events(0, stop, resolve_objects=True))
+                out.write(orjson.dumps({"tape": row.id, "events": evs}).decode() + "\n")
+            else:
+                print(f"tape {row.id}  ({row.events} events, {row.edits} edits, {row.reads} reads)")
+                print(events_view(enumerate(r.events(0, stop))))
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from engram.gc import collect
+
+    removed, kept = collect(_store(args), dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"gc: {verb} {removed} unreferenced objects, kept {kept}; tapes are never removed")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from engram.demo import run_demo
+
+    return run_demo(Path(args.dir) if args.dir else None, keep=args.keep)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="engram", description="Why does this code exist? Provenance from agent sessions.")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
+    p.add_argument("-C", "--repo", help="run as if started in this directory")
+    sub = p.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("init", help="create .engram/ in this repository")
+    s.add_argument("path", nargs="?", help="repository root (default: the enclosing repository)")
+    s.set_defaults(func=cmd_init)
+
+    s = sub.add_parser("ingest", help="capture agent sessions as tapes (and index them)")
+    s.add_argument("paths", nargs="*", help="transcript files or directories (default: discover this repo's sessions)")
+    s.add_argument("--claude", metavar="DIR", help="Claude Code projects directory (default ~/.claude/projects)")
+    s.add_argument("--codex", metavar="DIR", help="Codex sessions directory (default ~/.codex)")
+    s.add_argument("--map", action="append", metavar="FROM=TO", help="rewrite session paths starting with FROM")
+    s.add_argument("--watch", action="store_true", help="keep following live session files")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("record", help="record a command (or a transcript on stdin) as a tape")
+    s.add_argument("--stdin", action="store_true", help="read a transcript from standard input")
+    s.add_argument("--format", choices=["claude", "codex", "events", "raw"], help="stdin format (default: detect)")
+    s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    s.set_defaults(func=cmd_record)
+
+    s = sub.add_parser("tapes", help="list tapes")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--limit", type=int)
+    s.add_argument("--harness")
+    s.set_defaults(func=cmd_tapes)
+
+    s = sub.add_parser("show", help="show a tape (id prefix or session id)")
+    s.add_argument("tape")
+    s.add_argument("--raw", action="store_true", help="the stored JSONL, verbatim")
+    s.add_argument("--json", action="store_true", help="one JSON document, objects resolved")
+    s.add_argument("--limit", type=int, help="only the first N events")
+    s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("gc", help="remove objects no tape refers to (never a tape)")
+    s.add_argument("--dry-run", action="store_true")
+    s.set_defaults(func=cmd_gc)
+
+    s = sub.add_parser("demo", help="ingest a real shipped session into a throw-away repository and explain it")
+    s.add_argument("--dir", help="build the demo repository here instead of a temporary directory")
+    s.add_argument("--keep", action="store_true", help="keep the temporary repository")
+    s.set_defaults(func=cmd_demo)
+
+    _register_index_commands(sub)
+    return p
+
+
+def _register_index_commands(sub: argparse._SubParsersAction) -> None:
+    try:
+        from engram.query.cli_commands import register
+    except ImportError:
+        return
+    register(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    from engram.errors import EngramError
+
+    try:
+        return args.func(args)
+    except EngramError as exc:
+        print(f"engram: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("engram: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

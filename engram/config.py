@@ -1,0 +1,60 @@
+"""`.engram/config.toml`: every key has a default, the file only overrides.
+
+Kept as plain nested dicts so a new key needs one line here and nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from engram.errors import BadInput
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, Any] = {
+    "ingest": {
+        # Lines longer than this are skipped (counted) rather than parsed: a runaway
+        # tool output must not take the whole machine's memory.
+        "max_line_bytes": 32 * 1024 * 1024,
+        # Strings longer than this move out of the tape into .engram/objects/.
+        "object_threshold": 256 * 1024,
+    },
+    "redact": {
+        # Extra patterns: a list of {name = "...", pattern = "..."} tables.
+        "patterns": [],
+    },
+    "explain": {
+        "window": {"before": 3, "after": 3},
+        "min_confidence": 0.5,
+    },
+    "index": {
+        # Fingerprints present in more than this share of tapes are stop-listed.
+        "stoplist_share": 0.5,
+        "stoplist_min_tapes": 20,
+    },
+}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """Defaults overlaid with the file at `path` when it exists."""
+    cfg = copy.deepcopy(DEFAULTS)
+    if path.is_file():
+        try:
+            with path.open("rb") as f:
+                _merge(cfg, tomllib.load(f))
+        except tomllib.TOMLDecodeError as exc:
+            raise BadInput(f"{path}: not valid TOML ({exc}); fix or remove the file") from exc
+    return cfg

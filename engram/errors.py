@@ -1,0 +1,25 @@
+"""One family of expected failures, each with a message a user can act on.
+
+The CLI prints them to stderr and exits 1; the servers turn them into protocol errors.
+Anything that is not an EngramError is a bug and keeps its traceback.
+"""
+
+
+class EngramError(Exception):
+    """An expected failure whose message tells the user what to do."""
+
+
+class StoreNotFound(EngramError):
+    """No `.engram/` store above the working directory."""
+
+
+class UnknownTape(EngramError):
+    """A tape reference matched nothing (or more than one tape)."""
+
+
+class BadInput(EngramError):
+    """Input the user supplied (a path, a range, a transcript) cannot be used."""
+
+
+class CorruptTape(EngramError):
+    """A tape file on disk does not match its own seek table or hash."""

@@ -1,0 +1,1 @@
+"""The evidence index: a projection of the tapes that `engram reindex` rebuilds."""

@@ -1,0 +1,92 @@
+"""Looking tapes up in the catalog: by id prefix or by the harness's session id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from engram.errors import UnknownTape
+from engram.store import Store
+from engram.tape.writer import tape_path
+
+COLUMNS = ("id", "harness", "session_id", "model", "started", "ended", "events", "edits", "reads", "size",
+           "raw_bytes", "prev")
+
+
+@dataclass(frozen=True)
+class TapeRow:
+    id: str
+    harness: str
+    session_id: str
+    model: str | None
+    started: str | None
+    ended: str | None
+    events: int
+    edits: int
+    reads: int
+    size: int
+    raw_bytes: int
+    prev: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in COLUMNS}
+
+
+def list_tapes(db: apsw.Connection, *, limit: int | None = None, harness: str | None = None) -> list[TapeRow]:
+    sql = f"SELECT {', '.join(COLUMNS)} FROM tapes"
+    args: list[Any] = []
+    if harness:
+        sql += " WHERE harness = ?"
+        args.append(harness)
+    sql += " ORDER BY started DESC, id"
+    if limit:
+        sql += " LIMIT ?"
+        args.append(limit)
+    return [TapeRow(*r) for r in db.execute(sql, args)]
+
+
+def resolve_tapes(db: apsw.Connection, ref: str) -> list[TapeRow]:
+    """All tapes `ref` names: a unique id prefix, or every segment of a harness session id."""
+    ref = ref.strip()
+    if not ref:
+        raise UnknownTape("empty tape reference")
+    cols = ", ".join(COLUMNS)
+    rows = [TapeRow(*r) for r in db.execute(
+        f"SELECT {cols} FROM tapes WHERE session_id = ? ORDER BY started, id", (ref,))]
+    if rows:
+        return _chain_order(rows)
+    rows = [TapeRow(*r) for r in db.execute(
+        f"SELECT {cols} FROM tapes WHERE id >= ? AND id < ? ORDER BY id", (ref.lower(), ref.lower() + "\uffff"))]
+    if not rows:
+        raise UnknownTape(f"no tape or session matches {ref!r}; `engram tapes` lists them")
+    if len(rows) > 1:
+        raise UnknownTape(f"{ref!r} matches {len(rows)} tapes ({', '.join(r.id[:12] for r in rows[:5])}…); "
+                          "give more characters")
+    return rows
+
+
+def resolve_tape(db: apsw.Connection, ref: str) -> TapeRow:
+    """One tape: a session id names its latest segment."""
+    return resolve_tapes(db, ref)[-1]
+
+
+def _chain_order(rows: list[TapeRow]) -> list[TapeRow]:
+    """Segments of one session, first to last, following `prev`."""
+    by_prev = {r.prev: r for r in rows}
+    ids = {r.id for r in rows}
+    heads = [r for r in rows if r.prev is None or r.prev not in ids]
+    out: list[TapeRow] = []
+    for head in heads:
+        cur: TapeRow | None = head
+        while cur is not None and cur not in out:
+            out.append(cur)
+            cur = by_prev.get(cur.id)
+    out.extend(r for r in rows if r not in out)
+    return out
+
+
+def tape_file(store: Store, tape_id: str) -> Path:
+    return tape_path(store.tapes_dir, tape_id)

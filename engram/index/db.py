@@ -1,0 +1,106 @@
+"""Opening `index.sqlite` (apsw): WAL, busy timeout, and versioned migrations.
+
+The database is a projection of the tapes; migrations may therefore drop and rebuild
+derived tables, and `engram reindex` is always a valid way out of a bad state.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import apsw
+
+from engram.store import Store
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _v1(db: apsw.Connection) -> None:
+    db.execute(
+        """
+        CREATE TABLE tapes(
+            id TEXT PRIMARY KEY,
+            harness TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            model TEXT,
+            started TEXT,
+            ended TEXT,
+            events INTEGER NOT NULL,
+            edits INTEGER NOT NULL,
+            reads INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            raw_bytes INTEGER NOT NULL,
+            prev TEXT,
+            indexed INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX tapes_session ON tapes(session_id);
+        -- Which bytes of which source file each tape captured: how ingest knows what is new.
+        CREATE TABLE captures(
+            tape TEXT NOT NULL,
+            harness TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            source TEXT NOT NULL,
+            path TEXT NOT NULL,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            prefix_sha256 TEXT NOT NULL,
+            PRIMARY KEY(tape, source)
+        ) WITHOUT ROWID;
+        CREATE INDEX captures_path ON captures(path, end);
+        CREATE INDEX captures_session ON captures(harness, session_id, source, end);
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
+    """A connection with WAL and a busy timeout, migrated to the current schema."""
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    db = apsw.Connection(str(store.index_path), flags=flags)
+    db.set_busy_timeout(BUSY_TIMEOUT_MS)
+    if readonly:
+        return db
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA foreign_keys=OFF")
+    migrate(db)
+    return db
+
+
+def migrate(db: apsw.Connection) -> None:
+    version = db.execute("PRAGMA user_version").fetchall()[0][0]
+    if version > SCHEMA_VERSION:
+        from engram.errors import EngramError  # noqa: PLC0415
+
+        raise EngramError(
+            f"index.sqlite has schema {version}, newer than this engram ({SCHEMA_VERSION}); upgrade engram"
+        )
+    while version < SCHEMA_VERSION:
+        # One immediate transaction per step: a crash leaves the previous version intact, and a
+        # second process that migrated meanwhile is noticed instead of applied twice.
+        with immediate(db):
+            current = db.execute("PRAGMA user_version").fetchall()[0][0]
+            if current == version:
+                MIGRATIONS[version](db)
+                db.execute(f"PRAGMA user_version={version + 1}")
+                log.info("index.sqlite migrated to schema %d", version + 1)
+        version = db.execute("PRAGMA user_version").fetchall()[0][0]
+
+
+@contextmanager
+def immediate(db: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A write transaction that takes the lock up front (no deadlock on upgrade)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")

@@ -1,0 +1,468 @@
+"""Capture: find session files, run the right adapter, write the new part of each as a tape.
+
+A session maps onto immutable tapes as a chain of segments. The first ingest writes one tape
+covering every complete line of every source file. When a source grew (a live session), the
+next ingest re-reads the session (adapters need its earlier records for state), keeps only the
+events of lines past the previously captured end of each source, and writes them as a new tape
+whose meta names the previous one in `prev`. Re-running with nothing new writes nothing. A source
+whose captured prefix no longer matches (the file was rewritten) is captured again from byte 0.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterator
+
+import apsw
+import orjson
+
+from engram.adapters.base import Capture, PathMapper, SourceSpan
+from engram.errors import BadInput, EngramError
+from engram.fsutil import remove_stale_temps
+from engram.index.db import immediate, open_db
+from engram.redact import Redactor
+from engram.store import Store, git_toplevel, git_worktrees
+from engram.tape import events as E
+from engram.tape.reader import TapeReader
+from engram.tape.writer import TAPE_SUFFIX, WrittenTape, write_tape
+
+log = logging.getLogger(__name__)
+
+CLAUDE = "claude-code"
+CODEX = "codex"
+RAW = "raw"
+EVENTS = "events"
+
+
+@dataclass
+class Job:
+    """One session to capture: its harness and source files."""
+
+    harness: str
+    sources: list[SourceSpan]
+
+    @property
+    def main(self) -> Path:
+        return self.sources[0].path
+
+
+@dataclass
+class IngestStats:
+    sessions: int = 0
+    tapes: int = 0
+    events: int = 0
+    edits: int = 0
+    reads: int = 0
+    raw_bytes: int = 0
+    tape_bytes: int = 0
+    unchanged: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
+    redactions: Counter[str] = field(default_factory=Counter)
+    written: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        skipped = sum(self.skipped.values())
+        parts = [
+            f"{self.sessions} sessions",
+            f"{self.tapes} new tapes",
+            f"{self.events} events",
+            f"{self.edits} edits",
+            f"{self.reads} reads",
+            f"{sum(self.redactions.values())} secrets redacted",
+            f"{skipped} lines skipped",
+        ]
+        line = "ingest: " + ", ".join(parts)
+        if self.unchanged:
+            line += f" ({self.unchanged} sessions unchanged)"
+        if skipped:
+            line += "\n  skipped: " + "; ".join(f"{n} × {reason}" for reason, n in self.skipped.most_common())
+        return line
+
+
+# ---------------------------------------------------------------- discovery
+
+
+def detect_format(path: Path) -> str | None:
+    """The harness that wrote `path`, judged from its first records; None for binary junk."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(256 * 1024)
+    except OSError:
+        return None
+    if not head.strip():
+        return None
+    if b"\0" in head[:8192]:
+        return None
+    from engram.adapters.claude import looks_like_claude  # noqa: PLC0415
+
+    for raw in head.split(b"\n")[:20]:
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        if rec.get("kind") == E.META:
+            return EVENTS
+        if "payload" in rec and rec.get("type") in ("session_meta", "response_item", "event_msg", "turn_context", "compacted"):
+            return CODEX
+        if looks_like_claude(rec):
+            return CLAUDE
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # a cut multi-byte character at the end is fine
+            return None
+    return RAW
+
+
+def job_for_file(path: Path, fmt: str) -> Job:
+    if fmt == CLAUDE:
+        from engram.adapters.claude import session_sources  # noqa: PLC0415
+
+        return Job(CLAUDE, session_sources(path))
+    return Job(fmt, [SourceSpan("main", path)])
+
+
+def _is_subagent_file(path: Path) -> bool:
+    return path.parent.name == "subagents" and (path.parent.parent.with_suffix(".jsonl")).is_file()
+
+
+def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
+    jobs: list[Job] = []
+    for p in paths:
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*.jsonl") if f.is_file() and not _is_subagent_file(f))
+            if not files:
+                stats.skipped[f"no transcripts (*.jsonl) under directory {p}"] += 1
+            for f in files:
+                _add_file(jobs, f, stats)
+        elif p.is_file():
+            _add_file(jobs, p, stats)
+        else:
+            raise BadInput(f"{p}: no such file or directory")
+    return jobs
+
+
+def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
+    if f.stat().st_size == 0:
+        stats.skipped["empty file"] += 1
+        return
+    fmt = detect_format(f)
+    if fmt is None:
+        stats.skipped["not a transcript (binary or undecodable)"] += 1
+        return
+    jobs.append(job_for_file(f.resolve(), fmt))
+
+
+def claude_home() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def _first_cwd(path: Path, fmt: str) -> str | None:
+    try:
+        with path.open("rb") as f:
+            for _, raw in zip(range(50), f):
+                try:
+                    rec = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(rec, dict):
+                    continue
+                if fmt == CLAUDE and isinstance(rec.get("cwd"), str):
+                    return rec["cwd"]
+                if fmt == CODEX and isinstance(rec.get("payload"), dict) and isinstance(rec["payload"].get("cwd"), str):
+                    return rec["payload"]["cwd"]
+    except OSError:
+        return None
+    return None
+
+
+def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, stats: IngestStats) -> list[Job]:
+    """This repository's sessions where the harnesses keep them (cwd inside a work tree of ours)."""
+    trees = [str(t) for t in git_worktrees(repo_root)] if (repo_root / ".git").exists() else [str(repo_root)]
+
+    def ours(cwd: str | None) -> bool:
+        return cwd is not None and any(cwd == t or cwd.startswith(t.rstrip("/") + "/") for t in trees)
+
+    jobs: list[Job] = []
+    cdir = claude_dir or claude_home() / "projects"
+    if cdir.is_dir():
+        for f in sorted(cdir.rglob("*.jsonl")):
+            if _is_subagent_file(f) or not ours(_first_cwd(f, CLAUDE)):
+                continue
+            jobs.append(job_for_file(f.resolve(), CLAUDE))
+    xdir = codex_dir or codex_home()
+    for sub in (["sessions", "archived_sessions"] if codex_dir is None else [""]):
+        d = xdir / sub if sub else xdir
+        if d.is_dir():
+            for f in sorted(d.rglob("*.jsonl")):
+                if ours(_first_cwd(f, CODEX)):
+                    jobs.append(job_for_file(f.resolve(), CODEX))
+    return jobs
+
+
+# ---------------------------------------------------------------- capture
+
+
+def session_root_for(repo_root: Path, cwd: str | None) -> PurePosixPath | None:
+    """The tree the session's paths are relative to: a work tree of ours, its git root, or its cwd."""
+    if not cwd:
+        return None
+    p = PurePosixPath(cwd)
+    for tree in git_worktrees(repo_root) if (repo_root / ".git").exists() else [repo_root]:
+        t = PurePosixPath(str(tree))
+        if p == t or t in p.parents:
+            return t
+    top = git_toplevel(Path(cwd)) if Path(cwd).is_dir() else None
+    return PurePosixPath(str(top)) if top else p
+
+
+def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_bytes: int) -> Capture:
+    roots: dict[str | None, PurePosixPath | None] = {}
+
+    def mapper_for(cwd: str | None) -> PathMapper:
+        if cwd not in roots:
+            roots[cwd] = session_root_for(repo_root, cwd)
+        return PathMapper(repo_root, roots[cwd], PurePosixPath(cwd) if cwd else None, maps)
+
+    if job.harness == CLAUDE:
+        from engram.adapters.claude import parse_session  # noqa: PLC0415
+
+        return parse_session(job.sources, mapper_for, max_line_bytes=max_line_bytes)
+    if job.harness == CODEX:
+        from engram.adapters.codex import parse_rollout  # noqa: PLC0415
+
+        return parse_rollout(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
+    if job.harness == EVENTS:
+        from engram.adapters.events import parse_events  # noqa: PLC0415
+
+        return parse_events(job.sources, mapper_for, max_line_bytes=max_line_bytes)
+    from engram.adapters.raw import parse_raw  # noqa: PLC0415
+
+    return parse_raw(job.sources)
+
+
+def _prefix_sha(path: Path, end: int) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        left = end
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest()
+
+
+def _previous(db: apsw.Connection, harness: str, session_id: str, src: SourceSpan) -> tuple[int, str] | None:
+    """(end, tape) of the longest earlier capture of this source whose bytes are still a prefix."""
+    rows = db.execute(
+        "SELECT end, tape, prefix_sha256 FROM captures WHERE harness=? AND session_id=? AND source=? "
+        "ORDER BY end DESC",
+        (harness, session_id, src.name),
+    ).fetchall()
+    for end, tape, sha in rows:
+        if end <= src.end and _prefix_sha(src.path, end) == sha:
+            return end, tape
+    return None
+
+
+def build_tape_events(cap: Capture, starts: list[int], prev: str | None) -> list[dict[str, Any]]:
+    """Meta plus the capture's events from lines at or after each source's start."""
+    body = [ev for ev, (si, off) in zip(cap.events, cap.positions) if off >= starts[si]]
+    sources = []
+    for src, start in zip(cap.sources, starts):
+        sources.append({**src.as_meta(), "start": start, "prefix_sha256": _prefix_sha(src.path, src.end)})
+    times = [ev.get("ts") for ev in body if ev.get("ts")]
+    meta: dict[str, Any] = {
+        "kind": E.META,
+        "v": E.TAPE_FORMAT,
+        "harness": cap.harness,
+        "session_id": cap.session_id,
+        **cap.meta,
+        "sources": sources,
+        "prev": prev,
+        "ended": max(times) if times else None,
+    }
+    if times and not meta.get("started"):
+        meta["started"] = min(times)
+    return [meta, *body]
+
+
+def catalog_row(tape_id: str, events: list[dict[str, Any]], size: int, raw_bytes: int) -> dict[str, Any]:
+    meta = events[0]
+    kinds = Counter(ev.get("kind") for ev in events)
+    return {
+        "id": tape_id, "harness": meta.get("harness") or "", "session_id": meta.get("session_id") or "",
+        "model": meta.get("model"), "started": meta.get("started"), "ended": meta.get("ended"),
+        "events": len(events), "edits": kinds[E.CODE_EDIT], "reads": kinds[E.CODE_READ],
+        "size": size, "raw_bytes": raw_bytes, "prev": meta.get("prev"),
+    }
+
+
+def register(db: apsw.Connection, row: dict[str, Any], sources: list[dict[str, Any]]) -> None:
+    """Add a written tape to the catalog (inside the caller's transaction)."""
+    db.execute(
+        "INSERT OR IGNORE INTO tapes(id, harness, session_id, model, started, ended, events, edits, reads, size,"
+        " raw_bytes, prev) VALUES(:id, :harness, :session_id, :model, :started, :ended, :events, :edits, :reads,"
+        " :size, :raw_bytes, :prev)",
+        row,
+    )
+    for s in sources:
+        db.execute(
+            "INSERT OR IGNORE INTO captures(tape, harness, session_id, source, path, start, end, prefix_sha256)"
+            " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+            (row["id"], row["harness"], row["session_id"], s["name"], s["path"], s["start"], s["end"],
+             s["prefix_sha256"]),
+        )
+
+
+def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
+    """Catalog a tape from its own content (used by reconcile and reindex)."""
+    with TapeReader(path, store.objects_dir) as r:
+        evs = list(r.events())
+        raw = sum(len(line) + 1 for line in r.raw_lines())
+        row = catalog_row(r.id, evs, r.size, raw)
+    register(db, row, evs[0].get("sources") or [])
+    return row["id"]
+
+
+def reconcile(db: apsw.Connection, store: Store) -> int:
+    """Catalog tapes that reached the disk but not the catalog (a crash between the two)."""
+    remove_stale_temps(store.tapes_dir)
+    on_disk = {p.name[: -len(TAPE_SUFFIX)]: p for p in store.tapes_dir.glob(f"*{TAPE_SUFFIX}")}
+    known = {r[0] for r in db.execute("SELECT id FROM tapes")}
+    missing = sorted(set(on_disk) - known)
+    if missing:
+        with immediate(db):
+            for tid in missing:
+                register_from_file(db, store, on_disk[tid])
+        log.info("catalogued %d tapes left by an interrupted ingest", len(missing))
+    return len(missing)
+
+
+@contextmanager
+def ingest_lock(store: Store) -> Iterator[None]:
+    """One ingest per store at a time: two would capture the same new bytes twice."""
+    store.run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store.run_dir / "ingest.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,
+                maps: list[tuple[str, str]], redactor: Redactor) -> WrittenTape | None:
+    cfg = store.config["ingest"]
+    cap = parse_job(job, store.root, maps, int(cfg["max_line_bytes"]))
+    stats.skipped.update(cap.skipped)
+    stats.ignored.update(cap.ignored)
+    stats.sessions += 1
+    starts: list[int] = []
+    prev_tapes: list[str] = []
+    for src in cap.sources:
+        found = _previous(db, cap.harness, cap.session_id, src)
+        starts.append(found[0] if found else 0)
+        if found:
+            prev_tapes.append(found[1])
+    if all(start >= src.end for start, src in zip(starts, cap.sources)):
+        stats.unchanged += 1
+        return None
+    prev = _latest(db, prev_tapes)
+    events = build_tape_events(cap, starts, prev)
+    if len(events) == 1 and prev is not None:
+        stats.unchanged += 1  # only records we do not keep (progress, snapshots) were appended
+        return None
+    before = Counter(redactor.counts)
+    written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+                         object_threshold=int(cfg["object_threshold"]))
+    stats.redactions.update(redactor.counts - before)
+    row = catalog_row(written.id, events, written.size, written.raw_bytes)
+    with immediate(db):
+        register(db, row, events[0]["sources"])
+    if written.created:
+        stats.tapes += 1
+        stats.written.append(written.id)
+    stats.events += row["events"] - 1
+    stats.edits += row["edits"]
+    stats.reads += row["reads"]
+    stats.raw_bytes += sum(s.end - st for s, st in zip(cap.sources, starts))
+    stats.tape_bytes += written.size
+    return written
+
+
+def _latest(db: apsw.Connection, tapes: list[str]) -> str | None:
+    if not tapes:
+        return None
+    # The newest segment is the one no other of these tapes names as `prev`.
+    rows = {t: p for t, p in db.execute(
+        f"SELECT id, prev FROM tapes WHERE id IN ({','.join('?' * len(tapes))})", tapes)}
+    named = set(rows.values())
+    heads = sorted(t for t in rows if t not in named)
+    return heads[-1] if heads else sorted(tapes)[-1]
+
+
+def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None = None,
+           stats: IngestStats | None = None, progress: Callable[[int, int], None] | None = None,
+           after_tape: Callable[[apsw.Connection, WrittenTape], None] | None = None) -> IngestStats:
+    """Capture every job; safe to re-run; one ingest per store at a time."""
+    stats = stats or IngestStats()
+    redactor = Redactor(store.config["redact"].get("patterns") or [])
+    with ingest_lock(store):
+        db = open_db(store)
+        try:
+            reconcile(db, store)
+            for i, job in enumerate(jobs):
+                try:
+                    written = capture_job(db, store, job, stats, maps=maps or [], redactor=redactor)
+                except (OSError, EngramError) as exc:
+                    stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
+                    log.warning("%s: %s", job.main, exc)
+                    continue
+                if written is not None and after_tape is not None:
+                    after_tape(db, written)
+                if progress is not None:
+                    progress(i + 1, len(jobs))
+        finally:
+            db.close()
+    return stats
+
+
+def terminal_progress(label: str) -> Callable[[int, int], None] | None:
+    """A one-line progress display on a terminal (stderr), nothing otherwise."""
+    if not sys.stderr.isatty():
+        return None
+    t0 = time.monotonic()
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                         f"{time.monotonic() - t0:.1f}s")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show

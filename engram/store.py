@@ -1,0 +1,168 @@
+"""The `.engram/` store of one repository: where things live and how it is created.
+
+Everything under `.engram/` hangs off `Store`; nothing else builds these paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from engram.config import load_config
+from engram.errors import StoreNotFound
+
+log = logging.getLogger(__name__)
+
+STORE_DIR = ".engram"
+
+
+def find_repo_root(start: Path) -> Path | None:
+    """The nearest directory at or above `start` holding `.engram/` or `.git`."""
+    start = start.resolve()
+    for d in [start, *start.parents]:
+        if (d / STORE_DIR).is_dir() or (d / ".git").exists():
+            return d
+    return None
+
+
+def git_toplevel(path: Path) -> Path | None:
+    """The git work tree containing `path`, or None (also when git is missing)."""
+    probe = path if path.is_dir() else path.parent
+    if not probe.is_dir():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(probe), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    return Path(out.stdout.strip()).resolve()
+
+
+def git_worktrees(root: Path) -> list[Path]:
+    """All work trees of the repository at `root` (itself included)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "worktree", "list", "--porcelain"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return [root]
+    trees = [Path(line[len("worktree "):]).resolve()
+             for line in out.stdout.splitlines() if line.startswith("worktree ")]
+    return trees or [root]
+
+
+@dataclass
+class Store:
+    """Paths and configuration of one repository's store."""
+
+    root: Path  # the repository root (the directory holding .engram/)
+    _config: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def dir(self) -> Path:
+        return self.root / STORE_DIR
+
+    @property
+    def tapes_dir(self) -> Path:
+        return self.dir / "tapes"
+
+    @property
+    def objects_dir(self) -> Path:
+        return self.dir / "objects"
+
+    @property
+    def events_dir(self) -> Path:
+        return self.dir / "events"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.dir / "run"
+
+    @property
+    def index_path(self) -> Path:
+        return self.dir / "index.sqlite"
+
+    @property
+    def config_path(self) -> Path:
+        return self.dir / "config.toml"
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        return self._config if self._config is not None else load_config(self.config_path)
+
+    def exists(self) -> bool:
+        return self.dir.is_dir()
+
+    @classmethod
+    def discover(cls, start: Path | None = None) -> "Store":
+        """The store of the repository containing `start` (default: the cwd)."""
+        here = (start or Path.cwd()).resolve()
+        for d in [here, *here.parents]:
+            if (d / STORE_DIR).is_dir():
+                return cls(d)
+        raise StoreNotFound(
+            f"no {STORE_DIR}/ store in {here} or above; run `engram init` at the repository root"
+        )
+
+
+def init_store(root: Path) -> tuple[Store, list[str]]:
+    """Create `.engram/` at `root` (idempotent) and keep it out of git.
+
+    Returns the store and warnings for the user.
+    """
+    root = root.resolve()
+    warnings: list[str] = []
+    store = Store(root)
+    for d in (store.dir, store.tapes_dir, store.objects_dir, store.events_dir, store.run_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    git = root / ".git"
+    if git.is_dir():
+        exclude = git / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        lines = exclude.read_text(encoding="utf-8", errors="replace").splitlines() if exclude.exists() else []
+        if not any(line.strip() in (f"/{STORE_DIR}/", f"{STORE_DIR}/", f"/{STORE_DIR}", STORE_DIR) for line in lines):
+            with exclude.open("a", encoding="utf-8") as f:
+                if lines and lines[-1] != "":
+                    f.write("\n")
+                f.write(f"/{STORE_DIR}/\n")
+    elif git.is_file():
+        # A linked worktree: .git is a file pointing at the common dir's worktree folder.
+        common = git_common_dir(root)
+        if common is not None:
+            exclude = common / "info" / "exclude"
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+            if f"/{STORE_DIR}/" not in text.split():
+                with exclude.open("a", encoding="utf-8") as f:
+                    f.write(("" if text.endswith("\n") or not text else "\n") + f"/{STORE_DIR}/\n")
+    else:
+        warnings.append(
+            f"{root} is not a git repository: {STORE_DIR}/ was created but could not be excluded from version control"
+        )
+    from engram.index.db import open_db  # noqa: PLC0415 - keeps `engram --help` fast
+
+    open_db(store).close()
+    return store, warnings
+
+
+def git_common_dir(root: Path) -> Path | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--git-common-dir"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    p = Path(out.stdout.strip())
+    return (root / p).resolve() if not p.is_absolute() else p

@@ -1,0 +1,1 @@
+"""Tapes: one agent session as immutable, compressed, content-addressed events."""

@@ -1,0 +1,68 @@
+"""The event vocabulary of a tape and its canonical serialisation.
+
+A tape is one JSON object per line. The first is `meta`; the rest are raw facts from the
+transcript, in source order. Canonical form (sorted keys, compact separators, UTF-8) makes the
+tape id — a hash of those bytes — independent of how an adapter built its dicts.
+
+Kinds and their fields (beyond `kind` and `ts`, the source timestamp, and `id`, the source
+record id when the harness has one):
+
+- `meta`       harness, harness_version, model, session_id, cwd, git_head, git_branch, started,
+               sources [{name, path, start, end, sha256, prefix_sha256}], prev (previous segment)
+- `msg.in`     text (the user's words; `compact_summary`, `is_meta` flags copied from the source)
+- `msg.out`    text, block ("text" | "thinking")
+- `tool.call`  call_id, name, input
+- `tool.result` call_id, name, is_error, exit_code, stdout, stderr
+- `code.read`  file (repository-relative), range [first, last] (1-based inclusive), text, call_id
+- `code.edit`  file, op (create | update | delete | move), before_range, after_range,
+               before_text, after_text, before_sha, after_sha, file_before_sha, file_after_sha,
+               to_file (for moves), hunks (when the edit changed separate regions), call_id
+- `compact`    trigger, pre_tokens (a harness compaction boundary)
+- `span.link`  file, range, target {file, range} or {tape, offset}, note
+
+A range [s, s-1] is empty: an insertion before line s (or a deleted region that ended before s).
+Events from a subagent carry `agent` (its id); they belong to the parent session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+import orjson
+
+TAPE_FORMAT: Final = 1
+
+META: Final = "meta"
+MSG_IN: Final = "msg.in"
+MSG_OUT: Final = "msg.out"
+TOOL_CALL: Final = "tool.call"
+TOOL_RESULT: Final = "tool.result"
+CODE_READ: Final = "code.read"
+CODE_EDIT: Final = "code.edit"
+COMPACT: Final = "compact"
+SPAN_LINK: Final = "span.link"
+
+KINDS: Final = frozenset({META, MSG_IN, MSG_OUT, TOOL_CALL, TOOL_RESULT, CODE_READ, CODE_EDIT, COMPACT, SPAN_LINK})
+CODE_KINDS: Final = frozenset({CODE_READ, CODE_EDIT})
+
+Event = dict[str, Any]
+
+
+def dumps(event: Event) -> bytes:
+    """Canonical bytes of one event, without the newline."""
+    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+
+
+def loads(line: bytes | str) -> Event:
+    return orjson.loads(line)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def git_blob_sha(text: str) -> str:
+    """The git blob id of a file with this content: matches `git hash-object`."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

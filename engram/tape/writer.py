@@ -1,0 +1,111 @@
+"""Write a tape: redact, move large strings to objects, frame, compress, fsync, rename.
+
+The tape id is the sha256 of the canonical JSONL (all events, each followed by a newline),
+after redaction and externalisation — exactly the bytes `zstd -d` gives back. Writing the same
+events twice yields the same id and leaves the existing file untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import zstandard
+
+from engram.fsutil import atomic_write
+from engram.tape import frames as fr
+from engram.tape.events import META, Event, dumps
+from engram.tape.objects import externalize
+
+log = logging.getLogger(__name__)
+
+TAPE_SUFFIX = ".jsonl.zst"
+COMPRESSION_LEVEL = 3
+
+Redact = Callable[[Event], Event]
+
+
+@dataclass
+class WrittenTape:
+    id: str
+    path: Path
+    n_events: int
+    raw_bytes: int  # canonical JSONL size
+    size: int  # compressed file size
+    created: bool  # False when an identical tape already existed
+    redactions: Counter[str] = field(default_factory=Counter)
+
+
+def tape_path(tapes_dir: Path, tape_id: str) -> Path:
+    return tapes_dir / f"{tape_id}{TAPE_SUFFIX}"
+
+
+def encode_tape(lines: list[bytes], frame_bytes: int = fr.FRAME_BYTES, level: int = COMPRESSION_LEVEL) -> bytes:
+    """Frame and compress canonical event lines (each without its newline)."""
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True)
+    chunks: list[bytes] = []
+    table: list[fr.Frame] = []
+    offset = 0
+    i = 0
+    while i < len(lines):
+        first = i
+        buf: list[bytes] = []
+        size = 0
+        while i < len(lines) and (size < frame_bytes or not buf):
+            buf.append(lines[i])
+            size += len(lines[i]) + 1
+            i += 1
+        raw = b"\n".join(buf) + b"\n"
+        comp = cctx.compress(raw)
+        chunks.append(comp)
+        table.append(fr.Frame(offset, len(comp), len(raw), first, i - first))
+        offset += len(comp)
+    chunks.append(fr.encode_table(table))
+    return b"".join(chunks)
+
+
+def write_tape(
+    tapes_dir: Path,
+    objects_dir: Path,
+    events: Iterable[Event],
+    *,
+    redact: Redact | None = None,
+    redactions: Counter[str] | None = None,
+    object_threshold: int = 256 * 1024,
+) -> WrittenTape:
+    """Persist `events` (the first must be `meta`) as one immutable tape."""
+    lines: list[bytes] = []
+    for ev in events:
+        if redact is not None:
+            ev = redact(ev)
+        ev = externalize(ev, objects_dir, object_threshold)
+        lines.append(dumps(ev))
+    if not lines or not lines[0].startswith(b'{"'):
+        raise ValueError("a tape needs at least its meta event")
+    first = events_first_kind(lines[0])
+    if first != META:
+        raise ValueError(f"the first event of a tape must be meta, not {first!r}")
+    h = hashlib.sha256()
+    raw_bytes = 0
+    for line in lines:
+        h.update(line)
+        h.update(b"\n")
+        raw_bytes += len(line) + 1
+    tape_id = h.hexdigest()
+    path = tape_path(tapes_dir, tape_id)
+    if path.exists():
+        return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False, redactions or Counter())
+    data = encode_tape(lines)
+    atomic_write(path, data, mode=0o444)
+    log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
+    return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter())
+
+
+def events_first_kind(line: bytes) -> str | None:
+    from engram.tape.events import loads  # noqa: PLC0415
+
+    return loads(line).get("kind")
