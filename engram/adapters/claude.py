@@ -257,9 +257,10 @@ def _read(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | No
     text = f.get("content") if isinstance(f.get("content"), str) else ""
     try:
         start = int(f.get("startLine") or 1)
-        n = int(f.get("numLines") if f.get("numLines") is not None else len(split_lines(text)))
     except (TypeError, ValueError):
-        start, n = 1, len(split_lines(text))
+        start = 1
+    # numLines counts the empty string after a final newline; the text itself is the truth.
+    n = len(split_lines(text))
     ev = _base(rec, agent, E.CODE_READ)
     ev.update(file=rel, range=[start, start + n - 1], text=text, call_id=call_id)
     return ev

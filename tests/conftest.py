@@ -1,0 +1,72 @@
+"""Shared fixtures: real transcripts unpacked from tests/fixtures, and throw-away repositories."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SPOTTER_MAIN = "258c7280-ae70-4798-800f-63464d01a85d"
+SPOTTER_OTHER = "4d5611e5-241a-462a-8d15-5122611a9569"
+
+
+def unpack(src: Path, dst: Path) -> Path:
+    """Copy a fixture tree, decompressing `*.zst` files."""
+    dctx = zstandard.ZstdDecompressor()
+    for p in sorted(src.rglob("*")):
+        if p.is_dir():
+            continue
+        rel = p.relative_to(src)
+        if p.suffix == ".zst":
+            out = dst / str(rel)[: -len(".zst")]
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with p.open("rb") as f, out.open("wb") as g:
+                dctx.copy_stream(f, g)
+        else:
+            out = dst / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(p.read_bytes())
+    return dst
+
+
+@pytest.fixture(scope="session")
+def spotter(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real Claude Code sessions of marot/spotter (MIT), decompressed, read-only by convention."""
+    return unpack(FIXTURES / "claude" / "spotter", tmp_path_factory.mktemp("spotter"))
+
+
+@pytest.fixture(scope="session")
+def claude_schema(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return unpack(FIXTURES / "claude" / "schema", tmp_path_factory.mktemp("claude-schema"))
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """An empty git repository with an initialised store."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    return root
+
+
+def run_engram(cwd: Path, *args: str, check: bool = True, input: bytes | None = None,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess, as a user would."""
+    proc = subprocess.run([sys.executable, "-m", "engram.cli", *args], cwd=cwd, capture_output=True,
+                          input=input.decode() if input is not None else None, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"engram {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc

@@ -1,0 +1,224 @@
+"""Claude Code capture on the real spotter sessions, checked against the transcripts themselves."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, run_engram
+from engram.index.catalog import resolve_tapes, tape_file
+from engram.index.db import open_db
+from engram.store import Store
+from engram.tape.reader import TapeReader
+
+EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
+
+
+def tape_events(root: Path, session: str) -> list[dict[str, Any]]:
+    store = Store(root)
+    db = open_db(store)
+    out: list[dict[str, Any]] = []
+    for row in resolve_tapes(db, session):
+        with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
+            evs = list(r.events(resolve_objects=True))
+            out.extend(evs if not out else evs[1:])
+    db.close()
+    return out
+
+
+def transcript_edits(path: Path) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """Straight from the JSONL: successful edit results by tool_use_id, and failed edit call ids."""
+    names: dict[str, str] = {}
+    ok: dict[str, dict[str, Any]] = {}
+    failed: set[str] = set()
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        content = (rec.get("message") or {}).get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if block.get("type") == "tool_use":
+                names[block["id"]] = block["name"]
+            if block.get("type") == "tool_result" and names.get(block["tool_use_id"]) in EDIT_TOOLS:
+                tur = rec.get("toolUseResult")
+                if block.get("is_error") or not isinstance(tur, dict):
+                    failed.add(block["tool_use_id"])
+                else:
+                    ok[block["tool_use_id"]] = tur
+    return ok, failed
+
+
+def expected_new_file(tur: dict[str, Any]) -> str:
+    """The file after the edit, computed the way the tool itself does (not from the patch)."""
+    if "content" in tur and tur.get("type") in ("create", "update"):
+        return tur["content"]
+    old, new = tur["oldString"], tur["newString"]
+    if new == "" and old + "\n" in tur["originalFile"]:
+        old += "\n"  # Claude Code's Edit deletes the line break too when new_string is empty
+    return tur["originalFile"].replace(old, new) if tur.get("replaceAll") else tur["originalFile"].replace(old, new, 1)
+
+
+def lines(text: str) -> list[str]:
+    out = text.split("\n")
+    return out[:-1] if out and out[-1] == "" else out
+
+
+@pytest.fixture(scope="module")
+def ingested(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("claude") / "repo"
+    root.mkdir()
+    from conftest import git
+
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(spotter))
+    return root
+
+
+@pytest.mark.parametrize("session", [SPOTTER_MAIN, SPOTTER_OTHER])
+def test_every_successful_edit_is_one_exact_code_edit(ingested: Path, spotter: Path, session: str) -> None:
+    ok, failed = transcript_edits(spotter / f"{session}.jsonl")
+    assert len(ok) >= 39
+    edits = {ev["call_id"]: ev for ev in tape_events(ingested, session) if ev["kind"] == "code.edit"}
+    assert set(edits) == set(ok), "one code.edit per successful Edit/Write, none for failed ones"
+    assert not (set(edits) & failed)
+    for call_id, tur in ok.items():
+        ev = edits[call_id]
+        new = lines(expected_new_file(tur))
+        old = lines(tur.get("originalFile") or "")
+        b0, b1 = ev["before_range"]
+        a0, a1 = ev["after_range"]
+        assert lines(ev["after_text"]) == new[a0 - 1:a1], call_id
+        assert lines(ev["before_text"]) == old[b0 - 1:b1], call_id
+        # Replacing the before range by the after text in the old file gives the new file:
+        # the ranges are exact, not just plausible.
+        assert old[: b0 - 1] + lines(ev["after_text"]) + old[b1:] == new, call_id
+        assert a0 == b0, "an edit's region starts at the same line on both sides"
+        root = "/home/USER/projects/spotter-worktrees/"
+        assert tur["filePath"].startswith(root) and tur["filePath"].endswith("/" + ev["file"])
+        assert not ev["file"].startswith("/")
+
+
+def test_reads_are_code_reads_without_cat_n_prefixes(ingested: Path) -> None:
+    reads = [ev for ev in tape_events(ingested, SPOTTER_MAIN) if ev["kind"] == "code.read"]
+    assert len(reads) >= 30
+    arrow = re.compile(r"^\s*\d+→", re.M)
+    for ev in reads:
+        assert not arrow.search(ev["text"]), ev["file"]
+        first, last = ev["range"]
+        assert last - first + 1 == len(lines(ev["text"]))
+    annotation = next(ev for ev in reads if ev["file"] == "lib/spotter/transcripts/annotation.ex")
+    assert annotation["range"] == [1, 45]  # 45 lines and a final newline (cat -n shows an empty 46th)
+    assert annotation["text"].startswith("defmodule Spotter.Transcripts.Annotation do\n")
+
+
+def test_compaction_and_subagents_are_part_of_the_session(ingested: Path) -> None:
+    evs = tape_events(ingested, SPOTTER_MAIN)
+    assert evs[0]["kind"] == "meta" and evs[0]["session_id"] == SPOTTER_MAIN
+    assert [e for e in evs if e["kind"] == "compact"][0]["trigger"] == "auto"
+    summaries = [e for e in evs if e.get("compact_summary")]
+    assert summaries and summaries[0]["text"].startswith("This session is being continued")
+    agents = {e.get("agent") for e in evs if e.get("agent")}
+    assert {"a881341", "acompact-fffbd0"} <= agents
+    names = {s["name"] for s in evs[0]["sources"]}
+    assert "subagents/agent-a881341.jsonl" in names
+    tools = {e["name"] for e in evs if e["kind"] == "tool.call"}
+    assert {"Bash", "Read", "Edit", "Write", "Task"} <= tools
+
+
+def test_subagent_edit_belongs_to_parent_session(spotter: Path, tmp_path: Path, repo: Path) -> None:
+    """No real subagent here edits, so graft a real Edit pair into a real subagent file."""
+    src = tmp_path / "s"
+    shutil.copytree(spotter, src, ignore=shutil.ignore_patterns(f"{SPOTTER_OTHER}*", "subagent.jsonl",
+                                                                 "tool_heavy.jsonl"))
+    main = src / f"{SPOTTER_MAIN}.jsonl"
+    recs = [json.loads(x) for x in main.read_text().splitlines()]
+    call = next(r for r in recs if r.get("type") == "assistant"
+                and any(b.get("name") == "Edit" for b in r["message"]["content"] if isinstance(b, dict)))
+    call_id = next(b["id"] for b in call["message"]["content"] if b.get("name") == "Edit")
+    result = next(r for r in recs if r.get("type") == "user" and isinstance(r["message"]["content"], list)
+                  and any(b.get("tool_use_id") == call_id for b in r["message"]["content"]))
+    # Remove the pair from the main file and put it in the subagent, as a sidechain.
+    main.write_text("".join(json.dumps(r) + "\n" for r in recs if r not in (call, result)))
+    sub = src / SPOTTER_MAIN / "subagents" / "agent-a881341.jsonl"
+    with sub.open("a") as f:
+        for r in (call, result):
+            f.write(json.dumps({**r, "isSidechain": True, "agentId": "a881341"}) + "\n")
+    run_engram(repo, "ingest", str(src))
+    evs = tape_events(repo, SPOTTER_MAIN)
+    edit = [e for e in evs if e["kind"] == "code.edit" and e["call_id"] == call_id]
+    assert len(edit) == 1 and edit[0]["agent"] == "a881341"
+    assert evs[0]["session_id"] == SPOTTER_MAIN
+
+
+def test_tapes_and_show_commands(ingested: Path) -> None:
+    listing = json.loads(run_engram(ingested, "tapes", "--json").stdout)
+    by_session = {t["session_id"]: t for t in listing}
+    assert by_session[SPOTTER_MAIN]["edits"] == 48 and by_session[SPOTTER_MAIN]["harness"] == "claude-code"
+    assert by_session[SPOTTER_MAIN]["model"] == "claude-opus-4-6"
+    tid = by_session[SPOTTER_MAIN]["id"]
+    # A unique prefix and the session id name the same tape.
+    by_prefix = run_engram(ingested, "show", tid[:8], "--limit", "5").stdout
+    by_session_id = run_engram(ingested, "show", SPOTTER_MAIN, "--limit", "5").stdout
+    assert by_prefix == by_session_id and "Implement spotter-gqc" in by_prefix
+    raw = run_engram(ingested, "show", tid, "--raw").stdout.splitlines()
+    assert len(raw) == by_session[SPOTTER_MAIN]["events"] and json.loads(raw[0])["kind"] == "meta"
+    bad = run_engram(ingested, "show", "zzzz", check=False)
+    assert bad.returncode == 1 and "no tape or session matches" in bad.stderr
+
+
+def test_paths_outside_the_session_tree_stay_tool_events(spotter: Path, repo: Path, tmp_path: Path) -> None:
+    recs = [json.loads(x) for x in (spotter / f"{SPOTTER_MAIN}.jsonl").read_text().splitlines()]
+    for r in recs:  # move the session's cwd elsewhere: now every file path leaves its tree
+        if "cwd" in r:
+            r["cwd"] = "/somewhere/else"
+    f = tmp_path / "moved.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run_engram(repo, "ingest", str(f))
+    evs = tape_events(repo, SPOTTER_MAIN)
+    assert not [e for e in evs if e["kind"] in ("code.edit", "code.read")]
+    assert [e for e in evs if e["kind"] == "tool.call" and e["name"] == "Edit"]
+
+
+def test_map_option_overrides_the_mapping(spotter: Path, repo: Path) -> None:
+    run_engram(repo, "ingest", str(spotter / f"{SPOTTER_MAIN}.jsonl"),
+               "--map", "/home/USER/projects/spotter-worktrees/spotter-gqc/lib=src")
+    evs = tape_events(repo, SPOTTER_MAIN)
+    files = {e["file"] for e in evs if e["kind"] == "code.edit"}
+    assert any(f.startswith("src/spotter/") for f in files)
+    assert not any(f.startswith("lib/") for f in files)
+
+
+def test_failed_and_rejected_edits_are_tool_results_only(spotter: Path, repo: Path, tmp_path: Path) -> None:
+    """The real sessions have no failed Edit, so turn real successful ones into the two failure shapes."""
+    recs = [json.loads(x) for x in (spotter / f"{SPOTTER_MAIN}.jsonl").read_text().splitlines()]
+    ok, _ = transcript_edits(spotter / f"{SPOTTER_MAIN}.jsonl")
+    victims = sorted(ok)[:2]
+    shapes = ["Error: String to replace not found in file.", "User rejected tool use"]
+    for r in recs:
+        content = (r.get("message") or {}).get("content")
+        if r.get("type") != "user" or not isinstance(content, list):
+            continue
+        for b in content:
+            if b.get("type") == "tool_result" and b["tool_use_id"] in victims:
+                msg = shapes[victims.index(b["tool_use_id"])]
+                b["is_error"] = True
+                b["content"] = msg
+                r["toolUseResult"] = msg
+    f = tmp_path / f"{SPOTTER_MAIN}.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run_engram(repo, "ingest", str(f))
+    evs = tape_events(repo, SPOTTER_MAIN)
+    edits = {e["call_id"] for e in evs if e["kind"] == "code.edit"}
+    assert len(edits) == len(ok) - 2 and not (edits & set(victims))
+    results = {e["call_id"]: e for e in evs if e["kind"] == "tool.result"}
+    for v, msg in zip(victims, shapes):
+        assert results[v]["is_error"] is True and results[v]["stdout"] == msg
+    # The failed Read of the real session gives no code.read either.
+    missing = [e for e in evs if e["kind"] == "tool.result" and "File does not exist" in (e["stdout"] or "")]
+    assert missing and not [e for e in evs if e["kind"] == "code.read" and e["call_id"] == missing[0]["call_id"]]
