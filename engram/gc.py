@@ -1,0 +1,37 @@
+"""`engram gc`: drop objects no tape refers to. Tapes are the source of truth and never removed."""
+
+from __future__ import annotations
+
+import logging
+
+from engram.fsutil import remove_stale_temps
+from engram.ingest import ingest_lock
+from engram.store import Store
+from engram.tape.objects import referenced_objects
+from engram.tape.reader import TapeReader
+from engram.tape.writer import TAPE_SUFFIX
+
+log = logging.getLogger(__name__)
+
+
+def collect(store: Store, *, dry_run: bool = False) -> tuple[int, int]:
+    """Returns (objects removed, objects kept). Holds the ingest lock: a tape being written may
+    refer to objects it has just stored."""
+    with ingest_lock(store):
+        used: set[str] = set()
+        for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
+            with TapeReader(path) as r:
+                for ev in r.events():
+                    referenced_objects(ev, used)
+        removed = kept = 0
+        for sub in sorted(p for p in store.objects_dir.iterdir() if p.is_dir()) if store.objects_dir.is_dir() else []:
+            remove_stale_temps(sub)
+            for obj in sub.iterdir():
+                digest = sub.name + obj.name
+                if digest in used:
+                    kept += 1
+                    continue
+                removed += 1
+                if not dry_run:
+                    obj.unlink()
+        return removed, kept

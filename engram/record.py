@@ -1,0 +1,192 @@
+"""`engram record`: a command run under Engram, or a transcript piped in, becomes a tape.
+
+A recorded command keeps its terminal (it runs on a pseudo-terminal whose output we copy to
+ours), and the files it changed in the repository are diffed before/after into `code.edit`s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import hashlib
+import logging
+import os
+import pty
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO, Callable
+
+import apsw
+
+from engram.adapters.unified import join_lines, split_lines
+from engram.errors import BadInput
+from engram.ingest import EVENTS, RAW, IngestStats, Job, detect_format, ingest, job_for_file
+from engram.store import Store
+from engram.tape import events as E
+from engram.tape.writer import WrittenTape
+
+log = logging.getLogger(__name__)
+
+MAX_SNAPSHOT_BYTES = 2 * 1024 * 1024
+FORMATS = {"claude": "claude-code", "codex": "codex", "events": EVENTS, "raw": RAW}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _tracked_files(root: Path) -> list[str]:
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+                             capture_output=True, check=True, timeout=60).stdout
+        return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p)
+    except (OSError, subprocess.SubprocessError):
+        files = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                files.append(os.path.relpath(os.path.join(dirpath, name), root))
+        return sorted(files)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Text content of the repository's files (binary and huge files left out)."""
+    snap: dict[str, str] = {}
+    for rel in _tracked_files(root):
+        if rel.startswith(".engram/"):
+            continue
+        p = root / rel
+        try:
+            if not p.is_file() or p.stat().st_size > MAX_SNAPSHOT_BYTES:
+                continue
+            data = p.read_bytes()
+        except OSError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        snap[rel] = data.decode("utf-8", "replace")
+    return snap
+
+
+def diff_edits(before: dict[str, str], after: dict[str, str], ts: str) -> list[dict[str, Any]]:
+    """One `code.edit` per changed file, covering the span from its first to its last change."""
+    edits: list[dict[str, Any]] = []
+    for rel in sorted(set(before) | set(after)):
+        old, new = before.get(rel), after.get(rel)
+        if old == new:
+            continue
+        ev: dict[str, Any] = {"kind": E.CODE_EDIT, "ts": ts, "file": rel, "tool": "record"}
+        a, b = split_lines(old or ""), split_lines(new or "")
+        if old is None:
+            ev.update(op="create", before_range=[1, 0], after_range=[1, len(b)])
+        elif new is None:
+            ev.update(op="delete", before_range=[1, len(a)], after_range=[1, 0])
+        else:
+            ops = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+            i1, j1 = ops[0][1], ops[0][3]
+            i2, j2 = ops[-1][2], ops[-1][4]
+            ev.update(op="update", before_range=[i1 + 1, i2], after_range=[j1 + 1, j2])
+        br, ar = ev["before_range"], ev["after_range"]
+        ev.update(before_text=join_lines(a[br[0] - 1:br[1]]), after_text=join_lines(b[ar[0] - 1:ar[1]]),
+                  file_before_sha=E.git_blob_sha(old) if old is not None else None,
+                  file_after_sha=E.git_blob_sha(new) if new is not None else None)
+        ev["before_sha"] = E.sha256_text(ev["before_text"])
+        ev["after_sha"] = E.sha256_text(ev["after_text"])
+        edits.append(ev)
+    return edits
+
+
+def _run_on_pty(cmd: list[str]) -> tuple[int, bytes]:
+    """Run `cmd` with the terminal passed through; return its exit status and output."""
+    captured = bytearray()
+
+    def read(fd: int) -> bytes:
+        data = os.read(fd, 65536)
+        captured.extend(data)
+        return data
+
+    try:
+        status = pty.spawn(cmd, read)
+    except OSError as exc:
+        raise BadInput(f"cannot run {cmd[0]!r}: {exc.strerror}") from exc
+    return os.waitstatus_to_exitcode(status), bytes(captured)
+
+
+def record_command(store: Store, cmd: list[str],
+                   after_tape: Callable[[apsw.Connection, WrittenTape], None] | None = None) -> tuple[int, str]:
+    from engram.index.db import immediate, open_db  # noqa: PLC0415
+    from engram.ingest import catalog_row, ingest_lock, register  # noqa: PLC0415
+    from engram.redact import Redactor  # noqa: PLC0415
+    from engram.tape.writer import write_tape  # noqa: PLC0415
+
+    before = snapshot(store.root)
+    started = _now()
+    sys.stdout.flush()
+    code, output = _run_on_pty(cmd)
+    ended = _now()
+    after = snapshot(store.root)
+    command = shlex.join(cmd)
+    session_id = "record-" + hashlib.sha256(f"{started}\0{command}".encode()).hexdigest()[:16]
+    text = output.decode("utf-8", "replace").replace("\r\n", "\n")
+    events: list[dict[str, Any]] = [
+        {"kind": E.META, "v": E.TAPE_FORMAT, "harness": "record", "harness_version": None, "model": None,
+         "session_id": session_id, "cwd": str(Path.cwd()), "git_head": _git_head(store.root), "git_branch": None,
+         "started": started, "ended": ended, "sources": [], "prev": None},
+        {"kind": E.TOOL_CALL, "ts": started, "call_id": "cmd", "name": "shell", "input": {"command": command}},
+        {"kind": E.TOOL_RESULT, "ts": ended, "call_id": "cmd", "name": "shell", "is_error": code != 0,
+         "exit_code": code, "stdout": text, "stderr": ""},
+        *diff_edits(before, after, ended),
+    ]
+    redactor = Redactor(store.config["redact"].get("patterns") or [])
+    with ingest_lock(store):
+        written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+                             object_threshold=int(store.config["ingest"]["object_threshold"]))
+        db = open_db(store)
+        try:
+            with immediate(db):
+                register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
+            if after_tape is not None:
+                after_tape(db, written)
+        finally:
+            db.close()
+    return code, written.id
+
+
+def _git_head(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def record_stdin(store: Store, fmt: str | None, stream: BinaryIO,
+                 after_tape: Callable[[apsw.Connection, WrittenTape], None] | None = None) -> IngestStats:
+    """A transcript on stdin, captured like a file.
+
+    It passes through a private temporary file named by its content (so a re-run finds the same
+    session and changes nothing) that is deleted afterwards: unredacted input is never kept.
+    """
+    data = stream.read()
+    stats = IngestStats()
+    if not data.strip():
+        stats.skipped["empty input on stdin"] += 1
+        return stats
+    digest = hashlib.sha256(data).hexdigest()[:32]
+    tmpdir = Path(tempfile.gettempdir()) / f"engram-stdin-{os.getuid()}"
+    tmpdir.mkdir(mode=0o700, exist_ok=True)
+    path = tmpdir / f"{digest}.jsonl"
+    path.write_bytes(data)
+    try:
+        harness = FORMATS[fmt] if fmt else detect_format(path)
+        if harness is None:
+            stats.skipped["not a transcript (binary or undecodable)"] += 1
+            return stats
+        job: Job = job_for_file(path, harness)
+        return ingest(store, [job], stats=stats, after_tape=after_tape)
+    finally:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,61 @@
+"""`engram ingest --watch`: follow live session files and capture what they append.
+
+Polls (portable, no extra dependency): every interval, sessions whose files changed size or
+mtime since the last pass are ingested again — which, by design, only captures the new bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+from engram.ingest import IngestStats, Job, discover, ingest, jobs_from_paths
+from engram.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def _signature(job: Job) -> tuple[tuple[str, int, int], ...]:
+    sig = []
+    for src in job.sources:
+        try:
+            st = src.path.stat()
+            sig.append((str(src.path), st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            continue
+    sub = job.main.with_suffix("") / "subagents"
+    if sub.is_dir():
+        for p in sorted(sub.glob("*.jsonl")):
+            st = p.stat()
+            sig.append((str(p), st.st_size, st.st_mtime_ns))
+    return tuple(sig)
+
+
+def watch(store: Store, args: argparse.Namespace, maps: list[tuple[str, str]], interval: float = 2.0) -> int:
+    from engram.cli import _indexer  # noqa: PLC0415
+
+    seen: dict[Path, tuple] = {}
+    print("watching for session changes (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            stats = IngestStats()
+            if args.paths:
+                jobs = jobs_from_paths([Path(p) for p in args.paths], stats)
+            else:
+                jobs = discover(store.root, Path(args.claude) if args.claude else None,
+                                Path(args.codex) if args.codex else None, stats)
+            changed = []
+            for job in jobs:
+                sig = _signature(job)
+                if seen.get(job.main) != sig:
+                    seen[job.main] = sig
+                    changed.append(job)
+            if changed:
+                ingest(store, changed, maps=maps, stats=stats, after_tape=_indexer(store))
+                if stats.tapes:
+                    print(stats.summary(), flush=True)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0
