@@ -101,8 +101,6 @@ def detect_format(path: Path) -> str | None:
         return None
     if not head.strip():
         return None
-    if b"\0" in head[:8192]:
-        return None
     from engram.adapters.claude import looks_like_claude  # noqa: PLC0415
 
     for raw in head.split(b"\n")[:20]:
@@ -121,6 +119,8 @@ def detect_format(path: Path) -> str | None:
             return CODEX
         if looks_like_claude(rec):
             return CLAUDE
+    if b"\0" in head[:8192]:
+        return None
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
