@@ -64,12 +64,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _indexer(store):  # noqa: ANN001, ANN202
-    """Index each new tape as it is written, when the index module is present."""
-    try:
-        from engram.index.build import index_new_tape
-    except ImportError:
-        return None
-    return lambda db, written: index_new_tape(store, db, written.id)
+    """Indexing runs as part of capture: each new tape is indexed, in batches."""
+    from engram.index.build import Indexer
+
+    return Indexer(store)
 
 
 def cmd_record(args: argparse.Namespace) -> int:

@@ -445,6 +445,9 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
                     after_tape(db, written)
                 if progress is not None:
                     progress(i + 1, len(jobs))
+            finish = getattr(after_tape, "finish", None)
+            if finish is not None:
+                finish(db)
         finally:
             db.close()
     return stats

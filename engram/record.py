@@ -150,6 +150,9 @@ def record_command(store: Store, cmd: list[str],
                 register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
             if after_tape is not None:
                 after_tape(db, written)
+                finish = getattr(after_tape, "finish", None)
+                if finish is not None:
+                    finish(db)
         finally:
             db.close()
     return code, written.id

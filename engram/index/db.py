@@ -56,7 +56,62 @@ def _v1(db: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1]
+def _v2(db: apsw.Connection) -> None:
+    """The evidence index: fragments, bucketed posting segments, lineage, tombstones, continuations."""
+    db.execute(
+        """
+        ALTER TABLE tapes ADD COLUMN no INTEGER;
+        CREATE UNIQUE INDEX tapes_no ON tapes(no);
+        CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL);
+        -- One row per event with text: the unit explain reports ("evidence fragment").
+        CREATE TABLE fragments(
+            id INTEGER PRIMARY KEY,
+            tape INTEGER NOT NULL,      -- tapes.no
+            offset INTEGER NOT NULL,    -- event offset in the tape
+            kind INTEGER NOT NULL,      -- see engram.index.kinds
+            file INTEGER,               -- files.id for code.* events
+            ts TEXT,
+            nfp INTEGER NOT NULL,       -- distinct fingerprints of the event's text
+            line0 INTEGER, line1 INTEGER
+        );
+        CREATE INDEX fragments_tape ON fragments(tape, offset);
+        CREATE INDEX fragments_file ON fragments(file) WHERE file IS NOT NULL;
+        -- Postings, bucketed by the fingerprint's top bits; one row per bucket per segment.
+        CREATE TABLE postings(bucket INTEGER NOT NULL, seg INTEGER NOT NULL, blob BLOB NOT NULL,
+                              PRIMARY KEY(bucket, seg)) WITHOUT ROWID;
+        CREATE TABLE segments(seg INTEGER PRIMARY KEY, postings INTEGER NOT NULL, tapes INTEGER NOT NULL);
+        CREATE TABLE stoplist(fp INTEGER PRIMARY KEY, tapes INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE lineage(
+            dst INTEGER NOT NULL,       -- the code.edit fragment
+            src INTEGER NOT NULL,       -- the earlier fragment that produced its before-text
+            confidence REAL NOT NULL,   -- fingerprint similarity of the edit's before and after text
+            containment REAL NOT NULL,  -- share of the before-text fingerprints found in src
+            location_delta TEXT NOT NULL,
+            cardinality TEXT NOT NULL,
+            agent_link INTEGER NOT NULL DEFAULT 0,
+            note TEXT,
+            PRIMARY KEY(dst, src)
+        ) WITHOUT ROWID;
+        CREATE INDEX lineage_src ON lineage(src);
+        CREATE TABLE tombstones(
+            id INTEGER PRIMARY KEY,
+            frag INTEGER NOT NULL,      -- the code.edit that deleted the text
+            file INTEGER, line0 INTEGER, line1 INTEGER, ts TEXT,
+            anchors BLOB NOT NULL       -- sorted int64 fingerprints of the deleted text
+        );
+        CREATE TABLE continuations(
+            src_tape INTEGER NOT NULL, dst_tape INTEGER NOT NULL,
+            confidence REAL NOT NULL, marker TEXT,
+            PRIMARY KEY(src_tape, dst_tape)
+        ) WITHOUT ROWID;
+        CREATE TABLE heads(tape INTEGER PRIMARY KEY, head BLOB NOT NULL, tail BLOB NOT NULL, marker TEXT);
+        CREATE VIRTUAL TABLE fts USING fts5(text, content='', contentless_delete=1);
+        CREATE TABLE state(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

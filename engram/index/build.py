@@ -1,0 +1,294 @@
+"""Indexing tapes: fragments, postings, lineage edges, tombstones, continuation heads and tails.
+
+Work is batched: `Indexer.add` fingerprints a tape's events in memory (one tokenizer pass over
+all of the tape's text), and `Indexer.flush` writes a batch of tapes in one transaction — their
+fragments, one new posting segment, then the lineage and continuation facts that need the
+postings to be queryable. A tape is marked indexed in that same transaction, so a crash leaves
+it wholly indexed or not at all, and `engram index` picks up what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+import numpy as np
+
+from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, kgram_hashes, tokenize_bytes, winnow_positions
+from engram.index import postings
+from engram.index.db import immediate
+from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
+from engram.store import Store
+from engram.tape import events as E
+from engram.tape.reader import TapeReader
+from engram.tape.writer import tape_path
+
+log = logging.getLogger(__name__)
+
+FLUSH_POSTINGS = 4_000_000
+HEAD_TAIL_CHARS = 6000
+_SENTINEL = np.iinfo(np.int64).max
+
+
+@dataclass
+class PendingEdit:
+    offset: int  # index into the batch's fragment list
+    file: str
+    before: np.ndarray
+    after: np.ndarray
+    before_range: list[int] | None
+    after_range: list[int] | None
+    ts: str | None
+    op: str
+
+
+@dataclass
+class PendingTape:
+    id: str
+    frags: list[tuple[int, int, str | None, str | None, int, int | None, int | None]] = field(default_factory=list)
+    fts: list[tuple[int, str]] = field(default_factory=list)  # (fragment index, text)
+    edits: list[PendingEdit] = field(default_factory=list)
+    links: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    head: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    tail: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    marker: str | None = None
+    session_id: str = ""
+
+
+def batch_fingerprints(texts: list[str], k: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Winnowed fingerprints of many texts in one pass: (values, text index), no duplicates per text.
+
+    The texts are joined with newlines and tokenized once; k-grams that would span two texts
+    are masked out before winnowing, so every fingerprint belongs to exactly one text.
+    """
+    if not texts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    enc = [t.encode("utf-8", "surrogatepass") for t in texts]
+    sizes = np.fromiter((len(b) + 1 for b in enc), dtype=np.int64, count=len(enc))
+    bounds = np.cumsum(sizes)
+    tok = tokenize_bytes(b"\n".join(enc))
+    if len(tok) < k:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    owner = np.searchsorted(bounds, tok.offsets, side="right")
+    values = kgram_hashes(tok.hashes, k)
+    crossing = owner[: len(values)] != owner[k - 1:]
+    values = np.where(crossing, _SENTINEL, values)
+    pos = winnow_positions(values, w)
+    pos = pos[values[pos] != _SENTINEL]
+    vals, own = values[pos], owner[pos]
+    pairs = np.unique(np.stack([own, vals]), axis=1)
+    return pairs[1], pairs[0]
+
+
+def _tail_head(events: list[dict[str, Any]], k: int, w: int) -> tuple[np.ndarray, np.ndarray, str | None]:
+    conv = [(i, conversational_text(ev)) for i, ev in enumerate(events)]
+    conv = [(i, t) for i, t in conv if t.strip()]
+    marker = None
+    for ev in events[:40]:
+        if ev.get("compact_summary"):
+            marker = "compact-summary"
+            break
+        if ev.get("kind") == E.COMPACT:
+            marker = "compaction"
+            break
+
+    def take(items: list[tuple[int, str]]) -> str:
+        out: list[str] = []
+        n = 0
+        for _, t in items:
+            out.append(t[: HEAD_TAIL_CHARS - n])
+            n += len(out[-1])
+            if n >= HEAD_TAIL_CHARS:
+                break
+        return "\n".join(out)
+
+    head = fingerprint_set(take(conv), k, w)
+    tail = fingerprint_set(take(list(reversed(conv))), k, w)
+    return head, tail, marker
+
+
+class Indexer:
+    """Indexes tapes into `index.sqlite`; call `add` per tape, `flush` at the end."""
+
+    def __init__(self, store: Store, k: int = DEFAULT_K, w: int = DEFAULT_W) -> None:
+        self.store = store
+        self.k, self.w = k, w
+        self.pending: list[PendingTape] = []
+        self.fps: list[np.ndarray] = []
+        self.owners: list[np.ndarray] = []  # (tape index in pending, fragment index) packed
+        self.n_postings = 0
+        self.indexed_tapes = 0
+
+    def __call__(self, db: apsw.Connection, written: Any) -> None:
+        self.add(db, written.id)
+
+    def add(self, db: apsw.Connection, tape_id: str) -> None:
+        with TapeReader(tape_path(self.store.tapes_dir, tape_id), self.store.objects_dir) as r:
+            events = list(r.events(resolve_objects=True))
+        pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
+        texts: list[str] = []
+        for off, ev in enumerate(events):
+            kind = ev.get("kind")
+            if kind not in KIND_NO:
+                continue
+            text = event_text(ev)
+            if not text.strip() and kind != E.CODE_EDIT:
+                continue
+            fi = len(pt.frags)
+            line0, line1 = fragment_lines(ev)
+            file = ev.get("file") if kind in (E.CODE_READ, E.CODE_EDIT, E.SPAN_LINK) else None
+            pt.frags.append((off, KIND_NO[kind], file, ev.get("ts"), 0, line0, line1))
+            texts.append(text)
+            if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
+                pt.fts.append((fi, text))
+            if kind == E.CODE_EDIT and isinstance(file, str):
+                pt.edits.append(PendingEdit(
+                    fi, file, fingerprint_set(str(ev.get("before_text") or ""), self.k, self.w),
+                    fingerprint_set(str(ev.get("after_text") or ""), self.k, self.w),
+                    ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
+            if kind == E.SPAN_LINK:
+                pt.links.append((fi, ev))
+        vals, owner = batch_fingerprints(texts, self.k, self.w)
+        counts = np.bincount(owner, minlength=len(texts)) if len(owner) else np.zeros(len(texts), np.int64)
+        pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
+        pt.head, pt.tail, pt.marker = _tail_head(events, self.k, self.w)
+        ti = len(self.pending)
+        self.pending.append(pt)
+        self.fps.append(vals)
+        self.owners.append((np.int64(ti) << np.int64(32)) | owner.astype(np.int64))
+        self.n_postings += len(vals)
+        if self.n_postings >= FLUSH_POSTINGS:
+            self.flush(db)
+
+    def finish(self, db: apsw.Connection) -> None:
+        """Write what is pending and refresh the stop-list if the store grew enough."""
+        self.flush(db)
+        maybe_rebuild_stoplist(db, self.store)
+
+    def flush(self, db: apsw.Connection) -> None:
+        if not self.pending:
+            return
+        with immediate(db):
+            self._write(db)
+        self.indexed_tapes += len(self.pending)
+        self.pending, self.fps, self.owners, self.n_postings = [], [], [], 0
+
+    # ------------------------------------------------------------------ writing
+
+    def _write(self, db: apsw.Connection) -> None:
+        _check_params(db, self.k, self.w)
+        next_no = int(db.execute("SELECT coalesce(max(no), 0) + 1 FROM tapes").fetchall()[0][0])
+        next_frag = int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM fragments").fetchall()[0][0])
+        frag_base: list[int] = []
+        tape_nos: list[int] = []
+        for pt in self.pending:
+            already = db.execute("SELECT no, indexed FROM tapes WHERE id=?", (pt.id,)).fetchall()
+            if already and already[0][1]:
+                tape_nos.append(-1)
+                frag_base.append(-1)
+                continue
+            no = already[0][0] if already and already[0][0] is not None else next_no
+            if no == next_no:
+                next_no += 1
+            db.execute("UPDATE tapes SET no=? WHERE id=?", (no, pt.id))
+            tape_nos.append(no)
+            frag_base.append(next_frag)
+            rows = []
+            for i, (off, kind, file, ts, nfp, l0, l1) in enumerate(pt.frags):
+                rows.append((next_frag + i, no, off, kind, _file_id(db, file) if file else None, ts, nfp, l0, l1))
+            db.executemany("INSERT INTO fragments(id, tape, offset, kind, file, ts, nfp, line0, line1)"
+                           " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            db.executemany("INSERT INTO fts(rowid, text) VALUES(?, ?)",
+                           ((next_frag + fi, text) for fi, text in pt.fts))
+            next_frag += len(pt.frags)
+        fps = np.concatenate(self.fps) if self.fps else np.empty(0, np.int64)
+        owners = np.concatenate(self.owners) if self.owners else np.empty(0, np.int64)
+        base = np.array(frag_base, dtype=np.int64)
+        ti = owners >> 32
+        keep = base[ti] >= 0
+        frag_ids = base[ti[keep]] + (owners[keep] & 0xFFFFFFFF)
+        seg = postings.next_segment(db)
+        postings.write_segment(db, seg, fps[keep], frag_ids)
+        db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)",
+                   (seg, int(keep.sum()), sum(1 for b in frag_base if b >= 0)))
+        stop = load_stoplist(db)
+        from engram.index.lineage import Continuations, add_lineage  # noqa: PLC0415
+
+        conts = Continuations.load(db)
+        for pt, no, fb in zip(self.pending, tape_nos, frag_base):
+            if no < 0:
+                continue
+            add_lineage(db, pt, fb, stop)
+            conts.add(db, pt, no)
+            db.execute("UPDATE tapes SET indexed=1 WHERE id=?", (pt.id,))
+        postings.merge_segments(db)
+
+
+def _file_id(db: apsw.Connection, path: str) -> int:
+    row = db.execute("SELECT id FROM files WHERE path=?", (path,)).fetchall()
+    if row:
+        return int(row[0][0])
+    db.execute("INSERT INTO files(path) VALUES(?)", (path,))
+    return int(db.last_insert_rowid())
+
+
+def _check_params(db: apsw.Connection, k: int, w: int) -> None:
+    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w')").fetchall())
+    if not got:
+        db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", [("k", k), ("w", w)])
+    elif (int(got["k"]), int(got["w"])) != (k, w):
+        from engram.errors import EngramError  # noqa: PLC0415
+
+        raise EngramError(f"the index was built with k={got['k']} w={got['w']}, not k={k} w={w}; "
+                          "run `engram reindex`")
+
+
+def load_stoplist(db: apsw.Connection) -> np.ndarray:
+    """Stored keys (see postings.keys) of stop-listed fingerprints, sorted."""
+    rows = db.execute("SELECT fp FROM stoplist").fetchall()
+    return np.array(sorted(r[0] for r in rows), dtype=np.int64)
+
+
+def rebuild_stoplist(db: apsw.Connection, share: float, min_tapes: int) -> tuple[int, int]:
+    """Stop-list fingerprints present in more than `share` of the tapes (when there are at
+    least `min_tapes`). Returns (fingerprints stop-listed, tapes). Inside a write transaction."""
+    n_tapes = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
+    db.execute("DELETE FROM stoplist")
+    if n_tapes < min_tapes:
+        return 0, n_tapes
+    keys, frags = postings.all_postings(db)
+    if not len(keys):
+        return 0, n_tapes
+    ids, tapes = (np.array(c, dtype=np.int64) for c in zip(*db.execute("SELECT id, tape FROM fragments ORDER BY id")))
+    tape_of = tapes[np.searchsorted(ids, frags.astype(np.int64))]
+    pairs = np.unique(np.stack([keys, tape_of]), axis=1)
+    uk, counts = np.unique(pairs[0], return_counts=True)
+    limit = max(2, int(share * n_tapes))
+    common = uk[counts > limit]
+    db.executemany("INSERT INTO stoplist(fp, tapes) VALUES(?, ?)",
+                   ((int(k), int(c)) for k, c in zip(common, counts[counts > limit])))
+    db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('stoplist_tapes', ?)", (n_tapes,))
+    return len(common), n_tapes
+
+
+def maybe_rebuild_stoplist(db: apsw.Connection, store: Store) -> None:
+    """Recompute the stop-list when the number of tapes grew by a quarter since the last time."""
+    cfg = store.config["index"]
+    n = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
+    row = db.execute("SELECT value FROM state WHERE key='stoplist_tapes'").fetchall()
+    last = int(row[0][0]) if row else 0
+    if n >= int(cfg["stoplist_min_tapes"]) and (last == 0 or n >= last * 1.25):
+        with immediate(db):
+            rebuild_stoplist(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
+
+
+def index_pending(store: Store, db: apsw.Connection, indexer: Indexer | None = None) -> int:
+    """Index every catalogued tape not yet indexed (`engram index`)."""
+    indexer = indexer or Indexer(store)
+    todo = [r[0] for r in db.execute("SELECT id FROM tapes WHERE indexed=0 ORDER BY started, id")]
+    for tid in todo:
+        indexer.add(db, tid)
+    indexer.finish(db)
+    return len(todo)

@@ -1,0 +1,70 @@
+"""Event kinds as small integers in the index, and the text each kind contributes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from engram.tape import events as E
+
+KIND_NO: Final = {E.MSG_IN: 1, E.MSG_OUT: 2, E.TOOL_CALL: 3, E.TOOL_RESULT: 4, E.CODE_READ: 5, E.CODE_EDIT: 6,
+                  E.SPAN_LINK: 7}
+KIND_NAME: Final = {v: k for k, v in KIND_NO.items()}
+CODE_KIND_NOS: Final = frozenset({KIND_NO[E.CODE_READ], KIND_NO[E.CODE_EDIT]})
+
+# Harness-injected text that is the same in every session: never evidence of continuity.
+_BOILERPLATE = re.compile(
+    r"<(system-reminder|environment_context|user_instructions|INSTRUCTIONS|command-[a-z-]+|local-command-[a-z]+)>"
+    r".*?</\1>", re.S)
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+
+
+def event_text(ev: dict[str, Any]) -> str:
+    """The text of an event that is fingerprinted (objects already resolved)."""
+    kind = ev.get("kind")
+    if kind in (E.MSG_IN, E.MSG_OUT):
+        t = ev.get("text")
+        return t if isinstance(t, str) else ""
+    if kind == E.TOOL_CALL:
+        parts: list[str] = []
+        _strings(ev.get("input"), parts)
+        return "\n".join(parts)
+    if kind == E.TOOL_RESULT:
+        out = ev.get("stdout") if isinstance(ev.get("stdout"), str) else ""
+        err = ev.get("stderr") if isinstance(ev.get("stderr"), str) else ""
+        return out + ("\n" + err if err else "")
+    if kind == E.CODE_READ:
+        t = ev.get("text")
+        return t if isinstance(t, str) else ""
+    if kind == E.CODE_EDIT:
+        t = ev.get("after_text")
+        return t if isinstance(t, str) else ""
+    if kind == E.SPAN_LINK:
+        return str(ev.get("note") or "")
+    return ""
+
+
+def conversational_text(ev: dict[str, Any]) -> str:
+    """Text for continuation detection: messages without harness boilerplate."""
+    if ev.get("kind") not in (E.MSG_IN, E.MSG_OUT) or ev.get("is_meta") or ev.get("injected"):
+        return ""
+    if ev.get("block") == "thinking":
+        return ""
+    return _BOILERPLATE.sub(" ", event_text(ev))
+
+
+def fragment_lines(ev: dict[str, Any]) -> tuple[int | None, int | None]:
+    r = ev.get("after_range") if ev.get("kind") == E.CODE_EDIT else ev.get("range")
+    if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r):
+        return r[0], r[1]
+    return None, None

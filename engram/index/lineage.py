@@ -1,0 +1,208 @@
+"""Lineage edges, tombstones and continuation edges, computed when a tape is indexed.
+
+All stored as raw facts (similarities, locations, markers); interpretation — which edges to
+follow, at what confidence — happens at query time (engram.query.explain).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, Final
+
+import apsw
+import numpy as np
+
+from engram.anchor import similarity
+from engram.index import postings
+from engram.index.kinds import KIND_NO
+from engram.tape import events as E
+
+if TYPE_CHECKING:
+    from engram.index.build import PendingTape
+
+log = logging.getLogger(__name__)
+
+LINK_THRESHOLD: Final = 0.30  # below: `location_only`, kept for --forensics, never lineage
+REINSERT_SIMILARITY: Final = 0.90
+SOURCE_CONTAINMENT: Final = 0.50  # share of an edit's before-text found in an earlier edit's after-text
+MAX_SOURCES: Final = 3
+ADJACENT_LINES: Final = 10
+CONTINUATION_MIN_SHARED: Final = 5
+CONTINUATION_MIN_CONFIDENCE: Final = 0.15
+MARKER_BONUS: Final = 0.25
+
+
+def location_delta(src_file: str | None, src_lines: tuple[int | None, int | None], file: str,
+                   lines: list[int] | None) -> str:
+    """Where the source span lies relative to the edited span: same / adjacent / moved / absent."""
+    if src_file is None or src_lines[0] is None or not lines:
+        return "absent"
+    if src_file != file:
+        return "moved"
+    a0, a1 = src_lines[0], max(src_lines[0], src_lines[1] or src_lines[0])
+    b0, b1 = lines[0], max(lines[0], lines[1])
+    if a0 <= b1 and b0 <= a1:
+        return "same"
+    gap = b0 - a1 if b0 > a1 else a0 - b1
+    return "adjacent" if gap <= ADJACENT_LINES else "moved"
+
+
+def _fragment_info(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str | None, int | None, int | None]]:
+    if not ids:
+        return {}
+    rows = db.execute(
+        f"SELECT f.id, files.path, f.line0, f.line1 FROM fragments f LEFT JOIN files ON files.id = f.file "
+        f"WHERE f.id IN ({','.join('?' * len(ids))})", ids).fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int, stop: np.ndarray) -> None:
+    for e in pt.edits:
+        dst = frag_base + e.offset
+        conf = similarity(e.before, e.after) if len(e.before) and len(e.after) else 0.0
+        if len(e.before):
+            _link_sources(db, dst, e, conf, stop)
+        if len(e.before) and not len(e.after):
+            r = e.before_range or [None, None]
+            db.execute("INSERT INTO tombstones(frag, file, line0, line1, ts, anchors) VALUES(?, "
+                       "(SELECT id FROM files WHERE path=?), ?, ?, ?, ?)",
+                       (dst, e.file, r[0], r[1], e.ts, e.before.astype("<i8").tobytes()))
+        if len(e.after) and (not len(e.before) or conf < LINK_THRESHOLD):
+            _relink_reinsertion(db, dst, e)
+    for fi, ev in pt.links:
+        _agent_link(db, frag_base + fi, ev)
+
+
+def _link_sources(db: apsw.Connection, dst: int, e: Any, conf: float, stop: np.ndarray) -> None:
+    q = e.before
+    if len(stop):
+        q = q[~np.isin(postings.keys(q), stop)]
+    if not len(q):
+        return
+    keys, frags = postings.lookup(db, q)
+    frags = frags.astype(np.int64)
+    mask = frags < dst
+    if not mask.any():
+        return
+    pairs = np.unique(np.stack([frags[mask], keys[mask]]), axis=1)
+    ids, counts = np.unique(pairs[0], return_counts=True)
+    top = np.argsort(-counts, kind="stable")[:200]
+    ids, counts = ids[top], counts[top]
+    edits = {r[0] for r in db.execute(
+        f"SELECT id FROM fragments WHERE kind=? AND id IN ({','.join('?' * len(ids))})",
+        [KIND_NO[E.CODE_EDIT], *ids.tolist()])}
+    keep = np.array([int(i) in edits for i in ids], dtype=bool)
+    if not keep.any():
+        return
+    ids, contain = ids[keep], counts[keep] / len(q)
+    order = np.lexsort((-ids, -contain))
+    chosen = [(int(ids[i]), float(contain[i])) for i in order[:MAX_SOURCES] if contain[i] >= SOURCE_CONTAINMENT]
+    if not chosen:
+        return
+    info = _fragment_info(db, [c for c, _ in chosen])
+    card = "N:1" if len(chosen) > 1 else "1:1"
+    for src, contain_v in chosen:
+        f, l0, l1 = info.get(src, (None, None, None))
+        if card == "1:1" and db.execute("SELECT count(*) FROM lineage WHERE src=?", (src,)).fetchall()[0][0]:
+            card_v = "1:N"
+            db.execute("UPDATE lineage SET cardinality='1:N' WHERE src=? AND cardinality='1:1'", (src,))
+        else:
+            card_v = card
+        db.execute("INSERT OR REPLACE INTO lineage(dst, src, confidence, containment, location_delta, cardinality,"
+                   " agent_link, note) VALUES(?, ?, ?, ?, ?, ?, 0, NULL)",
+                   (dst, src, round(conf, 4), round(contain_v, 4),
+                    location_delta(f, (l0, l1), e.file, e.before_range), card_v))
+
+
+def _relink_reinsertion(db: apsw.Connection, dst: int, e: Any) -> None:
+    """Text put back verbatim after a deletion rejoins the chain of the code it was."""
+    for tid, frag, path, l0, l1, anchors in db.execute(
+            "SELECT t.id, t.frag, files.path, t.line0, t.line1, t.anchors FROM tombstones t "
+            "LEFT JOIN files ON files.id = t.file WHERE t.frag < ?", (dst,)).fetchall():
+        old = np.frombuffer(anchors, dtype="<i8")
+        sim = similarity(old, e.after)
+        if sim >= REINSERT_SIMILARITY:
+            db.execute("INSERT OR REPLACE INTO lineage(dst, src, confidence, containment, location_delta, cardinality,"
+                       " agent_link, note) VALUES(?, ?, ?, ?, ?, '1:1', 0, 'reinserted')",
+                       (dst, frag, round(sim, 4), round(sim, 4), location_delta(path, (l0, l1), e.file, e.after_range)))
+
+
+def _agent_link(db: apsw.Connection, dst: int, ev: dict[str, Any]) -> None:
+    target = ev.get("target") or {}
+    src = None
+    if isinstance(target, dict) and "tape" in target and "offset" in target:
+        row = db.execute("SELECT f.id FROM fragments f JOIN tapes t ON t.no = f.tape WHERE t.id LIKE ? AND f.offset=?",
+                         (str(target["tape"]) + "%", int(target["offset"]))).fetchall()
+        src = row[0][0] if row else None
+    elif isinstance(target, dict) and "file" in target:
+        r = target.get("range") or [None, None]
+        row = db.execute("SELECT f.id FROM fragments f JOIN files ON files.id = f.file WHERE files.path=? AND "
+                         "f.kind=? AND f.line0 <= ? AND f.line1 >= ? ORDER BY f.id DESC LIMIT 1",
+                         (target["file"], KIND_NO[E.CODE_EDIT], r[1] or 10**9, r[0] or 0)).fetchall()
+        src = row[0][0] if row else None
+    if src is None:
+        return
+    db.execute("INSERT OR REPLACE INTO lineage(dst, src, confidence, containment, location_delta, cardinality,"
+               " agent_link, note) VALUES(?, ?, 1.0, 1.0, 'absent', '1:1', 1, ?)", (dst, src, ev.get("note")))
+
+
+class Continuations:
+    """Tail-of-one-tape / head-of-another overlaps, with an inverted map kept for the batch."""
+
+    def __init__(self) -> None:
+        self.by_head: dict[int, set[int]] = defaultdict(set)
+        self.by_tail: dict[int, set[int]] = defaultdict(set)
+        self.meta: dict[int, tuple[str, str, int, int, str | None]] = {}  # no -> (session, started, |head|, |tail|, marker)
+
+    @classmethod
+    def load(cls, db: apsw.Connection) -> "Continuations":
+        c = cls()
+        for no, head, tail, marker, session, started in db.execute(
+                "SELECT h.tape, h.head, h.tail, h.marker, t.session_id, coalesce(t.started, '') FROM heads h "
+                "JOIN tapes t ON t.no = h.tape"):
+            c._remember(no, np.frombuffer(head, "<i8"), np.frombuffer(tail, "<i8"), marker, session, started)
+        return c
+
+    def _remember(self, no: int, head: np.ndarray, tail: np.ndarray, marker: str | None, session: str,
+                  started: str) -> None:
+        for v in head.tolist():
+            self.by_head[v].add(no)
+        for v in tail.tolist():
+            self.by_tail[v].add(no)
+        self.meta[no] = (session, started, len(head), len(tail), marker)
+
+    def add(self, db: apsw.Connection, pt: "PendingTape", no: int) -> None:
+        started = db.execute("SELECT coalesce(started, '') FROM tapes WHERE no=?", (no,)).fetchall()[0][0]
+        db.execute("INSERT OR REPLACE INTO heads(tape, head, tail, marker) VALUES(?, ?, ?, ?)",
+                   (no, pt.head.astype("<i8").tobytes(), pt.tail.astype("<i8").tobytes(), pt.marker))
+        # This tape's head continuing an earlier tail, and this tape's tail continued by a later head.
+        shared_prev: dict[int, int] = defaultdict(int)
+        for v in pt.head.tolist():
+            for other in self.by_tail.get(v, ()):
+                shared_prev[other] += 1
+        shared_next: dict[int, int] = defaultdict(int)
+        for v in pt.tail.tolist():
+            for other in self.by_head.get(v, ()):
+                shared_next[other] += 1
+        for other, n in shared_prev.items():
+            s, o_started, _, _, _ = self.meta[other]
+            if s != pt.session_id and o_started <= started:
+                self._edge(db, other, no, n, len(pt.head), pt.marker)
+        for other, n in shared_next.items():
+            s, o_started, o_head, _, o_marker = self.meta[other]
+            if s != pt.session_id and started <= o_started:
+                self._edge(db, no, other, n, o_head, o_marker)
+        self._remember(no, pt.head, pt.tail, pt.marker, pt.session_id, started)
+
+    @staticmethod
+    def _edge(db: apsw.Connection, src: int, dst: int, shared: int, head_size: int, marker: str | None) -> None:
+        if shared < CONTINUATION_MIN_SHARED:
+            return
+        conf = shared / max(1, head_size)
+        if marker:
+            conf += MARKER_BONUS
+        if conf < CONTINUATION_MIN_CONFIDENCE:
+            return
+        db.execute("INSERT OR REPLACE INTO continuations(src_tape, dst_tape, confidence, marker) VALUES(?, ?, ?, ?)",
+                   (src, dst, round(min(1.0, conf), 4), marker))

@@ -1,0 +1,148 @@
+"""Postings: fingerprint → fragment ids, stored as bucketed blobs in segments.
+
+Layout (measured in bench/scale.py): a fingerprint's top BUCKET_BITS bits pick a bucket; each
+bucket of each segment is one row `(bucket, seg, blob)` where the blob is two little-endian
+uint32 arrays of equal length — the fingerprints' low 32 bits, then the fragment ids — sorted by
+(low, fragment). Top bits + low bits identify a fingerprint with 52 of its 64 bits, enough that a
+false match needs ~2^52/postings draws. Compared with one row per (fingerprint, fragment) this
+removes the per-row key and overhead that dominate when most fingerprints occur once.
+
+New tapes are indexed into a new segment (insert-only, no read-modify-write), so appending a
+session costs its own size; segments are merged when there are more than MAX_SEGMENTS.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import apsw
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+BUCKET_BITS: Final = 20
+_SHIFT: Final = np.uint64(64 - BUCKET_BITS)
+_LOW: Final = np.uint64(0xFFFFFFFF)
+MAX_SEGMENTS: Final = 6
+_MAX_VARS: Final = 30000
+
+
+def split(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket, low32) of int64 fingerprints."""
+    u = fps.astype(np.int64, copy=False).view(np.uint64)
+    return (u >> _SHIFT).astype(np.int64), (u & _LOW).astype(np.uint32)
+
+
+def keys(fps: np.ndarray) -> np.ndarray:
+    """The 52-bit identity of each fingerprint as stored: bucket << 32 | low."""
+    b, low = split(fps)
+    return (b << 32) | low.astype(np.int64)
+
+
+def write_segment(db: apsw.Connection, seg: int, fps: np.ndarray, frags: np.ndarray) -> int:
+    """Insert postings (parallel arrays) as segment `seg`; returns the number of rows written."""
+    if len(fps) == 0:
+        return 0
+    bucket, low = split(fps)
+    frags = frags.astype(np.uint32, copy=False)
+    order = np.lexsort((frags, low, bucket))
+    bucket, low, frags = bucket[order], low[order], frags[order]
+    # Drop exact duplicates (same fingerprint twice in one fragment).
+    keep = np.ones(len(bucket), dtype=bool)
+    keep[1:] = (bucket[1:] != bucket[:-1]) | (low[1:] != low[:-1]) | (frags[1:] != frags[:-1])
+    bucket, low, frags = bucket[keep], low[keep], frags[keep]
+    cuts = np.flatnonzero(np.diff(bucket)) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(bucket)]))
+    low_b = low.astype("<u4")
+    frag_b = frags.astype("<u4")
+    rows = ((int(bucket[s]), seg, low_b[s:e].tobytes() + frag_b[s:e].tobytes())
+            for s, e in zip(starts.tolist(), ends.tolist()))
+    db.executemany("INSERT INTO postings(bucket, seg, blob) VALUES(?, ?, ?)", rows)
+    return len(starts)
+
+
+def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+    a = np.frombuffer(blob, dtype="<u4")
+    n = len(a) // 2
+    return a[:n], a[n:]
+
+
+def lookup(db: apsw.Connection, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All postings of the given fingerprints: (key, fragment id) arrays, one entry per posting."""
+    if len(fps) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.uint32)
+    qkeys = np.unique(keys(fps))
+    buckets = np.unique(qkeys >> 32).tolist()
+    key_parts: list[np.ndarray] = []
+    frag_parts: list[np.ndarray] = []
+    for i in range(0, len(buckets), _MAX_VARS):
+        chunk = buckets[i:i + _MAX_VARS]
+        sql = f"SELECT bucket, blob FROM postings WHERE bucket IN ({','.join('?' * len(chunk))})"
+        for bucket, blob in db.execute(sql, chunk):
+            low, frag = decode(blob)
+            k = (np.int64(bucket) << np.int64(32)) | low.astype(np.int64)
+            key_parts.append(k)
+            frag_parts.append(frag)
+    if not key_parts:
+        return np.empty(0, np.int64), np.empty(0, np.uint32)
+    allk = np.concatenate(key_parts)
+    allf = np.concatenate(frag_parts)
+    hit = np.isin(allk, qkeys)
+    return allk[hit], allf[hit]
+
+
+def all_postings(db: apsw.Connection, segs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every posting (of the given segments): (key, fragment) arrays. Used by merge and stop-list."""
+    sql = "SELECT bucket, blob FROM postings"
+    args: list[int] = []
+    if segs is not None:
+        sql += f" WHERE seg IN ({','.join('?' * len(segs))})"
+        args = segs
+    key_parts: list[np.ndarray] = []
+    frag_parts: list[np.ndarray] = []
+    for bucket, blob in db.execute(sql, args):
+        low, frag = decode(blob)
+        key_parts.append((np.int64(bucket) << np.int64(32)) | low.astype(np.int64))
+        frag_parts.append(frag)
+    if not key_parts:
+        return np.empty(0, np.int64), np.empty(0, np.uint32)
+    return np.concatenate(key_parts), np.concatenate(frag_parts)
+
+
+def key_to_fp(k: np.ndarray) -> np.ndarray:
+    """A stored key back to an int64 carrying the same bucket and low bits (middle bits zero)."""
+    bucket = (k >> 32).astype(np.uint64)
+    low = (k & 0xFFFFFFFF).astype(np.uint64)
+    return ((bucket << _SHIFT) | low).view(np.int64)
+
+
+def next_segment(db: apsw.Connection) -> int:
+    return int(db.execute("SELECT coalesce(max(seg), 0) + 1 FROM segments").fetchall()[0][0])
+
+
+def merge_segments(db: apsw.Connection) -> bool:
+    """Merge segments when there are too many (inside the caller's write transaction).
+
+    Small segments are merged among themselves first, so a run of tiny appends does not rewrite
+    the large base segment each time; when the small ones together reach a quarter of the base,
+    everything is merged into one.
+    """
+    segs = db.execute("SELECT seg, postings FROM segments ORDER BY postings DESC").fetchall()
+    if len(segs) <= MAX_SEGMENTS:
+        return False
+    base_size = segs[0][1]
+    small = [s for s, _ in segs[1:]]
+    small_total = sum(n for _, n in segs[1:])
+    victims = [s for s, _ in segs] if small_total * 4 >= base_size else small
+    k, f = all_postings(db, victims)
+    marks = ",".join("?" * len(victims))
+    db.execute(f"DELETE FROM postings WHERE seg IN ({marks})", victims)
+    db.execute(f"DELETE FROM segments WHERE seg IN ({marks})", victims)
+    seg = next_segment(db)
+    write_segment(db, seg, key_to_fp(k), f)
+    tapes = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
+    db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(k), tapes))
+    log.info("merged %d posting segments into segment %d (%d postings)", len(victims), seg, len(k))
+    return True

@@ -1,0 +1,43 @@
+"""`engram reindex`: rebuild index.sqlite's projection (catalog and evidence) from the tapes alone."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from engram.index.build import Indexer, rebuild_stoplist
+from engram.index.db import immediate, open_db
+from engram.ingest import ingest_lock, register_from_file
+from engram.store import Store
+from engram.tape.writer import TAPE_SUFFIX
+
+log = logging.getLogger(__name__)
+
+DERIVED = ("tapes", "captures", "files", "fragments", "postings", "segments", "stoplist", "lineage", "tombstones",
+           "continuations", "heads", "state")
+
+
+def reindex(store: Store) -> dict[str, Any]:
+    """Readers see the old index until the catalog is rebuilt, then an index that fills up."""
+    with ingest_lock(store):
+        db = open_db(store)
+        try:
+            with immediate(db):
+                for table in DERIVED:
+                    db.execute(f"DELETE FROM {table}")
+                db.execute("DELETE FROM fts")
+                for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
+                    register_from_file(db, store, path)
+            indexer = Indexer(store)
+            ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY started, id")]
+            for tid in ids:
+                indexer.add(db, tid)
+            indexer.flush(db)
+            cfg = store.config["index"]
+            with immediate(db):
+                n_stop, _ = rebuild_stoplist(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
+            frags = db.execute("SELECT count(*) FROM fragments").fetchall()[0][0]
+            return {"tapes": len(ids), "fragments": frags, "stoplist": n_stop,
+                    "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
+        finally:
+            db.close()

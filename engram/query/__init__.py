@@ -1,0 +1,1 @@
+"""Queries over the index: explain, view, search."""

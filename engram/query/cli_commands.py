@@ -1,0 +1,168 @@
+"""CLI commands over the index: explain, view, search, index, reindex."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _store(args: argparse.Namespace):  # noqa: ANN202
+    from engram.store import Store
+
+    return Store.discover(Path(args.repo) if getattr(args, "repo", None) else None)
+
+
+def _out(doc: Any) -> None:
+    import orjson
+
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _ready_db(store):  # noqa: ANN001, ANN202
+    """The index, with anything captured but not yet indexed indexed first."""
+    from engram.errors import EngramError
+    from engram.index.build import index_pending
+    from engram.index.db import open_db
+
+    db = open_db(store)
+    if db.execute("SELECT count(*) FROM tapes").fetchall()[0][0] == 0:
+        raise EngramError("the store is empty: run `engram ingest` first")
+    if db.execute("SELECT count(*) FROM tapes WHERE indexed=0").fetchall()[0][0]:
+        from engram.ingest import ingest_lock
+
+        with ingest_lock(store):
+            index_pending(store, db)
+    return db
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from engram.errors import BadInput
+    from engram.query.explain import Options, explain
+    from engram.query.spans import parse_span, read_span, repo_relative, text_span
+    from engram.query.render import explain_pretty
+
+    store = _store(args)
+    cfg = store.config["explain"]
+    opts = Options(
+        before=args.before if args.before is not None else int(cfg["window"]["before"]),
+        after=args.after if args.after is not None else int(cfg["window"]["after"]),
+        brief=args.brief, include_deleted=args.include_deleted, forensics=args.forensics,
+        min_confidence=args.min_confidence if args.min_confidence is not None else float(cfg["min_confidence"]),
+    )
+    file_lines = None
+    if args.text is not None:
+        if args.span and args.span != "-":
+            raise BadInput("give either FILE:START-END or --text -, not both")
+        data = sys.stdin.read() if args.text == "-" else Path(args.text).read_text(encoding="utf-8", errors="replace")
+        span = text_span(data)
+    else:
+        if not args.span:
+            raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
+        path, start, end = parse_span(args.span)
+        span = read_span(store.root, path, start, end)
+        if args.expand_until is not None:
+            rel = repo_relative(store.root, path)
+            file_lines = (store.root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
+    db = _ready_db(store)
+    doc = explain(store, db, span, opts, expand_until=args.expand_until, file_lines=file_lines)
+    if args.pretty:
+        print(explain_pretty(doc))
+    else:
+        _out(doc)
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from engram.errors import BadInput
+    from engram.index.catalog import resolve_tape, tape_file
+    from engram.query.explain import _trim
+    from engram.render import events_view
+    from engram.tape.reader import TapeReader
+
+    store = _store(args)
+    db = _ready_db(store)
+    row = resolve_tape(db, args.tape)
+    with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
+        if not 0 <= args.at < len(r):
+            raise BadInput(f"--at {args.at}: tape {row.id[:12]} has events 0-{len(r) - 1}")
+        window = r.window(args.at, args.before, args.after)
+    if args.pretty:
+        print(events_view(window))
+    else:
+        _out({"tape": row.id, "session_id": row.session_id, "at": args.at,
+              "events": [{"offset": off, **_trim(ev)} for off, ev in window]})
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from engram.query.search import search
+
+    store = _store(args)
+    db = _ready_db(store)
+    hits = search(store, db, args.query, limit=args.limit)
+    if args.pretty:
+        for h in hits:
+            print(f"{h['tape'][:12]} #{h['offset']:<5} {h['kind']:8} {(h['timestamp'] or '')[:16]}  {h['excerpt']}")
+    else:
+        _out({"query": args.query, "hits": hits})
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from engram.index.build import index_pending
+    from engram.index.db import open_db
+    from engram.ingest import ingest_lock, reconcile
+
+    store = _store(args)
+    db = open_db(store)
+    with ingest_lock(store):
+        reconcile(db, store)
+        n = index_pending(store, db)
+    print(f"index: {n} tapes indexed")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from engram.index.reindex import reindex
+
+    stats = reindex(_store(args))
+    print(f"reindex: {stats['tapes']} tapes, {stats['fragments']} fragments, {stats['stoplist']} stop-listed "
+          f"fingerprints (threshold {stats['stoplist_share']:.0%} of tapes, at least {stats['stoplist_min_tapes']} tapes)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("explain", help="which sessions wrote, read or discussed FILE:START-END")
+    s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive) in the working tree")
+    s.add_argument("--text", metavar="FILE|-", help="explain this text instead (- reads stdin)")
+    s.add_argument("--before", type=int, help="events before each touch (default: config explain.window)")
+    s.add_argument("--after", type=int, help="events after each touch")
+    s.add_argument("--brief", action="store_true", help="no transcript windows")
+    s.add_argument("--expand-until", type=int, metavar="N", help="grow the span until at most N sessions match")
+    s.add_argument("--include-deleted", action="store_true", help="also match deleted code (tombstones)")
+    s.add_argument("--forensics", action="store_true", help="also follow location-only edges")
+    s.add_argument("--min-confidence", type=float, help="lineage edges below this are not followed (0.5)")
+    s.add_argument("--pretty", action="store_true", help="for people, not programs")
+    s.set_defaults(func=cmd_explain)
+
+    s = sub.add_parser("view", help="events of a tape around an offset")
+    s.add_argument("tape")
+    s.add_argument("--at", type=int, required=True, metavar="OFFSET")
+    s.add_argument("--before", type=int, default=5)
+    s.add_argument("--after", type=int, default=5)
+    s.add_argument("--pretty", action="store_true")
+    s.set_defaults(func=cmd_view)
+
+    s = sub.add_parser("search", help="plain text search over messages and tool calls (FTS5)")
+    s.add_argument("query")
+    s.add_argument("--limit", type=int, default=20)
+    s.add_argument("--pretty", action="store_true")
+    s.set_defaults(func=cmd_search)
+
+    s = sub.add_parser("index", help="index tapes not indexed yet")
+    s.set_defaults(func=cmd_index)
+
+    s = sub.add_parser("reindex", help="rebuild the whole index from the tapes")
+    s.set_defaults(func=cmd_reindex)

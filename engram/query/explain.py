@@ -1,0 +1,315 @@
+"""`engram explain`: which sessions wrote, read or discussed a span, ranked, with windows.
+
+1. Direct lookup: every k-gram of the span (not only the winnowed ones: the index holds the
+   winnowed fingerprints of the tapes, and any of those inside the span is among the span's
+   k-grams) against the postings, minus the stop-list. A fragment's confidence is the share of
+   the span's winnowed fingerprint count it matched, weighted by kind (code.* above msg/tool).
+2. Lineage BFS backwards from matched edits (depth, min confidence, fan-out and edge caps;
+   agent links always followed), labelling hops that cross a continuation edge.
+3. Sessions ordered by touch count, then most recent touch; a transcript window per touch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import apsw
+import numpy as np
+
+from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, kgram_fingerprints
+from engram.index import postings
+from engram.index.build import load_stoplist
+from engram.index.kinds import CODE_KIND_NOS, KIND_NAME, KIND_NO
+from engram.index.lineage import LINK_THRESHOLD
+from engram.query.spans import Span
+from engram.store import Store
+from engram.tape import events as E
+from engram.tape.reader import TapeReader
+from engram.tape.writer import tape_path
+
+log = logging.getLogger(__name__)
+
+EXPLAIN_VERSION: Final = 1
+KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND_NO[E.TOOL_CALL]: 0.85,
+                      KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
+                      KIND_NO[E.SPAN_LINK]: 1.0}
+MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
+RELATIVE_FLOOR: Final = 0.35  # ... nor one weaker than this share of the best fragment
+MAX_CANDIDATES: Final = 2000
+MAX_DEPTH: Final = 10
+MAX_FANOUT: Final = 50
+MAX_EDGES: Final = 500
+MAX_FRAGMENTS_PER_SESSION: Final = 20
+MAX_STRING: Final = 20_000
+
+
+@dataclass
+class Options:
+    before: int = 3
+    after: int = 3
+    brief: bool = False
+    min_confidence: float = 0.5
+    include_deleted: bool = False
+    forensics: bool = False
+    depth: int = MAX_DEPTH
+    max_sessions: int | None = None
+
+
+@dataclass
+class Hit:
+    frag: int
+    confidence: float
+    via: str
+    edge: dict[str, Any] | None = None
+
+
+@dataclass
+class Frag:
+    id: int
+    tape_no: int
+    offset: int
+    kind: int
+    file: str | None
+    ts: str | None
+    line0: int | None
+    line1: int | None
+    tape: str
+    session_id: str
+    harness: str
+    model: str | None
+
+
+@dataclass
+class Result:
+    span: Span
+    hits: dict[int, Hit] = field(default_factory=dict)
+    frags: dict[int, Frag] = field(default_factory=dict)
+    edges_followed: int = 0
+    truncated: bool = False
+
+
+def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
+    out: dict[int, Frag] = {}
+    for i in range(0, len(ids), 30000):
+        chunk = ids[i:i + 30000]
+        for r in db.execute(
+                "SELECT f.id, f.tape, f.offset, f.kind, files.path, f.ts, f.line0, f.line1, t.id, t.session_id,"
+                " t.harness, t.model FROM fragments f JOIN tapes t ON t.no = f.tape"
+                " LEFT JOIN files ON files.id = f.file"
+                f" WHERE f.id IN ({','.join('?' * len(chunk))})", chunk):
+            out[r[0]] = Frag(*r)
+    return out
+
+
+def direct_hits(db: apsw.Connection, text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> dict[int, float]:
+    """Fragment id → confidence of its direct match with `text`."""
+    q = np.unique(kgram_fingerprints(text, k).values)
+    expected = max(1, len(fingerprint_set(text, k, w)))
+    stop = load_stoplist(db)
+    if len(stop) and len(q):
+        q = q[~np.isin(postings.keys(q), stop)]
+    keys, frags = postings.lookup(db, q)
+    if not len(frags):
+        return {}
+    pairs = np.unique(np.stack([frags.astype(np.int64), keys]), axis=1)
+    ids, counts = np.unique(pairs[0], return_counts=True)
+    if len(ids) > MAX_CANDIDATES:
+        top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
+        ids, counts = ids[top], counts[top]
+    kinds = dict(db.execute(f"SELECT id, kind FROM fragments WHERE id IN ({','.join('?' * len(ids))})",
+                            ids.tolist()).fetchall())
+    out: dict[int, float] = {}
+    for fid, c in zip(ids.tolist(), counts.tolist()):
+        conf = min(1.0, c / expected) * KIND_WEIGHT.get(kinds.get(fid, 0), 0.6)
+        out[fid] = conf
+    if not out:
+        return {}
+    best = max(out.values())
+    floor = max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best)
+    floor = min(floor, best)
+    return {f: round(c, 4) for f, c in out.items() if c >= floor and c > 0}
+
+
+def _continuations(db: apsw.Connection) -> set[tuple[int, int]]:
+    pairs: set[tuple[int, int]] = set()
+    for a, b in db.execute("SELECT src_tape, dst_tape FROM continuations"):
+        pairs.add((a, b))
+        pairs.add((b, a))
+    return pairs
+
+
+def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
+    """Breadth-first backwards along lineage edges from the directly matched fragments."""
+    conts = _continuations(db)
+    queue: deque[tuple[int, int, float]] = deque((f, 0, h.confidence) for f, h in res.hits.items())
+    seen = set(res.hits)
+    edges = 0
+    while queue:
+        node, depth, conf = queue.popleft()
+        if depth >= opts.depth:
+            continue
+        rows = db.execute("SELECT src, confidence, containment, location_delta, cardinality, agent_link, note"
+                          " FROM lineage WHERE dst=? ORDER BY confidence DESC", (node,)).fetchall()
+        if len(rows) > MAX_FANOUT:
+            rows = rows[:MAX_FANOUT]
+            res.truncated = True
+        for src, econf, contain, loc, card, agent_link, note in rows:
+            location_only = econf < LINK_THRESHOLD and not agent_link
+            if location_only and not opts.forensics:
+                continue
+            if not agent_link and not location_only and econf < opts.min_confidence:
+                continue
+            if edges >= MAX_EDGES:
+                res.truncated = True
+                queue.clear()
+                break
+            edges += 1
+            if src in seen:
+                continue
+            seen.add(src)
+            via = "agent_link" if agent_link else ("location_only" if location_only else "lineage")
+            res.hits[src] = Hit(src, round(conf * (1.0 if agent_link else econf), 4), via,
+                                {"from": node, "confidence": econf, "containment": contain, "location_delta": loc,
+                                 "cardinality": card, "agent_link": bool(agent_link), "note": note})
+            queue.append((src, depth + 1, conf * (1.0 if agent_link else econf)))
+    res.edges_followed = edges
+    if conts:
+        frag_tape = {f: fr.tape_no for f, fr in _frag_rows(db, list(res.hits)).items()}
+        for h in res.hits.values():
+            if h.edge and h.via == "lineage":
+                a, b = frag_tape.get(h.frag), frag_tape.get(h.edge["from"])
+                if a is not None and b is not None and a != b and (a, b) in conts:
+                    h.via = "continuation"
+
+
+def tombstone_hits(db: apsw.Connection, text: str, k: int = DEFAULT_K) -> dict[int, float]:
+    q = np.unique(kgram_fingerprints(text, k).values)
+    out: dict[int, float] = {}
+    for frag, anchors in db.execute("SELECT frag, anchors FROM tombstones"):
+        a = np.frombuffer(anchors, "<i8")
+        if len(a):
+            share = float(np.isin(a, q).mean())
+            if share >= 0.5:
+                out[frag] = round(share, 4)
+    return out
+
+
+def run(store: Store, db: apsw.Connection, span: Span, opts: Options) -> Result:
+    res = Result(span)
+    for fid, conf in direct_hits(db, span.text).items():
+        res.hits[fid] = Hit(fid, conf, "direct")
+    for fid, h in _span_links(db, span).items():
+        res.hits.setdefault(fid, h)
+    lineage_walk(db, res, opts)
+    if opts.include_deleted:
+        for fid, share in tombstone_hits(db, span.text).items():
+            res.hits.setdefault(fid, Hit(fid, share, "tombstone"))
+    res.frags = _frag_rows(db, list(res.hits))
+    return res
+
+
+def _span_links(db: apsw.Connection, span: Span) -> dict[int, Hit]:
+    """Explicit agent links placed on this span (an agent's own assertion, not a location guess)."""
+    out: dict[int, Hit] = {}
+    for (fid,) in db.execute(
+            "SELECT f.id FROM fragments f JOIN files ON files.id = f.file WHERE f.kind=? AND files.path=?"
+            " AND f.line0 <= ? AND f.line1 >= ?", (KIND_NO[E.SPAN_LINK], span.file, span.end, span.start)):
+        out[fid] = Hit(fid, 1.0, "agent_link")
+    return out
+
+
+def sessions_of(res: Result) -> list[dict[str, Any]]:
+    """Group touches by session; order by touches, then the most recent touch."""
+    groups: dict[tuple[str, str], list[tuple[Hit, Frag]]] = defaultdict(list)
+    for fid, h in res.hits.items():
+        fr = res.frags.get(fid)
+        if fr is not None:
+            groups[(fr.harness, fr.session_id)].append((h, fr))
+    sessions = []
+    for (harness, sid), items in groups.items():
+        items.sort(key=lambda x: (x[1].ts or "", x[1].tape, x[1].offset))
+        last = max((fr.ts or "" for _, fr in items), default="")
+        latest_tape = max(items, key=lambda x: (x[1].ts or "", x[1].tape_no))[1].tape
+        sessions.append({"tape": latest_tape, "session_id": sid, "harness": harness,
+                         "model": items[0][1].model, "touches": len(items), "last_touch": last or None,
+                         "_items": items})
+    sessions.sort(key=lambda s: (-s["touches"], _neg_time(s["last_touch"]), s["session_id"]))
+    return sessions
+
+
+def _neg_time(ts: str | None) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in (ts or ""))
+
+
+def _trim(value: Any, limit: int = MAX_STRING) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"…[{len(value) - limit} more characters]"
+    if isinstance(value, dict):
+        return {k: _trim(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trim(v, limit) for v in value]
+    return value
+
+
+def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
+    sessions = sessions_of(res)
+    truncated = res.truncated
+    if opts.max_sessions is not None and len(sessions) > opts.max_sessions:
+        sessions = sessions[: opts.max_sessions]
+        truncated = True
+    readers: dict[str, TapeReader] = {}
+    try:
+        out_sessions = []
+        for s in sessions:
+            items = s.pop("_items")
+            frags = []
+            for h, fr in items[:MAX_FRAGMENTS_PER_SESSION]:
+                entry: dict[str, Any] = {
+                    "tape": fr.tape, "offset": fr.offset, "kind": KIND_NAME.get(fr.kind, "?"), "file": fr.file,
+                    "lines": [fr.line0, fr.line1] if fr.line0 is not None else None,
+                    "confidence": h.confidence, "via": h.via, "timestamp": fr.ts,
+                }
+                if h.edge:
+                    entry["edge"] = h.edge
+                if not opts.brief:
+                    r = readers.get(fr.tape)
+                    if r is None:
+                        r = readers[fr.tape] = TapeReader(tape_path(store.tapes_dir, fr.tape), store.objects_dir)
+                    entry["window"] = [{"offset": off, **_trim(ev)} for off, ev in
+                                       r.window(fr.offset, opts.before, opts.after)]
+                frags.append(entry)
+            if len(items) > MAX_FRAGMENTS_PER_SESSION:
+                truncated = True
+            out_sessions.append({**s, "fragments": frags})
+    finally:
+        for r in readers.values():
+            r.close()
+    return {
+        "version": EXPLAIN_VERSION,
+        "span": {"file": res.span.file, "start": res.span.start, "end": res.span.end},
+        "sessions": out_sessions,
+        "truncated": truncated,
+        "lineage": {"edges_followed": res.edges_followed},
+    }
+
+
+def explain(store: Store, db: apsw.Connection, span: Span, opts: Options, expand_until: int | None = None,
+            file_lines: list[str] | None = None) -> dict[str, Any]:
+    """The explain document; with `expand_until`, the span grows until at most N sessions match."""
+    res = run(store, db, span, opts)
+    if expand_until is not None and file_lines is not None:
+        while len(sessions_of(res)) > expand_until and (span.start > 1 or span.end < len(file_lines)):
+            start, end = max(1, span.start - 2), min(len(file_lines), span.end + 2)
+            span = Span(span.file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
+            res = run(store, db, span, opts)
+    doc = to_json(store, res, opts)
+    if expand_until is not None:
+        doc["expanded"] = True
+    return doc
+
+
+def code_kind(kind: int) -> bool:
+    return kind in CODE_KIND_NOS

@@ -1,0 +1,39 @@
+"""`engram search`: FTS5 over messages and tool calls, the plain-text bolt-on next to explain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+from engram.index.kinds import KIND_NAME, event_text
+from engram.store import Store
+from engram.tape.reader import TapeReader
+from engram.tape.writer import tape_path
+
+
+def fts_query(text: str) -> str:
+    """Every word of the user's query as a quoted term (no FTS syntax surprises)."""
+    words = [w.replace('"', '""') for w in text.split() if w.strip()]
+    return " ".join(f'"{w}"' for w in words)
+
+
+def search(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
+    q = fts_query(query)
+    if not q:
+        return []
+    rows = db.execute(
+        "SELECT f.id, t.id, t.session_id, f.offset, f.kind, f.ts FROM fts JOIN fragments f ON f.id = fts.rowid"
+        " JOIN tapes t ON t.no = f.tape WHERE fts MATCH ? ORDER BY rank LIMIT ?", (q, limit)).fetchall()
+    out = []
+    words = [w.lower() for w in query.split()]
+    for _fid, tape, session, offset, kind, ts in rows:
+        with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
+            text = event_text(r.event(offset, resolve_objects=True))
+        low = text.lower()
+        at = min((low.find(w) for w in words if low.find(w) >= 0), default=0)
+        start = max(0, at - 80)
+        excerpt = text[start:start + 240].replace("\n", " ")
+        out.append({"tape": tape, "session_id": session, "offset": offset, "kind": KIND_NAME.get(kind, "?"),
+                    "timestamp": ts, "excerpt": excerpt})
+    return out
