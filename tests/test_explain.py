@@ -1,0 +1,231 @@
+"""engram explain end to end on the real sessions, plus reindex equivalence and errors."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, git, run_engram
+from engram.demo import final_files
+
+
+def _cwd(transcript: Path) -> str:
+    for line in transcript.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("cwd"):
+            return rec["cwd"].rstrip("/") + "/"
+    raise AssertionError("no cwd")
+
+
+@pytest.fixture(scope="module")
+def spot_repo(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A repository holding the final files of both real sessions, with both sessions ingested.
+
+    Returns the root and, for each file, the session that wrote its final version."""
+    root = tmp_path_factory.mktemp("explain") / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    writer: dict[str, str] = {}
+    for session in (SPOTTER_OTHER, SPOTTER_MAIN):
+        t = spotter / f"{session}.jsonl"
+        cwd = _cwd(t)
+        for path, text in final_files(t).items():
+            if path.startswith(cwd):
+                rel = path[len(cwd):]
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_text(text)
+                writer[rel] = session
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(spotter))
+    return root, writer
+
+
+def created_by_main(spotter: Path) -> dict[str, str]:
+    """Files the main session created with Write (all their lines are agent-written)."""
+    t = spotter / f"{SPOTTER_MAIN}.jsonl"
+    cwd = _cwd(t)
+    out = {}
+    for line in t.read_text().splitlines():
+        rec = json.loads(line)
+        tur = rec.get("toolUseResult")
+        if isinstance(tur, dict) and tur.get("type") == "create" and tur["filePath"].startswith(cwd):
+            out[tur["filePath"][len(cwd):]] = tur["content"]
+    return out
+
+
+def explain(root: Path, *args: str) -> dict:
+    return json.loads(run_engram(root, "explain", *args).stdout)
+
+
+def spans_of_main(spotter: Path, root: Path, writer: dict[str, str], size: int = 10) -> list[tuple[str, int, int]]:
+    spans = []
+    for rel, content in sorted(created_by_main(spotter).items()):
+        if writer.get(rel) != SPOTTER_MAIN or (root / rel).read_text() != content:
+            continue
+        lines = content.splitlines()
+        if len(lines) >= size + 4:
+            start = len(lines) // 2 - size // 2
+            spans.append((rel, start, start + size - 1))
+    return spans
+
+
+def test_the_writing_session_comes_first(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
+    root, writer = spot_repo
+    spans = spans_of_main(spotter, root, writer)
+    assert len(spans) >= 3
+    for rel, a, b in spans:
+        doc = explain(root, f"{rel}:{a}-{b}")
+        assert doc["version"] == 1 and doc["span"] == {"file": rel, "start": a, "end": b}
+        first = doc["sessions"][0]
+        assert first["session_id"] == SPOTTER_MAIN and first["harness"] == "claude-code", rel
+        kinds = {f["kind"] for f in first["fragments"]}
+        assert "code.edit" in kinds
+        frag = next(f for f in first["fragments"] if f["kind"] == "code.edit")
+        window_offsets = [e["offset"] for e in frag["window"]]
+        assert frag["offset"] in window_offsets and len(window_offsets) == 7  # default 3 before, 3 after
+        touches = [s["touches"] for s in doc["sessions"]]
+        assert touches == sorted(touches, reverse=True)
+
+
+def _mutate_tokens(lines: list[str], share: float, rng: random.Random) -> list[str]:
+    """Replace `share` of each line's identifiers with fresh ones: every line changes."""
+    out = []
+    for line in lines:
+        words = list(re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", line))
+        if not words:
+            out.append(line)
+            continue
+        n = max(1, round(len(words) * share))
+        chosen = sorted(rng.sample(range(len(words)), min(n, len(words))), reverse=True)
+        for i in chosen:
+            m = words[i]
+            line = line[: m.start()] + f"zq{rng.randrange(10**6)}" + line[m.end():]
+        out.append(line)
+    return out
+
+
+def test_still_first_after_a_line_shift_and_a_20_percent_edit(spotter: Path, spot_repo: tuple[Path, dict[str, str]],
+                                                              tmp_path: Path) -> None:
+    root, writer = spot_repo
+    rng = random.Random(7)
+    for rel, a, b in spans_of_main(spotter, root, writer)[:4]:
+        path = root / rel
+        original = path.read_text()
+        try:
+            lines = original.splitlines()
+            shifted = ["# inserted by a person"] * 7 + lines
+            path.write_text("\n".join(shifted) + "\n")
+            doc = explain(root, f"{rel}:{a + 7}-{b + 7}", "--brief")
+            assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN, f"shift {rel}"
+            edited = lines[: a - 1] + _mutate_tokens(lines[a - 1:b], 0.2, rng) + lines[b:]
+            assert all(x != y for x, y in zip(edited[a - 1:b], lines[a - 1:b]) if re.search(r"[A-Za-z_]", y))
+            path.write_text("\n".join(edited) + "\n")
+            doc = explain(root, f"{rel}:{a}-{b}", "--brief")
+            assert doc["sessions"] and doc["sessions"][0]["session_id"] == SPOTTER_MAIN, f"20% edit {rel}"
+        finally:
+            path.write_text(original)
+
+
+def test_text_on_stdin_and_pretty(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
+    root, writer = spot_repo
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    text = "\n".join((root / rel).read_text().splitlines()[a - 1:b]) + "\n"
+    doc = json.loads(run_engram(root, "explain", "--text", "-", "--brief", input=text.encode()).stdout)
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    pretty = run_engram(root, "explain", f"{rel}:{a}-{b}", "--pretty").stdout
+    assert f"why {rel}:{a}-{b}?" in pretty and SPOTTER_MAIN in pretty and "▶" in pretty
+
+
+def test_expand_until_reports_the_final_span(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    root, _ = spot_repo
+    rel = "assets/js/app.js"
+    n = len((root / rel).read_text().splitlines())
+    doc = explain(root, f"{rel}:5-6", "--brief", "--expand-until", "1")
+    span = doc["span"]
+    assert len(doc["sessions"]) <= 1 or (span["start"], span["end"]) == (1, n)
+    assert span["start"] <= 5 and span["end"] >= 6
+
+
+def test_view_walks_a_transcript_from_a_fragment(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
+    root, writer = spot_repo
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    frag = explain(root, f"{rel}:{a}-{b}", "--brief")["sessions"][0]["fragments"][0]
+    view = json.loads(run_engram(root, "view", frag["tape"][:10], "--at", str(frag["offset"]),
+                                 "--before", "2", "--after", "4").stdout)
+    assert [e["offset"] for e in view["events"]] == list(range(frag["offset"] - 2, frag["offset"] + 5))
+    assert view["session_id"] == SPOTTER_MAIN
+    bad = run_engram(root, "view", frag["tape"], "--at", "999999", check=False)
+    assert bad.returncode == 1 and "has events 0-" in bad.stderr
+
+
+def test_search_finds_the_users_request(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    root, _ = spot_repo
+    doc = json.loads(run_engram(root, "search", "Implement spotter-gqc").stdout)
+    assert doc["hits"] and doc["hits"][0]["session_id"] == SPOTTER_MAIN
+    assert "Implement spotter-gqc" in doc["hits"][0]["excerpt"]
+
+
+def test_reindex_gives_identical_answers(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
+    root, writer = spot_repo
+    spans = spans_of_main(spotter, root, writer)[:3] + [("assets/js/app.js", 10, 30)]
+    before = [run_engram(root, "explain", f"{r}:{a}-{b}").stdout for r, a, b in spans]
+    tapes_before = run_engram(root, "tapes", "--json").stdout
+    out = run_engram(root, "reindex").stdout
+    assert "stop-listed" in out
+    after = [run_engram(root, "explain", f"{r}:{a}-{b}").stdout for r, a, b in spans]
+    assert before == after
+    assert run_engram(root, "tapes", "--json").stdout == tapes_before
+
+
+@pytest.mark.parametrize("args,message", [
+    (["nope.py:1-2"], "no such file"),
+    (["assets/js/app.js:1-99999"], "past the end of the file"),
+    (["../outside.py:1-2"], "outside the repository"),
+    (["assets/js/app.js:9-3"], "START must not exceed END"),
+    (["assets/js/app.js"], "expected FILE:START-END"),
+])
+def test_explain_errors_are_clear(spot_repo: tuple[Path, dict[str, str]], args: list[str], message: str) -> None:
+    root, _ = spot_repo
+    (root.parent / "outside.py").write_text("x = 1\ny = 2\n")
+    proc = run_engram(root, "explain", *args, check=False)
+    assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_empty_and_missing_store(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    proc = run_engram(root, "explain", "a.py:1-1", check=False)
+    assert proc.returncode == 1 and "engram init" in proc.stderr
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    proc = run_engram(root, "explain", "a.py:1-1", check=False)
+    assert proc.returncode == 1 and "engram ingest" in proc.stderr
+
+
+def test_explain_while_another_process_ingests(spotter: Path, tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(spotter / f"{SPOTTER_MAIN}.jsonl"))
+    (root / "q.ex").write_text((spotter / f"{SPOTTER_MAIN}.jsonl").read_text()[:0] + "\n".join(
+        created_by_main(spotter)["lib/spotter/transcripts/annotation_message_ref.ex"].splitlines()[:20]) + "\n")
+    ref = json.loads(run_engram(root, "explain", "q.ex:3-18", "--brief").stdout)
+    assert ref["sessions"][0]["session_id"] == SPOTTER_MAIN
+    writer = subprocess.Popen([sys.executable, "-m", "engram.cli", "ingest", str(spotter)], cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    answers = 0
+    while writer.poll() is None or answers < 3:
+        doc = json.loads(run_engram(root, "explain", "q.ex:3-18", "--brief").stdout)
+        assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+        answers += 1
+    out, err = writer.communicate()
+    assert writer.returncode == 0, err
+    assert "database is locked" not in err
