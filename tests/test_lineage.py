@@ -1,0 +1,188 @@
+"""Lineage rules, tombstones, re-insertion and continuation edges, on tapes built event by event."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from conftest import run_engram
+
+
+def block(tag: str, n: int, start: int = 0) -> list[str]:
+    """Lines of code whose tokens are unique to (tag, line): fingerprints never collide by accident."""
+    return [f"    total_{tag}{i} = compute_{tag}{i}(alpha_{tag}{i}, beta_{tag}{i}) + gamma_{tag}{i} * {i + 7}"
+            for i in range(start, start + n)]
+
+
+def text(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def edit(file: str, before: list[str], after: list[str], ts: str, line: int = 1, op: str = "update") -> dict[str, Any]:
+    return {"kind": "code.edit", "ts": ts, "file": file, "op": op,
+            "before_range": [line, line + len(before) - 1], "after_range": [line, line + len(after) - 1],
+            "before_text": text(before), "after_text": text(after)}
+
+
+def tape(dirpath: Path, session: str, started: str, events: list[dict[str, Any]]) -> Path:
+    meta = {"kind": "meta", "harness": "test", "session_id": session, "started": started, "model": "m"}
+    p = dirpath / f"{session}.jsonl"
+    p.write_text("".join(json.dumps(e) + "\n" for e in [meta, *events]))
+    return p
+
+
+def ingest(repo: Path, *paths: Path) -> None:
+    run_engram(repo, "ingest", *map(str, paths))
+
+
+def db(repo: Path) -> apsw.Connection:
+    return apsw.Connection(str(repo / ".engram" / "index.sqlite"))
+
+
+def edges(repo: Path) -> list[tuple]:
+    q = ("SELECT ts.session_id, td.session_id, l.confidence, l.containment, l.location_delta, l.cardinality, "
+         "l.agent_link, l.note FROM lineage l JOIN fragments s ON s.id = l.src JOIN fragments d ON d.id = l.dst "
+         "JOIN tapes ts ON ts.no = s.tape JOIN tapes td ON td.no = d.tape ORDER BY 1, 2")
+    return db(repo).execute(q).fetchall()
+
+
+def sessions(repo: Path, *args: str, span: str | None = None, stdin: str | None = None) -> dict[str, str]:
+    argv = ["explain", "--brief", *args] + ([span] if span else ["--text", "-"])
+    doc = json.loads(run_engram(repo, *argv, input=stdin.encode() if stdin else None).stdout)
+    return {s["session_id"]: s["fragments"][0]["via"] for s in doc["sessions"]}
+
+
+def test_edit_edges_carry_similarity_location_and_cardinality(repo: Path, tmp_path: Path) -> None:
+    x = block("x", 8)
+    y = x[:6] + block("y", 2)  # a small change: most fingerprints survive
+    z = block("z", 8)  # a rewrite: nothing survives
+    ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "b", "2026-01-02T00:00:00Z", [edit("f.py", x, y, "2026-01-02T00:00:01Z")]),
+           tape(tmp_path, "c", "2026-01-03T00:00:00Z", [edit("g.py", y, z, "2026-01-03T00:00:01Z", line=40)]))
+    got = {(s, d): rest for s, d, *rest in edges(repo)}
+    conf_ab, contain_ab, loc_ab, card_ab, link_ab, _ = got[("a", "b")]
+    assert 0.5 <= conf_ab < 1.0 and contain_ab == 1.0 and loc_ab == "same" and card_ab == "1:1" and not link_ab
+    conf_bc, contain_bc, loc_bc, *_ = got[("b", "c")]
+    assert conf_bc < 0.30 and contain_bc == 1.0 and loc_bc == "moved", "a rewrite is location_only"
+
+
+def test_bfs_follows_lineage_and_respects_min_confidence_and_forensics(repo: Path, tmp_path: Path) -> None:
+    x = block("x", 6)
+    y = x + block("y", 4)  # b appends new code next to a's code
+    w = block("w", 9) + block("y", 1, start=3)  # d rewrites b's region almost completely
+    ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "b", "2026-01-02T00:00:00Z", [edit("f.py", x, y, "2026-01-02T00:00:01Z")]))
+    new_code = text(block("y", 4))
+    found = sessions(repo, stdin=new_code)
+    assert found == {"b": "direct", "a": "lineage"}
+    assert sessions(repo, "--min-confidence", "0.99", stdin=new_code) == {"b": "direct"}
+    ingest(repo, tape(tmp_path, "d", "2026-01-03T00:00:00Z", [edit("f.py", y, w, "2026-01-03T00:00:01Z")]))
+    rewritten = text(block("w", 9))
+    assert set(sessions(repo, stdin=rewritten)) == {"d"}, "location alone never links spans"
+    forensic = sessions(repo, "--forensics", stdin=rewritten)
+    assert forensic["d"] == "direct" and forensic["b"] == "location_only"
+
+
+def test_cardinality_one_to_many_and_many_to_one(repo: Path, tmp_path: Path) -> None:
+    x = block("x", 8)
+    ingest(repo, tape(tmp_path, "a1", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "a2", "2026-01-01T01:00:00Z", [edit("g.py", [], x, "2026-01-01T01:00:01Z", op="create")]),
+           tape(tmp_path, "b", "2026-01-02T00:00:00Z", [
+               edit("f.py", x[:4], x[:4] + block("p", 1), "2026-01-02T00:00:01Z"),
+               edit("f.py", x[4:], x[4:] + block("q", 1), "2026-01-02T00:00:02Z", line=6)]))
+    got = edges(repo)
+    to_b = [e for e in got if e[1] == "b"]
+    assert {e[0] for e in to_b} == {"a1", "a2"}, "both earlier copies are sources"
+    assert {e[5] for e in to_b} <= {"N:1", "1:N"} and "N:1" in {e[5] for e in to_b}
+
+
+def test_tombstone_and_verbatim_reinsertion(repo: Path, tmp_path: Path) -> None:
+    x = block("x", 6)
+    ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "b", "2026-01-02T00:00:00Z", [edit("f.py", x, [], "2026-01-02T00:00:01Z")]))
+    stones = db(repo).execute("SELECT count(*) FROM tombstones").fetchall()[0][0]
+    assert stones == 1
+    deleted = text(x)
+    assert "b" not in sessions(repo, stdin=deleted)
+    assert sessions(repo, "--include-deleted", stdin=deleted)["b"] == "tombstone"
+    ingest(repo, tape(tmp_path, "c", "2026-01-03T00:00:00Z", [edit("h.py", [], x, "2026-01-03T00:00:01Z", op="create")]))
+    relinked = [e for e in edges(repo) if e[1] == "c"]
+    assert relinked and relinked[0][0] == "b" and relinked[0][2] >= 0.9 and relinked[0][7] == "reinserted"
+    assert relinked[0][4] == "moved"
+
+
+def test_agent_links_are_always_followed(repo: Path, tmp_path: Path) -> None:
+    x = block("x", 6)
+    (repo / "doc.md").write_text("".join(f"line {i}\n" for i in range(1, 30)))
+    ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "b", "2026-01-02T00:00:00Z", [
+               {"kind": "span.link", "ts": "2026-01-02T00:00:01Z", "file": "doc.md", "range": [10, 12],
+                "target": {"file": "f.py", "range": [1, 6]}, "note": "documents the computation in f.py"}]))
+    found = sessions(repo, "--min-confidence", "0.99", span="doc.md:11-11")
+    assert found == {"b": "agent_link", "a": "agent_link"}
+
+
+def msg(kind: str, words: str, ts: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "ts": ts, "text": words, **extra}
+
+
+def prose(tag: str, n: int) -> str:
+    return " ".join(f"the {tag}{i} handler validates {tag}{i} payload before {tag}{i} commit" for i in range(n))
+
+
+BOILERPLATE = ("<system-reminder>As you answer the user's questions, you can use the following context: "
+               "the repository uses pytest, black, ruff and mypy; never commit secrets.</system-reminder>\n"
+               "<environment_context><cwd>/home/dev/proj</cwd><approval_policy>never</approval_policy>"
+               "</environment_context>")
+
+
+def continuations(repo: Path) -> list[tuple]:
+    return db(repo).execute(
+        "SELECT s.session_id, d.session_id, c.confidence, c.marker FROM continuations c "
+        "JOIN tapes s ON s.no = c.src_tape JOIN tapes d ON d.no = c.dst_tape ORDER BY 1, 2").fetchall()
+
+
+def test_continuation_from_tail_head_overlap_with_and_without_marker(repo: Path, tmp_path: Path) -> None:
+    tail = prose("tail", 12)
+    p = tape(tmp_path, "p", "2026-01-01T00:00:00Z", [
+        msg("msg.in", prose("start", 10), "2026-01-01T00:00:01Z"),
+        msg("msg.out", tail, "2026-01-01T00:10:00Z")])
+    q = tape(tmp_path, "q", "2026-01-02T00:00:00Z", [
+        msg("msg.in", "This session is being continued from a previous conversation. " + tail,
+            "2026-01-02T00:00:01Z", compact_summary=True),
+        msg("msg.out", prose("other", 10), "2026-01-02T00:00:02Z")])
+    r = tape(tmp_path, "r", "2026-01-03T00:00:00Z", [
+        msg("msg.in", "Picking up where we left off: " + tail, "2026-01-03T00:00:01Z"),
+        msg("msg.out", prose("third", 10), "2026-01-03T00:00:02Z")])
+    unrelated = tape(tmp_path, "s", "2026-01-04T00:00:00Z", [msg("msg.in", prose("unrelated", 12), "2026-01-04T00:00:01Z")])
+    ingest(repo, p, q, r, unrelated)
+    got = {(s, d): (c, m) for s, d, c, m in continuations(repo)}
+    assert got[("p", "q")][1] == "compact-summary" and got[("p", "r")][1] is None
+    assert 0.15 <= got[("p", "r")][0] < got[("p", "q")][0] - 0.2, "the harness marker strengthens the edge"
+    assert not [k for k in got if "s" in k], "an unrelated session links to nothing"
+    # Deterministic: ingesting in the other order gives the same edges.
+    from conftest import git  # noqa: PLC0415
+
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    run_engram(other, "init")
+    ingest(other, unrelated, r, q, p)
+    assert {(s, d): (c, m) for s, d, c, m in continuations(other)} == got
+
+
+def test_shared_boilerplate_alone_never_links(repo: Path, tmp_path: Path) -> None:
+    a = tape(tmp_path, "a", "2026-01-01T00:00:00Z", [
+        msg("msg.in", BOILERPLATE + "\n" + prose("alpha", 3), "2026-01-01T00:00:01Z"),
+        msg("msg.out", prose("alphaout", 5) + "\n" + BOILERPLATE, "2026-01-01T00:00:02Z"),
+        msg("msg.in", BOILERPLATE, "2026-01-01T00:00:03Z", injected=True)])
+    b = tape(tmp_path, "b", "2026-01-02T00:00:00Z", [
+        msg("msg.in", BOILERPLATE, "2026-01-02T00:00:01Z", injected=True),
+        msg("msg.in", BOILERPLATE + "\n" + prose("beta", 3), "2026-01-02T00:00:02Z"),
+        msg("msg.out", prose("betaout", 5), "2026-01-02T00:00:03Z")])
+    ingest(repo, a, b)
+    assert continuations(repo) == []
