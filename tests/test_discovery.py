@@ -1,0 +1,121 @@
+"""`engram ingest` with no paths: finding this repository's sessions where the harnesses keep them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import git, run_engram
+
+
+def claude_session(cwd: Path, session: str, file_rel: str, content: str) -> list[dict[str, Any]]:
+    """A minimal but real-shaped Claude Code session: a prompt, a Write, its result."""
+    base = {"cwd": str(cwd), "sessionId": session, "version": "2.1.39", "gitBranch": "main", "userType": "external",
+            "isSidechain": False}
+    path = str(cwd / file_rel)
+    return [
+        {**base, "type": "user", "uuid": f"{session}-1", "parentUuid": None, "timestamp": "2026-03-01T10:00:00Z",
+         "message": {"role": "user", "content": f"create {file_rel}"}},
+        {**base, "type": "assistant", "uuid": f"{session}-2", "parentUuid": f"{session}-1",
+         "timestamp": "2026-03-01T10:00:05Z",
+         "message": {"model": "claude-opus-4-6", "role": "assistant", "content": [
+             {"type": "tool_use", "id": f"toolu_{session}", "name": "Write",
+              "input": {"file_path": path, "content": content}}]}},
+        {**base, "type": "user", "uuid": f"{session}-3", "parentUuid": f"{session}-2",
+         "timestamp": "2026-03-01T10:00:06Z",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{session}",
+                                                   "content": f"File created successfully at: {path}"}]},
+         "toolUseResult": {"type": "create", "filePath": path, "content": content, "structuredPatch": [],
+                           "originalFile": None}},
+    ]
+
+
+def write_project(home: Path, cwd: Path, session: str, recs: list[dict[str, Any]]) -> Path:
+    folder = home / "projects" / ("-" + str(cwd).strip("/").replace("/", "-").replace(".", "-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / f"{session}.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return p
+
+
+def codex_rollout(home: Path, cwd: Path, session: str) -> Path:
+    d = home / "sessions" / "2026" / "03" / "01"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"rollout-2026-03-01T10-00-00-{session}.jsonl"
+    recs = [
+        {"timestamp": "2026-03-01T10:00:00Z", "type": "session_meta",
+         "payload": {"id": session, "timestamp": "2026-03-01T10:00:00Z", "cwd": str(cwd), "originator": "codex_cli_rs",
+                     "cli_version": "0.60.1", "instructions": None, "source": "cli", "model_provider": "openai"}},
+        {"timestamp": "2026-03-01T10:00:01Z", "type": "event_msg",
+         "payload": {"type": "user_message", "message": "hello from codex", "images": []}},
+        {"timestamp": "2026-03-01T10:00:01Z", "type": "response_item",
+         "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello from codex"}]}},
+    ]
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return p
+
+
+def test_discovers_sessions_of_this_repo_and_its_worktrees_only(tmp_path: Path) -> None:
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "README").write_text("x\n")
+    git(repo, "add", "README")
+    git(repo, "commit", "-qm", "init")
+    worktree = tmp_path / "proj-feature"
+    git(repo, "worktree", "add", "-q", str(worktree))
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    claude_home, codex_home = tmp_path / "claude", tmp_path / "codex"
+    write_project(claude_home, repo, "s-main", claude_session(repo, "s-main", "src/a.py", "a = 1\n"))
+    write_project(claude_home, worktree, "s-wt", claude_session(worktree, "s-wt", "src/b.py", "b = 2\n"))
+    write_project(claude_home, repo / "sub", "s-sub", claude_session(repo / "sub", "s-sub", "c.py", "c = 3\n"))
+    write_project(claude_home, other, "s-other", claude_session(other, "s-other", "d.py", "d = 4\n"))
+    codex_rollout(codex_home, repo, "019a0000-0000-7000-8000-000000000001")
+    codex_rollout(codex_home, other, "019a0000-0000-7000-8000-000000000002")
+    run_engram(repo, "init")
+    env = {"CLAUDE_CONFIG_DIR": str(claude_home), "CODEX_HOME": str(codex_home)}
+    out = run_engram(repo, "ingest", env=env).stdout
+    assert "4 sessions" in out
+    tapes = {t["session_id"]: t for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
+    assert set(tapes) == {"s-main", "s-wt", "s-sub", "019a0000-0000-7000-8000-000000000001"}
+    files = {}
+    for sid in ("s-main", "s-wt", "s-sub"):
+        evs = json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"]
+        files[sid] = [e["file"] for e in evs if e["kind"] == "code.edit"]
+    # Worktree paths land on the same files here; a session started in a subfolder keeps its folder.
+    assert files == {"s-main": ["src/a.py"], "s-wt": ["src/b.py"], "s-sub": ["sub/c.py"]}
+    again = run_engram(repo, "ingest", env=env).stdout
+    assert "0 new tapes" in again
+
+
+def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    run_engram(repo, "init")
+    recs = claude_session(repo, "live", "src/a.py", "a = 1\n")
+    f = tmp_path / "live.jsonl"
+    f.write_text(json.dumps(recs[0]) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "ingest", "--watch", str(f)], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not json.loads(run_engram(repo, "tapes", "--json").stdout or "[]"):
+            time.sleep(0.3)
+        with f.open("a") as g:
+            g.write("".join(json.dumps(r) + "\n" for r in recs[1:]))
+        edits = 0
+        while time.monotonic() < deadline and not edits:
+            time.sleep(0.5)
+            edits = sum(t["edits"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout))
+        assert edits == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+    assert proc.returncode == 0
