@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""Capture benchmark: `engram ingest` throughput and tape size on a generated corpus.
+
+    python bench/capture.py --corpus bench/data/c100m --size 100MB
+    python bench/capture.py --corpus bench/data/c1g --size 1GB --profile
+
+In one run it:
+
+1. generates the corpus with bench/gen_sessions.py when `--corpus` holds no sessions yet;
+2. reads every transcript once so both measurements below start from a warm page cache;
+3. reference: times `rg -F -c toolUseResult CORPUS/projects` (best of `--rg-runs`) -> MB/s;
+4. creates a throw-away git repository, runs `engram init` there and times
+   `engram --repo REPO ingest CORPUS/projects [--engram-args ...]` end to end (a subprocess of
+   the installed `engram` command: interpreter start-up, discovery, parsing, tape writing,
+   catalog and — when engram.cli._indexer returns an indexer — indexing; `--split-index` also
+   times an ingest with that hook disabled);
+5. prints raw MB, seconds, raw MB/s, events/s, tape bytes (.engram/tapes + .engram/objects) as %
+   of raw, and the engram/rg time ratio, against the targets (>= 100 MB/s, tapes <= 10% of raw);
+6. seekable-frame cost, on a sample of the written tapes: the size of each tape's canonical
+   JSONL compressed as ONE zstd frame at the same level vs the stored framed tape (the % given up
+   for seekability), and the median time of a 7-event window read (`TapeReader.window(at, 3, 3)`
+   on a freshly opened reader, `--picks` random picks) vs decoding the whole tape;
+7. with `--profile`, ingests again into a second fresh repository under cProfile
+   (`python -m cProfile -m engram.cli ...`) and prints engram's hot spots.
+
+No network access; everything runs on local files. Sizes are decimal (1 MB = 10**6 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import pstats
+import random
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gen_sessions  # noqa: E402
+
+TARGET_MBPS = 100.0
+TARGET_RATIO = 0.10
+RG_NEEDLE = "toolUseResult"
+SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
+
+
+@dataclass
+class IngestResult:
+    seconds: float
+    stdout: str
+    stderr: str
+    sessions: int = 0
+    tapes: int = 0
+    events: int = 0
+    edits: int = 0
+    reads: int = 0
+    tape_bytes: int = 0
+    object_bytes: int = 0
+    index_bytes: int = 0
+    repo: Path = field(default_factory=Path)
+
+
+def corpus_files(projects: Path) -> list[Path]:
+    return sorted(p for p in projects.rglob("*.jsonl") if p.is_file())
+
+
+def warm_cache(files: list[Path]) -> float:
+    """Read every file once; returns seconds (a cold-cache read, for the record)."""
+    t0 = time.perf_counter()
+    for p in files:
+        with p.open("rb") as f:
+            while f.read(1 << 24):
+                pass
+    return time.perf_counter() - t0
+
+
+def time_rg(projects: Path, runs: int) -> tuple[float, str]:
+    """Best wall time of `rg -F -c NEEDLE projects` and its total match count."""
+    rg = shutil.which("rg")
+    if rg is None:
+        raise SystemExit("capture: ripgrep (rg) is not installed; apt-get install ripgrep")
+    best = float("inf")
+    out = ""
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run([rg, "-F", "-c", RG_NEEDLE, str(projects)], capture_output=True, text=True, check=False)
+        best = min(best, time.perf_counter() - t0)
+        out = proc.stdout
+    matches = sum(int(line.rsplit(":", 1)[1]) for line in out.splitlines() if ":" in line)
+    return best, f"{matches} matching lines"
+
+
+def dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) if d.is_dir() else 0
+
+
+def fresh_repo(workdir: Path | None, engram: list[str]) -> Path:
+    repo = Path(tempfile.mkdtemp(prefix="engram-bench-", dir=workdir))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+NO_INDEX_SNIPPET = ("import sys, engram.cli as c; c._indexer = lambda store: None; "
+                    "sys.exit(c.main(sys.argv[1:]))")
+
+
+def run_ingest(engram: list[str], repo: Path, projects: Path, extra: list[str], *, no_index: bool = False) -> IngestResult:
+    if no_index:  # the same CLI in-process with its per-tape index hook replaced by None
+        engram = [sys.executable, "-c", NO_INDEX_SNIPPET]
+    cmd = [*engram, "--repo", str(repo), "ingest", str(projects), *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=False)
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"capture: `{shlex.join(cmd)}` failed with exit status {proc.returncode}")
+    res = IngestResult(secs, proc.stdout, proc.stderr, repo=repo)
+    m = SUMMARY_RE.search(proc.stdout)
+    if m:
+        res.sessions, res.tapes, res.events, res.edits, res.reads = (int(x) for x in m.groups())
+    store = repo / ".engram"
+    res.tape_bytes = dir_bytes(store / "tapes")
+    res.object_bytes = dir_bytes(store / "objects")
+    res.index_bytes = sum(p.stat().st_size for p in store.glob("index.sqlite*"))
+    return res
+
+
+def indexing_active(repo: Path) -> bool:
+    """Whether `engram ingest` indexes each new tape: asks the CLI's own hook (engram.cli._indexer)."""
+    try:
+        from engram import cli
+        from engram.store import Store
+    except ImportError:
+        return False
+    hook = getattr(cli, "_indexer", None)
+    if hook is not None:
+        try:
+            return hook(Store(repo)) is not None
+        except Exception:  # noqa: BLE001 - a half-built index module counts as "not active"
+            return False
+    spec = importlib.util.find_spec("engram.index.build")
+    return bool(spec and spec.origin and "def index_new_tape" in Path(spec.origin).read_text(errors="replace"))
+
+
+def fmt_table(rows: list[tuple[str, str]]) -> str:
+    w = max(len(k) for k, _ in rows)
+    out = [f"| {'metric'.ljust(w)} | value |", f"|{'-' * (w + 2)}|-------|"]
+    out += [f"| {k.ljust(w)} | {v} |" for k, v in rows]
+    return "\n".join(out)
+
+
+def seek_section(store: Path, sample: int, picks: int, seed: int) -> str:
+    """Single-frame vs framed size, and window-read vs whole-tape decode times."""
+    import zstandard
+
+    from engram.tape.reader import TapeReader
+    from engram.tape.writer import COMPRESSION_LEVEL, TAPE_SUFFIX
+
+    tapes = sorted((store / "tapes").glob(f"*{TAPE_SUFFIX}"))
+    if not tapes:
+        return "no tapes written: seekable-frame section skipped"
+    rng = random.Random(seed)
+    chosen = rng.sample(tapes, min(sample, len(tapes)))
+    objects = store / "objects"
+    cctx = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
+    dctx = zstandard.ZstdDecompressor()
+    framed_total = single_total = raw_total = 0
+    overheads: list[float] = []
+    full_framed: list[float] = []
+    full_single: list[float] = []
+    n_events: dict[Path, int] = {}
+    frames: list[int] = []
+    for p in chosen:
+        with TapeReader(p, objects) as r:
+            lines = list(r.raw_lines())
+            n_events[p] = r.n_events
+            frames.append(len(r.frames))
+        canon = b"".join(line + b"\n" for line in lines)
+        single = cctx.compress(canon)
+        stored = p.stat().st_size
+        framed_total += stored
+        single_total += len(single)
+        raw_total += len(canon)
+        overheads.append(stored / len(single) - 1)
+        t0 = time.perf_counter()
+        with TapeReader(p, objects) as r:
+            for _ in r.raw_lines():
+                pass
+        full_framed.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        dctx.decompress(single)
+        full_single.append(time.perf_counter() - t0)
+    window_times: list[float] = []
+    for _ in range(picks):
+        p = rng.choice(chosen)
+        at = rng.randrange(n_events[p])
+        t0 = time.perf_counter()
+        with TapeReader(p, objects) as r:
+            r.window(at, 3, 3)
+        window_times.append(time.perf_counter() - t0)
+    big = max(chosen, key=lambda q: q.stat().st_size)
+    big_window: list[float] = []
+    for _ in range(min(picks, 200)):
+        at = rng.randrange(n_events[big])
+        t0 = time.perf_counter()
+        with TapeReader(big, objects) as r:
+            r.window(at, 3, 3)
+        big_window.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    with TapeReader(big, objects) as r:
+        for _ in r.raw_lines():
+            pass
+    big_full = time.perf_counter() - t0
+    ms = 1000.0
+    rows = [
+        ("tapes sampled", f"{len(chosen)} of {len(tapes)} (median {statistics.median(frames):.0f} frames, "
+                          f"canonical JSONL {raw_total / 1e6:.1f} MB)"),
+        ("stored (framed + seek table)", f"{framed_total:,} B ({framed_total / raw_total:.2%} of canonical)"),
+        ("one zstd frame, same level", f"{single_total:,} B ({single_total / raw_total:.2%} of canonical)"),
+        ("given up for seekability", f"{framed_total / single_total - 1:+.2%} overall; per tape median "
+                                     f"{statistics.median(overheads):+.2%}, max {max(overheads):+.2%}"),
+        (f"window(at,3,3), fresh reader, median of {picks}", f"{statistics.median(window_times) * ms:.3f} ms "
+                                                           f"(p95 {sorted(window_times)[int(0.95 * (picks - 1))] * ms:.3f} ms)"),
+        ("whole tape decode via TapeReader, median", f"{statistics.median(full_framed) * ms:.2f} ms"),
+        ("whole tape single-frame decompress, median", f"{statistics.median(full_single) * ms:.2f} ms"),
+        ("window vs whole-tape speed-up", f"{statistics.median(full_framed) / statistics.median(window_times):.1f}x"),
+        ("largest sampled tape", f"{big.stat().st_size / 1e6:.2f} MB stored, {n_events[big]} events: window median "
+                                 f"{statistics.median(big_window) * ms:.3f} ms vs whole decode {big_full * ms:.1f} ms "
+                                 f"({big_full / statistics.median(big_window):.0f}x)"),
+    ]
+    return fmt_table(rows) + "\n\n" + frame_sweep(chosen, objects)
+
+
+def frame_sweep(chosen: list[Path], objects: Path) -> str:
+    """What other frame sizes / levels would cost: size vs one frame, and one-frame decode time."""
+    import zstandard
+
+    from engram.tape.reader import TapeReader
+    from engram.tape.writer import COMPRESSION_LEVEL, encode_tape
+
+    tapes: list[list[bytes]] = []
+    for p in chosen:
+        with TapeReader(p, objects) as r:
+            tapes.append(list(r.raw_lines()))
+    out = ["frame-size / level sweep on the same sample (re-encoded with engram.tape.writer.encode_tape):",
+           "| frame bytes | level | framed size | vs one frame at that level | median frame decode | encode s |",
+           "|---|---|---|---|---|---|"]
+    dctx = zstandard.ZstdDecompressor()
+    for level in sorted({COMPRESSION_LEVEL, 9, 19}):
+        single = sum(len(zstandard.ZstdCompressor(level=level).compress(b"".join(x + b"\n" for x in t))) for t in tapes)
+        for fb in (128 * 1024, 512 * 1024, 1024 * 1024):
+            t0 = time.perf_counter()
+            blobs = [encode_tape(t, frame_bytes=fb, level=level) for t in tapes]
+            enc = time.perf_counter() - t0
+            size = sum(len(b) for b in blobs)
+            # decode time of a single frame: the first frame of each tape
+            times = []
+            for b in blobs:
+                t1 = time.perf_counter()
+                dobj = dctx.decompressobj()
+                dobj.decompress(b)
+                times.append(time.perf_counter() - t1)
+            out.append(f"| {fb // 1024} KiB | {level} | {size:,} | {size / single - 1:+.1%} | "
+                       f"{statistics.median(times) * 1000:.2f} ms | {enc:.2f} |")
+    return "\n".join(out)
+
+
+def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top: int) -> str:
+    """Ingest under cProfile (in-process CLI) and return engram's hottest functions."""
+    cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "engram.cli", "--repo", str(repo), "ingest",
+           str(projects), *extra]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
+    secs = time.perf_counter() - t0
+    st = pstats.Stats(str(out))
+    rows = []
+    for (fname, line, func), (cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        rows.append((ct, tt, nc, f"{_short(fname)}:{line}({func})"))
+    lines = [f"profiled ingest: {secs:.1f}s under cProfile (profile saved to {out})", "",
+             "top by cumulative time (engram code):",
+             f"{'cum s':>8} {'own s':>8} {'calls':>10}  function"]
+    eng = [r for r in rows if "engram/" in r[3] or "engram_" in r[3]]
+    for ct, tt, nc, name in sorted(eng, reverse=True)[:top]:
+        lines.append(f"{ct:8.2f} {tt:8.2f} {nc:10d}  {name}")
+    lines += ["", "top by own time (all code):", f"{'own s':>8} {'cum s':>8} {'calls':>10}  function"]
+    for ct, tt, nc, name in sorted(rows, key=lambda r: r[1], reverse=True)[:top]:
+        lines.append(f"{tt:8.2f} {ct:8.2f} {nc:10d}  {name}")
+    return "\n".join(lines)
+
+
+def _short(fname: str) -> str:
+    i = fname.find("engram/")
+    if i >= 0:
+        return fname[i:]
+    return fname if fname.startswith("<") or fname == "~" else Path(fname).name
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", required=True, type=Path, help="corpus directory (CORPUS/projects/...)")
+    ap.add_argument("--size", default="100MB", type=gen_sessions.parse_size,
+                    help="corpus size to generate when CORPUS is missing (default 100MB)")
+    ap.add_argument("--seed", type=int, default=1, help="generator seed, also used to sample tapes")
+    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="generator worker processes")
+    ap.add_argument("--engram", default="engram", help="the engram command (default: the installed `engram`)")
+    ap.add_argument("--engram-args", default="", help="extra arguments for `engram ingest`, one shell-quoted string")
+    ap.add_argument("--rg-runs", type=int, default=3, help="ripgrep runs (best is kept)")
+    ap.add_argument("--sample", type=int, default=40, help="tapes sampled for the seekable-frame section")
+    ap.add_argument("--picks", type=int, default=1000, help="random window reads timed")
+    ap.add_argument("--workdir", type=Path, help="where the throw-away repositories go (default: system temp)")
+    ap.add_argument("--keep", action="store_true", help="keep the throw-away repositories")
+    ap.add_argument("--split-index", action="store_true",
+                    help="also time an ingest with the index hook disabled (engram.cli._indexer patched in-process)")
+    ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
+    ap.add_argument("--profile-top", type=int, default=25, help="rows per profile listing")
+    ap.add_argument("--profile-out", type=Path, default=Path(__file__).resolve().parent / "out" / "ingest.prof",
+                    help="where the cProfile data goes (default bench/out/ingest.prof, git-ignored)")
+    args = ap.parse_args(argv)
+
+    engram = shlex.split(args.engram)
+    extra = shlex.split(args.engram_args)
+    args.corpus = args.corpus.resolve()
+    projects = args.corpus / "projects"
+    files = corpus_files(projects) if projects.is_dir() else []
+    if not files:
+        print(f"generating {args.size / 1e6:.0f} MB corpus in {args.corpus} (seed {args.seed}) ...", flush=True)
+        st = gen_sessions.generate(args.corpus, args.size, args.seed, args.jobs)
+        print(f"  {st.sessions} sessions, {st.files} files, {st.records} records, {st.bytes / 1e6:.1f} MB "
+              f"in {st.seconds:.1f}s", flush=True)
+        files = corpus_files(projects)
+    raw = sum(p.stat().st_size for p in files)
+    raw_mb = raw / 1e6
+    cold = warm_cache(files)
+    print(f"corpus: {projects} — {len(files)} files, {raw_mb:.1f} MB (first read {cold:.2f}s; timings below are warm-cache)")
+
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
+          "(other processes on the machine slow every figure below)")
+    rg_s, rg_note = time_rg(projects, args.rg_runs)
+    print(f"rg -F -c {RG_NEEDLE}: {rg_s:.2f}s, {rg_note}", flush=True)
+
+    repo = fresh_repo(args.workdir, engram)
+    indexing = indexing_active(repo)
+    print(f"engram ingest into {repo} ...", flush=True)
+    res = run_ingest(engram, repo, projects, extra)
+    summary = next((ln for ln in res.stdout.splitlines() if ln.startswith("ingest:")), res.stdout.strip())
+    print(f"  {summary}")
+    stored = res.tape_bytes + res.object_bytes
+    mbps = raw_mb / res.seconds
+    rows = [
+        ("raw JSONL", f"{raw_mb:,.1f} MB ({len(files)} files)"),
+        ("engram ingest wall time", f"{res.seconds:.2f} s" + (" (includes indexing)" if indexing else " (no indexing step present)")),
+        ("capture throughput", f"{mbps:,.1f} MB/s raw — target >= {TARGET_MBPS:.0f}: {'PASS' if mbps >= TARGET_MBPS else 'FAIL'}"),
+        ("events/s", f"{res.events / res.seconds:,.0f} ({res.events:,} events, {res.sessions} sessions, {res.tapes} tapes)"),
+        ("tape bytes (tapes + objects)", f"{stored:,} B = {stored / raw:.2%} of raw — target <= {TARGET_RATIO:.0%}: "
+                                         f"{'PASS' if stored / raw <= TARGET_RATIO else 'FAIL'}"),
+        ("  of which objects", f"{res.object_bytes:,} B"),
+        ("index.sqlite (catalog + index, not counted)", f"{res.index_bytes:,} B"),
+        ("rg -F -c reference", f"{rg_s:.2f} s = {raw_mb / rg_s:,.0f} MB/s"),
+        ("engram / rg time", f"{res.seconds / rg_s:.1f}x"),
+    ]
+    if args.split_index:
+        nrepo = fresh_repo(args.workdir, engram)
+        nres = run_ingest(engram, nrepo, projects, extra, no_index=True)
+        shutil.rmtree(nrepo, ignore_errors=True)
+        rows.insert(3, ("  capture only (index hook off)", f"{nres.seconds:.2f} s = {raw_mb / nres.seconds:,.1f} MB/s raw; "
+                                                            f"indexing adds ~{res.seconds - nres.seconds:.2f} s"))
+    rows.append(("load average after", " ".join(f"{x:.2f}" for x in os.getloadavg())))
+    print()
+    print(fmt_table(rows))
+    if indexing:
+        print("\nnote: ingest's per-tape index hook (engram.cli._indexer) is active: the ingest figure includes indexing.")
+    print("\nseekable-frame cost:")
+    print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
+
+    if args.profile:
+        prepo = fresh_repo(args.workdir, engram)
+        print()
+        args.profile_out.parent.mkdir(parents=True, exist_ok=True)
+        print(profile_ingest(prepo, projects, extra, args.profile_out, args.profile_top))
+        if not args.keep:
+            shutil.rmtree(prepo, ignore_errors=True)
+    if args.keep:
+        print(f"\nkept {repo}")
+    else:
+        shutil.rmtree(repo, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
