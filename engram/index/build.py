@@ -20,6 +20,7 @@ from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, kgram_hashes, t
 from engram.index import postings
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
+from engram.index.lineage import edit_confidence
 from engram.store import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
@@ -36,8 +37,9 @@ _SENTINEL = np.iinfo(np.int64).max
 class PendingEdit:
     offset: int  # index into the batch's fragment list
     file: str
-    before: np.ndarray
+    before: np.ndarray  # winnowed fingerprints: source lookup, tombstones, re-insertion
     after: np.ndarray
+    confidence: float  # how much of the before-text survived into the after-text (see lineage.edit_confidence)
     before_range: list[int] | None
     after_range: list[int] | None
     ts: str | None
@@ -144,9 +146,10 @@ class Indexer:
             if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
                 pt.fts.append((fi, text))
             if kind == E.CODE_EDIT and isinstance(file, str):
+                before_text, after_text = str(ev.get("before_text") or ""), str(ev.get("after_text") or "")
                 pt.edits.append(PendingEdit(
-                    fi, file, fingerprint_set(str(ev.get("before_text") or ""), self.k, self.w),
-                    fingerprint_set(str(ev.get("after_text") or ""), self.k, self.w),
+                    fi, file, fingerprint_set(before_text, self.k, self.w), fingerprint_set(after_text, self.k, self.w),
+                    edit_confidence(before_text, after_text),
                     ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
             if kind == E.SPAN_LINK:
                 pt.links.append((fi, ev))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 import numpy as np
 
-from engram.anchor import similarity
+from engram.anchor import all_kgrams, similarity
 from engram.index import postings
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
@@ -31,6 +31,24 @@ ADJACENT_LINES: Final = 10
 CONTINUATION_MIN_SHARED: Final = 5
 CONTINUATION_MIN_CONFIDENCE: Final = 0.15
 MARKER_BONUS: Final = 0.25
+
+
+CONFIDENCE_K: Final = 2
+
+
+def edit_confidence(before: str, after: str) -> float:
+    """How much of an edit's before-text survives in its after-text: shared token bigrams over
+    the larger bigram set.
+
+    Token bigrams rather than the index's k-grams: one changed token destroys k index k-grams
+    but only two bigrams, so a person's scattered edits (renames, reworded arguments) keep a
+    confidence that reflects how much code survived, while a rewrite still scores near zero.
+    """
+    a = np.unique(all_kgrams(before, CONFIDENCE_K))
+    b = np.unique(all_kgrams(after, CONFIDENCE_K))
+    if not len(a) or not len(b):
+        return 0.0
+    return float(len(np.intersect1d(a, b, assume_unique=True)) / max(len(a), len(b)))
 
 
 def location_delta(src_file: str | None, src_lines: tuple[int | None, int | None], file: str,
@@ -60,7 +78,7 @@ def _fragment_info(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str |
 def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int, stop: np.ndarray) -> None:
     for e in pt.edits:
         dst = frag_base + e.offset
-        conf = similarity(e.before, e.after) if len(e.before) and len(e.after) else 0.0
+        conf = e.confidence
         if len(e.before):
             _link_sources(db, dst, e, conf, stop)
         if len(e.before) and not len(e.after):
