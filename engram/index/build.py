@@ -237,14 +237,20 @@ def _file_id(db: apsw.Connection, path: str) -> int:
     return int(db.last_insert_rowid())
 
 
+# Bump when the tokenizer or hash definitions in engram/anchor change: stored fingerprints
+# depend on them bit for bit, and an index built with other definitions must be rebuilt.
+ANCHOR_VERSION = 1
+
+
 def _check_params(db: apsw.Connection, k: int, w: int) -> None:
-    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w')").fetchall())
+    want = {"k": k, "w": w, "anchor": ANCHOR_VERSION}
+    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor')").fetchall())
     if not got:
-        db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", [("k", k), ("w", w)])
-    elif (int(got["k"]), int(got["w"])) != (k, w):
+        db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", list(want.items()))
+    elif {key: int(got.get(key, -1)) for key in want} != want:
         from engram.errors import EngramError  # noqa: PLC0415
 
-        raise EngramError(f"the index was built with k={got['k']} w={got['w']}, not k={k} w={w}; "
+        raise EngramError(f"the index was built with fingerprints {got}, this engram uses {want}; "
                           "run `engram reindex`")
 
 
