@@ -70,3 +70,51 @@ def run_engram(cwd: Path, *args: str, check: bool = True, input: bytes | None = 
     if check and proc.returncode != 0:
         raise AssertionError(f"engram {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def session_cwd(transcript: Path) -> str:
+    import json  # noqa: PLC0415
+
+    for line in transcript.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("cwd"):
+            return rec["cwd"].rstrip("/") + "/"
+    raise AssertionError("no cwd")
+
+
+def build_spot_repo(spotter: Path, root: Path) -> dict[str, str]:
+    """A repository holding the final files both real sessions wrote, with every session ingested.
+
+    Returns, for each file, the session that wrote its final version."""
+    from engram.demo import final_files  # noqa: PLC0415
+
+    root.mkdir(parents=True)
+    git(root, "init", "-q")
+    writer: dict[str, str] = {}
+    for session in (SPOTTER_OTHER, SPOTTER_MAIN):
+        t = spotter / f"{session}.jsonl"
+        cwd = session_cwd(t)
+        for path, text in final_files(t).items():
+            if path.startswith(cwd):
+                rel = path[len(cwd):]
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_text(text)
+                writer[rel] = session
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(spotter))
+    return writer
+
+
+def created_by(spotter: Path, session: str) -> dict[str, str]:
+    """Files a session created with Write: every line of them is agent-written."""
+    import json  # noqa: PLC0415
+
+    t = spotter / f"{session}.jsonl"
+    cwd = session_cwd(t)
+    out = {}
+    for line in t.read_text().splitlines():
+        rec = json.loads(line)
+        tur = rec.get("toolUseResult")
+        if isinstance(tur, dict) and tur.get("type") == "create" and tur["filePath"].startswith(cwd):
+            out[tur["filePath"][len(cwd):]] = tur["content"]
+    return out

@@ -11,52 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, git, run_engram
-from engram.demo import final_files
-
-
-def _cwd(transcript: Path) -> str:
-    for line in transcript.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("cwd"):
-            return rec["cwd"].rstrip("/") + "/"
-    raise AssertionError("no cwd")
+from conftest import SPOTTER_MAIN, build_spot_repo, created_by, git, run_engram
 
 
 @pytest.fixture(scope="module")
 def spot_repo(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A repository holding the final files of both real sessions, with both sessions ingested.
-
-    Returns the root and, for each file, the session that wrote its final version."""
     root = tmp_path_factory.mktemp("explain") / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    writer: dict[str, str] = {}
-    for session in (SPOTTER_OTHER, SPOTTER_MAIN):
-        t = spotter / f"{session}.jsonl"
-        cwd = _cwd(t)
-        for path, text in final_files(t).items():
-            if path.startswith(cwd):
-                rel = path[len(cwd):]
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                (root / rel).write_text(text)
-                writer[rel] = session
-    run_engram(root, "init")
-    run_engram(root, "ingest", str(spotter))
-    return root, writer
+    return root, build_spot_repo(spotter, root)
 
 
 def created_by_main(spotter: Path) -> dict[str, str]:
-    """Files the main session created with Write (all their lines are agent-written)."""
-    t = spotter / f"{SPOTTER_MAIN}.jsonl"
-    cwd = _cwd(t)
-    out = {}
-    for line in t.read_text().splitlines():
-        rec = json.loads(line)
-        tur = rec.get("toolUseResult")
-        if isinstance(tur, dict) and tur.get("type") == "create" and tur["filePath"].startswith(cwd):
-            out[tur["filePath"][len(cwd):]] = tur["content"]
-    return out
+    return created_by(spotter, SPOTTER_MAIN)
 
 
 def explain(root: Path, *args: str) -> dict:
