@@ -151,7 +151,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.dir) if args.dir else None, keep=args.keep)
 
 
-def build_parser() -> argparse.ArgumentParser:
+Plugin = Callable[[argparse._SubParsersAction], None]
+
+
+def build_parser(plugins: Sequence[Plugin] = ()) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Why does this code exist? Provenance from agent sessions.")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
     p.add_argument("-C", "--repo", help="run as if started in this directory")
@@ -198,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_demo)
 
     _register_index_commands(sub)
+    for plugin in plugins:
+        plugin(sub)
     return p
 
 
@@ -209,8 +214,8 @@ def _register_index_commands(sub: argparse._SubParsersAction) -> None:
     register(sub)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:
+    parser = build_parser(plugins)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

@@ -36,6 +36,8 @@ class RegionSession:
     touches: int
     last_touch: str | None
     kinds: list[str] = field(default_factory=list)
+    offset: int = 0  # the session's most telling fragment here: its latest edit, else its latest touch
+    _rank: tuple = ()
 
 
 @dataclass
@@ -54,7 +56,7 @@ def _fragment_meta(db: apsw.Connection, ids: list[int]) -> dict[int, tuple]:
     for i in range(0, len(ids), 30000):
         chunk = ids[i:i + 30000]
         for r in db.execute(
-                "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model FROM fragments f"
+                "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model, f.offset FROM fragments f"
                 f" JOIN tapes t ON t.no = f.tape WHERE f.id IN ({','.join('?' * len(chunk))})", chunk):
             out[r[0]] = r[1:]
     return out
@@ -121,20 +123,26 @@ def _regions(line_frags: dict[int, set[int]], meta: dict[int, tuple], n_lines: i
     return [Region(a, b, _rank(frs, meta)) for a, b, frs in merged]
 
 
+_TELLING = {"code.edit": 3, "tool.call": 2, "code.read": 1}
+
+
 def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:
     by: dict[str, RegionSession] = {}
-    for f in frag_ids:
+    for f in sorted(frag_ids):
         if f not in meta:
             continue
-        kind, ts, tape, session, harness, model = meta[f]
+        kind, ts, tape, session, harness, model, offset = meta[f]
         s = by.get(session)
         if s is None:
             s = by[session] = RegionSession(session, harness, model, tape, 0, None)
         s.touches += 1
         if ts and (s.last_touch is None or ts > s.last_touch):
-            s.last_touch, s.tape = ts, tape
+            s.last_touch = ts
         name = KIND_NAME.get(kind, "?")
         if name not in s.kinds:
             s.kinds.append(name)
+        rank = (_TELLING.get(name, 0), ts or "", f)
+        if rank > s._rank:
+            s._rank, s.tape, s.offset = rank, tape, offset
     return sorted(by.values(), key=lambda s: (-s.touches, "".join(chr(0x10FFFF - ord(c)) for c in (s.last_touch or "")),
                                               s.session_id))

@@ -1,0 +1,272 @@
+"""The language server through a real LSP client (pytest-lsp): lenses, hover, live regions, commands."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from conftest import SPOTTER_MAIN, build_spot_repo, created_by, git, run_engram
+
+SERVER = [sys.executable, "-m", "engram_server.entry", "lsp", "--stdio"]
+
+
+@pytest.fixture(scope="module")
+def spot(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lsp") / "repo"
+    build_spot_repo(spotter, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def agent_file(spotter: Path, spot: Path) -> str:
+    """A file the main session created and nobody changed since."""
+    for rel, content in sorted(created_by(spotter, SPOTTER_MAIN).items()):
+        if (spot / rel).read_text() == content and len(content.splitlines()) > 40:
+            return rel
+    raise AssertionError("no agent-created file")
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient):
+    lsp_client.indexed = []  # type: ignore[attr-defined]
+    lsp_client.refreshes = []  # type: ignore[attr-defined]
+
+    @lsp_client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
+    def on_refresh(ls, params):  # noqa: ANN001, ANN202 - VS Code answers refresh by asking for lenses again
+        lsp_client.refreshes.append(params)  # type: ignore[attr-defined]
+
+    @lsp_client.feature("engram/indexChanged")
+    def on_index_changed(ls, params):  # noqa: ANN001, ANN202
+        lsp_client.indexed.append(params)  # type: ignore[attr-defined]
+
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def start(client: LanguageClient, root: Path, options: dict | None = None, caps: str = "visual-studio-code"):
+    return await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities(caps), root_uri=root.as_uri(), initialization_options=options or {},
+        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)]))
+
+
+def open_doc(client: LanguageClient, path: Path, text: str | None = None, version: int = 1) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id="plaintext", version=version, text=path.read_text() if text is None else text)))
+    return uri
+
+
+async def lenses(client: LanguageClient, uri: str) -> list[types.CodeLens]:
+    return await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri))) or []
+
+
+async def test_lenses_over_agent_code_resolve_to_explain(client: LanguageClient, spot: Path, agent_file: str) -> None:
+    await start(client, spot)
+    uri = open_doc(client, spot / agent_file)
+    found = await lenses(client, uri)
+    assert found, "the agent-written file has evidence"
+    n_lines = len((spot / agent_file).read_text().splitlines())
+    assert len(found) <= max(1, n_lines // 3), "at most one lens per few lines"
+    assert all(lens.command is None for lens in found), "lenses resolve lazily"
+    resolved = await client.code_lens_resolve_async(found[0])
+    assert re.fullmatch(r"why\? \d+ sessions? · Claude Code · .+ ago", resolved.command.title), resolved.command.title
+    assert resolved.command.command == "engram.explain"
+    uri_arg, rng = resolved.command.arguments
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="engram.explain", arguments=[uri_arg, rng]))
+    assert result["result"]["sessions"][0]["session_id"] == SPOTTER_MAIN
+    assert SPOTTER_MAIN in result["markdown"]
+
+
+async def test_hover_tells_why_and_nothing_without_evidence(client: LanguageClient, spot: Path,
+                                                            agent_file: str) -> None:
+    await start(client, spot)
+    uri = open_doc(client, spot / agent_file)
+    found = await lenses(client, uri)
+    line = found[0].range.start.line
+    h = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line + 1, character=2)))
+    assert h is not None and h.contents.kind == types.MarkupKind.Markdown
+    md = h.contents.value
+    assert "**Claude Code**" in md and SPOTTER_MAIN in md and "**Asked:**" in md
+    assert "command:engram.view?" in md
+    other = spot / "notes.txt"
+    other.write_text("shopping list\napples\npears\n")
+    uri2 = open_doc(client, other)
+    assert await lenses(client, uri2) == []
+    h2 = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri2), position=types.Position(line=1, character=1)))
+    assert h2 is None
+
+
+async def test_regions_follow_edits_above_them(client: LanguageClient, spot: Path, agent_file: str) -> None:
+    await start(client, spot)
+    uri = open_doc(client, spot / agent_file)
+    before = [lens.range.start.line for lens in await lenses(client, uri)]
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            text="# one\n# two\n# three\n")]))
+    after = [lens.range.start.line for lens in await lenses(client, uri)]
+    assert after == [line + 3 for line in before]
+
+
+async def test_utf16_positions_on_non_ascii_lines(client: LanguageClient, spot: Path, agent_file: str) -> None:
+    await start(client, spot)
+    original = (spot / agent_file).read_text()
+    text = "# 😀😀 naïve 😀\n" + original
+    uri = open_doc(client, spot / agent_file, text=text)
+    # "# 😀😀 " is 7 UTF-16 code units (each emoji is 2) but 5 code points.
+    insert = types.TextDocumentContentChangePartial(
+        range=types.Range(start=types.Position(line=0, character=7), end=types.Position(line=0, character=7)),
+        text="X")
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2), content_changes=[insert]))
+    res = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="engram.explain", arguments=[uri, {"start": {"line": 0, "character": 0},
+                                                   "end": {"line": 0, "character": 20}}, {"brief": True}]))
+    assert res["text"] == "# 😀😀 Xnaïve 😀\n"
+
+
+async def test_editor_tape_keeps_lineage_through_a_human_rewrite(client: LanguageClient, spotter: Path,
+                                                                 tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    build_spot_repo(spotter, root)
+    created = created_by(spotter, SPOTTER_MAIN)
+    rel = next(r for r, c in sorted(created.items()) if (root / r).read_text() == c and len(c.splitlines()) > 40)
+    await start(client, root)
+    path = root / rel
+    lines = path.read_text().splitlines()
+    a, b = 10, 30
+    rng = random.Random(3)
+    rewritten = list(lines)
+    for i in range(a, b):
+        words = list(re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", rewritten[i]))
+        for m in sorted(rng.sample(words, len(words) // 2), key=lambda m: -m.start()):
+            rewritten[i] = rewritten[i][: m.start()] + "hm" + m.group(0)[::-1] + rewritten[i][m.end():]
+    new_text = "\n".join(rewritten) + "\n"
+    uri = open_doc(client, path)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=new_text)]))
+    path.write_text(new_text)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    for _ in range(100):
+        if client.indexed:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.1)
+    assert client.indexed  # type: ignore[attr-defined]
+    res = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="engram.explain", arguments=[uri, {"start": {"line": a, "character": 0},
+                                                   "end": {"line": b, "character": 0}}, {"brief": True}]))
+    sessions = {s["session_id"]: s for s in res["result"]["sessions"]}
+    editor = [s for s in sessions if s.startswith("editor-")]
+    assert editor and sessions[editor[0]]["harness"] == "editor"
+    assert SPOTTER_MAIN in sessions
+    vias = {f["via"] for f in sessions[SPOTTER_MAIN]["fragments"]}
+    assert "lineage" in vias, vias
+    # The fingerprints alone no longer reach the agent: without lineage it is gone.
+    res2 = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="engram.explain", arguments=[uri, {"start": {"line": a, "character": 0},
+                                                   "end": {"line": b, "character": 0}},
+                                             {"brief": True, "minConfidence": 1.01}]))
+    assert SPOTTER_MAIN not in {s["session_id"] for s in res2["result"]["sessions"]}
+
+
+async def test_commands_and_bad_requests(client: LanguageClient, spot: Path, agent_file: str) -> None:
+    await start(client, spot)
+    uri = open_doc(client, spot / agent_file)
+    tapes = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="engram.tapes",
+                                                                                   arguments=[]))
+    main = next(t for t in tapes if t["session_id"] == SPOTTER_MAIN)
+    view = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="engram.view", arguments=[main["id"][:10], 5, 2, 2]))
+    assert [e["offset"] for e in view["events"]] == [3, 4, 5, 6, 7] and "#5" in view["markdown"]
+    n = len((spot / agent_file).read_text().splitlines())
+    bad = [
+        ["file:///nowhere/x.py", {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}],
+        [uri, {"start": {"line": n + 5, "character": 0}, "end": {"line": n + 9, "character": 0}}],
+        [uri, "not a range"],
+        [],
+    ]
+    for args in bad:
+        with pytest.raises(Exception) as err:
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(command="engram.explain",
+                                                                                   arguments=args))
+        assert "JsonRpc" in type(err.value).__name__ or "rror" in str(err.value)
+    with pytest.raises(Exception):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(command="engram.view",
+                                                                               arguments=["zzzz", 0]))
+    # The server is still alive and answering.
+    assert await lenses(client, uri)
+
+
+async def test_ingest_reports_progress_and_refreshes(client: LanguageClient, spot: Path, agent_file: str) -> None:
+    await start(client, spot)
+    open_doc(client, spot / agent_file)
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="engram.ingest",
+                                                                                    arguments=[]))
+    assert result["cancelled"] is False and result["summary"].startswith("ingest:")
+    kinds = [type(r).__name__ for reports in client.progress_reports.values() for r in reports]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
+    assert client.indexed and client.refreshes  # type: ignore[attr-defined]
+
+
+async def test_settings_turn_lenses_and_hover_off(client: LanguageClient, spot: Path, agent_file: str) -> None:
+    await start(client, spot, {"lenses": False, "hover": False})
+    uri = open_doc(client, spot / agent_file)
+    assert await lenses(client, uri) == []
+    h = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=12, character=1)))
+    assert h is None
+
+
+async def test_outside_a_repository_and_without_a_store(client: LanguageClient, tmp_path: Path) -> None:
+    plain = tmp_path / "loose"
+    plain.mkdir()
+    (plain / "a.py").write_text("x = 1\n")
+    bare = tmp_path / "nostore"
+    bare.mkdir()
+    git(bare, "init", "-q")
+    (bare / "b.py").write_text("y = 2\n")
+    await start(client, tmp_path)
+    shown = asyncio.ensure_future(client.wait_for_notification(types.WINDOW_SHOW_MESSAGE))
+    assert await lenses(client, open_doc(client, plain / "a.py")) == []
+    assert await lenses(client, open_doc(client, bare / "b.py")) == []
+    await asyncio.wait_for(shown, 10)
+    assert any("engram init" in m.message for m in client.messages)
+    assert not client.log_messages or all(m.type != types.MessageType.Error for m in client.log_messages)
+
+
+async def test_clients_without_refresh_support_get_the_notification(client: LanguageClient, spot: Path,
+                                                                   agent_file: str) -> None:
+    await start(client, spot, caps="neovim@v0.11.0")
+    open_doc(client, spot / agent_file)
+    await client.workspace_execute_command_async(types.ExecuteCommandParams(command="engram.reindex", arguments=[]))
+    assert client.indexed and not client.refreshes  # type: ignore[attr-defined]
+    assert await lenses(client, (spot / agent_file).as_uri())
+
+
+async def test_multi_root_workspace(client: LanguageClient, spot: Path, agent_file: str, tmp_path: Path) -> None:
+    second = tmp_path / "second"
+    second.mkdir()
+    git(second, "init", "-q")
+    run_engram(second, "init")
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=spot.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=spot.as_uri(), name="spot"),
+                           types.WorkspaceFolder(uri=second.as_uri(), name="second")]))
+    (second / "new.py").write_text("print('hello')\n")
+    assert await lenses(client, open_doc(client, spot / agent_file))
+    assert await lenses(client, open_doc(client, second / "new.py")) == []
+    assert not [m for m in client.messages if "engram init" in m.message], "both roots have a store"
