@@ -1,0 +1,1004 @@
+"""Codex CLI rollouts: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`.
+
+Every line is `{"timestamp", "type", "payload"}`. The model-visible history (`response_item`)
+is the record we trust; `event_msg` lines are UI echoes of it (user_message, agent_message,
+agent_reasoning), kept only when no response_item carries the same text.
+
+Edits come from `apply_patch`, whichever way it reached the tool (see apply_patch.py), and
+only when the call's output (or a `patch_apply_end` event) says it succeeded. Patches carry no
+line numbers, so we keep our own copy of every file the session touched — starting from the
+file at the session's git commit — and replay each successful patch on it, the way Codex
+does. Where a hunk cannot be placed the edit is still recorded, with unknown (null) ranges:
+a wrong range would be worse than none. Shell commands that may rewrite files behind our
+back (sed -i, redirections, formatters, git checkout…) make our copy of those files unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import re
+import shlex
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Final
+
+from engram.adapters.apply_patch import (
+    FileOp,
+    PatchCall,
+    apply_update,
+    patch_changes,
+    patch_from_argv,
+    patch_from_custom,
+    patch_from_function,
+    shell_script,
+)
+from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.unified import Change, join_lines, split_lines
+from engram.tape import events as E
+
+log = logging.getLogger(__name__)
+
+HARNESS: Final = "codex"
+TOOL: Final = "apply_patch"
+
+_UUID_RE: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+ENVELOPE_TYPES: Final = frozenset({"session_meta", "response_item", "compacted", "turn_context", "event_msg",
+                                   "world_state", "inter_agent_communication", "inter_agent_communication_metadata"})
+# Response items we know and deliberately do not turn into events.
+QUIET_ITEMS: Final = frozenset({"ghost_snapshot", "compaction", "tool_search_call", "tool_search_output",
+                                "image_generation_call", "agent_message", "compaction_summary"})
+ITEM_TYPES: Final = frozenset({"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+                               "custom_tool_call_output", "local_shell_call", "web_search_call"}) | QUIET_ITEMS
+# Harness-written "user" messages: context the model is given, not words the user typed.
+INJECTED_PREFIXES: Final = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
+                            "<INSTRUCTIONS>", "<turn_aborted>", "<permissions instructions>")
+
+_EXIT_RE: Final = re.compile(r"^(?:Exit code:?|Process exited with code)\s*(-?\d+)\s*$")
+_HEADER_RE: Final = re.compile(
+    r"^(?:Exit code|Process exited with code|Wall time|Chunk ID|Process running with session ID|"
+    r"Original token count|Total output lines|Command)\b")
+_TRUNCATED_RE: Final = re.compile(
+    r"Warning: truncated output|^Total output lines: \d+|tokens truncated…|chars truncated…|\[\.\.\. omitted \d+ of \d+ lines",
+    re.M)
+_NUMBERED_RE: Final = re.compile(r"^ *(\d+)\t(.*)$")
+_SED_RANGE_RE: Final = re.compile(r"^(\d+)(?:,(\d+|\$))?p;?$")
+# Shell commands that rewrite files behind apply_patch's back. Over-matching only costs ranges.
+_FILE_WRITERS: Final = frozenset({"mv", "cp", "rm", "tee", "truncate", "touch", "dd", "patch", "ed", "ex", "install",
+                                  "ln", "rsync", "unzip", "tar", "apply_patch", "applypatch"})
+_SCRIPT_RUNNERS: Final = frozenset({"python", "python3", "node", "ruby", "perl", "php", "bash", "sh", "zsh"})
+_FORMATTERS: Final = frozenset({"black", "isort", "autopep8", "yapf", "rustfmt", "gofmt", "goimports", "clang-format",
+                                "pre-commit", "autoflake", "pyupgrade"})
+_GIT_REWRITES: Final = frozenset({"checkout", "restore", "reset", "stash", "pull", "merge", "rebase", "apply", "am",
+                                  "cherry-pick", "revert", "switch", "mv", "rm"})
+_PREFIXES: Final = frozenset({"sudo", "time", "env", "nice", "xargs", "npx", "exec", "command"})
+_REDIRECT_RE: Final = re.compile(r"(?<![0-9&<>])>{1,2}\s*(?!&|/dev/null\b)[^\s>]")
+_PIECE_SPLIT_RE: Final = re.compile(r"&&|\|\||[;&|\n()`]")
+
+
+# ---------------------------------------------------------------- tool output
+
+
+@dataclass(slots=True)
+class Output:
+    """A tool output with the harness's header taken off."""
+
+    text: str
+    exit_code: int | None = None
+    success: bool | None = None
+    clipped: bool = False  # the header said the output was cut
+
+    @property
+    def failed(self) -> bool:
+        return (self.exit_code is not None and self.exit_code != 0) or self.success is False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 or (self.exit_code is None and self.success is True)
+
+    @property
+    def truncated(self) -> bool:
+        return self.clipped or bool(_TRUNCATED_RE.search(self.text))
+
+
+def _items_text(items: list[Any]) -> str:
+    parts = [i["text"] for i in items if isinstance(i, dict) and i.get("type") in ("input_text", "output_text", "text")
+             and isinstance(i.get("text"), str) and i["text"]]
+    return "\n".join(parts)
+
+
+def parse_output(output: Any) -> Output:
+    """Text, exit code and success flag of every output shape Codex has written.
+
+    Shapes: plain text with an `Exit code: N` / `Process exited with code N` … `Output:` header,
+    a JSON string `{"output", "metadata": {"exit_code"}}`, an object `{content, success}`, and
+    content-item arrays (or a single item).
+    """
+    if isinstance(output, str) and output.lstrip().startswith("{"):
+        try:
+            decoded = json.loads(output)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict) and ("output" in decoded or "content" in decoded):
+            output = decoded
+    if isinstance(output, dict):
+        return _dict_output(output)
+    if isinstance(output, list):
+        return _header_output(_items_text(output))
+    if output is None:
+        return Output("")
+    return _header_output(str(output))
+
+
+def _dict_output(d: dict[str, Any]) -> Output:
+    success = d.get("success") if isinstance(d.get("success"), bool) else None
+    if "output" in d:
+        meta = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        inner = _header_output(_text_of(d["output"]))
+        code = meta.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            inner.exit_code = code
+        inner.success = success
+        return inner
+    if "content" in d:
+        inner = _header_output(_text_of(d["content"]))
+        inner.success = success
+        return inner
+    if isinstance(d.get("text"), str):
+        return _header_output(d["text"])
+    return Output(json.dumps(d, sort_keys=True), success=success)
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return _items_text(value)
+    if isinstance(value, dict):
+        return _items_text([value])
+    return "" if value is None else str(value)
+
+
+def _header_output(text: str) -> Output:
+    lines = text.split("\n")
+    code = None
+    clipped = False
+    i = 0
+    while i < len(lines) and lines[i] != "Output:" and _HEADER_RE.match(lines[i]):
+        m = _EXIT_RE.match(lines[i])
+        if m:
+            code = int(m.group(1))
+        clipped = clipped or lines[i].startswith("Total output lines")
+        i += 1
+    if 0 < i < len(lines) and lines[i] == "Output:":
+        return Output("\n".join(lines[i + 1:]), code, clipped=clipped)
+    return Output(text, code)
+
+
+def patch_status(out: Output) -> bool | None:
+    """Did apply_patch succeed? None when the output does not say (a later event may)."""
+    if out.exit_code is not None:
+        return out.exit_code == 0
+    if out.success is not None:
+        return out.success
+    head = out.text.lstrip()
+    if head.startswith("Success."):
+        return True
+    if re.match(r"(?i)(apply_patch verification failed|failed to|invalid patch|error|patch rejected|aborted)", head):
+        return False
+    return None
+
+
+# ---------------------------------------------------------------- file contents
+
+
+class Files:
+    """Our copy of the files a session touched, as text; None where we do not know it.
+
+    A file's first version is its blob at the session's commit (when this repository has
+    that commit), else the file on disk now, else unknown. After that only our replay of the
+    session's patches changes it.
+    """
+
+    def __init__(self, repo_root: Path) -> None:
+        self.root = repo_root
+        self.text: dict[str, str | None] = {}
+        self.commit: str | None = None
+        self.frozen = False  # something rewrote unknown files: stop trusting first versions
+        self.tainted: list[str] = []  # scripts that may have rewritten the files they name
+        self._commit_ok: bool | None = None
+
+    def get(self, rel: str) -> str | None:
+        if rel not in self.text:
+            stale = self.frozen or any(_named_in(rel, script) for script in self.tainted)
+            self.text[rel] = None if stale else self._first_version(rel)
+        return self.text[rel]
+
+    def set(self, rel: str, text: str | None) -> None:
+        self.text[rel] = text
+
+    def forget_named_in(self, script: str) -> None:
+        """Forget every file `script` names (by path or file name), now and when first loaded later."""
+        self.tainted.append(script)
+        for rel in list(self.text):
+            if _named_in(rel, script):
+                self.text[rel] = None
+
+    def forget_all(self) -> None:
+        for rel in self.text:
+            self.text[rel] = None
+        self.frozen = True
+
+    def _first_version(self, rel: str) -> str | None:
+        if self.commit and self._has_commit():
+            blob = self._git("show", f"{self.commit}:{rel}")
+            if blob is not None:
+                return _decode(blob)
+        path = self.root / rel
+        try:
+            return _decode(path.read_bytes()) if path.is_file() else None
+        except OSError:
+            return None
+
+    def _has_commit(self) -> bool:
+        if self._commit_ok is None:
+            self._commit_ok = (self.root / ".git").exists() and \
+                self._git("cat-file", "-e", f"{self.commit}^{{commit}}") is not None
+        return self._commit_ok
+
+    def _git(self, *args: str) -> bytes | None:
+        try:
+            out = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout if out.returncode == 0 else None
+
+
+def _named_in(rel: str, script: str) -> bool:
+    return rel in script or posixpath.basename(rel) in script
+
+
+def _decode(data: bytes) -> str | None:
+    """Text of a UTF-8 file; None for anything else (its git blob id could not be matched)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------- shell writes
+
+
+def _words(piece: str) -> list[str]:
+    try:
+        return shlex.split(piece)
+    except ValueError:
+        return piece.split()
+
+
+def _git_subcommand(args: list[str]) -> str | None:
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("-C", "-c", "--git-dir", "--work-tree"):
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return None
+
+
+def shell_effect(script: str) -> str:
+    """What a shell script may have rewritten: "none", "files" (the ones it names) or "all"."""
+    effect = "files" if _REDIRECT_RE.search(script) else "none"
+    for piece in _PIECE_SPLIT_RE.split(script):
+        words = _words(piece)
+        while words and (words[0] in _PREFIXES or ("=" in words[0] and not words[0].startswith("-"))):
+            words = words[1:]
+        if not words:
+            continue
+        head, args = posixpath.basename(words[0]), words[1:]
+        if _rewrites_tree(head, args):
+            return "all"
+        if head in ("bash", "sh", "zsh") and len(args) >= 2 and args[0].startswith("-") and "c" in args[0]:
+            inner = shell_effect(args[1])
+            if inner == "all":
+                return "all"
+            effect = "files" if inner == "files" else effect
+        elif head in _FILE_WRITERS or "-exec" in args or "-execdir" in args:
+            effect = "files"
+        elif head in ("sed", "perl") and any(a.startswith("-") and not a.startswith("--") and "i" in a for a in args):
+            effect = "files"
+        elif head in _SCRIPT_RUNNERS and ("-c" in args or "-e" in args or "-" in args or "<<" in piece):
+            effect = "files"
+    return effect
+
+
+def _rewrites_tree(head: str, args: list[str]) -> bool:
+    """Commands that may rewrite files they do not name: formatters, fixers, git checkouts."""
+    if head == "git":
+        return _git_subcommand(args) in _GIT_REWRITES
+    if head in _FORMATTERS:
+        return True
+    opts = set(args)
+    if head == "ruff":
+        return "format" in opts or "--fix" in opts
+    if head in ("prettier", "eslint", "biome"):
+        return bool(opts & {"--write", "-w", "--fix"})
+    if head in ("cargo", "make", "go"):
+        return bool(args) and args[0] in ("fmt", "fix", "format")
+    return False
+
+
+# ---------------------------------------------------------------- shell reads
+
+
+@dataclass(slots=True)
+class ReadSpec:
+    """A shell command that printed (part of) one file: which file and how to number its output."""
+
+    path: str
+    cd: str | None
+    start: int = 1  # the file line of the first output line (unnumbered output)
+    numbered: bool = False  # `nl -ba` / `cat -n`: the output carries its line numbers
+    tail: int | None = None  # `tail -n N`: the last N lines (needs the file's length)
+    limit: int | None = None  # at most this many lines can have been printed
+
+
+def _tokens(script: str) -> list[str] | None:
+    try:
+        lex = shlex.shlex(script, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        return list(lex)
+    except ValueError:
+        return None
+
+
+def read_spec(cmd: Any) -> ReadSpec | None:
+    """Recognise `cat F`, `sed -n 'A,Bp' F`, `head -n N F`, `tail -n N F`, `nl -ba F`, `cat -n F`
+    (optionally after `cd DIR &&` and piped through sed/head/tail), else None."""
+    if isinstance(cmd, list):
+        script = shell_script(cmd)
+        words = [str(c) for c in cmd] if script is None else _tokens(script)
+    elif isinstance(cmd, str):
+        words = _tokens(cmd)
+    else:
+        return None
+    if not words:
+        return None
+    cd = None
+    if len(words) > 3 and words[0] == "cd" and words[2] == "&&":
+        cd, words = words[1], words[3:]
+    words = _drop_stderr_redirect(words)
+    stages: list[list[str]] = [[]]
+    for w in words:
+        if w == "|":
+            stages.append([])
+        elif w in ("&&", "||", ";", "&", ">", ">>", "<", "|&", "(", ")") or not w:
+            return None
+        else:
+            stages[-1].append(w)
+    return _stages_spec(stages, cd)
+
+
+def _drop_stderr_redirect(words: list[str]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] == "2" and i + 2 < len(words) and words[i + 1] in (">", ">>") and words[i + 2] == "/dev/null":
+            i += 3
+            continue
+        if words[i] == "2>/dev/null":
+            i += 1
+            continue
+        out.append(words[i])
+        i += 1
+    return out
+
+
+def _stages_spec(stages: list[list[str]], cd: str | None) -> ReadSpec | None:
+    first = stages[0]
+    if not first:
+        return None
+    spec = _first_stage(first, cd)
+    if spec is None:
+        return None
+    for stage in stages[1:]:
+        if not _filter_stage(stage, spec):
+            return None
+    return spec
+
+
+def _first_stage(words: list[str], cd: str | None) -> ReadSpec | None:
+    prog, args = words[0], words[1:]
+    if prog == "cat":
+        numbered = False
+        if args[:1] == ["-n"]:
+            numbered, args = True, args[1:]
+        return ReadSpec(args[0], cd, numbered=numbered) if len(args) == 1 and not args[0].startswith("-") else None
+    if prog == "nl":
+        files = [a for a in args if not a.startswith("-")]
+        flags = [a for a in args if a.startswith("-")]
+        if len(files) != 1 or flags != ["-ba"]:
+            return None
+        return ReadSpec(files[0], cd, numbered=True)
+    if prog in ("sed", "head", "tail"):
+        files = _stage_files(prog, args)
+        if files is None or len(files[1]) != 1:
+            return None
+        spec = ReadSpec(files[1][0], cd)
+        return spec if _apply_slice(prog, files[0], spec) else None
+    return None
+
+
+def _stage_files(prog: str, args: list[str]) -> tuple[list[str], list[str]] | None:
+    """Split a sed/head/tail argument list into (options, files)."""
+    opts: list[str] = []
+    files: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if prog == "sed" and a == "-n":
+            opts.append(a)
+        elif prog == "sed" and not opts[1:] and opts and not a.startswith("-"):
+            opts.append(a)  # the script after -n
+        elif prog in ("head", "tail") and a == "-n" and i + 1 < len(args):
+            opts += [a, args[i + 1]]
+            i += 1
+        elif prog in ("head", "tail") and re.fullmatch(r"-n?\+?\d+", a):
+            opts.append(a)
+        elif a.startswith("-"):
+            return None
+        else:
+            files.append(a)
+        i += 1
+    return opts, files
+
+
+def _apply_slice(prog: str, opts: list[str], spec: ReadSpec) -> bool:
+    """Narrow the window of file lines the output shows; False for anything but a plain slice."""
+    if prog == "sed":
+        if len(opts) != 2 or opts[0] != "-n":
+            return False
+        m = _SED_RANGE_RE.match(opts[1])
+        if not m:
+            return False
+        first = int(m.group(1))
+        last = first if m.group(2) is None else None if m.group(2) == "$" else int(m.group(2))
+        if first < 1 or (last is not None and last < first):
+            return False
+        spec.start += first - 1
+        _limit(spec, None if last is None else last - first + 1)
+        return True
+    count = opts[-1] if opts else "10"
+    count = count[2:] if count.startswith("-n") else count.lstrip("-")
+    if prog == "head":
+        if not count.isdigit():
+            return False
+        _limit(spec, int(count))
+        return True
+    if count.startswith("+") and count[1:].isdigit() and int(count[1:]) >= 1:
+        spec.start += int(count[1:]) - 1
+        return True
+    if count.isdigit() and spec.start == 1 and spec.limit is None and not spec.numbered:
+        spec.tail = int(count)
+        return True
+    return False
+
+
+def _limit(spec: ReadSpec, n: int | None) -> None:
+    if n is not None:
+        spec.limit = n if spec.limit is None else min(spec.limit, n)
+
+
+def _filter_stage(words: list[str], spec: ReadSpec) -> bool:
+    prog = words[0]
+    if prog not in ("sed", "head", "tail") or spec.tail is not None:
+        return False
+    split = _stage_files(prog, words[1:])
+    if split is None or split[1]:
+        return False
+    if spec.numbered:
+        return prog == "head" or prog == "sed" or prog == "tail"  # the output carries the numbers
+    return _apply_slice(prog, split[0], spec)
+
+
+# ---------------------------------------------------------------- the adapter
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    input: Any
+    cwd: str | None
+    patch: PatchCall | None = None
+    command: Any = None
+    workdir: str | None = None
+
+
+@dataclass
+class _State:
+    cwd: str | None = None
+    calls: dict[str, _Call] = field(default_factory=dict)
+    settled: set[str] = field(default_factory=set)  # patch calls credited or known to have failed
+    echoes: Counter[tuple[str, str]] = field(default_factory=Counter)  # response_item texts event_msgs repeat
+    seen_meta: bool = False
+
+
+def parse_rollout(
+    sources: list[SourceSpan],
+    mapper_for: Callable[[str | None], PathMapper],
+    *,
+    max_line_bytes: int,
+    repo_root: Path,
+) -> Capture:
+    """Read one rollout file into a capture; every event is tagged with its source line."""
+    src = sources[0]
+    skipped: Counter[str] = Counter()
+    lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped)
+    m = _UUID_RE.findall(src.path.name)
+    cap = Capture(HARNESS, m[-1] if m else src.path.stem, sources, skipped=skipped)
+    cap.meta = {"harness_version": None, "model": None, "cwd": None, "git_head": None, "git_branch": None,
+                "started": None, "originator": None}
+    reader = _Rollout(cap, mapper_for, repo_root)
+    reader.run(lines)
+    return cap
+
+
+class _Rollout:
+    """The walk over one rollout's lines, with the state it needs (pending calls, file copies)."""
+
+    def __init__(self, cap: Capture, mapper_for: Callable[[str | None], PathMapper], repo_root: Path) -> None:
+        self.cap = cap
+        self.mapper_for = mapper_for
+        self.st = _State()
+        self.files = Files(repo_root)
+
+    def run(self, lines: list[Line]) -> None:
+        self.st.echoes = _echoes(lines)
+        for line in lines:
+            rec = line.record
+            if rec is None:
+                continue
+            self.cap.cursor = (0, line.offset)
+            self.record(rec)
+
+    # ------------------------------------------------------------ dispatch
+
+    def record(self, rec: dict[str, Any]) -> None:
+        typ = rec.get("type") if isinstance(rec.get("type"), str) else None
+        payload = rec.get("payload")
+        ts = rec.get("timestamp")
+        if typ not in ENVELOPE_TYPES:
+            if "payload" not in rec and typ in ITEM_TYPES:
+                self.response_item(rec, ts)  # pre-envelope rollouts: bare response items
+            elif "payload" not in rec and typ is None and "id" in rec and "timestamp" in rec:
+                self.session_meta(rec, ts)  # pre-envelope rollouts: a bare {id, timestamp, instructions}
+            else:
+                self.cap.skipped[f"unknown record type {typ!r}"] += 1
+            return
+        if not isinstance(payload, dict):
+            self.cap.skipped[f"{typ} record without a payload object"] += 1
+            return
+        if typ == "session_meta":
+            self.session_meta(payload, ts)
+        elif typ == "turn_context":
+            self.turn_context(payload)
+        elif typ == "response_item":
+            self.response_item(payload, ts)
+        elif typ == "event_msg":
+            self.event_msg(payload, ts)
+        elif typ == "compacted":
+            self.add(ts, E.COMPACT, trigger="codex-compacted", message=payload.get("message"))
+        else:
+            self.cap.ignored[str(typ)] += 1
+
+    def add(self, ts: Any, kind: str, **fields: Any) -> None:
+        self.cap.add({"kind": kind, "ts": ts, **fields})
+
+    # ------------------------------------------------------------ context records
+
+    def session_meta(self, p: dict[str, Any], ts: Any) -> None:
+        if self.st.seen_meta:
+            self.cap.ignored["session_meta (another: resume, fork or subagent)"] += 1
+            return
+        self.st.seen_meta = True
+        meta = self.cap.meta
+        if isinstance(p.get("id"), str) and p["id"]:
+            self.cap.session_id = p["id"]
+        git = p.get("git") if isinstance(p.get("git"), dict) else {}
+        cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else None
+        meta.update(harness_version=p.get("cli_version"), cwd=cwd, git_branch=git.get("branch"),
+                    started=p.get("timestamp") or ts, originator=p.get("originator"))
+        if isinstance(git.get("commit_hash"), str) and git["commit_hash"]:
+            meta["git_head"] = git["commit_hash"]
+            self.files.commit = git["commit_hash"]
+        self.st.cwd = cwd
+
+    def turn_context(self, p: dict[str, Any]) -> None:
+        if isinstance(p.get("cwd"), str) and p["cwd"]:
+            self.st.cwd = p["cwd"]
+            if self.cap.meta.get("cwd") is None:
+                self.cap.meta["cwd"] = p["cwd"]
+        if self.cap.meta.get("model") is None and isinstance(p.get("model"), str):
+            self.cap.meta["model"] = p["model"]
+        self.cap.ignored["turn_context"] += 1
+
+    def ghost_snapshot(self, p: dict[str, Any]) -> None:
+        ghost = p.get("ghost_commit") if isinstance(p.get("ghost_commit"), dict) else {}
+        parent = ghost.get("parent")
+        if isinstance(parent, str) and parent and self.cap.meta.get("git_head") is None:
+            self.cap.meta["git_head"] = parent
+            if self.files.commit is None:
+                self.files.commit = parent
+
+    # ------------------------------------------------------------ response items
+
+    def response_item(self, p: dict[str, Any], ts: Any) -> None:
+        t = p.get("type") if isinstance(p.get("type"), str) else None
+        if t == "message":
+            self.message(p, ts)
+        elif t == "reasoning":
+            self.reasoning(p, ts)
+        elif t in ("function_call", "custom_tool_call", "local_shell_call"):
+            self.call(p, ts)
+        elif t in ("function_call_output", "custom_tool_call_output"):
+            self.result(p, ts)
+        elif t == "web_search_call":
+            action = p.get("action") if isinstance(p.get("action"), dict) else {}
+            self.add(ts, E.TOOL_CALL, call_id=str(p.get("id") or ""), name="web_search", input=action)
+        elif t in QUIET_ITEMS:
+            if t == "ghost_snapshot":
+                self.ghost_snapshot(p)
+            self.cap.ignored[f"response_item/{t}"] += 1
+        else:
+            self.cap.skipped[f"unknown response_item type {t!r}"] += 1
+
+    def message(self, p: dict[str, Any], ts: Any) -> None:
+        role = p.get("role") if isinstance(p.get("role"), str) else None
+        content = p.get("content")
+        if isinstance(content, str):
+            content = [{"type": "input_text" if role == "user" else "output_text", "text": content}]
+        if not isinstance(content, list):
+            self.cap.skipped["message without content"] += 1
+            return
+        if role == "user":
+            text = _items_text(content)
+            if not text:
+                self.cap.ignored["user message without text"] += 1
+                return
+            if text.lstrip().startswith(INJECTED_PREFIXES):
+                self.add(ts, E.MSG_IN, text=text, injected=True)
+            else:
+                self.add(ts, E.MSG_IN, text=text)
+        elif role == "assistant":
+            for item in content:
+                if isinstance(item, dict) and item.get("type") == "output_text" and str(item.get("text") or "").strip():
+                    self.add(ts, E.MSG_OUT, text=item["text"], block="text")
+        else:
+            self.cap.ignored[f"message/{role}"] += 1
+
+    def reasoning(self, p: dict[str, Any], ts: Any) -> None:
+        texts = [s.get("text") for s in _list(p.get("summary")) if isinstance(s, dict)]
+        if not any(isinstance(t, str) and t.strip() for t in texts):
+            texts = [c.get("text") for c in _list(p.get("content")) if isinstance(c, dict)]
+        emitted = False
+        for text in texts:
+            if isinstance(text, str) and text.strip():
+                self.add(ts, E.MSG_OUT, text=text, block="thinking")
+                emitted = True
+        if not emitted:
+            self.cap.ignored["reasoning without readable text"] += 1
+
+    # ------------------------------------------------------------ tool calls
+
+    def call(self, p: dict[str, Any], ts: Any) -> None:
+        t = p.get("type")
+        call_id = str(p.get("call_id") or p.get("id") or "")
+        name = str(p.get("name") or ("local_shell" if t == "local_shell_call" else ""))
+        call = _Call(name, None, self.st.cwd)
+        if t == "custom_tool_call":
+            raw = p.get("input") if isinstance(p.get("input"), str) else ""
+            call.input = {"input": raw}
+            call.patch = patch_from_custom(name, raw)
+            args = _json_dict(raw)
+        elif t == "local_shell_call":
+            action = p.get("action") if isinstance(p.get("action"), dict) else {}
+            call.input = action
+            args = {"command": action.get("command"), "workdir": action.get("working_directory")}
+            if isinstance(args["command"], list):
+                call.patch = patch_from_argv(args["command"], _str(args["workdir"]))
+        else:
+            raw_args = p.get("arguments")
+            args = _json_dict(raw_args) if isinstance(raw_args, str) else raw_args if isinstance(raw_args, dict) else None
+            call.input = args if args is not None else {"arguments": raw_args}
+            call.patch = patch_from_function(name, args)
+        if args is not None and call.patch is None:
+            call.command = args.get("command") if args.get("command") is not None else args.get("cmd")
+            call.workdir = _str(args.get("workdir"))
+            self.invalidate(call)
+        self.st.calls[call_id] = call
+        self.add(ts, E.TOOL_CALL, call_id=call_id, name=name, input=call.input)
+
+    def invalidate(self, call: _Call) -> None:
+        """Forget our copy of files a shell command may have rewritten (never guess their lines)."""
+        cmd = call.command
+        if isinstance(cmd, list):
+            script = shell_script(cmd) or " ".join(shlex.quote(str(c)) for c in cmd)
+        elif isinstance(cmd, str):
+            script = cmd
+        else:
+            return
+        if read_spec(cmd) is not None:
+            return
+        effect = shell_effect(script)
+        if effect == "all":
+            self.files.forget_all()
+        elif effect == "files":
+            self.files.forget_named_in(script)
+
+    def result(self, p: dict[str, Any], ts: Any) -> None:
+        call_id = str(p.get("call_id") or "")
+        call = self.st.calls.get(call_id)
+        out = parse_output(p.get("output"))
+        ev: dict[str, Any] = {"kind": E.TOOL_RESULT, "ts": ts, "call_id": call_id, "name": call.name if call else "",
+                              "is_error": out.failed, "exit_code": out.exit_code, "stdout": out.text, "stderr": ""}
+        derived: list[dict[str, Any]] = []
+        if call is not None and call.patch is not None:
+            status = patch_status(out)
+            ev["is_error"] = status is False
+            if call_id not in self.st.settled and status is not None:
+                self.st.settled.add(call_id)
+                if status:
+                    derived = self.edits(call, call_id, ts)
+        elif call is not None and call.command is not None and out.ok and not out.truncated:
+            read = self.read(call, call_id, out, ts)
+            if read is not None:
+                ev["stdout"] = None  # the code.read right after holds the text, once
+                derived = [read]
+        self.cap.add(ev)
+        for d in derived:
+            self.cap.add(d)
+
+    # ------------------------------------------------------------ event messages
+
+    def event_msg(self, p: dict[str, Any], ts: Any) -> None:
+        t = str(p.get("type"))
+        if t == "user_message":
+            self.echo("user", p.get("message"), ts, E.MSG_IN, {})
+        elif t == "agent_message":
+            self.echo("assistant", p.get("message"), ts, E.MSG_OUT, {"block": "text"})
+        elif t == "agent_reasoning":
+            self.echo("reasoning", p.get("text"), ts, E.MSG_OUT, {"block": "thinking"})
+        elif t == "patch_apply_end":
+            self.patch_apply_end(p, ts)
+        else:
+            self.cap.ignored[f"event_msg/{t}"] += 1
+
+    def echo(self, role: str, text: Any, ts: Any, kind: str, extra: dict[str, Any]) -> None:
+        """An event_msg that repeats a response_item is counted, not emitted twice."""
+        if not isinstance(text, str) or not text.strip():
+            self.cap.ignored[f"event_msg/{role} without text"] += 1
+            return
+        key = (role, text.strip())
+        if self.st.echoes[key] > 0:
+            self.st.echoes[key] -= 1
+            self.cap.ignored[f"event_msg echo of a response_item ({role})"] += 1
+            return
+        self.add(ts, kind, text=text, **extra)
+
+    def patch_apply_end(self, p: dict[str, Any], ts: Any) -> None:
+        call_id = str(p.get("call_id") or "")
+        call = self.st.calls.get(call_id)
+        self.cap.ignored["event_msg/patch_apply_end"] += 1
+        if call is None or call.patch is None or call_id in self.st.settled or not isinstance(p.get("success"), bool):
+            return
+        self.st.settled.add(call_id)
+        if p["success"]:
+            for ev in self.edits(call, call_id, ts):
+                self.cap.add(ev)
+
+    # ------------------------------------------------------------ reads
+
+    def read(self, call: _Call, call_id: str, out: Output, ts: Any) -> dict[str, Any] | None:
+        spec = read_spec(call.command)
+        if spec is None:
+            return None
+        base = _join(call.workdir, spec.cd)
+        rel = self.mapper_for(call.cwd).to_repo(spec.path, base=base)
+        if rel is None:
+            self.cap.ignored["read outside the repository"] += 1
+            return None
+        lines = split_lines(out.text)
+        if not lines or (spec.limit is not None and len(lines) > spec.limit):
+            return None
+        if spec.numbered:
+            found = _strip_numbers(lines)
+            if found is None:
+                return None
+            rng, lines = found
+        elif spec.tail is not None:
+            rng = self.tail_range(spec.tail, rel, lines)
+            if rng is None:
+                return None
+        else:
+            rng = [spec.start, spec.start + len(lines) - 1]
+        return {"kind": E.CODE_READ, "ts": ts, "file": rel, "range": rng, "text": join_lines(lines),
+                "call_id": call_id}
+
+    def tail_range(self, n: int, rel: str, lines: list[str]) -> list[int] | None:
+        """`tail -n N` printed the file's last lines: where they are needs the file's length."""
+        text = self.files.get(rel)
+        if text is None:
+            return None
+        file_lines = split_lines(text)
+        if len(lines) != min(n, len(file_lines)) or file_lines[len(file_lines) - len(lines):] != lines:
+            return None  # our copy disagrees with what the command printed
+        return [len(file_lines) - len(lines) + 1, len(file_lines)]
+
+    # ------------------------------------------------------------ edits
+
+    def edits(self, call: _Call, call_id: str, ts: Any) -> list[dict[str, Any]]:
+        """One code.edit per file operation of a successful patch, replayed on our file copies."""
+        assert call.patch is not None
+        mapper = self.mapper_for(call.cwd)
+        out: list[dict[str, Any]] = []
+        for op in call.patch.ops:
+            src = mapper.to_repo(op.path, base=call.patch.workdir)
+            dst = mapper.to_repo(op.move_to, base=call.patch.workdir) if op.move_to else src
+            fields = self.edit(op, src, dst)
+            if fields is None:
+                continue
+            out.append({"kind": E.CODE_EDIT, "ts": ts, **fields, "call_id": call_id, "tool": TOOL,
+                        "before_sha": E.sha256_text(fields["before_text"]),
+                        "after_sha": E.sha256_text(fields["after_text"])})
+        return out
+
+    def edit(self, op: FileOp, src: str | None, dst: str | None) -> dict[str, Any] | None:
+        """The fields of one file operation's code.edit; None (counted) when there is none."""
+        fields: dict[str, Any] | None
+        if op.kind == "add":
+            fields = self.create(dst, op.content) if dst is not None else None
+        elif op.kind == "delete":
+            fields = self.delete(src) if src is not None else None
+        elif src is None:
+            fields = self.blind_create(dst, op) if dst is not None else None  # moved in from outside
+        else:
+            return self.update(op, src, dst)
+        if fields is None:
+            self.cap.ignored["edit outside the repository"] += 1
+        return fields
+
+    def update(self, op: FileOp, src: str, dst: str | None) -> dict[str, Any] | None:
+        old = self.files.get(src)
+        result = apply_update(old, op.chunks) if old is not None else None
+        new = result.new_text if result is not None else None
+        moved = bool(op.move_to) and dst != src
+        if moved:
+            self.files.set(src, None)
+        if dst is None:
+            return self.delete_known(src, old)  # moved out of the repository
+        self.files.set(dst, new)
+        fields: dict[str, Any] = {"file": src, "op": "move" if moved else "update",
+                                  "file_before_sha": E.git_blob_sha(old) if old is not None else None,
+                                  "file_after_sha": E.git_blob_sha(new) if new is not None else None}
+        if moved:
+            fields["to_file"] = dst
+        if result is None or new is None:
+            if result is not None:
+                log.info("%s: cannot place the patch (%s); recording the edit without ranges", src, result.error)
+            removed, added = patch_changes(op.chunks)
+            fields.update(before_range=None, after_range=None, before_text=join_lines(removed),
+                          after_text=join_lines(added))
+            return fields
+        if not result.changes and not moved:
+            self.cap.ignored["edit that changed nothing"] += 1
+            return None
+        assert old is not None
+        fields.update(_ranges(result.changes, split_lines(old), split_lines(new)))
+        return fields
+
+    def create(self, rel: str, content: str) -> dict[str, Any]:
+        self.files.set(rel, content)
+        lines = split_lines(content)
+        return {"file": rel, "op": "create", "before_range": [1, 0], "after_range": [1, len(lines)],
+                "before_text": "", "after_text": join_lines(lines), "file_before_sha": None,
+                "file_after_sha": E.git_blob_sha(content)}
+
+    def blind_create(self, rel: str, op: FileOp) -> dict[str, Any]:
+        self.files.set(rel, None)
+        _, added = patch_changes(op.chunks)
+        return {"file": rel, "op": "create", "before_range": [1, 0], "after_range": None, "before_text": "",
+                "after_text": join_lines(added), "file_before_sha": None, "file_after_sha": None}
+
+    def delete(self, rel: str) -> dict[str, Any]:
+        return self.delete_known(rel, self.files.get(rel))
+
+    def delete_known(self, rel: str, old: str | None) -> dict[str, Any]:
+        self.files.set(rel, None)
+        lines = split_lines(old) if old is not None else []
+        return {"file": rel, "op": "delete", "before_range": [1, len(lines)] if old is not None else None,
+                "after_range": [1, 0], "before_text": join_lines(lines), "after_text": "",
+                "file_before_sha": E.git_blob_sha(old) if old is not None else None, "file_after_sha": None}
+
+
+def _ranges(changes: list[Change], old_lines: list[str], new_lines: list[str]) -> dict[str, Any]:
+    """before/after ranges and texts of placed changes (the whole file for a bare move)."""
+    if not changes:
+        return {"before_range": [1, len(old_lines)], "after_range": [1, len(new_lines)],
+                "before_text": join_lines(old_lines), "after_text": join_lines(new_lines)}
+    first, last = changes[0], changes[-1]
+    b_range = [first.old_start, last.old_end if last.old_lines else last.old_start - 1]
+    a_range = [first.new_start, last.new_end if last.new_lines else last.new_start - 1]
+    out: dict[str, Any] = {"before_range": b_range, "after_range": a_range}
+    if len(changes) == 1:
+        out.update(before_text=join_lines(first.old_lines), after_text=join_lines(first.new_lines))
+    else:
+        out.update(before_text=join_lines(old_lines[b_range[0] - 1:b_range[1]]),
+                   after_text=join_lines(new_lines[a_range[0] - 1:a_range[1]]),
+                   hunks=[[c.old_start, c.old_end, c.new_start, c.new_end] for c in changes])
+    return out
+
+
+def _strip_numbers(lines: list[str]) -> tuple[list[int], list[str]] | None:
+    """The range and text of `nl -ba` / `cat -n` output, when its numbers run consecutively."""
+    nums: list[int] = []
+    body: list[str] = []
+    for ln in lines:
+        m = _NUMBERED_RE.match(ln)
+        if m is None:
+            return None
+        nums.append(int(m.group(1)))
+        body.append(m.group(2))
+    if nums != list(range(nums[0], nums[0] + len(nums))):
+        return None
+    return [nums[0], nums[-1]], body
+
+
+def _echoes(lines: list[Line]) -> Counter[tuple[str, str]]:
+    """Texts of response_item messages and reasoning, which event_msg lines may repeat."""
+    seen: Counter[tuple[str, str]] = Counter()
+    for line in lines:
+        rec = line.record
+        if not rec or rec.get("type") != "response_item" or not isinstance(rec.get("payload"), dict):
+            continue
+        p = rec["payload"]
+        if p.get("type") == "message" and p.get("role") in ("user", "assistant"):
+            content = p.get("content")
+            text = content if isinstance(content, str) else _items_text(content) if isinstance(content, list) else ""
+            if text.strip():
+                seen[(str(p["role"]), text.strip())] += 1
+        elif p.get("type") == "reasoning":
+            for s in _list(p.get("summary")):
+                if isinstance(s, dict) and isinstance(s.get("text"), str) and s["text"].strip():
+                    seen[("reasoning", s["text"].strip())] += 1
+    return seen
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _json_dict(raw: Any) -> dict[str, Any] | None:
+    if not isinstance(raw, str) or not raw.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _join(base: str | None, sub: str | None) -> str | None:
+    if not sub:
+        return base
+    if not base or sub.startswith("/"):
+        return sub
+    return posixpath.join(base, sub)

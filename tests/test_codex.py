@@ -1,0 +1,690 @@
+"""Codex CLI capture, on rollouts built here from the documented format (transcript-formats.md §2)
+and on the schema-coverage fixture from jazzyalex/agent-sessions (see tests/fixtures/codex/NOTICE.md).
+
+Every expected range and text below is worked out by hand from the file and the patch in the
+test, and file hashes come from `git hash-object`, never from the adapter itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import git, run_engram
+from engram.adapters.base import Capture, SourceSpan
+from engram.adapters.codex import parse_output, read_spec, shell_effect
+from engram.ingest import Job, detect_format, parse_job
+
+FIXTURE = Path(__file__).parent / "fixtures" / "codex" / "codex_small_schema_coverage.jsonl"
+SID = "019a0000-0000-7000-8000-0000000000aa"
+
+APP = (
+    "import os\n"                      # 1
+    "\n"                               # 2
+    "def greet(name):\n"               # 3
+    '    return "hi " + name\n'        # 4
+    "\n"                               # 5
+    "def main():\n"                    # 6
+    '    print(greet("x"))\n'          # 7
+    "    return 0\n"                   # 8
+)
+NOTES = "# Notes\n## Setup\nstep\n## Usage\nstep\n"
+README = "hello\nworld\n"
+
+
+# ---------------------------------------------------------------- builders
+
+
+def blob(text: str) -> str:
+    """The git blob id of `text`, from git itself."""
+    return subprocess.run(["git", "hash-object", "--stdin"], input=text.encode(), capture_output=True,
+                          check=True).stdout.decode().strip()
+
+
+def patch(*body: str) -> str:
+    return "*** Begin Patch\n" + "\n".join(body) + "\n*** End Patch\n"
+
+
+def custom_ok(*files: str) -> str:
+    summary = "Success. Updated the following files:\n" + "".join(f"M {f}\n" for f in files)
+    return json.dumps({"output": summary, "metadata": {"exit_code": 0, "duration_seconds": 0.0}})
+
+
+def custom_fail(message: str) -> str:
+    return json.dumps({"output": message, "metadata": {"exit_code": 1, "duration_seconds": 0.0}})
+
+
+def shell_out(code: int, body: str) -> str:
+    """shell_command's output text (0.60)."""
+    return f"Exit code: {code}\nWall time: 0.1 seconds\nOutput:\n{body}"
+
+
+def exec_out(code: int, body: str) -> str:
+    """exec_command's output text (unified exec, 0.10x)."""
+    return f"Chunk ID: 3f2a1b\nWall time: 0.0102 seconds\nProcess exited with code {code}\nOriginal token count: 12\nOutput:\n{body}"
+
+
+def shell_json(code: int, body: str) -> str:
+    """The older `shell` tool's output: a JSON string with metadata."""
+    return json.dumps({"output": body, "metadata": {"exit_code": code, "duration_seconds": 0.1}})
+
+
+class Rollout:
+    """Writes a rollout line by line in the envelope Codex uses."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def add(self, typ: str, payload: dict[str, Any]) -> "Rollout":
+        n = len(self.records)
+        self.records.append({"timestamp": f"2025-11-22T20:{n // 60:02d}:{n % 60:02d}.000Z", "type": typ,
+                             "payload": payload})
+        return self
+
+    def meta(self, cwd: Path, commit: str | None = None, **extra: Any) -> "Rollout":
+        payload = {"id": SID, "timestamp": "2025-11-22T20:45:35.590Z", "cwd": str(cwd), "originator": "codex_cli_rs",
+                   "cli_version": "0.60.1", "instructions": None, "source": "cli", "model_provider": "openai", **extra}
+        if commit:
+            payload["git"] = {"commit_hash": commit, "branch": "main", "repository_url": "https://example.invalid/r"}
+        return self.add("session_meta", payload)
+
+    def turn(self, cwd: Path, model: str = "gpt-5.1-codex-max") -> "Rollout":
+        return self.add("turn_context", {"cwd": str(cwd), "approval_policy": "on-request",
+                                         "sandbox_policy": {"type": "workspace-write"}, "model": model,
+                                         "effort": "high", "summary": "auto"})
+
+    def message(self, role: str, text: str) -> "Rollout":
+        kind = "input_text" if role == "user" else "output_text"
+        return self.add("response_item", {"type": "message", "role": role, "content": [{"type": kind, "text": text}]})
+
+    def event(self, typ: str, **fields: Any) -> "Rollout":
+        return self.add("event_msg", {"type": typ, **fields})
+
+    def custom(self, call_id: str, raw: str, output: str | None, name: str = "apply_patch") -> "Rollout":
+        self.add("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": call_id,
+                                   "name": name, "input": raw})
+        if output is not None:
+            self.add("response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": output})
+        return self
+
+    def function(self, call_id: str, name: str, args: dict[str, Any], output: Any = None) -> "Rollout":
+        self.add("response_item", {"type": "function_call", "name": name, "arguments": json.dumps(args),
+                                   "call_id": call_id})
+        if output is not None:
+            self.add("response_item", {"type": "function_call_output", "call_id": call_id, "output": output})
+        return self
+
+    def write(self, path: Path, tail: bytes = b"") -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in self.records) + tail)
+        return path
+
+    def offset_of(self, index: int) -> int:
+        """Byte offset of the record at `index` in the written file."""
+        return sum(len(json.dumps(r).encode()) + 1 for r in self.records[:index])
+
+
+def capture(path: Path, repo: Path) -> Capture:
+    return parse_job(Job("codex", [SourceSpan("main", path)]), repo, [], 1 << 24)
+
+
+def kinds(cap: Capture, kind: str) -> list[dict[str, Any]]:
+    return [e for e in cap.events if e["kind"] == kind]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, str]:
+    """A git repository with src/app.py, docs/notes.md and README.md committed; (root, HEAD)."""
+    root = (tmp_path / "repo").resolve()
+    (root / "src").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "src" / "app.py").write_text(APP)
+    (root / "docs" / "notes.md").write_text(NOTES)
+    (root / "README.md").write_text(README)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "base")
+    return root, git(root, "rev-parse", "HEAD").strip()
+
+
+MULTI_HUNK = patch(
+    "*** Update File: src/app.py",
+    "@@",
+    " import os",
+    "+import sys",
+    " ",
+    " def greet(name):",
+    '-    return "hi " + name',
+    '+    return "hello " + name',
+    "@@ def main():",
+    '-    print(greet("x"))',
+    '+    print(greet(sys.argv[1]))',
+    "     return 0",
+)
+APP_AFTER = (
+    "import os\n"                      # 1
+    "import sys\n"                     # 2  inserted before old line 2
+    "\n"                               # 3
+    "def greet(name):\n"               # 4
+    '    return "hello " + name\n'     # 5  was old line 4
+    "\n"                               # 6
+    "def main():\n"                    # 7
+    "    print(greet(sys.argv[1]))\n"  # 8  was old line 7
+    "    return 0\n"                   # 9
+)
+
+
+# ---------------------------------------------------------------- carriers
+
+
+def test_custom_tool_call_multi_hunk_update(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root).custom("call_1", MULTI_HUNK, custom_ok("src/app.py"))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    (edit,) = kinds(cap, "code.edit")
+    assert edit["file"] == "src/app.py" and edit["op"] == "update" and edit["tool"] == "apply_patch"
+    assert edit["call_id"] == "call_1" and edit["ts"] == r.records[-1]["timestamp"]
+    # Three changed runs: an insertion before old line 2, old 4 → new 5, old 7 → new 8.
+    assert edit["hunks"] == [[2, 1, 2, 2], [4, 4, 5, 5], [7, 7, 8, 8]]
+    assert edit["before_range"] == [2, 7] and edit["after_range"] == [2, 8]
+    assert edit["before_text"] == "".join(APP.splitlines(keepends=True)[1:7])
+    assert edit["after_text"] == "".join(APP_AFTER.splitlines(keepends=True)[1:8])
+    assert edit["file_before_sha"] == blob(APP) and edit["file_after_sha"] == blob(APP_AFTER)
+    assert edit["before_sha"] == hashlib.sha256(edit["before_text"].encode()).hexdigest()
+    assert edit["after_sha"] == hashlib.sha256(edit["after_text"].encode()).hexdigest()
+    (result,) = kinds(cap, "tool.result")
+    assert result["is_error"] is False and result["exit_code"] == 0 and result["name"] == "apply_patch"
+
+
+def test_function_call_arguments_input_add_file(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    p = patch("*** Add File: src/new_mod.py", "+A = 1", "+B = 2")
+    r = Rollout().meta(root, head).turn(root).function(
+        "call_2", "apply_patch", {"input": p}, shell_out(0, "Success. Updated the following files:\nA src/new_mod.py\n"))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (edit["file"], edit["op"]) == ("src/new_mod.py", "create")
+    assert edit["before_range"] == [1, 0] and edit["after_range"] == [1, 2]
+    assert edit["before_text"] == "" and edit["after_text"] == "A = 1\nB = 2\n"
+    assert edit["file_before_sha"] is None and edit["file_after_sha"] == blob("A = 1\nB = 2\n")
+
+
+def test_shell_command_vector_delete(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    args = {"command": ["apply_patch", patch("*** Delete File: README.md")], "workdir": str(root)}
+    r = Rollout().meta(root, head).turn(root).function("call_3", "shell", args, shell_json(0, "Success.\nD README.md\n"))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (edit["file"], edit["op"]) == ("README.md", "delete")
+    assert edit["before_range"] == [1, 2] and edit["after_range"] == [1, 0]
+    assert edit["before_text"] == README and edit["after_text"] == ""
+    assert edit["file_before_sha"] == blob(README) and edit["file_after_sha"] is None
+
+
+def test_bash_lc_heredoc_relative_to_workdir(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    body = patch("*** Update File: app.py", "@@", '     print(greet("x"))', "-    return 0", "+    return 1")
+    args = {"command": ["bash", "-lc", f"apply_patch <<'EOF'\n{body}EOF\n"], "workdir": str(root / "src")}
+    r = Rollout().meta(root, head).turn(root).function("call_4", "shell", args, shell_json(0, "Success."))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert edit["file"] == "src/app.py"
+    assert edit["before_range"] == [8, 8] and edit["after_range"] == [8, 8]
+    assert (edit["before_text"], edit["after_text"]) == ("    return 0\n", "    return 1\n")
+    assert "hunks" not in edit
+
+
+def test_shell_command_string_heredoc_with_cd_moves_a_file(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    body = patch("*** Update File: app.py", "*** Move to: cli.py", "@@", "-import os", "+import os.path")
+    args = {"command": f"cd src && apply_patch <<'EOF'\n{body}EOF", "workdir": str(root), "timeout_ms": 120000}
+    r = Rollout().meta(root, head).turn(root).function("call_5", "shell_command", args,
+                                                        shell_out(0, "Success. Updated the following files:\nM src/cli.py\n"))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (edit["op"], edit["file"], edit["to_file"]) == ("move", "src/app.py", "src/cli.py")
+    assert edit["before_range"] == [1, 1] and edit["after_range"] == [1, 1]
+    assert (edit["before_text"], edit["after_text"]) == ("import os\n", "import os.path\n")
+    assert edit["file_after_sha"] == blob(APP.replace("import os\n", "import os.path\n", 1))
+
+
+def test_exec_command_heredoc_with_header_anchor(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    # "step" is line 3 and line 5; the `@@ ## Usage` anchor (line 4) selects line 5.
+    body = patch("*** Update File: docs/notes.md", "@@ ## Usage", "-step", "+run it")
+    args = {"cmd": f'apply_patch <<"EOF"\n{body}EOF\n', "workdir": str(root), "yield_time_ms": 1000}
+    r = Rollout().meta(root, head).turn(root).function("call_6", "exec_command", args, exec_out(0, "Success."))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert edit["file"] == "docs/notes.md"
+    assert edit["before_range"] == [5, 5] and edit["after_range"] == [5, 5]
+    assert edit["file_after_sha"] == blob("# Notes\n## Setup\nstep\n## Usage\nrun it\n")
+
+
+def test_local_shell_call_vector(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    body = patch("*** Update File: README.md", "@@", " hello", "-world", "+there")
+    r = Rollout().meta(root, head).turn(root)
+    r.add("response_item", {"type": "local_shell_call", "call_id": "call_7", "status": "completed",
+                            "action": {"type": "exec", "command": ["apply_patch", body],
+                                       "working_directory": str(root)}})
+    r.add("response_item", {"type": "function_call_output", "call_id": "call_7", "output": shell_json(0, "Success.")})
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    (call,) = kinds(cap, "tool.call")
+    assert call["name"] == "local_shell" and call["input"]["command"][0] == "apply_patch"
+    (edit,) = kinds(cap, "code.edit")
+    assert (edit["file"], edit["before_range"], edit["after_range"]) == ("README.md", [2, 2], [2, 2])
+
+
+def test_end_of_file_marker(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    # "step" occurs at lines 3 and 5: *** End of File pins the hunk to the last line.
+    body = patch("*** Update File: docs/notes.md", "@@", "-step", "+last step", "*** End of File")
+    r = Rollout().meta(root, head).turn(root).custom("c", body, custom_ok("docs/notes.md"))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert edit["before_range"] == [5, 5] and edit["after_range"] == [5, 5]
+
+
+# ---------------------------------------------------------------- success, failure, sequence
+
+
+def test_failed_patch_is_not_credited_and_not_applied(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    bad = patch("*** Update File: src/app.py", "@@", "-import os", "+import re")
+    good = patch("*** Update File: src/app.py", "@@", " import os", "+import json")
+    r = Rollout().meta(root, head).turn(root)
+    r.custom("bad", bad, custom_fail("apply_patch verification failed: Failed to find expected lines"))
+    r.custom("good", good, custom_ok("src/app.py"))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    (edit,) = kinds(cap, "code.edit")
+    assert edit["call_id"] == "good"
+    # Located against the unchanged file: `import os` is still line 1.
+    assert edit["before_range"] == [2, 1] and edit["after_range"] == [2, 2]
+    results = {e["call_id"]: e for e in kinds(cap, "tool.result")}
+    assert results["bad"]["is_error"] is True and results["bad"]["exit_code"] == 1
+    assert results["good"]["is_error"] is False
+
+
+def test_later_patches_locate_against_earlier_ones(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    second = patch("*** Update File: src/app.py", "@@", "     print(greet(sys.argv[1]))", "-    return 0", "+    return 2")
+    r = Rollout().meta(root, head).turn(root)
+    r.custom("one", MULTI_HUNK, custom_ok("src/app.py")).custom("two", second, custom_ok("src/app.py"))
+    first, edit = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert first["file_after_sha"] == blob(APP_AFTER) == edit["file_before_sha"]
+    assert edit["before_range"] == [9, 9] and edit["after_range"] == [9, 9]  # line 8 before the first patch
+
+
+def test_patch_apply_end_credits_an_output_that_does_not_say(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    yes = patch("*** Update File: README.md", "@@", "-hello", "+hi")
+    no = patch("*** Update File: docs/notes.md", "@@", "-# Notes", "+# Notes!")
+    r = Rollout().meta(root, head).turn(root)
+    r.custom("yes", yes, "[1 file changed]").custom("no", no, "[no result]")
+    r.event("patch_apply_end", call_id="no", success=False, stdout="", stderr="boom", changes={})
+    r.event("patch_apply_end", call_id="yes", success=True, stdout="", stderr="",
+            changes={str(root / "README.md"): {"type": "update", "unified_diff": "", "move_path": None}})
+    path = r.write(tmp_path / "s.jsonl")
+    cap = capture(path, root)
+    (edit,) = kinds(cap, "code.edit")
+    assert edit["file"] == "README.md" and edit["before_range"] == [1, 1]
+    # The edit sits on the patch_apply_end line that confirmed it.
+    assert cap.positions[cap.events.index(edit)] == (0, r.offset_of(len(r.records) - 1))
+    assert edit["ts"] == r.records[-1]["timestamp"]
+
+
+def test_patch_apply_end_then_output_credits_once(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    body = patch("*** Update File: README.md", "@@", "-hello", "+hi")
+    r = Rollout().meta(root, head).turn(root).custom("c", body, None)
+    r.event("patch_apply_end", call_id="c", success=True, changes={})
+    r.add("response_item", {"type": "custom_tool_call_output", "call_id": "c", "output": custom_ok("README.md")})
+    assert len(kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")) == 1
+
+
+def test_compaction_keeps_earlier_edits(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    second = patch("*** Update File: src/app.py", "@@", "-import sys", "+import sys, re")
+    r = Rollout().meta(root, head).turn(root).message("user", "make greet friendlier")
+    r.custom("before", MULTI_HUNK, custom_ok("src/app.py"))
+    r.add("compacted", {"message": "", "replacement_history": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "make greet friendlier"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}]})
+    r.event("context_compacted").turn(root)
+    r.custom("after", second, custom_ok("src/app.py"))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    before, after = kinds(cap, "code.edit")
+    assert before["call_id"] == "before" and after["call_id"] == "after"
+    assert after["before_range"] == [2, 2]  # `import sys` exists only because the first edit was kept
+    (compact,) = kinds(cap, "compact")
+    assert compact == {"kind": "compact", "ts": r.records[5]["timestamp"], "trigger": "codex-compacted", "message": ""}
+    assert len(kinds(cap, "msg.in")) == 1  # the replacement history is not replayed as new messages
+    assert cap.ignored["event_msg/context_compacted"] == 1
+
+
+def test_unlocatable_hunk_records_null_ranges(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    stale = patch("*** Update File: src/app.py", "@@", "     x = compute()", "-    return 42", "+    return 43")
+    fine = patch("*** Update File: src/app.py", "@@", "-import os", "+import os.path")
+    r = Rollout().meta(root, head).turn(root)
+    r.custom("stale", stale, custom_ok("src/app.py")).custom("fine", fine, custom_ok("src/app.py"))
+    first, second = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert first["before_range"] is None and first["after_range"] is None
+    assert (first["before_text"], first["after_text"]) == ("    return 42\n", "    return 43\n")
+    assert first["file_before_sha"] == blob(APP) and first["file_after_sha"] is None
+    # After an edit we could not replay, the file's lines are unknown: no guessing for later ones.
+    assert second["before_range"] is None and second["after_range"] is None
+
+
+def test_base_is_the_session_commit_not_the_working_tree(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    (root / "src" / "app.py").write_text("# two lines added\n# after the session\n" + APP)
+    body = patch("*** Update File: src/app.py", "@@", "-    return 0", "+    return 5")
+    r = Rollout().meta(root, head).turn(root).custom("c", body, custom_ok("src/app.py"))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert edit["before_range"] == [8, 8] and edit["file_before_sha"] == blob(APP)
+
+
+def test_ghost_snapshot_parent_is_the_commit_without_git_meta(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    (root / "src" / "app.py").write_text("# changed since\n" + APP)
+    body = patch("*** Update File: src/app.py", "@@", "-    return 0", "+    return 5")
+    r = Rollout().meta(root).turn(root)
+    r.add("response_item", {"type": "ghost_snapshot", "ghost_commit": {"id": "d8b27b2e", "parent": head,
+                                                                         "preexisting_untracked_files": []}})
+    r.custom("c", body, custom_ok("src/app.py"))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert cap.meta["git_head"] == head
+    assert kinds(cap, "code.edit")[0]["before_range"] == [8, 8]
+
+
+def test_without_git_the_file_on_disk_is_the_base(tmp_path: Path) -> None:
+    root = (tmp_path / "plain").resolve()
+    root.mkdir()
+    (root / "f.txt").write_text("a\nb\nc\n")
+    body = patch("*** Update File: f.txt", "@@", " b", "-c", "+C")
+    r = Rollout().meta(root).turn(root).custom("c", body, custom_ok("f.txt"))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert edit["before_range"] == [3, 3] and edit["file_after_sha"] == blob("a\nb\nC\n")
+
+
+def test_unknown_file_gets_null_ranges(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    body = patch("*** Update File: src/missing.py", "@@", "-x", "+y")
+    r = Rollout().meta(root, head).turn(root).custom("c", body, custom_ok("src/missing.py"))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert edit["before_range"] is None and edit["file_before_sha"] is None
+    assert (edit["before_text"], edit["after_text"]) == ("x\n", "y\n")
+
+
+def test_shell_rewrites_make_our_copy_unknown(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    body = patch("*** Update File: src/app.py", "@@", "-    return 0", "+    return 5")
+    notes = patch("*** Update File: docs/notes.md", "@@ ## Usage", "-step", "+run")
+    r = Rollout().meta(root, head).turn(root)
+    r.function("sed", "shell_command", {"command": "sed -i '1i # header' src/app.py"}, shell_out(0, ""))
+    r.custom("p1", body, custom_ok("src/app.py")).custom("p2", notes, custom_ok("docs/notes.md"))
+    r.function("fmt", "shell_command", {"command": "git checkout -- ."}, shell_out(0, ""))
+    r.custom("p3", notes.replace("+run", "+go").replace("-step", "-run"), custom_ok("docs/notes.md"))
+    app, notes_ok, notes_after_checkout = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert app["before_range"] is None  # sed -i inserted a line we cannot see
+    assert notes_ok["before_range"] == [5, 5]  # a file the command did not name is still known
+    assert notes_after_checkout["before_range"] is None
+
+
+# ---------------------------------------------------------------- paths
+
+
+def test_relative_paths_follow_turn_context_cwd_and_workdir(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    in_src = patch("*** Update File: app.py", "@@", "-import os", "+import io")
+    in_docs = patch("*** Update File: notes.md", "@@", "-# Notes", "+# Notes v2")
+    r = Rollout().meta(root, head).turn(root / "src").custom("a", in_src, custom_ok("app.py"))
+    r.turn(root).function("b", "shell", {"command": ["apply_patch", in_docs], "workdir": "docs"}, shell_json(0, "Success."))
+    first, second = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (first["file"], first["before_range"]) == ("src/app.py", [1, 1])
+    assert (second["file"], second["before_range"]) == ("docs/notes.md", [1, 1])
+
+
+def test_paths_outside_the_repository_stay_tool_events(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    outside = tmp_path / "elsewhere" / "x.txt"
+    body = patch(f"*** Add File: {outside}", "+secret", "*** Add File: ../sibling.txt", "+x",
+                 "*** Add File: inside.txt", "+ok")
+    r = Rollout().meta(root, head).turn(root).custom("c", body, custom_ok("x.txt", "sibling.txt", "inside.txt"))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert [e["file"] for e in kinds(cap, "code.edit")] == ["inside.txt"]
+    assert cap.ignored["edit outside the repository"] == 2
+    assert len(kinds(cap, "tool.call")) == 1 and len(kinds(cap, "tool.result")) == 1
+
+
+# ---------------------------------------------------------------- reads
+
+
+def test_shell_reads_become_code_reads(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    lines = APP.splitlines(keepends=True)
+    r = Rollout().meta(root, head).turn(root)
+    r.function("cat", "shell_command", {"command": "cat src/app.py", "workdir": str(root)}, shell_out(0, APP))
+    r.function("sed", "exec_command", {"cmd": "sed -n '3,4p' src/app.py"}, exec_out(0, "".join(lines[2:4])))
+    numbered = '     6\tdef main():\n     7\t    print(greet("x"))\n'
+    r.function("nl", "shell", {"command": ["bash", "-lc", "nl -ba app.py | sed -n '6,7p'"], "workdir": "src"},
+               shell_json(0, numbered))
+    r.function("head", "shell_command", {"command": "head -n 2 README.md"}, shell_out(0, README))
+    r.function("tail", "exec_command", {"cmd": "tail -n 2 src/app.py"}, exec_out(0, "".join(lines[6:])))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    reads = {e["call_id"]: e for e in kinds(cap, "code.read")}
+    assert reads["cat"]["file"] == "src/app.py" and reads["cat"]["range"] == [1, 8] and reads["cat"]["text"] == APP
+    assert reads["sed"]["range"] == [3, 4] and reads["sed"]["text"] == "".join(lines[2:4])
+    assert reads["nl"]["file"] == "src/app.py" and reads["nl"]["range"] == [6, 7]
+    assert reads["nl"]["text"] == "".join(lines[5:7])  # the numbering is stripped
+    assert reads["head"]["file"] == "README.md" and reads["head"]["range"] == [1, 2]
+    assert reads["tail"]["range"] == [7, 8]
+    results = {e["call_id"]: e for e in kinds(cap, "tool.result")}
+    assert results["cat"]["stdout"] is None  # the read holds the text, once
+
+
+def test_reads_that_do_not_qualify(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root)
+    r.function("fail", "shell_command", {"command": "cat src/app.py"}, shell_out(1, "cat: src/app.py: denied\n"))
+    r.function("trunc", "exec_command", {"cmd": "cat src/app.py"},
+               exec_out(0, "Total output lines: 4000\n\nimport os\n…3990 tokens truncated…\n"))
+    r.function("grep", "shell_command", {"command": "grep -n greet src/app.py"}, shell_out(0, "3:def greet(name):\n"))
+    r.function("two", "shell_command", {"command": "cat src/app.py README.md"}, shell_out(0, APP + README))
+    r.function("tail", "shell_command", {"command": "tail -n 2 src/unknown.py"}, shell_out(0, "a\nb\n"))
+    # Only 3 lines printed for `tail -n 5` of a file we hold as 8 lines: our copy is not the file.
+    r.function("short", "shell_command", {"command": "tail -n 5 src/app.py"}, shell_out(0, "".join(APP.splitlines(True)[5:])))
+    r.function("out", "shell_command", {"command": "cat /etc/hostname"}, shell_out(0, "box\n"))
+    r.function("running", "exec_command", {"cmd": "cat src/app.py"},
+               "Chunk ID: 1\nWall time: 1.0 seconds\nProcess running with session ID 7\nOutput:\nimport os\n")
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert kinds(cap, "code.read") == []
+    assert all(e["stdout"] is not None for e in kinds(cap, "tool.result"))
+
+
+@pytest.mark.parametrize(("cmd", "expect"), [
+    ("cat a.py", ("a.py", 1, False, None)),
+    ("sed -n '10,20p' a.py", ("a.py", 10, False, None)),
+    ("sed -n 7p a.py", ("a.py", 7, False, None)),
+    ("nl -ba a.py", ("a.py", 1, True, None)),
+    ("cat -n a.py | head -n 40", ("a.py", 1, True, None)),
+    ("head -20 a.py", ("a.py", 1, False, None)),
+    ("tail -n +5 a.py", ("a.py", 5, False, None)),
+    ("tail -n 5 a.py", ("a.py", 1, False, 5)),
+    ("cd pkg && cat a.py 2>/dev/null", ("a.py", 1, False, None)),
+    ("sed -n '5,100p' a.py | head -n 3", ("a.py", 5, False, None)),
+])
+def test_read_spec_recognises_reading_commands(cmd: str, expect: tuple[Any, ...]) -> None:
+    spec = read_spec(cmd)
+    assert spec is not None and (spec.path, spec.start, spec.numbered, spec.tail) == expect
+
+
+@pytest.mark.parametrize("cmd", ["cat a b", "nl a.py", "sed 's/a/b/' a.py", "cat a > b", "cat a && rm a",
+                                 "sed -n '5,9p' a | tail -n 2", "rg foo a.py", "head -n x a.py"])
+def test_read_spec_rejects_everything_else(cmd: str) -> None:
+    assert read_spec(cmd) is None
+
+
+@pytest.mark.parametrize(("script", "effect"), [
+    ("ls -la", "none"),
+    ("pytest -q tests/test_app.py", "none"),
+    ("cat a.py 2>/dev/null", "none"),
+    ("sed -i 's/a/b/' a.py", "files"),
+    ("echo x > a.py", "files"),
+    ("python - <<'EOF'\nopen('a.py','w')\nEOF", "files"),
+    ("git checkout -- .", "all"),
+    ("ruff format src", "all"),
+    ("bash -lc 'black .'", "all"),
+])
+def test_shell_effect(script: str, effect: str) -> None:
+    assert shell_effect(script) == effect
+
+
+# ---------------------------------------------------------------- messages, outputs, meta
+
+
+def test_messages_injected_context_and_echoes(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    env = "<environment_context>\n  <cwd>/x</cwd>\n</environment_context>"
+    r = Rollout().meta(root, head).message("user", env)
+    r.event("user_message", message="fix greet", images=[]).turn(root).message("user", "fix greet")
+    r.add("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "**Looking**"}],
+                            "content": None, "encrypted_content": "gAAA"})
+    r.event("agent_reasoning", text="**Looking**")
+    r.message("assistant", "Done.").event("agent_message", message="Done.")
+    r.event("user_message", message="only in the UI log", images=[])
+    r.message("developer", "<permissions instructions>…")
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    msgs = [(e["kind"], e.get("text"), e.get("block"), e.get("injected")) for e in cap.events
+            if e["kind"] in ("msg.in", "msg.out")]
+    assert msgs == [
+        ("msg.in", env, None, True),
+        ("msg.in", "fix greet", None, None),
+        ("msg.out", "**Looking**", "thinking", None),
+        ("msg.out", "Done.", "text", None),
+        ("msg.in", "only in the UI log", None, None),
+    ]
+    assert sum(n for k, n in cap.ignored.items() if k.startswith("event_msg echo")) == 3
+    assert all(set(e) <= {"kind", "ts", "text", "block", "injected"} for e in cap.events)
+
+
+@pytest.mark.parametrize(("output", "text", "code", "success"), [
+    ("Exit code: 2\nWall time: 0 seconds\nOutput:\noops\n", "oops\n", 2, None),
+    (exec_out(0, "ok\n"), "ok\n", 0, None),
+    (json.dumps({"output": "hi\n", "metadata": {"exit_code": 0, "duration_seconds": 0.1}}), "hi\n", 0, None),
+    ({"content": "done", "success": True}, "done", None, True),
+    ([{"type": "input_text", "text": "a.txt\n"}], "a.txt\n", None, None),
+    ({"type": "input_text", "text": "b\n"}, "b\n", None, None),
+    ("plain text", "plain text", None, None),
+])
+def test_parse_output_shapes(output: Any, text: str, code: int | None, success: bool | None) -> None:
+    out = parse_output(output)
+    assert (out.text, out.exit_code, out.success) == (text, code, success)
+
+
+def test_meta_and_tool_events(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root, model="gpt-5.1-codex-max").turn(root, model="other")
+    r.function("ls", "shell_command", {"command": "ls", "workdir": ".", "timeout_ms": 120000}, shell_out(0, "README.md\n"))
+    r.add("response_item", {"type": "function_call", "name": "exec_command", "arguments": "[REDACTED]", "call_id": "x"})
+    r.add("mystery_type", {"a": 1}).add("response_item", {"type": "brand_new_item"})
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert cap.harness == "codex" and cap.session_id == SID
+    assert cap.meta == {"harness_version": "0.60.1", "model": "gpt-5.1-codex-max", "cwd": str(root),
+                        "git_head": head, "git_branch": "main", "started": "2025-11-22T20:45:35.590Z",
+                        "originator": "codex_cli_rs"}
+    ls, redacted = kinds(cap, "tool.call")
+    assert ls["input"] == {"command": "ls", "workdir": ".", "timeout_ms": 120000}
+    assert redacted["input"] == {"arguments": "[REDACTED]"}  # arguments that are not JSON stay raw
+    (res,) = kinds(cap, "tool.result")
+    assert res == {"kind": "tool.result", "ts": r.records[4]["timestamp"], "call_id": "ls", "name": "shell_command",
+                   "is_error": False, "exit_code": 0, "stdout": "README.md\n", "stderr": ""}
+    assert cap.skipped["unknown record type 'mystery_type'"] == 1
+    assert cap.skipped["unknown response_item type 'brand_new_item'"] == 1
+
+
+def test_pre_envelope_rollout(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """≤0.1.x rollouts: a bare {id, timestamp, instructions} line, then bare response items."""
+    root, _ = repo
+    body = patch("*** Add File: early.txt", "+first")
+    lines = [{"id": SID, "timestamp": "2025-05-01T10:00:00Z", "instructions": None},
+             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "add a file"}]},
+             {"type": "function_call", "name": "shell", "call_id": "c",
+              "arguments": json.dumps({"command": ["apply_patch", body], "workdir": str(root)})},
+             {"type": "function_call_output", "call_id": "c", "output": shell_json(0, "Done!")}]
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cap = capture(path, root)
+    assert cap.session_id == SID and cap.meta["started"] == "2025-05-01T10:00:00Z"
+    assert [e["kind"] for e in cap.events] == ["msg.in", "tool.call", "tool.result", "code.edit"]
+    assert kinds(cap, "code.edit")[0]["file"] == "early.txt"
+
+
+def test_session_id_falls_back_to_the_file_name(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    r = Rollout().turn(root).message("user", "hi")
+    path = r.write(tmp_path / "rollout-2025-11-22T20-45-35-019a0000-0000-7000-8000-0000000000bb.jsonl")
+    assert capture(path, root).session_id == "019a0000-0000-7000-8000-0000000000bb"
+
+
+def test_truncated_last_line_is_left_for_the_next_ingest(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root).custom("c", MULTI_HUNK, custom_ok("src/app.py"))
+    partial = b'{"timestamp":"2025-11-22T21:00:00.000Z","type":"response_item","payload":{"type":"mess'
+    path = r.write(tmp_path / "s.jsonl", tail=partial)
+    cap = capture(path, root)
+    assert cap.sources[0].end == path.stat().st_size - len(partial) == r.offset_of(len(r.records))
+    assert cap.skipped["truncated last line (left for the next ingest)"] == 1
+    assert len(kinds(cap, "code.edit")) == 1
+
+
+def test_events_are_tagged_with_their_source_line(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root).custom("c", MULTI_HUNK, custom_ok("src/app.py"))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    by_kind = {e["kind"]: pos for e, pos in zip(cap.events, cap.positions)}
+    assert by_kind["tool.call"] == (0, r.offset_of(2))
+    assert by_kind["tool.result"] == by_kind["code.edit"] == (0, r.offset_of(3))
+
+
+# ---------------------------------------------------------------- real schema fixture
+
+
+def test_schema_fixture(tmp_path: Path) -> None:
+    assert detect_format(FIXTURE) == "codex"
+    cap = capture(FIXTURE, tmp_path.resolve())
+    assert cap.session_id == "019fc8be-3658-7ca3-9e29-000000000000"
+    assert cap.meta["harness_version"] == "0.146.0" and cap.meta["model"] == "gpt-5.6-luna"
+    assert cap.meta["cwd"] == "/tmp/repo"
+    assert not cap.skipped  # every record type in it is known
+    assert len(kinds(cap, "compact")) == 6
+    assert [e["text"] for e in kinds(cap, "msg.in")][0] == "List the files"
+    assert cap.ignored["event_msg echo of a response_item (user)"] == 1
+    assert kinds(cap, "code.edit") == []  # its patch_apply_end has no matching call
+    results = {e["call_id"]: e for e in kinds(cap, "tool.result")}
+    assert results["call-2"]["stdout"] == "a.txt\n" and results["call-1"]["stdout"] == "a.txt\nb.txt\n"
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def test_cli_ingest_and_show(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    run_engram(root, "init")
+    r = Rollout().meta(root, head).turn(root).message("user", "make greet friendlier")
+    r.custom("call_1", MULTI_HUNK, custom_ok("src/app.py"))
+    r.function("call_2", "apply_patch", {"input": patch("*** Add File: src/extra.py", "+X = 1")},
+               shell_out(0, "Success."))
+    rollout = r.write(tmp_path / "sessions" / f"rollout-2025-11-22T20-45-35-{SID}.jsonl")
+    out = run_engram(root, "ingest", str(rollout))
+    assert "2 edits" in out.stdout
+    shown = json.loads(run_engram(root, "show", SID, "--json").stdout)
+    events = shown["events"]
+    assert events[0]["kind"] == "meta" and events[0]["harness"] == "codex" and events[0]["git_head"] == head
+    update, create = [e for e in events if e["kind"] == "code.edit"]
+    assert (update["file"], update["before_range"], update["after_range"]) == ("src/app.py", [2, 7], [2, 8])
+    assert update["hunks"] == [[2, 1, 2, 2], [4, 4, 5, 5], [7, 7, 8, 8]]
+    assert update["file_after_sha"] == blob(APP_AFTER)
+    assert (create["file"], create["op"], create["after_range"], create["after_text"]) == \
+        ("src/extra.py", "create", [1, 1], "X = 1\n")
