@@ -1,15 +1,734 @@
 """Secret redaction applied to every string of every event before anything is written.
 
-(Placeholder with the interface; the full pattern set lands in its own commit.)
+A tape is immutable and may be shared, so a secret that reaches one can never be taken back:
+redaction runs before the first byte is written, on every string of every event. A secret
+becomes `[REDACTED:<class>]` and, wherever it has a visible name or context (`API_KEY=…`,
+`"password": "…"`, `Authorization: Bearer …`, `postgres://user:…@host`), only the secret part
+is replaced so that the transcript stays readable.
+
+Three properties shape the code:
+
+- Speed. Capture must run at >= 100 MB/s and every string passes through here. A Python-level
+  check per rule per string would cost more than everything else in capture, so a string is
+  first *scanned*: a dozen compiled patterns, each starting with a literal that `re` searches
+  for quickly, find every place where any rule could match (a keyword such as `token`, or a
+  prefix such as `ghp_`), on an ASCII view of the string whose offsets are the string's own.
+  Strings with no such place (most of them) are returned untouched after that one scan; rules
+  run only at the places found, with `.match`, never by searching the string again. Short
+  strings, and strings made only of hex digits, dashes and colons (ids, hashes, timestamps),
+  skip even the scan.
+- Precision. Source code is full of names like `password`, `token` and `api_key` that hold no
+  secret (`password = get_password()`, `API_KEY=${API_KEY}`, `token: str`). Values are checked:
+  placeholders, variable references, calls, types and paths stay; names that are only weakly
+  secret (`key`, `auth`, `private`) need a value that looks random.
+- Idempotence. Redacting redacted text changes nothing and counts nothing, so capture can be
+  re-run over its own output. No rule matches inside a `[REDACTED:…]` marker, and a value that
+  contains a marker is left alone.
+
+Redaction never raises on a `str`: if a rule ever fails (a bug), the whole string becomes
+`[REDACTED:redaction-error]` — failing closed, because a leak cannot be undone and a lost
+string can.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import math
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
+
+import orjson
+
+from engram.errors import BadInput
+
+log = logging.getLogger(__name__)
 
 REPLACEMENT = "[REDACTED:{name}]"
+MARK = "[REDACTED:"
+
+# No built-in rule matches fewer characters than this (the shortest is a name, an operator and
+# a value, as in `PASSWD=hunter2`), so shorter strings skip them all.
+MIN_LEN = 12
+
+# A string made only of these (UUIDs, timestamps, hashes, numbers) holds nothing any built-in
+# rule can match: each needs a letter outside a-f, or one of `/ @ _ = "`.
+_SAFE_CHARS = "0123456789abcdefABCDEF-:.TZ +"
+
+# Joins the strings of a structure so that they are scanned at once; no rule's match contains it.
+_SEP = "\x00"
+
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+
+
+class Span(NamedTuple):
+    """A stretch of a string to replace with the marker of `cls`."""
+
+    start: int
+    end: int
+    cls: str
+
+
+# ---------------------------------------------------------------- scanning
+
+# Each scanner is one pattern that starts with a literal (fast to search for) and names, by
+# its groups, the needle found; `back` is how far before the match the needle starts. Keyword
+# needles are found on the lower-cased view, so `Password`, `PASSWORD` and `password` all count.
+_Scanner = tuple["re.Pattern[bytes]", bool, dict[str, int]]
+
+_SCANNERS: tuple[_Scanner, ...] = (
+    # lower-cased view
+    (re.compile(rb"k(?:(?P<key>ey)|(?P<token>en)(?<=token)|(?P<sk>-)(?<=sk-)|(?P<stripe>_(?:live|test)_)"
+                rb"|(?P<slackhook>s\.slack\.com/)(?<=hooks\.slack\.com/))"), True,
+     {"key": 0, "token": 2, "sk": 1, "stripe": 1, "slackhook": 3}),
+    (re.compile(rb"p(?:(?P<pass>ass)|(?P<pwd>wd)|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi))"), True,
+     {"pass": 0, "pwd": 0, "npm": 1, "dapi": 2}),
+    (re.compile(rb"h(?:(?P<gh>[pousr]_)(?<=gh[pousr]_)|(?P<ghpat>ub_pat_)(?<=github_pat_)|(?P<hf>f_)"
+                rb"|(?P<auth>)(?<=auth))"), True,
+     {"gh": 1, "ghpat": 3, "hf": 0, "auth": 3}),
+    (re.compile(rb"x(?:(?P<xox>ox[abposr]-)|(?P<xapp>app-))"), True, {"xox": 0, "xapp": 0}),
+    (re.compile(rb"g(?:(?P<gl>l(?:pat|dt|rt|ptt|soat|cbt)-)|(?P<sg>\.)(?<=sg\.))"), True, {"gl": 0, "sg": 1}),
+    (re.compile(rb"vate(?<=private)"), True, {"private": 3}),
+    (re.compile(rb"ecret(?<=secret)"), True, {"secret": 1}),
+    (re.compile(rb"credential"), True, {"credential": 0}),
+    (re.compile(rb"bearer"), True, {"bearer": 0}),
+    (re.compile(rb"://"), True, {"url": 0}),
+    # case-sensitive view
+    (re.compile(rb"A(?:(?P<aws>KIA|SIA)|(?P<aiza>Iza))"), False, {"aws": 0, "aiza": 0}),
+    (re.compile(rb"eyJ"), False, {"jwt": 0}),
+)
+_DEFAULT_NAME = {i: next(iter(back)) for i, (_, _, back) in enumerate(_SCANNERS)}
+
+Hits = dict[str, list[int]]
+
+
+def _scan(b: bytes, lb: bytes) -> Hits:
+    """Where each needle starts in the text whose ASCII view is `b` (lower-cased: `lb`)."""
+    hits: Hits = {}
+    for i, (pattern, low, back) in enumerate(_SCANNERS):
+        default = _DEFAULT_NAME[i]
+        for m in pattern.finditer(lb if low else b):
+            name = m.lastgroup or default
+            hits.setdefault(name, []).append(m.start() - back[name])
+    return hits
+
+
+def _any_needle(b: bytes, lb: bytes) -> bool:
+    for pattern, low, _ in _SCANNERS:
+        if pattern.search(lb if low else b) is not None:
+            return True
+    return False
+
+
+class _Text:
+    """A string, its ASCII views and the needles found in it, computed once per version."""
+
+    __slots__ = ("s", "b", "lb", "_hits")
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+        # One byte per character (non-ASCII becomes `?`), so view offsets are `str` offsets.
+        self.b = s.encode("ascii", "replace")
+        self.lb = self.b.lower()
+        self._hits: Hits | None = None
+
+    @property
+    def hits(self) -> Hits:
+        if self._hits is None:
+            self._hits = _scan(self.b, self.lb)
+        return self._hits
+
+
+# ---------------------------------------------------------------- value checks
+
+_PLACEHOLDER_WORDS = frozenset("""
+none null nil undefined true false yes no on off n/a na tbd todo fixme changeme change_me changeit
+example sample dummy fake placeholder redacted secret secrets password passwd pass pwd token key
+apikey api_key api-key your_key your-key yourkey mykey my_key value string str int bool bytes
+optional any object number required env default test testing
+""".split())
+_PLACEHOLDER_PARTS = ("your", "example", "placeholder", "changeme", "change_me", "replace_me", "replaceme",
+                      "insert", "xxxx", "****", "....", "redacted", "dummy", "<", ">", "{{", "}}", "…")
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+\Z", re.ASCII)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+_HEX = re.compile(r"[0-9a-fA-F]+\Z")
+_TYPE_NAMES = frozenset("str string int integer float number bool boolean bytes any object list dict "
+                        "array map none null void unknown never optional secretstr char".split())
+
+
+def is_placeholder(value: str) -> bool:
+    """A value that stands for a secret rather than being one: `${API_KEY}`, `<your-key>`, `xxx`."""
+    v = value.strip().strip("\"'`")
+    if len(v) < 3 or MARK in v:
+        return True
+    if v[0] in "$%" or v.startswith(("{{", "<", "[", "os.environ", "process.env", "env(", "ENV[")):
+        return True
+    if v[0] == "{" and v[-1] == "}":
+        return True  # format placeholders: {token}
+    low = v.lower()
+    if low in _PLACEHOLDER_WORDS or len(set(low) - set("-_. ")) <= 2:
+        return True  # xxx, ***, 0000
+    return any(p in low for p in _PLACEHOLDER_PARTS)
+
+
+def shannon_bits(value: str) -> float:
+    """Bits of entropy per character, estimated from the value's own character counts."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+def looks_random(value: str, min_len: int = 16) -> bool:
+    """Long, spaceless, of mixed characters: a key or a token rather than a word or identifier."""
+    if len(value) < min_len or any(c.isspace() for c in value):
+        return False
+    classes = (any(c.islower() for c in value) + any(c.isupper() for c in value)
+               + any(c.isdigit() for c in value))
+    if classes < 2 or len(set(value)) < 8:
+        return False
+    if _IDENT.match(value) and not any(c.isdigit() for c in value):
+        return False  # camelCase and snake_case identifiers
+    return shannon_bits(value) >= 3.0
+
+
+def _token_body_ok(body: str) -> bool:
+    """A token's random part: letters and digits, varied; not `xxxx…` nor a slug."""
+    return (len(set(body)) >= 8 and any(c.isdigit() for c in body) and any(c.isalpha() for c in body)
+            and not is_placeholder(body))
+
+
+def _mixed_case_ok(body: str) -> bool:
+    """For tokens of letters only (Hugging Face): both cases, varied."""
+    return (len(set(body)) >= 10 and any(c.islower() for c in body) and any(c.isupper() for c in body)
+            and not is_placeholder(body))
+
+
+# ---------------------------------------------------------------- secret names
+
+_STRONG_PARTS = frozenset(("password", "passwd", "passphrase", "secret", "token", "credential", "credentials",
+                           "apikey", "accesskey", "secretkey", "privatekey", "pwd", "pass", "pat"))
+_STRONG_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "credentials", "credential", "passphrase")
+_KEY_QUALIFIERS = frozenset("""
+api access secret private auth encryption decryption signing master account client app application
+license service session shared sharedaccess subscription webhook admin storage sas signature hmac jwt
+crypto consumer developer integration management deploy bot write read x
+""".split())
+_NOT_SECRET_KEY_QUALIFIERS = frozenset("""
+public primary foreign sort partition cache lookup unique idempotency dedup dedupe group row object
+map dict index hot short shortcut s3 bucket file column table composite natural surrogate range hash
+routing message translation i18n react list item entry config registry query search sign ssh gpg
+cursor next prev page continuation pagination tab
+""".split())
+_META_SUFFIXES = frozenset("""
+type types name names id ids url uri urls path paths file files dir directory endpoint count
+length len size limit max min expiry expires expiration exp at in ttl timeout env var variable
+header headers field fields prefix suffix format method methods mode provider providers policy
+scope scopes hint label description desc help enabled disabled required optional version kind
+algorithm alg location source store storage cache request response status error errors regex
+pattern rotation config settings schema index idx usage used budget ratio rate number
+""".split())
+_NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd", "authorization", "proxy-authorization", "keys", "tokens"})
+_CAMEL1 = re.compile(r"([a-z0-9])([A-Z])")
+_CAMEL2 = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+
+WEAK, STRONG = 1, 2
+
+
+@functools.lru_cache(maxsize=8192)
+def name_kind(name: str) -> int:
+    """0 for an ordinary name, WEAK (`key`, `auth`, `private`) or STRONG (`password`, `api_key`).
+
+    Why parts and not substrings: `monkey`, `author`, `tokenizer` and `max_tokens` contain a
+    keyword but name nothing secret, while `apiKey`, `DB_PASSWD` and `client_secret` do; and a
+    name whose last part is metadata (`token_type`, `password_file`, `key_id`) holds no secret.
+    """
+    bare = name.strip("-_.$@\"'\\").rsplit(".", 1)[-1]  # `config.api_key` is named by `api_key`
+    if not bare or bare.lower() in _NOT_SECRET_NAMES:
+        return 0
+    parts = [p for p in _SPLIT.split(_CAMEL2.sub(r"\1_\2", _CAMEL1.sub(r"\1_\2", bare)).lower()) if p]
+    if not parts or (len(parts) > 1 and parts[-1] in _META_SUFFIXES):
+        return 0
+    kind = 0
+    for i, p in enumerate(parts):
+        if p in _STRONG_PARTS or p.endswith(_STRONG_ENDINGS):
+            if (p == "pass" and len(parts) == 1) or (p == "pat" and i == 0):
+                continue  # `pass: true` in test configs; `pat_…` names
+            return STRONG
+        if p in ("key", "keys"):
+            prev = parts[i - 1] if i else ""
+            if prev in _KEY_QUALIFIERS:
+                return STRONG
+            if prev not in _NOT_SECRET_KEY_QUALIFIERS:
+                kind = WEAK
+        elif p in ("auth", "oauth", "private") or (p.endswith("auth") and len(p) > 4):
+            kind = WEAK
+    return kind
+
+
+# ---------------------------------------------------------------- rules
+
+
+class Rule:
+    """One family of secrets: the needles that announce it and how to find it at them."""
+
+    name = ""
+    needles: tuple[str, ...] = ()
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        raise NotImplementedError
+
+
+def _left_ok(s: str, i: int) -> bool:
+    return i == 0 or s[i - 1] not in _WORD
+
+
+def _right_ok(s: str, j: int) -> bool:
+    return j >= len(s) or s[j] not in _WORD
+
+
+def _positions(hits: Hits, needles: Iterable[str]) -> list[int]:
+    out: list[int] = []
+    for n in needles:
+        out.extend(hits.get(n, ()))
+    out.sort()
+    return out
+
+
+class TokenRule(Rule):
+    """A token recognisable by itself (`ghp_…`, `AKIA…`, `eyJ….….…`), replaced whole."""
+
+    def __init__(self, name: str, needles: tuple[str, ...], pattern: str, *,
+                 check: Callable[[str], bool] | None = None, group: str | int = 0, right: bool = True,
+                 classify: Callable[[str], str] | None = None) -> None:
+        self.name = name
+        self.needles = needles
+        self.pattern = re.compile(pattern)
+        self.check = check
+        self.group = group
+        self.right = right
+        self.classify = classify
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        s = t.s
+        out: list[Span] = []
+        done = 0
+        for p in _positions(hits, self.needles):
+            if p < done or not _left_ok(s, p):
+                continue
+            m = self.pattern.match(s, p)
+            if m is None or (self.right and not _right_ok(s, m.end())):
+                continue
+            secret = m.group(self.group)
+            if self.check is not None and not self.check(secret):
+                continue
+            done = m.end()
+            out.append(Span(*m.span(self.group), self.classify(secret) if self.classify else self.name))
+        return out
+
+
+# --- private keys ---------------------------------------------------------------------
+
+_PEM_BODY = r"(?:[A-Za-z0-9+/=:,._ \t\r\n]|\\[nrt]|-(?!----))*"
+_B64_RUN = re.compile(r"[A-Za-z0-9+/]{16}")
+_B64_40 = re.compile(r"[A-Za-z0-9+/]{40}")
+
+
+class PrivateKeyRule(Rule):
+    """`-----BEGIN … PRIVATE KEY-----` blocks (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP … BLOCK).
+
+    The BEGIN and END lines stay, the body goes. A truncated block (`head -5 id_rsa`) is
+    redacted to the end of its base64. Bodies may hold real or JSON-escaped newlines.
+    """
+
+    name = "private-key"
+    needles = ("private",)
+    pattern = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----(?P<secret>" + _PEM_BODY + r")")
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        s = t.s
+        out: list[Span] = []
+        done = 0
+        for p in _positions(hits, self.needles):
+            if not s.startswith("PRIVATE KEY", p):
+                continue
+            begin = s.rfind("-----BEGIN ", max(0, p - 52), p)
+            if begin < done or begin < 0:
+                continue
+            m = self.pattern.match(s, begin)
+            if m is None or not _B64_RUN.search(m.group("secret")):
+                continue
+            body = m.group("secret")
+            a, b = m.span("secret")
+            lead = len(body) - len(body.lstrip(" \t\r\n"))
+            if body.startswith("\\n", lead):
+                lead += 2  # keep the line structure: leading and trailing newlines stay
+            stripped = body.rstrip(" \t\r\n")
+            trail = len(body) - len(stripped) + (2 if stripped.endswith("\\n") else 0)
+            done = m.end()
+            if a + lead < b - trail:
+                out.append(Span(a + lead, b - trail, self.name))
+        return out
+
+
+class GcpServiceAccountRule(Rule):
+    """`"private_key": "-----BEGIN PRIVATE KEY-----\\n…"` and `"private_key_id"` of a key file."""
+
+    name = "gcp-service-account-key"
+    needles = ("private",)
+    pattern = re.compile(r'(?P<q>\\?")private_key(?P<id>_id)?(?P=q)[ \t]*:[ \t]*(?P=q)'
+                         r'(?P<secret>(?:[^"\\\n\x00]|\\[^"\n\x00]){1,16384})(?P=q)')
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        s, lb = t.s, t.lb
+        out: list[Span] = []
+        for p in _positions(hits, self.needles):
+            if not lb.startswith(b"private_key", p) or p == 0 or s[p - 1] != '"':
+                continue
+            m = self.pattern.match(s, p - 2 if p >= 2 and s[p - 2] == "\\" else p - 1)
+            if m is None:
+                continue
+            v = m.group("secret")
+            if MARK in v:
+                continue
+            if m.group("id"):
+                ok = bool(_HEX.match(v)) and len(v) >= 32
+            else:
+                ok = _B64_40.search(v) is not None  # key material, not `<PRIVATE KEY>`
+            if ok:
+                out.append(Span(*m.span("secret"), self.name))
+        return out
+
+
+# --- URLs with a password ---------------------------------------------------------------
+
+class UrlPasswordRule(Rule):
+    """`scheme://user:password@host`: the user and the host stay, the password goes."""
+
+    name = "url-password"
+    needles = ("url",)
+    pattern = re.compile(
+        r"://(?P<user>[^\s:/?#@\"'<>\[\]{}|\\^`\x00]{0,256}):(?P<secret>[^\s/?#@\"'<>\[\]{}|\\^`\x00]{1,256})@"
+        r"(?=[A-Za-z0-9\[])"
+    )
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        out: list[Span] = []
+        for p in _positions(hits, self.needles):
+            m = self.pattern.match(t.s, p)
+            if m is None:
+                continue
+            pw = m.group("secret")
+            if is_placeholder(pw) or pw.isdigit():  # host:port@… is not a password
+                continue
+            out.append(Span(*m.span("secret"), self.name))
+        return out
+
+
+# --- Authorization headers ----------------------------------------------------------------
+
+_SCHEMES = r"(?:bearer|basic|token|bot|digest|apikey|api-key|sso-key|key|negotiate|ntlm)"
+
+
+class AuthHeaderRule(Rule):
+    """`Authorization: Bearer <token>` (curl -H, raw HTTP, JSON headers) and bare `Bearer <token>`."""
+
+    name = "auth-header"
+    needles = ("auth", "bearer")
+    header = re.compile(
+        r"(?:proxy-)?authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?[ \t]*(?:(?P<scheme>" + _SCHEMES + r")[ \t]+)?"
+        r"(?P<secret>[A-Za-z0-9._~+/=\-]{6,4096})",
+        re.IGNORECASE | re.ASCII,
+    )
+    bearer = re.compile(r"bearer[ \t]+(?P<secret>[A-Za-z0-9._~+/\-]{16,4096}=*)", re.IGNORECASE | re.ASCII)
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        s, lb = t.s, t.lb
+        out: list[Span] = []
+        done = 0
+        for p in hits.get("auth", ()):
+            if not lb.startswith(b"authorization", p):
+                continue
+            start = p - 6 if lb[max(0, p - 6):p] == b"proxy-" else p
+            if start < done or not _left_ok(s, start):
+                continue
+            m = self.header.match(s, start)
+            if m is None:
+                continue
+            v = m.group("secret")
+            if s[m.end():m.end() + 1] == "(" or is_placeholder(v):
+                continue
+            if not m.group("scheme") and not looks_random(v, 12):
+                continue  # `authorization: required`, `authorization=self.header`
+            if (_DOTTED.match(v) or _IDENT.match(v)) and not looks_random(v, 12):
+                continue
+            done = m.end()
+            out.append(Span(*m.span("secret"), self.name))
+        for p in hits.get("bearer", ()):
+            if p < done or not _left_ok(s, p):
+                continue
+            m = self.bearer.match(s, p)
+            if m is None:
+                continue
+            v = m.group("secret")
+            if is_placeholder(v) or not looks_random(v.rstrip("="), 16):
+                continue
+            done = m.end()
+            out.append(Span(*m.span("secret"), self.name))
+        out.sort()
+        return out
+
+
+# --- names with a value: JSON, env files, YAML, code ---------------------------------------
+
+_KEYWORDS = ("key", "token", "secret", "pass", "pwd", "credential", "auth", "private")
+
+_ASSIGN = re.compile(
+    r"""
+    (?P<name>[A-Za-z0-9_.\-]{1,100})
+    (?P<q1>\\?["'])?
+    (?P<op>[ \t]*(?::=|=(?![=>~])|:(?![:/\\=]))[ \t]*)
+    (?:
+        \\"(?P<eq>(?:[^"\\\n\x00]|\\[^"\n\x00]){0,4096})\\"
+      | "(?P<dq>(?:[^"\\\n\x00]|\\[^\n\x00]){0,4096})"
+      | '(?P<sq>[^'\n\x00]{0,4096})'
+      | `(?P<bq>[^`\n\x00]{0,4096})`
+      | (?P<bare>[^\s"'`\x00][^\n\x00]{0,4095})
+    )?
+    """,
+    re.VERBOSE,
+)
+_CODE_VALUE = re.compile(r"[^,;)\s]*")
+_AWS_SECRET_NAME = re.compile(r"(?:aws_?)?secret_?access_?key", re.IGNORECASE)
+_AWS_SECRET_VALUE = re.compile(r"[A-Za-z0-9/+]{40}\Z")
+_AZURE_NAMES = frozenset({"accountkey", "sharedaccesskey"})
+_AZURE_VALUE = re.compile(r"[A-Za-z0-9+/]{20,}={0,2}")
+
+
+class AssignmentRule(Rule):
+    """`NAME=value`, `export NAME=value`, `NAME: value`, `"name": "value"`, `name = "value"`.
+
+    Found from a keyword in the name (KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL,
+    AUTH, PRIVATE); the name, the operator and the quotes stay. A quoted name (`"api_key": …`)
+    makes a `json-secret`, anything else a `secret-assignment`; names of a known service give
+    its class (`AWS_SECRET_ACCESS_KEY`, Azure's `AccountKey=`, `TWILIO_AUTH_TOKEN`).
+    """
+
+    name = "secret-assignment"
+    needles = _KEYWORDS
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        s = t.s
+        starts: set[int] = set()
+        for p in _positions(hits, self.needles):
+            head = s[max(0, p - 100):p]
+            starts.add(p - (len(head) - len(head.rstrip(_NAME_CHARS))))
+        out: list[Span] = []
+        done = 0
+        for start in sorted(starts):
+            if start < done:
+                continue
+            span = self._at(s, start)
+            if span is not None:
+                done = span.end
+                out.append(span)
+        return out
+
+    def _at(self, s: str, start: int) -> Span | None:
+        m = _ASSIGN.match(s, start)
+        if m is None:
+            return None
+        name = m.group("name")
+        kind = name_kind(name)
+        if not kind:
+            return None
+        before = s[start - 1] if start else "\n"
+        if before == "$" or s[max(0, start - 2):start] == "${" or s[max(0, start - 10):start] == MARK:
+            return None  # a variable reference, or the class name inside a marker
+        q1, op = m.group("q1"), m.group("op")
+        lname = name.lower().strip("-_.")
+        for g in ("eq", "dq", "sq", "bq"):
+            if m.group(g) is not None:
+                value, (a, b) = m.group(g), m.span(g)
+                if q1 and before not in "\"'":
+                    return None  # `"api_key"` needs its opening quote too
+                break
+        else:
+            bare = m.group("bare")
+            if bare is None or q1:
+                return None  # nothing after the operator, or a JSON value that is not a string
+            if lname in _AZURE_NAMES and op.strip() == "=":
+                vm = _AZURE_VALUE.match(bare)
+                value = vm.group(0) if vm else ""
+            elif op.strip() == ":" and not op.endswith((" ", "\t")):
+                return None  # `file.ex:12:` and `host:port`; YAML needs a space after the colon
+            else:
+                value = self._bare_value(bare, self._context(s, start, op, before), name) or ""
+            if not value:
+                return None
+            a = m.start("bare")
+            b = a + len(value)
+        if not self._value_ok(value, kind):
+            return None
+        if _AWS_SECRET_NAME.fullmatch(lname) and _AWS_SECRET_VALUE.match(value):
+            cls = "aws-secret-access-key"
+        elif lname in _AZURE_NAMES:
+            cls = "azure-storage-key"
+        elif "twilio" in lname:
+            cls = "twilio-credential"
+        else:
+            cls = "json-secret" if q1 else "secret-assignment"
+        return Span(a, b, cls)
+
+    @staticmethod
+    def _context(s: str, start: int, op: str, before: str) -> str:
+        """env (`NAME=v` in a shell or a .env), code (`f(name=v)`, `name = v`) or yaml (`name: v`)."""
+        stripped = op.strip()
+        if op == "=":
+            lead = s[max(s.rfind("\n", 0, start), s.rfind(_SEP, 0, start)) + 1:start].rstrip()
+            if before in "(," or (lead and lead[-1] in "(,"):
+                return "code"
+            return "env" if start == 0 or before in " \t\n;&|-\x00" else "code"
+        return "yaml" if stripped == ":" else "code"
+
+    @staticmethod
+    def _bare_value(bare: str, ctx: str, name: str) -> str | None:
+        """The literal secret of an unquoted value, or None where the value is code or a reference."""
+        if ctx == "code":
+            value = _CODE_VALUE.match(bare).group(0)  # up to the end of the argument or statement
+        elif ctx == "env":
+            value = bare.split(None, 1)[0].rstrip(",;)") if bare.strip() else ""
+        else:
+            value = bare
+            comment = value.find(" #")
+            if comment >= 0:
+                value = value[:comment]
+            value = value.rstrip()
+            if value.endswith((",", ";", "{", "(", "[")):
+                return None  # code (`token: this.token,`), not YAML
+        if not value or value[0] in "$%&*@!<>([{|`~\\/." or "(" in value:
+            return None
+        if value.startswith(("~/", "http://", "https://", "file:")):
+            return None
+        if (_IDENT.match(value) or _DOTTED.match(value)) and not looks_random(value, 16):
+            if ctx == "code" or _DOTTED.match(value):
+                return None  # a variable or an attribute: `password=password`, `token=self.token`
+            if value.lower() == name.lower() or value.lower() in _TYPE_NAMES:
+                return None
+        if ctx == "yaml" and value.lower().rstrip("?") in _TYPE_NAMES:
+            return None
+        if value.replace(".", "", 1).isdigit():
+            return None  # numbers (`max_retries_for_token: 3`) are not secrets
+        return value
+
+    @staticmethod
+    def _value_ok(value: str, kind: int) -> bool:
+        if is_placeholder(value):
+            return False
+        if kind == WEAK:
+            return looks_random(value) and not _UUID.match(value) and not (
+                _HEX.match(value) and len(value) in (32, 40, 64))
+        return len(value) >= 4
+
+
+def dict_value_secret(key: str, value: str) -> bool:
+    """Whether `value`, a string under `key` in a structure (a tool's input), is a secret."""
+    kind = name_kind(key)
+    return bool(kind) and len(value) >= 4 and "\n" not in value and AssignmentRule._value_ok(value, kind)
+
+
+# --- the token families ----------------------------------------------------------------------
+
+def _sk_class(token: str) -> str:
+    return "anthropic-api-key" if token.startswith("sk-ant-") else "openai-api-key"
+
+
+def _sk_ok(token: str) -> bool:
+    body = token[3:]
+    if body.startswith("ant-"):
+        return _token_body_ok(body[4:])
+    # OpenAI keys mix upper case, lower case and digits; slugs like sk-learn-… do not
+    return _token_body_ok(body) and any(c.isupper() for c in body) and any(c.islower() for c in body)
+
+
+BUILTIN_RULES: tuple[Rule, ...] = (
+    GcpServiceAccountRule(),
+    PrivateKeyRule(),
+    TokenRule("openai-api-key", ("sk",), r"sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,512}",
+              check=_sk_ok, classify=_sk_class),
+    TokenRule("aws-access-key-id", ("aws",), r"A(?:KIA|SIA)[0-9A-Z]{16}", check=lambda v: "EXAMPLE" not in v),
+    TokenRule("google-api-key", ("aiza",), r"AIza[0-9A-Za-z_\-]{35}", check=lambda v: len(set(v)) >= 10),
+    TokenRule("github-token", ("gh", "ghpat"), r"g(?:h[pousr]_[A-Za-z0-9]{36,255}|ithub_pat_[A-Za-z0-9_]{22,255})",
+              check=lambda v: _token_body_ok(v.split("_", 1)[1])),
+    TokenRule("gitlab-token", ("gl",), r"gl(?:pat|dt|rt|ptt|soat|cbt)-[A-Za-z0-9_\-]{20,255}",
+              check=lambda v: _token_body_ok(v.split("-", 1)[1])),
+    TokenRule("slack-token", ("xox", "xapp"), r"x(?:ox[abposr]|app)-[A-Za-z0-9\-]{10,250}",
+              check=lambda v: _token_body_ok(v[5:])),
+    TokenRule("slack-webhook", ("slackhook",),
+              r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9/_\-]{16,512})",
+              group="secret", check=_token_body_ok),
+    TokenRule("stripe-key", ("stripe",), r"[spr]k_(?:live|test)_[A-Za-z0-9]{16,255}",
+              check=lambda v: _token_body_ok(v[8:])),
+    TokenRule("jwt", ("jwt",), r"eyJ[A-Za-z0-9_\-]{8,8192}\.[A-Za-z0-9_\-]{8,16384}\.[A-Za-z0-9_\-]{8,8192}"),
+    TokenRule("npm-token", ("npm",), r"npm_[A-Za-z0-9]{36}", check=lambda v: _token_body_ok(v[4:])),
+    TokenRule("huggingface-token", ("hf",), r"hf_[A-Za-z0-9]{30,40}", check=lambda v: _mixed_case_ok(v[3:])),
+    TokenRule("sendgrid-api-key", ("sg",), r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
+    TokenRule("databricks-token", ("dapi",), r"dapi[0-9a-f]{32}(?:-[0-9]{1,2})?",
+              check=lambda v: len(set(v[4:36])) >= 8),
+    UrlPasswordRule(),
+    AuthHeaderRule(),
+    AssignmentRule(),
+)
+
+
+# ---------------------------------------------------------------- extra patterns
+
+_MARKER = re.compile(r"\[REDACTED:[A-Za-z0-9_.\-]{1,64}\]")
+
+
+class ExtraRule:
+    """A pattern from `[redact] patterns` in the config; it runs on every string.
+
+    A named group `secret` limits the replacement to that group, so the context can stay.
+    """
+
+    def __init__(self, name: str, pattern: str) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", name):
+            raise BadInput(f"redact pattern name {name!r}: use 1-64 letters, digits, '.', '_' or '-'")
+        try:
+            self.pattern = re.compile(pattern)
+        except re.error as exc:
+            raise BadInput(f"redact pattern {name!r}: {pattern!r} is not a valid regular expression ({exc})") from exc
+        if self.pattern.search("") is not None:
+            raise BadInput(f"redact pattern {name!r}: {pattern!r} matches the empty string")
+        self.name = name
+        self.group: str | int = "secret" if "secret" in self.pattern.groupindex else 0
+
+    def spans(self, s: str) -> list[Span]:
+        marks = [m.span() for m in _MARKER.finditer(s)] if MARK in s else []
+        out: list[Span] = []
+        for m in self.pattern.finditer(s):
+            a, b = m.span(self.group)
+            if a < 0 or a >= b or any(a < me and ms < b for ms, me in marks):
+                continue  # never inside or across a marker: keeps redaction idempotent
+            out.append(Span(a, b, self.name))
+        return out
+
+
+def parse_extra(extra: list[dict[str, str]] | None) -> list[ExtraRule]:
+    """The `[redact] patterns` of the config as rules; BadInput names the pattern that is wrong."""
+    rules: list[ExtraRule] = []
+    for item in extra or []:
+        if not isinstance(item, dict) or "pattern" not in item or "name" not in item:
+            raise BadInput(f"redact pattern {item!r}: expected a table with `name` and `pattern`")
+        rules.append(ExtraRule(str(item["name"]), str(item["pattern"])))
+    return rules
+
+
+# ---------------------------------------------------------------- the redactor
 
 
 class Redactor:
@@ -17,27 +736,181 @@ class Redactor:
 
     def __init__(self, extra: list[dict[str, str]] | None = None) -> None:
         self.counts: Counter[str] = Counter()
-        self._patterns: list[tuple[str, re.Pattern[str]]] = [
-            ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-        ]
-        for item in extra or []:
-            self._patterns.append((str(item["name"]), re.compile(str(item["pattern"]))))
+        self._extra = parse_extra(extra)
+
+    # --- one string
 
     def text(self, s: str) -> str:
-        for name, pat in self._patterns:
-            s, n = pat.subn(REPLACEMENT.format(name=name), s)
-            if n:
-                self.counts[name] += n
+        """`s` with every secret replaced; never raises."""
+        try:
+            if _worth_scanning(s):
+                s = self._builtin([s])[0]
+            return self._extras(s)
+        except Exception:  # noqa: BLE001 - a bug in a rule must neither leak the string nor stop capture
+            return self._failed(s)
+
+    def _extras(self, s: str) -> str:
+        for rule in self._extra:
+            spans = rule.spans(s)
+            if spans:
+                s = self._splice(s, spans, [len(s)])[0]
         return s
 
+    def _failed(self, s: str) -> str:
+        log.exception("redaction failed on a %d-character string; replacing all of it", len(s))
+        self.counts["redaction-error"] += 1
+        return REPLACEMENT.format(name="redaction-error")
+
+    def _builtin(self, parts: list[str]) -> list[str]:
+        """The built-in rules over `parts`, scanned and matched as one text.
+
+        One scan per call, whatever the number of parts: the parts are joined with `_SEP`, which
+        no rule's match can contain, so no match spans two parts.
+        """
+        joined = _SEP.join(parts) if len(parts) > 1 else parts[0]
+        ends: list[int] = []
+        pos = 0
+        for p in parts:
+            pos += len(p)
+            ends.append(pos)
+            pos += 1
+        t = _Text(joined)
+        changed = False
+        for rule in BUILTIN_RULES:
+            hits = t.hits
+            if not hits:
+                break
+            for n in rule.needles:
+                if n in hits:
+                    break
+            else:
+                continue
+            spans = rule.spans(t, hits)
+            if spans:
+                joined, ends = self._splice(t.s, spans, ends)
+                t = _Text(joined)
+                changed = True
+        if not changed:
+            return parts
+        out: list[str] = []
+        start = 0
+        for end in ends:
+            out.append(joined[start:end])
+            start = end + 1
+        return out
+
+    def _splice(self, s: str, spans: list[Span], ends: list[int]) -> tuple[str, list[int]]:
+        """`s` with `spans` replaced by markers, and the part ends moved accordingly."""
+        out: list[str] = []
+        last = 0
+        shifts: list[tuple[int, int]] = []  # (position in s, total shift after it)
+        shift = 0
+        for a, b, cls in sorted(spans):
+            if a < last:
+                continue
+            marker = REPLACEMENT.format(name=cls)
+            out.append(s[last:a])
+            out.append(marker)
+            self.counts[cls] += 1
+            last = b
+            shift += len(marker) - (b - a)
+            shifts.append((b, shift))
+        out.append(s[last:])
+        new_ends: list[int] = []
+        k, cur = 0, 0
+        for e in ends:
+            while k < len(shifts) and shifts[k][0] <= e:
+                cur = shifts[k][1]
+                k += 1
+            new_ends.append(e + cur)
+        return "".join(out), new_ends
+
+    # --- structures
+
     def value(self, v: Any) -> Any:
+        """`v` (a str, or dicts, lists and tuples of them) with every string redacted.
+
+        A structure is first scanned whole, in its JSON form: with no needle anywhere, it comes
+        back as it is. Otherwise its strings are redacted together, as one text (see
+        `_builtin`). A string under a secret-named key (`{"api_key": "…"}` in a tool's input)
+        is a secret by position, even with no context in its own text.
+        """
         if isinstance(v, str):
             return self.text(v)
-        if isinstance(v, dict):
-            return {k: self.value(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [self.value(x) for x in v]
-        return v
+        if not isinstance(v, (dict, list, tuple)):
+            return v
+        if not self._extra:
+            try:
+                blob = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)
+            except (TypeError, orjson.JSONEncodeError):
+                blob = None  # lone surrogates, odd types: look at the strings
+            if blob is not None and not _any_needle(blob, blob.lower()):
+                return v
+        leaves: list[str] = []
+        whole: list[bool] = []
+        _leaves(v, leaves, whole)
+        new = list(leaves)
+        todo = [i for i, s in enumerate(leaves) if not whole[i] and _worth_scanning(s)]
+        try:
+            if todo:
+                done = self._builtin([leaves[i] for i in todo])
+                for i, s in zip(todo, done):
+                    new[i] = s
+        except Exception:  # noqa: BLE001 - see text()
+            for i in todo:
+                new[i] = self._failed(leaves[i])
+        for i, s in enumerate(leaves):
+            if whole[i]:
+                self.counts["json-secret"] += 1
+                new[i] = REPLACEMENT.format(name="json-secret")
+            elif self._extra:
+                try:
+                    new[i] = self._extras(new[i])
+                except Exception:  # noqa: BLE001 - see text()
+                    new[i] = self._failed(new[i])
+        if all(a is b for a, b in zip(new, leaves)):
+            return v
+        return _rebuild(v, iter(new))
 
     def event(self, ev: dict[str, Any]) -> dict[str, Any]:
         return self.value(ev)
+
+
+def _worth_scanning(s: str) -> bool:
+    """False for strings no built-in rule can match: short ones, ids, hashes, timestamps."""
+    n = len(s)
+    return n >= MIN_LEN and (n > 80 or bool(s.strip(_SAFE_CHARS)))
+
+
+def _whole_secret(key: Any, value: str) -> bool:
+    return isinstance(key, str) and MARK not in value and len(value) < 4096 and dict_value_secret(key, value)
+
+
+def _leaves(v: Any, out: list[str], whole: list[bool]) -> None:
+    """Every string of `v` in a fixed order, and whether it is a secret by its key alone."""
+    if isinstance(v, str):
+        out.append(v)
+        whole.append(False)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            if isinstance(x, str):
+                out.append(x)
+                whole.append(_whole_secret(k, x))
+            else:
+                _leaves(x, out, whole)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _leaves(x, out, whole)
+
+
+def _rebuild(v: Any, new: Iterator[str]) -> Any:
+    """`v` with its strings, in `_leaves` order, taken from `new`."""
+    if isinstance(v, str):
+        return next(new)
+    if isinstance(v, dict):
+        return {k: _rebuild(x, new) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rebuild(x, new) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_rebuild(x, new) for x in v)
+    return v
