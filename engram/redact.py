@@ -104,10 +104,14 @@ _DEFAULT_NAME = {i: next(iter(back)) for i, (_, _, back) in enumerate(_SCANNERS)
 Hits = dict[str, list[int]]
 
 
-def _scan(b: bytes, lb: bytes) -> Hits:
+_ALL = tuple(range(len(_SCANNERS)))
+
+
+def _scan(b: bytes, lb: bytes, scanners: Iterable[int] = _ALL) -> Hits:
     """Where each needle starts in the text whose ASCII view is `b` (lower-cased: `lb`)."""
     hits: Hits = {}
-    for i, (pattern, low, back) in enumerate(_SCANNERS):
+    for i in scanners:
+        pattern, low, back = _SCANNERS[i]
         default = _DEFAULT_NAME[i]
         for m in pattern.finditer(lb if low else b):
             name = m.lastgroup or default
@@ -115,20 +119,19 @@ def _scan(b: bytes, lb: bytes) -> Hits:
     return hits
 
 
-def _any_needle(b: bytes, lb: bytes) -> bool:
-    for pattern, low, _ in _SCANNERS:
-        if pattern.search(lb if low else b) is not None:
-            return True
-    return False
+def _scanners_hit(b: bytes, lb: bytes) -> tuple[int, ...]:
+    """The scanners that find something in the text whose ASCII view is `b` (lower-cased: `lb`)."""
+    return tuple(i for i, (pattern, low, _) in enumerate(_SCANNERS) if pattern.search(lb if low else b))
 
 
 class _Text:
     """A string, its ASCII views and the needles found in it, computed once per version."""
 
-    __slots__ = ("s", "b", "lb", "_hits")
+    __slots__ = ("s", "b", "lb", "_hits", "_scanners")
 
-    def __init__(self, s: str) -> None:
+    def __init__(self, s: str, scanners: tuple[int, ...] = _ALL) -> None:
         self.s = s
+        self._scanners = scanners
         # One byte per character (non-ASCII becomes `?`), so view offsets are `str` offsets.
         self.b = s.encode("ascii", "replace")
         self.lb = self.b.lower()
@@ -137,7 +140,7 @@ class _Text:
     @property
     def hits(self) -> Hits:
         if self._hits is None:
-            self._hits = _scan(self.b, self.lb)
+            self._hits = _scan(self.b, self.lb, self._scanners)
         return self._hits
 
 
@@ -153,6 +156,7 @@ _PLACEHOLDER_PARTS = ("your", "example", "placeholder", "changeme", "change_me",
                       "insert", "xxxx", "****", "....", "redacted", "dummy", "<", ">", "{{", "}}", "…")
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TEMPLATE = re.compile(r"\{[A-Za-z0-9_.]*\}|%[sdr]|%\(\w+\)")
 _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+\Z", re.ASCII)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 _HEX = re.compile(r"[0-9a-fA-F]+\Z")
@@ -167,8 +171,8 @@ def is_placeholder(value: str) -> bool:
         return True
     if v[0] in "$%" or v.startswith(("{{", "<", "[", "os.environ", "process.env", "env(", "ENV[")):
         return True
-    if v[0] == "{" and v[-1] == "}":
-        return True  # format placeholders: {token}
+    if _TEMPLATE.search(v):
+        return True  # format templates: {token}, {}, %s, %(name)s
     low = v.lower()
     if low in _PLACEHOLDER_WORDS or len(set(low) - set("-_. ")) <= 2:
         return True  # xxx, ***, 0000
@@ -189,8 +193,8 @@ def looks_random(value: str, min_len: int = 16) -> bool:
                + any(c.isdigit() for c in value))
     if classes < 2 or len(set(value)) < 8:
         return False
-    if _IDENT.match(value) and not any(c.isdigit() for c in value):
-        return False  # camelCase and snake_case identifiers
+    if (_IDENT.match(value) or _DOTTED.match(value)) and not any(c.isdigit() for c in value):
+        return False  # camelCase and snake_case identifiers, attribute paths
     return shannon_bits(value) >= 3.0
 
 
@@ -502,6 +506,7 @@ _ASSIGN = re.compile(
     re.VERBOSE,
 )
 _CODE_VALUE = re.compile(r"[^,;)\s]*")
+_ANNOTATION = re.compile(r"[A-Za-z_][\w.\[\], ]*?[ \t]=[ \t]")  # `float = 0`, not base64's `…=`
 _AWS_SECRET_NAME = re.compile(r"(?:aws_?)?secret_?access_?key", re.IGNORECASE)
 _AWS_SECRET_VALUE = re.compile(r"[A-Za-z0-9/+]{40}\Z")
 _AZURE_NAMES = frozenset({"accountkey", "sharedaccesskey"})
@@ -548,6 +553,8 @@ class AssignmentRule(Rule):
         before = s[start - 1] if start else "\n"
         if before == "$" or s[max(0, start - 2):start] == "${" or s[max(0, start - 10):start] == MARK:
             return None  # a variable reference, or the class name inside a marker
+        if s[max(0, start - 7):start] == "lambda ":
+            return None  # `key=lambda token: token.x`
         q1, op = m.group("q1"), m.group("op")
         lname = name.lower().strip("-_.")
         for g in ("eq", "dq", "sq", "bq"):
@@ -555,6 +562,10 @@ class AssignmentRule(Rule):
                 value, (a, b) = m.group(g), m.span(g)
                 if q1 and before not in "\"'":
                     return None  # `"api_key"` needs its opening quote too
+                if s[m.end():m.end() + 3].lstrip()[:1] in (".", "%", "+", "["):
+                    return None  # `"…{}".format(x)`, `"…" % x`, `"…" + x`: a template, not the secret
+                if g == "bq" and any(c in value for c in " ${"):
+                    return None  # `TOKEN=\`cat token.txt\``: a command, not the secret
                 break
         else:
             bare = m.group("bare")
@@ -598,7 +609,11 @@ class AssignmentRule(Rule):
     def _bare_value(bare: str, ctx: str, name: str) -> str | None:
         """The literal secret of an unquoted value, or None where the value is code or a reference."""
         if ctx == "code":
-            value = _CODE_VALUE.match(bare).group(0)  # up to the end of the argument or statement
+            # an unquoted literal in code is a number or a name, never a secret, unless it is
+            # token-like (an INI file's `api_key = AbC…`)
+            value = _CODE_VALUE.match(bare).group(0)
+            if not looks_random(value) or any(c in value for c in ".[](){}"):
+                return None
         elif ctx == "env":
             value = bare.split(None, 1)[0].rstrip(",;)") if bare.strip() else ""
         else:
@@ -607,8 +622,10 @@ class AssignmentRule(Rule):
             if comment >= 0:
                 value = value[:comment]
             value = value.rstrip()
-            if value.endswith((",", ";", "{", "(", "[")):
-                return None  # code (`token: this.token,`), not YAML
+            if value.endswith((",", ";", "{", "(", "[", ")", "}")) or _ANNOTATION.match(value):
+                return None  # code (`token: this.token,`, `token: float = 0`), not YAML
+            if value.split(None, 1)[0].lower().rstrip("?|,") in _TYPE_NAMES:
+                return None
         if not value or value[0] in "$%&*@!<>([{|`~\\/." or "(" in value:
             return None
         if value.startswith(("~/", "http://", "https://", "file:")):
@@ -761,11 +778,12 @@ class Redactor:
         self.counts["redaction-error"] += 1
         return REPLACEMENT.format(name="redaction-error")
 
-    def _builtin(self, parts: list[str]) -> list[str]:
+    def _builtin(self, parts: list[str], scanners: tuple[int, ...] = _ALL) -> list[str]:
         """The built-in rules over `parts`, scanned and matched as one text.
 
         One scan per call, whatever the number of parts: the parts are joined with `_SEP`, which
-        no rule's match can contain, so no match spans two parts.
+        no rule's match can contain, so no match spans two parts. Only `scanners` run at first
+        (the others are known to find nothing); after a replacement, all of them.
         """
         joined = _SEP.join(parts) if len(parts) > 1 else parts[0]
         ends: list[int] = []
@@ -774,7 +792,7 @@ class Redactor:
             pos += len(p)
             ends.append(pos)
             pos += 1
-        t = _Text(joined)
+        t = _Text(joined, scanners)
         changed = False
         for rule in BUILTIN_RULES:
             hits = t.hits
@@ -839,12 +857,14 @@ class Redactor:
             return self.text(v)
         if not isinstance(v, (dict, list, tuple)):
             return v
-        if not self._extra:
-            try:
-                blob = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)
-            except (TypeError, orjson.JSONEncodeError):
-                blob = None  # lone surrogates, odd types: look at the strings
-            if blob is not None and not _any_needle(blob, blob.lower()):
+        scanners = _ALL
+        try:
+            blob = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            pass  # lone surrogates, odd types: look at the strings
+        else:
+            scanners = _scanners_hit(blob, blob.lower())
+            if not scanners and not self._extra:
                 return v
         leaves: list[str] = []
         whole: list[bool] = []
@@ -853,7 +873,7 @@ class Redactor:
         todo = [i for i, s in enumerate(leaves) if not whole[i] and _worth_scanning(s)]
         try:
             if todo:
-                done = self._builtin([leaves[i] for i in todo])
+                done = self._builtin([leaves[i] for i in todo], scanners)
                 for i, s in zip(todo, done):
                     new[i] = s
         except Exception:  # noqa: BLE001 - see text()

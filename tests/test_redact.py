@@ -166,7 +166,11 @@ NEAR_MISSES: list[tuple[str, str]] = [
                           "def login(user, password=None):\n    return connect(user=user, password=password)\n"
                           "token: str\nmax_tokens: 4096\nPWD=/home/dev/project\nauthor: Jane Doe\n"
                           "sort_key: created_at\ntoken_type: bearer\nSSH_AUTH_SOCK=/run/user/1000/keyring/ssh\n"
-                          "lib/phoenix/token.ex:97: Phoenix.Token.verify/4\n"),
+                          "lib/phoenix/token.ex:97: Phoenix.Token.verify/4\n"
+                          "audit = sorted(gateways, key=lambda token: token.gateway)\n    token: float = 0\n"
+                          "\tprivateCart := s.page[pendingShard]\n    private_key = \"cursor:{}\".format(rows)\n"
+                          "  let privateFrame = journalRef.fieldFrame || 16;\n  grant = %{record | token: status}\n"
+                          "    empty_token: int = 0\n    secret = \"%s:%s\" % (user, host)\n"),
     ("auth-header", 'curl -H "Authorization: Bearer $TOKEN" https://api\n'
                     'authorization = request.headers.get("Authorization")\nAuthorization: required'),
     ("npm-token", "npm_config_cache=/tmp/npm-cache npm_lifecycle_event=test"),
