@@ -34,6 +34,7 @@ import os
 import pstats
 import random
 import re
+import resource
 import shlex
 import shutil
 import statistics
@@ -54,9 +55,15 @@ RG_NEEDLE = "toolUseResult"
 SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
 
 
+def _child_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 @dataclass
 class IngestResult:
     seconds: float
+    cpu: float  # user + system CPU seconds of the ingest process: robust to other load on the machine
     stdout: str
     stderr: str
     sessions: int = 0
@@ -84,20 +91,22 @@ def warm_cache(files: list[Path]) -> float:
     return time.perf_counter() - t0
 
 
-def time_rg(projects: Path, runs: int) -> tuple[float, str]:
-    """Best wall time of `rg -F -c NEEDLE projects` and its total match count."""
+def time_rg(projects: Path, runs: int) -> tuple[float, float, str]:
+    """Best wall time and CPU time of `rg -F -c NEEDLE projects`, and its total match count."""
     rg = shutil.which("rg")
     if rg is None:
         raise SystemExit("capture: ripgrep (rg) is not installed; apt-get install ripgrep")
-    best = float("inf")
+    best = best_cpu = float("inf")
     out = ""
     for _ in range(runs):
+        c0 = _child_cpu()
         t0 = time.perf_counter()
         proc = subprocess.run([rg, "-F", "-c", RG_NEEDLE, str(projects)], capture_output=True, text=True, check=False)
         best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, _child_cpu() - c0)
         out = proc.stdout
     matches = sum(int(line.rsplit(":", 1)[1]) for line in out.splitlines() if ":" in line)
-    return best, f"{matches} matching lines"
+    return best, best_cpu, f"{matches} matching lines"
 
 
 def dir_bytes(d: Path) -> int:
@@ -119,13 +128,15 @@ def run_ingest(engram: list[str], repo: Path, projects: Path, extra: list[str], 
     if no_index:  # the same CLI in-process with its per-tape index hook replaced by None
         engram = [sys.executable, "-c", NO_INDEX_SNIPPET]
     cmd = [*engram, "--repo", str(repo), "ingest", str(projects), *extra]
+    c0 = _child_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=False)
     secs = time.perf_counter() - t0
+    cpu = _child_cpu() - c0
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(f"capture: `{shlex.join(cmd)}` failed with exit status {proc.returncode}")
-    res = IngestResult(secs, proc.stdout, proc.stderr, repo=repo)
+    res = IngestResult(secs, cpu, proc.stdout, proc.stderr, repo=repo)
     m = SUMMARY_RE.search(proc.stdout)
     if m:
         res.sessions, res.tapes, res.events, res.edits, res.reads = (int(x) for x in m.groups())
@@ -151,6 +162,23 @@ def indexing_active(repo: Path) -> bool:
             return False
     spec = importlib.util.find_spec("engram.index.build")
     return bool(spec and spec.origin and "def index_new_tape" in Path(spec.origin).read_text(errors="replace"))
+
+
+def engram_version() -> str:
+    """The engram source under test: git commit of its checkout, and whether engram/ has local changes."""
+    try:
+        import engram
+    except ImportError:
+        return "engram not importable"
+    src = Path(engram.__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=False).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
+                               text=True, check=False).stdout.strip()
+    except OSError:
+        return str(src)
+    return f"{src} at {head or '?'}{' + uncommitted changes in engram/' if dirty else ''}"
 
 
 def fmt_table(rows: list[tuple[str, str]]) -> str:
@@ -276,10 +304,17 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
     return "\n".join(out)
 
 
-def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top: int) -> str:
+PROFILE_NO_INDEX = ("import cProfile, sys, engram.cli as c; c._indexer = lambda store: None; "
+                    "cProfile.run('c.main(sys.argv[2:])', sys.argv[1])")
+
+
+def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top: int, *, no_index: bool = False) -> str:
     """Ingest under cProfile (in-process CLI) and return engram's hottest functions."""
-    cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "engram.cli", "--repo", str(repo), "ingest",
-           str(projects), *extra]
+    if no_index:
+        cmd = [sys.executable, "-c", PROFILE_NO_INDEX, str(out), "--repo", str(repo), "ingest", str(projects), *extra]
+    else:
+        cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "engram.cli", "--repo", str(repo), "ingest",
+               str(projects), *extra]
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
     secs = time.perf_counter() - t0
@@ -287,7 +322,8 @@ def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top:
     rows = []
     for (fname, line, func), (cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
         rows.append((ct, tt, nc, f"{_short(fname)}:{line}({func})"))
-    lines = [f"profiled ingest: {secs:.1f}s under cProfile (profile saved to {out})", "",
+    what = "capture only, index hook off" if no_index else "full ingest"
+    lines = [f"profiled ingest ({what}): {secs:.1f}s under cProfile (profile saved to {out})", "",
              "top by cumulative time (engram code):",
              f"{'cum s':>8} {'own s':>8} {'calls':>10}  function"]
     eng = [r for r in rows if "engram/" in r[3] or "engram_" in r[3]]
@@ -324,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split-index", action="store_true",
                     help="also time an ingest with the index hook disabled (engram.cli._indexer patched in-process)")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
+    ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
+                    help="profile the full ingest, capture only (index hook off), or both (default)")
     ap.add_argument("--profile-top", type=int, default=25, help="rows per profile listing")
     ap.add_argument("--profile-out", type=Path, default=Path(__file__).resolve().parent / "out" / "ingest.prof",
                     help="where the cProfile data goes (default bench/out/ingest.prof, git-ignored)")
@@ -347,8 +385,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
           "(other processes on the machine slow every figure below)")
-    rg_s, rg_note = time_rg(projects, args.rg_runs)
+    rg_s, rg_cpu, rg_note = time_rg(projects, args.rg_runs)
     print(f"rg -F -c {RG_NEEDLE}: {rg_s:.2f}s, {rg_note}", flush=True)
+    print(f"engram under test: {engram_version()}")
 
     repo = fresh_repo(args.workdir, engram)
     indexing = indexing_active(repo)
@@ -361,21 +400,25 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("raw JSONL", f"{raw_mb:,.1f} MB ({len(files)} files)"),
         ("engram ingest wall time", f"{res.seconds:.2f} s" + (" (includes indexing)" if indexing else " (no indexing step present)")),
-        ("capture throughput", f"{mbps:,.1f} MB/s raw — target >= {TARGET_MBPS:.0f}: {'PASS' if mbps >= TARGET_MBPS else 'FAIL'}"),
+        ("engram ingest CPU time (user+sys)", f"{res.cpu:.2f} s"),
+        ("capture throughput", f"{mbps:,.1f} MB/s raw by wall time, {raw_mb / res.cpu:,.1f} MB/s by CPU time — target >= "
+                               f"{TARGET_MBPS:.0f}: {'PASS' if mbps >= TARGET_MBPS else 'FAIL'}"),
         ("events/s", f"{res.events / res.seconds:,.0f} ({res.events:,} events, {res.sessions} sessions, {res.tapes} tapes)"),
         ("tape bytes (tapes + objects)", f"{stored:,} B = {stored / raw:.2%} of raw — target <= {TARGET_RATIO:.0%}: "
                                          f"{'PASS' if stored / raw <= TARGET_RATIO else 'FAIL'}"),
         ("  of which objects", f"{res.object_bytes:,} B"),
         ("index.sqlite (catalog + index, not counted)", f"{res.index_bytes:,} B"),
-        ("rg -F -c reference", f"{rg_s:.2f} s = {raw_mb / rg_s:,.0f} MB/s"),
-        ("engram / rg time", f"{res.seconds / rg_s:.1f}x"),
+        ("rg -F -c reference", f"{rg_s:.2f} s wall = {raw_mb / rg_s:,.0f} MB/s ({rg_cpu:.2f} s CPU over its threads)"),
+        ("engram / rg time", f"{res.seconds / rg_s:.1f}x (wall)"),
     ]
     if args.split_index:
         nrepo = fresh_repo(args.workdir, engram)
         nres = run_ingest(engram, nrepo, projects, extra, no_index=True)
         shutil.rmtree(nrepo, ignore_errors=True)
-        rows.insert(3, ("  capture only (index hook off)", f"{nres.seconds:.2f} s = {raw_mb / nres.seconds:,.1f} MB/s raw; "
-                                                            f"indexing adds ~{res.seconds - nres.seconds:.2f} s"))
+        rows.insert(4, ("  capture only (index hook off)", f"{nres.seconds:.2f} s wall ({raw_mb / nres.seconds:,.1f} MB/s), "
+                                                            f"{nres.cpu:.2f} s CPU ({raw_mb / nres.cpu:,.1f} MB/s); indexing "
+                                                            f"adds ~{res.seconds - nres.seconds:.2f} s wall, "
+                                                            f"{res.cpu - nres.cpu:.2f} s CPU"))
     rows.append(("load average after", " ".join(f"{x:.2f}" for x in os.getloadavg())))
     print()
     print(fmt_table(rows))
@@ -385,12 +428,15 @@ def main(argv: list[str] | None = None) -> int:
     print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
 
     if args.profile:
-        prepo = fresh_repo(args.workdir, engram)
-        print()
         args.profile_out.parent.mkdir(parents=True, exist_ok=True)
-        print(profile_ingest(prepo, projects, extra, args.profile_out, args.profile_top))
-        if not args.keep:
-            shutil.rmtree(prepo, ignore_errors=True)
+        modes = {"full": [False], "capture": [True], "both": [False, True]}[args.profile_mode]
+        for no_index in modes:
+            prepo = fresh_repo(args.workdir, engram)
+            out = args.profile_out.with_name(args.profile_out.stem + ("-capture" if no_index else "") + args.profile_out.suffix)
+            print()
+            print(profile_ingest(prepo, projects, extra, out, args.profile_top, no_index=no_index))
+            if not args.keep:
+                shutil.rmtree(prepo, ignore_errors=True)
     if args.keep:
         print(f"\nkept {repo}")
     else:

@@ -804,7 +804,6 @@ class Session:
         self.files: dict[str, str] = {}
         self.symbols: list[str] = []
         self.bash_seq = 0
-        self.tool_seq = 0
         self.prompt_uuid = ""
         self.turn_edits: set[str] = set()
         self.main = Writer(self)
@@ -1325,9 +1324,10 @@ class Session:
         self.subs.append((f"agent-{agent}.jsonl", sub))
         n_tools = r.randint(3, 12)
         inp = {"description": self.prose.fill("Explore {noun} {noun2} flow", {}), "prompt": prompt, "subagent_type": "Explore"}
-        state: dict[str, Any] = {}
 
         def run_sub(parent_w: Writer, task_id: str) -> None:
+            """Runs between the parent's tool_use and its tool_result; fills in the result."""
+            t0 = self.ms
             count = {"n": 0}
 
             def relay(message: dict[str, Any]) -> None:
@@ -1343,29 +1343,16 @@ class Session:
                    "timestamp": _ts(self.ms)})
             for _ in range(n_tools):
                 k = r.random()
-                oc = self.t_read() if k < 0.55 else self.t_grep() if k < 0.8 else self.t_glob()
-                self.tool_call(sub, oc, [])
+                sub_oc = self.t_read() if k < 0.55 else self.t_grep() if k < 0.8 else self.t_glob()
+                self.tool_call(sub, sub_oc, [])
             summary = self.prose.fill(r.choice(SUMMARY), self.ctx())
             self.assistant(sub, [{"type": "text", "text": summary}])
-            state["summary"] = summary
-            state["start"] = self.ms
-
-        oc = Outcome("Task", inp, None, None, extra_before_result=run_sub)
-
-        # content/toolUseResult depend on the subagent's run: fill them in lazily via a property-like hook.
-        orig = oc.extra_before_result
-
-        def run_and_fill(parent_w: Writer, task_id: str) -> None:
-            t0 = self.ms
-            assert orig is not None
-            orig(parent_w, task_id)
-            text = state["summary"]
-            oc.content = [{"type": "text", "text": text}]
-            oc.tur = {"status": "completed", "prompt": prompt, "agentId": agent, "content": [{"type": "text", "text": text}],
+            oc.content = [{"type": "text", "text": summary}]
+            oc.tur = {"status": "completed", "prompt": prompt, "agentId": agent, "content": [{"type": "text", "text": summary}],
                       "totalDurationMs": self.ms - t0, "totalTokens": r.randint(8000, 90000), "totalToolUseCount": n_tools,
                       "usage": self.usage()}
 
-        oc.extra_before_result = run_and_fill
+        oc = Outcome("Task", inp, None, None, extra_before_result=run_sub)
         return oc
 
     # -- structure -------------------------------------------------------------
@@ -1470,14 +1457,13 @@ class Session:
             w.emit({"type": "queue-operation", "operation": "dequeue", "timestamp": self.tick(), "sessionId": self.sid})
 
     def generate(self) -> None:
-        w = self.main
+        """Turns until the session (main file plus subagents) reaches its target size."""
         self.snapshot_start()
         while self.total < self.target:
             self.turn()
             if self.total >= self.next_compact and self.total < self.target - 200_000:
                 self.compaction()
                 self.next_compact = self.total + self.rng.randint(1_800_000, 3_500_000)
-        del w
 
     def snapshot_start(self) -> None:
         w = self.main
@@ -1565,7 +1551,7 @@ class CorpusStats:
     per_session: list[SessionStats] = field(default_factory=list)
 
 
-def generate(out: Path, size: int, seed: int = 1, jobs: int = 1, quiet: bool = False) -> CorpusStats:
+def generate(out: Path, size: int, seed: int = 1, jobs: int = 1) -> CorpusStats:
     """Write the corpus under `out`/projects/ and return totals."""
     proj = out / "projects" / PROJECT_DIR
     proj.mkdir(parents=True, exist_ok=True)
