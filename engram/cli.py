@@ -154,6 +154,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
 Plugin = Callable[[argparse._SubParsersAction], None]
 
 
+def cmd_hook(args: argparse.Namespace) -> int:
+    from engram.hook import run_hook
+
+    stdin_text = None if args.payload is not None or sys.stdin.isatty() else sys.stdin.read(1 << 20)
+    return run_hook(stdin_text, args.payload)
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from engram.agents_setup import codex_notify_conflict, setup
+    from engram.store import find_repo_root
+
+    root = find_repo_root(Path.cwd()) or Path.cwd()
+    plans = setup(args.agent, root, dry_run=args.dry_run)
+    for p in plans:
+        if args.dry_run:
+            print(f"--- {p.path} ({'would change' if p.changed else 'unchanged'})\n{p.text}")
+        else:
+            print(f"{'updated' if p.changed else 'already set up'}: {p.path}")
+    if args.agent == "codex":
+        conflict = codex_notify_conflict()
+        if conflict:
+            print(f"note: {conflict}", file=sys.stderr)
+    return 0
+
+
 def build_parser(plugins: Sequence[Plugin] = ()) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Why does this code exist? Provenance from agent sessions.")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
@@ -200,6 +225,15 @@ def build_parser(plugins: Sequence[Plugin] = ()) -> argparse.ArgumentParser:
     s.add_argument("--keep", action="store_true", help="keep the temporary repository")
     s.set_defaults(func=cmd_demo)
 
+    s = sub.add_parser("hook", help="for agent hooks: capture the session named on stdin; always exits 0")
+    s.add_argument("payload", nargs="?", help="a JSON payload (Codex notify passes it as an argument)")
+    s.set_defaults(func=cmd_hook)
+
+    s = sub.add_parser("setup", help="add Engram's MCP server and automatic capture to Claude Code or Codex")
+    s.add_argument("agent", choices=["claude", "codex"])
+    s.add_argument("--dry-run", action="store_true", help="print the files instead of writing them")
+    s.set_defaults(func=cmd_setup)
+
     _register_index_commands(sub)
     for plugin in plugins:
         plugin(sub)
@@ -215,6 +249,13 @@ def _register_index_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook"]:  # a hook never fails the agent, not even on bad arguments
+        from engram.hook import run_hook
+
+        extra = argv[1] if len(argv) > 1 else None
+        stdin_text = None if extra is not None or sys.stdin.isatty() else sys.stdin.read(1 << 20)
+        return run_hook(stdin_text, extra)
     parser = build_parser(plugins)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)

@@ -32,9 +32,11 @@ DEFAULTS: dict[str, Any] = {
         "min_confidence": 0.5,
     },
     "index": {
-        # Fingerprints present in more than this share of tapes are stop-listed.
-        "stoplist_share": 0.5,
-        "stoplist_min_tapes": 20,
+        # Fingerprints present in more than this share of tapes are stop-listed (boilerplate:
+        # system prompts, AGENTS.md, license headers). High on purpose: a core file that half of
+        # the sessions read is evidence, not boilerplate. Not applied below min_tapes tapes.
+        "stoplist_share": 0.8,
+        "stoplist_min_tapes": 50,
     },
 }
 

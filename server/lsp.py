@@ -59,12 +59,16 @@ class EngramLanguageServer(LanguageServer):
         self.computing: dict[str, asyncio.Future[None]] = {}
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.editor_session = EditorSession()
+        self.mcp_endpoint: Any = None
 
     # ------------------------------------------------------------ plumbing
 
     async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking work on the index worker thread."""
         return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
+
+    async def off_loop_call(self, fn: Callable[[], T]) -> T:
+        return await self.off_loop(fn)
 
     def conn(self, store: Store) -> apsw.Connection:
         """The worker thread's connection to a store (only ever called on that thread)."""
@@ -196,6 +200,42 @@ async def on_initialized(ls: EngramLanguageServer, params: types.InitializedPara
                 ls.settings = ls.settings.merged(got[0])
         except Exception:  # noqa: BLE001 - configuration is optional
             log.debug("workspace/configuration failed", exc_info=True)
+    if ls.settings.mcp:
+        await start_mcp(ls)
+
+
+async def start_mcp(ls: EngramLanguageServer) -> None:
+    """Serve the MCP tools over HTTP from this process, on the live store (editor tape, unsaved text)."""
+    try:
+        store = _any_store(ls, None)
+    except JsonRpcInvalidParams:
+        log.info("no store in the workspace: MCP endpoint not started")
+        return
+    from .mcp_http import start_endpoint  # noqa: PLC0415
+    from .mcp_tools import build_mcp  # noqa: PLC0415
+
+    def unsaved(st: Store, rel: str) -> str | None:
+        for state in list(ls.docs.values()):
+            if state.store is not None and state.store.root == st.root:
+                try:
+                    if state.path.resolve().relative_to(st.root.resolve()).as_posix() == rel:
+                        return ls.text_of(state.uri)
+                except ValueError:
+                    continue
+        return None
+
+    mcp = build_mcp(lambda: store, ls.off_loop_call, unsaved)
+    try:
+        ls.mcp_endpoint = await start_endpoint(mcp, store.run_dir / "mcp.json")
+    except Exception:  # noqa: BLE001 - the editor features must work even if the endpoint cannot start
+        log.exception("MCP endpoint did not start")
+
+
+@server.feature(types.SHUTDOWN)
+async def on_shutdown(ls: EngramLanguageServer, params: None) -> None:
+    if ls.mcp_endpoint is not None:
+        await ls.mcp_endpoint.stop()
+        ls.mcp_endpoint = None
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -501,8 +541,12 @@ def main(argv: list[str] | None = None) -> int:
         handlers.append(logging.FileHandler(args.log_file))
     logging.basicConfig(level=level, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         force=True)
-    if args.tcp:
-        server.start_tcp("127.0.0.1", args.tcp)
-    else:
-        server.start_io()
+    try:
+        if args.tcp:
+            server.start_tcp("127.0.0.1", args.tcp)
+        else:
+            server.start_io()
+    finally:
+        if server.mcp_endpoint is not None:  # the client went away without `shutdown`
+            server.mcp_endpoint.remove_run_file()
     return 0

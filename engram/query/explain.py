@@ -108,9 +108,7 @@ def direct_hits(db: apsw.Connection, text: str, k: int = DEFAULT_K, w: int = DEF
     """Fragment id → confidence of its direct match with `text`."""
     q = np.unique(kgram_fingerprints(text, k).values)
     expected = max(1, len(fingerprint_set(text, k, w)))
-    stop = load_stoplist(db)
-    if len(stop) and len(q):
-        q = q[~np.isin(postings.keys(q), stop)]
+    q = drop_stoplisted(db, q)
     keys, frags = postings.lookup(db, q)
     if not len(frags):
         return {}
@@ -131,6 +129,19 @@ def direct_hits(db: apsw.Connection, text: str, k: int = DEFAULT_K, w: int = DEF
     floor = max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best)
     floor = min(floor, best)
     return {f: round(c, 4) for f, c in out.items() if c >= floor and c > 0}
+
+
+def drop_stoplisted(db: apsw.Connection, q: np.ndarray) -> np.ndarray:
+    """The query without stop-listed fingerprints, unless that would remove most of it.
+
+    The stop-list bounds the postings a query touches; when a span is mostly made of
+    stop-listed text the person still asked about it, so it is searched as it is.
+    """
+    stop = load_stoplist(db)
+    if not len(stop) or not len(q):
+        return q
+    kept = q[~np.isin(postings.keys(q), stop)]
+    return kept if len(kept) * 2 >= len(q) else q
 
 
 def _continuations(db: apsw.Connection) -> set[tuple[int, int]]:

@@ -1,0 +1,121 @@
+"""The companion MCP endpoint inside the language server: streamable HTTP on 127.0.0.1.
+
+Security: a random bearer token (32 bytes, compared in constant time) on every request, Host
+and Origin allowlists pinned to the bound port (421/403 from the SDK's transport security), the
+port and token in `.engram/run/mcp.json` (mode 0600, removed on exit). uvicorn runs with
+`log_config=None, access_log=False`: its default access log writes to stdout, which is the LSP
+stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+log = logging.getLogger(__name__)
+
+TOKEN_BYTES = 32
+
+
+class BearerGate:
+    """ASGI middleware: 401 unless `Authorization: Bearer <token>` matches (constant time)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = b"Bearer " + token.encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = b""
+            for k, v in scope.get("headers") or []:
+                if k == b"authorization":
+                    got = v
+            if not secrets.compare_digest(got, self.expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": b"missing or wrong bearer token"})
+                return
+        await self.app(scope, receive, send)
+
+
+class _QuietServer(uvicorn.Server):
+    """Leaves signal handling to the host process."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # type: ignore[override]
+        yield
+
+
+@dataclass
+class Endpoint:
+    server: uvicorn.Server
+    port: int
+    token: str
+    run_file: Path | None
+    task: asyncio.Task[None]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.task, 5)
+        self.remove_run_file()
+
+    def remove_run_file(self) -> None:
+        if self.run_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.run_file.unlink()
+
+
+def write_run_file(path: Path, port: int, token: str) -> None:
+    """The endpoint's address and token, readable by this user only (created 0600, never wider)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"url": f"http://127.0.0.1:{port}/mcp", "port": port, "token": token, "pid": os.getpid()}, f)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+async def start_endpoint(mcp: MCPServer, run_file: Path | None) -> Endpoint:
+    """Bind 127.0.0.1 on a free port and serve `mcp` on the running loop."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
+        allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
+    )
+    app = BearerGate(mcp.streamable_http_app(transport_security=security, host="127.0.0.1"), token)
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    server = _QuietServer(config)
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]), name="engram-mcp-http")
+    for _ in range(500):
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()  # raises what went wrong
+    if run_file is not None:
+        write_run_file(run_file, port, token)
+    log.info("MCP endpoint on http://127.0.0.1:%d/mcp", port)
+    return Endpoint(server, port, token, run_file, task)

@@ -1,0 +1,383 @@
+"""The MCP tools: the same store agents read as people, bounded so a call never floods a context.
+
+Tool bodies run on a caller-supplied runner (the language server's index thread, or a private
+one-thread executor for `engram mcp`), so SQLite work happens on one thread per process.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from engram import __version__
+from engram.errors import EngramError
+from engram.store import Store
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+Runner = Callable[[Callable[[], T]], Awaitable[T]]
+StoreProvider = Callable[[], Store]
+TextProvider = Callable[[Store, str], str | None]  # unsaved editor text of a repository file, if open
+
+MAX_SESSIONS = 5
+MAX_FRAGMENTS = 4
+MAX_TEXT = 1500
+MAX_EVENTS = 60
+
+INSTRUCTIONS = (
+    "Engram knows why code exists: it records coding-agent sessions and, for a span of code, returns the "
+    "sessions that wrote, read or discussed it, with windows of their transcripts. Before changing code you "
+    "did not write, call `explain` on it; follow up with `view` to read more of a transcript."
+)
+
+
+class Span(BaseModel):
+    file: str
+    start: int
+    end: int
+
+
+class Fragment(BaseModel):
+    tape: str = Field(description="tape id; pass it to `view` with `offset` to read around this touch")
+    offset: int
+    kind: str
+    file: str | None = None
+    lines: list[int | None] | None = None
+    confidence: float
+    via: str = Field(description="direct, lineage, continuation, agent_link, tombstone or location_only")
+    timestamp: str | None = None
+    window: list[dict[str, Any]] | None = None
+
+
+class Session(BaseModel):
+    tape: str
+    session_id: str
+    harness: str
+    model: str | None = None
+    touches: int
+    last_touch: str | None = None
+    fragments: list[Fragment]
+
+
+class ExplainResult(BaseModel):
+    version: int
+    span: Span
+    sessions: list[Session]
+    truncated: bool = Field(description="true when sessions, fragments or texts were cut; see `hint`")
+    hint: str | None = None
+
+
+class ViewResult(BaseModel):
+    tape: str
+    session_id: str
+    at: int
+    events: list[dict[str, Any]]
+    truncated: bool
+    hint: str | None = None
+
+
+class TapeInfo(BaseModel):
+    id: str
+    harness: str
+    session_id: str
+    model: str | None = None
+    started: str | None = None
+    events: int
+    edits: int
+    reads: int
+    size: int
+
+
+class TapeList(BaseModel):
+    tapes: list[TapeInfo]
+    truncated: bool
+
+
+class SearchHit(BaseModel):
+    tape: str
+    session_id: str
+    offset: int
+    kind: str
+    timestamp: str | None = None
+    excerpt: str
+
+
+class SearchResult(BaseModel):
+    query: str
+    hits: list[SearchHit]
+
+
+class IngestResult(BaseModel):
+    summary: str
+    new_tapes: int
+    sessions: int
+
+
+def _clip(value: Any, limit: int = MAX_TEXT) -> tuple[Any, bool]:
+    """Strings cut to `limit` characters (recursively); returns the value and whether anything was cut."""
+    if isinstance(value, str):
+        return (value, False) if len(value) <= limit else (value[:limit] + f"…[+{len(value) - limit} chars]", True)
+    if isinstance(value, dict):
+        cut = False
+        out = {}
+        for k, v in value.items():
+            out[k], c = _clip(v, limit)
+            cut |= c
+        return out, cut
+    if isinstance(value, list):
+        cut = False
+        items = []
+        for v in value:
+            x, c = _clip(v, limit)
+            items.append(x)
+            cut |= c
+        return items, cut
+    return value, False
+
+
+def bound_explain(doc: dict[str, Any], max_sessions: int = MAX_SESSIONS) -> ExplainResult:
+    truncated = bool(doc.get("truncated"))
+    sessions = doc["sessions"]
+    if len(sessions) > max_sessions:
+        sessions, truncated = sessions[:max_sessions], True
+    out = []
+    for s in sessions:
+        frags = s["fragments"]
+        if len(frags) > MAX_FRAGMENTS:
+            frags, truncated = frags[:MAX_FRAGMENTS], True
+        clipped = []
+        for f in frags:
+            window, cut = _clip(f.get("window"))
+            truncated |= cut
+            clipped.append(Fragment(**{**f, "window": window}))
+        out.append(Session(**{k: v for k, v in s.items() if k != "fragments"}, fragments=clipped))
+    hint = ("Results were cut to stay small: call `view(tape, at=offset, before, after)` to read a fragment's "
+            "full window, or narrow the span." if truncated else None)
+    return ExplainResult(version=doc["version"], span=Span(**doc["span"]), sessions=out, truncated=truncated,
+                         hint=hint)
+
+
+def _error(exc: EngramError) -> ToolError:
+    return ToolError(str(exc))
+
+
+def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: TextProvider | None = None) -> MCPServer:
+    """An MCPServer whose tools read (and, for ingest, write) the store `store_provider` gives."""
+    mcp = MCPServer("engram", version=__version__, instructions=INSTRUCTIONS)
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                open_world_hint=False)
+
+    async def run(fn: Callable[[], T]) -> T:
+        try:
+            return await runner(fn)
+        except EngramError as exc:
+            raise _error(exc) from exc
+
+    @mcp.tool(title="Why does this code exist?", annotations=read_only)
+    async def explain(
+        file: str = Field(description="path of the file, relative to the repository root (or absolute inside it)"),
+        start_line: int = Field(ge=1, description="first line of the span, 1-based"),
+        end_line: int = Field(ge=1, description="last line of the span, 1-based, inclusive"),
+        before: int = Field(default=2, ge=0, le=20, description="transcript events to show before each touch"),
+        after: int = Field(default=2, ge=0, le=20, description="transcript events to show after each touch"),
+        brief: bool = Field(default=False, description="sessions and touches only, no transcript windows"),
+        expand_until: int | None = Field(default=None, ge=1,
+                                         description="grow the span until at most this many sessions match"),
+        min_confidence: float = Field(default=0.5, ge=0.0, le=1.0,
+                                      description="lineage edges below this confidence are not followed"),
+        include_deleted: bool = Field(default=False, description="also match code that was deleted (tombstones)"),
+    ) -> ExplainResult:
+        """Return the sessions (Claude Code, Codex, editor...) that wrote, read or discussed lines
+        start_line..end_line of `file` in the working tree, ranked (most touches first), each with
+        windows of its transcript around every touch: the request, the reasoning, the edit, the
+        test run that followed. Works after the code was shifted, edited, moved or reformatted.
+        Call it before changing code whose purpose you do not know."""
+        from engram.query.explain import Options, explain as core_explain  # noqa: PLC0415
+        from engram.query.spans import Span as CoreSpan, read_span, repo_relative  # noqa: PLC0415
+
+        def work() -> dict[str, Any]:
+            store = store_provider()
+            db = _db(store)
+            try:
+                rel = repo_relative(store.root, file, store.root)
+                live = text_provider(store, rel) if text_provider else None
+                file_lines: list[str] | None = None
+                if live is not None:
+                    file_lines = live.splitlines()
+                    if end_line < start_line or end_line > len(file_lines):
+                        raise EngramError(f"{file}:{start_line}-{end_line}: past the end of the file "
+                                          f"({len(file_lines)} lines in the editor)")
+                    span = CoreSpan(rel, start_line, end_line,
+                                    "\n".join(file_lines[start_line - 1:end_line]) + "\n")
+                else:
+                    span = read_span(store.root, file, start_line, end_line, store.root)
+                    if expand_until is not None:
+                        file_lines = (store.root / span.file).read_text(encoding="utf-8",
+                                                                        errors="replace").splitlines()
+                opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
+                               include_deleted=include_deleted)
+                return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
+            finally:
+                db.close()
+
+        return bound_explain(await run(work))
+
+    @mcp.tool(title="Read a transcript window", annotations=read_only)
+    async def view(
+        tape: str = Field(description="tape id (or unique prefix) or a harness session id"),
+        at: int = Field(ge=0, description="event offset, e.g. a fragment's `offset` from explain"),
+        before: int = Field(default=5, ge=0, le=MAX_EVENTS),
+        after: int = Field(default=5, ge=0, le=MAX_EVENTS),
+    ) -> ViewResult:
+        """Events of a session's transcript around an offset: messages, tool calls and results,
+        reads and edits. Page by calling again with a different `at`."""
+        from engram.index.catalog import resolve_tape, tape_file  # noqa: PLC0415
+        from engram.tape.reader import TapeReader  # noqa: PLC0415
+
+        def work() -> ViewResult:
+            store = store_provider()
+            db = _db(store)
+            try:
+                row = resolve_tape(db, tape)
+            finally:
+                db.close()
+            with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
+                if at >= len(r):
+                    raise EngramError(f"tape {row.id[:12]} has events 0-{len(r) - 1}; `at` {at} is past the end")
+                window = r.window(at, before, after)
+                n = len(r)
+            events, cut = _clip([{"offset": o, **ev} for o, ev in window])
+            last = window[-1][0] if window else at
+            hint = None
+            if cut or last < n - 1:
+                hint = f"the tape has {n} events; call view(at={min(n - 1, last + after + 1)}) for the next ones"
+            return ViewResult(tape=row.id, session_id=row.session_id, at=at, events=events, truncated=cut,
+                              hint=hint)
+
+        return await run(work)
+
+    @mcp.tool(title="List recorded sessions", annotations=read_only)
+    async def tapes(limit: int = Field(default=20, ge=1, le=200),
+                    harness: str | None = Field(default=None, description="claude-code, codex, editor, ...")
+                    ) -> TapeList:
+        """The recorded sessions (tapes), newest first."""
+        from engram.index.catalog import list_tapes  # noqa: PLC0415
+
+        def work() -> TapeList:
+            store = store_provider()
+            db = _db(store)
+            try:
+                rows = list_tapes(db, limit=limit + 1, harness=harness)
+            finally:
+                db.close()
+            return TapeList(tapes=[TapeInfo(**{k: v for k, v in r.as_dict().items() if k in TapeInfo.model_fields})
+                                   for r in rows[:limit]], truncated=len(rows) > limit)
+
+        return await run(work)
+
+    @mcp.tool(title="Show a session's transcript", annotations=read_only)
+    async def show_tape(tape: str = Field(description="tape id, unique prefix, or harness session id"),
+                        limit: int = Field(default=40, ge=1, le=MAX_EVENTS)) -> ViewResult:
+        """The first `limit` events of a tape; continue with `view(tape, at=limit)`."""
+        return await view(tape=tape, at=0, before=0, after=limit - 1)
+
+    @mcp.tool(title="Search transcripts", annotations=read_only)
+    async def search(query: str = Field(description="words to find in messages and tool calls"),
+                     limit: int = Field(default=10, ge=1, le=50)) -> SearchResult:
+        """Plain full-text search over what users and agents said and ran."""
+        from engram.query.search import search as core_search  # noqa: PLC0415
+
+        def work() -> SearchResult:
+            store = store_provider()
+            db = _db(store)
+            try:
+                hits = core_search(store, db, query, limit=limit)
+            finally:
+                db.close()
+            return SearchResult(query=query, hits=[SearchHit(**h) for h in hits])
+
+        return await run(work)
+
+    @mcp.tool(title="Capture new sessions",
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
+    async def ingest() -> IngestResult:
+        """Capture this repository's new Claude Code and Codex sessions (and new parts of live
+        ones) into the store and index them. Safe to call repeatedly."""
+        from engram.index.build import Indexer  # noqa: PLC0415
+        from engram.ingest import IngestStats, discover, ingest as core_ingest  # noqa: PLC0415
+
+        def work() -> IngestResult:
+            store = store_provider()
+            stats = IngestStats()
+            jobs = discover(store.root, None, None, stats)
+            core_ingest(store, jobs, stats=stats, after_tape=Indexer(store))
+            return IngestResult(summary=stats.summary(), new_tapes=stats.tapes, sessions=stats.sessions)
+
+        return await run(work)
+
+    @mcp.resource("engram://tape/{tape_id}", mime_type="text/plain", title="A session's transcript")
+    async def tape_resource(tape_id: str) -> str:
+        """A compact, readable view of a tape (first 200 events)."""
+        from engram.index.catalog import resolve_tape, tape_file  # noqa: PLC0415
+        from engram.render import events_view  # noqa: PLC0415
+        from engram.tape.reader import TapeReader  # noqa: PLC0415
+
+        def work() -> str:
+            store = store_provider()
+            db = _db(store)
+            try:
+                row = resolve_tape(db, tape_id)
+            finally:
+                db.close()
+            with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
+                return events_view(enumerate(r.events(0, 200)))
+
+        return await run(work)
+
+    return mcp
+
+
+def _db(store: Store):  # noqa: ANN202
+    from engram.index.db import open_db  # noqa: PLC0415
+
+    if not store.exists():
+        raise EngramError(f"no Engram store in {store.root}: run `engram init` there, then `engram ingest`")
+    db = open_db(store)
+    if db.execute("SELECT count(*) FROM tapes").fetchall()[0][0] == 0:
+        db.close()
+        raise EngramError("the store is empty: call the `ingest` tool (or run `engram ingest`) first")
+    return db
+
+
+def thread_runner() -> Runner:
+    """A runner with one private worker thread: all store work of this process on one thread."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-mcp")
+
+    async def run(fn: Callable[[], T]) -> T:
+        import asyncio  # noqa: PLC0415
+
+        return await asyncio.get_running_loop().run_in_executor(pool, fn)
+
+    return run
+
+
+def discover_store(start: Path | None = None) -> StoreProvider:
+    """Find the store lazily, so the server starts (and can say what is wrong) without one."""
+
+    def provide() -> Store:
+        return Store.discover(start)
+
+    return provide
+
+
+__all__ = ["build_mcp", "thread_runner", "discover_store", "anyio"]
