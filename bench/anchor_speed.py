@@ -4,7 +4,8 @@ Usage:  python bench/anchor_speed.py [--mb 50] [--repeat 3] [--k 5] [--w 4]
 
 The text is the decoded message and tool text of the real Claude Code sessions in
 /work/shared/fixtures/transcripts/claude-spotter (prose, code, Read results with
-``cat -n`` arrows, shell output), repeated up to --mb megabytes.  The reference row is
+``cat -n`` arrows, shell output), repeated up to --mb megabytes.  Rows for many small
+texts show the per-call overhead that ``fingerprints_many`` removes.  The reference row is
 the obvious pure-Python implementation (regex tokens, one xxh3 call per token and per
 k-gram, a min() per window) on a 2 MB slice, to show what vectorising buys.
 Prints a table with wall-clock and CPU-time throughput; the best of --repeat runs
@@ -26,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 import xxhash
 
-from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprints, fingerprints_bytes, tokenize_bytes
+from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprints, fingerprints_bytes, fingerprints_many, tokenize_bytes
 
 FIXTURES = os.environ.get("ENGRAM_SPOTTER", "/work/shared/fixtures/transcripts/claude-spotter")
 
@@ -43,8 +44,8 @@ def _strings(value: Any, out: list[str]) -> None:
                 _strings(v, out)
 
 
-def corpus_text() -> str:
-    """All message/tool text of the fixture sessions, in file order."""
+def corpus_texts() -> list[str]:
+    """Message/tool text of the fixture sessions, one string per content item, in file order."""
     out: list[str] = []
     paths = sorted(glob.glob(os.path.join(FIXTURES, "**", "*.jsonl"), recursive=True))
     if not paths:
@@ -58,7 +59,7 @@ def corpus_text() -> str:
             msg = rec.get("message")
             if isinstance(msg, dict):
                 _strings(msg.get("content"), out)
-    return "\n".join(out)
+    return out
 
 
 _TOKEN = re.compile(r"[A-Za-z_\u0080-\U0010ffff][\w\u0080-\U0010ffff]*|[0-9][\w.]*|\S")
@@ -99,9 +100,11 @@ def main() -> None:
     ap.add_argument("--w", type=int, default=DEFAULT_W)
     args = ap.parse_args()
 
-    base = corpus_text()
+    items = corpus_texts()
+    base = "\n".join(items)
     base_mb = len(base.encode("utf-8", "surrogatepass")) / 1e6
-    text = "\n".join([base] * max(1, round(args.mb / base_mb)))
+    times = max(1, round(args.mb / base_mb))
+    text = "\n".join([base] * times)
     data = text.encode("utf-8", "surrogatepass")
     mb = len(data) / 1e6
     slice_text = data[: 2_000_000].decode("utf-8", "ignore")
@@ -114,6 +117,11 @@ def main() -> None:
     rows.append(("fingerprints_bytes(bytes): tokenize+winnow", mb, t, c, f"{len(fp):,} fingerprints"))
     t, c, tok = best(lambda: tokenize_bytes(data), args.repeat)
     rows.append(("tokenize_bytes(bytes) only", mb, t, c, f"{len(tok):,} tokens"))
+    many = items * times
+    t, c, fp = best(lambda: fingerprints_many(many, args.k, args.w), args.repeat)
+    rows.append((f"fingerprints_many: {len(many):,} event texts", mb, t, c, f"{len(fp):,} fingerprints"))
+    t, c, _ = best(lambda: [fingerprints(x, args.k, args.w) for x in items], args.repeat)
+    rows.append((f"fingerprints() per event: {len(items):,} texts", base_mb, t, c, "one call per text"))
     t, c, ref = best(lambda: naive(slice_text, args.k, args.w), 1)
     rows.append(("naive per-token Python (regex+xxh3), 2 MB", slice_mb, t, c, f"{len(ref):,} fingerprints"))
 

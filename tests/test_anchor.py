@@ -29,6 +29,7 @@ from engram.anchor import (
     fingerprints_by_line,
     fingerprints_bytes,
     fingerprints_from_tokens,
+    fingerprints_many,
     kgram_fingerprints,
     similarity,
     tokenize,
@@ -155,6 +156,24 @@ def test_cutting_text_into_pieces_changes_nothing(text: str, chunk: int, k: int,
     assert cut.offsets.tolist() == whole.offsets.tolist()
     streamed = fingerprints_bytes(data, k, w, chunk=chunk)
     assert as_triples(streamed) == as_triples(fingerprints_from_tokens(whole, k, w))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(texts, max_size=8), st.integers(1, 7), st.integers(1, 6), st.sampled_from([1, 40, 1 << 18]))
+def test_many_texts_at_once_match_one_at_a_time(docs: list[str], k: int, w: int, group: int) -> None:
+    """The batch path (thousands of small events per tape) must not change a single row."""
+    import engram.anchor.winnow as winnow
+
+    old = winnow.GROUP_BYTES
+    winnow.GROUP_BYTES = group
+    try:
+        batch = fingerprints_many(docs, k, w)
+    finally:
+        winnow.GROUP_BYTES = old
+    assert batch.text.tolist() == sorted(batch.text.tolist())
+    for i, doc in enumerate(docs):
+        assert as_triples(batch.of(i)) == as_triples(fingerprints(doc, k, w))
+    assert len(batch) == sum(len(fingerprints(d, k, w)) for d in docs)
 
 
 def test_pieces_cut_inside_a_long_line_keep_the_next_read_prefixes() -> None:

@@ -12,6 +12,7 @@ from engram.anchor.tokenize import Tokens, iter_token_chunks, tokenize, tokenize
 from engram.anchor.winnow import (
     DEFAULT_K,
     DEFAULT_W,
+    BatchFingerprints,
     Fingerprints,
     all_kgrams,
     fingerprint_set,
@@ -19,14 +20,15 @@ from engram.anchor.winnow import (
     fingerprints_by_line,
     fingerprints_bytes,
     fingerprints_from_tokens,
+    fingerprints_many,
     kgram_fingerprints,
     kgram_hashes,
     winnow_positions,
 )
 
 __all__ = [
-    "DEFAULT_K", "DEFAULT_W", "Tokens", "Fingerprints", "tokenize", "tokenize_bytes", "iter_token_chunks",
-    "fingerprints", "fingerprints_bytes", "fingerprints_from_tokens", "fingerprint_set", "fingerprints_by_line",
+    "DEFAULT_K", "DEFAULT_W", "Tokens", "Fingerprints", "BatchFingerprints", "tokenize", "tokenize_bytes", "iter_token_chunks",
+    "fingerprints", "fingerprints_bytes", "fingerprints_from_tokens", "fingerprints_many", "fingerprint_set", "fingerprints_by_line",
     "all_kgrams", "kgram_fingerprints", "kgram_hashes", "winnow_positions",
     "similarity", "containment",
 ]

@@ -31,6 +31,7 @@ every guarantee above still holds.)
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "DEFAULT_K", "DEFAULT_W", "Fingerprints", "kgram_hashes", "winnow_positions",
     "fingerprints_from_tokens", "fingerprints_bytes", "fingerprints", "fingerprint_set", "all_kgrams",
-    "kgram_fingerprints", "fingerprints_by_line",
+    "kgram_fingerprints", "fingerprints_by_line", "BatchFingerprints", "fingerprints_many",
 ]
 
 #: Tokens per k-gram.  Provisional: tuned later by the accuracy benchmark, so every
@@ -168,7 +169,8 @@ def kgram_hashes(hashes: np.ndarray, k: int = DEFAULT_K) -> np.ndarray:
 _MIN = np.iinfo(np.int64).min
 
 
-def _selected(v: np.ndarray, wl: int, nb: int, wr: int, w: int) -> np.ndarray:
+def _selected(v: np.ndarray, wl: int, nb: int, wr: int, w: int,
+              valid: np.ndarray | None = None) -> np.ndarray:
     """Mask over ``v[wl : wl + nb]``: is the k-gram the rightmost minimum of some window?
 
     ``v`` holds ``wl`` values of left context and ``wr`` of right context (fewer than
@@ -179,19 +181,28 @@ def _selected(v: np.ndarray, wl: int, nb: int, wr: int, w: int) -> np.ndarray:
     of positions the per-window scan records.  One comparison per distance d serves
     both sides (``v[p-d] >= v[p]`` is ``not v[p] > v[p-d]``), so the cost is ``w - 1``
     comparisons of shifted slices plus cheap boolean algebra, not a minimum per window.
+
+    ``valid`` (aligned with ``v``) marks k-grams that exist: an invalid one ends the
+    runs like the end of a text does, so many texts can be winnowed in one pass.
     """
     if w == 1:
-        return np.ones(nb, dtype=bool)
+        return np.ones(nb, dtype=bool) if valid is None else valid[wl : wl + nb].copy()
     pad_l, pad_r = w - 1 - wl, w - 1 - wr
     if pad_l or pad_r:  # text ends: the minimum sentinel never counts as "greater"
         v = np.concatenate([np.full(pad_l, _MIN, np.int64), v, np.full(pad_r, _MIN, np.int64)])
+        if valid is not None:
+            valid = np.concatenate([np.zeros(pad_l, bool), valid, np.zeros(pad_r, bool)])
     c0 = w - 1
     pr: list[np.ndarray] = []
     pl: list[np.ndarray] = []
     for d in range(1, w):
         g = v[d:] > v[:-d]
-        r = g[c0 : c0 + nb]
         lt = ~g[c0 - d : c0 - d + nb]
+        if valid is None:
+            r = g[c0 : c0 + nb]
+        else:
+            r = g[c0 : c0 + nb] & valid[c0 + d : c0 + d + nb]
+            lt &= valid[c0 - d : c0 - d + nb]
         if pad_l and d > wl:
             lt[: d - wl] = False  # no left neighbour at distance d (exact even for _MIN values)
         pr.append(r if d == 1 else pr[-1] & r)
@@ -199,6 +210,8 @@ def _selected(v: np.ndarray, wl: int, nb: int, wr: int, w: int) -> np.ndarray:
     sel = pr[-1] | pl[-1]
     for a in range(1, w - 1):  # a greater values to the right, w-1-a to the left
         sel |= pr[a - 1] & pl[w - 2 - a]
+    if valid is not None:
+        sel &= valid[c0 : c0 + nb]
     return sel
 
 
@@ -322,6 +335,156 @@ def fingerprints_bytes(data: bytes, k: int = DEFAULT_K, w: int = DEFAULT_W, *,
 def fingerprints(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> Fingerprints:
     """Winnowed fingerprints of ``text`` with the line of each, in text order."""
     return fingerprints_bytes(text.encode("utf-8", "surrogatepass"), k, w)
+
+
+@dataclass(frozen=True)
+class BatchFingerprints:
+    """Fingerprints of many texts, flat and in input order: row i belongs to
+    ``texts[text[i]]``; ``lines``/``offsets`` are relative to that text."""
+
+    values: np.ndarray  # int64
+    lines: np.ndarray  # int32
+    offsets: np.ndarray  # int64
+    text: np.ndarray  # int32, non-decreasing
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def of(self, i: int) -> Fingerprints:
+        """The rows of text ``i``, as ``fingerprints(texts[i])`` would return them."""
+        lo, hi = np.searchsorted(self.text, [i, i + 1])
+        return Fingerprints(self.values[lo:hi], self.lines[lo:hi], self.offsets[lo:hi])
+
+
+#: Small texts are fingerprinted together in groups of about this many bytes.
+GROUP_BYTES = CHUNK_BYTES
+
+
+def _group(datas: list[bytes], k: int, w: int) -> tuple[np.ndarray, ...]:
+    """(values, lines, offsets, text) of a group of small texts, in one vector pass.
+
+    The texts are joined with a line holding one punctuation token (so each text
+    starts a line, as ``cat -n`` detection needs, and no token spans two texts); every
+    k-gram touching that token or two texts is invalid, which ends a text's windows
+    exactly as the end of the text would -- also for k = 1.
+    """
+    sep = b"\n~\n"
+    lens = np.fromiter((len(d) for d in datas), dtype=np.int64, count=len(datas))
+    starts = np.cumsum(lens + len(sep)) - (lens + len(sep))
+    nls = np.fromiter((d.count(b"\n") for d in datas), dtype=np.int64, count=len(datas))
+    line0 = np.cumsum(nls + 2) - (nls + 2)
+    joined = sep.join(datas)
+    parts = list(iter_token_chunks(joined, len(joined) + 1))
+    if not parts:
+        return _no_rows()
+    h, lines, offs = parts[0]
+    first = np.searchsorted(offs, starts)
+    cnt = np.searchsorted(offs, starts + lens) - first
+    doc = np.searchsorted(starts, offs, side="right") - 1
+    doc[offs >= (starts + lens)[doc]] = -1  # the separator tokens
+    pos_parts: list[np.ndarray] = []
+    val_parts: list[np.ndarray] = []
+    ntok = h.shape[0]
+    if ntok >= k:
+        nk = ntok - k + 1
+        v = _kgram_block(h, 0, nk, k)
+        valid = (doc[:nk] == doc[k - 1 :]) & (doc[:nk] >= 0)
+        sel = np.flatnonzero(_selected(v, 0, nk, 0, w, valid))
+        pos_parts.append(sel)
+        val_parts.append(v[sel])
+        # texts with fewer than w k-grams: the rightmost minimum of their only window
+        few = np.flatnonzero((cnt >= k) & (cnt - k + 1 < w))
+        if few.size:
+            nkf = cnt[few] - k + 1
+            best_pos = first[few].copy()
+            best_val = v[best_pos]
+            for j in range(1, w - 1):
+                cand = first[few] + j
+                ok = j < nkf
+                cv = v[np.minimum(cand, nk - 1)]
+                better = ok & (cv <= best_val)
+                best_pos = np.where(better, cand, best_pos)
+                best_val = np.where(better, cv, best_val)
+            pos_parts.append(best_pos)
+            val_parts.append(best_val)
+    short = np.flatnonzero((cnt > 0) & (cnt < k))
+    if short.size:  # texts shorter than k tokens: one value over all their tokens
+        x = np.zeros(short.shape[0], dtype=np.uint64)
+        for j in range(k - 1):
+            take = j < cnt[short]
+            t = h[np.minimum(first[short] + j, ntok - 1)]
+            x = np.where(take, x * Q_KGRAM + t, x)
+        vals = np.empty(short.shape[0], dtype=np.int64)
+        for m in np.unique(cnt[short]):  # the length term differs per token count
+            sel_m = cnt[short] == m
+            vals[sel_m] = _finish(x[sel_m].copy(), int(m))
+        pos_parts.append(first[short])
+        val_parts.append(vals)
+    if not pos_parts:
+        return _no_rows()
+    pos = np.concatenate(pos_parts)
+    vals = np.concatenate(val_parts)
+    if len(pos_parts) > 1:
+        order = np.argsort(pos, kind="stable")
+        pos, vals = pos[order], vals[order]
+    d = doc[pos]
+    ln = lines[pos] - line0[d]
+    if pos.shape[0] > 1:
+        keep = np.ones(pos.shape[0], dtype=bool)
+        keep[1:] = (vals[1:] != vals[:-1]) | (ln[1:] != ln[:-1]) | (d[1:] != d[:-1])
+        pos, vals, d, ln = pos[keep], vals[keep], d[keep], ln[keep]
+    return vals, ln, offs[pos] - starts[d], d
+
+
+def _no_rows() -> tuple[np.ndarray, ...]:
+    return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def fingerprints_many(texts: Sequence[str], k: int = DEFAULT_K, w: int = DEFAULT_W) -> BatchFingerprints:
+    """Fingerprints of every text, identical to calling ``fingerprints`` on each.
+
+    Why: a tape has thousands of small events and one ``fingerprints`` call costs a
+    fixed ~100 us of numpy overhead; grouping small texts into one vector pass makes
+    the per-event cost proportional to its size.  Texts larger than a group are
+    streamed on their own.
+    """
+    _check(k, w)
+    out: list[tuple[np.ndarray, ...]] = []
+    group: list[bytes] = []
+    group_ids: list[int] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal size
+        if group:
+            vals, ln, offs, d = _group(group, k, w)
+            out.append((vals, ln, offs, np.asarray(group_ids, dtype=np.int64)[d]))
+            group.clear()
+            group_ids.clear()
+            size = 0
+
+    for i, text in enumerate(texts):
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) > GROUP_BYTES:
+            flush()
+            fp = fingerprints_bytes(data, k, w)
+            out.append((fp.values, fp.lines, fp.offsets, np.full(len(fp), i, dtype=np.int64)))
+            continue
+        group.append(data)
+        group_ids.append(i)
+        size += len(data) + 1
+        if size >= GROUP_BYTES:
+            flush()
+    flush()
+    if not out:
+        return BatchFingerprints(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int64),
+                                 np.empty(0, np.int32))
+    return BatchFingerprints(
+        np.concatenate([o[0] for o in out]),
+        np.concatenate([o[1] for o in out]).astype(np.int32),
+        np.concatenate([o[2] for o in out]),
+        np.concatenate([o[3] for o in out]).astype(np.int32),
+    )
 
 
 def fingerprints_by_line(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> tuple[np.ndarray, np.ndarray]:
