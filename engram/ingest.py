@@ -117,6 +117,8 @@ def detect_format(path: Path) -> str | None:
             return EVENTS
         if "payload" in rec and rec.get("type") in ("session_meta", "response_item", "event_msg", "turn_context", "compacted"):
             return CODEX
+        if "type" not in rec and {"id", "timestamp", "instructions"} <= set(rec):
+            return CODEX  # a pre-envelope (<= 0.1.x) rollout starts with a bare session header
         if looks_like_claude(rec):
             return CLAUDE
     if b"\0" in head[:8192]:

@@ -182,6 +182,25 @@ class EngramLanguageServer(LanguageServer):
 server = EngramLanguageServer()
 
 
+class ClientLogHandler(logging.Handler):
+    """Forwards records to the client's log (window/logMessage) when the setting asks for it."""
+
+    LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning,
+              logging.INFO: types.MessageType.Info}
+
+    def __init__(self, ls: EngramLanguageServer, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(logging.INFO)
+        self.ls, self.loop = ls, loop
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kind = self.LEVELS.get(record.levelno, types.MessageType.Log)
+        params = types.LogMessageParams(type=kind, message=self.format(record))
+        try:
+            self.loop.call_soon_threadsafe(self.ls.window_log_message, params)
+        except RuntimeError:  # the loop is closed: the client is gone
+            pass
+
+
 # ---------------------------------------------------------------- lifecycle and settings
 
 @server.feature(types.INITIALIZE)
@@ -200,6 +219,9 @@ async def on_initialized(ls: EngramLanguageServer, params: types.InitializedPara
                 ls.settings = ls.settings.merged(got[0])
         except Exception:  # noqa: BLE001 - configuration is optional
             log.debug("workspace/configuration failed", exc_info=True)
+    if ls.settings.log_to_client:
+        logging.getLogger("engram").addHandler(ClientLogHandler(ls, asyncio.get_running_loop()))
+        logging.getLogger("engram_server").addHandler(ClientLogHandler(ls, asyncio.get_running_loop()))
     if ls.settings.mcp:
         await start_mcp(ls)
 

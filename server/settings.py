@@ -19,6 +19,7 @@ class Settings:
     min_confidence: float = 0.5
     mcp: bool = True
     debounce: float = 0.4
+    log_to_client: bool = False  # also send engram's log records to the client (window/logMessage)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def merged(self, raw: Any) -> "Settings":

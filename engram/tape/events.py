@@ -9,7 +9,8 @@ record id when the harness has one):
 
 - `meta`       harness, harness_version, model, session_id, cwd, git_head, git_branch, started,
                sources [{name, path, start, end, sha256, prefix_sha256}], prev (previous segment)
-- `msg.in`     text (the user's words; `compact_summary`, `is_meta` flags copied from the source)
+- `msg.in`     text (the user's words; `compact_summary`, `is_meta` flags copied from the source;
+               `injected` for harness-injected context such as Codex's environment_context or AGENTS.md)
 - `msg.out`    text, block ("text" | "thinking")
 - `tool.call`  call_id, name, input
 - `tool.result` call_id, name, is_error, exit_code, stdout, stderr
@@ -17,7 +18,7 @@ record id when the harness has one):
 - `code.edit`  file, op (create | update | delete | move), before_range, after_range,
                before_text, after_text, before_sha, after_sha, file_before_sha, file_after_sha,
                to_file (for moves), hunks (when the edit changed separate regions), call_id
-- `compact`    trigger, pre_tokens (a harness compaction boundary)
+- `compact`    trigger, pre_tokens, message (a harness compaction boundary; Codex's summary in message)
 - `span.link`  file, range, target {file, range} or {tape, offset}, note
 
 A range [s, s-1] is empty: an insertion before line s (or a deleted region that ended before s).
