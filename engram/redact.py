@@ -8,15 +8,14 @@ is replaced so that the transcript stays readable.
 
 Three properties shape the code:
 
-- Speed. Capture must run at >= 100 MB/s and every string passes through here. A Python-level
-  check per rule per string would cost more than everything else in capture, so a string is
-  first *scanned*: a dozen compiled patterns, each starting with a literal that `re` searches
-  for quickly, find every place where any rule could match (a keyword such as `token`, or a
-  prefix such as `ghp_`), on an ASCII view of the string whose offsets are the string's own.
-  Strings with no such place (most of them) are returned untouched after that one scan; rules
-  run only at the places found, with `.match`, never by searching the string again. Short
-  strings, and strings made only of hex digits, dashes and colons (ids, hashes, timestamps),
-  skip even the scan.
+- Speed. Capture must run at >= 100 MB/s and every string passes through here, so the common
+  case must cost next to nothing, and in Python the cost is in calls more than in bytes. An
+  event is serialised once (orjson) and searched once, lower-cased, for *needles*: the places
+  where some rule could match (a keyword such as `token`, a prefix such as `ghp_`). An event
+  with none, most of them, comes back as it is. Otherwise its strings are joined and scanned
+  once for the positions of the needles, on an ASCII view whose offsets are the string's own,
+  and the rules run only there, with `.match`, never searching the text again. Strings too
+  short to hold a secret, and ids, hashes and timestamps, are not looked at.
 - Precision. Source code is full of names like `password`, `token` and `api_key` that hold no
   secret (`password = get_password()`, `API_KEY=${API_KEY}`, `token: str`). Values are checked:
   placeholders, variable references, calls, types and paths stay; names that are only weakly
@@ -73,74 +72,72 @@ class Span(NamedTuple):
 
 # ---------------------------------------------------------------- scanning
 
-# Each scanner is one pattern that starts with a literal (fast to search for) and names, by
-# its groups, the needle found; `back` is how far before the match the needle starts. Keyword
-# needles are found on the lower-cased view, so `Password`, `PASSWORD` and `password` all count.
-_Scanner = tuple["re.Pattern[bytes]", bool, dict[str, int]]
-
-_SCANNERS: tuple[_Scanner, ...] = (
-    # lower-cased view
-    (re.compile(rb"k(?:(?P<key>ey)|(?P<token>en)(?<=token)|(?P<sk>-)(?<=sk-)|(?P<stripe>_(?:live|test)_)"
-                rb"|(?P<slackhook>s\.slack\.com/)(?<=hooks\.slack\.com/))"), True,
-     {"key": 0, "token": 2, "sk": 1, "stripe": 1, "slackhook": 3}),
-    (re.compile(rb"p(?:(?P<pass>ass)|(?P<pwd>wd)|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi))"), True,
-     {"pass": 0, "pwd": 0, "npm": 1, "dapi": 2}),
-    (re.compile(rb"h(?:(?P<gh>[pousr]_)(?<=gh[pousr]_)|(?P<ghpat>ub_pat_)(?<=github_pat_)|(?P<hf>f_)"
-                rb"|(?P<auth>)(?<=auth))"), True,
-     {"gh": 1, "ghpat": 3, "hf": 0, "auth": 3}),
-    (re.compile(rb"x(?:(?P<xox>ox[abposr]-)|(?P<xapp>app-))"), True, {"xox": 0, "xapp": 0}),
-    (re.compile(rb"g(?:(?P<gl>l(?:pat|dt|rt|ptt|soat|cbt)-)|(?P<sg>\.)(?<=sg\.))"), True, {"gl": 0, "sg": 1}),
-    (re.compile(rb"vate(?<=private)"), True, {"private": 3}),
-    (re.compile(rb"ecret(?<=secret)"), True, {"secret": 1}),
-    (re.compile(rb"credential"), True, {"credential": 0}),
-    (re.compile(rb"bearer"), True, {"bearer": 0}),
-    (re.compile(rb"://"), True, {"url": 0}),
-    # case-sensitive view
-    (re.compile(rb"A(?:(?P<aws>KIA|SIA)|(?P<aiza>Iza))"), False, {"aws": 0, "aiza": 0}),
-    (re.compile(rb"eyJ"), False, {"jwt": 0}),
+# The needles: every place where a rule could match, found on the lower-cased ASCII view of the
+# text. Grouped by a first literal (the anchor); each group names its needle and `_BACK` says
+# how far before the group the needle starts. Words that only look like keywords are not
+# needles (`keys`, `keyword`, `tokens`, `tokenizer`, `passed`, `author`, `authenticate`), and
+# `key` also announces `PRIVATE KEY` and `private_key`. Matching is case-blind here; the rules
+# check case where it matters (`AKIA`, `SG.`, `eyJ`).
+_ANCHORS: tuple[tuple[bytes, bytes], ...] = (
+    (rb"k", rb"(?P<key>ey)(?!s\(|s\b|word|board|frame|up|down|press|of\b|code|event|ring|chain)"
+            rb"|(?P<token>en)(?<=token)(?!s|i[sz])|(?P<sk>-)(?<=sk-)|(?P<stripe>_(?:live|test)_)"
+            rb"|(?P<slackhook>s\.slack\.com/)(?<=hooks\.slack\.com/)|(?P<akia>ia)(?<=akia)"),
+    (rb"p", rb"(?P<pass>ass)(?=w|phrase|[^a-z])|(?P<pwd>wd)|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi)"
+            rb"|(?P<private>rivate)(?=[_\-=:\"'])"),
+    (rb"h", rb"(?P<gh>[pousr]_)(?<=gh[pousr]_)|(?P<ghpat>ub_pat_)(?<=github_pat_)|(?P<hf>f_)"
+            rb"|(?P<auth>)(?<=auth)(?!or(?!ization)|enti)"),
+    (rb"x", rb"(?P<xox>ox[abposr]-)|(?P<xapp>app-)"),
+    (rb"g", rb"(?P<gl>l(?:pat|dt|rt|ptt|soat|cbt)-)|(?P<sg>\.[a-z0-9_\-]{22}\.)(?<=sg\.[a-z0-9_\-]{22}\.)"),
+    (rb"cre", rb"(?P<secret>t)(?<=secret)|(?P<credential>dential)"),
+    (rb":", rb"(?P<url>//)"),
+    (rb"j", rb"(?P<jwt>)(?<=eyj)"),
+    (rb"z", rb"(?P<aiza>a)(?<=aiza)"),
+    (rb"i", rb"(?P<asia>a)(?<=asia)"),
 )
-_DEFAULT_NAME = {i: next(iter(back)) for i, (_, _, back) in enumerate(_SCANNERS)}
+_BACK = {"key": 1, "token": 3, "sk": 2, "stripe": 2, "slackhook": 4, "akia": 2, "pass": 1, "pwd": 1, "npm": 2,
+         "dapi": 3, "private": 1, "gh": 2, "ghpat": 4, "hf": 1, "auth": 4, "xox": 1, "xapp": 1, "gl": 1, "sg": 2,
+         "secret": 5, "credential": 3, "url": 1, "jwt": 3, "aiza": 3, "asia": 3}
+
+# Two ways to search for them, equivalent in what they find. One alternation of all groups:
+# `re` skips positions by their first character and it is one call per text, the better deal
+# for short texts (most strings are short and a call costs more than their bytes). One pattern
+# per group: each starts with a literal, which `re` finds several times faster per byte, the
+# better deal for long texts.
+_SCANNER = re.compile(b"|".join(anchor + b"(?:" + rest + b")" for anchor, rest in _ANCHORS))
+_SCANNERS = tuple(re.compile(anchor + b"(?:" + rest + b")") for anchor, rest in _ANCHORS)
+_LONG = 2048
 
 Hits = dict[str, list[int]]
 
 
-_ALL = tuple(range(len(_SCANNERS)))
-
-
-def _scan(b: bytes, lb: bytes, scanners: Iterable[int] = _ALL) -> Hits:
-    """Where each needle starts in the text whose ASCII view is `b` (lower-cased: `lb`)."""
+def _scan(lb: bytes) -> Hits:
+    """Where each needle starts in the text whose lower-cased ASCII view is `lb`."""
     hits: Hits = {}
-    for i in scanners:
-        pattern, low, back = _SCANNERS[i]
-        default = _DEFAULT_NAME[i]
-        for m in pattern.finditer(lb if low else b):
-            name = m.lastgroup or default
-            hits.setdefault(name, []).append(m.start() - back[name])
+    for pattern in (_SCANNERS if len(lb) > _LONG else (_SCANNER,)):
+        for m in pattern.finditer(lb):
+            name = m.lastgroup
+            if name is not None:
+                hits.setdefault(name, []).append(m.start(name) - _BACK[name])
+    for positions in hits.values():
+        positions.sort()
     return hits
 
 
-def _scanners_hit(b: bytes, lb: bytes) -> tuple[int, ...]:
-    """The scanners that find something in the text whose ASCII view is `b` (lower-cased: `lb`)."""
-    return tuple(i for i, (pattern, low, _) in enumerate(_SCANNERS) if pattern.search(lb if low else b))
-
-
 class _Text:
-    """A string, its ASCII views and the needles found in it, computed once per version."""
+    """A string, its lower-cased ASCII view and the needles found in it, computed once."""
 
-    __slots__ = ("s", "b", "lb", "_hits", "_scanners")
+    __slots__ = ("s", "lb", "_hits")
 
-    def __init__(self, s: str, scanners: tuple[int, ...] = _ALL) -> None:
+    def __init__(self, s: str) -> None:
         self.s = s
-        self._scanners = scanners
         # One byte per character (non-ASCII becomes `?`), so view offsets are `str` offsets.
-        self.b = s.encode("ascii", "replace")
-        self.lb = self.b.lower()
+        self.lb = s.encode("ascii", "replace").lower()
         self._hits: Hits | None = None
 
     @property
     def hits(self) -> Hits:
         if self._hits is None:
-            self._hits = _scan(self.b, self.lb, self._scanners)
+            self._hits = _scan(self.lb)
         return self._hits
 
 
@@ -349,15 +346,16 @@ class PrivateKeyRule(Rule):
     """
 
     name = "private-key"
-    needles = ("private",)
+    needles = ("key",)
     pattern = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----(?P<secret>" + _PEM_BODY + r")")
 
     def spans(self, t: _Text, hits: Hits) -> list[Span]:
         s = t.s
         out: list[Span] = []
         done = 0
-        for p in _positions(hits, self.needles):
-            if not s.startswith("PRIVATE KEY", p):
+        for k in _positions(hits, self.needles):
+            p = k - 8  # `PRIVATE KEY`, found by its `KEY`
+            if p < 0 or not s.startswith("PRIVATE KEY", p):
                 continue
             begin = s.rfind("-----BEGIN ", max(0, p - 52), p)
             if begin < done or begin < 0:
@@ -382,15 +380,16 @@ class GcpServiceAccountRule(Rule):
     """`"private_key": "-----BEGIN PRIVATE KEY-----\\n…"` and `"private_key_id"` of a key file."""
 
     name = "gcp-service-account-key"
-    needles = ("private",)
+    needles = ("key",)
     pattern = re.compile(r'(?P<q>\\?")private_key(?P<id>_id)?(?P=q)[ \t]*:[ \t]*(?P=q)'
                          r'(?P<secret>(?:[^"\\\n\x00]|\\[^"\n\x00]){1,16384})(?P=q)')
 
     def spans(self, t: _Text, hits: Hits) -> list[Span]:
         s, lb = t.s, t.lb
         out: list[Span] = []
-        for p in _positions(hits, self.needles):
-            if not lb.startswith(b"private_key", p) or p == 0 or s[p - 1] != '"':
+        for k in _positions(hits, self.needles):
+            p = k - 8  # `private_key`, found by its `key`
+            if p <= 0 or not lb.startswith(b"private_key", p) or s[p - 1] != '"':
                 continue
             m = self.pattern.match(s, p - 2 if p >= 2 and s[p - 2] == "\\" else p - 1)
             if m is None:
@@ -438,16 +437,19 @@ _SCHEMES = r"(?:bearer|basic|token|bot|digest|apikey|api-key|sso-key|key|negotia
 
 
 class AuthHeaderRule(Rule):
-    """`Authorization: Bearer <token>` (curl -H, raw HTTP, JSON headers) and bare `Bearer <token>`."""
+    """`Authorization: Bearer <token>`, `Proxy-Authorization: Basic …` (curl -H, raw HTTP, JSON headers).
+
+    A bearer token without its header is left to the rules of its own kind (JWT, GitHub, …):
+    looking for the bare word `bearer` would cost one more scan of every string.
+    """
 
     name = "auth-header"
-    needles = ("auth", "bearer")
+    needles = ("auth",)
     header = re.compile(
         r"(?:proxy-)?authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?[ \t]*(?:(?P<scheme>" + _SCHEMES + r")[ \t]+)?"
         r"(?P<secret>[A-Za-z0-9._~+/=\-]{6,4096})",
         re.IGNORECASE | re.ASCII,
     )
-    bearer = re.compile(r"bearer[ \t]+(?P<secret>[A-Za-z0-9._~+/\-]{16,4096}=*)", re.IGNORECASE | re.ASCII)
 
     def spans(self, t: _Text, hits: Hits) -> list[Span]:
         s, lb = t.s, t.lb
@@ -471,18 +473,6 @@ class AuthHeaderRule(Rule):
                 continue
             done = m.end()
             out.append(Span(*m.span("secret"), self.name))
-        for p in hits.get("bearer", ()):
-            if p < done or not _left_ok(s, p):
-                continue
-            m = self.bearer.match(s, p)
-            if m is None:
-                continue
-            v = m.group("secret")
-            if is_placeholder(v) or not looks_random(v.rstrip("="), 16):
-                continue
-            done = m.end()
-            out.append(Span(*m.span("secret"), self.name))
-        out.sort()
         return out
 
 
@@ -506,6 +496,8 @@ _ASSIGN = re.compile(
     re.VERBOSE,
 )
 _CODE_VALUE = re.compile(r"[^,;)\s]*")
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]*")
+_AFTER_NAME = frozenset("\"'\\:= \t")
 _ANNOTATION = re.compile(r"[A-Za-z_][\w.\[\], ]*?[ \t]=[ \t]")  # `float = 0`, not base64's `…=`
 _AWS_SECRET_NAME = re.compile(r"(?:aws_?)?secret_?access_?key", re.IGNORECASE)
 _AWS_SECRET_VALUE = re.compile(r"[A-Za-z0-9/+]{40}\Z")
@@ -529,8 +521,14 @@ class AssignmentRule(Rule):
         s = t.s
         starts: set[int] = set()
         for p in _positions(hits, self.needles):
+            # cheap checks first: most keywords sit in names like `monkey` or `self.token.x`
+            end = _NAME_RUN.match(s, p).end()
+            if s[end:end + 1] not in _AFTER_NAME:
+                continue
             head = s[max(0, p - 100):p]
-            starts.add(p - (len(head) - len(head.rstrip(_NAME_CHARS))))
+            start = p - (len(head) - len(head.rstrip(_NAME_CHARS)))
+            if start not in starts and name_kind(s[start:end]):
+                starts.add(start)
         out: list[Span] = []
         done = 0
         for start in sorted(starts):
@@ -676,7 +674,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     PrivateKeyRule(),
     TokenRule("openai-api-key", ("sk",), r"sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,512}",
               check=_sk_ok, classify=_sk_class),
-    TokenRule("aws-access-key-id", ("aws",), r"A(?:KIA|SIA)[0-9A-Z]{16}", check=lambda v: "EXAMPLE" not in v),
+    TokenRule("aws-access-key-id", ("akia", "asia"), r"A(?:KIA|SIA)[0-9A-Z]{16}", check=lambda v: "EXAMPLE" not in v),
     TokenRule("google-api-key", ("aiza",), r"AIza[0-9A-Za-z_\-]{35}", check=lambda v: len(set(v)) >= 10),
     TokenRule("github-token", ("gh", "ghpat"), r"g(?:h[pousr]_[A-Za-z0-9]{36,255}|ithub_pat_[A-Za-z0-9_]{22,255})",
               check=lambda v: _token_body_ok(v.split("_", 1)[1])),
@@ -778,12 +776,11 @@ class Redactor:
         self.counts["redaction-error"] += 1
         return REPLACEMENT.format(name="redaction-error")
 
-    def _builtin(self, parts: list[str], scanners: tuple[int, ...] = _ALL) -> list[str]:
+    def _builtin(self, parts: list[str]) -> list[str]:
         """The built-in rules over `parts`, scanned and matched as one text.
 
         One scan per call, whatever the number of parts: the parts are joined with `_SEP`, which
-        no rule's match can contain, so no match spans two parts. Only `scanners` run at first
-        (the others are known to find nothing); after a replacement, all of them.
+        no rule's match can contain, so no match spans two parts.
         """
         joined = _SEP.join(parts) if len(parts) > 1 else parts[0]
         ends: list[int] = []
@@ -792,16 +789,13 @@ class Redactor:
             pos += len(p)
             ends.append(pos)
             pos += 1
-        t = _Text(joined, scanners)
+        t = _Text(joined)
         changed = False
         for rule in BUILTIN_RULES:
             hits = t.hits
             if not hits:
                 break
-            for n in rule.needles:
-                if n in hits:
-                    break
-            else:
+            if hits.keys().isdisjoint(rule.needles):
                 continue
             spans = rule.spans(t, hits)
             if spans:
@@ -857,23 +851,23 @@ class Redactor:
             return self.text(v)
         if not isinstance(v, (dict, list, tuple)):
             return v
-        scanners = _ALL
-        try:
-            blob = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)
-        except (TypeError, orjson.JSONEncodeError):
-            pass  # lone surrogates, odd types: look at the strings
-        else:
-            scanners = _scanners_hit(blob, blob.lower())
-            if not scanners and not self._extra:
-                return v
+        if not self._extra:
+            try:
+                blob = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)
+            except (TypeError, orjson.JSONEncodeError):
+                pass  # lone surrogates, odd types: look at the strings
+            else:
+                if _SCANNER.search(blob.lower()) is None:
+                    return v
         leaves: list[str] = []
         whole: list[bool] = []
         _leaves(v, leaves, whole)
         new = list(leaves)
-        todo = [i for i, s in enumerate(leaves) if not whole[i] and _worth_scanning(s)]
+        todo = [i for i, s in enumerate(leaves)
+                if not whole[i] and len(s) >= MIN_LEN and (len(s) > 80 or s.strip(_SAFE_CHARS))]
         try:
             if todo:
-                done = self._builtin([leaves[i] for i in todo], scanners)
+                done = self._builtin([leaves[i] for i in todo])
                 for i, s in zip(todo, done):
                     new[i] = s
         except Exception:  # noqa: BLE001 - see text()
@@ -902,8 +896,19 @@ def _worth_scanning(s: str) -> bool:
     return n >= MIN_LEN and (n > 80 or bool(s.strip(_SAFE_CHARS)))
 
 
+_KEY_KINDS: dict[str, int] = {}
+
+
 def _whole_secret(key: Any, value: str) -> bool:
-    return isinstance(key, str) and MARK not in value and len(value) < 4096 and dict_value_secret(key, value)
+    """Whether `value` is a secret by its key alone: `{"api_key": "…"}`."""
+    if not isinstance(key, str):
+        return False
+    kind = _KEY_KINDS.get(key)
+    if kind is None:
+        kind = name_kind(key) if len(key) <= 100 else 0
+        if len(_KEY_KINDS) < 65536:
+            _KEY_KINDS[key] = kind
+    return bool(kind) and MARK not in value and len(value) < 4096 and dict_value_secret(key, value)
 
 
 def _leaves(v: Any, out: list[str], whole: list[bool]) -> None:

@@ -306,6 +306,23 @@ def test_strings_of_one_event_never_combine() -> None:
     assert out["a"] == parts["a"] and "[REDACTED:json-secret]" in out["b"]
 
 
+def test_both_scanners_find_the_same_needles() -> None:
+    """Short texts are scanned with one alternation, long ones pattern by pattern: same needles."""
+    from engram.redact import _SCANNER, _SCANNERS
+
+    texts = [text for _, text, _, _ in CASES] + [text for _, text in NEAR_MISSES] + BENIGN
+    for text in texts:
+        lb = text.encode("ascii", "replace").lower()
+        one = sorted((m.lastgroup, m.start()) for m in _SCANNER.finditer(lb))
+        each = sorted((m.lastgroup, m.start()) for p in _SCANNERS for m in p.finditer(lb))
+        assert one == each, text
+    long_text = "x = 1\n" * 1000 + "\n".join(text for _, text, _, _ in CASES)
+    r = Redactor()
+    out = r.text(long_text)
+    assert set(r.counts) == {cls for cls, *_ in CASES}
+    assert all(s not in out for _, _, parts, _ in CASES for s in parts)
+
+
 def test_names_and_randomness() -> None:
     assert name_kind("OPENAI_API_KEY") == name_kind("apiKey") == name_kind("DB_PASSWD") == 2
     assert name_kind("client_secret") == name_kind("x-api-key") == name_kind("_authToken") == 2
