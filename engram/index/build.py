@@ -16,7 +16,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, kgram_hashes, tokenize_bytes, winnow_positions
+from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, fingerprints_many
 from engram.index import postings
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_POSTINGS = 4_000_000
 HEAD_TAIL_CHARS = 6000
-_SENTINEL = np.iinfo(np.int64).max
+_EMPTY = np.empty(0, np.int64)
 
 
 @dataclass
@@ -60,28 +60,24 @@ class PendingTape:
 
 
 def batch_fingerprints(texts: list[str], k: int, w: int) -> tuple[np.ndarray, np.ndarray]:
-    """Winnowed fingerprints of many texts in one pass: (values, text index), no duplicates per text.
+    """Winnowed fingerprints of many texts in one vector pass: (values, text index), one entry per
+    distinct (text, value), identical to fingerprinting each text on its own."""
+    bf = fingerprints_many(texts, k, w)
+    if not len(bf):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    owner = bf.text.astype(np.int64)
+    order = np.lexsort((bf.values, owner))
+    vals, own = bf.values[order], owner[order]
+    keep = np.ones(len(vals), dtype=bool)
+    keep[1:] = (vals[1:] != vals[:-1]) | (own[1:] != own[:-1])
+    return vals[keep], own[keep]
 
-    The texts are joined with newlines and tokenized once; k-grams that would span two texts
-    are masked out before winnowing, so every fingerprint belongs to exactly one text.
-    """
-    if not texts:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    enc = [t.encode("utf-8", "surrogatepass") for t in texts]
-    sizes = np.fromiter((len(b) + 1 for b in enc), dtype=np.int64, count=len(enc))
-    bounds = np.cumsum(sizes)
-    tok = tokenize_bytes(b"\n".join(enc))
-    if len(tok) < k:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    owner = np.searchsorted(bounds, tok.offsets, side="right")
-    values = kgram_hashes(tok.hashes, k)
-    crossing = owner[: len(values)] != owner[k - 1:]
-    values = np.where(crossing, _SENTINEL, values)
-    pos = winnow_positions(values, w)
-    pos = pos[values[pos] != _SENTINEL]
-    vals, own = values[pos], owner[pos]
-    pairs = np.unique(np.stack([own, vals]), axis=1)
-    return pairs[1], pairs[0]
+
+def fingerprint_sets(texts: list[str], k: int, w: int) -> list[np.ndarray]:
+    """Sorted unique fingerprints of each text (what similarity and containment compare)."""
+    vals, own = batch_fingerprints(texts, k, w)
+    cuts = np.searchsorted(own, np.arange(len(texts) + 1))
+    return [vals[cuts[i]:cuts[i + 1]] for i in range(len(texts))]
 
 
 def _tail_head(events: list[dict[str, Any]], k: int, w: int) -> tuple[np.ndarray, np.ndarray, str | None]:
@@ -131,6 +127,7 @@ class Indexer:
             events = list(r.events(resolve_objects=True))
         pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
         texts: list[str] = []
+        edit_texts: list[str] = []
         for off, ev in enumerate(events):
             kind = ev.get("kind")
             if kind not in KIND_NO:
@@ -147,12 +144,15 @@ class Indexer:
                 pt.fts.append((fi, text))
             if kind == E.CODE_EDIT and isinstance(file, str):
                 before_text, after_text = str(ev.get("before_text") or ""), str(ev.get("after_text") or "")
+                edit_texts += [before_text, after_text]
                 pt.edits.append(PendingEdit(
-                    fi, file, fingerprint_set(before_text, self.k, self.w), fingerprint_set(after_text, self.k, self.w),
-                    edit_confidence(before_text, after_text),
+                    fi, file, _EMPTY, _EMPTY, edit_confidence(before_text, after_text),
                     ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
             if kind == E.SPAN_LINK:
                 pt.links.append((fi, ev))
+        sets = fingerprint_sets(edit_texts, self.k, self.w)
+        for i, e in enumerate(pt.edits):
+            e.before, e.after = sets[2 * i], sets[2 * i + 1]
         vals, owner = batch_fingerprints(texts, self.k, self.w)
         counts = np.bincount(owner, minlength=len(texts)) if len(owner) else np.zeros(len(texts), np.int64)
         pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
@@ -272,8 +272,11 @@ def rebuild_stoplist(db: apsw.Connection, share: float, min_tapes: int) -> tuple
         return 0, n_tapes
     ids, tapes = (np.array(c, dtype=np.int64) for c in zip(*db.execute("SELECT id, tape FROM fragments ORDER BY id")))
     tape_of = tapes[np.searchsorted(ids, frags.astype(np.int64))]
-    pairs = np.unique(np.stack([keys, tape_of]), axis=1)
-    uk, counts = np.unique(pairs[0], return_counts=True)
+    order = np.lexsort((tape_of, keys))
+    k, t = keys[order], tape_of[order]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])  # one entry per (fingerprint, tape)
+    uk, counts = np.unique(k[first], return_counts=True)
     limit = max(2, int(share * n_tapes))
     common = uk[counts > limit]
     db.executemany("INSERT INTO stoplist(fp, tapes) VALUES(?, ?)",

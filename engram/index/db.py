@@ -111,7 +111,18 @@ def _v2(db: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2]
+def _v3(db: apsw.Connection) -> None:
+    """Tombstone fingerprints, so re-insertion finds its tombstones by lookup, not by a scan."""
+    import numpy as np  # noqa: PLC0415
+
+    db.execute("CREATE TABLE tombstone_fps(fp INTEGER NOT NULL, tomb INTEGER NOT NULL, PRIMARY KEY(fp, tomb))"
+               " WITHOUT ROWID")
+    for tomb, anchors in db.execute("SELECT id, anchors FROM tombstones").fetchall():
+        db.executemany("INSERT OR IGNORE INTO tombstone_fps(fp, tomb) VALUES(?, ?)",
+                       ((int(v), tomb) for v in np.frombuffer(anchors, "<i8")))
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -86,6 +86,9 @@ def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int, stop: np
             db.execute("INSERT INTO tombstones(frag, file, line0, line1, ts, anchors) VALUES(?, "
                        "(SELECT id FROM files WHERE path=?), ?, ?, ?, ?)",
                        (dst, e.file, r[0], r[1], e.ts, e.before.astype("<i8").tobytes()))
+            tomb = db.last_insert_rowid()
+            db.executemany("INSERT OR IGNORE INTO tombstone_fps(fp, tomb) VALUES(?, ?)",
+                           ((v, tomb) for v in e.before.tolist()))
         if len(e.after) and (not len(e.before) or conf < LINK_THRESHOLD):
             _relink_reinsertion(db, dst, e)
     for fi, ev in pt.links:
@@ -134,10 +137,27 @@ def _link_sources(db: apsw.Connection, dst: int, e: Any, conf: float, stop: np.n
 
 
 def _relink_reinsertion(db: apsw.Connection, dst: int, e: Any) -> None:
-    """Text put back verbatim after a deletion rejoins the chain of the code it was."""
+    """Text put back verbatim after a deletion rejoins the chain of the code it was.
+
+    Candidates come from the tombstones' fingerprints (a lookup), and only those sharing enough
+    fingerprints to possibly reach the similarity threshold are compared in full."""
+    values = e.after.tolist()
+    if not values:
+        return
+    need = int(REINSERT_SIMILARITY * len(values))
+    counts: dict[int, int] = {}
+    for i in range(0, len(values), 30000):
+        chunk = values[i:i + 30000]
+        for tomb, n in db.execute(f"SELECT tomb, count(*) FROM tombstone_fps WHERE fp IN ({','.join('?' * len(chunk))})"
+                                  " GROUP BY tomb", chunk):
+            counts[tomb] = counts.get(tomb, 0) + n
+    candidates = [t for t, n in counts.items() if n >= need]
+    if not candidates:
+        return
     for tid, frag, path, l0, l1, anchors in db.execute(
             "SELECT t.id, t.frag, files.path, t.line0, t.line1, t.anchors FROM tombstones t "
-            "LEFT JOIN files ON files.id = t.file WHERE t.frag < ?", (dst,)).fetchall():
+            f"LEFT JOIN files ON files.id = t.file WHERE t.frag < ? AND t.id IN ({','.join('?' * len(candidates))})",
+            (dst, *candidates)).fetchall():
         old = np.frombuffer(anchors, dtype="<i8")
         sim = similarity(old, e.after)
         if sim >= REINSERT_SIMILARITY:

@@ -14,7 +14,7 @@ from engram.tape.writer import TAPE_SUFFIX
 log = logging.getLogger(__name__)
 
 DERIVED = ("tapes", "captures", "files", "fragments", "postings", "segments", "stoplist", "lineage", "tombstones",
-           "continuations", "heads", "state")
+           "tombstone_fps", "continuations", "heads", "state")
 
 
 def reindex(store: Store) -> dict[str, Any]:
