@@ -620,7 +620,7 @@ class AssignmentRule(Rule):
             if comment >= 0:
                 value = value[:comment]
             value = value.rstrip()
-            if value.endswith((",", ";", "{", "(", "[", ")", "}")) or _ANNOTATION.match(value):
+            if not value or value.endswith((",", ";", "{", "(", "[", ")", "}")) or _ANNOTATION.match(value):
                 return None  # code (`token: this.token,`, `token: float = 0`), not YAML
             if value.split(None, 1)[0].lower().rstrip("?|,") in _TYPE_NAMES:
                 return None

@@ -407,6 +407,15 @@ def test_property_never_raises_and_is_idempotent(pieces: list[str]) -> None:
     assert sum(r.counts.values()) == counted
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.one_of(SECRETISH, st.text(max_size=20)), max_size=6).map("".join), max_size=8))
+def test_property_an_events_strings_are_redacted_as_if_alone(strings: list[str]) -> None:
+    """Strings of one event are scanned together; the result must not depend on their neighbours."""
+    alone, together = Redactor(), Redactor()
+    assert together.value(strings) == [alone.text(s) for s in strings]
+    assert together.counts == alone.counts
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text())
 def test_property_random_text(s: str) -> None:
