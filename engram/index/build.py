@@ -217,13 +217,15 @@ class Indexer:
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)",
                    (seg, int(keep.sum()), sum(1 for b in frag_base if b >= 0)))
         stop = load_stoplist(db)
-        from engram.index.lineage import Continuations, add_lineage  # noqa: PLC0415
+        from engram.index.lineage import Continuations, add_lineage, source_candidates  # noqa: PLC0415
 
+        sources = source_candidates(db, [(fb + e.offset, e.before) for pt, fb in zip(self.pending, frag_base)
+                                         if fb >= 0 for e in pt.edits if len(e.before)], stop)
         conts = Continuations.load(db)
         for pt, no, fb in zip(self.pending, tape_nos, frag_base):
             if no < 0:
                 continue
-            add_lineage(db, pt, fb, stop)
+            add_lineage(db, pt, fb, sources)
             conts.add(db, pt, no)
             db.execute("UPDATE tapes SET indexed=1 WHERE id=?", (pt.id,))
         postings.merge_segments(db)

@@ -75,12 +75,73 @@ def _fragment_info(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str |
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int, stop: np.ndarray) -> None:
+def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: np.ndarray
+                      ) -> dict[int, list[tuple[int, float]]]:
+    """For each (edit fragment, before-text fingerprints): earlier edit fragments holding at least
+    SOURCE_CONTAINMENT of them, best first. One postings lookup for the whole batch."""
+    q_edit: list[np.ndarray] = []
+    q_keys: list[np.ndarray] = []
+    sizes: dict[int, int] = {}
+    for dst, before in edits:
+        k = np.unique(postings.keys(before))
+        if len(stop):
+            k = k[~np.isin(k, stop)]
+        if len(k):
+            q_edit.append(np.full(len(k), dst, dtype=np.int64))
+            q_keys.append(k)
+            sizes[dst] = len(k)
+    if not q_keys:
+        return {}
+    qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
+    pk, pf = postings.lookup(db, postings.key_to_fp(np.unique(qk)))
+    if not len(pk):
+        return {}
+    order = np.argsort(pk, kind="stable")
+    pk, pf = pk[order], pf[order].astype(np.int64)
+    lo = np.searchsorted(pk, qk, "left")
+    hi = np.searchsorted(pk, qk, "right")
+    n = hi - lo
+    pair_edit = np.repeat(qe, n)
+    idx = np.repeat(lo, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+    pair_frag = pf[idx]
+    earlier = pair_frag < pair_edit
+    pair_edit, pair_frag = pair_edit[earlier], pair_frag[earlier]
+    if not len(pair_edit):
+        return {}
+    # One count per (edit, fragment) = distinct before-fingerprints found in that fragment.
+    o = np.lexsort((pair_frag, pair_edit))
+    pe, pfr = pair_edit[o], pair_frag[o]
+    starts = np.flatnonzero(np.concatenate(([True], (pe[1:] != pe[:-1]) | (pfr[1:] != pfr[:-1]))))
+    counts = np.diff(np.concatenate((starts, [len(pe)])))
+    ue, uf = pe[starts], pfr[starts]
+    share = counts / np.array([sizes[int(x)] for x in ue.tolist()], dtype=np.float64)
+    good = share >= SOURCE_CONTAINMENT
+    ue, uf, share = ue[good], uf[good], share[good]
+    if not len(ue):
+        return {}
+    edit_kind = KIND_NO[E.CODE_EDIT]
+    ids = np.unique(uf).tolist()
+    is_edit: set[int] = set()
+    for i in range(0, len(ids), 30000):
+        chunk = ids[i:i + 30000]
+        is_edit.update(r[0] for r in db.execute(
+            f"SELECT id FROM fragments WHERE kind=? AND id IN ({','.join('?' * len(chunk))})", [edit_kind, *chunk]))
+    out: dict[int, list[tuple[int, float]]] = {}
+    for d, f, c in zip(ue.tolist(), uf.tolist(), share.tolist()):
+        if f in is_edit:
+            out.setdefault(d, []).append((f, c))
+    for d in out:
+        out[d] = sorted(out[d], key=lambda x: (-x[1], -x[0]))[:MAX_SOURCES]
+    return out
+
+
+def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int,
+                sources: dict[int, list[tuple[int, float]]]) -> None:
     for e in pt.edits:
         dst = frag_base + e.offset
         conf = e.confidence
-        if len(e.before):
-            _link_sources(db, dst, e, conf, stop)
+        if dst in sources:
+            _link_sources(db, dst, e, conf, sources[dst])
         if len(e.before) and not len(e.after):
             r = e.before_range or [None, None]
             db.execute("INSERT INTO tombstones(frag, file, line0, line1, ts, anchors) VALUES(?, "
@@ -95,32 +156,7 @@ def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int, stop: np
         _agent_link(db, frag_base + fi, ev)
 
 
-def _link_sources(db: apsw.Connection, dst: int, e: Any, conf: float, stop: np.ndarray) -> None:
-    q = e.before
-    if len(stop):
-        q = q[~np.isin(postings.keys(q), stop)]
-    if not len(q):
-        return
-    keys, frags = postings.lookup(db, q)
-    frags = frags.astype(np.int64)
-    mask = frags < dst
-    if not mask.any():
-        return
-    pairs = np.unique(np.stack([frags[mask], keys[mask]]), axis=1)
-    ids, counts = np.unique(pairs[0], return_counts=True)
-    top = np.argsort(-counts, kind="stable")[:200]
-    ids, counts = ids[top], counts[top]
-    edits = {r[0] for r in db.execute(
-        f"SELECT id FROM fragments WHERE kind=? AND id IN ({','.join('?' * len(ids))})",
-        [KIND_NO[E.CODE_EDIT], *ids.tolist()])}
-    keep = np.array([int(i) in edits for i in ids], dtype=bool)
-    if not keep.any():
-        return
-    ids, contain = ids[keep], counts[keep] / len(q)
-    order = np.lexsort((-ids, -contain))
-    chosen = [(int(ids[i]), float(contain[i])) for i in order[:MAX_SOURCES] if contain[i] >= SOURCE_CONTAINMENT]
-    if not chosen:
-        return
+def _link_sources(db: apsw.Connection, dst: int, e: Any, conf: float, chosen: list[tuple[int, float]]) -> None:
     info = _fragment_info(db, [c for c, _ in chosen])
     card = "N:1" if len(chosen) > 1 else "1:1"
     for src, contain_v in chosen:
