@@ -120,11 +120,13 @@ class Indexer:
         self.indexed_tapes = 0
 
     def __call__(self, db: apsw.Connection, written: Any) -> None:
-        self.add(db, written.id)
+        self.add(db, written.id, getattr(written, "events", None))
 
-    def add(self, db: apsw.Connection, tape_id: str) -> None:
-        with TapeReader(tape_path(self.store.tapes_dir, tape_id), self.store.objects_dir) as r:
-            events = list(r.events(resolve_objects=True))
+    def add(self, db: apsw.Connection, tape_id: str, events: list[dict[str, Any]] | None = None) -> None:
+        """Index a tape; `events` are its events as written (else they are read back from disk)."""
+        if events is None:
+            with TapeReader(tape_path(self.store.tapes_dir, tape_id), self.store.objects_dir) as r:
+                events = list(r.events(resolve_objects=True))
         pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
         texts: list[str] = []
         edit_texts: list[str] = []

@@ -38,6 +38,9 @@ class WrittenTape:
     size: int  # compressed file size
     created: bool  # False when an identical tape already existed
     redactions: Counter[str] = field(default_factory=Counter)
+    # The events as stored, but with large strings still inline: what an indexer reads back
+    # from the tape, handed over without decompressing it again.
+    events: list[Event] | None = field(default=None, repr=False)
 
 
 def tape_path(tapes_dir: Path, tape_id: str) -> Path:
@@ -79,11 +82,12 @@ def write_tape(
 ) -> WrittenTape:
     """Persist `events` (the first must be `meta`) as one immutable tape."""
     lines: list[bytes] = []
+    stored: list[Event] = []
     for ev in events:
         if redact is not None:
             ev = redact(ev)
-        ev = externalize(ev, objects_dir, object_threshold)
-        lines.append(dumps(ev))
+        stored.append(ev)
+        lines.append(dumps(externalize(ev, objects_dir, object_threshold)))
     if not lines or not lines[0].startswith(b'{"'):
         raise ValueError("a tape needs at least its meta event")
     first = events_first_kind(lines[0])
@@ -98,11 +102,12 @@ def write_tape(
     tape_id = h.hexdigest()
     path = tape_path(tapes_dir, tape_id)
     if path.exists():
-        return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False, redactions or Counter())
+        return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False, redactions or Counter(),
+                           stored)
     data = encode_tape(lines)
     atomic_write(path, data, mode=0o444)
     log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
-    return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter())
+    return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter(), stored)
 
 
 def events_first_kind(line: bytes) -> str | None:
