@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from engram.errors import BadInput
 from engram.redact import Redactor, looks_random, name_kind
+from engram.tape.reader import TapeReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALNUM = string.ascii_letters + string.digits
@@ -498,7 +499,10 @@ def test_end_to_end_no_seeded_secret_reaches_a_tape_or_an_object(tmp_path: Path,
     objects = [p for p in (repo / ".engram" / "objects").rglob("*") if p.is_file()]
     assert tapes and objects
     blobs = []
-    for path in [*tapes, *objects]:
+    for path in tapes:  # every frame of the tape, not only the first
+        with TapeReader(path) as reader:
+            blobs.append(b"\n".join(reader.raw_lines()))
+    for path in objects:
         with path.open("rb") as f:
             blobs.append(zstandard.ZstdDecompressor().decompressobj().decompress(f.read()))
     everything = b"\n".join(blobs)
