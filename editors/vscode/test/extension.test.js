@@ -1,0 +1,167 @@
+// The glue in extension.ts through a stubbed `vscode` (see ../test-support/vscode-stub.js).
+const test = require('node:test');
+const assert = require('node:assert');
+const path = require('node:path');
+const { loadExtension } = require('../test-support/vscode-stub.js');
+const pkg = require('../package.json');
+
+const TAPE = 'ab'.repeat(32);
+const EXPLAIN = {
+  result: { span: { file: 'src/a.py', start: 3, end: 8 }, sessions: [
+    { tape: TAPE, session_id: 'sess-1', harness: 'claude-code', model: 'm', touches: 1, last_touch: '2026-01-02T03:04:05Z',
+      fragments: [{ tape: TAPE, offset: 7, kind: 'code.edit', file: 'src/a.py', lines: [1, 9], confidence: 1, via: 'direct', timestamp: '2026-01-02T03:04:05Z',
+        window: [{ offset: 6, kind: 'msg.in', ts: '2026-01-02T03:04:00Z', text: 'add a' }, { offset: 7, kind: 'code.edit', op: 'create', file: 'src/a.py', before_range: [1, 0], after_range: [1, 9] }] }] },
+  ] },
+  text: 'x = 1\n',
+};
+
+const config = { path: process.execPath, 'window.before': 7, 'window.after': 2, lenses: true, hover: false, minConfidence: 0.25 };
+
+test('activate starts `<engram.path> lsp` for every file and passes the settings', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [{ id: 't1', session_id: 'a' }, { id: 't2', session_id: 'a' }, { id: 't3', session_id: 'b' }];
+  const ctx = { subscriptions: [] };
+  const ext = await s.ext.activate(ctx);
+  const c = s.calls.clients[0];
+  assert.strictEqual(c.serverOptions.command, process.execPath);
+  assert.deepStrictEqual(c.serverOptions.args, ['lsp']);
+  assert.strictEqual(c.serverOptions.transport, undefined, 'no --stdio appended');
+  assert.deepStrictEqual(c.clientOptions.documentSelector, [{ scheme: 'file' }]);
+  assert.deepStrictEqual(c.clientOptions.initializationOptions, {
+    lenses: true, hover: false, editorTape: true, window: { before: 7, after: 2 }, minConfidence: 0.25, mcp: { enabled: true } });
+  assert.strictEqual(c.clientOptions.synchronize.configurationSection, 'engram');
+  assert.ok(c.started);
+  assert.ok('engram/indexChanged' in c.notifications);
+  const contributed = pkg.contributes.commands.map((x) => x.command).sort();
+  assert.deepStrictEqual(Object.keys(s.calls.commands).sort(), contributed);
+  assert.strictEqual(ext.status.text, '$(history) Engram: 2 sessions');
+  // Each menu entry names a contributed command.
+  for (const items of Object.values(pkg.contributes.menus)) for (const m of items) assert.ok(contributed.includes(m.command), m.command);
+  await s.ext.deactivate();
+  assert.ok(c.stopped);
+});
+
+test('clicking a lens (engram.explain through the middleware) opens the rendered explain document', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  await s.ext.activate({ subscriptions: [] });
+  const c = s.calls.clients[0];
+  const seen = [];
+  const next = async (command, args) => { seen.push([command, args]); return EXPLAIN; };
+  const range = { start: { line: 2, character: 0 }, end: { line: 8, character: 0 } };
+  const res = await c.clientOptions.middleware.executeCommand('engram.explain', ['file:///repo/src/a.py', range], next);
+  assert.strictEqual(res, EXPLAIN);
+  assert.deepStrictEqual(seen, [['engram.explain', ['file:///repo/src/a.py', range, { before: 7, after: 2 }]]]);
+  const { doc, opts } = s.calls.shown.at(-1);
+  assert.strictEqual(doc.uri.scheme, 'engram');
+  assert.match(doc.uri.path, /^\/why a\.py 3-8\.md$/);
+  assert.strictEqual(doc.languageId, 'markdown');
+  assert.strictEqual(opts.preview, false);
+  const text = doc.getText();
+  assert.match(text, /## 1\. Claude Code · 2026-01-02 03:04 UTC · m · 1 touch/);
+  assert.match(text, /```python\nx = 1\n```/);
+  // Links in the document are clickable, and its headings carry the same commands as lenses.
+  const lines = text.split('\n');
+  const fakeDoc = { lineCount: lines.length, lineAt: (i) => ({ text: lines[i] }) };
+  const links = s.calls.providers.links.provideDocumentLinks(fakeDoc);
+  assert.ok(links.some((l) => l.target.scheme === 'command' && l.target.path === 'engram.showTranscript'));
+  const lenses = s.calls.providers.lenses.provideCodeLenses(fakeDoc);
+  assert.ok(lenses.some((l) => l.command.command === 'engram.widenWindows'));
+  const open = lenses.find((l) => l.command.title === 'open transcript at #7');
+  assert.deepStrictEqual(open.command.arguments, [TAPE, 7, 10, 10]);
+  s.responses['engram.explain'] = EXPLAIN;
+  // Widen: runs explain again with wider windows and updates the same document.
+  await s.calls.commands['engram.widenWindows']('file:///repo/src/a.py#2-8');
+  const again = c.requestsSent.at(-1)[1];
+  assert.deepStrictEqual(again.arguments[2], { before: 17, after: 7 });
+  assert.strictEqual(s.calls.shown.at(-1).doc.uri.toString(), doc.uri.toString());
+});
+
+test('hover links (engram.view) and Show Transcript open a transcript document', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  const view = { tape: TAPE, session_id: 'sess-1', at: 7, events: EXPLAIN.result.sessions[0].fragments[0].window };
+  s.responses['engram.view'] = view;
+  s.responses['engram.explain'] = EXPLAIN;
+  s.responses['textDocument/codeLens'] = [{ range: { start: { line: 2, character: 0 }, end: { line: 2, character: 0 } }, data: { start: 2, end: 7 } }];
+  await s.ext.activate({ subscriptions: [] });
+  const c = s.calls.clients[0];
+  await c.clientOptions.middleware.executeCommand('engram.view', [TAPE, 7, 10, 10], async () => view);
+  assert.match(s.calls.shown.at(-1).doc.uri.path, /^\/transcript sess-1 @7\.md$/);
+  assert.match(s.calls.shown.at(-1).doc.getText(), /#### ▶ #7/);
+  // From a source editor with the cursor in an evidence region: explain it briefly, then the single touch opens.
+  s.vscode.window.activeTextEditor = { document: { uri: s.vscode.Uri.parse('file:///repo/src/a.py') },
+    selection: { isEmpty: true, active: { line: 4 }, start: { line: 4, character: 0 }, end: { line: 4, character: 0 } } };
+  await s.calls.commands['engram.showTranscript']();
+  const explainCall = c.requestsSent.find(([m, p]) => p && p.command === 'engram.explain');
+  assert.deepStrictEqual(explainCall[1].arguments[1], { start: { line: 2, character: 0 }, end: { line: 8, character: 0 } });
+  assert.deepStrictEqual(c.requestsSent.at(-1)[1], { command: 'engram.view', arguments: [TAPE, 7, 10, 10] });
+});
+
+test('Explain Selection uses the selection, else the region under the cursor', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  s.responses['engram.explain'] = EXPLAIN;
+  s.responses['textDocument/codeLens'] = [];
+  await s.ext.activate({ subscriptions: [] });
+  const c = s.calls.clients[0];
+  s.vscode.window.activeTextEditor = { document: { uri: s.vscode.Uri.parse('file:///repo/src/a.py') },
+    selection: { isEmpty: false, active: { line: 9 }, start: { line: 3, character: 4 }, end: { line: 9, character: 0 } } };
+  await s.calls.commands['engram.explainSelection']();
+  const args = c.requestsSent.at(-1)[1].arguments;
+  assert.deepStrictEqual(args[1], { start: { line: 3, character: 0 }, end: { line: 9, character: 0 } });
+  s.vscode.window.activeTextEditor.selection = { isEmpty: true, active: { line: 5 }, start: { line: 5, character: 1 }, end: { line: 5, character: 1 } };
+  await s.calls.commands['engram.explainSelection']();
+  assert.deepStrictEqual(c.requestsSent.at(-1)[1].arguments[1], { start: { line: 5, character: 0 }, end: { line: 6, character: 0 } });
+});
+
+test('no server found: an error with the fix, no client', async () => {
+  const s = loadExtension({ path: '', pythonPath: '' });
+  const ext = await s.ext.activate({ subscriptions: [] }, { lookup: { envPath: path.join(__dirname, 'no-such-dir'), pythonExtension: undefined } });
+  assert.strictEqual(s.calls.clients.length, 0);
+  assert.strictEqual(s.calls.errors.length, 1);
+  assert.match(s.calls.errors[0], /cannot find the `engram` language server/);
+  assert.match(s.calls.errors[0], /engram\.pythonPath/);
+  assert.strictEqual(ext.status.text, '$(error) Engram: no server');
+  await s.calls.commands['engram.explainSelection']();
+});
+
+test('a workspace without a store shows "not initialised"', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = new Error('no Engram store in this workspace: run `engram init` in the repository');
+  const ext = await s.ext.activate({ subscriptions: [] });
+  assert.strictEqual(ext.status.text, '$(circle-slash) Engram: not initialised');
+});
+
+test('server progress becomes a cancellable notification; Cancel tells the server', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  const ext = await s.ext.activate({ subscriptions: [] });
+  const c = s.calls.clients[0];
+  c.requests['window/workDoneProgress/create']({ token: 'tok' });
+  c.progress.tok({ kind: 'begin', title: 'Engram: ingesting sessions', cancellable: true, percentage: 0 });
+  assert.strictEqual(ext.status.text, '$(sync~spin) Engram: indexing');
+  const p = s.calls.progress.at(-1);
+  assert.deepStrictEqual(p.opts, { location: 15, title: 'Engram: ingesting sessions', cancellable: true });
+  c.progress.tok({ kind: 'report', message: '1/4 sessions', percentage: 25 });
+  c.progress.tok({ kind: 'report', message: '2/4 sessions', percentage: 50 });
+  assert.deepStrictEqual(p.reports, [{ message: '1/4 sessions', increment: 25 }, { message: '2/4 sessions', increment: 25 }]);
+  p.cancel();
+  assert.deepStrictEqual(c.sent.at(-1), ['window/workDoneProgress/cancel', { token: 'tok' }]);
+  c.progress.tok({ kind: 'end', message: 'cancelled' });
+  await new Promise((r) => setTimeout(r, 10));
+  assert.strictEqual(ext.status.text, '$(history) Engram: 0 sessions');
+});
+
+test('hovers show transcript text that looks like HTML', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  await s.ext.activate({ subscriptions: [] });
+  const c = s.calls.clients[0];
+  const md = new s.vscode.MarkdownString('**Asked:**\n> <task-notification>');
+  md.isTrusted = { enabledCommands: ['engram.view'] };
+  const h = await c.clientOptions.middleware.provideHover({}, {}, {}, async () => new s.vscode.Hover([md], 'R'));
+  assert.strictEqual(h.contents[0].value, '**Asked:**\n> &lt;task-notification&gt;');
+  assert.deepStrictEqual(h.contents[0].isTrusted, { enabledCommands: ['engram.view'] });
+  assert.strictEqual(h.range, 'R');
+});
