@@ -217,11 +217,20 @@ local function lens_view(command, _)
   M.view(a[1], a[2], a[3], a[4])
 end
 
---- Which Neovim LSP API this version attaches with.
+--- The attach API: 11 (vim.lsp.config + enable), 8 (vim.lsp.start) or 7 (start_client), by version;
+--- `g:engram_api` ('config', 'start', 'start_client') forces an older one (for testing).
+local function api_level()
+  local forced = ({ config = 11, start = 8, start_client = 7 })[vim.g.engram_api or '']
+  local native = has('0.11') and 11 or has('0.8') and 8 or 7
+  return forced and math.min(forced, native) or native
+end
+
+--- Which Neovim LSP API the plugin attaches with.
 function M.api()
-  if has('0.11') then
+  local level = api_level()
+  if level >= 11 then
     return 'vim.lsp.config + vim.lsp.enable'
-  elseif has('0.8') then
+  elseif level >= 8 then
     return 'vim.lsp.start'
   end
   return 'vim.lsp.start_client + vim.lsp.buf_attach_client'
@@ -316,8 +325,9 @@ function M.attach(bufnr)
     warn_missing()
     return nil
   end
-  if has('0.8') then
-    local config = has('0.11') and vim.tbl_extend('force', vim.lsp.config[M.NAME] or M.lsp_config(), { root_dir = root })
+  local level = api_level()
+  if level >= 8 then
+    local config = level >= 11 and vim.tbl_extend('force', vim.lsp.config[M.NAME] or M.lsp_config(), { root_dir = root })
       or M.client_config(root)
     config.cmd = cmd
     local id = vim.lsp.start(config, { bufnr = bufnr })
@@ -650,7 +660,7 @@ function M._init()
     return
   end
   local group = vim.api.nvim_create_augroup('engram', { clear = true })
-  if has('0.11') then
+  if api_level() >= 11 then
     vim.lsp.config(M.NAME, M.lsp_config())
     vim.lsp.enable(M.NAME)
   end
@@ -672,7 +682,7 @@ end
 function M.setup(opts)
   M.config = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
   warned_missing = false
-  if initialized and has('0.11') then
+  if initialized and api_level() >= 11 then
     vim.lsp.config(M.NAME, M.lsp_config())
   end
   for _, c in ipairs(all_clients()) do
