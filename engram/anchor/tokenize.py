@@ -286,10 +286,13 @@ def _tokenize_chunk(buf: np.ndarray, cls: np.ndarray, n: int, at_line_start: boo
         is_tok[absorbed] = False
     ti = np.flatnonzero(is_tok)
     s = np.take(bounds, ti)
-    bounds_ext = np.append(bounds, n)
-    e = np.take(bounds_ext, ti + 1)
+    nb = bounds.shape[0]
+    ti += 1
+    e = np.take(bounds, ti, mode="clip")  # no np.append copy of bounds: fix the end below
+    if ti.shape[0] and ti[-1] == nb:
+        e[-1] = n
     if num_runs.size:
-        e[np.searchsorted(ti, num_runs)] = bounds_ext[end_runs]
+        e[np.searchsorted(ti, num_runs + 1)] = np.where(end_runs < nb, bounds[np.minimum(end_runs, nb - 1)], n)
     hashes = _hash(buf, s, e)
     if nl.size:
         first_after = np.searchsorted(s, nl)
