@@ -1,10 +1,11 @@
 """Anchors: winnowed token k-gram fingerprints over any text (code, messages, tool output).
 
 Tokenize once (``tokenize``), hash k consecutive tokens (``all_kgrams``), keep the
-winnowed minimum of every window (``fingerprints``), compare sets (``similarity``,
-``containment``).  Everything is vectorised with numpy; definitions of the hashes are
-in the docstrings of ``tokenize.py`` and ``winnow.py`` because stored fingerprints
-depend on them bit for bit: changing either means a reindex.
+winnowed minimum of every window (``fingerprints``; ``fingerprints_many`` for the
+thousands of small event texts of a tape), compare sets (``similarity``,
+``containment``).  Everything is vectorised with numpy; the hash definitions are in the
+docstrings of ``tokenize.py`` and ``winnow.py`` because stored fingerprints depend on
+them bit for bit: changing either (or k, w) means a reindex.
 """
 
 from engram.anchor.similarity import containment, similarity
