@@ -219,8 +219,10 @@ export function touchLabel(f: Fragment): string {
       return `wrote${where}`;
     case 'code.read':
       return `read${where}`;
-    case 'tool.call':
-      return 'passed it to a tool';
+    case 'tool.call': {
+      const call = (f.window ?? []).find((e) => e.offset === f.offset);
+      return call && call.name ? `a \`${call.name}\` call held it` : 'a tool call held it';
+    }
     case 'tool.result':
       return 'saw it in tool output';
     case 'msg.in':

@@ -143,7 +143,12 @@ function M.touch_label(f)
   elseif k == 'code.read' then
     return 'read' .. where
   elseif k == 'tool.call' then
-    return 'passed it to a tool'
+    for _, ev in ipairs(str(f.window) or {}) do
+      if ev.offset == f.offset and str(ev.name) then
+        return ('a `%s` call held it'):format(ev.name)
+      end
+    end
+    return 'a tool call held it'
   elseif k == 'tool.result' then
     return 'saw it in tool output'
   elseif k == 'msg.in' then
