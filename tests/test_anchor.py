@@ -288,8 +288,10 @@ def test_any_shared_run_of_w_plus_k_minus_1_tokens_shares_a_fingerprint(
     assert set(fingerprints(a, k, w).values.tolist()) & set(fingerprints(b, k, w).values.tolist())
 
 
-def _code_like(rng: random.Random, n_lines: int) -> list[str]:
-    names = ["user", "total", "items", "price", "count", "result", "config", "path", "index", "value"]
+_NAMES = ["user", "total", "items", "price", "count", "result", "config", "path", "index", "value"]
+
+
+def _code_like(rng: random.Random, n_lines: int, names: list[str] = _NAMES) -> list[str]:
     ops = ["+", "-", "*", "==", "<", ">="]
     out = []
     for _ in range(n_lines):
@@ -304,7 +306,7 @@ def test_a_lightly_edited_copy_stays_similar_and_unrelated_code_does_not() -> No
     edited = list(original)
     for i in rng.sample(range(len(edited)), len(edited) // 5):  # edit 20% of the lines
         edited[i] = edited[i].replace("=", "!=", 1) + "  # changed"
-    unrelated = _code_like(random.Random(99), 200)
+    unrelated = _code_like(random.Random(99), 200, ["row", "col", "grid", "cell", "width", "height", "style"])
     fo, fe, fu = (fingerprint_set("\n".join(x)) for x in (original, edited, unrelated))
     assert similarity(fo, fe) > 0.5
     assert containment(fo, fe) > 0.6
