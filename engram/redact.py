@@ -75,20 +75,24 @@ class Span(NamedTuple):
 # The needles: every place where a rule could match, found on the lower-cased ASCII view of the
 # text. Grouped by a first literal (the anchor); each group names its needle and `_BACK` says
 # how far before the group the needle starts. Words that only look like keywords are not
-# needles (`keys`, `keyword`, `tokens`, `tokenizer`, `passed`, `author`, `authenticate`), and
-# `key` also announces `PRIVATE KEY` and `private_key`. Matching is case-blind here; the rules
-# check case where it matters (`AKIA`, `SG.`, `eyJ`).
+# needles (`keys`, `keyword`, `tokens`, `tokenizer`, `passed`, `author`, `authenticate`), nor
+# is a keyword that no operator follows (`for key in`, `self.token.strip()`): a secret's name is
+# followed by `=` or `:`. Matching is case-blind here; the rules check case where it matters
+# (`AKIA`, `SG.`, `eyJ`).
+# What follows a secret's name: the rest of the name, a closing quote, an operator.
+_OP = rb"(?=[a-z0-9_.\-]{0,60}+\\?[\"']?[ \t]*+[:=])"  # possessive: a name never gives back
 _ANCHORS: tuple[tuple[bytes, bytes], ...] = (
-    (rb"k", rb"(?P<key>ey)(?!s\(|s\b|word|board|frame|up|down|press|of\b|code|event|ring|chain)"
-            rb"|(?P<token>en)(?<=token)(?!s|i[sz])|(?P<sk>-)(?<=sk-)|(?P<stripe>_(?:live|test)_)"
+    (rb"k", rb"(?P<key>ey)(?!s\(|s\b|word|board|frame|up|down|press|of\b|code|event|ring|chain)" + _OP +
+            rb"|(?P<token>en)(?<=token)(?!s|i[sz])" + _OP + rb"|(?P<sk>-)(?<=sk-)|(?P<stripe>_(?:live|test)_)"
             rb"|(?P<slackhook>s\.slack\.com/)(?<=hooks\.slack\.com/)|(?P<akia>ia)(?<=akia)"),
-    (rb"p", rb"(?P<pass>ass)(?=w|phrase|[^a-z])|(?P<pwd>wd)|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi)"
-            rb"|(?P<private>rivate)(?=[_\-=:\"'])"),
+    (rb"p", rb"(?P<pass>ass)(?=w|phrase|[^a-z])" + _OP + rb"|(?P<pwd>wd)" + _OP +
+            rb"|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi)|(?P<private>rivate)(?=[_\-=:\"'])" + _OP),
     (rb"h", rb"(?P<gh>[pousr]_)(?<=gh[pousr]_)|(?P<ghpat>ub_pat_)(?<=github_pat_)|(?P<hf>f_)"
-            rb"|(?P<auth>)(?<=auth)(?!or(?!ization)|enti)"),
+            rb"|(?P<auth>)(?<=auth)(?!or(?!ization)|enti)" + _OP),
     (rb"x", rb"(?P<xox>ox[abposr]-)|(?P<xapp>app-)"),
-    (rb"g", rb"(?P<gl>l(?:pat|dt|rt|ptt|soat|cbt)-)|(?P<sg>\.[a-z0-9_\-]{22}\.)(?<=sg\.[a-z0-9_\-]{22}\.)"),
-    (rb"cre", rb"(?P<secret>t)(?<=secret)|(?P<credential>dential)"),
+    (rb"g", rb"(?P<gl>l(?:pat|dt|rt|ptt|soat|cbt)-)|(?P<sg>\.[a-z0-9_\-]{22}\.)(?<=sg\.[a-z0-9_\-]{22}\.)"
+            rb"|(?P<pem>in )(?<=-----begin )"),
+    (rb"cre", rb"(?P<secret>t)(?<=secret)" + _OP + rb"|(?P<credential>dential)" + _OP),
     (rb":", rb"(?P<url>//)"),
     (rb"j", rb"(?P<jwt>)(?<=eyj)"),
     (rb"z", rb"(?P<aiza>a)(?<=aiza)"),
@@ -96,8 +100,7 @@ _ANCHORS: tuple[tuple[bytes, bytes], ...] = (
 )
 _BACK = {"key": 1, "token": 3, "sk": 2, "stripe": 2, "slackhook": 4, "akia": 2, "pass": 1, "pwd": 1, "npm": 2,
          "dapi": 3, "private": 1, "gh": 2, "ghpat": 4, "hf": 1, "auth": 4, "xox": 1, "xapp": 1, "gl": 1, "sg": 2,
-         "secret": 5, "credential": 3, "url": 1, "jwt": 3, "aiza": 3, "asia": 3}
-
+         "secret": 5, "credential": 3, "url": 1, "jwt": 3, "aiza": 3, "asia": 3, "pem": 8}
 # Two ways to search for them, equivalent in what they find. One alternation of all groups:
 # `re` skips positions by their first character and it is one call per text, the better deal
 # for short texts (most strings are short and a call costs more than their bytes). One pattern
@@ -108,6 +111,13 @@ _SCANNERS = tuple(re.compile(anchor + b"(?:" + rest + b")") for anchor, rest in 
 _LONG = 1024  # measured: per-anchor patterns win from about 1 KiB
 
 Hits = dict[str, list[int]]
+
+
+def _any_needle(lb: bytes) -> bool:
+    """Whether the text whose lower-cased ASCII view is `lb` has any needle at all."""
+    if len(lb) <= _LONG:
+        return _SCANNER.search(lb) is not None
+    return any(pattern.search(lb) is not None for pattern in _SCANNERS)
 
 
 def _scan(lb: bytes) -> Hits:
@@ -346,19 +356,15 @@ class PrivateKeyRule(Rule):
     """
 
     name = "private-key"
-    needles = ("key",)
+    needles = ("pem",)
     pattern = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----(?P<secret>" + _PEM_BODY + r")")
 
     def spans(self, t: _Text, hits: Hits) -> list[Span]:
         s = t.s
         out: list[Span] = []
         done = 0
-        for k in _positions(hits, self.needles):
-            p = k - 8  # `PRIVATE KEY`, found by its `KEY`
-            if p < 0 or not s.startswith("PRIVATE KEY", p):
-                continue
-            begin = s.rfind("-----BEGIN ", max(0, p - 52), p)
-            if begin < done or begin < 0:
+        for begin in _positions(hits, self.needles):
+            if begin < done:
                 continue
             m = self.pattern.match(s, begin)
             if m is None or not _B64_RUN.search(m.group("secret")):
@@ -857,7 +863,7 @@ class Redactor:
             except (TypeError, orjson.JSONEncodeError):
                 pass  # lone surrogates, odd types: look at the strings
             else:
-                if _SCANNER.search(blob.lower()) is None:
+                if not _any_needle(blob.lower()):
                     return v
         leaves: list[str] = []
         whole: list[bool] = []
