@@ -1,0 +1,1057 @@
+#!/usr/bin/env python3
+"""Provenance accuracy benchmark: does `engram explain` find the session that wrote a span?
+
+    python bench/provenance.py [--spans-per-size 60] [--seed 1] [--k 5 --w 4] [--sweep]
+                               [--set RELATIVE_FLOOR=0.8] [--distractors DIR]
+
+Ground truth comes from the real Claude Code sessions shipped in tests/fixtures/claude/
+(spotter 258c7280-… and 4d5611e5-… wrote code; subagent.jsonl, tool_heavy.jsonl and short.jsonl
+are distractors; every session is ingested). The run:
+
+1. decompresses the fixtures into a temporary directory and replays every successful Write/Edit
+   of the two writing sessions (Write `content`, Edit `originalFile` + `structuredPatch`), keeping
+   per line of each file whether this session wrote it: `+` lines of a patch and the lines of a
+   created file are written; context lines keep their flag; lines that changed between the
+   session's last known version and the next `originalFile` (a formatter, the user, git) are not
+   the session's. Paths are made repository-relative by stripping each session's `cwd`; the
+   replayed final files must equal engram.demo.final_files (checked);
+2. builds ONE git repository with the final files of both sessions: one commit per session in
+   time order (author = session id), so when both wrote a path the later session's version is
+   kept and spans there are attributed to it (the earlier session is a real distractor);
+3. samples (seeded) spans of 3, 10 and 30 lines made only of lines the session wrote, with at
+   least 60% substantive lines;
+4. applies each mutation to a copy of the file (transcripts unchanged), writes it to the working
+   tree, reads the span back with engram.query.spans.read_span and asks
+   `engram.query.explain.explain(store, db, span, Options(brief=True))`, in process;
+5. scores engram (recall@1, recall@3 of the writing session, precision of the returned sessions)
+   next to two references on the same mutated spans: `git blame` (plain, and `-w -M -C`) over a
+   commit by "human" holding the mutation, and a fixed-string line grep of the transcripts; also
+   scores a *proposed* session ranking (proposed_order) on the very same explain evidence;
+6. with `--sweep`, indexes the same tapes for every k x w of --sweep-k/--sweep-w (default
+   {3..7} x {2,3,4,6,8}, in parallel processes) and prints engram's scores and the index size
+   (postings) per setting.
+
+explain's run() calls direct_hits() without k/w, so the script replaces
+engram.query.explain.direct_hits for the duration of a run by a wrapper passing this run's k and
+w, and indexes with Indexer(store, k, w); engram/ itself is not modified.
+
+Definitions (also in bench/PROVENANCE_BENCH.md):
+
+* a line is *substantive* when it has a word that is not a bare block keyword (`end`, `do`,
+  `else`...): blank lines, `end)`, `%{`, `});` are not;
+* a session *touched* a span when it is the writer, or when one of its code.read / code.edit
+  facts for the same repository path (Read result content; the new side of an Edit/Write, main
+  transcript and subagents) holds one of the span's substantive lines of 6+ characters verbatim,
+  stripped: content rather than line numbers, because reads and edits refer to other versions of
+  the file. Precision = share of the returned sessions that touched the span, averaged over the
+  queries that returned any session;
+* grep: every stripped non-empty line of the mutated span is searched as a fixed string in each
+  fixture session's transcripts (every JSON string value, decoded: what `grep -F` would find if
+  it understood JSON escaping), sessions ranked by lines found; a tie at the top counts
+  1/(number tied);
+* blame: found when more than half of the mutated span's lines blame to the writer's commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import zstandard
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "claude"
+WRITERS = ("258c7280-ae70-4798-800f-63464d01a85d", "4d5611e5-241a-462a-8d15-5122611a9569")
+SIZES = (3, 10, 30)
+SWEEP_K = (3, 4, 5, 6, 7)
+SWEEP_W = (2, 3, 4, 6, 8)
+TARGETS = {"shift/move/format R@1": 0.95, "edit20-spread R@1": 0.90, "edit30-spread R@1": 0.75, "precision": 0.90}
+
+# --------------------------------------------------------------------------- transcripts
+
+_WORDS = re.compile(r"[A-Za-z0-9_]+")
+_TRIVIAL_WORDS = {"end", "do", "else", "fi", "done", "then", "try", "after", "rescue"}
+
+
+def substantive(line: str) -> bool:
+    """Has a word that is not a bare block keyword: `end)`, `%{`, `});`, blank lines are not."""
+    return any(w not in _TRIVIAL_WORDS for w in _WORDS.findall(line))
+
+
+def split_lines(text: str) -> list[str]:
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+@dataclass
+class Session:
+    sid: str
+    files: list[Path]  # main transcript, then subagent transcripts
+    cwd: str
+    start: str
+    final: dict[str, str] = field(default_factory=dict)  # rel path -> final text
+    flags: dict[str, list[bool]] = field(default_factory=dict)  # rel path -> written-by-this-session per line
+    touched: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # rel -> stripped lines
+    text: str = ""  # every JSON string value of the transcripts, decoded, one per line: what grep searches
+    lines: set[str] = field(default_factory=set)  # the stripped lines of `text` (a fast path for grep)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for raw in path.read_bytes().splitlines():
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+
+
+def _rel(cwd: str, path: str) -> str | None:
+    base = cwd.rstrip("/") + "/"
+    return path[len(base):] if path.startswith(base) else None
+
+
+def _realign(lines: list[str], flags: list[bool], target: list[str]) -> list[bool]:
+    """Flags for `target` given a known (lines, flags): equal lines keep theirs, others are not ours."""
+    if lines == target:
+        return list(flags)
+    out = [False] * len(target)
+    sm = difflib.SequenceMatcher(None, lines, target, autojunk=False)
+    for tag, a0, a1, b0, b1 in sm.get_opcodes():
+        if tag == "equal":
+            out[b0:b1] = flags[a0:a1]
+    return out
+
+
+def _apply_flagged(original: list[str], oflags: list[bool], hunks: list[dict[str, Any]]
+                   ) -> tuple[list[str], list[bool]] | None:
+    """engram.adapters.unified.apply_hunks, carrying a written-by-us flag per line (`+` lines are ours)."""
+    res, rfl, pos = [], [], 0
+    for h in hunks:
+        start = int(h.get("oldStart") or 0) - 1
+        if int(h.get("oldLines") or 0) == 0 and start < 0:
+            start = 0
+        body = [ln for ln in (h.get("lines") or []) if isinstance(ln, str) and not ln.startswith("\\")]
+        expect = [ln[1:] for ln in body if ln[:1] in (" ", "-", "")]
+        if original[start:start + len(expect)] != expect:
+            if original[start + 1:start + 1 + len(expect)] == expect:
+                start += 1
+            else:
+                return None
+        if start < pos:
+            return None
+        res.extend(original[pos:start])
+        rfl.extend(oflags[pos:start])
+        pos = start
+        for ln in body:
+            tag, text = (ln[0], ln[1:]) if ln else (" ", "")
+            if tag == "+":
+                res.append(text)
+                rfl.append(True)
+            elif tag == "-":
+                pos += 1
+            else:
+                res.append(text)
+                rfl.append(oflags[pos])
+                pos += 1
+    res.extend(original[pos:])
+    rfl.extend(oflags[pos:])
+    return res, rfl
+
+
+def load_session(main: Path) -> Session:
+    sub = main.with_suffix("") / "subagents"
+    files = [main] + (sorted(sub.glob("*.jsonl")) if sub.is_dir() else [])
+    recs = _records(main)
+    cwd = next((r["cwd"] for r in recs if isinstance(r.get("cwd"), str)), "/")
+    sid = next((r["sessionId"] for r in recs if isinstance(r.get("sessionId"), str)), main.stem)
+    start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str)), "")
+    s = Session(sid, files, cwd, start)
+    strings: list[str] = []
+    for fi, f in enumerate(files):
+        for rec in recs if fi == 0 else _records(f):
+            _strings(rec, strings)
+    s.text = "\n".join(strings)
+    s.lines = {x.strip() for x in s.text.split("\n")}
+    state: dict[str, tuple[list[str], list[bool]]] = {}
+    for fi, f in enumerate(files):
+        for rec in recs if fi == 0 else _records(f):
+            tur = rec.get("toolUseResult")
+            if not isinstance(tur, dict):
+                continue
+            if tur.get("type") == "text" and isinstance(tur.get("file"), dict):  # Read
+                fobj = tur["file"]
+                rel = _rel(cwd, str(fobj.get("filePath") or ""))
+                if rel and isinstance(fobj.get("content"), str):
+                    s.touched[rel].update(x.strip() for x in fobj["content"].splitlines())
+                continue
+            path = tur.get("filePath")
+            rel = _rel(cwd, path) if isinstance(path, str) else None
+            if rel is None or not isinstance(tur.get("structuredPatch"), list):
+                continue
+            new_side = [ln[1:] for h in tur["structuredPatch"] for ln in (h.get("lines") or [])
+                        if isinstance(ln, str) and ln[:1] in (" ", "+")]
+            s.touched[rel].update(x.strip() for x in new_side)
+            if fi != 0:
+                continue  # subagents of these sessions do not write; keep writes to the main file
+            orig = tur.get("originalFile")
+            if tur.get("type") == "create" or (tur.get("type") == "update" and not isinstance(orig, str)):
+                content = tur.get("content")
+                if isinstance(content, str):
+                    s.touched[rel].update(x.strip() for x in content.splitlines())
+                    new = split_lines(content)
+                    old = state.get(rel) or (split_lines(orig) if isinstance(orig, str) else [], None)
+                    ol, of = old if old[1] is not None else (old[0], [False] * len(old[0]))
+                    fl = [True] * len(new)
+                    sm = difflib.SequenceMatcher(None, ol, new, autojunk=False)
+                    for tag, a0, a1, b0, b1 in sm.get_opcodes():
+                        if tag == "equal":
+                            fl[b0:b1] = of[a0:a1]
+                    state[rel] = (new, fl)
+                continue
+            if not isinstance(orig, str):
+                continue
+            olines = split_lines(orig)
+            if rel in state:
+                oflags = _realign(*state[rel], olines)
+            else:
+                oflags = [False] * len(olines)
+            if tur.get("type") == "update" and isinstance(tur.get("content"), str):
+                new = split_lines(tur["content"])
+                fl = [True] * len(new)
+                sm = difflib.SequenceMatcher(None, olines, new, autojunk=False)
+                for tag, a0, a1, b0, b1 in sm.get_opcodes():
+                    if tag == "equal":
+                        fl[b0:b1] = oflags[a0:a1]
+                state[rel] = (new, fl)
+                s.touched[rel].update(x.strip() for x in new)
+                continue
+            got = _apply_flagged(olines, oflags, tur["structuredPatch"])
+            if got is not None:
+                state[rel] = got
+    for rel, (lines, fl) in state.items():
+        s.final[rel] = "\n".join(lines) + "\n"
+        s.flags[rel] = fl
+    return s
+
+
+def prepare_transcripts(dest: Path) -> list[Path]:
+    """Decompress every fixture session (with subagents) under `dest`; main transcript paths."""
+    dest.mkdir(parents=True, exist_ok=True)
+    dz = zstandard.ZstdDecompressor()
+    mains = []
+    for z in sorted((FIXTURES / "spotter").rglob("*.jsonl.zst")):
+        rel = z.relative_to(FIXTURES / "spotter")
+        out = dest / str(rel)[: -len(".zst")]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with z.open("rb") as fin, out.open("wb") as fout:
+            dz.copy_stream(fin, fout)
+        if "subagents" not in rel.parts:
+            mains.append(out)
+    shutil.copy(FIXTURES / "short.jsonl", dest / "short.jsonl")
+    mains.append(dest / "short.jsonl")
+    return sorted(mains)
+
+
+# --------------------------------------------------------------------------- git
+
+GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(repo: Path, *args: str, inp: bytes | None = None, env: dict[str, str] | None = None) -> str:
+    r = subprocess.run(["git", *args], cwd=repo, input=inp, capture_output=True, check=True,
+                       env={**os.environ, **GIT_ENV, **(env or {})})
+    return r.stdout.decode("utf-8", "replace")
+
+
+def _who(name: str) -> dict[str, str]:
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": f"{name}@bench.invalid", "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": f"{name}@bench.invalid", "GIT_AUTHOR_DATE": "2026-02-13T00:00:00Z",
+            "GIT_COMMITTER_DATE": "2026-02-13T00:00:00Z"}
+
+
+def build_repo(repo: Path, writers: list[Session]) -> tuple[str, dict[str, tuple[str, list[bool]]]]:
+    """One commit per writing session in time order; returns (HEAD, rel -> (writer sid, flags))."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    owner: dict[str, tuple[str, list[bool]]] = {}
+    for s in sorted(writers, key=lambda x: x.start):
+        for rel, text in sorted(s.final.items()):
+            p = repo / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+            owner[rel] = (s.sid, s.flags[rel])
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"session {s.sid}", env=_who(s.sid))
+    return git(repo, "rev-parse", "HEAD").strip(), owner
+
+
+# --------------------------------------------------------------------------- spans and mutations
+
+TOKEN = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z0-9_\u0080-\U0010ffff]*|[0-9][0-9A-Za-z_.\u0080-\U0010ffff]*|\S")
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9A-Za-z_.]*")
+KEYWORDS = set("""def defp defmodule do end fn if else case cond with when true false nil and or not in for while
+return const let var function this import export from new async await class self use alias require true false
+null undefined try catch rescue after raise throw else elif is none import as of type public private static""".split())
+
+
+@dataclass
+class SpanRef:
+    file: str
+    start: int  # 1-based inclusive, in the committed file
+    end: int
+    writer: str
+
+
+@dataclass
+class Query:
+    span: SpanRef
+    size: int
+    mutation: str
+    files: dict[str, str]  # rel path -> new content (only changed/new files)
+    path: str  # where to explain after the mutation
+    start: int
+    end: int
+    edit_share: float = 0.0  # share of the span's tokens the mutation replaced
+    blame: bool = False
+    blame_wmc: bool = False
+    grep_r1: float = 0.0
+    text: str = ""
+
+
+def eligible_spans(owner: dict[str, tuple[str, list[bool]]], repo: Path, n: int) -> list[SpanRef]:
+    out = []
+    for rel, (sid, fl) in sorted(owner.items()):
+        lines = (repo / rel).read_text(encoding="utf-8").splitlines()
+        assert len(lines) == len(fl), rel
+        for i in range(0, len(lines) - n + 1):
+            if not all(fl[i:i + n]):
+                continue
+            block = lines[i:i + n]
+            if sum(substantive(x) for x in block) < math.ceil(0.6 * n):
+                continue
+            out.append(SpanRef(rel, i + 1, i + n, sid))
+    return out
+
+
+def sample_spans(cands: list[SpanRef], count: int, rng: random.Random) -> list[SpanRef]:
+    """Seeded sample: no two picks overlapping in the same file; when that runs out (long spans),
+    picks may overlap by up to half their length."""
+    order = list(range(len(cands)))
+    rng.shuffle(order)
+    taken: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    out: list[SpanRef] = []
+    for slack in (0.0, 0.5):
+        for i in order:
+            if len(out) == count:
+                return out
+            c = cands[i]
+            n = c.end - c.start + 1
+            if any(min(c.end, b) - max(c.start, a) + 1 > slack * n for a, b in taken[c.file]):
+                continue
+            taken[c.file].append((c.start, c.end))
+            out.append(c)
+    return out
+
+
+def _new_ident(rng: random.Random) -> str:
+    return "zq" + "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6))
+
+
+def _word_spans(line: str) -> list[tuple[int, int]]:
+    return [m.span() for m in WORD.finditer(line)]
+
+
+def _replace(lines: list[str], picks: dict[int, set[int]], rng: random.Random) -> list[str]:
+    out = []
+    for li, line in enumerate(lines):
+        spans = _word_spans(line)
+        chosen = sorted(picks.get(li, ()), reverse=True)
+        for wi in chosen:
+            a, b = spans[wi]
+            line = line[:a] + _new_ident(rng) + line[b:]
+        out.append(line)
+    return out
+
+
+def edit_tokens(lines: list[str], share: float, spread: bool, rng: random.Random) -> tuple[list[str], float]:
+    """Replace identifiers/numbers, `share` of all tokens; with `spread`, at least one on every line."""
+    ntok = sum(len(TOKEN.findall(x)) for x in lines)
+    cands = [(li, wi) for li, x in enumerate(lines) for wi in range(len(_word_spans(x)))]
+    budget = max(1, round(share * ntok))
+    picks: dict[int, set[int]] = defaultdict(set)
+    chosen: set[tuple[int, int]] = set()
+    if spread:
+        for li, x in enumerate(lines):
+            n = len(_word_spans(x))
+            if n:
+                wi = rng.randrange(n)
+                picks[li].add(wi)
+                chosen.add((li, wi))
+    rest = [c for c in cands if c not in chosen]
+    rng.shuffle(rest)
+    for li, wi in rest[: max(0, budget - len(chosen))]:
+        picks[li].add(wi)
+        chosen.add((li, wi))
+    return _replace(lines, picks, rng), len(chosen) / max(1, ntok)
+
+
+def rename_one(lines: list[str], rng: random.Random) -> tuple[list[str], float]:
+    words = Counter(m.group() for x in lines for m in WORD.finditer(x)
+                    if not m.group()[0].isdigit() and m.group() not in KEYWORDS and len(m.group()) >= 3)
+    if not words:
+        words = Counter(m.group() for x in lines for m in WORD.finditer(x) if not m.group()[0].isdigit())
+    if not words:
+        return lines, 0.0
+    top = max(words.values())
+    name = rng.choice(sorted(w for w, c in words.items() if c == top))
+    new = _new_ident(rng)
+    pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+    ntok = sum(len(TOKEN.findall(x)) for x in lines)
+    return [pat.sub(new, x) for x in lines], top / max(1, ntok)
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def new_code(indent: str, n: int, rng: random.Random) -> list[str]:
+    return [f"{indent}{_new_ident(rng)} = {_new_ident(rng)}({_new_ident(rng)}, {rng.randrange(2, 999)})"
+            for _ in range(n)]
+
+
+def reindent(lines: list[str], rng: random.Random) -> list[str]:
+    can_remove = all(x.startswith("    ") or not x.strip() for x in lines)
+    if can_remove and rng.random() < 0.5:
+        return [x[4:] if x.strip() else x for x in lines]
+    return ["    " + x if x.strip() else x for x in lines]
+
+
+def _outside_strings(line: str) -> list[bool]:
+    """Per character: outside a '...' or "..." literal (a rough, line-local scan)."""
+    out, q, esc = [], None, False
+    for ch in line:
+        if q is None:
+            out.append(ch not in "\"'")
+            if ch in "\"'":
+                q = ch
+        else:
+            out.append(False)
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == q:
+                q = None
+    return out
+
+
+def reformat_line(line: str) -> str:
+    """Change the spacing inside a line without changing its tokens (a formatter's kind of rewrite)."""
+    ind = _indent(line)
+    body = line[len(ind):]
+    if not body:
+        return line
+    ok = _outside_strings(body)
+    out: list[str] = []
+    i, n = 0, len(body)
+    while i < n:
+        ch = body[i]
+        if not ok[i]:
+            out.append(ch)
+            i += 1
+            continue
+        if ch == ",":
+            j = i + 1
+            while j < n and body[j] == " ":
+                j += 1
+            out.append("," if j > i + 1 else ", ")
+            i = j
+            continue
+        if ch == "(" and i + 1 < n and body[i + 1] not in " )":
+            out.append("( ")
+            i += 1
+            continue
+        if ch == ")" and out and out[-1][-1:] not in (" ", "("):
+            out.append(" )")
+            i += 1
+            continue
+        if ch in "=+*<>|" and out and out[-1][-1:] == " " and i + 1 < n and body[i + 1] == " ":
+            # " = " -> "=": the operator stays between its operands, so no two words merge
+            prev = "".join(out).rstrip(" ")
+            if prev:
+                out = [prev, ch]
+                i += 2
+                continue
+        out.append(ch)
+        i += 1
+    new = ind + "".join(out).rstrip(" ")
+    if TOKEN.findall(new) != TOKEN.findall(line):
+        new = line  # safety: never change tokens
+    if new == line:  # nothing to toggle: widen the first space between tokens
+        k = body.find(" ")
+        if k > 0:
+            return ind + body[:k] + "  " + body[k:].lstrip(" ")
+    return new
+
+
+def rewrap(lines: list[str]) -> list[str]:
+    """Join short neighbours and split long lines at a space (tokens unchanged)."""
+    out: list[str] = []
+    i, changed = 0, False
+    while i < len(lines):
+        x = lines[i]
+        body = x.strip()
+        if len(body) > 50:
+            ok = _outside_strings(x)
+            cuts = [j for j, ch in enumerate(x) if ch == " " and ok[j] and j > len(_indent(x)) + 10]
+            cuts = [j for j in cuts if x[j - 1] == ","] or cuts
+            if cuts:
+                mid = min(cuts, key=lambda j: abs(j - len(x) // 2))
+                out += [x[:mid].rstrip(), _indent(x) + "  " + x[mid:].strip()]
+                changed = True
+                i += 1
+                continue
+        if i + 1 < len(lines) and body and lines[i + 1].strip() and len(body) + len(lines[i + 1].strip()) < 80:
+            out.append(x.rstrip() + " " + lines[i + 1].strip())
+            changed = True
+            i += 2
+            continue
+        out.append(x)
+        i += 1
+    if not changed and len(lines) > 1:
+        out = [lines[0].rstrip() + " " + lines[1].strip()] + lines[2:]
+    return out
+
+
+MUTATIONS = ("none", "shift", "edit10", "edit20-spread", "edit30-spread", "edit20-random", "edit30-random",
+             "rename", "move-in-file", "move-to-file", "reindent", "rewrap", "reformat")
+TOKEN_PRESERVING = ("none", "shift", "move-in-file", "move-to-file", "reindent", "rewrap", "reformat")
+
+
+def mutate(span: SpanRef, size: int, name: str, repo: Path, rng: random.Random, idx: int) -> Query:
+    text = (repo / span.file).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    s0, e0 = span.start - 1, span.end
+    block = lines[s0:e0]
+    share = 0.0
+    q = Query(span, size, name, {}, span.file, span.start, span.end)
+
+    def put(new_block: list[str], at: int | None = None, rest: list[str] | None = None) -> None:
+        base = rest if rest is not None else lines[:s0] + lines[e0:]
+        pos = s0 if at is None else at
+        new = base[:pos] + new_block + base[pos:]
+        q.files[span.file] = "\n".join(new) + "\n"
+        q.start, q.end = pos + 1, pos + len(new_block)
+
+    if name == "none":
+        put(block)
+    elif name == "shift":
+        extra = new_code(_indent(block[0]), 7, rng)
+        new = lines[:s0] + extra + lines[s0:]
+        q.files[span.file] = "\n".join(new) + "\n"
+        q.start, q.end = span.start + 7, span.end + 7
+    elif name.startswith("edit"):
+        pct = int(name[4:6]) / 100
+        new_block, share = edit_tokens(block, pct, spread=name.endswith("spread"), rng=rng)
+        put(new_block)
+    elif name == "rename":
+        new_block, share = rename_one(block, rng)
+        put(new_block)
+    elif name == "move-in-file":
+        rest = lines[:s0] + lines[e0:]
+        far = [p for p in range(len(rest) + 1) if abs(p - s0) >= max(10, size)]
+        at = rng.choice(far) if far else (len(rest) if s0 < len(rest) // 2 else 0)
+        put(block, at=at, rest=rest)
+    elif name == "move-to-file":
+        rest = lines[:s0] + lines[e0:]
+        q.files[span.file] = "\n".join(rest) + "\n"
+        p = Path(span.file)
+        newf = str(p.parent / f"{p.stem}_moved{idx}{p.suffix}")
+        header = new_code("", 2, rng)
+        q.files[newf] = "\n".join(header + block) + "\n"
+        q.path, q.start, q.end = newf, 3, 2 + len(block)
+    elif name == "reindent":
+        put(reindent(block, rng))
+    elif name == "rewrap":
+        put(rewrap(block))
+    elif name == "reformat":
+        put([reformat_line(x) for x in block])
+    else:
+        raise ValueError(name)
+    q.edit_share = share
+    new_lines = (q.files.get(q.path) or text).splitlines()
+    q.text = "\n".join(new_lines[q.start - 1:q.end]) + "\n"
+    if name in TOKEN_PRESERVING:
+        assert TOKEN.findall(q.text) == TOKEN.findall("\n".join(block)), (name, span)
+    return q
+
+
+# --------------------------------------------------------------------------- references
+
+
+def run_blame(repo: Path, base: str, queries: list[Query]) -> None:
+    """One commit by "human" per mutation (parent: the last session commit), all via fast-import."""
+    chunks: list[bytes] = []
+    for i, q in enumerate(queries):
+        chunks.append(f"commit refs/bench/q{i}\nmark :{i + 1}\n"
+                      f"author human <human@bench.invalid> 1770940800 +0000\n"
+                      f"committer human <human@bench.invalid> 1770940800 +0000\n"
+                      f"data 8\nmutation\nfrom {base}\n".encode())
+        for path, content in q.files.items():
+            data = content.encode("utf-8")
+            chunks.append(f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data + b"\n")
+        chunks.append(b"\n")
+    marks = repo / ".git" / "bench-marks"
+    git(repo, "fast-import", "--quiet", f"--export-marks={marks}", inp=b"".join(chunks))
+    commit = {int(m[1:]): sha for m, sha in (ln.split() for ln in marks.read_text().splitlines())}
+
+    def one(i: int, flags: tuple[str, ...]) -> bool:
+        q = queries[i]
+        out = git(repo, "blame", "--line-porcelain", *flags, "-L", f"{q.start},{q.end}", commit[i + 1], "--", q.path)
+        authors = [ln[7:] for ln in out.splitlines() if ln.startswith("author ")]
+        return sum(a == q.span.writer for a in authors) * 2 > len(authors)
+
+    with ThreadPoolExecutor(max(2, min(16, os.cpu_count() or 2))) as pool:
+        plain = list(pool.map(lambda i: one(i, ()), range(len(queries))))
+        wmc = list(pool.map(lambda i: one(i, ("-w", "-M", "-C")), range(len(queries))))
+    for q, a, b in zip(queries, plain, wmc):
+        q.blame, q.blame_wmc = a, b
+
+
+def run_grep(sessions: list[Session], queries: list[Query]) -> None:
+    fresh = re.compile(r"zq[bcdfghjklmnpqrstvwxz]{6}")  # the mutations' new identifiers
+    seen = {m for s in sessions for m in fresh.findall(s.text)}
+
+    @functools.cache
+    def where(x: str) -> frozenset[str]:
+        if any(m not in seen for m in fresh.findall(x)):
+            return frozenset()  # holds an identifier no transcript has: no need to scan
+        return frozenset(s.sid for s in sessions if x in s.lines or x in s.text)
+
+    for q in queries:
+        needles = {x.strip() for x in q.text.splitlines() if x.strip()}
+        counts = {s.sid: sum(s.sid in where(x) for x in needles) for s in sessions}
+        top = max(counts.values())
+        tied = [sid for sid, c in counts.items() if c == top]
+        q.grep_r1 = 1.0 / len(tied) if top > 0 and q.span.writer in tied else 0.0
+
+
+def touched_sessions(sessions: list[Session], span: SpanRef, repo_lines: list[str]) -> set[str]:
+    needles = [x.strip() for x in repo_lines[span.start - 1:span.end] if substantive(x) and len(x.strip()) >= 6]
+    out = {span.writer}
+    for s in sessions:
+        seen = s.touched.get(span.file)
+        if seen and any(x in seen for x in needles):
+            out.add(s.sid)
+    return out
+
+
+# --------------------------------------------------------------------------- engram
+
+
+def engram_env(repo: Path, transcripts: list[Path]) -> Any:
+    from engram.ingest import IngestStats, ingest, jobs_from_paths
+    from engram.store import init_store
+
+    store, _ = init_store(repo)
+    stats = IngestStats()
+    ingest(store, jobs_from_paths(transcripts, stats), stats=stats)
+    print(f"ingested: {stats.sessions} sessions, {stats.tapes} tapes, {stats.edits} edits, {stats.reads} reads")
+    return store
+
+
+def build_index(store: Any, k: int, w: int) -> tuple[Any, int, float]:
+    """A fresh index of every tape with (k, w), like `engram reindex` (which uses the defaults)."""
+    from engram.index.build import Indexer, rebuild_stoplist
+    from engram.index.db import immediate, open_db
+    from engram.index.reindex import DERIVED
+    from engram.ingest import register_from_file
+    from engram.tape.writer import TAPE_SUFFIX
+
+    t0 = time.perf_counter()
+    db = open_db(store)
+    with immediate(db):
+        for table in DERIVED:
+            db.execute(f"DELETE FROM {table}")
+        db.execute("DELETE FROM fts")
+        for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
+            register_from_file(db, store, path)
+    indexer = Indexer(store, k, w)
+    for (tid,) in db.execute("SELECT id FROM tapes ORDER BY started, id").fetchall():
+        indexer.add(db, tid)
+    indexer.flush(db)
+    cfg = store.config["index"]
+    with immediate(db):
+        rebuild_stoplist(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
+    n = int(db.execute("SELECT coalesce(sum(postings), 0) FROM segments").fetchall()[0][0])
+    return db, n, time.perf_counter() - t0
+
+
+@dataclass
+class Outcome:
+    r1: float
+    r3: float
+    prec: float | None
+    returned: int
+
+
+def _outcome(sids: list[str], writer: str, true_set: set[str]) -> Outcome:
+    prec = sum(s in true_set for s in sids) / len(sids) if sids else None
+    return Outcome(float(sids[:1] == [writer]), float(writer in sids[:3]), prec, len(sids))
+
+
+PROPOSED_SESSION_FLOOR = 0.8
+
+
+def proposed_order(res: Any, span_file: str) -> list[str]:
+    """A ranking engram could use instead of touch counts, simulated on explain's own Result:
+    sessions by their best fragment's confidence, then their best code.edit's, then whether they
+    read/edited the span's file, then touches; a session whose best fragment is below
+    PROPOSED_SESSION_FLOOR x the top session's best is dropped."""
+    from engram.index.kinds import CODE_KIND_NOS, KIND_NO
+
+    edit = KIND_NO["code.edit"]
+    best: dict[str, float] = defaultdict(float)
+    best_edit: dict[str, float] = defaultdict(float)
+    same: dict[str, int] = defaultdict(int)
+    touches: Counter[str] = Counter()
+    for fid, h in res.hits.items():
+        fr = res.frags.get(fid)
+        if fr is None:
+            continue
+        s = fr.session_id
+        touches[s] += 1
+        best[s] = max(best[s], h.confidence)
+        if fr.kind == edit:
+            best_edit[s] = max(best_edit[s], h.confidence)
+        if fr.kind in CODE_KIND_NOS and fr.file == span_file:
+            same[s] = 1
+    if not best:
+        return []
+    top = max(best.values())
+    keep = [s for s in best if best[s] >= PROPOSED_SESSION_FLOOR * top]
+    return sorted(keep, key=lambda s: (-best[s], -best_edit[s], -same[s], -touches[s], s))
+
+
+def read_spans(repo: Path, queries: list[Query]) -> list[Any]:
+    """Each mutated span as `engram explain FILE:START-END` reads it: the mutation is written to the
+    working tree, read back with engram.query.spans.read_span, and the file restored."""
+    from engram.query.spans import read_span
+
+    out = []
+    for q in queries:
+        backup = {p: ((repo / p).read_bytes() if (repo / p).exists() else None) for p in q.files}
+        try:
+            for p, content in q.files.items():
+                (repo / p).parent.mkdir(parents=True, exist_ok=True)
+                (repo / p).write_text(content, encoding="utf-8")
+            out.append(read_span(repo, q.path, q.start, q.end, cwd=repo))
+        finally:
+            for p, old in backup.items():
+                if old is None:
+                    (repo / p).unlink()
+                else:
+                    (repo / p).write_bytes(old)
+    return out
+
+
+def run_engram(store: Any, db: Any, spans: list[Any], queries: list[Query], truth: list[set[str]], k: int, w: int,
+               *, fast: bool = False) -> tuple[list[Outcome], list[Outcome]]:
+    """engram explain as shipped (brief), and the proposed ranking on the same evidence.
+
+    `explain()` is called as is; with `fast` (the sweep) its two steps are called directly
+    (`to_json(run())`, which is what explain() does without --expand-until), saving one run()."""
+    import engram.query.explain as X
+
+    orig = X.direct_hits
+
+    def direct_hits(db_: Any, text: str, *_a: Any, **_kw: Any) -> dict[int, float]:
+        return orig(db_, text, k, w)  # run() does not pass k/w through: force this run's setting
+
+    X.direct_hits = direct_hits
+    outs, prop = [], []
+    opts = X.Options(brief=True)
+    try:
+        for q, span, true_set in zip(queries, spans, truth):
+            res = X.run(store, db, span, opts)
+            doc = X.to_json(store, res, opts) if fast else X.explain(store, db, span, opts)
+            outs.append(_outcome([s["session_id"] for s in doc["sessions"]], q.span.writer, true_set))
+            prop.append(_outcome(proposed_order(res, span.file), q.span.writer, true_set))
+    finally:
+        X.direct_hits = orig
+    return outs, prop
+
+
+_SWEEP: dict[str, Any] = {}  # what forked sweep workers inherit (queries hold whole files: not pickled)
+
+
+def _sweep_one(kw: tuple[int, int]) -> tuple[int, int, int, float, dict[str, float], dict[str, float]]:
+    """Index a private copy of the store with (k, w) and score engram on every query."""
+    from engram.store import Store
+
+    k, w = kw
+    root = _SWEEP["work"] / f"sweep-k{k}-w{w}"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    src = _SWEEP["store"].dir
+    shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("index.sqlite*", "run"))
+    store = Store(root)
+    db, npost, secs = build_index(store, k, w)
+    try:
+        o, p = run_engram(store, db, _SWEEP["spans"], _SWEEP["queries"], _SWEEP["truth"], k, w, fast=True)
+    finally:
+        db.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return k, w, npost, secs, summary(_SWEEP["queries"], o), summary(_SWEEP["queries"], p)
+
+
+def sweep(work: Path, store: Any, spans: list[Any], queries: list[Query], truth: list[set[str]],
+          ks: list[int], ws: list[int], jobs: int) -> None:
+    import multiprocessing as mp
+
+    _SWEEP.update(work=work, store=store, spans=spans, queries=queries, truth=truth)
+    print(f"\nsweep over (k, w), same queries; shipped = engram explain as is, proposed = proposed_order")
+    head = (f"{'k':>2} {'w':>2} {'postings':>9} {'idx s':>5} | shipped: {'pres':>5} {'e20s':>5} {'e30s':>5} "
+            f"{'ren':>5} {'all':>5} {'R@3':>5} {'prec':>5} {'empty':>5} | proposed: {'pres':>5} {'e20s':>5} "
+            f"{'e30s':>5} {'all':>5} {'prec':>5} {'ret':>4}")
+    print(head + "\n" + "-" * len(head), flush=True)
+    grid = [(k, w) for k in ks for w in ws]
+    ctx = mp.get_context("fork")
+    with ctx.Pool(max(1, jobs)) as pool:
+        for k, w, npost, secs, a, b in pool.imap(_sweep_one, grid):
+            print(f"{k:2} {w:2} {npost:9} {secs:5.1f} |          " +
+                  " ".join(f"{a[c]:5.3f}" for c in ("pres", "e20s", "e30s", "ren", "all", "R@3", "prec", "empty"))
+                  + " |           " + " ".join(f"{b[c]:5.3f}" for c in ("pres", "e20s", "e30s", "all", "prec"))
+                  + f" {b['ret']:4.2f}", flush=True)
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _f(x: float) -> str:
+    return " n/a" if x != x else f"{x:4.2f}"
+
+
+def table(queries: list[Query], outs: list[Outcome]) -> str:
+    cols = ["R@1", "R@3", "prec", "blame", "b-wMC", "grep"]
+    head1 = f"{'mutation':15}" + "".join(f"| {f'{n} lines':^{6 * len(cols) - 1}}" for n in SIZES) + \
+        f"| {'all sizes':^{6 * len(cols) - 1}}| edit%"
+    head2 = f"{'':15}" + ("| " + " ".join(f"{c:>5}" for c in cols)) * (len(SIZES) + 1) + "|"
+    lines = [head1, head2, "-" * len(head2)]
+    for m in MUTATIONS:
+        row = f"{m:15}"
+        for size in (*SIZES, None):
+            sel = [i for i, q in enumerate(queries) if q.mutation == m and (size is None or q.size == size)]
+            o = [outs[i] for i in sel]
+            vals = [_mean([x.r1 for x in o]), _mean([x.r3 for x in o]),
+                    _mean([x.prec for x in o if x.prec is not None]),
+                    _mean([float(queries[i].blame) for i in sel]), _mean([float(queries[i].blame_wmc) for i in sel]),
+                    _mean([queries[i].grep_r1 for i in sel])]
+            row += "| " + " ".join(f"{_f(v):>5}" for v in vals)
+        es = [queries[i].edit_share for i, q in enumerate(queries) if q.mutation == m]
+        row += f"| {100 * _mean(es):4.1f}"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def summary(queries: list[Query], outs: list[Outcome]) -> dict[str, float]:
+    def r1(ms: tuple[str, ...]) -> float:
+        return _mean([o.r1 for q, o in zip(queries, outs) if q.mutation in ms])
+
+    return {"pres": r1(TOKEN_PRESERVING), "e20s": r1(("edit20-spread",)), "e30s": r1(("edit30-spread",)),
+            "ren": r1(("rename",)), "all": r1(MUTATIONS), "R@3": _mean([o.r3 for o in outs]),
+            "prec": _mean([o.prec for o in outs if o.prec is not None]),
+            "empty": _mean([float(o.returned == 0) for o in outs]), "ret": _mean([o.returned for o in outs])}
+
+
+SUMMARY_HELP = ("pres = R@1 over the token-preserving mutations (none, shift, moves, reindent, rewrap, reformat); "
+                "e20s/e30s = R@1 with 20%/30% of tokens edited on every line; ren = R@1 after a rename; "
+                "all = R@1 over every mutation; R@3 over every mutation; prec = precision; empty = share of "
+                "queries with no session; ret = sessions returned per query")
+
+
+def verdict(sm: dict[str, float]) -> str:
+    checks = [("pres", 0.95), ("e20s", 0.90), ("e30s", 0.75), ("prec", 0.90)]
+    return "  ".join(f"{k}>={t}:{'ok' if sm[k] >= t else 'MISS'}" for k, t in checks)
+
+
+def fmt_summary(sm: dict[str, float]) -> str:
+    return "  ".join(f"{k}={v:.3f}" if k != "ret" else f"{k}={v:.2f}" for k, v in sm.items())
+
+
+def compact_table(queries: list[Query], outs: list[Outcome]) -> str:
+    head = f"{'mutation':15}| " + " ".join(f"R@1/{n:<2}" for n in SIZES) + " |   R@1   R@3  prec"
+    lines = [head, "-" * len(head)]
+    for m in MUTATIONS:
+        sel = [o for q, o in zip(queries, outs) if q.mutation == m]
+        per = [_mean([o.r1 for q, o in zip(queries, outs) if q.mutation == m and q.size == n]) for n in SIZES]
+        lines.append(f"{m:15}| " + " ".join(f"{_f(x):>6}" for x in per) +
+                     f" | {_f(_mean([o.r1 for o in sel])):>5} {_f(_mean([o.r3 for o in sel])):>5} "
+                     f"{_f(_mean([o.prec for o in sel if o.prec is not None])):>5}")
+    return "\n".join(lines)
+
+
+def failures(queries: list[Query], outs: list[Outcome], limit: int = 14) -> str:
+    c: Counter[tuple[str, int, str]] = Counter()
+    for q, o in zip(queries, outs):
+        if not o.r1:
+            why = "no session" if o.returned == 0 else ("writer lower" if o.r3 or o.returned > 3 else "writer absent")
+            c[(q.mutation, q.size, why)] += 1
+    return "\n".join(f"  {m:15} {n:2} lines  {why:13} x{k}" for (m, n, why), k in c.most_common(limit))
+
+
+# --------------------------------------------------------------------------- main
+
+
+def prepare(work: Path, spans_per_size: int, seed: int) -> tuple[list[Session], Path, list[Query], list[set[str]]]:
+    """Transcripts, ground truth, the test repository, the mutated queries and their references."""
+    mains = prepare_transcripts(work / "transcripts")
+    sessions = [load_session(p) for p in mains]
+    writers = [s for s in sessions if s.sid in WRITERS]
+    assert len(writers) == 2, [s.sid for s in sessions]
+    from engram.demo import final_files
+    for s in writers:  # the replay must agree with engram.demo.final_files
+        ff = {r: t for p, t in final_files(s.files[0]).items() if (r := _rel(s.cwd, p))}
+        assert ff == s.final, (s.sid, set(ff) ^ set(s.final),
+                               [r for r in ff if ff[r] != s.final.get(r)])
+    repo = work / "repo"
+    base, owner = build_repo(repo, writers)
+    rng = random.Random(seed)
+    spans: dict[int, list[SpanRef]] = {}
+    for n in SIZES:
+        cands = eligible_spans(owner, repo, n)
+        spans[n] = sample_spans(cands, spans_per_size, rng)
+        by = Counter(s.writer[:8] for s in spans[n])
+        print(f"{n:2}-line spans: {len(cands)} eligible windows, sampled {len(spans[n])} ({dict(by)})")
+    queries: list[Query] = []
+    truth: list[set[str]] = []
+    for n in SIZES:
+        for si, sp in enumerate(spans[n]):
+            repo_lines = (repo / sp.file).read_text(encoding="utf-8").splitlines()
+            t = touched_sessions(sessions, sp, repo_lines)
+            for m in MUTATIONS:
+                qrng = random.Random(f"{seed}/{n}/{si}/{m}")
+                queries.append(mutate(sp, n, m, repo, qrng, len(queries)))
+                truth.append(t)
+    t0 = time.perf_counter()
+    run_blame(repo, base, queries)
+    run_grep(sessions, queries)
+    print(f"{len(queries)} queries ({len(MUTATIONS)} mutations); git blame and grep references in "
+          f"{time.perf_counter() - t0:.1f}s")
+    multi = Counter(len(t) for t in truth[:: len(MUTATIONS)])
+    print(f"sessions that touched a span (writer included): {dict(sorted(multi.items()))}")
+    return sessions, repo, queries, truth
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engram.anchor import DEFAULT_K, DEFAULT_W
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spans-per-size", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--k", type=int, default=DEFAULT_K, help=f"tokens per k-gram (default {DEFAULT_K})")
+    ap.add_argument("--w", type=int, default=DEFAULT_W, help=f"winnowing window (default {DEFAULT_W})")
+    ap.add_argument("--sweep", action="store_true", help="also score every (k, w) of --sweep-k x --sweep-w")
+    ap.add_argument("--sweep-k", type=_ints, default=list(SWEEP_K), metavar="K,K,..", help="default: %(default)s")
+    ap.add_argument("--sweep-w", type=_ints, default=list(SWEEP_W), metavar="W,W,..", help="default: %(default)s")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="sweep settings run in parallel")
+    ap.add_argument("--distractors", type=Path, action="append", default=[], metavar="DIR",
+                    help="more transcripts to ingest as distractors (e.g. bench/data/c100m from gen_sessions.py); "
+                         "not searched by the grep reference")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="overrides",
+                    help="override a constant of engram.query.explain for this run, e.g. RELATIVE_FLOOR=0.8 "
+                         "(what-if runs without editing engram/)")
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary directory)")
+    args = ap.parse_args(argv)
+    import engram.query.explain as X
+
+    for item in args.overrides:
+        name, _, value = item.partition("=")
+        if not hasattr(X, name):
+            ap.error(f"--set {item}: engram.query.explain has no {name}")
+        setattr(X, name, type(getattr(X, name))(value))
+        print(f"override: engram.query.explain.{name} = {getattr(X, name)!r}")
+    t_start = time.perf_counter()
+    try:
+        head = git(ROOT, "rev-parse", "--short", "HEAD").strip()
+        dirty = git(ROOT, "status", "--porcelain", "--", "engram").strip()
+        print(f"engram at {head}{' + uncommitted changes in engram/' if dirty else ''}")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="engram-provenance-"))
+    if args.keep and work.exists():
+        shutil.rmtree(work)
+    try:
+        sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed)
+        store = engram_env(repo, [work / "transcripts", *args.distractors])
+        db, npost, secs = build_index(store, args.k, args.w)
+        spans = read_spans(repo, queries)
+        t0 = time.perf_counter()
+        outs, prop = run_engram(store, db, spans, queries, truth, args.k, args.w)
+        qs = (time.perf_counter() - t0) / len(queries)
+        few = _mean([float(len(TOKEN.findall(q.text)) < args.k + args.w - 1) for q in queries if q.mutation == "none"])
+        print(f"\nk={args.k} w={args.w}: index {npost} postings ({secs:.1f}s), explain + run {1000 * qs:.1f} ms/query; "
+              f"{few:.1%} of spans have fewer than k+w-1={args.k + args.w - 1} tokens\n")
+        print("engram explain (as shipped) vs git blame, git blame -w -M -C and a line grep of the transcripts:")
+        print(table(queries, outs))
+        print(f"\n{SUMMARY_HELP}")
+        sm, sp = summary(queries, outs), summary(queries, prop)
+        print(f"engram explain         : {fmt_summary(sm)}\n                         {verdict(sm)}")
+        print(f"proposed ranking (sim.): {fmt_summary(sp)}\n                         {verdict(sp)}")
+        print("\nengram misses at rank 1 (mutation, span size, cause):\n" + failures(queries, outs))
+        print("\nproposed ranking, simulated on the same explain evidence (see proposed_order):")
+        print(compact_table(queries, prop))
+        db.close()
+        if args.sweep:
+            sweep(work, store, spans, queries, truth, args.sweep_k, args.sweep_w, args.jobs)
+        print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
