@@ -203,6 +203,17 @@ async function activeEditorText(page) {
     check('explain selection opens lines 2-5', tabs2.length > 0, tabs2);
     await page.waitForTimeout(500);
     await shot(page, 'vscode-palette-explain.png');
+
+    // 7. Ingest Sessions: the server's progress, then its summary as a notification
+    check('ingest command', await runCommand(page, 'Engram: Ingest Sessions'));
+    const toast = await waitText(page, '.notifications-toasts', /Engram: ingest:/, 60000).catch(() => []);
+    result.ingest_toast = toast.map((t) => t.slice(0, 200));
+    check('ingest summary', toast.length > 0, result.ingest_toast);
+
+    // 8. Reindex, then the status bar counts the sessions again
+    check('reindex command', await runCommand(page, 'Engram: Reindex'));
+    const after = await waitText(page, '.statusbar-item', /Engram: \d+ sessions?/, 60000).catch(() => []);
+    check('status after reindex', after.length > 0, after);
   } catch (err) {
     check('no error', false, String(err && err.stack || err).slice(0, 1000));
     await shot(page, 'vscode-failure.png').catch(() => {});

@@ -165,3 +165,27 @@ test('hovers show transcript text that looks like HTML', async () => {
   assert.deepStrictEqual(h.contents[0].isTrusted, { enabledCommands: ['engram.view'] });
   assert.strictEqual(h.range, 'R');
 });
+
+test('Restart Server stops the client and starts a new one with the current settings', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  await s.ext.activate({ subscriptions: [] });
+  const first = s.calls.clients[0];
+  await s.calls.commands['engram.restartServer']();
+  assert.ok(first.stopped);
+  assert.strictEqual(s.calls.clients.length, 2);
+  assert.ok(s.calls.clients[1].started);
+});
+
+test('Ingest Sessions runs engram.ingest and reports its summary', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [{ id: 't', session_id: 's' }];
+  s.responses['engram.ingest'] = { cancelled: false, summary: 'ingest: 1 sessions, 1 new tapes' };
+  const ext = await s.ext.activate({ subscriptions: [] });
+  await s.calls.commands['engram.ingestSessions']();
+  assert.deepStrictEqual(s.calls.infos.at(-1), 'Engram: ingest: 1 sessions, 1 new tapes');
+  assert.strictEqual(ext.status.text, '$(history) Engram: 1 session');
+  s.responses['engram.ingest'] = { cancelled: true, summary: 'ingest: 0 sessions' };
+  await s.calls.commands['engram.ingestSessions']();
+  assert.match(s.calls.infos.at(-1), /cancelled/);
+});
