@@ -5,6 +5,7 @@ Everything under `.engram/` hangs off `Store`; nothing else builds these paths.
 
 from __future__ import annotations
 
+import functools
 import logging
 import subprocess
 from dataclasses import dataclass, field
@@ -46,8 +47,9 @@ def git_toplevel(path: Path) -> Path | None:
     return Path(out.stdout.strip()).resolve()
 
 
+@functools.lru_cache(maxsize=64)
 def git_worktrees(root: Path) -> list[Path]:
-    """All work trees of the repository at `root` (itself included)."""
+    """All work trees of the repository at `root` (itself included); cached for the process."""
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "worktree", "list", "--porcelain"],

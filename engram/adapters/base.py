@@ -15,7 +15,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -64,11 +64,15 @@ class Line:
     reason: str | None = None
 
 
-def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str]) -> tuple[list[Line], int]:
+def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str],
+               skip: Callable[[bytes], str | None] | None = None,
+               ignored: Counter[str] | None = None) -> tuple[list[Line], int]:
     """Every complete line of a JSONL file, parsed, and the byte offset where complete lines end.
 
     A last line without a newline that does not parse is a live session's half-written record:
     it is left out (and the returned end stops before it) so the next ingest picks it up whole.
+    `skip` may recognise, from its bytes, a complete line the adapter would drop anyway (it
+    returns the reason, counted in `ignored`): such lines are never parsed.
     """
     with path.open("rb") as f:
         data = f.read()
@@ -86,6 +90,14 @@ def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str]) -> tup
             pos = nxt
             end_complete = nxt if not last else end_complete
             continue
+        if skip is not None and not last:
+            reason = skip(raw)
+            if reason is not None:
+                if ignored is not None:
+                    ignored[reason] += 1
+                end_complete = nxt
+                pos = nxt
+                continue
         if len(raw) > max_line_bytes:
             skipped[f"line longer than {max_line_bytes} bytes"] += 1
             lines.append(Line(pos, nxt, None, "too long"))
@@ -147,6 +159,13 @@ class PathMapper:
         """Repository-relative POSIX path for `path` (absolute, or relative to `base`/cwd)."""
         if not path:
             return None
+        cache = self.__dict__.setdefault("_cache", {})
+        key = (path, base)
+        if key not in cache:
+            cache[key] = self._to_repo(path, base)
+        return cache[key]
+
+    def _to_repo(self, path: str, base: str | None) -> str | None:
         for src, dst in self.maps:
             if path == src or path.startswith(src.rstrip("/") + "/"):
                 path = dst.rstrip("/") + path[len(src.rstrip("/")):]

@@ -58,13 +58,15 @@ def parse_session(
     """Read all sources into one capture; every event is tagged with its source line."""
     skipped: Counter[str] = Counter()
     parsed: list[tuple[SourceSpan, list[Line]]] = []
+    ignored: Counter[str] = Counter()
     for src in sources:
-        lines, end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped)
+        lines, end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped, skip=_unparsed,
+                                ignored=ignored)
         src.end = end
         parsed.append((src, lines))
     first = _first_record(parsed)
     session_id = str(first.get("sessionId") or sources[0].path.stem)
-    cap = Capture(HARNESS, session_id, sources, skipped=skipped)
+    cap = Capture(HARNESS, session_id, sources, skipped=skipped, ignored=ignored)
     cwd = first.get("cwd")
     mapper = mapper_for(cwd)
     cap.meta = {
@@ -85,6 +87,16 @@ def parse_session(
             cap.cursor = (si, line.offset)
             _record(cap, state, mapper, line.record, agent)
     return cap
+
+
+_PROGRESS = b'"type":"progress","data":{'
+
+
+def _unparsed(raw: bytes) -> str | None:
+    """Progress records (about two thirds of a real session) are never evidence: recognise them
+    from their envelope, where the record's own `type` precedes its `data`, without parsing."""
+    at = raw.find(_PROGRESS, 0, 1200)
+    return "progress" if at > 0 and raw.find(b'"data":', 0, at) < 0 else None
 
 
 def _first_record(parsed: list[tuple[SourceSpan, list[Line]]]) -> dict[str, Any]:
