@@ -764,8 +764,8 @@ class Redactor:
     def text(self, s: str) -> str:
         """`s` with every secret replaced; never raises."""
         try:
-            if _worth_scanning(s):
-                s = self._builtin([s])[0]
+            if _worth_scanning(s) and (len(s) > _LONG or _SCANNER.search(s.encode("ascii", "replace").lower())):
+                s = self._builtin([s])[0]  # (a long string is scanned once, there, not searched first)
             return self._extras(s)
         except Exception:  # noqa: BLE001 - a bug in a rule must neither leak the string nor stop capture
             return self._failed(s)
