@@ -16,13 +16,20 @@ const check = (name, ok, detail) => {
 };
 const shot = (page, name) => page.screenshot({ path: path.join(outDir, name) });
 
+/** Texts of the elements matching `selector` (shadow DOM included) that match `re`, polled until some do. */
 async function waitText(page, selector, re, timeout = 30000) {
-  await page.waitForFunction(
-    ([sel, src, flags]) => [...document.querySelectorAll(sel)].some((e) => new RegExp(src, flags).test(e.textContent || '')),
-    [selector, re.source, re.flags],
-    { timeout },
-  );
-  return page.$$eval(selector, (els, [src, flags]) => els.map((e) => e.textContent || '').filter((t) => new RegExp(src, flags).test(t)), [re.source, re.flags]);
+  const end = Date.now() + timeout;
+  let last = '';
+  for (;;) {
+    try {
+      const texts = (await page.locator(selector).allTextContents()).filter((t) => re.test(t));
+      if (texts.length) return texts;
+    } catch (err) {
+      last = String(err).slice(0, 200);
+    }
+    if (Date.now() > end) throw new Error(`no ${selector} matching ${re} within ${timeout} ms ${last}`);
+    await page.waitForTimeout(150);
+  }
 }
 
 async function quickOpen(page, name) {
@@ -203,6 +210,18 @@ async function activeEditorText(page) {
     check('explain selection opens lines 2-5', tabs2.length > 0, tabs2);
     await page.waitForTimeout(500);
     await shot(page, 'vscode-palette-explain.png');
+
+    // The editor's context menu has Explain Selection and the Engram submenu.
+    await page.keyboard.press('Control+1');
+    const c = await linePoint(page, 7);
+    if (c) {
+      await page.mouse.click(c.x, c.y, { button: 'right' });
+      await waitText(page, '.monaco-menu .action-label', /^Engram$/, 10000).catch(() => []);
+      const menu = (await page.locator('.monaco-menu .action-label').allTextContents()).filter((t) => /Explain Selection|^Engram$/.test(t));
+      result.context_menu = menu;
+      check('context menu', menu.includes('Explain Selection') && menu.includes('Engram'), menu);
+      await page.keyboard.press('Escape');
+    }
 
     // 7. Ingest Sessions: the server's progress, then its summary as a notification
     check('ingest command', await runCommand(page, 'Engram: Ingest Sessions'));

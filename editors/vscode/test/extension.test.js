@@ -36,7 +36,13 @@ test('activate starts `<engram.path> lsp` for every file and passes the settings
   assert.deepStrictEqual(Object.keys(s.calls.commands).sort(), contributed);
   assert.strictEqual(ext.status.text, '$(history) Engram: 2 sessions');
   // Each menu entry names a contributed command.
-  for (const items of Object.values(pkg.contributes.menus)) for (const m of items) assert.ok(contributed.includes(m.command), m.command);
+  const submenus = (pkg.contributes.submenus || []).map((m) => m.id);
+  for (const items of Object.values(pkg.contributes.menus)) {
+    for (const m of items) assert.ok(m.submenu ? submenus.includes(m.submenu) : contributed.includes(m.command), m.command || m.submenu);
+  }
+  // Every command is reachable from the editor's context menu (directly or in the Engram submenu).
+  const inContext = new Set([...pkg.contributes.menus['editor/context'], ...pkg.contributes.menus['engram.editorContext']].map((m) => m.command));
+  for (const id of ['engram.explainSelection', 'engram.showTranscript', 'engram.ingestSessions', 'engram.reindexAll', 'engram.restartServer']) assert.ok(inContext.has(id), id);
   await s.ext.deactivate();
   assert.ok(c.stopped);
 });
