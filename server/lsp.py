@@ -435,7 +435,7 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
                 min_confidence=float(opts.get("minConfidence", ls.settings.min_confidence)),
                 brief=bool(opts.get("brief", False)))
     store = state.store
-    doc = await ls.off_loop(lambda: explain(store, ls.conn(store), span, o))
+    doc = await ls.off_loop(lambda: explain(store, ls.conn(store), span, o, file_lines=lines))
     return {"result": doc, "markdown": explain_pretty(doc), "text": span.text}
 
 

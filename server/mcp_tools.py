@@ -220,9 +220,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                                     "\n".join(file_lines[start_line - 1:end_line]) + "\n")
                 else:
                     span = read_span(store.root, file, start_line, end_line, store.root)
-                    if expand_until is not None:
-                        file_lines = (store.root / span.file).read_text(encoding="utf-8",
-                                                                        errors="replace").splitlines()
+                    file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
                                include_deleted=include_deleted)
                 return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)

@@ -359,7 +359,7 @@ def test_empty_and_blank_text_have_no_fingerprints(text: str) -> None:
         assert arr.shape == (0,) and arr.dtype == np.int64
 
 
-@pytest.mark.parametrize("text", ["x", "foo(bar)", "a b c d"])
+@pytest.mark.parametrize("text", ["x", "foo(", "a b c"])
 def test_text_shorter_than_k_tokens_gives_exactly_one_fingerprint(text: str) -> None:
     assert len(tokenize(text)) < DEFAULT_K
     fp = fingerprints(text)

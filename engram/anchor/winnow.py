@@ -48,9 +48,9 @@ __all__ = [
 
 #: Tokens per k-gram.  Provisional: tuned later by the accuracy benchmark, so every
 #: function takes k and w as parameters.
-DEFAULT_K = 5
+DEFAULT_K = 4
 #: k-grams per winnowing window.
-DEFAULT_W = 4
+DEFAULT_W = 3
 
 _U64 = np.uint64
 Q_KGRAM = _U64(0xD6E8FEB86659FD93)

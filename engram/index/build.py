@@ -110,9 +110,11 @@ def _tail_head(events: list[dict[str, Any]], k: int, w: int) -> tuple[np.ndarray
 class Indexer:
     """Indexes tapes into `index.sqlite`; call `add` per tape, `flush` at the end."""
 
-    def __init__(self, store: Store, k: int = DEFAULT_K, w: int = DEFAULT_W) -> None:
+    def __init__(self, store: Store, k: int | None = None, w: int | None = None) -> None:
+        """k and w default to the index's own (an existing index keeps its parameters until
+        `engram reindex`), or to the anchor defaults for a new index."""
         self.store = store
-        self.k, self.w = k, w
+        self.k, self.w = k, w  # type: ignore[assignment]
         self.pending: list[PendingTape] = []
         self.fps: list[np.ndarray] = []
         self.owners: list[np.ndarray] = []  # (tape index in pending, fragment index) packed
@@ -124,6 +126,8 @@ class Indexer:
 
     def add(self, db: apsw.Connection, tape_id: str, events: list[dict[str, Any]] | None = None) -> None:
         """Index a tape; `events` are its events as written (else they are read back from disk)."""
+        if self.k is None or self.w is None:
+            self.k, self.w = index_params(db)
         if events is None:
             with TapeReader(tape_path(self.store.tapes_dir, tape_id), self.store.objects_dir) as r:
                 events = list(r.events(resolve_objects=True))
@@ -256,6 +260,14 @@ def _check_params(db: apsw.Connection, k: int, w: int) -> None:
 
         raise EngramError(f"the index was built with fingerprints {got}, this engram uses {want}; "
                           "run `engram reindex`")
+
+
+def index_params(db: apsw.Connection) -> tuple[int, int]:
+    """The (k, w) the index was built with; the anchor defaults for an empty index."""
+    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w')").fetchall())
+    if "k" in got and "w" in got:
+        return int(got["k"]), int(got["w"])
+    return DEFAULT_K, DEFAULT_W
 
 
 def load_stoplist(db: apsw.Connection) -> np.ndarray:

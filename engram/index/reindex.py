@@ -28,7 +28,9 @@ def reindex(store: Store) -> dict[str, Any]:
                 db.execute("DELETE FROM fts")
                 for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
                     register_from_file(db, store, path)
-            indexer = Indexer(store)
+            from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
+
+            indexer = Indexer(store, DEFAULT_K, DEFAULT_W)  # a rebuild adopts the current parameters
             ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY started, id")]
             for tid in ids:
                 indexer.add(db, tid)

@@ -40,7 +40,7 @@ def _ready_db(store):  # noqa: ANN001, ANN202
 def cmd_explain(args: argparse.Namespace) -> int:
     from engram.errors import BadInput
     from engram.query.explain import Options, explain
-    from engram.query.spans import parse_span, read_span, repo_relative, text_span
+    from engram.query.spans import parse_span, read_span, text_span
     from engram.query.render import explain_pretty
 
     store = _store(args)
@@ -62,9 +62,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
         path, start, end = parse_span(args.span)
         span = read_span(store.root, path, start, end)
-        if args.expand_until is not None:
-            rel = repo_relative(store.root, path)
-            file_lines = (store.root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
+        file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
     db = _ready_db(store)
     doc = explain(store, db, span, opts, expand_until=args.expand_until, file_lines=file_lines)
     if args.pretty:

@@ -19,9 +19,9 @@ from typing import Any, Final
 import apsw
 import numpy as np
 
-from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, kgram_fingerprints
+from engram.anchor import fingerprint_set, kgram_fingerprints, tokenize
 from engram.index import postings
-from engram.index.build import load_stoplist
+from engram.index.build import index_params, load_stoplist
 from engram.index.kinds import CODE_KIND_NOS, KIND_NAME, KIND_NO
 from engram.index.lineage import LINK_THRESHOLD
 from engram.query.spans import Span
@@ -37,7 +37,9 @@ KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND
                       KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
                       KIND_NO[E.SPAN_LINK]: 1.0}
 MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
-RELATIVE_FLOOR: Final = 0.35  # ... nor one weaker than this share of the best fragment
+# ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
+# 0.35 let sessions with many weak matches (shared test boilerplate) outvote the writer.
+RELATIVE_FLOOR: Final = 0.8
 MAX_CANDIDATES: Final = 2000
 MAX_DEPTH: Final = 10
 MAX_FANOUT: Final = 50
@@ -104,8 +106,10 @@ def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
     return out
 
 
-def direct_hits(db: apsw.Connection, text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> dict[int, float]:
-    """Fragment id → confidence of its direct match with `text`."""
+def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None) -> dict[int, float]:
+    """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default)."""
+    if k is None or w is None:
+        k, w = index_params(db)
     q = np.unique(kgram_fingerprints(text, k).values)
     expected = max(1, len(fingerprint_set(text, k, w)))
     q = drop_stoplisted(db, q)
@@ -196,8 +200,8 @@ def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
                     h.via = "continuation"
 
 
-def tombstone_hits(db: apsw.Connection, text: str, k: int = DEFAULT_K) -> dict[int, float]:
-    q = np.unique(kgram_fingerprints(text, k).values)
+def tombstone_hits(db: apsw.Connection, text: str, k: int | None = None) -> dict[int, float]:
+    q = np.unique(kgram_fingerprints(text, k or index_params(db)[0]).values)
     out: dict[int, float] = {}
     for frag, anchors in db.execute("SELECT frag, anchors FROM tombstones"):
         a = np.frombuffer(anchors, "<i8")
@@ -307,9 +311,24 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
     }
 
 
+def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -> Span:
+    """A span with fewer than k + w - 1 tokens has no guaranteed fingerprint: take in neighbouring
+    lines until it has (the reported span says so)."""
+    if file_lines is None:
+        return span
+    k, w = index_params(db)
+    while len(tokenize(span.text)) < k + w - 1 and (span.start > 1 or span.end < len(file_lines)):
+        start, end = max(1, span.start - 1), min(len(file_lines), span.end + 1)
+        span = Span(span.file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
+    return span
+
+
 def explain(store: Store, db: apsw.Connection, span: Span, opts: Options, expand_until: int | None = None,
             file_lines: list[str] | None = None) -> dict[str, Any]:
-    """The explain document; with `expand_until`, the span grows until at most N sessions match."""
+    """The explain document; with `expand_until`, the span grows until at most N sessions match.
+
+    `file_lines` (the whole file) lets a span too short to fingerprint take in its neighbours."""
+    span = widen_short(db, span, file_lines)
     res = run(store, db, span, opts)
     if expand_until is not None and file_lines is not None:
         while len(sessions_of(res)) > expand_until and (span.start > 1 or span.end < len(file_lines)):

@@ -15,9 +15,9 @@ from typing import Final
 import apsw
 import numpy as np
 
-from engram.anchor import DEFAULT_K, kgram_hashes, tokenize
+from engram.anchor import kgram_hashes, tokenize
 from engram.index import postings
-from engram.index.build import load_stoplist
+from engram.index.build import index_params, load_stoplist
 from engram.index.kinds import KIND_NAME
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,8 @@ def _fragment_meta(db: apsw.Connection, ids: list[int]) -> dict[int, tuple]:
     return out
 
 
-def evidence_regions(db: apsw.Connection, text: str, k: int = DEFAULT_K) -> list[Region]:
+def evidence_regions(db: apsw.Connection, text: str, k: int | None = None) -> list[Region]:
+    k = k or index_params(db)[0]
     tok = tokenize(text)
     if len(tok) < k:
         return []
