@@ -36,11 +36,15 @@ def ago(ts: str | None, now: dt.datetime | None = None) -> str:
     return "just now"
 
 
-def lens_title(sessions: list[RegionSession]) -> str:
+def lens_title(sessions: list[RegionSession] | list[dict[str, Any]]) -> str:
+    """`why? 3 sessions · Claude Code · 2 days ago` from region sessions or explain sessions."""
+    def get(s: Any, key: str) -> Any:
+        return s.get(key) if isinstance(s, dict) else getattr(s, key)
+
     n = len(sessions)
     top = sessions[0]
-    latest = max((s.last_touch or "" for s in sessions), default="") or None
-    return f"why? {n} session{'s' if n != 1 else ''} · {harness_name(top.harness)} · {ago(latest)}"
+    latest = max((get(s, "last_touch") or "" for s in sessions), default="") or None
+    return f"why? {n} session{'s' if n != 1 else ''} · {harness_name(get(top, 'harness'))} · {ago(latest)}"
 
 
 def line_range(start: int, end: int) -> types.Range:
@@ -53,9 +57,11 @@ def lens(uri: str, version: int, r: LiveRegion) -> types.CodeLens:
                           data={"uri": uri, "version": version, "start": r.start, "end": r.end})
 
 
-def resolved_command(uri: str, r: LiveRegion) -> types.Command:
+def resolved_command(uri: str, r: LiveRegion, sessions: list[dict[str, Any]] | None = None) -> types.Command:
+    """The lens command; titled from the region's explain (`sessions`) so lens and explain agree."""
     rng = {"start": {"line": r.start, "character": 0}, "end": {"line": r.end + 1, "character": 0}}
-    return types.Command(title=lens_title(r.sessions), command="engram.explain", arguments=[uri, rng])
+    title = lens_title(sessions if sessions else r.sessions)
+    return types.Command(title=title, command="engram.explain", arguments=[uri, rng])
 
 
 def command_link(command: str, args: list[Any], label: str) -> str:
@@ -64,8 +70,17 @@ def command_link(command: str, args: list[Any], label: str) -> str:
     return f"[{label}](command:{command}?{quote(json.dumps(args))})"
 
 
+def escape_markdown(text: str) -> str:
+    """Transcript text shown as markdown: no HTML (`<task-notification>` would vanish) and no
+    accidental emphasis or links."""
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "\\`*_[]":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
 def _quote_block(text: str) -> str:
-    return "\n".join("> " + line if line.strip() else ">" for line in text.splitlines())
+    return "\n".join("> " + escape_markdown(line) if line.strip() else ">" for line in text.splitlines())
 
 
 def hover_markdown(items: list[tuple[RegionSession, Story, int]]) -> str:

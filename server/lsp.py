@@ -60,6 +60,7 @@ class EngramLanguageServer(LanguageServer):
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.editor_session = EditorSession()
         self.mcp_endpoint: Any = None
+        self.mcp_starting: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------ plumbing
 
@@ -223,7 +224,8 @@ async def on_initialized(ls: EngramLanguageServer, params: types.InitializedPara
         logging.getLogger("engram").addHandler(ClientLogHandler(ls, asyncio.get_running_loop()))
         logging.getLogger("engram_server").addHandler(ClientLogHandler(ls, asyncio.get_running_loop()))
     if ls.settings.mcp:
-        await start_mcp(ls)
+        # In the background: importing the MCP stack takes seconds and the editor must not wait.
+        ls.mcp_starting = asyncio.ensure_future(start_mcp(ls))
 
 
 async def start_mcp(ls: EngramLanguageServer) -> None:
@@ -233,8 +235,11 @@ async def start_mcp(ls: EngramLanguageServer) -> None:
     except JsonRpcInvalidParams:
         log.info("no store in the workspace: MCP endpoint not started")
         return
-    from .mcp_http import start_endpoint  # noqa: PLC0415
-    from .mcp_tools import build_mcp  # noqa: PLC0415
+    import importlib  # noqa: PLC0415
+
+    http_mod = await asyncio.to_thread(importlib.import_module, "engram_server.mcp_http")
+    tools_mod = await asyncio.to_thread(importlib.import_module, "engram_server.mcp_tools")
+    start_endpoint, build_mcp = http_mod.start_endpoint, tools_mod.build_mcp
 
     def unsaved(st: Store, rel: str) -> str | None:
         for state in list(ls.docs.values()):
@@ -255,6 +260,11 @@ async def start_mcp(ls: EngramLanguageServer) -> None:
 
 @server.feature(types.SHUTDOWN)
 async def on_shutdown(ls: EngramLanguageServer, params: None) -> None:
+    if ls.mcp_starting is not None and not ls.mcp_starting.done():
+        try:
+            await asyncio.wait_for(ls.mcp_starting, 10)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
+            log.debug("MCP endpoint start did not finish", exc_info=True)
     if ls.mcp_endpoint is not None:
         await ls.mcp_endpoint.stop()
         ls.mcp_endpoint = None
@@ -338,15 +348,35 @@ async def code_lens(ls: EngramLanguageServer, params: types.CodeLensParams) -> l
     return [convert.lens(state.uri, state.version, r) for r in state.regions if r.sessions]
 
 
+async def explain_region(ls: EngramLanguageServer, state: DocState, region: LiveRegion) -> dict[str, Any]:
+    """The brief explain of a region's current buffer text: what its lens and hover report, so
+    they agree with what `engram.explain` then shows."""
+    from engram.query.explain import Options, explain  # noqa: PLC0415
+    from engram.query.spans import Span  # noqa: PLC0415
+
+    lines = ls.text_of(state.uri).splitlines()
+    end = min(region.end, len(lines) - 1)
+    rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()  # type: ignore[union-attr]
+    span = Span(rel, region.start + 1, end + 1, "\n".join(lines[region.start:end + 1]) + "\n")
+    store = state.store
+    opts = Options(brief=True, min_confidence=ls.settings.min_confidence)
+    return await ls.off_loop(lambda: explain(store, ls.conn(store), span, opts))  # type: ignore[arg-type]
+
+
 @server.feature(types.CODE_LENS_RESOLVE)
-def code_lens_resolve(ls: EngramLanguageServer, lens: types.CodeLens) -> types.CodeLens:
+async def code_lens_resolve(ls: EngramLanguageServer, lens: types.CodeLens) -> types.CodeLens:
     data = lens.data if isinstance(lens.data, dict) else {}
     state = ls.docs.get(str(data.get("uri")))
     region = state.region_at(int(data.get("start", -1))) if state is not None else None
-    if state is None or region is None or not region.sessions:
+    if state is None or state.store is None or region is None or not region.sessions:
         lens.command = types.Command(title="why? (moved: ask again)", command="")
         return lens
-    lens.command = convert.resolved_command(state.uri, region)
+    try:
+        doc = await explain_region(ls, state, region)
+        sessions = doc["sessions"]
+    except (EngramError, ValueError):
+        sessions = []
+    lens.command = convert.resolved_command(state.uri, region, sessions)
     return lens
 
 
@@ -361,7 +391,10 @@ async def hover(ls: EngramLanguageServer, params: types.HoverParams) -> types.Ho
     region = state.region_at(params.position.line)
     if region is None or not region.sessions:
         return None
-    top = region.sessions[:HOVER_SESSIONS]
+    doc = await explain_region(ls, state, region)
+    top = [_telling(s) for s in doc["sessions"][:HOVER_SESSIONS]]
+    if not top:
+        top = [(s, s.tape, s.offset) for s in region.sessions[:HOVER_SESSIONS]]
     store = state.store
     stories = await ls.off_loop(_stories_blocking, store, top)
     return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
@@ -369,11 +402,23 @@ async def hover(ls: EngramLanguageServer, params: types.HoverParams) -> types.Ho
                        range=convert.line_range(region.start, region.end))
 
 
-def _stories_blocking(store: Store, sessions: list) -> list:
+def _telling(session: dict[str, Any]) -> tuple[Any, str, int]:
+    """An explain session and its most telling touch: the latest edit, else the latest touch."""
+    frags = session["fragments"]
+    edits = [f for f in frags if f["kind"] == "code.edit"]
+    best = (edits or frags)[-1]
+    from engram.query.regions import RegionSession  # noqa: PLC0415
+
+    rs = RegionSession(session["session_id"], session["harness"], session.get("model"), best["tape"],
+                       session["touches"], session.get("last_touch"), offset=best["offset"])
+    return rs, best["tape"], best["offset"]
+
+
+def _stories_blocking(store: Store, items: list[tuple[Any, str, int]]) -> list:
     out = []
-    for s in sessions:
-        with TapeReader(tape_path(store.tapes_dir, s.tape), store.objects_dir) as r:
-            out.append((s, touch_story(r, s.offset), s.offset))
+    for s, tape, offset in items:
+        with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
+            out.append((s, touch_story(r, offset), offset))
     return out
 
 
@@ -425,7 +470,7 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
     start, end = _range_lines(rng, len(lines))
     opts = options if isinstance(options, dict) else {}
     from engram.query.explain import Options, explain  # noqa: PLC0415
-    from engram.query.render import explain_pretty  # noqa: PLC0415
+    from engram.query.render import explain_markdown  # noqa: PLC0415
     from engram.query.spans import Span  # noqa: PLC0415
 
     rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()
@@ -436,7 +481,7 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
                 brief=bool(opts.get("brief", False)))
     store = state.store
     doc = await ls.off_loop(lambda: explain(store, ls.conn(store), span, o, file_lines=lines))
-    return {"result": doc, "markdown": explain_pretty(doc), "text": span.text}
+    return {"result": doc, "markdown": explain_markdown(doc), "text": span.text}
 
 
 @server.command("engram.view")

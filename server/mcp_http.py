@@ -71,10 +71,13 @@ class Endpoint:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     async def stop(self) -> None:
-        self.server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.task, 5)
         self.remove_run_file()
+        self.server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), 5)
+        except (asyncio.TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
+            self.task.cancel()
+            log.debug("MCP endpoint stop", exc_info=True)
 
     def remove_run_file(self) -> None:
         if self.run_file is not None:

@@ -23,3 +23,30 @@ def explain_pretty(doc: dict[str, Any], width: int = 110) -> str:
                 marker = "▶" if ev["offset"] == f["offset"] else " "
                 out.append(f"     {marker} " + event_line(ev["offset"], ev, width)[:width + 30])
     return "\n".join(out)
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def explain_markdown(doc: dict[str, Any], width: int = 160) -> str:
+    """The explain document as markdown: sessions in rank order, each touch with its window."""
+    span = doc["span"]
+    n = len(doc["sessions"])
+    out = [f"# Why `{span['file']}:{span['start']}-{span['end']}`?", "",
+           f"{n} session{'s' if n != 1 else ''}" + (" (truncated)" if doc.get("truncated") else "")]
+    for rank, s in enumerate(doc["sessions"], 1):
+        out += ["", f"## {rank}. {s['harness']} · `{s['session_id']}`", "",
+                f"- model: {s.get('model') or 'unknown'}",
+                f"- touches: {s['touches']}, last {(s.get('last_touch') or '?')[:16].replace('T', ' ')}"]
+        for f in s["fragments"]:
+            where = f"`{f['file']}:{f['lines'][0]}-{f['lines'][1]}` " if f.get("lines") and f.get("file") else ""
+            out += ["", f"### {f['kind']} {where}· confidence {f['confidence']:.2f} · via {f['via']} · "
+                        f"tape `{f['tape'][:12]}` #{f['offset']}"]
+            if f.get("window"):
+                out += ["", "```text"]
+                for ev in f["window"]:
+                    marker = ">" if ev["offset"] == f["offset"] else " "
+                    out.append(f"{marker} " + event_line(ev["offset"], ev, width))
+                out.append("```")
+    return "\n".join(out)

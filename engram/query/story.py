@@ -7,13 +7,14 @@ next tool run. Raw text, trimmed; nothing is summarised.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
 
-LOOK_BACK: Final = 400
+LOOK_BACK: Final = 5000  # the request may be far back: a long session asks once, works for hours
 LOOK_AHEAD: Final = 60
 
 
@@ -34,12 +35,16 @@ def trim(text: str | None, limit: int) -> str | None:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+# Harness-injected user-role text: notifications, reminders, slash-command wrappers, caveats.
+_INJECTED = re.compile(r"^\s*(<[a-z][a-z0-9_-]*[ >]|Caveat:|\[Request interrupted)", re.I)
+
+
 def _is_request(ev: dict[str, Any]) -> bool:
+    """A person's request: a user message that is not harness-injected context."""
     if ev.get("kind") != E.MSG_IN or ev.get("is_meta") or ev.get("injected") or ev.get("compact_summary"):
         return False
     t = ev.get("text")
-    return isinstance(t, str) and bool(t.strip()) and not t.lstrip().startswith(("<command-", "<local-command",
-                                                                                   "Caveat:", "[Request interrupted"))
+    return isinstance(t, str) and bool(t.strip()) and not _INJECTED.match(t)
 
 
 def _said(ev: dict[str, Any]) -> bool:
