@@ -70,6 +70,14 @@ class IngestStats:
     redactions: Counter[str] = field(default_factory=Counter)
     written: list[str] = field(default_factory=list)
 
+    def merge(self, other: "IngestStats") -> None:
+        for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.skipped.update(other.skipped)
+        self.ignored.update(other.ignored)
+        self.redactions.update(other.redactions)
+        self.written.extend(other.written)
+
     def summary(self) -> str:
         skipped = sum(self.skipped.values())
         parts = [
@@ -375,9 +383,22 @@ def ingest_lock(store: Store) -> Iterator[None]:
         os.close(fd)
 
 
-def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,
-                maps: list[tuple[str, str]], redactor: Redactor) -> WrittenTape | None:
+@dataclass
+class Captured:
+    """What capturing one job produced, before the catalog knows of it."""
+
+    stats: IngestStats
+    written: WrittenTape | None = None
+    row: dict[str, Any] | None = None
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    prepared: Any = None  # engram.index.build.Prepared, when fingerprinted in a worker
+
+
+def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tuple[str, str]],
+                  redactor: Redactor) -> Captured:
+    """Parse a session and write its new part as a tape. Reads the catalog, never writes it."""
     cfg = store.config["ingest"]
+    stats = IngestStats()
     cap = parse_job(job, store.root, maps, int(cfg["max_line_bytes"]))
     stats.skipped.update(cap.skipped)
     stats.ignored.update(cap.ignored)
@@ -391,19 +412,17 @@ def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats,
             prev_tapes.append(found[1])
     if all(start >= src.end for start, src in zip(starts, cap.sources)):
         stats.unchanged += 1
-        return None
+        return Captured(stats)
     prev = _latest(db, prev_tapes)
     events = build_tape_events(cap, starts, prev)
     if len(events) == 1 and prev is not None:
         stats.unchanged += 1  # only records we do not keep (progress, snapshots) were appended
-        return None
+        return Captured(stats)
     before = Counter(redactor.counts)
     written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
                          object_threshold=int(cfg["object_threshold"]))
     stats.redactions.update(redactor.counts - before)
     row = catalog_row(written.id, events, written.size, written.raw_bytes)
-    with immediate(db):
-        register(db, row, events[0]["sources"])
     if written.created:
         stats.tapes += 1
         stats.written.append(written.id)
@@ -412,7 +431,23 @@ def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats,
     stats.reads += row["reads"]
     stats.raw_bytes += sum(s.end - st for s, st in zip(cap.sources, starts))
     stats.tape_bytes += written.size
-    return written
+    return Captured(stats, written, row, events[0]["sources"])
+
+
+def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,
+                maps: list[tuple[str, str]], redactor: Redactor) -> WrittenTape | None:
+    """Capture one session and add its tape to the catalog."""
+    got = capture_write(db, store, job, maps=maps, redactor=redactor)
+    return _commit(db, got, stats)
+
+
+def _commit(db: apsw.Connection, got: Captured, stats: IngestStats) -> WrittenTape | None:
+    stats.merge(got.stats)
+    if got.written is None or got.row is None:
+        return None
+    with immediate(db):
+        register(db, got.row, got.sources)
+    return got.written
 
 
 def _latest(db: apsw.Connection, tapes: list[str]) -> str | None:
@@ -428,31 +463,114 @@ def _latest(db: apsw.Connection, tapes: list[str]) -> str | None:
 
 def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None = None,
            stats: IngestStats | None = None, progress: Callable[[int, int], None] | None = None,
-           after_tape: Callable[[apsw.Connection, WrittenTape], None] | None = None) -> IngestStats:
-    """Capture every job; safe to re-run; one ingest per store at a time."""
+           after_tape: Callable[[apsw.Connection, WrittenTape], None] | None = None,
+           workers: int | None = None) -> IngestStats:
+    """Capture every job; safe to re-run; one ingest per store at a time.
+
+    With several sessions and cores, sessions are parsed, written and fingerprinted in worker
+    processes while this one keeps the catalog and the index (the only writer of index.sqlite).
+    """
     stats = stats or IngestStats()
     redactor = Redactor(store.config["redact"].get("patterns") or [])
+    n_workers = _worker_count(len(jobs)) if workers is None else workers
     with ingest_lock(store):
         db = open_db(store)
         try:
             reconcile(db, store)
-            for i, job in enumerate(jobs):
-                try:
-                    written = capture_job(db, store, job, stats, maps=maps or [], redactor=redactor)
-                except (OSError, EngramError) as exc:
-                    stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
-                    log.warning("%s: %s", job.main, exc)
-                    continue
-                if written is not None and after_tape is not None:
-                    after_tape(db, written)
-                if progress is not None:
-                    progress(i + 1, len(jobs))
+            if n_workers > 1 and hasattr(after_tape, "accept"):
+                _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers)
+            else:
+                for i, job in enumerate(jobs):
+                    try:
+                        written = capture_job(db, store, job, stats, maps=maps or [], redactor=redactor)
+                    except (OSError, EngramError) as exc:
+                        stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
+                        log.warning("%s: %s", job.main, exc)
+                        continue
+                    if written is not None and after_tape is not None:
+                        after_tape(db, written)
+                    if progress is not None:
+                        progress(i + 1, len(jobs))
             finish = getattr(after_tape, "finish", None)
             if finish is not None:
                 finish(db)
         finally:
             db.close()
     return stats
+
+
+MIN_PARALLEL_JOBS = 4
+
+
+def _worker_count(n_jobs: int) -> int:
+    env = os.environ.get("ENGRAM_WORKERS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    if n_jobs < MIN_PARALLEL_JOBS:
+        return 1
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+_worker_redactor: Redactor | None = None
+
+
+def _capture_in_worker(root: str, config: dict[str, Any], job: Job, maps: list[tuple[str, str]], k: int,
+                       w: int) -> Captured:
+    """Worker-process side: capture one job and fingerprint its tape for the parent's index."""
+    global _worker_redactor  # noqa: PLW0603 - one compiled redactor per worker process
+    from engram.index.build import prepare_tape  # noqa: PLC0415
+
+    store = Store(Path(root), config)
+    if _worker_redactor is None:
+        _worker_redactor = Redactor(config["redact"].get("patterns") or [])
+    db = open_db(store, readonly=True)
+    try:
+        got = capture_write(db, store, job, maps=maps, redactor=_worker_redactor)
+    except (OSError, EngramError) as exc:
+        stats = IngestStats()
+        stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
+        return Captured(stats)
+    finally:
+        db.close()
+    if got.written is not None and got.written.events is not None:
+        got.prepared = prepare_tape(got.written.id, got.written.events, k, w)
+        got.written.events = None  # the fingerprints travel back, not the text
+    return got
+
+
+def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
+                     maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
+                     indexer: Any, n_workers: int) -> None:
+    import multiprocessing  # noqa: PLC0415
+    from concurrent.futures import Future, ProcessPoolExecutor  # noqa: PLC0415
+
+    k, w = indexer.resolve_params(db)
+    # forkserver: safe even when this process has threads (the language server calls ingest).
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["engram.ingest", "engram.index.build"])
+    window = 2 * n_workers  # results are consumed in job order; bound what waits in memory
+    with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+        pending: list[Future[Captured]] = []
+        submitted = 0
+        for i in range(len(jobs)):
+            while submitted < len(jobs) and len(pending) < window:
+                pending.append(pool.submit(_capture_in_worker, str(store.root), store.config, jobs[submitted],
+                                           maps, k, w))
+                submitted += 1
+            got = pending.pop(0).result()
+            written = _commit(db, got, stats)
+            if written is not None and got.prepared is not None:
+                indexer.accept(db, got.prepared)
+            if progress is not None:
+                try:
+                    progress(i + 1, len(jobs))
+                except BaseException:
+                    for f in pending:
+                        f.cancel()
+                    raise
 
 
 def terminal_progress(label: str) -> Callable[[int, int], None] | None:

@@ -107,6 +107,52 @@ def _tail_head(events: list[dict[str, Any]], k: int, w: int) -> tuple[np.ndarray
     return head, tail, marker
 
 
+@dataclass
+class Prepared:
+    """A tape's index data, computed without the database (so a worker process can do it)."""
+
+    tape: PendingTape
+    values: np.ndarray  # fingerprints
+    owner: np.ndarray  # fragment index (within the tape) of each fingerprint
+
+
+def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> Prepared:
+    """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events."""
+    pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
+    texts: list[str] = []
+    edit_texts: list[str] = []
+    for off, ev in enumerate(events):
+        kind = ev.get("kind")
+        if kind not in KIND_NO:
+            continue
+        text = event_text(ev)
+        if not text.strip() and kind != E.CODE_EDIT:
+            continue
+        fi = len(pt.frags)
+        line0, line1 = fragment_lines(ev)
+        file = ev.get("file") if kind in (E.CODE_READ, E.CODE_EDIT, E.SPAN_LINK) else None
+        pt.frags.append((off, KIND_NO[kind], file, ev.get("ts"), 0, line0, line1))
+        texts.append(text)
+        if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
+            pt.fts.append((fi, text))
+        if kind == E.CODE_EDIT and isinstance(file, str):
+            before_text, after_text = str(ev.get("before_text") or ""), str(ev.get("after_text") or "")
+            edit_texts += [before_text, after_text]
+            pt.edits.append(PendingEdit(
+                fi, file, _EMPTY, _EMPTY, edit_confidence(before_text, after_text),
+                ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
+        if kind == E.SPAN_LINK:
+            pt.links.append((fi, ev))
+    sets = fingerprint_sets(edit_texts, k, w)
+    for i, e in enumerate(pt.edits):
+        e.before, e.after = sets[2 * i], sets[2 * i + 1]
+    vals, owner = batch_fingerprints(texts, k, w)
+    counts = np.bincount(owner, minlength=len(texts)) if len(owner) else np.zeros(len(texts), np.int64)
+    pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
+    pt.head, pt.tail, pt.marker = _tail_head(events, k, w)
+    return Prepared(pt, vals, owner)
+
+
 class Indexer:
     """Indexes tapes into `index.sqlite`; call `add` per tape, `flush` at the end."""
 
@@ -126,48 +172,24 @@ class Indexer:
 
     def add(self, db: apsw.Connection, tape_id: str, events: list[dict[str, Any]] | None = None) -> None:
         """Index a tape; `events` are its events as written (else they are read back from disk)."""
-        if self.k is None or self.w is None:
-            self.k, self.w = index_params(db)
+        self.resolve_params(db)
         if events is None:
             with TapeReader(tape_path(self.store.tapes_dir, tape_id), self.store.objects_dir) as r:
                 events = list(r.events(resolve_objects=True))
-        pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
-        texts: list[str] = []
-        edit_texts: list[str] = []
-        for off, ev in enumerate(events):
-            kind = ev.get("kind")
-            if kind not in KIND_NO:
-                continue
-            text = event_text(ev)
-            if not text.strip() and kind != E.CODE_EDIT:
-                continue
-            fi = len(pt.frags)
-            line0, line1 = fragment_lines(ev)
-            file = ev.get("file") if kind in (E.CODE_READ, E.CODE_EDIT, E.SPAN_LINK) else None
-            pt.frags.append((off, KIND_NO[kind], file, ev.get("ts"), 0, line0, line1))
-            texts.append(text)
-            if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
-                pt.fts.append((fi, text))
-            if kind == E.CODE_EDIT and isinstance(file, str):
-                before_text, after_text = str(ev.get("before_text") or ""), str(ev.get("after_text") or "")
-                edit_texts += [before_text, after_text]
-                pt.edits.append(PendingEdit(
-                    fi, file, _EMPTY, _EMPTY, edit_confidence(before_text, after_text),
-                    ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
-            if kind == E.SPAN_LINK:
-                pt.links.append((fi, ev))
-        sets = fingerprint_sets(edit_texts, self.k, self.w)
-        for i, e in enumerate(pt.edits):
-            e.before, e.after = sets[2 * i], sets[2 * i + 1]
-        vals, owner = batch_fingerprints(texts, self.k, self.w)
-        counts = np.bincount(owner, minlength=len(texts)) if len(owner) else np.zeros(len(texts), np.int64)
-        pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
-        pt.head, pt.tail, pt.marker = _tail_head(events, self.k, self.w)
+        self.accept(db, prepare_tape(tape_id, events, self.k, self.w))
+
+    def resolve_params(self, db: apsw.Connection) -> tuple[int, int]:
+        if self.k is None or self.w is None:
+            self.k, self.w = index_params(db)
+        return self.k, self.w
+
+    def accept(self, db: apsw.Connection, prepared: "Prepared") -> None:
+        """Queue a tape fingerprinted by `prepare_tape` (possibly in another process)."""
         ti = len(self.pending)
-        self.pending.append(pt)
-        self.fps.append(vals)
-        self.owners.append((np.int64(ti) << np.int64(32)) | owner.astype(np.int64))
-        self.n_postings += len(vals)
+        self.pending.append(prepared.tape)
+        self.fps.append(prepared.values)
+        self.owners.append((np.int64(ti) << np.int64(32)) | prepared.owner.astype(np.int64))
+        self.n_postings += len(prepared.values)
         if self.n_postings >= FLUSH_POSTINGS:
             self.flush(db)
 
