@@ -273,8 +273,8 @@ ANCHOR_VERSION = 1
 
 
 def _check_params(db: apsw.Connection, k: int, w: int) -> None:
-    want = {"k": k, "w": w, "anchor": ANCHOR_VERSION}
-    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor')").fetchall())
+    want = {"k": k, "w": w, "anchor": ANCHOR_VERSION, "bucket_bits": postings.BUCKET_BITS}
+    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits')").fetchall())
     if not got:
         db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", list(want.items()))
     elif {key: int(got.get(key, -1)) for key in want} != want:

@@ -3,8 +3,8 @@
 Layout (measured in bench/scale.py): a fingerprint's top BUCKET_BITS bits pick a bucket; each
 bucket of each segment is one row `(bucket, seg, blob)` where the blob is two little-endian
 uint32 arrays of equal length — the fingerprints' low 32 bits, then the fragment ids — sorted by
-(low, fragment). Top bits + low bits identify a fingerprint with 52 of its 64 bits, enough that a
-false match needs ~2^52/postings draws. Compared with one row per (fingerprint, fragment) this
+(low, fragment). Top bits + low bits identify a fingerprint with 48 of its 64 bits, enough that a
+false match needs ~2^48/postings draws. Compared with one row per (fingerprint, fragment) this
 removes the per-row key and overhead that dominate when most fingerprints occur once.
 
 New tapes are indexed into a new segment (insert-only, no read-modify-write), so appending a
@@ -21,7 +21,9 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-BUCKET_BITS: Final = 20
+# 16 bits: 65,536 buckets. At 1 GB of transcripts (~16M postings) a bucket holds ~250 entries
+# (2 KB), cheap to scan for a query, while a segment writes at most 65,536 rows.
+BUCKET_BITS: Final = 16
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)
 MAX_SEGMENTS: Final = 6
