@@ -285,9 +285,16 @@ def _check_params(db: apsw.Connection, k: int, w: int) -> None:
 
 
 def index_params(db: apsw.Connection) -> tuple[int, int]:
-    """The (k, w) the index was built with; the anchor defaults for an empty index."""
-    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w')").fetchall())
+    """The (k, w) the index was built with; the anchor defaults for an empty index.
+
+    Refuses an index whose fingerprint definition or bucket layout differs from this engram's:
+    its postings would be read wrongly, silently."""
+    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits')").fetchall())
     if "k" in got and "w" in got:
+        if int(got.get("anchor", -1)) != ANCHOR_VERSION or int(got.get("bucket_bits", -1)) != postings.BUCKET_BITS:
+            from engram.errors import EngramError  # noqa: PLC0415
+
+            raise EngramError("the index was built by another version of engram; run `engram reindex`")
         return int(got["k"]), int(got["w"])
     return DEFAULT_K, DEFAULT_W
 

@@ -122,7 +122,12 @@ def _v3(db: apsw.Connection) -> None:
                        ((int(v), tomb) for v in np.frombuffer(anchors, "<i8")))
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3]
+def _v4(db: apsw.Connection) -> None:
+    """Explicit agent links by file, without scanning every fragment of a busy file."""
+    db.execute("CREATE INDEX fragments_links ON fragments(file, line0, line1) WHERE kind = 7")
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

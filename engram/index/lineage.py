@@ -31,6 +31,8 @@ ADJACENT_LINES: Final = 10
 CONTINUATION_MIN_SHARED: Final = 5
 CONTINUATION_MIN_CONFIDENCE: Final = 0.15
 MARKER_BONUS: Final = 0.25
+COMMON_TEXT_TAPES: Final = 8  # a fingerprint in more tapes' heads/tails than this is boilerplate
+MAX_CONTINUATIONS: Final = 3  # per tape and direction: the strongest overlaps only
 
 
 CONFIDENCE_K: Final = 2
@@ -251,22 +253,28 @@ class Continuations:
         db.execute("INSERT OR REPLACE INTO heads(tape, head, tail, marker) VALUES(?, ?, ?, ?)",
                    (no, pt.head.astype("<i8").tobytes(), pt.tail.astype("<i8").tobytes(), pt.marker))
         # This tape's head continuing an earlier tail, and this tape's tail continued by a later head.
+        # Text in the heads or tails of many tapes is boilerplate nobody continues from.
         shared_prev: dict[int, int] = defaultdict(int)
         for v in pt.head.tolist():
-            for other in self.by_tail.get(v, ()):
-                shared_prev[other] += 1
+            others = self.by_tail.get(v, ())
+            if len(others) <= COMMON_TEXT_TAPES:
+                for other in others:
+                    shared_prev[other] += 1
         shared_next: dict[int, int] = defaultdict(int)
         for v in pt.tail.tolist():
-            for other in self.by_head.get(v, ()):
-                shared_next[other] += 1
-        for other, n in shared_prev.items():
-            s, o_started, _, _, _ = self.meta[other]
-            if s != pt.session_id and o_started <= started:
-                self._edge(db, other, no, n, len(pt.head), pt.marker)
-        for other, n in shared_next.items():
-            s, o_started, o_head, _, o_marker = self.meta[other]
-            if s != pt.session_id and started <= o_started:
-                self._edge(db, no, other, n, o_head, o_marker)
+            others = self.by_head.get(v, ())
+            if len(others) <= COMMON_TEXT_TAPES:
+                for other in others:
+                    shared_next[other] += 1
+        prev = [(n, other) for other, n in shared_prev.items()
+                if self.meta[other][0] != pt.session_id and self.meta[other][1] <= started]
+        for n, other in sorted(prev, key=lambda x: (-x[0], x[1]))[:MAX_CONTINUATIONS]:
+            self._edge(db, other, no, n, len(pt.head), pt.marker)
+        nxt = [(n, other) for other, n in shared_next.items()
+               if self.meta[other][0] != pt.session_id and started <= self.meta[other][1]]
+        for n, other in sorted(nxt, key=lambda x: (-x[0], x[1]))[:MAX_CONTINUATIONS]:
+            _, _, o_head, _, o_marker = self.meta[other]
+            self._edge(db, no, other, n, o_head, o_marker)
         self._remember(no, pt.head, pt.tail, pt.marker, pt.session_id, started)
 
     @staticmethod

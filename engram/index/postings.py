@@ -77,22 +77,29 @@ def lookup(db: apsw.Connection, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = np.unique(keys(fps))
     buckets = np.unique(qkeys >> 32).tolist()
-    key_parts: list[np.ndarray] = []
-    frag_parts: list[np.ndarray] = []
+    rows: list[tuple[int, bytes]] = []
     for i in range(0, len(buckets), _MAX_VARS):
         chunk = buckets[i:i + _MAX_VARS]
-        sql = f"SELECT bucket, blob FROM postings WHERE bucket IN ({','.join('?' * len(chunk))})"
-        for bucket, blob in db.execute(sql, chunk):
-            low, frag = decode(blob)
-            k = (np.int64(bucket) << np.int64(32)) | low.astype(np.int64)
-            key_parts.append(k)
-            frag_parts.append(frag)
-    if not key_parts:
+        rows += db.execute(f"SELECT bucket, blob FROM postings WHERE bucket IN ({','.join('?' * len(chunk))})",
+                           chunk).fetchall()
+    if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
-    allk = np.concatenate(key_parts)
-    allf = np.concatenate(frag_parts)
+    allk, allf = _decode_rows(rows)
     hit = np.isin(allk, qkeys)
     return allk[hit], allf[hit]
+
+
+def _decode_rows(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
+    """(key, fragment) arrays of many bucket rows, decoded in one vector pass."""
+    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    sizes = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))  # entries per row
+    flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
+    starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
+    row_of = np.repeat(np.arange(len(rows)), sizes)
+    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    low_idx = starts[row_of] + within
+    keys = (buckets[row_of] << np.int64(32)) | flat[low_idx].astype(np.int64)
+    return keys, flat[low_idx + sizes[row_of]].astype(np.uint32)
 
 
 def all_postings(db: apsw.Connection, segs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -107,16 +114,7 @@ def all_postings(db: apsw.Connection, segs: list[int] | None = None) -> tuple[np
     rows = db.execute(sql, args).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
-    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    sizes = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))  # entries per row
-    flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
-    starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
-    row_of = np.repeat(np.arange(len(rows)), sizes)
-    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    low_idx = starts[row_of] + within
-    frag_idx = low_idx + sizes[row_of]
-    keys = (buckets[row_of] << np.int64(32)) | flat[low_idx].astype(np.int64)
-    return keys, flat[frag_idx].astype(np.uint32)
+    return _decode_rows(rows)
 
 
 def key_to_fp(k: np.ndarray) -> np.ndarray:

@@ -116,8 +116,8 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     keys, frags = postings.lookup(db, q)
     if not len(frags):
         return {}
-    pairs = np.unique(np.stack([frags.astype(np.int64), keys]), axis=1)
-    ids, counts = np.unique(pairs[0], return_counts=True)
+    # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
+    ids, counts = np.unique(frags.astype(np.int64), return_counts=True)
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
         ids, counts = ids[top], counts[top]
@@ -148,9 +148,15 @@ def drop_stoplisted(db: apsw.Connection, q: np.ndarray) -> np.ndarray:
     return kept if len(kept) * 2 >= len(q) else q
 
 
-def _continuations(db: apsw.Connection) -> set[tuple[int, int]]:
+def _continuations(db: apsw.Connection, tapes: set[int]) -> set[tuple[int, int]]:
+    """Continuation edges touching these tapes, both directions."""
     pairs: set[tuple[int, int]] = set()
-    for a, b in db.execute("SELECT src_tape, dst_tape FROM continuations"):
+    if not tapes:
+        return pairs
+    marks = ",".join("?" * len(tapes))
+    for a, b in db.execute(f"SELECT src_tape, dst_tape FROM continuations WHERE src_tape IN ({marks}) "
+                           f"UNION SELECT src_tape, dst_tape FROM continuations WHERE dst_tape IN ({marks})",
+                           [*tapes, *tapes]):
         pairs.add((a, b))
         pairs.add((b, a))
     return pairs
@@ -158,7 +164,6 @@ def _continuations(db: apsw.Connection) -> set[tuple[int, int]]:
 
 def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
     """Breadth-first backwards along lineage edges from the directly matched fragments."""
-    conts = _continuations(db)
     queue: deque[tuple[int, int, float]] = deque((f, 0, h.confidence) for f, h in res.hits.items())
     seen = set(res.hits)
     edges = 0
@@ -191,9 +196,11 @@ def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
                                  "cardinality": card, "agent_link": bool(agent_link), "note": note})
             queue.append((src, depth + 1, conf * (1.0 if agent_link else econf)))
     res.edges_followed = edges
-    if conts:
+    crossed = [h for h in res.hits.values() if h.edge and h.via == "lineage"]
+    if crossed:
         frag_tape = {f: fr.tape_no for f, fr in _frag_rows(db, list(res.hits)).items()}
-        for h in res.hits.values():
+        conts = _continuations(db, {t for t in frag_tape.values() if t is not None})
+        for h in crossed:
             if h.edge and h.via == "lineage":
                 a, b = frag_tape.get(h.frag), frag_tape.get(h.edge["from"])
                 if a is not None and b is not None and a != b and (a, b) in conts:
@@ -230,8 +237,8 @@ def _span_links(db: apsw.Connection, span: Span) -> dict[int, Hit]:
     """Explicit agent links placed on this span (an agent's own assertion, not a location guess)."""
     out: dict[int, Hit] = {}
     for (fid,) in db.execute(
-            "SELECT f.id FROM fragments f JOIN files ON files.id = f.file WHERE f.kind=? AND files.path=?"
-            " AND f.line0 <= ? AND f.line1 >= ?", (KIND_NO[E.SPAN_LINK], span.file, span.end, span.start)):
+            "SELECT f.id FROM fragments f JOIN files ON files.id = f.file WHERE f.kind = 7 AND files.path=?"
+            " AND f.line0 <= ? AND f.line1 >= ?", (span.file, span.end, span.start)):
         out[fid] = Hit(fid, 1.0, "agent_link")
     return out
 
