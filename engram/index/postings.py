@@ -85,7 +85,10 @@ def lookup(db: apsw.Connection, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     allk, allf = _decode_rows(rows)
-    hit = np.isin(allk, qkeys)
+    # qkeys is small and sorted: a binary search per posting beats sorting all postings (np.isin).
+    pos = np.searchsorted(qkeys, allk)
+    pos[pos == len(qkeys)] = 0
+    hit = qkeys[pos] == allk
     return allk[hit], allf[hit]
 
 
