@@ -15,13 +15,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from engram.index.build import Indexer
-from engram.index.db import immediate, open_db
-from engram.ingest import catalog_row, ingest_lock, register
+from engram.ingest import store_events
 from engram.record import diff_edits
-from engram.redact import Redactor
 from engram.store import Store
 from engram.tape import events as E
-from engram.tape.writer import write_tape
 
 log = logging.getLogger(__name__)
 
@@ -52,19 +49,7 @@ def record_save(store: Store, session: EditorSession, file: str, before: str, af
             "session_id": session.session_id, "cwd": str(store.root), "git_head": None, "git_branch": None,
             "started": session.started, "ended": ts, "sources": [], "prev": session.prev, "user": os.environ.get("USER")}
     events = [meta, *edits]
-    redactor = Redactor(store.config["redact"].get("patterns") or [])
-    with ingest_lock(store):
-        written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
-                             object_threshold=int(store.config["ingest"]["object_threshold"]))
-        db = open_db(store)
-        try:
-            with immediate(db):
-                register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
-            indexer = Indexer(store)
-            indexer.add(db, written.id)
-            indexer.finish(db)
-        finally:
-            db.close()
+    written = store_events(store, events, Indexer(store))
     session.prev = written.id
     log.info("editor tape %s: %d edit(s) in %s", written.id[:12], len(edits), file)
     return written.id

@@ -450,6 +450,27 @@ def _commit(db: apsw.Connection, got: Captured, stats: IngestStats) -> WrittenTa
     return got.written
 
 
+def store_events(store: Store, events: list[dict[str, Any]], indexer: Any = None) -> WrittenTape:
+    """Write events made here (a recorded command, an editor save) as a tape, catalogue it and,
+    with an indexer, index it — under the ingest lock, like any capture."""
+    redactor = Redactor(store.config["redact"].get("patterns") or [])
+    with ingest_lock(store):
+        written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+                             object_threshold=int(store.config["ingest"]["object_threshold"]))
+        db = open_db(store)
+        try:
+            with immediate(db):
+                register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
+            if indexer is not None:
+                indexer(db, written)
+                finish = getattr(indexer, "finish", None)
+                if finish is not None:
+                    finish(db)
+        finally:
+            db.close()
+    return written
+
+
 def _latest(db: apsw.Connection, tapes: list[str]) -> str | None:
     if not tapes:
         return None

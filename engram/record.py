@@ -23,7 +23,7 @@ import apsw
 
 from engram.adapters.unified import join_lines, split_lines
 from engram.errors import BadInput
-from engram.ingest import EVENTS, RAW, IngestStats, Job, detect_format, ingest, job_for_file
+from engram.ingest import EVENTS, RAW, IngestStats, Job, detect_format, ingest, job_for_file, store_events
 from engram.store import Store
 from engram.tape import events as E
 from engram.tape.writer import WrittenTape
@@ -117,10 +117,6 @@ def _run_on_pty(cmd: list[str]) -> tuple[int, bytes]:
 
 def record_command(store: Store, cmd: list[str],
                    after_tape: Callable[[apsw.Connection, WrittenTape], None] | None = None) -> tuple[int, str]:
-    from engram.index.db import immediate, open_db  # noqa: PLC0415
-    from engram.ingest import catalog_row, ingest_lock, register  # noqa: PLC0415
-    from engram.redact import Redactor  # noqa: PLC0415
-    from engram.tape.writer import write_tape  # noqa: PLC0415
 
     before = snapshot(store.root)
     started = _now()
@@ -140,21 +136,7 @@ def record_command(store: Store, cmd: list[str],
          "exit_code": code, "stdout": text, "stderr": ""},
         *diff_edits(before, after, ended),
     ]
-    redactor = Redactor(store.config["redact"].get("patterns") or [])
-    with ingest_lock(store):
-        written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
-                             object_threshold=int(store.config["ingest"]["object_threshold"]))
-        db = open_db(store)
-        try:
-            with immediate(db):
-                register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
-            if after_tape is not None:
-                after_tape(db, written)
-                finish = getattr(after_tape, "finish", None)
-                if finish is not None:
-                    finish(db)
-        finally:
-            db.close()
+    written = store_events(store, events, after_tape)
     return code, written.id
 
 
