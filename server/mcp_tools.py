@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -205,9 +206,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         from engram.query.spans import Span as CoreSpan, read_span, repo_relative  # noqa: PLC0415
 
         def work() -> dict[str, Any]:
-            store = store_provider()
-            db = _db(store)
-            try:
+            with _opened(store_provider) as (store, db):
                 rel = repo_relative(store.root, file, store.root)
                 live = text_provider(store, rel) if text_provider else None
                 file_lines: list[str] | None = None
@@ -224,8 +223,6 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
                                include_deleted=include_deleted)
                 return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
-            finally:
-                db.close()
 
         return bound_explain(await run(work))
 
@@ -242,12 +239,8 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         from engram.tape.reader import TapeReader  # noqa: PLC0415
 
         def work() -> ViewResult:
-            store = store_provider()
-            db = _db(store)
-            try:
+            with _opened(store_provider) as (store, db):
                 row = resolve_tape(db, tape)
-            finally:
-                db.close()
             with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
                 if at >= len(r):
                     raise EngramError(f"tape {row.id[:12]} has events 0-{len(r) - 1}; `at` {at} is past the end")
@@ -271,12 +264,8 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         from engram.index.catalog import list_tapes  # noqa: PLC0415
 
         def work() -> TapeList:
-            store = store_provider()
-            db = _db(store)
-            try:
+            with _opened(store_provider) as (store, db):
                 rows = list_tapes(db, limit=limit + 1, harness=harness)
-            finally:
-                db.close()
             return TapeList(tapes=[TapeInfo(**{k: v for k, v in r.as_dict().items() if k in TapeInfo.model_fields})
                                    for r in rows[:limit]], truncated=len(rows) > limit)
 
@@ -295,12 +284,8 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         from engram.query.search import search as core_search  # noqa: PLC0415
 
         def work() -> SearchResult:
-            store = store_provider()
-            db = _db(store)
-            try:
+            with _opened(store_provider) as (store, db):
                 hits = core_search(store, db, query, limit=limit)
-            finally:
-                db.close()
             return SearchResult(query=query, hits=[SearchHit(**h) for h in hits])
 
         return await run(work)
@@ -331,18 +316,25 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         from engram.tape.reader import TapeReader  # noqa: PLC0415
 
         def work() -> str:
-            store = store_provider()
-            db = _db(store)
-            try:
+            with _opened(store_provider) as (store, db):
                 row = resolve_tape(db, tape_id)
-            finally:
-                db.close()
             with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
                 return events_view(enumerate(r.events(0, 200)))
 
         return await run(work)
 
     return mcp
+
+
+@contextmanager
+def _opened(store_provider: StoreProvider) -> Iterator[tuple[Store, Any]]:
+    """The store and a connection to its index, closed afterwards."""
+    store = store_provider()
+    db = _db(store)
+    try:
+        yield store, db
+    finally:
+        db.close()
 
 
 def _db(store: Store):  # noqa: ANN202
