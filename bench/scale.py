@@ -1,0 +1,775 @@
+#!/usr/bin/env python3
+"""Scale benchmark: the whole pipeline and `engram explain` on a generated corpus (100 MB or 1 GB).
+
+    python bench/scale.py --corpus bench/data/c100m --size 100MB            # quick run
+    python bench/scale.py --corpus bench/data/c1g   --size 1GB --keep       # the target run
+
+In one run it:
+
+1. generates the corpus with bench/gen_sessions.py when `--corpus` holds no sessions yet, and
+   reads it once (warm page cache for ingest and rg);
+2. ingest + index, cold start to committed index: a fresh git repository, `engram init`, then
+   `engram --repo REPO ingest CORPUS/projects` (indexing runs inside ingest), `--ingest-runs`
+   times, each into its own fresh repository; wall and CPU time (user+sys of the child);
+3. the split (`--split`): capture only (`engram.cli._indexer` patched to None, in-process, nothing
+   in engram/ changed) into another fresh repository, then `engram --repo REPO index` there,
+   which indexes every tape the capture left unindexed;
+4. sizes: index.sqlite (+ -wal, -shm) and tapes + objects, as shares of the raw JSONL;
+5. samples `--spans` 20-line spans of code that sessions wrote: code.edit after-texts (>= 20 lines)
+   of random tapes, read with TapeReader; each after-text is written into the repository's working
+   tree (`_scale_spans/NNN-<name>`) so `FILE:START-END` exists on disk for the CLI and MCP;
+6. explain in-process (engram.query.explain.explain, Options(brief=True), span read with
+   read_span): one warm-up pass, then `--passes` timed passes over all spans -> warm p50/p99 (wall
+   and CPU); the same with default windows (brief=False) for reference; recall@1 = share of spans
+   whose first session is the session of the tape the span was taken from;
+7. cold cache: per query, the connection is closed, engram's files (index.sqlite*, tapes, objects)
+   are fsynced and evicted from the OS page cache with posix_fadvise(DONTNEED) (verified with
+   fincore when present), then a new connection is opened and one explain is timed (open + query).
+   `--cold-mode drop_caches` drops the whole page cache instead (root; disturbs other processes);
+8. the CLI: `engram --repo REPO explain FILE:A-B --brief`, wall p50 over `--cli-runs` spans, with
+   `engram --help` as the interpreter + import floor;
+9. the reference: `rg -F -l NEEDLE CORPUS/projects`, NEEDLE the span's longest line JSON-escaped as
+   it is stored in the transcripts; explain speed-up = rg p50 / explain warm p50;
+10. appending: `--appends` new ~1 MB sessions generated with other seeds, each ingested into the
+   big store with `engram --repo REPO ingest DIR` (CLI, includes interpreter start-up) and, for as
+   many more, with engram.ingest.ingest + Indexer in this process (no start-up);
+11. `--profile`: cProfile of one warm explain pass and of one in-process append (saved under
+   bench/out/), `--profile-ingest`: an extra full ingest under `py-spy record` (sampling).
+
+The machine is shared: every timing is given with CPU time next to wall time, and the load
+average is printed. Sizes are decimal (1 MB = 10**6 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import json
+import os
+import platform
+import pstats
+import random
+import re
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gen_sessions  # noqa: E402
+
+OUT_DIR = Path(__file__).resolve().parent / "out"
+SPAN_DIR = "_scale_spans"
+SPAN_LINES = 20
+SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
+NO_INDEX_SNIPPET = ("import sys, engram.cli as c; c._indexer = lambda store: None; "
+                    "sys.exit(c.main(sys.argv[1:]))")
+
+TARGETS = {
+    "mbps": 40.0, "index_share": 0.25, "tape_share": 0.10, "warm_p50_ms": 2.0, "warm_p99_ms": 10.0,
+    "rg_speedup": 100.0, "cold_p50_ms": 30.0, "cli_p50_ms": 150.0, "append_ms": 100.0,
+}
+
+
+# ------------------------------------------------------------------ small helpers
+
+def child_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs, dtype=float), q)) if xs else float("nan")
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.2f} ms" if x < 1 else f"{x * 1000:,.0f} ms"
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def machine() -> str:
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
+        mem = f"{kb / 1024 ** 2:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return (f"{os.cpu_count()} CPUs ({model}), {mem} RAM, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def engram_version() -> str:
+    import engram
+
+    src = Path(engram.__file__).resolve().parent
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
+                           text=True, check=False).stdout.strip()
+    return f"{src} at {head or '?'}{' + uncommitted changes in engram/' if dirty else ''}"
+
+
+def dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) if d.is_dir() else 0
+
+
+def index_bytes(store_dir: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in sorted(store_dir.glob("index.sqlite*"))}
+
+
+def corpus_files(projects: Path) -> list[Path]:
+    return sorted(p for p in projects.rglob("*.jsonl") if p.is_file())
+
+
+def warm_cache(files: list[Path]) -> float:
+    t0 = time.perf_counter()
+    for p in files:
+        with p.open("rb") as f:
+            while f.read(1 << 24):
+                pass
+    return time.perf_counter() - t0
+
+
+def fmt_table(header: list[str], rows: list[list[str]]) -> str:
+    w = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(str(c).ljust(w[i]) for i, c in enumerate(r)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (x + 2) for x in w) + "|", *map(line, rows)])
+
+
+# ------------------------------------------------------------------ ingest
+
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    stdout: str
+    repo: Path
+    summary: str = ""
+
+
+def fresh_repo(workdir: Path | None, engram: list[str], tag: str) -> Path:
+    repo = Path(tempfile.mkdtemp(prefix=f"engram-scale-{tag}-", dir=workdir))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
+def timed(cmd: list[str], cwd: Path, what: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    c0 = child_cpu()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    cpu = child_cpu() - c0
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        raise SystemExit(f"scale: {what}: `{shlex.join(cmd)}` exited {proc.returncode}")
+    return wall, cpu, proc
+
+
+def cold_start_ingest(workdir: Path | None, engram: list[str], projects: Path, tag: str, *,
+                      no_index: bool = False) -> Run:
+    """Fresh git repo, `engram init`, `engram ingest CORPUS`: timed from `engram init` to exit."""
+    repo = fresh_repo(workdir, engram, tag)
+    ingest = [sys.executable, "-c", NO_INDEX_SNIPPET] if no_index else engram
+    c0 = child_cpu()
+    t0 = time.perf_counter()
+    subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
+    _, _, proc = timed([*ingest, "--repo", str(repo), "ingest", str(projects)], repo, "ingest")
+    wall, cpu = time.perf_counter() - t0, child_cpu() - c0
+    summary = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ingest:")), proc.stdout.strip())
+    return Run(wall, cpu, proc.stdout, repo, summary)
+
+
+# ------------------------------------------------------------------ spans
+
+@dataclass
+class SpanCase:
+    rel: str  # repository-relative file holding the after-text
+    start: int
+    end: int
+    text: str
+    session: str  # the session of the tape the span came from
+    tape: str
+    offset: int
+    needle: str  # longest line of the span, JSON-escaped as it appears in the raw transcripts
+
+
+def json_escaped(line: str) -> str:
+    return orjson.dumps(line).decode()[1:-1]
+
+
+def sample_spans(repo: Path, n: int, seed: int, lines: int = SPAN_LINES, per_tape: int = 2,
+                 span_dir: str = SPAN_DIR, corpus: Path | None = None) -> list[SpanCase]:
+    """`n` spans of `lines` lines from code.edit after-texts of random tapes, written into the tree.
+
+    With `corpus`, only tapes captured from files under it (not, say, sessions appended earlier)."""
+    from engram.store import Store
+    from engram.tape.reader import TapeReader
+    from engram.tape.writer import TAPE_SUFFIX
+
+    store = Store.discover(repo)
+    tapes = sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
+    rng = random.Random(seed)
+    rng.shuffle(tapes)
+    out_dir = repo / span_dir
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    cases: list[SpanCase] = []
+    for p in tapes:
+        if len(cases) >= n:
+            break
+        with TapeReader(p, store.objects_dir) as r:
+            meta = r.meta()
+            session = str(meta.get("session_id") or "")
+            if corpus is not None and not all(str(src.get("path", "")).startswith(str(corpus) + os.sep)
+                                              for src in meta.get("sources") or [{}]):
+                continue
+            edits = []
+            for off, ev in enumerate(r.events(resolve_objects=True)):
+                if ev.get("kind") != "code.edit":
+                    continue
+                text = ev.get("after_text")
+                if not isinstance(text, str):
+                    continue
+                tl = text.splitlines()
+                if len(tl) >= lines:
+                    edits.append((off, ev, tl))
+        rng.shuffle(edits)
+        taken = 0
+        for off, ev, tl in edits:
+            if taken >= per_tape or len(cases) >= n:
+                break
+            a = rng.randrange(len(tl) - lines + 1)
+            chunk = tl[a:a + lines]
+            if sum(len(x.strip()) for x in chunk) < 200:  # mostly blank: not a meaningful span
+                continue
+            name = Path(str(ev.get("file") or "f.txt")).name
+            rel = f"{span_dir}/{len(cases):03d}-{name}"
+            (repo / rel).write_text("\n".join(tl) + "\n", encoding="utf-8")
+            longest = max(chunk, key=len)
+            cases.append(SpanCase(rel, a + 1, a + lines, "\n".join(chunk) + "\n", session, p.name.split(".")[0],
+                                  off, json_escaped(longest)))
+            taken += 1
+    return cases
+
+
+def top_session(doc: dict[str, Any]) -> str | None:
+    s = doc.get("sessions") or []
+    return s[0]["session_id"] if s else None
+
+
+def any_session(doc: dict[str, Any], sid: str) -> bool:
+    return any(s["session_id"] == sid for s in doc.get("sessions") or [])
+
+
+# ------------------------------------------------------------------ explain timings
+
+@dataclass
+class Lat:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    top1: int = 0
+    anyhit: int = 0
+    n: int = 0
+    sessions: list[int] = field(default_factory=list)
+
+    def row(self) -> str:
+        return (f"p50 {ms(pct(self.wall, 50))}, p90 {ms(pct(self.wall, 90))}, p99 {ms(pct(self.wall, 99))} wall; "
+                f"CPU p50 {ms(pct(self.cpu, 50))}, p99 {ms(pct(self.cpu, 99))} (n={len(self.wall)})")
+
+
+def explain_inprocess(repo: Path, cases: list[SpanCase], passes: int, brief: bool, profile: Path | None = None) -> Lat:
+    from engram.index.db import open_db
+    from engram.query.explain import Options, explain
+    from engram.query.spans import read_span
+    from engram.store import Store
+
+    store = Store.discover(repo)
+    cfg = store.config["explain"]
+    opts = Options(before=int(cfg["window"]["before"]), after=int(cfg["window"]["after"]), brief=brief)
+    db = open_db(store)
+    lat = Lat()
+    try:
+        for c in cases:  # warm-up pass: page cache, SQLite cache, imports
+            explain(store, db, read_span(repo, c.rel, c.start, c.end, repo), opts)
+        for p in range(passes):
+            for c in cases:
+                c0, t0 = time.process_time(), time.perf_counter()
+                doc = explain(store, db, read_span(repo, c.rel, c.start, c.end, repo), opts)
+                lat.wall.append(time.perf_counter() - t0)
+                lat.cpu.append(time.process_time() - c0)
+                if p == 0:
+                    lat.n += 1
+                    lat.top1 += top_session(doc) == c.session
+                    lat.anyhit += any_session(doc, c.session)
+                    lat.sessions.append(len(doc["sessions"]))
+        if profile is not None:
+            prof = cProfile.Profile()
+            prof.enable()
+            for c in cases:
+                explain(store, db, read_span(repo, c.rel, c.start, c.end, repo), opts)
+            prof.disable()
+            prof.dump_stats(str(profile))
+    finally:
+        db.close()
+    return lat
+
+
+def engram_files(store_dir: Path) -> list[Path]:
+    files = list(store_dir.glob("index.sqlite*"))
+    files += [p for p in (store_dir / "tapes").iterdir() if p.is_file()]
+    if (store_dir / "objects").is_dir():
+        files += [p for p in (store_dir / "objects").rglob("*") if p.is_file()]
+    return files
+
+
+def evict(files: list[Path]) -> None:
+    """Drop these files' pages from the OS page cache (fsync first: dirty pages are not dropped)."""
+    for p in files:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def resident(path: Path) -> str:
+    """Bytes of `path` in the page cache, per fincore (util-linux), or '?'."""
+    if not shutil.which("fincore") or not path.exists():
+        return "?"
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], capture_output=True,
+                         text=True, check=False).stdout.strip()
+    return out or "?"
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def explain_cold(repo: Path, cases: list[SpanCase], n: int, mode: str) -> tuple[Lat, str]:
+    from engram.index.db import open_db
+    from engram.query.explain import Options, explain
+    from engram.query.spans import read_span
+    from engram.store import Store
+
+    store = Store.discover(repo)
+    files = engram_files(store.dir)
+    idx = store.dir / "index.sqlite"
+    lat = Lat()
+    note = ""
+    for i, c in enumerate(cases[:n]):
+        span = read_span(repo, c.rel, c.start, c.end, repo)
+        if mode == "drop_caches":
+            drop_caches()
+        else:
+            evict(files)
+        if i == 0:
+            note = f"index.sqlite resident after eviction: {resident(idx)} B of {idx.stat().st_size:,} B"
+        c0, t0 = time.process_time(), time.perf_counter()
+        db = open_db(store)
+        doc = explain(store, db, span, Options(brief=True))
+        lat.wall.append(time.perf_counter() - t0)
+        lat.cpu.append(time.process_time() - c0)
+        db.close()
+        lat.n += 1
+        lat.top1 += top_session(doc) == c.session
+    return lat, note
+
+
+def explain_cli(engram: list[str], repo: Path, cases: list[SpanCase], n: int) -> tuple[Lat, Lat]:
+    lat, floor = Lat(), Lat()
+    for c in cases[:n]:
+        wall, cpu, proc = timed([*engram, "--repo", str(repo), "explain", f"{c.rel}:{c.start}-{c.end}", "--brief"],
+                                repo, "explain")
+        lat.wall.append(wall)
+        lat.cpu.append(cpu)
+        doc = json.loads(proc.stdout)
+        lat.n += 1
+        lat.top1 += top_session(doc) == c.session
+    for _ in range(min(n, 15)):
+        wall, cpu, _ = timed([*engram, "--help"], repo, "--help")
+        floor.wall.append(wall)
+        floor.cpu.append(cpu)
+    return lat, floor
+
+
+def rg_reference(projects: Path, cases: list[SpanCase], n: int) -> tuple[Lat, int]:
+    rg = shutil.which("rg")
+    if rg is None:
+        raise SystemExit("scale: ripgrep (rg) is not installed")
+    lat = Lat()
+    found = 0
+    for c in cases[:n]:
+        c0, t0 = child_cpu(), time.perf_counter()
+        proc = subprocess.run([rg, "-F", "-l", "--no-messages", "--", c.needle, str(projects)], capture_output=True,
+                              text=True, check=False)
+        lat.wall.append(time.perf_counter() - t0)
+        lat.cpu.append(child_cpu() - c0)
+        found += any(c.session in ln for ln in proc.stdout.splitlines())
+        lat.n += 1
+    return lat, found
+
+
+# ------------------------------------------------------------------ appending
+
+def make_session(out: Path, seed: int, size: int) -> int:
+    """One session (plus its subagent files) of ~`size` bytes under out/projects/...; returns bytes."""
+    proj = out / "projects" / gen_sessions.PROJECT_DIR
+    proj.mkdir(parents=True, exist_ok=True)
+    start = gen_sessions.EPOCH_MS + 400 * 86_400_000 + seed * 3_600_000  # after every corpus session
+    gen_sessions._gen_one((seed, 0, size, start, str(proj)))
+    return sum(p.stat().st_size for p in proj.rglob("*.jsonl"))
+
+
+def captured_sessions(repo: Path) -> set[str]:
+    import apsw
+
+    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return {r[0] for r in db.execute("SELECT session_id FROM tapes")}
+    finally:
+        db.close()
+
+
+def new_session(tmp: Path, seed: int, size: int, taken: set[str]) -> tuple[Path, int, int]:
+    """A ~`size` session no earlier run appended: tries seeds from `seed` up. (dir, bytes, seed)."""
+    while True:
+        d = tmp / f"append-{seed}"
+        raw = make_session(d, seed, size)
+        sid = next((d / "projects" / gen_sessions.PROJECT_DIR).glob("*.jsonl")).stem
+        if sid not in taken:
+            taken.add(sid)
+            return d, raw, seed
+        shutil.rmtree(d)
+        seed += 1
+
+
+def segments(repo: Path) -> int:
+    import apsw
+
+    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return int(db.execute("SELECT count(*) FROM segments").fetchall()[0][0])
+    finally:
+        db.close()
+
+
+@dataclass
+class Append:
+    how: str
+    raw: int
+    wall: float
+    cpu: float
+    segs_before: int
+    segs_after: int
+
+
+def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: Path,
+            profile: Path | None = None) -> list[Append]:
+    from engram.index.build import Indexer
+    from engram.ingest import IngestStats, ingest, jobs_from_paths
+    from engram.store import Store
+
+    out: list[Append] = []
+    taken = captured_sessions(repo)
+    seed = seed0
+    for i in range(2 * n):
+        d, raw, seed = new_session(tmp, seed, size, taken)
+        seed += 1
+        before = segments(repo)
+        if i < n:  # the CLI, as a hook or a user would run it
+            wall, cpu, proc = timed([*engram, "--repo", str(repo), "ingest", str(d / "projects")], repo, "append")
+            if " 1 new tapes" not in proc.stdout:
+                raise SystemExit(f"scale: append {d} wrote no tape: {proc.stdout}")
+            how = "CLI"
+        else:  # in-process: what the language server or a long-lived hook pays
+            store = Store.discover(repo)
+            stats = IngestStats()
+            prof = cProfile.Profile() if profile is not None and i == n else None
+            c0, t0 = time.process_time(), time.perf_counter()
+            if prof:
+                prof.enable()
+            ingest(store, jobs_from_paths([d / "projects"], stats), stats=stats, after_tape=Indexer(store))
+            if prof:
+                prof.disable()
+                prof.dump_stats(str(profile))
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if stats.tapes != 1:
+                raise SystemExit(f"scale: in-process append {d} wrote {stats.tapes} tapes")
+            how = "in-process" + (" (cProfile)" if prof else "")
+        out.append(Append(how, raw, wall, cpu, before, segments(repo)))
+    return out
+
+
+# ------------------------------------------------------------------ profiles
+
+def top_functions(prof: Path, top: int, only_engram: bool = True) -> str:
+    st = pstats.Stats(str(prof))
+    rows = []
+    for (fname, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        i = fname.find("engram/")
+        name = (fname[i:] if i >= 0 else Path(fname).name) + f":{line}({func})"
+        rows.append((ct, tt, nc, name, i >= 0 or "server/" in fname))
+    lines = [f"{'cum s':>8} {'own s':>8} {'calls':>9}  function (engram code, by cumulative time)"]
+    for ct, tt, nc, name, eng in sorted(rows, reverse=True):
+        if eng or not only_engram:
+            lines.append(f"{ct:8.3f} {tt:8.3f} {nc:9d}  {name}")
+        if len(lines) > top:
+            break
+    lines.append(f"{'own s':>8} {'cum s':>8} {'calls':>9}  function (all code, by own time)")
+    for ct, tt, nc, name, _ in sorted(rows, key=lambda r: r[1], reverse=True)[:top]:
+        lines.append(f"{tt:8.3f} {ct:8.3f} {nc:9d}  {name}")
+    return "\n".join(lines)
+
+
+def pyspy_ingest(workdir: Path | None, engram: list[str], projects: Path, out: Path, rate: int) -> str:
+    """A full cold-start ingest under `py-spy record` (raw collapsed stacks), summarised by function."""
+    if not shutil.which("py-spy"):
+        return "py-spy is not installed (pip install py-spy): ingest profile skipped"
+    repo = fresh_repo(workdir, engram, "pyspy")
+    subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
+    exe = shutil.which(engram[0]) or engram[0]
+    cmd = ["py-spy", "record", "--nonblocking", "-r", str(rate), "-f", "raw", "-o", str(out), "--", exe,
+           *engram[1:], "--repo", str(repo), "ingest", str(projects)]
+    wall, cpu, _ = timed(cmd, repo, "py-spy ingest")
+    shutil.rmtree(repo, ignore_errors=True)
+    return (f"ingest under py-spy --nonblocking at {rate} Hz: {wall:,.1f} s wall, {cpu:,.1f} s CPU (engram + py-spy)\n"
+            + summarise_collapsed(out))
+
+
+def summarise_collapsed(path: Path, top: int = 30) -> str:
+    """py-spy raw stacks by function (line numbers dropped): inclusive share of engram functions, and
+    'self' share of the innermost engram frame (its own code plus the numpy/SQLite/... it calls)."""
+    inc: collections.Counter[str] = collections.Counter()
+    inner: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        stack, n_s = line.rsplit(" ", 1)
+        n = int(n_s)
+        total += n
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
+        eng = [f for f in frames if "engram/" in f or "engram_server/" in f]
+        for f in set(eng):
+            inc[f] += n
+        inner[eng[-1] if eng else frames[-1]] += n
+    lines = [f"py-spy: {total} samples ({path})", "inclusive (engram functions):"]
+    lines += [f"{c / total:7.1%}  {f}" for f, c in inc.most_common(top)]
+    lines += ["innermost engram frame (own code + the library calls it makes):"]
+    lines += [f"{c / total:7.1%}  {f}" for f, c in inner.most_common(top)]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ main
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", required=True, type=Path, help="corpus directory (CORPUS/projects/...)")
+    ap.add_argument("--size", default="100MB", type=gen_sessions.parse_size,
+                    help="corpus size to generate when CORPUS is empty (default 100MB)")
+    ap.add_argument("--seed", type=int, default=1, help="generator seed; also seeds the span sample")
+    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="generator worker processes")
+    ap.add_argument("--engram", default="engram", help="the engram command (default: the installed `engram`)")
+    ap.add_argument("--repo", type=Path, help="reuse this already ingested repository: no ingest timing")
+    ap.add_argument("--ingest-runs", type=int, default=1, help="cold-start ingests timed (each into a fresh repo)")
+    ap.add_argument("--split", action="store_true", help="also time capture only + `engram index` separately")
+    ap.add_argument("--spans", type=int, default=200, help="20-line spans sampled")
+    ap.add_argument("--passes", type=int, default=3, help="timed warm passes over the spans (after one warm-up)")
+    ap.add_argument("--cold", type=int, default=40, help="cold-cache queries")
+    ap.add_argument("--cold-mode", choices=["fadvise", "drop_caches"], default="fadvise",
+                    help="evict engram's files only (default) or drop the whole page cache (root)")
+    ap.add_argument("--cli-runs", type=int, default=30, help="CLI explain runs")
+    ap.add_argument("--rg-spans", type=int, default=200, help="spans searched with rg")
+    ap.add_argument("--appends", type=int, default=5, help="1 MB sessions appended via the CLI (as many in-process)")
+    ap.add_argument("--append-size", default="1MB", type=gen_sessions.parse_size)
+    ap.add_argument("--workdir", type=Path, help="where the throw-away repositories go (default: system temp)")
+    ap.add_argument("--keep", action="store_true", help="keep the measured repository (for bench/mcp_latency.py)")
+    ap.add_argument("--profile", action="store_true", help="cProfile a warm explain pass and an in-process append")
+    ap.add_argument("--profile-ingest", action="store_true", help="also run one full ingest under py-spy")
+    ap.add_argument("--profile-top", type=int, default=25)
+    args = ap.parse_args(argv)
+
+    engram = shlex.split(args.engram)
+    args.corpus = args.corpus.resolve()
+    projects = args.corpus / "projects"
+    files = corpus_files(projects) if projects.is_dir() else []
+    if not files:
+        print(f"generating {args.size / 1e6:.0f} MB corpus in {args.corpus} (seed {args.seed}) ...", flush=True)
+        st = gen_sessions.generate(args.corpus, args.size, args.seed, args.jobs)
+        print(f"  {st.sessions} sessions, {st.files} files, {st.bytes / 1e6:.1f} MB in {st.seconds:.1f}s", flush=True)
+        files = corpus_files(projects)
+    raw = sum(p.stat().st_size for p in files)
+    raw_mb = raw / 1e6
+    first_read = warm_cache(files)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {machine()}")
+    print(f"engram under test: {engram_version()}")
+    print(f"corpus: {projects}: {len(files)} files, {raw_mb:,.1f} MB (first read {first_read:.1f}s)")
+    print(f"load average at start: {load()}", flush=True)
+
+    rows: list[list[str]] = []
+    runs: list[Run] = []
+    repo = args.repo.resolve() if args.repo else None
+    if repo is None:
+        for i in range(args.ingest_runs):
+            r = cold_start_ingest(args.workdir, engram, projects, f"run{i}")
+            print(f"  ingest run {i + 1}: {r.wall:.1f}s wall, {r.cpu:.1f}s CPU; {r.summary} (load {load()})", flush=True)
+            runs.append(r)
+            if i and not args.keep:
+                shutil.rmtree(r.repo, ignore_errors=True)
+        repo = runs[0].repo
+        walls, cpus = [r.wall for r in runs], [r.cpu for r in runs]
+        best = min(walls)
+        rows.append(["ingest + index, cold start (wall)",
+                     f"{raw_mb / best:,.1f} MB/s (best of {len(runs)}: {best:,.1f} s; all: "
+                     f"{', '.join(f'{w:,.0f}' for w in walls)} s)", f">= {TARGETS['mbps']:.0f} MB/s",
+                     verdict(raw_mb / best >= TARGETS["mbps"])])
+        rows.append(["ingest + index (CPU user+sys)",
+                     f"{raw_mb / min(cpus):,.1f} MB/s ({', '.join(f'{c:,.0f}' for c in cpus)} s CPU)",
+                     f">= {TARGETS['mbps']:.0f} MB/s", verdict(raw_mb / min(cpus) >= TARGETS["mbps"])])
+        if args.split:
+            cap = cold_start_ingest(args.workdir, engram, projects, "capture", no_index=True)
+            print(f"  capture only: {cap.wall:.1f}s wall, {cap.cpu:.1f}s CPU (load {load()})", flush=True)
+            iw, ic, proc = timed([*engram, "--repo", str(cap.repo), "index"], cap.repo, "index")
+            print(f"  engram index: {iw:.1f}s wall, {ic:.1f}s CPU: {proc.stdout.strip()} (load {load()})", flush=True)
+            shutil.rmtree(cap.repo, ignore_errors=True)
+            rows.append(["  capture only (index hook off)",
+                         f"{cap.wall:,.1f} s wall = {raw_mb / cap.wall:,.1f} MB/s; {cap.cpu:,.1f} s CPU = "
+                         f"{raw_mb / cap.cpu:,.1f} MB/s", "", ""])
+            rows.append(["  index only (`engram index` after it)",
+                         f"{iw:,.1f} s wall = {raw_mb / iw:,.1f} MB/s; {ic:,.1f} s CPU = {raw_mb / ic:,.1f} MB/s "
+                         f"({ic / (ic + cap.cpu):.0%} of CPU)", "", ""])
+    store_dir = repo / ".engram"
+    ib = index_bytes(store_dir)
+    tb = dir_bytes(store_dir / "tapes") + dir_bytes(store_dir / "objects")
+    idx_total = ib.get("index.sqlite", 0) + ib.get("index.sqlite-wal", 0)
+    rows.append(["index size (index.sqlite + -wal)",
+                 f"{idx_total:,} B = {idx_total / raw:.1%} of raw ({', '.join(f'{k} {v:,}' for k, v in ib.items())})",
+                 f"<= {TARGETS['index_share']:.0%}", verdict(idx_total / raw <= TARGETS["index_share"])])
+    rows.append(["tape size (tapes + objects)", f"{tb:,} B = {tb / raw:.1%} of raw",
+                 f"<= {TARGETS['tape_share']:.0%}", verdict(tb / raw <= TARGETS["tape_share"])])
+
+    cases = sample_spans(repo, args.spans, args.seed, corpus=projects)
+    print(f"spans: {len(cases)} x {SPAN_LINES} lines from code.edit after-texts of "
+          f"{len({c.tape for c in cases})} tapes, written under {repo / SPAN_DIR}", flush=True)
+    prof_explain = OUT_DIR / "explain.prof" if args.profile else None
+    warm = explain_inprocess(repo, cases, args.passes, brief=True, profile=prof_explain)
+    print(f"  warm brief: {warm.row()} (load {load()})", flush=True)
+    windows = explain_inprocess(repo, cases, 1, brief=False)
+    print(f"  warm with windows: {windows.row()}", flush=True)
+    p50, p99 = pct(warm.wall, 50), pct(warm.wall, 99)
+    rows.append(["explain warm, in-process, --brief",
+                 f"p50 {ms(p50)}, p99 {ms(p99)} wall (CPU p50 {ms(pct(warm.cpu, 50))}, p99 {ms(pct(warm.cpu, 99))}; "
+                 f"n={len(warm.wall)})", f"p50 <= {TARGETS['warm_p50_ms']:.0f} ms, p99 <= {TARGETS['warm_p99_ms']:.0f} ms",
+                 verdict(p50 * 1000 <= TARGETS["warm_p50_ms"] and p99 * 1000 <= TARGETS["warm_p99_ms"])])
+    rows.append(["explain warm, in-process, windows 3/3",
+                 f"p50 {ms(pct(windows.wall, 50))}, p99 {ms(pct(windows.wall, 99))} wall "
+                 f"(CPU p50 {ms(pct(windows.cpu, 50))}; n={len(windows.wall)})", "(reference)", ""])
+    rows.append(["recall@1 (sanity: first session = span's tape's session)",
+                 f"{warm.top1}/{warm.n} = {warm.top1 / max(1, warm.n):.1%}; in the answer at all "
+                 f"{warm.anyhit}/{warm.n}; sessions per answer median {statistics.median(warm.sessions or [0]):.0f}, "
+                 f"max {max(warm.sessions or [0])}", "", ""])
+
+    cold, cold_note = explain_cold(repo, cases, args.cold, args.cold_mode)
+    cold_how = ("engram's files evicted (fadvise DONTNEED)" if args.cold_mode == "fadvise"
+                else "whole page cache dropped")
+    print(f"  cold ({cold_how}): {cold.row()}; {cold_note} (load {load()})", flush=True)
+    rows.append([f"explain cold cache, new connection + query, --brief",
+                 f"p50 {ms(pct(cold.wall, 50))}, p90 {ms(pct(cold.wall, 90))} wall (CPU p50 {ms(pct(cold.cpu, 50))}; "
+                 f"n={len(cold.wall)}; {cold_how})", f"p50 <= {TARGETS['cold_p50_ms']:.0f} ms",
+                 verdict(pct(cold.wall, 50) * 1000 <= TARGETS["cold_p50_ms"])])
+
+    cli, floor = explain_cli(engram, repo, cases, args.cli_runs)
+    print(f"  CLI: {cli.row()}; `engram --help`: {floor.row()} (load {load()})", flush=True)
+    rows.append(["CLI `engram explain FILE:A-B --brief`",
+                 f"p50 {ms(pct(cli.wall, 50))} wall, CPU p50 {ms(pct(cli.cpu, 50))} (n={len(cli.wall)}; "
+                 f"`engram --help` floor: p50 {ms(pct(floor.wall, 50))} wall, {ms(pct(floor.cpu, 50))} CPU)",
+                 f"p50 <= {TARGETS['cli_p50_ms']:.0f} ms", verdict(pct(cli.wall, 50) * 1000 <= TARGETS["cli_p50_ms"])])
+
+    rg, rg_found = rg_reference(projects, cases, args.rg_spans)
+    print(f"  rg: {rg.row()}; found the span's session in {rg_found}/{rg.n} (load {load()})", flush=True)
+    speed = pct(rg.wall, 50) / p50
+    rows.append(["rg -F -l LONGEST_LINE corpus (reference)",
+                 f"p50 {ms(pct(rg.wall, 50))} wall, CPU p50 {ms(pct(rg.cpu, 50))} (n={rg.n}; span's session among "
+                 f"the files {rg_found}/{rg.n})", "", ""])
+    rows.append(["explain warm speed-up vs rg (p50/p50)", f"{speed:,.0f}x (CPU: {pct(rg.cpu, 50) / pct(warm.cpu, 50):,.0f}x)",
+                 f">= {TARGETS['rg_speedup']:.0f}x", verdict(speed >= TARGETS["rg_speedup"])])
+
+    if args.appends:
+        with tempfile.TemporaryDirectory(prefix="engram-scale-append-", dir=args.workdir) as tmp:
+            prof_append = OUT_DIR / "append.prof" if args.profile else None
+            apps = appends(engram, repo, args.appends, args.append_size, 1000 + args.seed, Path(tmp), prof_append)
+        for a in apps:
+            print(f"  append ({a.how}): {a.raw / 1e6:.2f} MB in {a.wall * 1000:,.0f} ms wall, {a.cpu * 1000:,.0f} ms "
+                  f"CPU; segments {a.segs_before} -> {a.segs_after}", flush=True)
+        cli_a = [a for a in apps if a.how == "CLI"]
+        inp_a = [a for a in apps if a.how == "in-process"]
+        for label, group in (("append ~1 MB session, CLI `engram ingest FILE`", cli_a),
+                             ("append ~1 MB session, in-process ingest()", inp_a)):
+            if not group:
+                continue
+            w = [a.wall for a in group]
+            rows.append([label, f"p50 {ms(pct(w, 50))}, max {ms(max(w))} wall; CPU p50 {ms(pct([a.cpu for a in group], 50))} "
+                                f"(n={len(group)}, {statistics.mean(a.raw for a in group) / 1e6:.2f} MB each; "
+                                f"{sum(a.segs_after < a.segs_before + 1 for a in group)} merged segments)",
+                         f"<= {TARGETS['append_ms']:.0f} ms", verdict(pct(w, 50) * 1000 <= TARGETS["append_ms"])])
+
+    print()
+    print(f"## engram scale: {raw_mb:,.0f} MB corpus ({len(files)} files), {machine()}")
+    print(f"engram: {engram_version()}; load average at the end: {load()}")
+    print()
+    print(fmt_table(["metric", "measured", "target", ""], rows))
+
+    if args.profile:
+        print("\nprofile: one warm explain pass (--brief), cProfile")
+        print(top_functions(prof_explain, args.profile_top))
+        if args.appends and (OUT_DIR / "append.prof").exists():
+            print("\nprofile: one in-process append of a ~1 MB session, cProfile")
+            print(top_functions(OUT_DIR / "append.prof", args.profile_top))
+    if args.profile_ingest:
+        print("\nprofile: one full cold-start ingest under py-spy")
+        print(pyspy_ingest(args.workdir, engram, projects, OUT_DIR / "ingest-pyspy.txt", 20))
+    if args.keep or args.repo:
+        print(f"\nrepository: {repo}  (bench/mcp_latency.py --repo {repo})")
+    else:
+        for r in runs:
+            shutil.rmtree(r.repo, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
