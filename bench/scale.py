@@ -90,6 +90,34 @@ def child_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux PR_SET_CHILD_SUBREAPER), so that worker processes `engram ingest`
+    starts and does not wait for itself (multiprocessing's forkserver and its workers) are reaped here and
+    their CPU time is counted in RUSAGE_CHILDREN. Without it the CPU column misses the capture workers."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(timeout: float = 2.0) -> int:
+    """Wait for adopted descendants still running after the command returned (a forkserver winding down)."""
+    n = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.01)
+            continue
+        n += 1
+    return n
+
+
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs, dtype=float), q)) if xs else float("nan")
 
@@ -185,6 +213,7 @@ def timed(cmd: list[str], cwd: Path, what: str) -> tuple[float, float, subproces
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
+    reap_orphans()
     cpu = child_cpu() - c0
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
@@ -201,7 +230,7 @@ def cold_start_ingest(workdir: Path | None, engram: list[str], projects: Path, t
     t0 = time.perf_counter()
     subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
     _, _, proc = timed([*ingest, "--repo", str(repo), "ingest", str(projects)], repo, "ingest")
-    wall, cpu = time.perf_counter() - t0, child_cpu() - c0
+    wall, cpu = time.perf_counter() - t0, child_cpu() - c0  # timed() reaped the workers: CPU counted
     summary = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ingest:")), proc.stdout.strip())
     return Run(wall, cpu, proc.stdout, repo, summary)
 
@@ -241,7 +270,29 @@ def sample_spans(repo: Path, n: int, seed: int, lines: int = SPAN_LINES, per_tap
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     cases: list[SpanCase] = []
-    for p in tapes:
+    pools: list[tuple[Path, str, list[tuple[int, dict[str, Any], list[str]]]]] = []
+    used: set[tuple[str, int]] = set()
+
+    def take(p: Path, session: str, edits: list[tuple[int, dict[str, Any], list[str]]], limit: int) -> None:
+        taken = 0
+        for off, ev, tl in edits:
+            if taken >= limit or len(cases) >= n:
+                return
+            if (p.name, off) in used:
+                continue
+            a = rng.randrange(len(tl) - lines + 1)
+            chunk = tl[a:a + lines]
+            if sum(len(x.strip()) for x in chunk) < 200:  # mostly blank: not a meaningful span
+                continue
+            used.add((p.name, off))
+            name = Path(str(ev.get("file") or "f.txt")).name
+            rel = f"{span_dir}/{len(cases):03d}-{name}"
+            (repo / rel).write_text("\n".join(tl) + "\n", encoding="utf-8")
+            cases.append(SpanCase(rel, a + 1, a + lines, "\n".join(chunk) + "\n", session, p.name.split(".")[0],
+                                  off, json_escaped(max(chunk, key=len))))
+            taken += 1
+
+    for p in tapes:  # first pass: at most `per_tape` spans per tape, so many sessions are covered
         if len(cases) >= n:
             break
         with TapeReader(p, store.objects_dir) as r:
@@ -261,21 +312,12 @@ def sample_spans(repo: Path, n: int, seed: int, lines: int = SPAN_LINES, per_tap
                 if len(tl) >= lines:
                     edits.append((off, ev, tl))
         rng.shuffle(edits)
-        taken = 0
-        for off, ev, tl in edits:
-            if taken >= per_tape or len(cases) >= n:
-                break
-            a = rng.randrange(len(tl) - lines + 1)
-            chunk = tl[a:a + lines]
-            if sum(len(x.strip()) for x in chunk) < 200:  # mostly blank: not a meaningful span
-                continue
-            name = Path(str(ev.get("file") or "f.txt")).name
-            rel = f"{span_dir}/{len(cases):03d}-{name}"
-            (repo / rel).write_text("\n".join(tl) + "\n", encoding="utf-8")
-            longest = max(chunk, key=len)
-            cases.append(SpanCase(rel, a + 1, a + lines, "\n".join(chunk) + "\n", session, p.name.split(".")[0],
-                                  off, json_escaped(longest)))
-            taken += 1
+        pools.append((p, session, edits))
+        take(p, session, edits, per_tape)
+    for p, session, edits in pools:  # a small corpus: more spans per tape
+        if len(cases) >= n:
+            break
+        take(p, session, edits, n)
     return cases
 
 
@@ -624,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     engram = shlex.split(args.engram)
+    subreaper = become_subreaper()
     args.corpus = args.corpus.resolve()
     projects = args.corpus / "projects"
     files = corpus_files(projects) if projects.is_dir() else []
@@ -639,7 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}")
     print(f"engram under test: {engram_version()}")
     print(f"corpus: {projects}: {len(files)} files, {raw_mb:,.1f} MB (first read {first_read:.1f}s)")
-    print(f"load average at start: {load()}", flush=True)
+    print(f"load average at start: {load()}; CPU of worker processes counted: "
+          f"{'yes (child subreaper)' if subreaper else 'NO: CPU figures miss the ingest workers'}", flush=True)
 
     rows: list[list[str]] = []
     runs: list[Run] = []
