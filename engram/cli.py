@@ -154,11 +154,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 Plugin = Callable[[argparse._SubParsersAction], None]
 
 
-def cmd_hook(args: argparse.Namespace) -> int:
+def _hook(payload: str | None) -> int:
+    """The payload comes as an argument (Codex notify) or on stdin (Claude Code hooks)."""
     from engram.hook import run_hook
 
-    stdin_text = None if args.payload is not None or sys.stdin.isatty() else sys.stdin.read(1 << 20)
-    return run_hook(stdin_text, args.payload)
+    stdin_text = None if payload is not None or sys.stdin.isatty() else sys.stdin.read(1 << 20)
+    return run_hook(stdin_text, payload)
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    return _hook(args.payload)
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
@@ -251,11 +256,7 @@ def _register_index_commands(sub: argparse._SubParsersAction) -> None:
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook"]:  # a hook never fails the agent, not even on bad arguments
-        from engram.hook import run_hook
-
-        extra = argv[1] if len(argv) > 1 else None
-        stdin_text = None if extra is not None or sys.stdin.isatty() else sys.stdin.read(1 << 20)
-        return run_hook(stdin_text, extra)
+        return _hook(argv[1] if len(argv) > 1 else None)
     parser = build_parser(plugins)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)

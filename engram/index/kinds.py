@@ -10,7 +10,6 @@ from engram.tape import events as E
 KIND_NO: Final = {E.MSG_IN: 1, E.MSG_OUT: 2, E.TOOL_CALL: 3, E.TOOL_RESULT: 4, E.CODE_READ: 5, E.CODE_EDIT: 6,
                   E.SPAN_LINK: 7}
 KIND_NAME: Final = {v: k for k, v in KIND_NO.items()}
-CODE_KIND_NOS: Final = frozenset({KIND_NO[E.CODE_READ], KIND_NO[E.CODE_EDIT]})
 
 # Harness-injected text that is the same in every session: never evidence of continuity.
 _BOILERPLATE = re.compile(

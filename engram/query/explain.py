@@ -22,7 +22,7 @@ import numpy as np
 from engram.anchor import fingerprint_set, kgram_fingerprints, tokenize
 from engram.index import postings
 from engram.index.build import index_params, load_stoplist
-from engram.index.kinds import CODE_KIND_NOS, KIND_NAME, KIND_NO
+from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.index.lineage import LINK_THRESHOLD
 from engram.query.spans import Span
 from engram.store import Store
@@ -347,6 +347,3 @@ def explain(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
         doc["expanded"] = True
     return doc
 
-
-def code_kind(kind: int) -> bool:
-    return kind in CODE_KIND_NOS
