@@ -696,7 +696,8 @@ def engram_env(repo: Path, transcripts: list[Path]) -> Any:
 
 def build_index(store: Any, k: int, w: int) -> tuple[Any, int, float]:
     """A fresh index of every tape with (k, w), like `engram reindex` (which uses the defaults)."""
-    from engram.index.build import Indexer, rebuild_stoplist
+    from engram.index import stoplist
+    from engram.index.build import Indexer
     from engram.index.db import immediate, open_db
     from engram.index.reindex import DERIVED
     from engram.ingest import register_from_file
@@ -714,9 +715,8 @@ def build_index(store: Any, k: int, w: int) -> tuple[Any, int, float]:
     for (tid,) in db.execute("SELECT id FROM tapes ORDER BY started, id").fetchall():
         indexer.add(db, tid)
     indexer.flush(db)
-    cfg = store.config["index"]
     with immediate(db):
-        rebuild_stoplist(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
+        stoplist.rebuild_from_config(db, store)
     n = int(db.execute("SELECT coalesce(sum(postings), 0) FROM segments").fetchall()[0][0])
     return db, n, time.perf_counter() - t0
 

@@ -17,7 +17,7 @@ import apsw
 import numpy as np
 
 from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, fingerprints_many
-from engram.index import postings
+from engram.index import postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
 from engram.index.lineage import edit_confidence
@@ -166,6 +166,7 @@ class Indexer:
         self.owners: list[np.ndarray] = []  # (tape index in pending, fragment index) packed
         self.n_postings = 0
         self.indexed_tapes = 0
+        self.segments: list[int] = []  # written by this indexer, merged into one by `compact`
 
     def __call__(self, db: apsw.Connection, written: Any) -> None:
         self.add(db, written.id, getattr(written, "events", None))
@@ -194,9 +195,18 @@ class Indexer:
             self.flush(db)
 
     def finish(self, db: apsw.Connection) -> None:
-        """Write what is pending and refresh the stop-list if the store grew enough."""
+        """Write what is pending, merge this run's segments and refresh the stop-list if the store
+        grew enough."""
         self.flush(db)
-        maybe_rebuild_stoplist(db, self.store)
+        self.compact(db)
+        stoplist.maybe_rebuild(db, self.store)
+
+    def compact(self, db: apsw.Connection) -> None:
+        """One segment for a bulk run: a query reads one row per bucket and segment."""
+        if len(self.segments) > 1:
+            with immediate(db):
+                postings.merge_segments(db, since=min(self.segments))
+        self.segments = []
 
     def flush(self, db: apsw.Connection) -> None:
         if not self.pending:
@@ -241,10 +251,11 @@ class Indexer:
         keep = base[ti] >= 0
         frag_ids = base[ti[keep]] + (owners[keep] & 0xFFFFFFFF)
         seg = postings.next_segment(db)
+        self.segments.append(seg)
         postings.write_segment(db, seg, fps[keep], frag_ids)
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)",
                    (seg, int(keep.sum()), sum(1 for b in frag_base if b >= 0)))
-        stop = load_stoplist(db)
+        stop = stoplist.load(db)[0]
         from engram.index.lineage import Continuations, add_lineage, source_candidates  # noqa: PLC0415
 
         sources = source_candidates(db, [(fb + e.offset, e.before) for pt, fb in zip(self.pending, frag_base)
@@ -297,48 +308,6 @@ def index_params(db: apsw.Connection) -> tuple[int, int]:
             raise EngramError("the index was built by another version of engram; run `engram reindex`")
         return int(got["k"]), int(got["w"])
     return DEFAULT_K, DEFAULT_W
-
-
-def load_stoplist(db: apsw.Connection) -> np.ndarray:
-    """Stored keys (see postings.keys) of stop-listed fingerprints, sorted."""
-    rows = db.execute("SELECT fp FROM stoplist").fetchall()
-    return np.array(sorted(r[0] for r in rows), dtype=np.int64)
-
-
-def rebuild_stoplist(db: apsw.Connection, share: float, min_tapes: int) -> tuple[int, int]:
-    """Stop-list fingerprints present in more than `share` of the tapes (when there are at
-    least `min_tapes`). Returns (fingerprints stop-listed, tapes). Inside a write transaction."""
-    n_tapes = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
-    db.execute("DELETE FROM stoplist")
-    if n_tapes < min_tapes:
-        return 0, n_tapes
-    keys, frags = postings.all_postings(db)
-    if not len(keys):
-        return 0, n_tapes
-    ids, tapes = (np.array(c, dtype=np.int64) for c in zip(*db.execute("SELECT id, tape FROM fragments ORDER BY id")))
-    tape_of = tapes[np.searchsorted(ids, frags.astype(np.int64))]
-    order = np.lexsort((tape_of, keys))
-    k, t = keys[order], tape_of[order]
-    first = np.ones(len(k), dtype=bool)
-    first[1:] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])  # one entry per (fingerprint, tape)
-    uk, counts = np.unique(k[first], return_counts=True)
-    limit = max(2, int(share * n_tapes))
-    common = uk[counts > limit]
-    db.executemany("INSERT INTO stoplist(fp, tapes) VALUES(?, ?)",
-                   ((int(k), int(c)) for k, c in zip(common, counts[counts > limit])))
-    db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('stoplist_tapes', ?)", (n_tapes,))
-    return len(common), n_tapes
-
-
-def maybe_rebuild_stoplist(db: apsw.Connection, store: Store) -> None:
-    """Recompute the stop-list when the number of tapes grew by a quarter since the last time."""
-    cfg = store.config["index"]
-    n = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
-    row = db.execute("SELECT value FROM state WHERE key='stoplist_tapes'").fetchall()
-    last = int(row[0][0]) if row else 0
-    if n >= int(cfg["stoplist_min_tapes"]) and (last == 0 or n >= last * 1.25):
-        with immediate(db):
-            rebuild_stoplist(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
 
 
 def index_pending(store: Store, db: apsw.Connection, indexer: Indexer | None = None) -> int:

@@ -127,7 +127,27 @@ def _v4(db: apsw.Connection) -> None:
     db.execute("CREATE INDEX fragments_links ON fragments(file, line0, line1) WHERE kind = 7")
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(db: apsw.Connection) -> None:
+    """Postings in a rowid table, and code.edit fragments indexed for lineage.
+
+    A WITHOUT ROWID row keeps at most ~1 KB in its b-tree page (4 KB pages); bucket blobs are
+    ~1.4 KB at 1 GB of transcripts, so every row spilled to an overflow page that was mostly empty
+    (index 254 MB, 104 MB of it overflow). A rowid table keeps up to ~4 KB in the leaf: 166 MB.
+    Lineage looks up earlier code.edit fragments on every flush: the partial index saves a scan.
+    """
+    db.execute(
+        """
+        CREATE TABLE postings_v5(bucket INTEGER NOT NULL, seg INTEGER NOT NULL, blob BLOB NOT NULL);
+        INSERT INTO postings_v5(bucket, seg, blob) SELECT bucket, seg, blob FROM postings ORDER BY seg, bucket;
+        DROP TABLE postings;
+        ALTER TABLE postings_v5 RENAME TO postings;
+        CREATE UNIQUE INDEX postings_bucket ON postings(bucket, seg);
+        CREATE INDEX fragments_edits ON fragments(id) WHERE kind = 6;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -77,6 +77,13 @@ def _fragment_info(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str |
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
+def _edit_fragments(db: apsw.Connection, below: int) -> np.ndarray:
+    """Ids of code.edit fragments with id < `below`, sorted."""
+    rows = db.execute("SELECT id FROM fragments WHERE kind=? AND id<? ORDER BY id",
+                      (KIND_NO[E.CODE_EDIT], below)).fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+
 def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: np.ndarray
                       ) -> dict[int, list[tuple[int, float]]]:
     """For each (edit fragment, before-text fingerprints): earlier edit fragments holding at least
@@ -96,10 +103,15 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
         return {}
     qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
     pk, pf = postings.lookup(db, postings.key_to_fp(np.unique(qk)))
+    # Only earlier code.edit fragments can be sources: filter before pairing, since common
+    # fingerprints have postings in thousands of reads and messages.
+    pf = pf.astype(np.int64)
+    keep = np.isin(pf, _edit_fragments(db, int(qe.max())))
+    pk, pf = pk[keep], pf[keep]
     if not len(pk):
         return {}
     order = np.argsort(pk, kind="stable")
-    pk, pf = pk[order], pf[order].astype(np.int64)
+    pk, pf = pk[order], pf[order]
     lo = np.searchsorted(pk, qk, "left")
     hi = np.searchsorted(pk, qk, "right")
     n = hi - lo
@@ -121,17 +133,9 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     ue, uf, share = ue[good], uf[good], share[good]
     if not len(ue):
         return {}
-    edit_kind = KIND_NO[E.CODE_EDIT]
-    ids = np.unique(uf).tolist()
-    is_edit: set[int] = set()
-    for i in range(0, len(ids), 30000):
-        chunk = ids[i:i + 30000]
-        is_edit.update(r[0] for r in db.execute(
-            f"SELECT id FROM fragments WHERE kind=? AND id IN ({','.join('?' * len(chunk))})", [edit_kind, *chunk]))
     out: dict[int, list[tuple[int, float]]] = {}
     for d, f, c in zip(ue.tolist(), uf.tolist(), share.tolist()):
-        if f in is_edit:
-            out.setdefault(d, []).append((f, c))
+        out.setdefault(d, []).append((f, c))
     for d in out:
         out[d] = sorted(out[d], key=lambda x: (-x[1], -x[0]))[:MAX_SOURCES]
     return out

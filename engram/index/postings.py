@@ -8,7 +8,8 @@ false match needs ~2^48/postings draws. Compared with one row per (fingerprint, 
 removes the per-row key and overhead that dominate when most fingerprints occur once.
 
 New tapes are indexed into a new segment (insert-only, no read-modify-write), so appending a
-session costs its own size; segments are merged when there are more than MAX_SEGMENTS.
+session costs its own size; segments are merged when there are more than MAX_SEGMENTS (see
+merge_segments) and once at the end of a bulk ingest.
 """
 
 from __future__ import annotations
@@ -43,21 +44,25 @@ def keys(fps: np.ndarray) -> np.ndarray:
 
 
 def write_segment(db: apsw.Connection, seg: int, fps: np.ndarray, frags: np.ndarray) -> int:
-    """Insert postings (parallel arrays) as segment `seg`; returns the number of rows written."""
+    """Insert postings (parallel arrays) as segment `seg`; returns the number of rows written.
+
+    One stable sort by key groups the rows — several times faster than a three-key lexsort on
+    millions of postings. Readers do not depend on the order of fragments within a key; a flush
+    passes them ascending (so duplicates are adjacent), a merge passes disjoint segments."""
     if len(fps) == 0:
         return 0
-    bucket, low = split(fps)
-    frags = frags.astype(np.uint32, copy=False)
-    order = np.lexsort((frags, low, bucket))
-    bucket, low, frags = bucket[order], low[order], frags[order]
-    # Drop exact duplicates (same fingerprint twice in one fragment).
-    keep = np.ones(len(bucket), dtype=bool)
-    keep[1:] = (bucket[1:] != bucket[:-1]) | (low[1:] != low[:-1]) | (frags[1:] != frags[:-1])
-    bucket, low, frags = bucket[keep], low[keep], frags[keep]
+    key = keys(fps)
+    order = np.argsort(key, kind="stable")
+    key, frags = key[order], frags.astype(np.uint32, copy=False)[order]
+    # Drop exact duplicates (two fingerprints of one fragment that agree on the stored 48 bits).
+    keep = np.ones(len(key), dtype=bool)
+    keep[1:] = (key[1:] != key[:-1]) | (frags[1:] != frags[:-1])
+    key, frags = key[keep], frags[keep]
+    bucket = key >> 32
     cuts = np.flatnonzero(np.diff(bucket)) + 1
     starts = np.concatenate(([0], cuts))
     ends = np.concatenate((cuts, [len(bucket)]))
-    low_b = low.astype("<u4")
+    low_b = (key & 0xFFFFFFFF).astype("<u4")
     frag_b = frags.astype("<u4")
     rows = ((int(bucket[s]), seg, low_b[s:e].tobytes() + frag_b[s:e].tobytes())
             for s, e in zip(starts.tolist(), ends.tolist()))
@@ -114,6 +119,7 @@ def all_postings(db: apsw.Connection, segs: list[int] | None = None) -> tuple[np
     if segs is not None:
         sql += f" WHERE seg IN ({','.join('?' * len(segs))})"
         args = segs
+    sql += " ORDER BY bucket, seg"  # already grouped by key: the merge's sort has little to do
     rows = db.execute(sql, args).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
@@ -131,27 +137,38 @@ def next_segment(db: apsw.Connection) -> int:
     return int(db.execute("SELECT coalesce(max(seg), 0) + 1 FROM segments").fetchall()[0][0])
 
 
-def merge_segments(db: apsw.Connection) -> bool:
-    """Merge segments when there are too many (inside the caller's write transaction).
+def merge_segments(db: apsw.Connection, since: int | None = None) -> bool:
+    """Keep the number of segments small (inside the caller's write transaction).
 
-    Small segments are merged among themselves first, so a run of tiny appends does not rewrite
-    the large base segment each time; when the small ones together reach a quarter of the base,
-    everything is merged into one.
+    `since`: merge every segment numbered from `since` on into one (the end of a bulk ingest,
+    which wrote several). Otherwise, past MAX_SEGMENTS, the smallest segments are merged, together
+    with any next one no more than twice their total: appends then rewrite small segments only,
+    and each posting is rewritten O(log n) times as the store grows, never the whole index per
+    append.
     """
-    segs = db.execute("SELECT seg, postings FROM segments ORDER BY postings DESC").fetchall()
-    if len(segs) <= MAX_SEGMENTS:
+    segs = db.execute("SELECT seg, postings FROM segments ORDER BY postings, seg").fetchall()
+    if since is not None:
+        victims = [s for s, _ in segs if s >= since]
+    elif len(segs) > MAX_SEGMENTS:
+        j = len(segs) - MAX_SEGMENTS + 1
+        total = sum(n for _, n in segs[:j])
+        while j < len(segs) and segs[j][1] <= 2 * total:
+            total += segs[j][1]
+            j += 1
+        victims = [s for s, _ in segs[:j]]
+    else:
+        victims = []
+    if len(victims) < 2:
         return False
-    base_size = segs[0][1]
-    small = [s for s, _ in segs[1:]]
-    small_total = sum(n for _, n in segs[1:])
-    victims = [s for s, _ in segs] if small_total * 4 >= base_size else small
+    victims.sort()
     k, f = all_postings(db, victims)
     marks = ",".join("?" * len(victims))
+    tapes = int(db.execute(f"SELECT coalesce(sum(tapes), 0) FROM segments WHERE seg IN ({marks})",
+                           victims).fetchall()[0][0])
     db.execute(f"DELETE FROM postings WHERE seg IN ({marks})", victims)
     db.execute(f"DELETE FROM segments WHERE seg IN ({marks})", victims)
     seg = next_segment(db)
     write_segment(db, seg, key_to_fp(k), f)
-    tapes = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
     db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(k), tapes))
     log.info("merged %d posting segments into segment %d (%d postings)", len(victims), seg, len(k))
     return True

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from engram.index.build import Indexer, rebuild_stoplist
+from engram.index import stoplist
+from engram.index.build import Indexer
 from engram.index.db import immediate, open_db
 from engram.ingest import ingest_lock, register_from_file
 from engram.store import Store
@@ -35,9 +36,10 @@ def reindex(store: Store) -> dict[str, Any]:
             for tid in ids:
                 indexer.add(db, tid)
             indexer.flush(db)
+            indexer.compact(db)
             cfg = store.config["index"]
             with immediate(db):
-                n_stop, _ = rebuild_stoplist(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
+                n_stop, _ = stoplist.rebuild_from_config(db, store)
             frags = db.execute("SELECT count(*) FROM fragments").fetchall()[0][0]
             return {"tapes": len(ids), "fragments": frags, "stoplist": n_stop,
                     "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}

@@ -20,8 +20,8 @@ import apsw
 import numpy as np
 
 from engram.anchor import fingerprint_set, kgram_fingerprints, tokenize
-from engram.index import postings
-from engram.index.build import index_params, load_stoplist
+from engram.index import postings, stoplist
+from engram.index.build import index_params
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.index.lineage import LINK_THRESHOLD
 from engram.query.spans import Span
@@ -111,8 +111,11 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     if k is None or w is None:
         k, w = index_params(db)
     q = np.unique(kgram_fingerprints(text, k).values)
-    expected = max(1, len(fingerprint_set(text, k, w)))
-    q = drop_stoplisted(db, q)
+    q = q[stoplist.searchable(db, postings.keys(q))]
+    # Confidence is the share of the span's searched fingerprints a fragment holds: the winnowed
+    # ones (what a tape of the same text would hold) minus those the stop-list dropped.
+    winnowed = fingerprint_set(text, k, w)
+    expected = max(1, int(np.isin(postings.keys(winnowed), postings.keys(q)).sum()))
     keys, frags = postings.lookup(db, q)
     if not len(frags):
         return {}
@@ -133,19 +136,6 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     floor = max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best)
     floor = min(floor, best)
     return {f: round(c, 4) for f, c in out.items() if c >= floor and c > 0}
-
-
-def drop_stoplisted(db: apsw.Connection, q: np.ndarray) -> np.ndarray:
-    """The query without stop-listed fingerprints, unless that would remove most of it.
-
-    The stop-list bounds the postings a query touches; when a span is mostly made of
-    stop-listed text the person still asked about it, so it is searched as it is.
-    """
-    stop = load_stoplist(db)
-    if not len(stop) or not len(q):
-        return q
-    kept = q[~np.isin(postings.keys(q), stop)]
-    return kept if len(kept) * 2 >= len(q) else q
 
 
 def _continuations(db: apsw.Connection, tapes: set[int]) -> set[tuple[int, int]]:

@@ -16,8 +16,8 @@ import apsw
 import numpy as np
 
 from engram.anchor import kgram_hashes, tokenize
-from engram.index import postings
-from engram.index.build import index_params, load_stoplist
+from engram.index import postings, stoplist
+from engram.index.build import index_params
 from engram.index.kinds import KIND_NAME
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,7 @@ def evidence_regions(db: apsw.Connection, text: str, k: int | None = None) -> li
     start_line = tok.lines[: len(kg)]
     end_line = tok.lines[k - 1:]
     qk = postings.keys(kg)
-    stop = load_stoplist(db)
-    usable = ~np.isin(qk, stop) if len(stop) else np.ones(len(qk), bool)
+    usable = stoplist.searchable(db, qk)
     keys, frags = postings.lookup(db, kg[usable])
     if not len(keys):
         return []

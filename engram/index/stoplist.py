@@ -1,0 +1,112 @@
+"""The stop-list: fingerprints so common across tapes that looking them up costs more than it tells.
+
+Generated and real stores alike share text between most sessions (a base repository that every
+session reads, harness prompts, idioms). A 20-line span of such code has postings in hundreds
+of tapes, and decoding those lists is what an explain spends its time on. Fingerprints present
+in more than `index.stoplist_share` of the tapes are listed with their tape counts, and a query
+drops them (`searchable`) — unless that would leave less than half of the span, in which case
+the least common of them are kept: the person asked about that text, and the tapes that hold its
+rarest parts are still the best evidence of where it came from.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import apsw
+import numpy as np
+
+from engram.index import postings
+from engram.index.db import immediate
+from engram.store import Store
+
+log = logging.getLogger(__name__)
+
+REBUILD_GROWTH: Final = 1.25  # rebuild when the number of indexed tapes grew by a quarter
+_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _generation(db: apsw.Connection) -> int:
+    row = db.execute("SELECT value FROM state WHERE key='stoplist_gen'").fetchall()
+    return int(row[0][0]) if row else 0
+
+
+def load(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, tape counts) of the stop-listed fingerprints, keys sorted (see postings.keys).
+
+    Cached per database file and stop-list generation: the list has thousands of rows on a large
+    store, and every explain needs it."""
+    key = (db.filename, _generation(db))
+    hit = _cache.get(key)
+    if hit is None:
+        rows = db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall()
+        hit = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+               np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
+        _cache.clear()
+        _cache[key] = hit
+    return hit
+
+
+def searchable(db: apsw.Connection, keys: np.ndarray) -> np.ndarray:
+    """Mask of the query keys to look up: all but stop-listed ones, keeping at least half of the
+    distinct keys (the least common stop-listed ones first)."""
+    stop, tapes = load(db)
+    mask = np.ones(len(keys), dtype=bool)
+    if not len(stop) or not len(keys):
+        return mask
+    pos = np.minimum(np.searchsorted(stop, keys), len(stop) - 1)
+    listed = stop[pos] == keys
+    mask = ~listed
+    uniq = np.unique(keys)
+    want = (len(uniq) + 1) // 2
+    kept = np.unique(keys[mask])
+    if len(kept) >= want:
+        return mask
+    cand = np.unique(keys[listed])
+    counts = tapes[np.searchsorted(stop, cand)]
+    extra = cand[np.argsort(counts, kind="stable")[: want - len(kept)]]
+    return mask | np.isin(keys, extra)
+
+
+def rebuild(db: apsw.Connection, share: float, min_tapes: int) -> tuple[int, int]:
+    """Stop-list fingerprints present in more than `share` of the tapes (when there are at
+    least `min_tapes`). Returns (fingerprints stop-listed, tapes). Inside a write transaction."""
+    n_tapes = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
+    db.execute("DELETE FROM stoplist")
+    db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('stoplist_gen', ?)", (_generation(db) + 1,))
+    db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('stoplist_tapes', ?)", (n_tapes,))
+    if n_tapes < min_tapes:
+        return 0, n_tapes
+    keys, frags = postings.all_postings(db)
+    if not len(keys):
+        return 0, n_tapes
+    ids, tapes = (np.array(c, dtype=np.int64) for c in zip(*db.execute("SELECT id, tape FROM fragments ORDER BY id")))
+    tape_of = tapes[np.searchsorted(ids, frags.astype(np.int64))]
+    order = np.lexsort((tape_of, keys))
+    k, t = keys[order], tape_of[order]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])  # one entry per (fingerprint, tape)
+    uk, counts = np.unique(k[first], return_counts=True)
+    limit = max(2, int(share * n_tapes))
+    common = counts > limit
+    db.executemany("INSERT INTO stoplist(fp, tapes) VALUES(?, ?)",
+                   zip(uk[common].tolist(), counts[common].tolist()))
+    log.info("stop-list: %d fingerprints in more than %d of %d tapes", int(common.sum()), limit, n_tapes)
+    return int(common.sum()), n_tapes
+
+
+def rebuild_from_config(db: apsw.Connection, store: Store) -> tuple[int, int]:
+    cfg = store.config["index"]
+    return rebuild(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
+
+
+def maybe_rebuild(db: apsw.Connection, store: Store) -> None:
+    """Recompute the stop-list when the number of tapes grew enough since the last time."""
+    cfg = store.config["index"]
+    n = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
+    row = db.execute("SELECT value FROM state WHERE key='stoplist_tapes'").fetchall()
+    last = int(row[0][0]) if row else 0
+    if n >= int(cfg["stoplist_min_tapes"]) and (last == 0 or n >= last * REBUILD_GROWTH):
+        with immediate(db):
+            rebuild_from_config(db, store)

@@ -1,0 +1,134 @@
+"""The index's storage: stop-list, segment merges, and the v4 → v5 migration, on real SQLite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from conftest import run_engram
+from test_lineage import block, edit, tape, text
+
+from engram.index import postings
+from engram.index.build import Indexer
+from engram.ingest import IngestStats, ingest, jobs_from_paths
+from engram.store import Store
+
+
+def explain_text(repo: Path, span_text: str) -> list[str]:
+    doc = json.loads(run_engram(repo, "explain", "--brief", "--text", "-", input=span_text.encode()).stdout)
+    return [s["session_id"] for s in doc["sessions"]]
+
+
+def read(file: str, lines: list[str], ts: str) -> dict[str, Any]:
+    return {"kind": "code.read", "ts": ts, "file": file, "range": [1, len(lines)], "text": text(lines)}
+
+
+def db_of(repo: Path) -> apsw.Connection:
+    return apsw.Connection(str(repo / ".engram" / "index.sqlite"))
+
+
+def six_sessions(tmp_path: Path) -> list[Path]:
+    """Six sessions that all read one common file; s0 also writes a block nobody else has."""
+    common = block("common", 12)
+    paths = []
+    for i in range(6):
+        events = [read("lib/common.py", common, f"2026-01-0{i + 1}T10:00:00Z"),
+                  read(f"lib/own{i}.py", block(f"own{i}", 8), f"2026-01-0{i + 1}T10:01:00Z")]
+        if i == 0:
+            events.append(edit("lib/rare.py", [], block("rare", 6), "2026-01-01T10:02:00Z", op="create"))
+        paths.append(tape(tmp_path, f"s{i}", f"2026-01-0{i + 1}T10:00:00Z", events))
+    return paths
+
+
+def test_stoplist_drops_common_text_but_never_silences_a_span(repo: Path, tmp_path: Path) -> None:
+    (repo / ".engram" / "config.toml").write_text("[index]\nstoplist_share = 0.5\nstoplist_min_tapes = 4\n")
+    run_engram(repo, "ingest", *map(str, six_sessions(tmp_path)))
+    out = run_engram(repo, "reindex").stdout
+    assert "stop-listed fingerprints (threshold 50% of tapes, at least 4 tapes)" in out
+    listed = {r[0]: r[1] for r in db_of(repo).execute("SELECT fp, tapes FROM stoplist")}
+    assert listed and set(listed.values()) == {6}  # the common file, read by all six sessions
+    # A span that is all common text is still answered: by every session that read it.
+    assert sorted(explain_text(repo, text(block("common", 12)))) == [f"s{i}" for i in range(6)]
+    # A span that is mostly rare text is answered by its rare part: the writer alone.
+    assert explain_text(repo, text(block("common", 2) + block("rare", 6))) == ["s0"]
+    # Each session's own file is not common: found, and only in its session.
+    assert explain_text(repo, text(block("own3", 8))) == ["s3"]
+
+
+def _store_with(root: Path) -> Store:
+    root.mkdir()
+    (root / ".git").mkdir()
+    run_engram(root, "init")
+    return Store(root)
+
+
+def _sessions(tmp_path: Path, n: int, offset: int = 0) -> list[Path]:
+    out = []
+    for i in range(offset, offset + n):
+        events = [edit(f"src/f{i}.py", [], block(f"w{i}", 10), f"2026-02-{i % 27 + 1:02d}T10:00:00Z", op="create"),
+                  read("src/shared.py", block("shared", 6), f"2026-02-{i % 27 + 1:02d}T10:05:00Z")]
+        out.append(tape(tmp_path, f"t{i:02d}", f"2026-02-{i % 27 + 1:02d}T10:00:00Z", events))
+    return out
+
+
+def _ingest(store: Store, paths: list[Path]) -> None:
+    ingest(store, jobs_from_paths(paths, IngestStats()), after_tape=Indexer(store), workers=1)
+
+
+def segments(store: Store) -> list[tuple[int, int]]:
+    return db_of(store.root).execute("SELECT seg, postings FROM segments ORDER BY seg").fetchall()
+
+
+def test_a_bulk_ingest_leaves_one_segment_and_appends_never_rewrite_it(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1)  # one segment per tape while ingesting
+    store = _store_with(tmp_path / "repo")
+    src = tmp_path / "src"
+    src.mkdir()
+    _ingest(store, _sessions(src, 24))
+    [(base, base_n)] = segments(store)  # 24 flushes, merged at the end of the run
+    for j in range(10):  # one session per run, as a hook or the editor would append them
+        _ingest(store, _sessions(src, 1, offset=24 + j))
+        segs = segments(store)
+        assert len(segs) <= postings.MAX_SEGMENTS
+        # Small appends are merged among themselves: the large segment is not rewritten until
+        # they add up to half of it.
+        assert (base, base_n) in segs
+    total = sum(n for _, n in segments(store))
+    # Every session is still found by its own code, and the merged segments lose no posting.
+    for i in (0, 23, 24, 33):
+        assert explain_text(store.root, text(block(f"w{i}", 10))) == [f"t{i:02d}"]
+    before = {i: explain_text(store.root, text(block(f"w{i}", 10))) for i in range(34)}
+    run_engram(store.root, "reindex")
+    assert len(segments(store)) == 1 and segments(store)[0][1] == total  # merges lost no posting
+    assert {i: explain_text(store.root, text(block(f"w{i}", 10))) for i in range(34)} == before
+
+
+def test_schema_4_postings_are_migrated_without_a_reindex(repo: Path, tmp_path: Path) -> None:
+    run_engram(repo, "ingest", *map(str, _sessions(tmp_path, 3)))
+    span = text(block("w1", 10))
+    want = explain_text(repo, span)
+    assert want == ["t01"]
+    db = db_of(repo)
+    n = db.execute("SELECT count(*) FROM postings").fetchall()[0][0]
+    with db:  # the schema 4 layout: WITHOUT ROWID postings, no partial index on edits
+        db.execute("""
+            CREATE TABLE postings_v4(bucket INTEGER NOT NULL, seg INTEGER NOT NULL, blob BLOB NOT NULL,
+                                     PRIMARY KEY(bucket, seg)) WITHOUT ROWID;
+            INSERT INTO postings_v4 SELECT bucket, seg, blob FROM postings;
+            DROP TABLE postings;
+            ALTER TABLE postings_v4 RENAME TO postings;
+            DROP INDEX fragments_edits;
+            PRAGMA user_version=4;
+        """)
+    db.close()
+    assert explain_text(repo, span) == want
+    db = db_of(repo)
+    assert db.execute("PRAGMA user_version").fetchall()[0][0] == 5
+    assert db.execute("SELECT count(*) FROM postings").fetchall()[0][0] == n
+    sql = db.execute("SELECT sql FROM sqlite_schema WHERE name='postings'").fetchall()[0][0]
+    assert "WITHOUT ROWID" not in sql
