@@ -23,6 +23,7 @@ from engram.anchor.winnow import (
     fingerprints_from_tokens,
     fingerprints_many,
     kgram_fingerprints,
+    kgram_fingerprints_from_tokens,
     kgram_hashes,
     winnow_positions,
 )
@@ -30,6 +31,6 @@ from engram.anchor.winnow import (
 __all__ = [
     "DEFAULT_K", "DEFAULT_W", "Tokens", "Fingerprints", "BatchFingerprints", "tokenize", "tokenize_bytes", "iter_token_chunks",
     "fingerprints", "fingerprints_bytes", "fingerprints_from_tokens", "fingerprints_many", "fingerprint_set", "fingerprints_by_line",
-    "all_kgrams", "kgram_fingerprints", "kgram_hashes", "winnow_positions",
+    "all_kgrams", "kgram_fingerprints", "kgram_fingerprints_from_tokens", "kgram_hashes", "winnow_positions",
     "similarity", "containment",
 ]

@@ -502,8 +502,12 @@ def kgram_fingerprints(text: str, k: int = DEFAULT_K) -> Fingerprints:
     """Every k-gram (not winnowed) with its line: a query span is small, so matching all
     its k-grams against the index finds any indexed fingerprint inside it, even where
     the span's own windows would have selected different ones."""
+    return kgram_fingerprints_from_tokens(tokenize(text), k)
+
+
+def kgram_fingerprints_from_tokens(tokens: Tokens, k: int = DEFAULT_K) -> Fingerprints:
+    """`kgram_fingerprints` of already tokenized text (a query also winnows the same tokens)."""
     _check(k)
-    tokens = tokenize(text)
     n = len(tokens)
     if n == 0:
         return _empty()

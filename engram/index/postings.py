@@ -89,12 +89,36 @@ def lookup(db: apsw.Connection, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray
                            chunk).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
-    allk, allf = _decode_rows(rows)
-    # qkeys is small and sorted: a binary search per posting beats sorting all postings (np.isin).
-    pos = np.searchsorted(qkeys, allk)
-    pos[pos == len(qkeys)] = 0
-    hit = qkeys[pos] == allk
-    return allk[hit], allf[hit]
+    return _match_rows(rows, qkeys)
+
+
+def _match_rows(rows: list[tuple[int, bytes]], qkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The postings of `qkeys` (sorted) inside bucket rows, without decoding every entry.
+
+    A query's rows hold ~100× more postings than it matches. Each 32-bit word of the rows (low
+    halves and fragment halves alike) is compared with the query's low halves in one binary
+    search; the few words that agree are then checked to be a low half of a row whose bucket
+    matches, and their fragment read from the row's second half."""
+    sizes = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))
+    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
+    starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
+    qlow = np.unique((qkeys & 0xFFFFFFFF).astype(np.uint32))
+    # A 65,536-entry table of the query's low 16 bits rules out nearly every word in one gather,
+    # three times faster than a binary search of each word; survivors are then checked exactly.
+    table = np.zeros(1 << 16, dtype=bool)
+    table[qlow & 0xFFFF] = True
+    cand = np.flatnonzero(table[flat & 0xFFFF])
+    vals = flat[cand]
+    pos = np.minimum(np.searchsorted(qlow, vals), len(qlow) - 1)
+    cand = cand[qlow[pos] == vals]
+    row = np.searchsorted(starts, cand, "right") - 1
+    in_low = cand < starts[row] + sizes[row]
+    cand, row = cand[in_low], row[in_low]
+    keys = (buckets[row] << np.int64(32)) | flat[cand].astype(np.int64)
+    kpos = np.minimum(np.searchsorted(qkeys, keys), len(qkeys) - 1)
+    hit = qkeys[kpos] == keys
+    return keys[hit], flat[cand[hit] + sizes[row[hit]]].astype(np.uint32)
 
 
 def _decode_rows(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:

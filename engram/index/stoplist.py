@@ -17,14 +17,14 @@ from typing import Final
 import apsw
 import numpy as np
 
-from engram.index import postings
+from engram.index import memo, postings
 from engram.index.db import immediate
 from engram.store import Store
 
 log = logging.getLogger(__name__)
 
 REBUILD_GROWTH: Final = 1.25  # rebuild when the number of indexed tapes grew by a quarter
-_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+_cache: dict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]] = {}
 
 
 def _generation(db: apsw.Connection) -> int:
@@ -35,9 +35,9 @@ def _generation(db: apsw.Connection) -> int:
 def load(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray]:
     """(keys, tape counts) of the stop-listed fingerprints, keys sorted (see postings.keys).
 
-    Cached per database file and stop-list generation: the list has thousands of rows on a large
-    store, and every explain needs it."""
-    key = (db.filename, _generation(db))
+    Cached per database file, index epoch and stop-list generation: the list has thousands of
+    rows on a large store, and every explain needs it."""
+    key = (db.filename, memo.epoch(db), _generation(db))
     hit = _cache.get(key)
     if hit is None:
         rows = db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall()

@@ -19,8 +19,8 @@ from typing import Any, Final
 import apsw
 import numpy as np
 
-from engram.anchor import fingerprint_set, kgram_fingerprints, tokenize
-from engram.index import postings, stoplist
+from engram.anchor import fingerprints_from_tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize
+from engram.index import memo, postings, stoplist
 from engram.index.build import index_params
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.index.lineage import LINK_THRESHOLD
@@ -36,6 +36,7 @@ EXPLAIN_VERSION: Final = 1
 KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND_NO[E.TOOL_CALL]: 0.85,
                       KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
                       KIND_NO[E.SPAN_LINK]: 1.0}
+_KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, 0.6) for i in range(128)], dtype=np.float64)
 MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
 # ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
 # 0.35 let sessions with many weak matches (shared test boilerplate) outvote the writer.
@@ -110,11 +111,12 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default)."""
     if k is None or w is None:
         k, w = index_params(db)
-    q = np.unique(kgram_fingerprints(text, k).values)
+    tokens = tokenize(text)
+    q = np.unique(kgram_fingerprints_from_tokens(tokens, k).values)
     q = q[stoplist.searchable(db, postings.keys(q))]
     # Confidence is the share of the span's searched fingerprints a fragment holds: the winnowed
     # ones (what a tape of the same text would hold) minus those the stop-list dropped.
-    winnowed = fingerprint_set(text, k, w)
+    winnowed = np.unique(fingerprints_from_tokens(tokens, k, w).values)
     expected = max(1, int(np.isin(postings.keys(winnowed), postings.keys(q)).sum()))
     keys, frags = postings.lookup(db, q)
     if not len(frags):
@@ -124,18 +126,15 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
         ids, counts = ids[top], counts[top]
-    kinds = dict(db.execute(f"SELECT id, kind FROM fragments WHERE id IN ({','.join('?' * len(ids))})",
-                            ids.tolist()).fetchall())
-    out: dict[int, float] = {}
-    for fid, c in zip(ids.tolist(), counts.tolist()):
-        conf = min(1.0, c / expected) * KIND_WEIGHT.get(kinds.get(fid, 0), 0.6)
-        out[fid] = conf
-    if not out:
+    weight = _KIND_WEIGHTS[memo.fragment_kinds(db, ids)]
+    conf = np.minimum(1.0, counts / expected) * weight
+    best = float(conf.max())
+    if best <= 0:
         return {}
-    best = max(out.values())
     floor = max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best)
     floor = min(floor, best)
-    return {f: round(c, 4) for f, c in out.items() if c >= floor and c > 0}
+    keep = conf >= floor
+    return {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
 
 
 def _continuations(db: apsw.Connection, tapes: set[int]) -> set[tuple[int, int]]:

@@ -1,0 +1,52 @@
+"""Per-process copies of index data that every query reads and that only grow between rebuilds.
+
+A warm explain should cost its own postings, not a re-read of the stop-list or a 2,000-id
+`IN (...)` query for fragment kinds. Each copy is keyed by the database file and its *epoch*, a
+random token written when the index is first filled (again after `engram reindex`, which
+starts from an empty state table), so a rebuilt index is never answered from a stale copy.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import apsw
+import numpy as np
+
+_kinds: dict[tuple[str, str], np.ndarray] = {}
+
+
+def new_epoch(db: apsw.Connection) -> None:
+    """Mark the index as a new one (inside the write transaction that starts filling it)."""
+    db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('epoch', ?)", (secrets.token_hex(8),))
+
+
+def epoch(db: apsw.Connection) -> str:
+    row = db.execute("SELECT value FROM state WHERE key='epoch'").fetchall()
+    return str(row[0][0]) if row else ""
+
+
+def fragment_kinds(db: apsw.Connection, ids: np.ndarray) -> np.ndarray:
+    """Kind number of each fragment id (0 for an id not in the index).
+
+    Fragments are insert-only with increasing ids until the next rebuild, so the copy is
+    extended with the rows past its end when an id beyond it is asked for."""
+    key = (db.filename, epoch(db))
+    kinds = _kinds.get(key)
+    if kinds is None:
+        _kinds.clear()
+        kinds = np.zeros(0, dtype=np.int8)
+    top = int(ids.max()) if len(ids) else 0
+    if top >= len(kinds):
+        rows = db.execute("SELECT id, kind FROM fragments WHERE id >= ? ORDER BY id", (len(kinds),)).fetchall()
+        if rows:  # up to the last fragment that exists: an id not yet committed is never cached
+            ext = np.zeros(rows[-1][0] + 1, dtype=np.int8)
+            ext[: len(kinds)] = kinds
+            got = np.array(rows, dtype=np.int64)
+            ext[got[:, 0]] = got[:, 1]
+            kinds = ext
+        _kinds[key] = kinds
+    out = np.zeros(len(ids), dtype=np.int8)
+    inside = ids < len(kinds)
+    out[inside] = kinds[ids[inside]]
+    return out
