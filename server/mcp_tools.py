@@ -7,6 +7,7 @@ one-thread executor for `engram mcp`), so SQLite work happens on one thread per 
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
@@ -221,7 +222,8 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                     span = read_span(store.root, file, start_line, end_line, store.root)
                     file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
-                               include_deleted=include_deleted)
+                               include_deleted=include_deleted, max_sessions=MAX_SESSIONS,
+                               max_fragments=MAX_FRAGMENTS)
                 return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
 
         return bound_explain(await run(work))
@@ -326,15 +328,18 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
     return mcp
 
 
+_connections: dict[str, tuple[int, Any]] = {}
+
+
 @contextmanager
 def _opened(store_provider: StoreProvider) -> Iterator[tuple[Store, Any]]:
-    """The store and a connection to its index, closed afterwards."""
+    """The store and a connection to its index, kept open between calls.
+
+    A connection per call would re-run the schema check and start with an empty SQLite page
+    cache every time; one per index file (re-opened if the file was replaced, e.g. after
+    `rm -rf .engram && engram init`) keeps a warm call at the cost of the query itself."""
     store = store_provider()
-    db = _db(store)
-    try:
-        yield store, db
-    finally:
-        db.close()
+    yield store, _db(store)
 
 
 def _db(store: Store):  # noqa: ANN202
@@ -342,9 +347,20 @@ def _db(store: Store):  # noqa: ANN202
 
     if not store.exists():
         raise EngramError(f"no Engram store in {store.root}: run `engram init` there, then `engram ingest`")
-    db = open_db(store)
-    if db.execute("SELECT count(*) FROM tapes").fetchall()[0][0] == 0:
-        db.close()
+    path = str(store.index_path)
+    try:
+        inode = os.stat(path).st_ino
+    except FileNotFoundError:
+        inode = -1
+    cached = _connections.get(path)
+    if cached is not None and cached[0] == inode:
+        db = cached[1]
+    else:
+        if cached is not None:
+            cached[1].close()
+        db = open_db(store)
+        _connections[path] = (os.stat(path).st_ino, db)
+    if not db.execute("SELECT 1 FROM tapes LIMIT 1").fetchall():
         raise EngramError("the store is empty: call the `ingest` tool (or run `engram ingest`) first")
     return db
 

@@ -14,6 +14,17 @@ import apsw
 import numpy as np
 
 _kinds: dict[tuple[str, str], np.ndarray] = {}
+_used: set[tuple[object, ...]] = set()
+
+
+def first_use(key: tuple[object, ...]) -> bool:
+    """True the first time `key` is asked about in this process.
+
+    A copy pays off from the second query on; a one-shot CLI query reads only its own rows."""
+    if key in _used:
+        return False
+    _used.add(key)
+    return True
 
 
 def new_epoch(db: apsw.Connection) -> None:
@@ -29,10 +40,18 @@ def epoch(db: apsw.Connection) -> str:
 def fragment_kinds(db: apsw.Connection, ids: np.ndarray) -> np.ndarray:
     """Kind number of each fragment id (0 for an id not in the index).
 
-    Fragments are insert-only with increasing ids until the next rebuild, so the copy is
-    extended with the rows past its end when an id beyond it is asked for."""
+    Fragments are insert-only with increasing ids until the next rebuild, so the copy (made on
+    the second call in a process, see first_use) is extended with the rows past its end when an
+    id beyond it is asked for."""
     key = (db.filename, epoch(db))
     kinds = _kinds.get(key)
+    if kinds is None and first_use(("kinds", *key)):
+        out = np.zeros(len(ids), dtype=np.int8)
+        if len(ids):
+            got = dict(db.execute(f"SELECT id, kind FROM fragments WHERE id IN ({','.join('?' * len(ids))})",
+                                  ids.tolist()).fetchall())
+            out[:] = [got.get(i, 0) for i in ids.tolist()]
+        return out
     if kinds is None:
         _kinds.clear()
         kinds = np.zeros(0, dtype=np.int8)

@@ -32,26 +32,36 @@ def _generation(db: apsw.Connection) -> int:
     return int(row[0][0]) if row else 0
 
 
-def load(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray]:
+def load(db: apsw.Connection, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(keys, tape counts) of the stop-listed fingerprints, keys sorted (see postings.keys).
 
-    Cached per database file, index epoch and stop-list generation: the list has thousands of
-    rows on a large store, and every explain needs it."""
+    The whole list is copied once per process, database file, index epoch and stop-list
+    generation — from the second query on: it has thousands of rows on a large store, which a
+    one-shot CLI query should not pay for. Until then only the rows of `keys` are read."""
     key = (db.filename, memo.epoch(db), _generation(db))
     hit = _cache.get(key)
-    if hit is None:
-        rows = db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall()
-        hit = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-               np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
-        _cache.clear()
-        _cache[key] = hit
+    if hit is not None:
+        return hit
+    if keys is not None and memo.first_use(("stoplist", *key)):
+        ks = np.unique(keys).tolist()
+        rows = db.execute(f"SELECT fp, tapes FROM stoplist WHERE fp IN ({','.join('?' * len(ks))}) ORDER BY fp",
+                          ks).fetchall() if ks else []
+        return _arrays(rows)
+    hit = _arrays(db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall())
+    _cache.clear()
+    _cache[key] = hit
     return hit
+
+
+def _arrays(rows: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
 
 
 def searchable(db: apsw.Connection, keys: np.ndarray) -> np.ndarray:
     """Mask of the query keys to look up: all but stop-listed ones, keeping at least half of the
     distinct keys (the least common stop-listed ones first)."""
-    stop, tapes = load(db)
+    stop, tapes = load(db, keys)
     mask = np.ones(len(keys), dtype=bool)
     if not len(stop) or not len(keys):
         return mask

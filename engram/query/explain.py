@@ -58,7 +58,10 @@ class Options:
     include_deleted: bool = False
     forensics: bool = False
     depth: int = MAX_DEPTH
+    # Callers that show only the first sessions / fragments (the MCP tools) say so, so windows are
+    # read for what is returned only; what is cut is reported as `truncated`.
     max_sessions: int | None = None
+    max_fragments: int = MAX_FRAGMENTS_PER_SESSION
 
 
 @dataclass
@@ -277,7 +280,7 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
         for s in sessions:
             items = s.pop("_items")
             frags = []
-            for h, fr in items[:MAX_FRAGMENTS_PER_SESSION]:
+            for h, fr in items[:opts.max_fragments]:
                 entry: dict[str, Any] = {
                     "tape": fr.tape, "offset": fr.offset, "kind": KIND_NAME.get(fr.kind, "?"), "file": fr.file,
                     "lines": [fr.line0, fr.line1] if fr.line0 is not None else None,
@@ -292,7 +295,7 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
                     entry["window"] = [{"offset": off, **_trim(ev)} for off, ev in
                                        r.window(fr.offset, opts.before, opts.after)]
                 frags.append(entry)
-            if len(items) > MAX_FRAGMENTS_PER_SESSION:
+            if len(items) > opts.max_fragments:
                 truncated = True
             out_sessions.append({**s, "fragments": frags})
     finally:
