@@ -422,6 +422,7 @@ def drop_caches() -> None:
 
 def explain_cold(repo: Path, cases: list[SpanCase], n: int, mode: str) -> tuple[Lat, str]:
     from engram.index.db import open_db
+    from engram.index.memo import forget
     from engram.query.explain import Options, explain
     from engram.query.spans import read_span
     from engram.store import Store
@@ -439,6 +440,7 @@ def explain_cold(repo: Path, cases: list[SpanCase], n: int, mode: str) -> tuple[
             evict(files)
         if i == 0:
             note = f"index.sqlite resident after eviction: {resident(idx)} B of {idx.stat().st_size:,} B"
+        forget()  # engram's per-process copies (stop-list, fragment kinds): as in a new process
         c0, t0 = time.process_time(), time.perf_counter()
         db = open_db(store)
         doc = explain(store, db, span, Options(brief=True))

@@ -140,3 +140,19 @@ def test_schema_4_postings_are_migrated_without_a_reindex(repo: Path, tmp_path: 
     assert db.execute("SELECT count(*) FROM postings").fetchall()[0][0] == n
     sql = db.execute("SELECT sql FROM sqlite_schema WHERE name='postings'").fetchall()[0][0]
     assert "WITHOUT ROWID" not in sql
+
+
+def test_query_set_operations_agree_with_numpy() -> None:
+    import numpy as np
+
+    from engram import arrays
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 50, 5000):
+        a = rng.integers(-2**62, 2**62, n) if n % 2 else rng.integers(0, 40, n)
+        b = np.unique(rng.choice(a, n // 3 + 1) if n else rng.integers(0, 5, 3))
+        assert np.array_equal(arrays.unique(a), np.unique(a))
+        vals, counts = arrays.unique_counts(a)
+        want_v, want_c = np.unique(a, return_counts=True)
+        assert np.array_equal(vals, want_v) and np.array_equal(counts, want_c)
+        assert np.array_equal(arrays.member(a, b), np.isin(a, b))

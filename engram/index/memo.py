@@ -17,6 +17,15 @@ _kinds: dict[tuple[str, str], np.ndarray] = {}
 _used: set[tuple[object, ...]] = set()
 
 
+def forget() -> None:
+    """Drop every per-process copy, as a new process would start (benchmarks of cold queries)."""
+    _kinds.clear()
+    _used.clear()
+    from engram.index import stoplist  # noqa: PLC0415
+
+    stoplist.forget()
+
+
 def first_use(key: tuple[object, ...]) -> bool:
     """True the first time `key` is asked about in this process.
 

@@ -20,6 +20,8 @@ from typing import Final
 import apsw
 import numpy as np
 
+from engram import arrays
+
 log = logging.getLogger(__name__)
 
 # 16 bits: 65,536 buckets. At 1 GB of transcripts (~16M postings) a bucket holds ~250 entries
@@ -80,8 +82,8 @@ def lookup(db: apsw.Connection, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """All postings of the given fingerprints: (key, fragment id) arrays, one entry per posting."""
     if len(fps) == 0:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
-    qkeys = np.unique(keys(fps))
-    buckets = np.unique(qkeys >> 32).tolist()
+    qkeys = arrays.unique(keys(fps))
+    buckets = arrays.unique(qkeys >> 32).tolist()
     rows: list[tuple[int, bytes]] = []
     for i in range(0, len(buckets), _MAX_VARS):
         chunk = buckets[i:i + _MAX_VARS]
@@ -103,7 +105,7 @@ def _match_rows(rows: list[tuple[int, bytes]], qkeys: np.ndarray) -> tuple[np.nd
     buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
-    qlow = np.unique((qkeys & 0xFFFFFFFF).astype(np.uint32))
+    qlow = arrays.unique((qkeys & 0xFFFFFFFF).astype(np.uint32))
     # A 65,536-entry table of the query's low 16 bits rules out nearly every word in one gather,
     # three times faster than a binary search of each word; survivors are then checked exactly.
     table = np.zeros(1 << 16, dtype=bool)

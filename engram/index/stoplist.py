@@ -17,6 +17,7 @@ from typing import Final
 import apsw
 import numpy as np
 
+from engram import arrays
 from engram.index import memo, postings
 from engram.index.db import immediate
 from engram.store import Store
@@ -43,7 +44,7 @@ def load(db: apsw.Connection, keys: np.ndarray | None = None) -> tuple[np.ndarra
     if hit is not None:
         return hit
     if keys is not None and memo.first_use(("stoplist", *key)):
-        ks = np.unique(keys).tolist()
+        ks = arrays.unique(keys).tolist()
         rows = db.execute(f"SELECT fp, tapes FROM stoplist WHERE fp IN ({','.join('?' * len(ks))}) ORDER BY fp",
                           ks).fetchall() if ks else []
         return _arrays(rows)
@@ -51,6 +52,10 @@ def load(db: apsw.Connection, keys: np.ndarray | None = None) -> tuple[np.ndarra
     _cache.clear()
     _cache[key] = hit
     return hit
+
+
+def forget() -> None:
+    _cache.clear()
 
 
 def _arrays(rows: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -65,18 +70,16 @@ def searchable(db: apsw.Connection, keys: np.ndarray) -> np.ndarray:
     mask = np.ones(len(keys), dtype=bool)
     if not len(stop) or not len(keys):
         return mask
-    pos = np.minimum(np.searchsorted(stop, keys), len(stop) - 1)
-    listed = stop[pos] == keys
+    listed = arrays.member(keys, stop)
     mask = ~listed
-    uniq = np.unique(keys)
-    want = (len(uniq) + 1) // 2
-    kept = np.unique(keys[mask])
+    want = (len(arrays.unique(keys)) + 1) // 2
+    kept = arrays.unique(keys[mask])
     if len(kept) >= want:
         return mask
-    cand = np.unique(keys[listed])
+    cand = arrays.unique(keys[listed])
     counts = tapes[np.searchsorted(stop, cand)]
-    extra = cand[np.argsort(counts, kind="stable")[: want - len(kept)]]
-    return mask | np.isin(keys, extra)
+    extra = arrays.unique(cand[np.argsort(counts, kind="stable")[: want - len(kept)]])
+    return mask | arrays.member(keys, extra)
 
 
 def rebuild(db: apsw.Connection, share: float, min_tapes: int) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from typing import Any, Final
 import apsw
 import numpy as np
 
+from engram import arrays
 from engram.anchor import fingerprints_from_tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize
 from engram.index import memo, postings, stoplist
 from engram.index.build import index_params
@@ -115,17 +116,17 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     if k is None or w is None:
         k, w = index_params(db)
     tokens = tokenize(text)
-    q = np.unique(kgram_fingerprints_from_tokens(tokens, k).values)
+    q = arrays.unique(kgram_fingerprints_from_tokens(tokens, k).values)
     q = q[stoplist.searchable(db, postings.keys(q))]
     # Confidence is the share of the span's searched fingerprints a fragment holds: the winnowed
     # ones (what a tape of the same text would hold) minus those the stop-list dropped.
-    winnowed = np.unique(fingerprints_from_tokens(tokens, k, w).values)
-    expected = max(1, int(np.isin(postings.keys(winnowed), postings.keys(q)).sum()))
+    winnowed = arrays.unique(fingerprints_from_tokens(tokens, k, w).values)
+    expected = max(1, int(arrays.member(winnowed, q).sum()))
     keys, frags = postings.lookup(db, q)
     if not len(frags):
         return {}
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
-    ids, counts = np.unique(frags.astype(np.int64), return_counts=True)
+    ids, counts = arrays.unique_counts(frags.astype(np.int64))
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
         ids, counts = ids[top], counts[top]
