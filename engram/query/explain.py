@@ -38,6 +38,7 @@ KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND
                       KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
                       KIND_NO[E.SPAN_LINK]: 1.0}
 _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, 0.6) for i in range(128)], dtype=np.float64)
+_MIN_WEIGHT: Final = float(_KIND_WEIGHTS.min())
 MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
 # ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
 # 0.35 let sessions with many weak matches (shared test boilerplate) outvote the writer.
@@ -127,6 +128,13 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
         return {}
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
     ids, counts = arrays.unique_counts(frags.astype(np.int64))
+    # A fragment's confidence is at most its share; the best one's at least the best share times
+    # the lowest kind weight, and the floor is RELATIVE_FLOOR of the best: fragments whose share
+    # is below that product of the best share cannot pass, so their kinds are never read (most
+    # candidates share one or two common fingerprints with the span; a cold query reads a page each).
+    share = np.minimum(1.0, counts / expected)
+    possible = share >= RELATIVE_FLOOR * _MIN_WEIGHT * share.max()
+    ids, counts = ids[possible], counts[possible]
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
         ids, counts = ids[top], counts[top]
