@@ -1,4 +1,4 @@
-"""The index's storage: stop-list, segment merges, and the v4 → v5 migration, on real SQLite."""
+"""The index's storage: stop-list, segment merges, and the v4 → v5 and v5 → v6 migrations, on real SQLite."""
 
 from __future__ import annotations
 
@@ -156,3 +156,29 @@ def test_query_set_operations_agree_with_numpy() -> None:
         want_v, want_c = np.unique(a, return_counts=True)
         assert np.array_equal(vals, want_v) and np.array_equal(counts, want_c)
         assert np.array_equal(arrays.member(a, b), np.isin(a, b))
+
+
+def test_schema_5_heads_are_migrated_and_continued_by_a_later_ingest(repo: Path, tmp_path: Path) -> None:
+    """v6 keeps head/tail fingerprints by value; a store indexed before it finds the tapes that
+    continue its old tapes without a reindex."""
+    from test_lineage import continuations, msg, prose  # noqa: PLC0415
+
+    tail = prose("tail", 12)
+    p = tape(tmp_path, "p", "2026-01-01T00:00:00Z", [
+        msg("msg.in", prose("start", 10), "2026-01-01T00:00:01Z"),
+        msg("msg.out", tail, "2026-01-01T00:10:00Z")])
+    q = tape(tmp_path, "q", "2026-01-02T00:00:00Z", [
+        msg("msg.in", "Picking up where we left off: " + tail, "2026-01-02T00:00:01Z"),
+        msg("msg.out", prose("other", 10), "2026-01-02T00:00:02Z")])
+    run_engram(repo, "ingest", str(p))
+    db = db_of(repo)
+    with db:  # the schema 5 layout: heads as blobs only
+        db.execute("DROP TABLE head_fps; DROP TABLE tail_fps; PRAGMA user_version=5;")
+    db.close()
+    run_engram(repo, "ingest", str(q))
+    db = db_of(repo)
+    assert db.execute("PRAGMA user_version").fetchall()[0][0] == 6
+    assert [(s, d) for s, d, _, _ in continuations(repo)] == [("p", "q")]
+    want = continuations(repo)
+    run_engram(repo, "reindex")  # a rebuild from the tapes finds the same edge
+    assert continuations(repo) == want

@@ -186,3 +186,57 @@ def test_shared_boilerplate_alone_never_links(repo: Path, tmp_path: Path) -> Non
         msg("msg.out", prose("betaout", 5), "2026-01-02T00:00:03Z")])
     ingest(repo, a, b)
     assert continuations(repo) == []
+
+
+def test_continuations_are_found_across_separate_ingests_in_both_directions(repo: Path, tmp_path: Path) -> None:
+    """Each ingest looks up the stored heads and tails of earlier runs: a tape continues one
+    captured in an earlier run, and a tape captured later can be the one that was continued."""
+    tail = prose("tail", 12)
+    p = tape(tmp_path, "p", "2026-01-01T00:00:00Z", [
+        msg("msg.in", prose("start", 10), "2026-01-01T00:00:01Z"),
+        msg("msg.out", tail, "2026-01-01T00:10:00Z")])
+    q = tape(tmp_path, "q", "2026-01-02T00:00:00Z", [
+        msg("msg.in", "This session is being continued from a previous conversation. " + tail,
+            "2026-01-02T00:00:01Z", compact_summary=True),
+        msg("msg.out", prose("other", 10), "2026-01-02T00:00:02Z")])
+    ingest(repo, p)
+    ingest(repo, q)  # q's head is looked up in the tails stored by the first run
+    got = {(s, d): (c, m) for s, d, c, m in continuations(repo)}
+    assert list(got) == [("p", "q")] and got[("p", "q")][1] == "compact-summary"
+
+    from conftest import git  # noqa: PLC0415
+
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    run_engram(other, "init")
+    ingest(other, q)
+    ingest(other, p)  # p's tail is looked up in the heads stored by the first run: the same edge
+    assert {(s, d): (c, m) for s, d, c, m in continuations(other)} == got
+
+
+def test_text_in_many_earlier_tails_is_boilerplate_across_runs(repo: Path, tmp_path: Path) -> None:
+    """A head whose only overlap is text ending more than COMMON_TEXT_TAPES earlier tapes links
+    to none of them, even when each was captured by its own ingest."""
+    from engram.index.lineage import COMMON_TEXT_TAPES  # noqa: PLC0415
+
+    shared = prose("shared", 12)
+
+    def ender(i: int) -> Path:
+        return tape(tmp_path, f"e{i:02d}", f"2026-01-01T0{i % 10}:00:00Z", [
+            msg("msg.in", prose(f"own{i}", 10), f"2026-01-01T0{i % 10}:00:01Z"),
+            msg("msg.out", prose(f"body{i}", 120), f"2026-01-01T0{i % 10}:05:00Z"),  # heads end before `shared`
+            msg("msg.out", shared, f"2026-01-01T0{i % 10}:10:00Z")])
+
+    def opener(name: str, day: int) -> Path:
+        return tape(tmp_path, name, f"2026-01-0{day}T00:00:00Z", [
+            msg("msg.in", "Picking up where we left off: " + shared, f"2026-01-0{day}T00:00:01Z"),
+            msg("msg.out", prose(name, 10), f"2026-01-0{day}T00:00:02Z")])
+
+    for i in range(COMMON_TEXT_TAPES):
+        ingest(repo, ender(i))
+    ingest(repo, opener("mid", 3))  # at the limit the overlap still counts: linked
+    assert [c for c in continuations(repo) if c[1] == "mid"]
+    ingest(repo, ender(COMMON_TEXT_TAPES))
+    ingest(repo, opener("late", 5))
+    assert [c for c in continuations(repo) if "late" in c[:2]] == []

@@ -260,7 +260,7 @@ class Indexer:
 
         sources = source_candidates(db, [(fb + e.offset, e.before) for pt, fb in zip(self.pending, frag_base)
                                          if fb >= 0 for e in pt.edits if len(e.before)], stop)
-        conts = Continuations.load(db)
+        conts = Continuations()
         for pt, no, fb in zip(self.pending, tape_nos, frag_base):
             if no < 0:
                 continue

@@ -147,7 +147,26 @@ def _v5(db: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: apsw.Connection) -> None:
+    """Head and tail fingerprints by value, so a new tape finds the tapes it continues by lookup.
+
+    Continuation edges compare a new tape's head with every earlier tape's tail (and its tail with
+    their heads). Before, each flush decoded the `heads` blobs of all tapes into maps: 0.2 s of a
+    0.3 s append at 1 GB of transcripts, growing with the store. The `heads` blobs stay: they give
+    each tape's head size and marker."""
+    import numpy as np  # noqa: PLC0415
+
+    db.execute("""
+        CREATE TABLE head_fps(fp INTEGER NOT NULL, tape INTEGER NOT NULL, PRIMARY KEY(fp, tape)) WITHOUT ROWID;
+        CREATE TABLE tail_fps(fp INTEGER NOT NULL, tape INTEGER NOT NULL, PRIMARY KEY(fp, tape)) WITHOUT ROWID;
+    """)
+    for tape, head, tail in db.execute("SELECT tape, head, tail FROM heads").fetchall():
+        for table, blob in (("head_fps", head), ("tail_fps", tail)):
+            db.executemany(f"INSERT OR IGNORE INTO {table}(fp, tape) VALUES(?, ?)",
+                           ((v, tape) for v in np.frombuffer(blob, "<i8").tolist()))
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -15,7 +15,7 @@ from engram.tape.writer import TAPE_SUFFIX
 log = logging.getLogger(__name__)
 
 DERIVED = ("tapes", "captures", "files", "fragments", "postings", "segments", "stoplist", "lineage", "tombstones",
-           "tombstone_fps", "continuations", "heads", "state")
+           "tombstone_fps", "continuations", "heads", "head_fps", "tail_fps", "state")
 
 
 def reindex(store: Store) -> dict[str, Any]:

@@ -94,19 +94,40 @@ def rebuild(db: apsw.Connection, share: float, min_tapes: int) -> tuple[int, int
     keys, frags = postings.all_postings(db)
     if not len(keys):
         return 0, n_tapes
-    ids, tapes = (np.array(c, dtype=np.int64) for c in zip(*db.execute("SELECT id, tape FROM fragments ORDER BY id")))
-    tape_of = tapes[np.searchsorted(ids, frags.astype(np.int64))]
-    order = np.lexsort((tape_of, keys))
-    k, t = keys[order], tape_of[order]
-    first = np.ones(len(k), dtype=bool)
-    first[1:] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])  # one entry per (fingerprint, tape)
-    uk, counts = np.unique(k[first], return_counts=True)
+    uk, counts = tapes_per_key(db, keys, frags)
     limit = max(2, int(share * n_tapes))
     common = counts > limit
     db.executemany("INSERT INTO stoplist(fp, tapes) VALUES(?, ?)",
                    zip(uk[common].tolist(), counts[common].tolist()))
     log.info("stop-list: %d fingerprints in more than %d of %d tapes", int(common.sum()), limit, n_tapes)
     return int(common.sum()), n_tapes
+
+
+def tapes_per_key(db: apsw.Connection, keys: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys sorted, number of tapes holding each) of the given postings.
+
+    Fragment ids are dense, so a fragment's tape is one array index away (a binary search per
+    posting took 2 s at 1 GB). Key and tape are packed into one int64 and sorted stably: the
+    postings of a bulk run's merged segment come sorted by key and, within a key, by fragment, so
+    the sort finds one sorted run (a two-key lexsort of 16 M postings took 3 s)."""
+    rows = np.array(db.execute("SELECT id, tape FROM fragments").fetchall(), dtype=np.int64).reshape(-1, 2)
+    tape_by_id = np.zeros(int(rows[:, 0].max()) + 1 if len(rows) else 1, dtype=np.int64)
+    tape_by_id[rows[:, 0]] = rows[:, 1]
+    tape_of = tape_by_id[frags.astype(np.int64)]
+    bits = max(1, int(tape_of.max()).bit_length())
+    if int(keys.max()).bit_length() + bits <= 63:
+        packed = np.sort((keys << bits) | tape_of, kind="stable")
+        first = np.ones(len(packed), dtype=bool)
+        first[1:] = packed[1:] != packed[:-1]  # one entry per (fingerprint, tape)
+        k = packed[first] >> bits
+    else:
+        order = np.lexsort((tape_of, keys))
+        k, t = keys[order], tape_of[order]
+        first = np.ones(len(k), dtype=bool)
+        first[1:] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])
+        k = k[first]
+    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    return k[starts], np.diff(np.concatenate((starts, [len(k)])))
 
 
 def rebuild_from_config(db: apsw.Connection, store: Store) -> tuple[int, int]:
