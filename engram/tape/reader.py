@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
@@ -21,6 +22,55 @@ from engram.tape.events import Event, loads
 from engram.tape.objects import resolve
 
 _TAIL_GUESS = 4096
+SHARED_CACHE_BYTES = 64 << 20
+
+
+class _SharedFrames:
+    """Decoded frames of every tape this process read, least recently used dropped past a byte
+    budget. Tapes are immutable, so a language server or MCP endpoint answering explain after
+    explain on the same sessions decompresses each frame once. Keys carry the file's size and
+    mtime: a tape replaced or damaged on disk is never answered from memory."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.frames: OrderedDict[tuple[tuple[str, int, int], int], tuple[list[bytes], int]] = OrderedDict()
+        self.tables: OrderedDict[tuple[str, int, int], list[fr.Frame]] = OrderedDict()
+        self.lock = threading.Lock()  # the language server reads tapes from two threads
+
+    def get(self, key: tuple[tuple[str, int, int], int]) -> list[bytes] | None:
+        with self.lock:
+            hit = self.frames.get(key)
+            if hit is None:
+                return None
+            self.frames.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: tuple[tuple[str, int, int], int], lines: list[bytes], size: int) -> None:
+        with self.lock:
+            if size > self.budget // 4 or key in self.frames:
+                return
+            self.frames[key] = (lines, size)
+            self.used += size
+            while self.used > self.budget:
+                _, (_, n) = self.frames.popitem(last=False)
+                self.used -= n
+
+    def table(self, ident: tuple[str, int, int]) -> list[fr.Frame] | None:
+        with self.lock:
+            got = self.tables.get(ident)
+            if got is not None:
+                self.tables.move_to_end(ident)
+            return got
+
+    def put_table(self, ident: tuple[str, int, int], frames: list[fr.Frame]) -> None:
+        with self.lock:
+            self.tables[ident] = frames
+            if len(self.tables) > 4096:
+                self.tables.popitem(last=False)
+
+
+_shared = _SharedFrames(SHARED_CACHE_BYTES)
 
 
 class TapeReader:
@@ -36,8 +86,14 @@ class TapeReader:
         except FileNotFoundError as exc:
             raise CorruptTape(f"tape file {path} is missing; run `engram reindex`") from exc
         try:
-            self.size = os.fstat(self._fd).st_size
-            self.frames = self._read_table()
+            st = os.fstat(self._fd)
+            self.size = st.st_size
+            self._ident = (str(path), st.st_size, st.st_mtime_ns)
+            frames = _shared.table(self._ident)
+            if frames is None:
+                frames = self._read_table()
+                _shared.put_table(self._ident, frames)
+            self.frames = frames
         except BaseException:
             os.close(self._fd)
             raise
@@ -81,6 +137,9 @@ class TapeReader:
         if cached is not None:
             self._cache.move_to_end(index)
             return cached
+        cached = _shared.get((self._ident, index))
+        if cached is not None:
+            return cached
         f = self.frames[index]
         comp = os.pread(self._fd, f.size, f.offset)
         try:
@@ -95,6 +154,7 @@ class TapeReader:
         self._cache[index] = lines
         if len(self._cache) > self._cache_frames:
             self._cache.popitem(last=False)
+        _shared.put((self._ident, index), lines, f.raw_size)
         return lines
 
     def _frame_of(self, offset: int) -> int:

@@ -49,7 +49,9 @@ def tape_path(tapes_dir: Path, tape_id: str) -> Path:
 
 def encode_tape(lines: list[bytes], frame_bytes: int = fr.FRAME_BYTES, level: int = COMPRESSION_LEVEL) -> bytes:
     """Frame and compress canonical event lines (each without its newline)."""
-    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True)
+    # The checksum (4 bytes a frame) makes a damaged frame fail to decode instead of reading as
+    # other text: a window read from a tape on a bad disk says so.
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=True)
     chunks: list[bytes] = []
     table: list[fr.Frame] = []
     offset = 0
