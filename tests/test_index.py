@@ -182,3 +182,32 @@ def test_schema_5_heads_are_migrated_and_continued_by_a_later_ingest(repo: Path,
     want = continuations(repo)
     run_engram(repo, "reindex")  # a rebuild from the tapes finds the same edge
     assert continuations(repo) == want
+
+
+def test_lineage_is_the_same_in_one_flush_many_flushes_or_one_run_per_session(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sources of an edit come from the batch being written, from earlier flushes of the same run
+    (kept in memory) or from earlier runs (SQLite): the edges must not depend on which."""
+    from test_lineage import edges  # noqa: PLC0415
+
+    x, y = block("x", 8), block("x", 6) + block("y", 2)
+    z = block("x", 4) + block("y", 2) + block("z", 3)
+    src = tmp_path / "src"
+    src.mkdir()
+    paths = [tape(src, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
+             tape(src, "r", "2026-01-01T12:00:00Z", [read("f.py", x, "2026-01-01T12:00:01Z")]),
+             tape(src, "b", "2026-01-02T00:00:00Z", [edit("f.py", x, y, "2026-01-02T00:00:01Z"),
+                                                     edit("g.py", [], y, "2026-01-02T00:00:02Z", op="create")]),
+             tape(src, "c", "2026-01-03T00:00:00Z", [edit("g.py", y, z, "2026-01-03T00:00:01Z", line=3)])]
+    one = _store_with(tmp_path / "one")
+    _ingest(one, paths)
+    want = edges(one.root)
+    assert {(s, d) for s, d, *_ in want} >= {("a", "b"), ("b", "c")}
+    monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1)  # a flush per session
+    many = _store_with(tmp_path / "many")
+    _ingest(many, paths)
+    assert edges(many.root) == want
+    runs = _store_with(tmp_path / "runs")
+    for p in paths:
+        _ingest(runs, [p])
+    assert edges(runs.root) == want

@@ -20,7 +20,7 @@ from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, fingerprints_ma
 from engram.index import postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
-from engram.index.lineage import edit_confidence
+from engram.index.lineage import RunEdits, edit_confidence
 from engram.store import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
@@ -167,6 +167,7 @@ class Indexer:
         self.n_postings = 0
         self.indexed_tapes = 0
         self.segments: list[int] = []  # written by this indexer, merged into one by `compact`
+        self.run = RunEdits()  # this run's code.edit postings, for lineage lookups
 
     def __call__(self, db: apsw.Connection, written: Any) -> None:
         self.add(db, written.id, getattr(written, "events", None))
@@ -207,12 +208,17 @@ class Indexer:
             with immediate(db):
                 postings.merge_segments(db, since=min(self.segments))
         self.segments = []
+        self.run = RunEdits()
 
     def flush(self, db: apsw.Connection) -> None:
         if not self.pending:
             return
-        with immediate(db):
-            self._write(db)
+        try:
+            with immediate(db):
+                self._write(db)
+        except BaseException:
+            self.run = RunEdits()  # it may hold postings of the rolled-back batch: ask SQLite instead
+            raise
         self.indexed_tapes += len(self.pending)
         self.pending, self.fps, self.owners, self.n_postings = [], [], [], 0
 
@@ -252,14 +258,23 @@ class Indexer:
         frag_ids = base[ti[keep]] + (owners[keep] & 0xFFFFFFFF)
         seg = postings.next_segment(db)
         self.segments.append(seg)
-        postings.write_segment(db, seg, fps[keep], frag_ids)
+        kept = fps[keep]
+        postings.write_segment(db, seg, kept, frag_ids)
+        edit_no = KIND_NO[E.CODE_EDIT]
+        edit_ids = np.array([fb + i for pt, fb in zip(self.pending, frag_base) if fb >= 0
+                             for i, f in enumerate(pt.frags) if f[1] == edit_no], dtype=np.int64)
+        is_edit = np.isin(frag_ids, edit_ids)
+        written = [fb for fb in frag_base if fb >= 0]
+        self.run.add(written[0] if written else next_frag, next_frag, postings.keys(kept[is_edit]),
+                     frag_ids[is_edit])
+        self.run.segs.add(seg)
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)",
                    (seg, int(keep.sum()), sum(1 for b in frag_base if b >= 0)))
         stop = stoplist.load(db)[0]
         from engram.index.lineage import Continuations, add_lineage, source_candidates  # noqa: PLC0415
 
         sources = source_candidates(db, [(fb + e.offset, e.before) for pt, fb in zip(self.pending, frag_base)
-                                         if fb >= 0 for e in pt.edits if len(e.before)], stop)
+                                         if fb >= 0 for e in pt.edits if len(e.before)], stop, self.run)
         conts = Continuations()
         for pt, no, fb in zip(self.pending, tape_nos, frag_base):
             if no < 0:
@@ -267,7 +282,12 @@ class Indexer:
             add_lineage(db, pt, fb, sources)
             conts.add(db, pt, no)
             db.execute("UPDATE tapes SET indexed=1 WHERE id=?", (pt.id,))
-        postings.merge_segments(db)
+        segs = {r[0] for r in db.execute("SELECT seg FROM segments")}
+        if postings.merge_segments(db):
+            now = {r[0] for r in db.execute("SELECT seg FROM segments")}
+            if segs - now <= self.run.segs:  # merged only segments of this run: so is the result
+                self.run.segs |= now - segs
+            self.run.segs -= segs - now
 
 
 def _file_id(db: apsw.Connection, path: str) -> int:

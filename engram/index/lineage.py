@@ -14,6 +14,7 @@ import apsw
 import numpy as np
 
 from engram.anchor import all_kgrams, similarity
+from engram.arrays import member
 from engram.index import postings
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
@@ -85,10 +86,61 @@ def _edit_fragments(db: apsw.Connection, below: int) -> np.ndarray:
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
 
-def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: np.ndarray
-                      ) -> dict[int, list[tuple[int, float]]]:
+class RunEdits:
+    """The postings of the code.edit fragments one Indexer wrote in this run, in memory.
+
+    A bulk ingest flushes every FLUSH_POSTINGS postings, and each flush looked up its edits'
+    before-texts in everything written so far: nearly every bucket row of a growing store, read
+    again per flush (8 s of the main process at 1 GB). Sources are code.edit fragments only, 7.5%
+    of the postings, so the run keeps its own and asks SQLite only about the segments that hold
+    postings from before the run. The answer is the same set of (key, fragment) postings.
+    """
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, np.int64)  # sorted
+        self.frags = np.empty(0, np.int64)
+        self.starts: list[int] = []  # fragment id ranges [start, end) written by this run, ascending
+        self.ends: list[int] = []
+        self.segs: set[int] = set()  # segments holding postings of this run only
+
+    def add(self, first_frag: int, end_frag: int, keys: np.ndarray, frags: np.ndarray) -> None:
+        """A flush's fragments [first_frag, end_frag) and the postings of its code.edit fragments
+        (one entry per distinct key and fragment, as a segment stores them)."""
+        if end_frag > first_frag:
+            self.starts.append(first_frag)
+            self.ends.append(end_frag)
+        if not len(keys):
+            return
+        o = np.lexsort((frags, keys))
+        k, f = keys[o], frags[o].astype(np.int64)
+        new = np.ones(len(k), dtype=bool)
+        new[1:] = (k[1:] != k[:-1]) | (f[1:] != f[:-1])
+        k = np.concatenate((self.keys, k[new]))
+        f = np.concatenate((self.frags, f[new]))
+        o = np.argsort(k, kind="stable")
+        self.keys, self.frags = k[o], f[o]
+
+    def owns(self, frags: np.ndarray) -> np.ndarray:
+        """Mask of the fragment ids this run wrote."""
+        if not self.starts or not len(frags):
+            return np.zeros(len(frags), dtype=bool)
+        f = frags.astype(np.int64)
+        i = np.searchsorted(np.array(self.starts, np.int64), f, "right") - 1
+        return (i >= 0) & (f < np.array(self.ends, np.int64)[np.maximum(i, 0)])
+
+    def lookup(self, qkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(key, fragment) of this run's postings of the given keys."""
+        lo = np.searchsorted(self.keys, qkeys, "left")
+        n = np.searchsorted(self.keys, qkeys, "right") - lo
+        idx = np.repeat(lo, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+        return self.keys[idx], self.frags[idx]
+
+
+def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: np.ndarray,
+                      run: RunEdits | None = None) -> dict[int, list[tuple[int, float]]]:
     """For each (edit fragment, before-text fingerprints): earlier edit fragments holding at least
-    SOURCE_CONTAINMENT of them, best first. One postings lookup for the whole batch."""
+    SOURCE_CONTAINMENT of them, best first. One postings lookup for the whole batch; with `run`,
+    the run's own postings come from memory and SQLite is asked about earlier segments only."""
     q_edit: list[np.ndarray] = []
     q_keys: list[np.ndarray] = []
     sizes: dict[int, int] = {}
@@ -103,33 +155,41 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     if not q_keys:
         return {}
     qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
-    pk, pf = postings.lookup(db, postings.key_to_fp(np.unique(qk)))
+    uq = np.unique(qk)
+    if run is None:
+        pk, pf = postings.lookup(db, postings.key_to_fp(uq))
+    else:
+        before_run = [r[0] for r in db.execute("SELECT seg FROM segments ORDER BY seg") if r[0] not in run.segs]
+        pk, pf = postings.lookup(db, postings.key_to_fp(uq), segs=before_run)
+        theirs = ~run.owns(pf)
+        mk, mf = run.lookup(uq)
+        pk, pf = np.concatenate((pk[theirs], mk)), np.concatenate((pf[theirs].astype(np.int64), mf))
     # Only earlier code.edit fragments can be sources: filter before pairing, since common
     # fingerprints have postings in thousands of reads and messages.
     pf = pf.astype(np.int64)
-    keep = np.isin(pf, _edit_fragments(db, int(qe.max())))
+    keep = member(pf, _edit_fragments(db, int(qe.max())))
     pk, pf = pk[keep], pf[keep]
     if not len(pk):
         return {}
-    order = np.argsort(pk, kind="stable")
-    pk, pf = pk[order], pf[order]
-    lo = np.searchsorted(pk, qk, "left")
-    hi = np.searchsorted(pk, qk, "right")
-    n = hi - lo
-    pair_edit = np.repeat(qe, n)
-    idx = np.repeat(lo, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
-    pair_frag = pf[idx]
-    earlier = pair_frag < pair_edit
-    pair_edit, pair_frag = pair_edit[earlier], pair_frag[earlier]
-    if not len(pair_edit):
+    # Each posting as one int64 (rank of its key among the query keys, fragment), sorted: a query
+    # key's postings are one run, fragments ascending, so those of fragments before the edit are
+    # a prefix found by binary search, and later ones are never paired.
+    packed = np.sort((np.searchsorted(uq, pk) << 32) | pf)
+    qrank = np.searchsorted(uq, qk) << 32
+    lo = np.searchsorted(packed, qrank, "left")
+    n = np.searchsorted(packed, qrank | qe, "left") - lo
+    if not n.any():
         return {}
+    idx = np.repeat(lo, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
     # One count per (edit, fragment) = distinct before-fingerprints found in that fragment.
-    o = np.lexsort((pair_frag, pair_edit))
-    pe, pfr = pair_edit[o], pair_frag[o]
-    starts = np.flatnonzero(np.concatenate(([True], (pe[1:] != pe[:-1]) | (pfr[1:] != pfr[:-1]))))
-    counts = np.diff(np.concatenate((starts, [len(pe)])))
-    ue, uf = pe[starts], pfr[starts]
-    share = counts / np.array([sizes[int(x)] for x in ue.tolist()], dtype=np.float64)
+    pair = np.sort((np.repeat(qe, n) << 32) | (packed[idx] & 0xFFFFFFFF))
+    starts = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
+    counts = np.diff(np.concatenate((starts, [len(pair)])))
+    ue, uf = pair[starts] >> 32, pair[starts] & 0xFFFFFFFF
+    dsts = np.fromiter(sizes.keys(), dtype=np.int64, count=len(sizes))
+    size = np.fromiter(sizes.values(), dtype=np.int64, count=len(sizes))
+    o = np.argsort(dsts)
+    share = counts / size[o][np.searchsorted(dsts[o], ue)].astype(np.float64)
     good = share >= SOURCE_CONTAINMENT
     ue, uf, share = ue[good], uf[good], share[good]
     if not len(ue):

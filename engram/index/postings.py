@@ -78,17 +78,19 @@ def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
     return a[:n], a[n:]
 
 
-def lookup(db: apsw.Connection, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All postings of the given fingerprints: (key, fragment id) arrays, one entry per posting."""
-    if len(fps) == 0:
+def lookup(db: apsw.Connection, fps: np.ndarray, segs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """All postings of the given fingerprints (in the given segments): (key, fragment id) arrays,
+    one entry per posting."""
+    if len(fps) == 0 or segs == []:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = arrays.unique(keys(fps))
     buckets = arrays.unique(qkeys >> 32).tolist()
     rows: list[tuple[int, bytes]] = []
+    in_segs = f" AND seg IN ({','.join(map(str, segs))})" if segs is not None else ""
     for i in range(0, len(buckets), _MAX_VARS):
         chunk = buckets[i:i + _MAX_VARS]
-        rows += db.execute(f"SELECT bucket, blob FROM postings WHERE bucket IN ({','.join('?' * len(chunk))})",
-                           chunk).fetchall()
+        rows += db.execute(f"SELECT bucket, blob FROM postings WHERE bucket IN ({','.join('?' * len(chunk))})"
+                           + in_segs, chunk).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     return _match_rows(rows, qkeys)
