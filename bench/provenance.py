@@ -742,9 +742,10 @@ def proposed_order(res: Any, span_file: str) -> list[str]:
     sessions by their best fragment's confidence, then their best code.edit's, then whether they
     read/edited the span's file, then touches; a session whose best fragment is below
     PROPOSED_SESSION_FLOOR x the top session's best is dropped."""
-    from engram.index.kinds import CODE_KIND_NOS, KIND_NO
+    from engram.index.kinds import KIND_NO
 
     edit = KIND_NO["code.edit"]
+    code_kinds = {KIND_NO["code.read"], edit}
     best: dict[str, float] = defaultdict(float)
     best_edit: dict[str, float] = defaultdict(float)
     same: dict[str, int] = defaultdict(int)
@@ -758,7 +759,7 @@ def proposed_order(res: Any, span_file: str) -> list[str]:
         best[s] = max(best[s], h.confidence)
         if fr.kind == edit:
             best_edit[s] = max(best_edit[s], h.confidence)
-        if fr.kind in CODE_KIND_NOS and fr.file == span_file:
+        if fr.kind in code_kinds and fr.file == span_file:
             same[s] = 1
     if not best:
         return []
