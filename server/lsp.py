@@ -252,8 +252,9 @@ async def start_mcp(ls: EngramLanguageServer) -> None:
         return None
 
     mcp = build_mcp(lambda: store, ls.off_loop_call, unsaved)
+    queries = tools_mod.command_queries(lambda: store, ls.off_loop_call)
     try:
-        ls.mcp_endpoint = await start_endpoint(mcp, store.run_dir / "mcp.json")
+        ls.mcp_endpoint = await start_endpoint(mcp, store.run_dir / "mcp.json", queries)
     except Exception:  # noqa: BLE001 - the editor features must work even if the endpoint cannot start
         log.exception("MCP endpoint did not start")
 

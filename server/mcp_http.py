@@ -1,5 +1,8 @@
 """The companion MCP endpoint inside the language server: streamable HTTP on 127.0.0.1.
 
+It also answers the command line (`POST /engram/explain`, see engram.query.remote), so
+`engram explain` in a terminal gets the warm index instead of a cold start.
+
 Security: a random bearer token (32 bytes, compared in constant time) on every request, Host
 and Origin allowlists pinned to the bound port (421/403 from the SDK's transport security), the
 port and token in `.engram/run/mcp.json` (mode 0600, removed on exit). uvicorn runs with
@@ -18,15 +21,19 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
+import orjson
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
+from engram.errors import EngramError
+
 log = logging.getLogger(__name__)
 
 TOKEN_BYTES = 32
+MAX_QUERY_BYTES = 16 << 20  # an `explain --text` of a large file still fits
 
 
 class BearerGate:
@@ -48,6 +55,68 @@ class BearerGate:
                 await send({"type": "http.response.body", "body": b"missing or wrong bearer token"})
                 return
         await self.app(scope, receive, send)
+
+
+class CommandRoutes:
+    """ASGI: `POST /engram/<query>` for the command line (engram.query.remote), the rest to MCP.
+
+    Inside the bearer gate; Host and Origin are checked here as the SDK checks them for /mcp
+    (421 / 403), so a web page can no more reach these routes than the MCP one."""
+
+    def __init__(self, app: Any, queries: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]],
+                 hosts: list[str], origins: list[str]) -> None:
+        self.app, self.queries = app, queries
+        self.hosts, self.origins = {h.encode() for h in hosts}, {o.encode() for o in origins}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if not path.startswith("/engram/"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if headers.get(b"host") not in self.hosts:
+            await _reply(send, 421, {"error": "wrong Host"})
+            return
+        if b"origin" in headers and headers[b"origin"] not in self.origins:
+            await _reply(send, 403, {"error": "foreign Origin"})
+            return
+        query = self.queries.get(path[len("/engram/"):])
+        if query is None or scope.get("method") != "POST":
+            await _reply(send, 404, {"error": f"no such query: {path}"})
+            return
+        body = b""
+        while True:
+            msg = await receive()
+            body += msg.get("body", b"")
+            if len(body) > MAX_QUERY_BYTES:
+                await _reply(send, 413, {"error": "request too large"})
+                return
+            if not msg.get("more_body"):
+                break
+        try:
+            params = json.loads(body)
+            if not isinstance(params, dict):
+                raise ValueError("a JSON object is expected")
+        except ValueError as exc:
+            await _reply(send, 400, {"error": f"bad request: {exc}"})
+            return
+        try:
+            doc = await query(params)
+        except EngramError as exc:
+            await _reply(send, 400, {"error": str(exc)})
+            return
+        except Exception:  # noqa: BLE001 - the client answers locally after a 500
+            log.exception("query %s failed", path)
+            await _reply(send, 500, {"error": "internal error (see the language server log)"})
+            return
+        await _reply(send, 200, doc)
+
+
+async def _reply(send: Any, status: int, doc: Any) -> None:
+    body = orjson.dumps(doc)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class _QuietServer(uvicorn.Server):
@@ -96,8 +165,11 @@ def write_run_file(path: Path, port: int, token: str) -> None:
     os.replace(tmp, path)
 
 
-async def start_endpoint(mcp: MCPServer, run_file: Path | None) -> Endpoint:
-    """Bind 127.0.0.1 on a free port and serve `mcp` on the running loop."""
+async def start_endpoint(mcp: MCPServer, run_file: Path | None,
+                         queries: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] | None = None,
+                         ) -> Endpoint:
+    """Bind 127.0.0.1 on a free port and serve `mcp` (and the command line's `queries`) on the
+    running loop."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Accepted connections inherit this: without it, Nagle's algorithm and the client's delayed
@@ -106,12 +178,12 @@ async def start_endpoint(mcp: MCPServer, run_file: Path | None) -> Endpoint:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     token = secrets.token_urlsafe(TOKEN_BYTES)
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
-        allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
-    )
-    app = BearerGate(mcp.streamable_http_app(transport_security=security, host="127.0.0.1"), token)
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
+    origins = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                         allowed_origins=origins)
+    app = BearerGate(CommandRoutes(mcp.streamable_http_app(transport_security=security, host="127.0.0.1"),
+                                   queries or {}, hosts, origins), token)
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
     server = _QuietServer(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]), name="engram-mcp-http")

@@ -365,6 +365,31 @@ def _db(store: Store):  # noqa: ANN202
     return db
 
 
+QueryHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def command_queries(store_provider: StoreProvider, runner: Runner) -> dict[str, QueryHandler]:
+    """What a command-line `engram` may ask the endpoint (see engram.query.remote): the same
+    request it would answer itself, answered here on a warm index, from the files on disk."""
+
+    async def explain(params: dict[str, Any]) -> dict[str, Any]:
+        from engram.query.cli_commands import explain_request  # noqa: PLC0415
+
+        def work() -> dict[str, Any]:
+            with _opened(store_provider) as (store, db):
+                if db.execute("SELECT 1 FROM tapes WHERE indexed=0 LIMIT 1").fetchall():
+                    from engram.index.build import index_pending  # noqa: PLC0415
+                    from engram.ingest import ingest_lock  # noqa: PLC0415
+
+                    with ingest_lock(store):
+                        index_pending(store, db)
+                return explain_request(store, db, params)
+
+        return await runner(work)
+
+    return {"explain": explain}
+
+
 def thread_runner() -> Runner:
     """A runner with one private worker thread: all store work of this process on one thread."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-mcp")

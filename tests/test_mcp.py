@@ -202,6 +202,45 @@ async def test_http_endpoint_security(lsp: LanguageClient, spot: Path) -> None:
                 await h.post(f"http://{addr}:{port}/mcp", json=INIT, headers=HDRS)
 
 
+async def test_the_command_line_is_answered_by_the_running_language_server(
+        lsp: LanguageClient, spot: Path, agent_span: tuple[str, int, int]) -> None:
+    info = await endpoint(lsp, spot)
+    rel, a, b = agent_span
+
+    def cli(*args: str, local: bool = False) -> subprocess.CompletedProcess[str]:
+        env = {"ENGRAM_LOCAL": "1"} if local else {"ENGRAM_LOCAL": ""}
+        return run_engram(spot, "-v", "explain", *args, check=False, env=env)
+
+    served = await asyncio.to_thread(cli, f"{rel}:{a}-{b}", "--before", "1", "--after", "1")
+    assert served.returncode == 0 and "answered by the language server" in served.stderr
+    local = await asyncio.to_thread(cli, f"{rel}:{a}-{b}", "--before", "1", "--after", "1", local=True)
+    assert "answered by the language server" not in local.stderr
+    doc = json.loads(served.stdout)
+    assert doc == json.loads(local.stdout) and doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    # Errors about the request are the server's answer, with the local wording and exit status.
+    n = len((spot / rel).read_text().splitlines())
+    bad = await asyncio.to_thread(cli, f"{rel}:{n}-{n + 5}")
+    assert bad.returncode == 1 and "past the end of the file" in bad.stderr
+    assert "answered by" not in bad.stderr and "Traceback" not in bad.stderr
+    # The route has the endpoint's guards.
+    url = f"http://127.0.0.1:{info['port']}/engram/explain"
+    body = {"span": f"{rel}:{a}-{b}", "cwd": str(spot), "before": 0, "after": 0, "brief": True,
+            "include_deleted": False, "forensics": False, "min_confidence": 0.5}
+    auth = {"Authorization": f"Bearer {info['token']}"}
+    async with httpx2.AsyncClient() as h:
+        assert (await h.post(url, json=body)).status_code == 401
+        assert (await h.post(url, json=body, headers={**auth, "Origin": "http://evil.example"})).status_code == 403
+        assert (await h.post(url, json=body, headers={**auth, "Host": "evil.example"})).status_code == 421
+        assert (await h.post(url, json={**body, "span": "../../etc/passwd:1-2"}, headers=auth)).status_code == 400
+        ok = await h.post(url, json=body, headers=auth)
+        assert ok.status_code == 200 and ok.json()["sessions"][0]["session_id"] == SPOTTER_MAIN
+    await lsp.shutdown_session()
+    # The server is gone: the command answers locally.
+    after = await asyncio.to_thread(cli, f"{rel}:{a}-{b}", "--brief")
+    assert after.returncode == 0 and "answered by" not in after.stderr
+    assert json.loads(after.stdout)["sessions"][0]["session_id"] == SPOTTER_MAIN
+
+
 # ---------------------------------------------------------------- hook and setup
 
 def hook(cwd: Path, payload: str | None, *extra: str) -> subprocess.CompletedProcess[str]:

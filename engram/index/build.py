@@ -17,7 +17,7 @@ import apsw
 import numpy as np
 
 from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, fingerprints_many
-from engram.index import postings, stoplist
+from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
 from engram.index.lineage import RunEdits, edit_confidence
@@ -308,6 +308,7 @@ def _check_params(db: apsw.Connection, k: int, w: int) -> None:
     got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits')").fetchall())
     if not got:
         db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", list(want.items()))
+        memo.new_epoch(db)
     elif {key: int(got.get(key, -1)) for key in want} != want:
         from engram.errors import EngramError  # noqa: PLC0415
 

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import apsw
+
+    from engram.store import Store
 
 
 def _store(args: argparse.Namespace):  # noqa: ANN202
@@ -39,37 +45,57 @@ def _ready_db(store):  # noqa: ANN001, ANN202
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from engram.errors import BadInput
-    from engram.query.explain import Options, explain
-    from engram.query.spans import parse_span, read_span, text_span
     from engram.query.render import explain_pretty
 
     store = _store(args)
     cfg = store.config["explain"]
-    opts = Options(
-        before=args.before if args.before is not None else int(cfg["window"]["before"]),
-        after=args.after if args.after is not None else int(cfg["window"]["after"]),
-        brief=args.brief, include_deleted=args.include_deleted, forensics=args.forensics,
-        min_confidence=args.min_confidence if args.min_confidence is not None else float(cfg["min_confidence"]),
-    )
-    file_lines = None
+    params: dict[str, Any] = {
+        "before": args.before if args.before is not None else int(cfg["window"]["before"]),
+        "after": args.after if args.after is not None else int(cfg["window"]["after"]),
+        "brief": args.brief, "include_deleted": args.include_deleted, "forensics": args.forensics,
+        "min_confidence": args.min_confidence if args.min_confidence is not None else float(cfg["min_confidence"]),
+        "expand_until": args.expand_until,
+    }
+    doc = None
     if args.text is not None:
         if args.span and args.span != "-":
             raise BadInput("give either FILE:START-END or --text -, not both")
-        data = sys.stdin.read() if args.text == "-" else Path(args.text).read_text(encoding="utf-8", errors="replace")
-        span = text_span(data)
+        params["text"] = sys.stdin.read() if args.text == "-" else Path(args.text).read_text(
+            encoding="utf-8", errors="replace")
     else:
         if not args.span:
             raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
-        path, start, end = parse_span(args.span)
-        span = read_span(store.root, path, start, end)
-        file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
-    db = _ready_db(store)
-    doc = explain(store, db, span, opts, expand_until=args.expand_until, file_lines=file_lines)
+        params.update(span=args.span, cwd=os.getcwd())
+        from engram.query.remote import ask_language_server
+
+        doc = ask_language_server(store, "explain", params)
+    if doc is None:
+        db = _ready_db(store)
+        doc = explain_request(store, db, params)
     if args.pretty:
         print(explain_pretty(doc))
     else:
         _out(doc)
     return 0
+
+
+def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
+    """The explain document for a request of `engram explain` (from the command line, or sent by
+    one to a running language server, which answers it the same way)."""
+    from engram.query.explain import Options, explain
+    from engram.query.spans import parse_span, read_span, text_span
+
+    opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
+                   include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
+                   min_confidence=float(params["min_confidence"]))
+    file_lines = None
+    if params.get("text") is not None:
+        span = text_span(str(params["text"]))
+    else:
+        path, start, end = parse_span(str(params["span"]))
+        span = read_span(store.root, path, start, end, Path(params["cwd"]) if params.get("cwd") else None)
+        file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
+    return explain(store, db, span, opts, expand_until=params.get("expand_until"), file_lines=file_lines)
 
 
 def cmd_view(args: argparse.Namespace) -> int:
