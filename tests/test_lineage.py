@@ -240,3 +240,18 @@ def test_text_in_many_earlier_tails_is_boilerplate_across_runs(repo: Path, tmp_p
     ingest(repo, ender(COMMON_TEXT_TAPES))
     ingest(repo, opener("late", 5))
     assert [c for c in continuations(repo) if "late" in c[:2]] == []
+
+
+def test_edit_confidences_of_a_tape_equal_each_edit_on_its_own() -> None:
+    """Confidences are computed for a whole tape in one tokenizer pass; every value must be the
+    one `edit_confidence` gives the edit alone, also for texts at the edges of tokenization."""
+    from engram.index.lineage import edit_confidence, edit_confidences  # noqa: PLC0415
+
+    x, y = text(block("x", 8)), text(block("x", 5) + block("y", 3))
+    numbered = "".join(f"{i:6d}\t{line}\n" for i, line in enumerate(block("n", 4), 1))  # cat -n output
+    pairs = [(x, y), (y, x), ("", x), (x, ""), ("", ""), ("a", "a"), ("a", "a b"), ("42", "42\n"),
+             ("total = 1\n", "total = 1"), (numbered, numbered.replace("n1", "m1")),
+             ("naïve → café\n", "naïve café\n"), ("~\n~", "~"), (x * 40, y * 40),
+             (x * 4000, y * 40), ("end 12", "end 12 13")]  # x * 4000: a text larger than a tokenizer group
+    assert edit_confidences(pairs) == [edit_confidence(a, b) for a, b in pairs]
+    assert edit_confidences([]) == []

@@ -20,7 +20,7 @@ from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, fingerprints_ma
 from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
-from engram.index.lineage import RunEdits, edit_confidence
+from engram.index.lineage import RunEdits, edit_confidences
 from engram.store import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
@@ -139,13 +139,14 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
             before_text, after_text = str(ev.get("before_text") or ""), str(ev.get("after_text") or "")
             edit_texts += [before_text, after_text]
             pt.edits.append(PendingEdit(
-                fi, file, _EMPTY, _EMPTY, edit_confidence(before_text, after_text),
+                fi, file, _EMPTY, _EMPTY, 0.0,
                 ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
         if kind == E.SPAN_LINK:
             pt.links.append((fi, ev))
     sets = fingerprint_sets(edit_texts, k, w)
+    confidences = edit_confidences(list(zip(edit_texts[::2], edit_texts[1::2])))
     for i, e in enumerate(pt.edits):
-        e.before, e.after = sets[2 * i], sets[2 * i + 1]
+        e.before, e.after, e.confidence = sets[2 * i], sets[2 * i + 1], confidences[i]
     vals, owner = batch_fingerprints(texts, k, w)
     counts = np.bincount(owner, minlength=len(texts)) if len(owner) else np.zeros(len(texts), np.int64)
     pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
