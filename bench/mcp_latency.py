@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale  # noqa: E402
+from lspclient import start_lsp  # noqa: E402
 
 TARGET_HTTP_P99_MS = 30.0
 FLOOR_CALLS = 100
@@ -208,72 +209,6 @@ async def run_stdio(repo: Path, engram: list[str], cases: list[scale.SpanCase], 
 
 # ------------------------------------------------------------------ HTTP via the language server
 
-class MiniLsp:
-    """Just enough of an LSP client: framed JSON-RPC over a subprocess's stdin/stdout."""
-
-    def __init__(self, cmd: list[str], cwd: Path, log: Path) -> None:
-        self.log = log.open("wb")
-        self.proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
-        self.responses: dict[int, dict[str, Any]] = {}
-        self.cond = threading.Condition()
-        self.next_id = 1
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _send(self, msg: dict[str, Any]) -> None:
-        body = json.dumps(msg).encode()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-
-    def _read(self) -> None:
-        out = self.proc.stdout
-        assert out is not None
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                line = line.strip()
-                if not line:
-                    break
-                k, _, v = line.partition(b":")
-                if k.lower() == b"content-length":
-                    length = int(v)
-            if length is None:
-                continue
-            msg = json.loads(out.read(length))
-            if "method" in msg and "id" in msg:  # a request from the server: answer null
-                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
-            elif "id" in msg:
-                with self.cond:
-                    self.responses[msg["id"]] = msg
-                    self.cond.notify_all()
-
-    def request(self, method: str, params: Any, timeout: float = 60) -> dict[str, Any]:
-        i = self.next_id
-        self.next_id += 1
-        self._send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
-        with self.cond:
-            if not self.cond.wait_for(lambda: i in self.responses, timeout):
-                raise TimeoutError(f"LSP {method}: no response in {timeout}s")
-            return self.responses.pop(i)
-
-    def notify(self, method: str, params: Any) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def close(self) -> None:
-        try:
-            self.request("shutdown", None, timeout=10)
-            self.notify("exit", None)
-            self.proc.wait(10)
-        except Exception:  # noqa: BLE001 - whatever state it is in, it goes
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
 async def run_http(repo: Path, engram: list[str], cases: list[scale.SpanCase], rounds: int, warmup: int,
                    log: Path) -> list[Series]:
     import httpx2
@@ -281,26 +216,8 @@ async def run_http(repo: Path, engram: list[str], cases: list[scale.SpanCase], r
     from mcp.client.streamable_http import streamable_http_client
 
     exe = shutil.which(engram[0]) or engram[0]
-    lsp = MiniLsp([exe, *engram[1:], "lsp"], repo, log)
+    lsp, info = await asyncio.to_thread(start_lsp, [exe, *engram[1:], "lsp"], repo, log)
     try:
-        init = lsp.request("initialize", {"processId": os.getpid(), "rootUri": repo.as_uri(), "capabilities": {},
-                                          "workspaceFolders": [{"uri": repo.as_uri(), "name": repo.name}]})
-        if "error" in init:
-            raise SystemExit(f"mcp_latency: LSP initialize failed: {init['error']}")
-        lsp.notify("initialized", {})
-        run_file = repo / ".engram" / "run" / "mcp.json"
-        info: dict[str, Any] = {}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                info = json.loads(run_file.read_text())
-                if info.get("pid") == lsp.proc.pid:
-                    break
-            except (OSError, ValueError):
-                pass
-            await asyncio.sleep(0.05)
-        else:
-            raise SystemExit(f"mcp_latency: {run_file} did not appear (see {log})")
         headers = {"Authorization": f"Bearer {info['token']}"}
         async with httpx2.AsyncClient(headers=headers) as http:
             async with Client(streamable_http_client(info["url"], http_client=http)) as c:

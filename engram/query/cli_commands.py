@@ -45,7 +45,6 @@ def _ready_db(store):  # noqa: ANN001, ANN202
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from engram.errors import BadInput
-    from engram.query.render import explain_pretty
 
     store = _store(args)
     cfg = store.config["explain"]
@@ -73,6 +72,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         db = _ready_db(store)
         doc = explain_request(store, db, params)
     if args.pretty:
+        from engram.query.render import explain_pretty  # (~30 ms of imports a JSON answer does not need)
+
         print(explain_pretty(doc))
     else:
         _out(doc)
