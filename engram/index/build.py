@@ -16,7 +16,8 @@ from typing import Any
 import apsw
 import numpy as np
 
-from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprint_set, fingerprints_many
+from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprints_many
+from engram.arrays import member
 from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
@@ -102,8 +103,7 @@ def _tail_head(events: list[dict[str, Any]], k: int, w: int) -> tuple[np.ndarray
                 break
         return "\n".join(out)
 
-    head = fingerprint_set(take(conv), k, w)
-    tail = fingerprint_set(take(list(reversed(conv))), k, w)
+    head, tail = fingerprint_sets([take(conv), take(list(reversed(conv)))], k, w)
     return head, tail, marker
 
 
@@ -264,7 +264,7 @@ class Indexer:
         edit_no = KIND_NO[E.CODE_EDIT]
         edit_ids = np.array([fb + i for pt, fb in zip(self.pending, frag_base) if fb >= 0
                              for i, f in enumerate(pt.frags) if f[1] == edit_no], dtype=np.int64)
-        is_edit = np.isin(frag_ids, edit_ids)
+        is_edit = member(frag_ids, edit_ids)  # edit_ids ascending: fragment ids grow with the batch
         written = [fb for fb in frag_base if fb >= 0]
         self.run.add(written[0] if written else next_frag, next_frag, postings.keys(kept[is_edit]),
                      frag_ids[is_edit])

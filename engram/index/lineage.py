@@ -15,7 +15,7 @@ import numpy as np
 
 from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarity
 from engram.anchor.winnow import GROUP_BYTES
-from engram.arrays import member
+from engram.arrays import member, unique
 from engram.index import postings
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
@@ -233,9 +233,9 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     q_keys: list[np.ndarray] = []
     sizes: dict[int, int] = {}
     for dst, before in edits:
-        k = np.unique(postings.keys(before))
+        k = unique(postings.keys(before))
         if len(stop):
-            k = k[~np.isin(k, stop)]
+            k = k[~member(k, stop)]  # the stop-list is sorted
         if len(k):
             q_edit.append(np.full(len(k), dst, dtype=np.int64))
             q_keys.append(k)
@@ -243,7 +243,7 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     if not q_keys:
         return {}
     qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
-    uq = np.unique(qk)
+    uq = unique(qk)
     if run is None:
         pk, pf = postings.lookup(db, postings.key_to_fp(uq))
     else:
