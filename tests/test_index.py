@@ -211,3 +211,23 @@ def test_lineage_is_the_same_in_one_flush_many_flushes_or_one_run_per_session(
     for p in paths:
         _ingest(runs, [p])
     assert edges(runs.root) == want
+
+
+def test_a_bulk_ingest_computes_the_stoplist_a_reindex_computes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk run into an empty store merges and stop-lists its postings from memory; the
+    result must be what reading them back gives (`engram reindex` does)."""
+    monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1)  # many segments, merged at the end
+    store = _store_with(tmp_path / "repo")
+    (store.root / ".engram" / "config.toml").write_text("[index]\nstoplist_share = 0.5\nstoplist_min_tapes = 4\n")
+    store = Store(store.root)
+    _ingest(store, six_sessions(tmp_path))
+    db = db_of(store.root)
+    listed = db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall()
+    rows = db.execute("SELECT bucket, blob FROM postings ORDER BY bucket").fetchall()
+    db.close()
+    assert listed and {n for _, n in listed} == {6} and len(segments(store)) == 1
+    run_engram(store.root, "reindex")
+    db = db_of(store.root)
+    assert db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall() == listed
+    assert db.execute("SELECT bucket, blob FROM postings ORDER BY bucket").fetchall() == rows

@@ -169,6 +169,7 @@ class Indexer:
         self.indexed_tapes = 0
         self.segments: list[int] = []  # written by this indexer, merged into one by `compact`
         self.run = RunEdits()  # this run's code.edit postings, for lineage lookups
+        self.known: postings.Known = {}  # segments written by this run: their postings as stored
 
     def __call__(self, db: apsw.Connection, written: Any) -> None:
         self.add(db, written.id, getattr(written, "events", None))
@@ -201,13 +202,16 @@ class Indexer:
         grew enough."""
         self.flush(db)
         self.compact(db)
-        stoplist.maybe_rebuild(db, self.store)
+        segs = [r[0] for r in db.execute("SELECT seg FROM segments")]
+        # A bulk run into an empty store holds every posting in memory: the stop-list needs no re-read.
+        stoplist.maybe_rebuild(db, self.store, self.known.get(segs[0]) if len(segs) == 1 else None)
+        self.known = {}
 
     def compact(self, db: apsw.Connection) -> None:
         """One segment for a bulk run: a query reads one row per bucket and segment."""
         if len(self.segments) > 1:
             with immediate(db):
-                postings.merge_segments(db, since=min(self.segments))
+                postings.merge_segments(db, since=min(self.segments), known=self.known)
         self.segments = []
         self.run = RunEdits()
 
@@ -219,6 +223,7 @@ class Indexer:
                 self._write(db)
         except BaseException:
             self.run = RunEdits()  # it may hold postings of the rolled-back batch: ask SQLite instead
+            self.known = {}
             raise
         self.indexed_tapes += len(self.pending)
         self.pending, self.fps, self.owners, self.n_postings = [], [], [], 0
@@ -260,7 +265,8 @@ class Indexer:
         seg = postings.next_segment(db)
         self.segments.append(seg)
         kept = fps[keep]
-        postings.write_segment(db, seg, kept, frag_ids)
+        self.known[seg] = postings.sort_keys(postings.keys(kept), frag_ids)
+        postings.write_sorted(db, seg, *self.known[seg])
         edit_no = KIND_NO[E.CODE_EDIT]
         edit_ids = np.array([fb + i for pt, fb in zip(self.pending, frag_base) if fb >= 0
                              for i, f in enumerate(pt.frags) if f[1] == edit_no], dtype=np.int64)
@@ -284,7 +290,7 @@ class Indexer:
             conts.add(db, pt, no)
             db.execute("UPDATE tapes SET indexed=1 WHERE id=?", (pt.id,))
         segs = {r[0] for r in db.execute("SELECT seg FROM segments")}
-        if postings.merge_segments(db):
+        if postings.merge_segments(db, known=self.known):
             now = {r[0] for r in db.execute("SELECT seg FROM segments")}
             if segs - now <= self.run.segs:  # merged only segments of this run: so is the result
                 self.run.segs |= now - segs

@@ -46,20 +46,29 @@ def keys(fps: np.ndarray) -> np.ndarray:
 
 
 def write_segment(db: apsw.Connection, seg: int, fps: np.ndarray, frags: np.ndarray) -> int:
-    """Insert postings (parallel arrays) as segment `seg`; returns the number of rows written.
+    """Insert postings (parallel arrays) as segment `seg`; returns the number of rows written."""
+    key, f = sort_keys(keys(fps), frags)
+    return write_sorted(db, seg, key, f)
+
+
+def sort_keys(key: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(key, fragment) postings in stored order: by key, exact duplicates dropped.
 
     One stable sort by key groups the rows — several times faster than a three-key lexsort on
     millions of postings. Readers do not depend on the order of fragments within a key; a flush
     passes them ascending (so duplicates are adjacent), a merge passes disjoint segments."""
-    if len(fps) == 0:
-        return 0
-    key = keys(fps)
     order = np.argsort(key, kind="stable")
     key, frags = key[order], frags.astype(np.uint32, copy=False)[order]
     # Drop exact duplicates (two fingerprints of one fragment that agree on the stored 48 bits).
     keep = np.ones(len(key), dtype=bool)
     keep[1:] = (key[1:] != key[:-1]) | (frags[1:] != frags[:-1])
-    key, frags = key[keep], frags[keep]
+    return key[keep], frags[keep]
+
+
+def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
+    """Insert postings already in stored order (`sort_keys`) as segment `seg`; returns the rows."""
+    if len(key) == 0:
+        return 0
     bucket = key >> 32
     cuts = np.flatnonzero(np.diff(bucket)) + 1
     starts = np.concatenate(([0], cuts))
@@ -165,7 +174,10 @@ def next_segment(db: apsw.Connection) -> int:
     return int(db.execute("SELECT coalesce(max(seg), 0) + 1 FROM segments").fetchall()[0][0])
 
 
-def merge_segments(db: apsw.Connection, since: int | None = None) -> bool:
+Known = dict[int, tuple[np.ndarray, np.ndarray]]
+
+
+def merge_segments(db: apsw.Connection, since: int | None = None, known: Known | None = None) -> bool:
     """Keep the number of segments small (inside the caller's write transaction).
 
     `since`: merge every segment numbered from `since` on into one (the end of a bulk ingest,
@@ -173,6 +185,10 @@ def merge_segments(db: apsw.Connection, since: int | None = None) -> bool:
     with any next one no more than twice their total: appends then rewrite small segments only,
     and each posting is rewritten O(log n) times as the store grows, never the whole index per
     append.
+
+    `known`: segment -> its postings in stored order, as the caller wrote them. When it holds
+    every victim, they are merged from memory instead of read back and decoded (at the end of a
+    1 GB bulk ingest: 16 M postings, ~2 s); it is updated with the result, which is identical.
     """
     segs = db.execute("SELECT seg, postings FROM segments ORDER BY postings, seg").fetchall()
     if since is not None:
@@ -189,14 +205,26 @@ def merge_segments(db: apsw.Connection, since: int | None = None) -> bool:
     if len(victims) < 2:
         return False
     victims.sort()
-    k, f = all_postings(db, victims)
+    count = dict(segs)
+    if known is not None and all(v in known and len(known[v][0]) == count[v] for v in victims):
+        # The order all_postings reads them in, as far as the stable sort by key can tell: for
+        # one key, segment by segment, each in its stored order.
+        k = np.concatenate([known[v][0] for v in victims])
+        f = np.concatenate([known[v][1] for v in victims])
+    else:
+        k, f = all_postings(db, victims)
     marks = ",".join("?" * len(victims))
     tapes = int(db.execute(f"SELECT coalesce(sum(tapes), 0) FROM segments WHERE seg IN ({marks})",
                            victims).fetchall()[0][0])
     db.execute(f"DELETE FROM postings WHERE seg IN ({marks})", victims)
     db.execute(f"DELETE FROM segments WHERE seg IN ({marks})", victims)
     seg = next_segment(db)
-    write_segment(db, seg, key_to_fp(k), f)
+    merged = sort_keys(k, f)
+    write_sorted(db, seg, *merged)
     db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(k), tapes))
+    if known is not None:
+        for v in victims:
+            known.pop(v, None)
+        known[seg] = merged
     log.info("merged %d posting segments into segment %d (%d postings)", len(victims), seg, len(k))
     return True

@@ -82,16 +82,19 @@ def searchable(db: apsw.Connection, keys: np.ndarray) -> np.ndarray:
     return mask | arrays.member(keys, extra)
 
 
-def rebuild(db: apsw.Connection, share: float, min_tapes: int) -> tuple[int, int]:
+def rebuild(db: apsw.Connection, share: float, min_tapes: int,
+            every: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int]:
     """Stop-list fingerprints present in more than `share` of the tapes (when there are at
-    least `min_tapes`). Returns (fingerprints stop-listed, tapes). Inside a write transaction."""
+    least `min_tapes`). Returns (fingerprints stop-listed, tapes). Inside a write transaction.
+
+    `every`: all postings of the store as (key, fragment), when the caller has them in memory."""
     n_tapes = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
     db.execute("DELETE FROM stoplist")
     db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('stoplist_gen', ?)", (_generation(db) + 1,))
     db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('stoplist_tapes', ?)", (n_tapes,))
     if n_tapes < min_tapes:
         return 0, n_tapes
-    keys, frags = postings.all_postings(db)
+    keys, frags = every if every is not None else postings.all_postings(db)
     if not len(keys):
         return 0, n_tapes
     uk, counts = tapes_per_key(db, keys, frags)
@@ -130,17 +133,19 @@ def tapes_per_key(db: apsw.Connection, keys: np.ndarray, frags: np.ndarray) -> t
     return k[starts], np.diff(np.concatenate((starts, [len(k)])))
 
 
-def rebuild_from_config(db: apsw.Connection, store: Store) -> tuple[int, int]:
+def rebuild_from_config(db: apsw.Connection, store: Store,
+                        every: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int]:
     cfg = store.config["index"]
-    return rebuild(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]))
+    return rebuild(db, float(cfg["stoplist_share"]), int(cfg["stoplist_min_tapes"]), every)
 
 
-def maybe_rebuild(db: apsw.Connection, store: Store) -> None:
-    """Recompute the stop-list when the number of tapes grew enough since the last time."""
+def maybe_rebuild(db: apsw.Connection, store: Store, every: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    """Recompute the stop-list when the number of tapes grew enough since the last time.
+    `every`: all postings of the store, when the caller has them in memory (see `rebuild`)."""
     cfg = store.config["index"]
     n = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0])
     row = db.execute("SELECT value FROM state WHERE key='stoplist_tapes'").fetchall()
     last = int(row[0][0]) if row else 0
     if n >= int(cfg["stoplist_min_tapes"]) and (last == 0 or n >= last * REBUILD_GROWTH):
         with immediate(db):
-            rebuild_from_config(db, store)
+            rebuild_from_config(db, store, every)
