@@ -57,8 +57,18 @@ def sort_keys(key: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarra
     One stable sort by key groups the rows — several times faster than a three-key lexsort on
     millions of postings. Readers do not depend on the order of fragments within a key; a flush
     passes them ascending (so duplicates are adjacent), a merge passes disjoint segments."""
-    order = np.argsort(key, kind="stable")
-    key, frags = key[order], frags.astype(np.uint32, copy=False)[order]
+    frags = frags.astype(np.uint32, copy=False)
+    lo = int(frags.min()) if len(frags) else 0
+    if len(frags) and int(frags.max()) - lo < 1 << 16 and bool(np.all(frags[1:] >= frags[:-1])):
+        # A flush: fragments ascending and few, so the stable order by key is the order by
+        # (key, fragment), and both fit one uint64 (48 + 16 bits): a plain sort, ~5x faster
+        # than an argsort of 4 M keys.
+        packed = np.sort((key.astype(np.uint64) << np.uint64(16)) | (frags - np.uint32(lo)).astype(np.uint64))
+        key = (packed >> np.uint64(16)).astype(np.int64)
+        frags = (packed & np.uint64(0xFFFF)).astype(np.uint32) + np.uint32(lo)
+    else:
+        order = np.argsort(key, kind="stable")
+        key, frags = key[order], frags[order]
     # Drop exact duplicates (two fingerprints of one fragment that agree on the stored 48 bits).
     keep = np.ones(len(key), dtype=bool)
     keep[1:] = (key[1:] != key[:-1]) | (frags[1:] != frags[:-1])
