@@ -100,18 +100,49 @@ class IngestStats:
 # ---------------------------------------------------------------- discovery
 
 
+_SNIFF_BYTES = 256 * 1024
+_SNIFF_FIRST = 16 * 1024
+
+
 def detect_format(path: Path) -> str | None:
-    """The harness that wrote `path`, judged from its first records; None for binary junk."""
+    """The harness that wrote `path`, judged from its first records; None for binary junk.
+
+    The first 16 KB usually hold a complete record that decides it; only otherwise is the full
+    256 KB read (every file of a bulk ingest is sniffed before any work starts, and a record
+    names its format on the first line)."""
     try:
         with path.open("rb") as f:
-            head = f.read(256 * 1024)
+            first = f.read(_SNIFF_FIRST)
+            if len(first) == _SNIFF_FIRST:
+                complete = first[: first.rfind(b"\n") + 1]
+                found = _format_of_lines(complete.split(b"\n")[:-1][:20]) if complete else None
+                if found is not None:  # the same answer the full read gives: same lines, same order
+                    return found
+                head = first + f.read(_SNIFF_BYTES - _SNIFF_FIRST)
+            else:
+                head = first
     except OSError:
         return None
     if not head.strip():
         return None
+    found = _format_of_lines(head.split(b"\n")[:20])
+    if found is not None:
+        return found
+    if b"\0" in head[:8192]:
+        return None
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # a cut multi-byte character at the end is fine
+            return None
+    return RAW
+
+
+def _format_of_lines(lines: list[bytes]) -> str | None:
+    """The harness of the first of these lines that is a record one of them writes."""
     from engram.adapters.claude import looks_like_claude  # noqa: PLC0415
 
-    for raw in head.split(b"\n")[:20]:
+    for raw in lines:
         raw = raw.strip()
         if not raw:
             continue
@@ -129,14 +160,7 @@ def detect_format(path: Path) -> str | None:
             return CODEX  # a pre-envelope (<= 0.1.x) rollout starts with a bare session header
         if looks_like_claude(rec):
             return CLAUDE
-    if b"\0" in head[:8192]:
-        return None
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:  # a cut multi-byte character at the end is fine
-            return None
-    return RAW
+    return None
 
 
 def job_for_file(path: Path, fmt: str) -> Job:

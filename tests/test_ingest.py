@@ -264,3 +264,24 @@ def test_large_outputs_become_shared_objects_and_gc_keeps_them(repo: Path, tmp_p
     assert "removed 1" in out and not orphan.exists() and objects[0].exists()
     shown = json.loads(run_engram(repo, "show", "s-1", "--json").stdout)["events"]
     assert any(e.get("stdout") == big for e in shown), "objects resolve back to the text"
+
+
+def test_the_format_is_found_past_a_first_record_longer_than_the_first_read(tmp_path: Path) -> None:
+    """detect_format decides on the first 16 KB when a whole record there names the harness and
+    reads up to 256 KB otherwise: a long first record, lines of noise and text stay detected."""
+    from engram.ingest import detect_format  # noqa: PLC0415
+
+    record = {"type": "user", "sessionId": "s1", "uuid": "u1", "message": {"content": "x"}}
+    long_first = {"type": "progress", "data": "y" * 40_000}
+    cases = {
+        "short.jsonl": (json.dumps(record) + "\n", "claude-code"),
+        "long-first.jsonl": (json.dumps(long_first) + "\n" + json.dumps(record) + "\n", "claude-code"),
+        "noise-then-meta.jsonl": ("not json\n" * 3000 + json.dumps({"kind": "meta"}) + "\n", "raw"),
+        "noise-first.jsonl": ("not json\n" * 5 + json.dumps({"kind": "meta"}) + "\n" + "z" * 20_000, "events"),
+        "prose.txt": ("plain words on a line\n" * 2000, "raw"),
+    }
+    for name, (content, want) in cases.items():
+        (tmp_path / name).write_text(content)
+        assert detect_format(tmp_path / name) == want, name
+    (tmp_path / "junk.bin").write_bytes(bytes(range(256)) * 200)
+    assert detect_format(tmp_path / "junk.bin") is None
