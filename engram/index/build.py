@@ -67,7 +67,11 @@ def batch_fingerprints(texts: list[str], k: int, w: int) -> tuple[np.ndarray, np
     if not len(bf):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     owner = bf.text.astype(np.int64)
-    order = np.lexsort((bf.values, owner))
+    # Sorted by value, then stably by text (a radix sort on a small integer type): the order of
+    # a two-key lexsort, a third faster. Equal values of one text are adjacent either way.
+    by_value = np.argsort(bf.values)
+    narrow = np.int16 if len(texts) < 1 << 15 else np.int32
+    order = by_value[np.argsort(owner[by_value].astype(narrow), kind="stable")]
     vals, own = bf.values[order], owner[order]
     keep = np.ones(len(vals), dtype=bool)
     keep[1:] = (vals[1:] != vals[:-1]) | (own[1:] != own[:-1])
