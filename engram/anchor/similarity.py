@@ -12,13 +12,15 @@ import logging
 
 import numpy as np
 
+from engram import arrays
+
 log = logging.getLogger(__name__)
 
 __all__ = ["similarity", "containment"]
 
 
 def _unique(a: np.ndarray) -> np.ndarray:
-    return np.unique(np.asarray(a, dtype=np.int64))
+    return arrays.unique(np.asarray(a, dtype=np.int64))
 
 
 def similarity(a: np.ndarray, b: np.ndarray) -> float:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engram import arrays
 from engram.anchor.tokenize import CHUNK_BYTES, Tokens, iter_token_chunks, tokenize
 
 log = logging.getLogger(__name__)
@@ -415,7 +416,7 @@ def _group(datas: list[bytes], k: int, w: int) -> tuple[np.ndarray, ...]:
             t = h[np.minimum(first[short] + j, ntok - 1)]
             x = np.where(take, x * Q_KGRAM + t, x)
         vals = np.empty(short.shape[0], dtype=np.int64)
-        for m in np.unique(cnt[short]):  # the length term differs per token count
+        for m in arrays.unique(cnt[short]):  # the length term differs per token count
             sel_m = cnt[short] == m
             vals[sel_m] = _finish(x[sel_m].copy(), int(m))
         pos_parts.append(first[short])
@@ -495,7 +496,7 @@ def fingerprints_by_line(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> t
 
 def fingerprint_set(text: str, k: int = DEFAULT_K, w: int = DEFAULT_W) -> np.ndarray:
     """Sorted unique winnowed values: what similarity and containment compare."""
-    return np.unique(fingerprints(text, k, w).values)
+    return arrays.unique(fingerprints(text, k, w).values)
 
 
 def kgram_fingerprints(text: str, k: int = DEFAULT_K) -> Fingerprints:
