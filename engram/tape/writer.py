@@ -89,7 +89,12 @@ def write_tape(
         if redact is not None:
             ev = redact(ev)
         stored.append(ev)
-        lines.append(dumps(externalize(ev, objects_dir, object_threshold)))
+        line = dumps(ev)
+        # A string is never longer in characters than the JSON line holding it is in bytes: only
+        # a line over the threshold can hold a string to move out (rare; the walk is not).
+        if len(line) > object_threshold:
+            line = dumps(externalize(ev, objects_dir, object_threshold))
+        lines.append(line)
     if not lines or not lines[0].startswith(b'{"'):
         raise ValueError("a tape needs at least its meta event")
     first = events_first_kind(lines[0])
