@@ -51,7 +51,7 @@ def write_segment(db: apsw.Connection, seg: int, fps: np.ndarray, frags: np.ndar
     return write_sorted(db, seg, key, f)
 
 
-def sort_keys(key: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sort_keys(key: np.ndarray, frags: np.ndarray, distinct: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(key, fragment) postings in stored order: by key, exact duplicates dropped.
 
     One stable sort by key groups the rows — several times faster than a three-key lexsort on
@@ -69,6 +69,8 @@ def sort_keys(key: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarra
     else:
         order = np.argsort(key, kind="stable")
         key, frags = key[order], frags[order]
+    if distinct:  # a merge: segments hold disjoint (key, fragment) pairs, nothing to drop
+        return key, frags
     # Drop exact duplicates (two fingerprints of one fragment that agree on the stored 48 bits).
     keep = np.ones(len(key), dtype=bool)
     keep[1:] = (key[1:] != key[:-1]) | (frags[1:] != frags[:-1])
@@ -226,10 +228,13 @@ def merge_segments(db: apsw.Connection, since: int | None = None, known: Known |
     marks = ",".join("?" * len(victims))
     tapes = int(db.execute(f"SELECT coalesce(sum(tapes), 0) FROM segments WHERE seg IN ({marks})",
                            victims).fetchall()[0][0])
-    db.execute(f"DELETE FROM postings WHERE seg IN ({marks})", victims)
+    if len(victims) == len(segs):
+        db.execute("DELETE FROM postings")  # SQLite drops the pages whole: no scan for the rows
+    else:
+        db.execute(f"DELETE FROM postings WHERE seg IN ({marks})", victims)
     db.execute(f"DELETE FROM segments WHERE seg IN ({marks})", victims)
     seg = next_segment(db)
-    merged = sort_keys(k, f)
+    merged = sort_keys(k, f, distinct=True)
     write_sorted(db, seg, *merged)
     db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(k), tapes))
     if known is not None:
