@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import subprocess
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -35,6 +34,8 @@ def git_toplevel(path: Path) -> Path | None:
     probe = path if path.is_dir() else path.parent
     if not probe.is_dir():
         return None
+    import subprocess  # noqa: PLC0415 - ~4 ms at start-up of every command; only some run git
+
     try:
         out = subprocess.run(
             ["git", "-C", str(probe), "rev-parse", "--show-toplevel"],
@@ -50,6 +51,8 @@ def git_toplevel(path: Path) -> Path | None:
 @functools.lru_cache(maxsize=64)
 def git_worktrees(root: Path) -> list[Path]:
     """All work trees of the repository at `root` (itself included); cached for the process."""
+    import subprocess  # noqa: PLC0415 - ~4 ms at start-up of every command; only some run git
+
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "worktree", "list", "--porcelain"],
@@ -157,6 +160,8 @@ def init_store(root: Path) -> tuple[Store, list[str]]:
 
 
 def git_common_dir(root: Path) -> Path | None:
+    import subprocess  # noqa: PLC0415 - ~4 ms at start-up of every command; only some run git
+
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--git-common-dir"],

@@ -8,8 +8,6 @@ starts from an empty state table), so a rebuilt index is never answered from a s
 
 from __future__ import annotations
 
-import secrets
-
 import apsw
 import numpy as np
 
@@ -38,6 +36,8 @@ def first_use(key: tuple[object, ...]) -> bool:
 
 def new_epoch(db: apsw.Connection) -> None:
     """Mark the index as a new one (inside the write transaction that starts filling it)."""
+    import secrets  # noqa: PLC0415 - hmac/hashlib imports a query does not need
+
     db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('epoch', ?)", (secrets.token_hex(8),))
 
 
