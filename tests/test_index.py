@@ -231,3 +231,21 @@ def test_a_bulk_ingest_computes_the_stoplist_a_reindex_computes(tmp_path: Path,
     db = db_of(store.root)
     assert db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall() == listed
     assert db.execute("SELECT bucket, blob FROM postings ORDER BY bucket").fetchall() == rows
+
+
+def test_an_edit_of_stoplisted_code_still_finds_the_edit_that_wrote_it(repo: Path, tmp_path: Path) -> None:
+    (repo / ".engram" / "config.toml").write_text("[index]\nstoplist_share = 0.5\nstoplist_min_tapes = 4\n")
+    common = block("common", 12)
+    first = [tape(tmp_path, "s0", "2026-01-01T10:00:00Z",
+                  [edit("lib/common.py", [], common, "2026-01-01T10:00:00Z", op="create")])]
+    first += [tape(tmp_path, f"s{i}", f"2026-01-0{i + 1}T10:00:00Z",
+                   [read("lib/common.py", common, f"2026-01-0{i + 1}T10:00:00Z")]) for i in range(1, 6)]
+    run_engram(repo, "ingest", *map(str, first))
+    assert db_of(repo).execute("SELECT count(*) FROM stoplist").fetchall()[0][0] > 0  # the file is common
+    changed = common[:6] + ["    total_changed = 1"] + common[7:]
+    later = tape(tmp_path, "s9", "2026-01-09T10:00:00Z", [edit("lib/common.py", common, changed, "2026-01-09T10:00:00Z")])
+    run_engram(repo, "ingest", str(later))
+    edges = db_of(repo).execute(
+        "SELECT ts.session_id, td.session_id FROM lineage l JOIN fragments s ON s.id = l.src "
+        "JOIN fragments d ON d.id = l.dst JOIN tapes ts ON ts.no = s.tape JOIN tapes td ON td.no = d.tape").fetchall()
+    assert ("s0", "s9") in edges

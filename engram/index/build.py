@@ -281,7 +281,7 @@ class Indexer:
         self.run.segs.add(seg)
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)",
                    (seg, int(keep.sum()), sum(1 for b in frag_base if b >= 0)))
-        stop = stoplist.load(db)[0]
+        stop = stoplist.load(db)
         from engram.index.lineage import Continuations, add_lineage, source_candidates  # noqa: PLC0415
 
         sources = source_candidates(db, [(fb + e.offset, e.before) for pt, fb in zip(self.pending, frag_base)

@@ -16,7 +16,7 @@ import numpy as np
 from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarity
 from engram.anchor.winnow import GROUP_BYTES
 from engram.arrays import member, unique
-from engram.index import postings
+from engram.index import postings, stoplist
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
 
@@ -224,18 +224,21 @@ class RunEdits:
         return self.keys[idx], self.frags[idx]
 
 
-def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: np.ndarray,
+def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: tuple[np.ndarray, np.ndarray],
                       run: RunEdits | None = None) -> dict[int, list[tuple[int, float]]]:
     """For each (edit fragment, before-text fingerprints): earlier edit fragments holding at least
     SOURCE_CONTAINMENT of them, best first. One postings lookup for the whole batch; with `run`,
-    the run's own postings come from memory and SQLite is asked about earlier segments only."""
+    the run's own postings come from memory and SQLite is asked about earlier segments only.
+
+    `stop` is the stop-list (keys, tape counts): an edit of common code keeps the least common
+    half of its before-text, as a query does, so its lineage is still found."""
     q_edit: list[np.ndarray] = []
     q_keys: list[np.ndarray] = []
     sizes: dict[int, int] = {}
     for dst, before in edits:
         k = unique(postings.keys(before))
-        if len(stop):
-            k = k[~member(k, stop)]  # the stop-list is sorted
+        if len(stop[0]):
+            k = k[stoplist.searchable_among(stop[0], stop[1], k)]
         if len(k):
             q_edit.append(np.full(len(k), dst, dtype=np.int64))
             q_keys.append(k)

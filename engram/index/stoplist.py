@@ -67,6 +67,11 @@ def searchable(db: apsw.Connection, keys: np.ndarray) -> np.ndarray:
     """Mask of the query keys to look up: all but stop-listed ones, keeping at least half of the
     distinct keys (the least common stop-listed ones first)."""
     stop, tapes = load(db, keys)
+    return searchable_among(stop, tapes, keys)
+
+
+def searchable_among(stop: np.ndarray, tapes: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`searchable` against a stop-list already loaded (`load`): (keys, tape counts)."""
     mask = np.ones(len(keys), dtype=bool)
     if not len(stop) or not len(keys):
         return mask
