@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 log = logging.getLogger("engram")
 
@@ -189,11 +189,52 @@ def cmd_setup(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(plugins: Sequence[Plugin] = ()) -> argparse.ArgumentParser:
+class _Skipped:
+    """Stands in for the parser of a command that is not being run (see `_OnlyCommand`)."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    def set_defaults(self, **kwargs: object) -> None:
+        return None
+
+
+class _OnlyCommand:
+    """The subparsers action, building only the parser of the command being run.
+
+    argparse spends ~6 ms building twenty subcommand parsers (mostly gettext looking for
+    translations of its own messages) of a command that should answer in well under 150 ms;
+    `engram --help` and anything that names no known command still get the full parser."""
+
+    def __init__(self, sub: argparse._SubParsersAction, name: str) -> None:
+        self.sub, self.name, self.found = sub, name, False
+
+    def add_parser(self, name: str, **kwargs: object) -> argparse.ArgumentParser | _Skipped:
+        if name != self.name:
+            return _Skipped()
+        self.found = True
+        return self.sub.add_parser(name, **kwargs)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in `argv` (after the global options), if any."""
+    it = iter(argv)
+    for tok in it:
+        if tok in ("-C", "--repo"):
+            next(it, None)
+        elif not tok.startswith("-"):
+            return tok
+    return None
+
+
+def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `only`, the parser of that command alone (see `_OnlyCommand`)."""
     p = argparse.ArgumentParser(prog="engram", description="Why does this code exist? Provenance from agent sessions.")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
     p.add_argument("-C", "--repo", help="run as if started in this directory")
-    sub = p.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+    sub: Any = p.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+    if only is not None:
+        sub = _OnlyCommand(sub, only)
 
     s = sub.add_parser("init", help="create .engram/ in this repository")
     s.add_argument("path", nargs="?", help="repository root (default: the enclosing repository)")
@@ -247,6 +288,8 @@ def build_parser(plugins: Sequence[Plugin] = ()) -> argparse.ArgumentParser:
     _register_index_commands(sub)
     for plugin in plugins:
         plugin(sub)
+    if isinstance(sub, _OnlyCommand) and not sub.found:
+        return build_parser(plugins)  # not a command: the full parser says which ones exist
     return p
 
 
@@ -262,7 +305,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook"]:  # a hook never fails the agent, not even on bad arguments
         return _hook(argv[1] if len(argv) > 1 else None)
-    parser = build_parser(plugins)
+    parser = build_parser(plugins, only=_command_of(argv))
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
