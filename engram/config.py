@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,8 @@ def load_config(path: Path) -> dict[str, Any]:
     """Defaults overlaid with the file at `path` when it exists."""
     cfg = copy.deepcopy(DEFAULTS)
     if path.is_file():
+        import tomllib  # noqa: PLC0415 - ~7 ms of start-up; most stores have no config file
+
         try:
             with path.open("rb") as f:
                 _merge(cfg, tomllib.load(f))

@@ -27,7 +27,6 @@ Events from a subagent carry `agent` (its id); they belong to the parent session
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
 
 import orjson
@@ -60,10 +59,14 @@ def loads(line: bytes | str) -> Event:
 
 
 def sha256_text(text: str) -> str:
+    import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def git_blob_sha(text: str) -> str:
     """The git blob id of a file with this content: matches `git hash-object`."""
+    import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
+
     data = text.encode("utf-8", "surrogatepass")
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
