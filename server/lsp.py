@@ -131,8 +131,19 @@ class EngramLanguageServer(LanguageServer):
         try:
             if not dirty_only or state.computed_version < 0:
                 regions = await self.off_loop(self._regions_blocking, state.store, text)
-                if self.docs.get(uri) is not state or state.version != version:
-                    return  # the document moved on: a newer computation is scheduled
+                if self.docs.get(uri) is not state:
+                    return
+                if state.version != version:
+                    if state.computed_version >= 0:
+                        return  # the document moved on: a newer computation is scheduled
+                    # Never computed yet and the person keeps typing (each computation outrun by
+                    # the next keystroke would leave the document without lenses for as long as
+                    # they type): take these regions, marked dirty, and re-check them.
+                    state.set_regions(regions, version)
+                    for r in state.regions:
+                        r.dirty = True
+                    self.schedule(uri, self.settings.debounce, dirty_only=True)
+                    return
                 state.set_regions(regions, version)
                 return
             for r in [r for r in state.regions if r.dirty]:
