@@ -69,6 +69,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_sessions  # noqa: E402
+from capture import corpus_files, dir_bytes, engram_version, warm_cache  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 SPAN_DIR = "_scale_spans"
@@ -153,36 +154,8 @@ def machine() -> str:
             f"Python {platform.python_version()}")
 
 
-def engram_version() -> str:
-    import engram
-
-    src = Path(engram.__file__).resolve().parent
-    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          check=False).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
-                           text=True, check=False).stdout.strip()
-    return f"{src} at {head or '?'}{' + uncommitted changes in engram/' if dirty else ''}"
-
-
-def dir_bytes(d: Path) -> int:
-    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) if d.is_dir() else 0
-
-
 def index_bytes(store_dir: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in sorted(store_dir.glob("index.sqlite*"))}
-
-
-def corpus_files(projects: Path) -> list[Path]:
-    return sorted(p for p in projects.rglob("*.jsonl") if p.is_file())
-
-
-def warm_cache(files: list[Path]) -> float:
-    t0 = time.perf_counter()
-    for p in files:
-        with p.open("rb") as f:
-            while f.read(1 << 24):
-                pass
-    return time.perf_counter() - t0
 
 
 def fmt_table(header: list[str], rows: list[list[str]]) -> str:
