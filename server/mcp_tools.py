@@ -373,16 +373,11 @@ def command_queries(store_provider: StoreProvider, runner: Runner) -> dict[str, 
     request it would answer itself, answered here on a warm index, from the files on disk."""
 
     async def explain(params: dict[str, Any]) -> dict[str, Any]:
-        from engram.query.cli_commands import explain_request  # noqa: PLC0415
+        from engram.query.cli_commands import explain_request, index_captured  # noqa: PLC0415
 
         def work() -> dict[str, Any]:
             with _opened(store_provider) as (store, db):
-                if db.execute("SELECT 1 FROM tapes WHERE indexed=0 LIMIT 1").fetchall():
-                    from engram.index.build import index_pending  # noqa: PLC0415
-                    from engram.ingest import ingest_lock  # noqa: PLC0415
-
-                    with ingest_lock(store):
-                        index_pending(store, db)
+                index_captured(store, db)
                 return explain_request(store, db, params)
 
         return await runner(work)

@@ -93,12 +93,6 @@ def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarr
     return len(starts)
 
 
-def decode(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
-    a = np.frombuffer(blob, dtype="<u4")
-    n = len(a) // 2
-    return a[:n], a[n:]
-
-
 def lookup(db: apsw.Connection, fps: np.ndarray, segs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """All postings of the given fingerprints (in the given segments): (key, fragment id) arrays,
     one entry per posting."""

@@ -29,18 +29,24 @@ def _out(doc: Any) -> None:
 def _ready_db(store):  # noqa: ANN001, ANN202
     """The index, with anything captured but not yet indexed indexed first."""
     from engram.errors import EngramError
-    from engram.index.build import index_pending
     from engram.index.db import open_db
 
     db = open_db(store)
     if db.execute("SELECT count(*) FROM tapes").fetchall()[0][0] == 0:
         raise EngramError("the store is empty: run `engram ingest` first")
-    if db.execute("SELECT count(*) FROM tapes WHERE indexed=0").fetchall()[0][0]:
+    index_captured(store, db)
+    return db
+
+
+def index_captured(store: Store, db: apsw.Connection) -> None:
+    """Index tapes captured but not indexed yet (an ingest interrupted before indexing), so a
+    query answers from everything captured."""
+    if db.execute("SELECT 1 FROM tapes WHERE indexed=0 LIMIT 1").fetchall():
+        from engram.index.build import index_pending
         from engram.ingest import ingest_lock
 
         with ingest_lock(store):
             index_pending(store, db)
-    return db
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
