@@ -146,7 +146,8 @@ def continuations(repo: Path) -> list[tuple]:
         "JOIN tapes s ON s.no = c.src_tape JOIN tapes d ON d.no = c.dst_tape ORDER BY 1, 2").fetchall()
 
 
-def test_continuation_from_tail_head_overlap_with_and_without_marker(repo: Path, tmp_path: Path) -> None:
+def continued_pair(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Tape p, and tape q that a compaction continued from p's tail: (p, q, the shared tail)."""
     tail = prose("tail", 12)
     p = tape(tmp_path, "p", "2026-01-01T00:00:00Z", [
         msg("msg.in", prose("start", 10), "2026-01-01T00:00:01Z"),
@@ -155,6 +156,11 @@ def test_continuation_from_tail_head_overlap_with_and_without_marker(repo: Path,
         msg("msg.in", "This session is being continued from a previous conversation. " + tail,
             "2026-01-02T00:00:01Z", compact_summary=True),
         msg("msg.out", prose("other", 10), "2026-01-02T00:00:02Z")])
+    return p, q, tail
+
+
+def test_continuation_from_tail_head_overlap_with_and_without_marker(repo: Path, tmp_path: Path) -> None:
+    p, q, tail = continued_pair(tmp_path)
     r = tape(tmp_path, "r", "2026-01-03T00:00:00Z", [
         msg("msg.in", "Picking up where we left off: " + tail, "2026-01-03T00:00:01Z"),
         msg("msg.out", prose("third", 10), "2026-01-03T00:00:02Z")])
@@ -191,14 +197,7 @@ def test_shared_boilerplate_alone_never_links(repo: Path, tmp_path: Path) -> Non
 def test_continuations_are_found_across_separate_ingests_in_both_directions(repo: Path, tmp_path: Path) -> None:
     """Each ingest looks up the stored heads and tails of earlier runs: a tape continues one
     captured in an earlier run, and a tape captured later can be the one that was continued."""
-    tail = prose("tail", 12)
-    p = tape(tmp_path, "p", "2026-01-01T00:00:00Z", [
-        msg("msg.in", prose("start", 10), "2026-01-01T00:00:01Z"),
-        msg("msg.out", tail, "2026-01-01T00:10:00Z")])
-    q = tape(tmp_path, "q", "2026-01-02T00:00:00Z", [
-        msg("msg.in", "This session is being continued from a previous conversation. " + tail,
-            "2026-01-02T00:00:01Z", compact_summary=True),
-        msg("msg.out", prose("other", 10), "2026-01-02T00:00:02Z")])
+    p, q, _ = continued_pair(tmp_path)
     ingest(repo, p)
     ingest(repo, q)  # q's head is looked up in the tails stored by the first run
     got = {(s, d): (c, m) for s, d, c, m in continuations(repo)}
