@@ -34,7 +34,9 @@ from engram.anchor import (
     similarity,
     tokenize,
     tokenize_bytes,
+    kgram_fingerprints,
     winnow_positions,
+    winnowed_values,
 )
 
 # --------------------------------------------------------------------------- reference
@@ -142,6 +144,13 @@ def test_fingerprints_match_the_documented_definition(text: str, k: int, w: int)
     fp = fingerprints(text, k, w)
     assert as_triples(fp) == ref_fingerprints(text, k, w)
     assert fp.values.dtype == np.int64 and fp.lines.dtype == np.int32
+
+
+@given(texts, st.integers(1, 7), st.integers(1, 6))
+def test_a_query_winnowing_its_kgrams_gets_the_stored_set(text: str, k: int, w: int) -> None:
+    """explain winnows the k-grams it already hashed: the set must be what a tape of the same
+    text stores, or confidences drift from the index."""
+    assert winnowed_values(kgram_fingerprints(text, k).values, w).tolist() == fingerprint_set(text, k, w).tolist()
 
 
 @settings(max_examples=200, deadline=None)

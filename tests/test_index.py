@@ -120,7 +120,10 @@ def test_schema_4_postings_are_migrated_without_a_reindex(repo: Path, tmp_path: 
     for step in MIGRATIONS[:4]:
         step(v4)
     v4_names = {r[0] for r in v4.execute("SELECT name FROM sqlite_schema")}
-    with db:  # back to the schema 4 layout: WITHOUT ROWID postings, nothing a later migration added
+    with db:  # back to the schema 4 layout: WITHOUT ROWID postings split by 16 key bits, nothing a
+        # later migration added
+        postings.relayout(db, from_row_bits=postings.ROW_BITS, to_row_bits=0)
+        assert db.execute("SELECT max(bucket) FROM postings").fetchall()[0][0] < 1 << 16
         db.execute("""
             CREATE TABLE postings_v4(bucket INTEGER NOT NULL, seg INTEGER NOT NULL, blob BLOB NOT NULL,
                                      PRIMARY KEY(bucket, seg)) WITHOUT ROWID;
@@ -172,12 +175,13 @@ def test_schema_5_heads_are_migrated_and_continued_by_a_later_ingest(repo: Path,
         msg("msg.out", prose("other", 10), "2026-01-02T00:00:02Z")])
     run_engram(repo, "ingest", str(p))
     db = db_of(repo)
-    with db:  # the schema 5 layout: heads as blobs only
+    with db:  # the schema 5 layout: heads as blobs only, posting rows split by 16 key bits
+        postings.relayout(db, from_row_bits=postings.ROW_BITS, to_row_bits=0)
         db.execute("DROP TABLE head_fps; DROP TABLE tail_fps; PRAGMA user_version=5;")
     db.close()
     run_engram(repo, "ingest", str(q))
     db = db_of(repo)
-    assert db.execute("PRAGMA user_version").fetchall()[0][0] == 6
+    assert db.execute("PRAGMA user_version").fetchall()[0][0] == len(MIGRATIONS)
     assert [(s, d) for s, d, _, _ in continuations(repo)] == [("p", "q")]
     want = continuations(repo)
     run_engram(repo, "reindex")  # a rebuild from the tapes finds the same edge

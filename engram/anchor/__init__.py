@@ -26,11 +26,13 @@ from engram.anchor.winnow import (
     kgram_fingerprints_from_tokens,
     kgram_hashes,
     winnow_positions,
+    winnowed_values,
 )
 
 __all__ = [
     "DEFAULT_K", "DEFAULT_W", "Tokens", "Fingerprints", "BatchFingerprints", "tokenize", "tokenize_bytes", "iter_token_chunks",
     "fingerprints", "fingerprints_bytes", "fingerprints_from_tokens", "fingerprints_many", "fingerprint_set", "fingerprints_by_line",
     "all_kgrams", "kgram_fingerprints", "kgram_fingerprints_from_tokens", "kgram_hashes", "winnow_positions",
+    "winnowed_values",
     "similarity", "containment",
 ]

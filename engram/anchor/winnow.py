@@ -313,6 +313,15 @@ def winnow_positions(values: np.ndarray, w: int = DEFAULT_W) -> np.ndarray:
     return np.flatnonzero(_selected(v, 0, n, 0, w))
 
 
+def winnowed_values(kgrams: np.ndarray, w: int = DEFAULT_W) -> np.ndarray:
+    """Sorted distinct winnowed values of a text, from every k-gram value of it in text order
+    (`kgram_fingerprints`): the set `fingerprint_set` gives, without hashing the tokens again.
+
+    A query needs both sets of its span; winnowing the k-grams it already has takes a tenth of
+    the streaming winnower's time on a 20-line span."""
+    return arrays.unique(kgrams[winnow_positions(kgrams, w)])
+
+
 def fingerprints_from_tokens(tokens: Tokens, k: int = DEFAULT_K, w: int = DEFAULT_W) -> Fingerprints:
     """Winnowed fingerprints of already tokenized text (tokenize once, try several k/w)."""
     _check(k, w)

@@ -166,7 +166,19 @@ def _v6(db: apsw.Connection) -> None:
                            ((v, tape) for v in np.frombuffer(blob, "<i8").tolist()))
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: apsw.Connection) -> None:
+    """Posting rows split by 18 key bits instead of 16: a query reads a quarter of the bytes.
+
+    At 1 GB of transcripts a 20-line span read ~200 KB of rows (mostly other fingerprints'
+    postings); copying and scanning them was half of a warm explain. The rows are rewritten from
+    the stored postings (no tape is read): a few seconds at that size, once."""
+    from engram.index import postings  # noqa: PLC0415
+
+    n = postings.relayout(db, from_row_bits=0)
+    log.info("posting rows re-split (%d postings)", n)
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -175,6 +187,9 @@ def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     db = apsw.Connection(str(store.index_path), flags=flags)
     db.set_busy_timeout(BUSY_TIMEOUT_MS)
+    # No memory map (PRAGMA mmap_size): it saves ~0.2 ms of read() calls in a warm explain at
+    # 1 GB, but a cold one faults pages in with the device's whole read-around (8 MB on the
+    # benchmark machine) and took 180 ms instead of 25 (bench/scale.py).
     if readonly:
         return db
     db.execute("PRAGMA journal_mode=WAL")

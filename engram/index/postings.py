@@ -1,11 +1,12 @@
 """Postings: fingerprint → fragment ids, stored as bucketed blobs in segments.
 
-Layout (measured in bench/scale.py): a fingerprint's top BUCKET_BITS bits pick a bucket; each
-bucket of each segment is one row `(bucket, seg, blob)` where the blob is two little-endian
-uint32 arrays of equal length — the fingerprints' low 32 bits, then the fragment ids — sorted by
-(low, fragment). Top bits + low bits identify a fingerprint with 48 of its 64 bits, enough that a
-false match needs ~2^48/postings draws. Compared with one row per (fingerprint, fragment) this
-removes the per-row key and overhead that dominate when most fingerprints occur once.
+Layout (measured in bench/scale.py): a fingerprint is stored as its key, its top BUCKET_BITS
+bits above its low 32 bits — 48 of its 64 bits, enough that a false match needs ~2^48/postings
+draws. The key's top BUCKET_BITS + ROW_BITS bits pick a row: each row of each segment is
+`(bucket, seg, blob)` where `bucket` holds those bits and the blob is two little-endian uint32
+arrays of equal length — the keys' low 32 bits, then the fragment ids — in key order. Compared
+with one row per (fingerprint, fragment) this removes the per-row key and overhead that dominate
+when most fingerprints occur once.
 
 New tapes are indexed into a new segment (insert-only, no read-modify-write), so appending a
 session costs its own size; segments are merged when there are more than MAX_SEGMENTS (see
@@ -24,9 +25,13 @@ from engram import arrays
 
 log = logging.getLogger(__name__)
 
-# 16 bits: 65,536 buckets. At 1 GB of transcripts (~16M postings) a bucket holds ~250 entries
-# (2 KB), cheap to scan for a query, while a segment writes at most 65,536 rows.
+# The key: 16 top bits of the fingerprint above its low 32.
 BUCKET_BITS: Final = 16
+# A row holds the keys that agree on their top 18 bits: at 1 GB of transcripts (~17 M postings)
+# ~550 bytes, so a 20-line span (~100 fingerprints) reads ~55 KB in ~110 rows. With 16 bits it
+# read ~200 KB and spent as long copying and scanning them as on everything else; with 20 bits
+# a bulk run writes ~3x the rows for ~0.1 ms less per query (bench/scale.py, measured on c1g).
+ROW_BITS: Final = 2
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)
 MAX_SEGMENTS: Final = 6
@@ -77,11 +82,12 @@ def sort_keys(key: np.ndarray, frags: np.ndarray, distinct: bool = False) -> tup
     return key[keep], frags[keep]
 
 
-def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
+def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarray,
+                 row_bits: int = ROW_BITS) -> int:
     """Insert postings already in stored order (`sort_keys`) as segment `seg`; returns the rows."""
     if len(key) == 0:
         return 0
-    bucket = key >> 32
+    bucket = key >> (32 - row_bits)
     cuts = np.flatnonzero(np.diff(bucket)) + 1
     starts = np.concatenate(([0], cuts))
     ends = np.concatenate((cuts, [len(bucket)]))
@@ -99,7 +105,7 @@ def lookup(db: apsw.Connection, fps: np.ndarray, segs: list[int] | None = None) 
     if len(fps) == 0 or segs == []:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = arrays.unique(keys(fps))
-    buckets = arrays.unique(qkeys >> 32).tolist()
+    buckets = arrays.unique(qkeys >> (32 - ROW_BITS)).tolist()
     rows: list[tuple[int, bytes]] = []
     in_segs = f" AND seg IN ({','.join(map(str, segs))})" if segs is not None else ""
     for i in range(0, len(buckets), _MAX_VARS):
@@ -119,7 +125,7 @@ def _match_rows(rows: list[tuple[int, bytes]], qkeys: np.ndarray) -> tuple[np.nd
     search; the few words that agree are then checked to be a low half of a row whose bucket
     matches, and their fragment read from the row's second half."""
     sizes = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))
-    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)) >> ROW_BITS
     flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
     qlow = arrays.unique((qkeys & 0xFFFFFFFF).astype(np.uint32))
@@ -140,9 +146,9 @@ def _match_rows(rows: list[tuple[int, bytes]], qkeys: np.ndarray) -> tuple[np.nd
     return keys[hit], flat[cand[hit] + sizes[row[hit]]].astype(np.uint32)
 
 
-def _decode_rows(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
+def _decode_rows(rows: list[tuple[int, bytes]], row_bits: int = ROW_BITS) -> tuple[np.ndarray, np.ndarray]:
     """(key, fragment) arrays of many bucket rows, decoded in one vector pass."""
-    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)) >> row_bits
     sizes = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))  # entries per row
     flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
@@ -167,6 +173,19 @@ def all_postings(db: apsw.Connection, segs: list[int] | None = None) -> tuple[np
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     return _decode_rows(rows)
+
+
+def relayout(db: apsw.Connection, from_row_bits: int, to_row_bits: int = ROW_BITS) -> int:
+    """Rewrite every segment's rows from one row split to another (inside the caller's
+    transaction); the postings themselves are unchanged. Returns the postings rewritten."""
+    total = 0
+    for (seg,) in db.execute("SELECT DISTINCT seg FROM postings ORDER BY seg").fetchall():
+        rows = db.execute("SELECT bucket, blob FROM postings WHERE seg=? ORDER BY bucket", (seg,)).fetchall()
+        key, frags = _decode_rows(rows, from_row_bits)
+        db.execute("DELETE FROM postings WHERE seg=?", (seg,))
+        write_sorted(db, seg, key, frags, to_row_bits)
+        total += len(key)
+    return total
 
 
 def key_to_fp(k: np.ndarray) -> np.ndarray:

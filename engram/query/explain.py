@@ -20,7 +20,7 @@ import apsw
 import numpy as np
 
 from engram import arrays
-from engram.anchor import fingerprints_from_tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize
+from engram.anchor import kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
 from engram.index import memo, postings, stoplist
 from engram.index.build import index_params
 from engram.index.kinds import KIND_NAME, KIND_NO
@@ -116,12 +116,12 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default)."""
     if k is None or w is None:
         k, w = index_params(db)
-    tokens = tokenize(text)
-    q = arrays.unique(kgram_fingerprints_from_tokens(tokens, k).values)
+    kgrams = kgram_fingerprints_from_tokens(tokenize(text), k).values
+    q = arrays.unique(kgrams)
     q = q[stoplist.searchable(db, postings.keys(q))]
     # Confidence is the share of the span's searched fingerprints a fragment holds: the winnowed
     # ones (what a tape of the same text would hold) minus those the stop-list dropped.
-    winnowed = arrays.unique(fingerprints_from_tokens(tokens, k, w).values)
+    winnowed = winnowed_values(kgrams, w)
     expected = max(1, int(arrays.member(winnowed, q).sum()))
     keys, frags = postings.lookup(db, q)
     if not len(frags):
