@@ -27,7 +27,8 @@ def _store(args: argparse.Namespace):  # noqa: ANN202 - lazy import keeps the ty
 def cmd_init(args: argparse.Namespace) -> int:
     from engram.store import find_repo_root, init_store
 
-    root = Path(args.path).resolve() if args.path else (find_repo_root(Path.cwd()) or Path.cwd())
+    here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
+    root = (here / args.path).resolve() if args.path else (find_repo_root(here) or here)
     store, warnings = init_store(root)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

@@ -162,6 +162,20 @@ def test_explain_errors_are_clear(spot_repo: tuple[Path, dict[str, str]], args: 
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:
+    """`engram -C DIR init` (as every other command) acts on DIR, not on the directory it was
+    started in: it once created .engram/ in the current directory instead."""
+    repo = tmp_path / "proj"
+    (repo / "src").mkdir(parents=True)
+    git(repo, "init", "-q")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = run_engram(elsewhere, "--repo", str(repo / "src"), "init")
+    assert (repo / ".engram").is_dir()
+    assert not (elsewhere / ".engram").exists() and not (repo / "src" / ".engram").exists()
+    assert str(repo / ".engram") in proc.stdout
+
+
 def test_empty_and_missing_store(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()
