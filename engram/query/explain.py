@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -163,39 +163,60 @@ def _continuations(db: apsw.Connection, tapes: set[int]) -> set[tuple[int, int]]
     return pairs
 
 
+def _edges_into(db: apsw.Connection, nodes: list[int]) -> dict[int, list[tuple[Any, ...]]]:
+    """Lineage edges ending at each of `nodes`, strongest first (ties by source: deterministic)."""
+    out: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for i in range(0, len(nodes), 30000):
+        chunk = nodes[i:i + 30000]
+        for dst, *edge in db.execute(
+                "SELECT dst, src, confidence, containment, location_delta, cardinality, agent_link, note"
+                f" FROM lineage WHERE dst IN ({','.join('?' * len(chunk))}) ORDER BY dst, confidence DESC, src",
+                chunk):
+            out[dst].append(tuple(edge))
+    return out
+
+
 def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
-    """Breadth-first backwards along lineage edges from the directly matched fragments."""
-    queue: deque[tuple[int, int, float]] = deque((f, 0, h.confidence) for f, h in res.hits.items())
+    """Breadth-first backwards along lineage edges from the directly matched fragments.
+
+    One query per level of the walk, not per node; nodes are expanded in the same order as a
+    queue would (a level's nodes in the order they were reached)."""
+    level: list[tuple[int, float]] = [(f, h.confidence) for f, h in res.hits.items()]
     seen = set(res.hits)
     edges = 0
-    while queue:
-        node, depth, conf = queue.popleft()
-        if depth >= opts.depth:
-            continue
-        rows = db.execute("SELECT src, confidence, containment, location_delta, cardinality, agent_link, note"
-                          " FROM lineage WHERE dst=? ORDER BY confidence DESC", (node,)).fetchall()
-        if len(rows) > MAX_FANOUT:
-            rows = rows[:MAX_FANOUT]
-            res.truncated = True
-        for src, econf, contain, loc, card, agent_link, note in rows:
-            location_only = econf < LINK_THRESHOLD and not agent_link
-            if location_only and not opts.forensics:
-                continue
-            if not agent_link and not location_only and econf < opts.min_confidence:
-                continue
-            if edges >= MAX_EDGES:
+    depth = 0
+    full = False  # MAX_EDGES reached: the walk stops where it is
+    while level and depth < opts.depth and not full:
+        into = _edges_into(db, [node for node, _ in level])
+        reached: list[tuple[int, float]] = []
+        for node, conf in level:
+            rows = into.get(node, [])
+            if len(rows) > MAX_FANOUT:
+                rows = rows[:MAX_FANOUT]
                 res.truncated = True
-                queue.clear()
+            for src, econf, contain, loc, card, agent_link, note in rows:
+                location_only = econf < LINK_THRESHOLD and not agent_link
+                if location_only and not opts.forensics:
+                    continue
+                if not agent_link and not location_only and econf < opts.min_confidence:
+                    continue
+                if edges >= MAX_EDGES:
+                    res.truncated = full = True
+                    break
+                edges += 1
+                if src in seen:
+                    continue
+                seen.add(src)
+                via = "agent_link" if agent_link else ("location_only" if location_only else "lineage")
+                res.hits[src] = Hit(src, round(conf * (1.0 if agent_link else econf), 4), via,
+                                    {"from": node, "confidence": econf, "containment": contain,
+                                     "location_delta": loc, "cardinality": card, "agent_link": bool(agent_link),
+                                     "note": note})
+                reached.append((src, conf * (1.0 if agent_link else econf)))
+            if full:
                 break
-            edges += 1
-            if src in seen:
-                continue
-            seen.add(src)
-            via = "agent_link" if agent_link else ("location_only" if location_only else "lineage")
-            res.hits[src] = Hit(src, round(conf * (1.0 if agent_link else econf), 4), via,
-                                {"from": node, "confidence": econf, "containment": contain, "location_delta": loc,
-                                 "cardinality": card, "agent_link": bool(agent_link), "note": note})
-            queue.append((src, depth + 1, conf * (1.0 if agent_link else econf)))
+        level = reached
+        depth += 1
     res.edges_followed = edges
     crossed = [h for h in res.hits.values() if h.edge and h.via == "lineage"]
     if crossed:
