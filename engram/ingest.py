@@ -586,6 +586,17 @@ def _capture_in_worker(root: str, config: dict[str, Any], job: Job, maps: list[t
     return got
 
 
+MAX_AHEAD_BYTES = 192 << 20  # session bytes the workers may run ahead of the index writer
+MAX_AHEAD_JOBS = 256
+
+
+def _job_bytes(job: Job) -> int:
+    try:
+        return sum(max(0, src.path.stat().st_size - src.start) for src in job.sources)
+    except OSError:
+        return 0
+
+
 def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
                      maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
                      indexer: Any, n_workers: int) -> None:
@@ -596,16 +607,23 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
     # forkserver: safe even when this process has threads (the language server calls ingest).
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["engram.ingest", "engram.index.build"])
-    window = 2 * n_workers  # results are consumed in job order; bound what waits in memory
+    sizes = [_job_bytes(job) for job in jobs]
     with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
         pending: list[Future[Captured]] = []
         submitted = 0
+        ahead = 0  # bytes of session files submitted and not yet consumed
         for i in range(len(jobs)):
-            while submitted < len(jobs) and len(pending) < window:
+            # Results are consumed in job order. While this process writes a batch to the index
+            # (seconds, every few hundred MB), the workers keep going on the jobs submitted
+            # ahead: a window of a few jobs left them idle for most of each write.
+            while submitted < len(jobs) and (len(pending) < 2 * n_workers or
+                                             (ahead < MAX_AHEAD_BYTES and len(pending) < MAX_AHEAD_JOBS)):
                 pending.append(pool.submit(_capture_in_worker, str(store.root), store.config, jobs[submitted],
                                            maps, k, w))
+                ahead += sizes[submitted]
                 submitted += 1
             got = pending.pop(0).result()
+            ahead -= sizes[i]
             written = _commit(db, got, stats)
             if written is not None and got.prepared is not None:
                 indexer.accept(db, got.prepared)
