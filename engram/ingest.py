@@ -397,13 +397,33 @@ def reconcile(db: apsw.Connection, store: Store) -> int:
 @contextmanager
 def ingest_lock(store: Store) -> Iterator[None]:
     """One ingest per store at a time: two would capture the same new bytes twice."""
+    with _locked(store, wait=True):
+        yield
+
+
+@contextmanager
+def ingest_lock_if_free(store: Store) -> Iterator[bool]:
+    """The ingest lock if no ingest holds it (True), else nothing (False): a query should not
+    wait for a running ingest, which indexes what it captured itself."""
+    with _locked(store, wait=False) as got:
+        yield got
+
+
+@contextmanager
+def _locked(store: Store, wait: bool) -> Iterator[bool]:
     store.run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(store.run_dir / "ingest.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    got = False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            got = True
+        except BlockingIOError:
+            pass
+        yield got
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        if got:
+            fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
 
@@ -522,6 +542,9 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
         db = open_db(store)
         try:
             reconcile(db, store)
+            restore = getattr(after_tape, "restore", None)
+            if restore is not None:  # postings an interrupted run did not write
+                restore(db)
             if n_workers > 1 and hasattr(after_tape, "accept"):
                 _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers)
             else:

@@ -253,3 +253,70 @@ def test_an_edit_of_stoplisted_code_still_finds_the_edit_that_wrote_it(repo: Pat
         "SELECT ts.session_id, td.session_id FROM lineage l JOIN fragments s ON s.id = l.src "
         "JOIN fragments d ON d.id = l.dst JOIN tapes ts ON ts.no = s.tape JOIN tapes td ON td.no = d.tape").fetchall()
     assert ("s0", "s9") in edges
+
+
+def test_a_run_killed_before_writing_its_postings_is_finished_by_the_next_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run keeps its postings in memory until it ends. Killed before that, its tapes have
+    fragments and lineage but no postings: the next query or ingest fingerprints them again, and
+    answers, segments and lineage come out as if nothing had happened."""
+    from test_lineage import edges  # noqa: PLC0415
+
+    monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1)  # a committed flush per tape
+    src = tmp_path / "src"
+    src.mkdir()
+    sessions = _sessions(src, 6)
+    w2 = block("w2", 10)
+    later = tape(src, "u", "2026-03-01T10:00:00Z",  # edits what t02 wrote: lineage into a dead run's tape
+                 [edit("src/f2.py", w2, w2[:5] + ["    extra_line = 1"] + w2[5:], "2026-03-01T10:00:00Z")])
+    clean = _store_with(tmp_path / "clean")
+    _ingest(clean, sessions)
+    _ingest(clean, [later])
+
+    store = _store_with(tmp_path / "repo")
+
+    def killed(self: Indexer, db: apsw.Connection) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(Indexer, "compact", killed)
+        with pytest.raises(KeyboardInterrupt):
+            _ingest(store, sessions)
+    db = db_of(store.root)
+    assert db.execute("SELECT count(*) FROM tapes WHERE indexed=2").fetchall()[0][0] == 6
+    assert db.execute("SELECT count(*) FROM postings").fetchall()[0][0] == 0
+    db.close()
+    assert explain_text(store.root, text(block("w3", 10))) == ["t03"]  # a query finishes them
+    _ingest(store, [later])  # and a later run links its edit to theirs
+    db = db_of(store.root)
+    assert db.execute("SELECT count(*) FROM tapes WHERE indexed != 1").fetchall()[0][0] == 0
+    db.close()
+    assert edges(store.root) == edges(clean.root) and ("t02", "u") in [(e[0], e[1]) for e in edges(store.root)]
+    for i in range(6):
+        assert explain_text(store.root, text(block(f"w{i}", 10))) == explain_text(clean.root, text(block(f"w{i}", 10)))
+    assert sum(n for _, n in segments(store)) == sum(n for _, n in segments(clean))
+
+
+def test_a_restored_run_also_finishes_through_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a query in between, the next ingest writes the dead run's postings itself, and
+    its own edits find their sources in them before anything is written."""
+    from test_lineage import edges  # noqa: PLC0415
+
+    monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1)
+    src = tmp_path / "src"
+    src.mkdir()
+    store = _store_with(tmp_path / "repo")
+    with monkeypatch.context() as m:
+        m.setattr(Indexer, "compact", lambda self, db: (_ for _ in ()).throw(KeyboardInterrupt()))
+        with pytest.raises(KeyboardInterrupt):
+            _ingest(store, _sessions(src, 3))
+    w2 = block("w2", 10)
+    _ingest(store, [tape(src, "u", "2026-03-01T10:00:00Z",
+                         [edit("src/f2.py", w2, w2[:5] + ["    extra_line = 1"] + w2[5:], "2026-03-01T10:00:00Z")])])
+    db = db_of(store.root)
+    assert db.execute("SELECT count(*) FROM tapes WHERE indexed=1").fetchall()[0][0] == 4
+    db.close()
+    assert ("t02", "u") in [(e[0], e[1]) for e in edges(store.root)]
+    for i in range(2):
+        assert explain_text(store.root, text(block(f"w{i}", 10))) == [f"t{i:02d}"]
+    assert explain_text(store.root, text(w2)) == ["u", "t02"]  # u edited it last; t02 wrote it

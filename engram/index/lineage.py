@@ -177,11 +177,9 @@ def _edit_fragments(db: apsw.Connection, below: int) -> np.ndarray:
 class RunEdits:
     """The postings of the code.edit fragments one Indexer wrote in this run, in memory.
 
-    A bulk ingest flushes every FLUSH_POSTINGS postings, and each flush looked up its edits'
-    before-texts in everything written so far: nearly every bucket row of a growing store, read
-    again per flush (8 s of the main process at 1 GB). Sources are code.edit fragments only, 7.5%
-    of the postings, so the run keeps its own and asks SQLite only about the segments that hold
-    postings from before the run. The answer is the same set of (key, fragment) postings.
+    A run writes its postings to SQLite only when it ends (see engram.index.build), so the
+    sources of a flush's edits among the run's earlier flushes come from here; SQLite answers for
+    everything indexed before the run. Sources are code.edit fragments only, 7.5% of the postings.
     """
 
     def __init__(self) -> None:
@@ -189,7 +187,6 @@ class RunEdits:
         self.frags = np.empty(0, np.int64)
         self.starts: list[int] = []  # fragment id ranges [start, end) written by this run, ascending
         self.ends: list[int] = []
-        self.segs: set[int] = set()  # segments holding postings of this run only
 
     def add(self, first_frag: int, end_frag: int, keys: np.ndarray, frags: np.ndarray) -> None:
         """A flush's fragments [first_frag, end_frag) and the postings of its code.edit fragments
@@ -250,8 +247,7 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     if run is None:
         pk, pf = postings.lookup(db, postings.key_to_fp(uq))
     else:
-        before_run = [r[0] for r in db.execute("SELECT seg FROM segments ORDER BY seg") if r[0] not in run.segs]
-        pk, pf = postings.lookup(db, postings.key_to_fp(uq), segs=before_run)
+        pk, pf = postings.lookup(db, postings.key_to_fp(uq))  # the run's own are not written yet
         theirs = ~run.owns(pf)
         mk, mf = run.lookup(uq)
         pk, pf = np.concatenate((pk[theirs], mk)), np.concatenate((pf[theirs].astype(np.int64), mf))

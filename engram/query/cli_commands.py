@@ -39,14 +39,15 @@ def _ready_db(store):  # noqa: ANN001, ANN202
 
 
 def index_captured(store: Store, db: apsw.Connection) -> None:
-    """Index tapes captured but not indexed yet (an ingest interrupted before indexing), so a
-    query answers from everything captured."""
-    if db.execute("SELECT 1 FROM tapes WHERE indexed=0 LIMIT 1").fetchall():
+    """Index tapes captured but not indexed yet (an ingest interrupted before indexing, or before
+    writing its postings), so a query answers from everything captured."""
+    if db.execute("SELECT 1 FROM tapes WHERE indexed IN (0, 2) LIMIT 1").fetchall():
         from engram.index.build import index_pending
-        from engram.ingest import ingest_lock
+        from engram.ingest import ingest_lock_if_free
 
-        with ingest_lock(store):
-            index_pending(store, db)
+        with ingest_lock_if_free(store) as free:
+            if free:  # else a running ingest indexes them: answer from what is indexed now
+                index_pending(store, db)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
