@@ -613,6 +613,36 @@ MAX_AHEAD_BYTES = 192 << 20  # session bytes the workers may run ahead of the in
 MAX_AHEAD_JOBS = 256
 
 
+def _exit_with(pid: int) -> None:
+    """Worker start-up: end this worker when the ingest process `pid` ends.
+
+    Killed (SIGKILL, an OOM kill), an ingest cannot stop its workers, and a worker sending a
+    result then waits forever on a pipe nobody reads — it holds that pipe's read end itself —
+    keeping the forkserver alive too: three idle processes per killed ingest. The process is
+    watched through a pidfd where there is one (not fooled by a reused process id)."""
+    import select  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])  # readable when the process has ended
+            os._exit(1)
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, name="engram-exit-with-ingest", daemon=True).start()
+
+
 def _job_bytes(job: Job) -> int:
     try:
         return sum(max(0, src.path.stat().st_size - src.start) for src in job.sources)
@@ -631,7 +661,8 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["engram.ingest", "engram.index.build"])
     sizes = [_job_bytes(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_exit_with,
+                             initargs=(os.getpid(),)) as pool:
         pending: list[Future[Captured]] = []
         submitted = 0
         ahead = 0  # bytes of session files submitted and not yet consumed

@@ -137,6 +137,24 @@ def test_every_segment_names_its_predecessor(spotter: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+def _left_behind(cwd: Path, wait: float = 10.0) -> list[int]:
+    """Processes still running in `cwd` (the workers of an ingest started there), after up to
+    `wait` seconds for them to notice."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    if Path(os.readlink(d / "cwd")) == cwd and (d / "stat").read_text().split(")")[-1].split()[0] != "Z":
+                        left.append(int(d.name))
+                except OSError:
+                    continue
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 def test_sigkill_during_ingest_never_leaves_a_broken_store(spotter: Path, tmp_path: Path) -> None:
     reference = new_repo(tmp_path, "reference")
     run_engram(reference, "ingest", str(spotter))
@@ -157,6 +175,7 @@ def test_sigkill_during_ingest_never_leaves_a_broken_store(spotter: Path, tmp_pa
         time.sleep(rng.uniform(0.0, full_time * 1.1))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        assert _left_behind(root.resolve()) == [], "a killed ingest's workers end with it"
         store = Store(root)
         partial = tapes_on_disk(root)
         assert partial <= expected, "only whole, known tapes are visible"
