@@ -167,18 +167,21 @@ def _v6(db: apsw.Connection) -> None:
 
 
 def _v7(db: apsw.Connection) -> None:
-    """Posting rows split by 18 key bits instead of 16: a query reads a quarter of the bytes.
+    """Postings keyed by `seg << 18 | row` (rowid), rows split by 18 key bits instead of 16.
 
     At 1 GB of transcripts a 20-line span read ~200 KB of rows (mostly other fingerprints'
-    postings); copying and scanning them was half of a warm explain. The rows are rewritten from
-    the stored postings (no tape is read): a few seconds at that size, once."""
+    postings); copying and scanning them was half of a warm explain: rows of 18 key bits hold a
+    quarter of that. Keying rows by segment first keeps a segment contiguous, so an append
+    writes at the end of the table instead of into an index shared by every segment. The rows
+    are rewritten from the stored postings (no tape is read): a few seconds at 1 GB, once."""
     from engram.index import postings  # noqa: PLC0415
 
-    n = postings.relayout(db, from_row_bits=0)
-    log.info("posting rows re-split (%d postings)", n)
+    n = postings.from_v6(db)
+    log.info("posting rows rewritten in the schema 7 layout (%d postings)", n)
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+REWRITES = {7}  # schema versions whose migration rewrites the largest table: compact after it
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -207,6 +210,7 @@ def migrate(db: apsw.Connection) -> None:
         raise EngramError(
             f"index.sqlite has schema {version}, newer than this engram ({SCHEMA_VERSION}); upgrade engram"
         )
+    rewrote = False
     while version < SCHEMA_VERSION:
         # One immediate transaction per step: a crash leaves the previous version intact, and a
         # second process that migrated meanwhile is noticed instead of applied twice.
@@ -216,7 +220,19 @@ def migrate(db: apsw.Connection) -> None:
                 MIGRATIONS[version](db)
                 db.execute(f"PRAGMA user_version={version + 1}")
                 log.info("index.sqlite migrated to schema %d", version + 1)
+                rewrote |= version + 1 in REWRITES
         version = db.execute("PRAGMA user_version").fetchall()[0][0]
+    if rewrote:
+        _compact(db)
+
+
+def _compact(db: apsw.Connection) -> None:
+    """Give back the pages of tables a migration rewrote (the file had doubled); if another
+    connection is using the index now, the free pages are simply reused by later writes."""
+    try:
+        db.execute("VACUUM")
+    except (apsw.BusyError, apsw.LockedError, apsw.SQLError) as exc:
+        log.info("index.sqlite not compacted after migrating (%s); its free pages will be reused", exc)
 
 
 @contextmanager

@@ -1,16 +1,21 @@
-"""Postings: fingerprint → fragment ids, stored as bucketed blobs in segments.
+"""Postings: fingerprint → fragment ids, stored as blobs in segments.
 
 Layout (measured in bench/scale.py): a fingerprint is stored as its key, its top BUCKET_BITS
 bits above its low 32 bits — 48 of its 64 bits, enough that a false match needs ~2^48/postings
-draws. The key's top BUCKET_BITS + ROW_BITS bits pick a row: each row of each segment is
-`(bucket, seg, blob)` where `bucket` holds those bits and the blob is two little-endian uint32
-arrays of equal length — the keys' low 32 bits, then the fragment ids — in key order. Compared
-with one row per (fingerprint, fragment) this removes the per-row key and overhead that dominate
-when most fingerprints occur once.
+draws. The key's top BUCKET_BITS + ROW_BITS bits pick a row: each segment has one row per such
+value, `(id, blob)` with `id = seg << ROW_KEY_BITS | row`, and the blob is two little-endian
+uint32 arrays of equal length — the keys' low 32 bits, then the fragment ids — in key order.
+Compared with one row per (fingerprint, fragment) this removes the per-row key and overhead that
+dominate when most fingerprints occur once.
+
+The row id is the table's rowid, so a segment's rows are one contiguous range: a new segment is
+appended at the end of the table, a merge deletes ranges, and a query reads a row with one
+b-tree search. (A secondary index on (row, seg) took an entry per row in pages shared with every
+other segment: an append dirtied most of them, ~40 ms of commit per 1 MB session at 1 GB.)
 
 New tapes are indexed into a new segment (insert-only, no read-modify-write), so appending a
 session costs its own size; segments are merged when there are more than MAX_SEGMENTS (see
-merge_segments) and once at the end of a bulk ingest.
+merge_segments).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ BUCKET_BITS: Final = 16
 # read ~200 KB and spent as long copying and scanning them as on everything else; with 20 bits
 # a bulk run writes ~3x the rows for ~0.1 ms less per query (bench/scale.py, measured on c1g).
 ROW_BITS: Final = 2
+ROW_KEY_BITS: Final = BUCKET_BITS + ROW_BITS
+_ROW_MASK: Final = (1 << ROW_KEY_BITS) - 1
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)
 MAX_SEGMENTS: Final = 6
@@ -82,50 +89,67 @@ def sort_keys(key: np.ndarray, frags: np.ndarray, distinct: bool = False) -> tup
     return key[keep], frags[keep]
 
 
-def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarray,
-                 row_bits: int = ROW_BITS) -> int:
+def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
     """Insert postings already in stored order (`sort_keys`) as segment `seg`; returns the rows."""
+    return _write_into(db, "postings", seg, key, frags)
+
+
+def _write_into(db: apsw.Connection, table: str, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
     if len(key) == 0:
         return 0
-    bucket = key >> (32 - row_bits)
-    cuts = np.flatnonzero(np.diff(bucket)) + 1
+    row = key >> (32 - ROW_BITS)
+    cuts = np.flatnonzero(np.diff(row)) + 1
     starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [len(bucket)]))
+    ends = np.concatenate((cuts, [len(row)]))
     low_b = (key & 0xFFFFFFFF).astype("<u4")
     frag_b = frags.astype("<u4")
-    rows = ((int(bucket[s]), seg, low_b[s:e].tobytes() + frag_b[s:e].tobytes())
+    base = seg << ROW_KEY_BITS
+    rows = ((base | int(row[s]), low_b[s:e].tobytes() + frag_b[s:e].tobytes())
             for s, e in zip(starts.tolist(), ends.tolist()))
-    db.executemany("INSERT INTO postings(bucket, seg, blob) VALUES(?, ?, ?)", rows)
+    db.executemany(f"INSERT INTO {table}(id, blob) VALUES(?, ?)", rows)
     return len(starts)
 
 
+def segment_range(seg: int) -> tuple[int, int]:
+    """[first, end) of the row ids of segment `seg`."""
+    return seg << ROW_KEY_BITS, (seg + 1) << ROW_KEY_BITS
+
+
 def lookup(db: apsw.Connection, fps: np.ndarray, segs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """All postings of the given fingerprints (in the given segments): (key, fragment id) arrays,
-    one entry per posting."""
-    if len(fps) == 0 or segs == []:
+    """All postings of the given fingerprints (in the given segments, default all): (key,
+    fragment id) arrays, one entry per posting."""
+    if segs is None:
+        segs = [r[0] for r in db.execute("SELECT seg FROM segments ORDER BY seg")]
+    if len(fps) == 0 or not segs:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = arrays.unique(keys(fps))
-    buckets = arrays.unique(qkeys >> (32 - ROW_BITS)).tolist()
+    wanted = arrays.unique(qkeys >> (32 - ROW_BITS))
     rows: list[tuple[int, bytes]] = []
-    in_segs = f" AND seg IN ({','.join(map(str, segs))})" if segs is not None else ""
-    for i in range(0, len(buckets), _MAX_VARS):
-        chunk = buckets[i:i + _MAX_VARS]
-        rows += db.execute(f"SELECT bucket, blob FROM postings WHERE bucket IN ({','.join('?' * len(chunk))})"
-                           + in_segs, chunk).fetchall()
+    for seg in segs:  # one statement per segment: a single IN list of every (segment, row) is slower
+        ids = ((seg << ROW_KEY_BITS) | wanted).tolist()
+        for i in range(0, len(ids), _MAX_VARS):
+            chunk = ids[i:i + _MAX_VARS]
+            rows += db.execute(f"SELECT id, blob FROM postings WHERE id IN ({','.join('?' * len(chunk))})",
+                               chunk).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     return _match_rows(rows, qkeys)
 
 
+def _row_keys(rows: list[tuple[int, bytes]]) -> np.ndarray:
+    """The key bits above the low 32 of each row (its id without the segment and row bits)."""
+    return (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)) & _ROW_MASK) >> ROW_BITS
+
+
 def _match_rows(rows: list[tuple[int, bytes]], qkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The postings of `qkeys` (sorted) inside bucket rows, without decoding every entry.
+    """The postings of `qkeys` (sorted) inside rows, without decoding every entry.
 
     A query's rows hold ~100× more postings than it matches. Each 32-bit word of the rows (low
     halves and fragment halves alike) is compared with the query's low halves in one binary
     search; the few words that agree are then checked to be a low half of a row whose bucket
     matches, and their fragment read from the row's second half."""
     sizes = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))
-    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)) >> ROW_BITS
+    buckets = _row_keys(rows)
     flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
     qlow = arrays.unique((qkeys & 0xFFFFFFFF).astype(np.uint32))
@@ -146,9 +170,11 @@ def _match_rows(rows: list[tuple[int, bytes]], qkeys: np.ndarray) -> tuple[np.nd
     return keys[hit], flat[cand[hit] + sizes[row[hit]]].astype(np.uint32)
 
 
-def _decode_rows(rows: list[tuple[int, bytes]], row_bits: int = ROW_BITS) -> tuple[np.ndarray, np.ndarray]:
-    """(key, fragment) arrays of many bucket rows, decoded in one vector pass."""
-    buckets = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)) >> row_bits
+def _decode_rows(rows: list[tuple[int, bytes]], buckets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(key, fragment) arrays of many rows, decoded in one vector pass (`buckets`: each row's
+    key bits above the low 32, when the rows are not in the current layout)."""
+    if buckets is None:
+        buckets = _row_keys(rows)
     sizes = np.fromiter((len(r[1]) // 8 for r in rows), dtype=np.int64, count=len(rows))  # entries per row
     flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
@@ -160,31 +186,36 @@ def _decode_rows(rows: list[tuple[int, bytes]], row_bits: int = ROW_BITS) -> tup
 
 
 def all_postings(db: apsw.Connection, segs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Every posting (of the given segments): (key, fragment) arrays. Used by merge and stop-list.
+    """Every posting (of the given segments): (key, fragment) arrays, segment by segment, each in
+    key order. Used by merge and stop-list.
 
     Decoded in one vector pass over all blobs: a large store has millions of small rows."""
-    sql = "SELECT bucket, blob FROM postings"
-    args: list[int] = []
-    if segs is not None:
-        sql += f" WHERE seg IN ({','.join('?' * len(segs))})"
-        args = segs
-    sql += " ORDER BY bucket, seg"  # already grouped by key: the merge's sort has little to do
-    rows = db.execute(sql, args).fetchall()
+    if segs is None:
+        rows = db.execute("SELECT id, blob FROM postings ORDER BY id").fetchall()
+    else:
+        rows = []
+        for seg in sorted(segs):
+            rows += db.execute("SELECT id, blob FROM postings WHERE id >= ? AND id < ? ORDER BY id",
+                               segment_range(seg)).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     return _decode_rows(rows)
 
 
-def relayout(db: apsw.Connection, from_row_bits: int, to_row_bits: int = ROW_BITS) -> int:
-    """Rewrite every segment's rows from one row split to another (inside the caller's
-    transaction); the postings themselves are unchanged. Returns the postings rewritten."""
+def from_v6(db: apsw.Connection) -> int:
+    """Rewrite schema 6 postings — `(bucket, seg, blob)` rows of the keys' top 16 bits, with an
+    index on (bucket, seg) — in the current layout (inside the caller's transaction); the
+    postings themselves are unchanged. Returns the postings rewritten."""
+    db.execute("CREATE TABLE postings_new(id INTEGER PRIMARY KEY, blob BLOB NOT NULL)")
     total = 0
     for (seg,) in db.execute("SELECT DISTINCT seg FROM postings ORDER BY seg").fetchall():
         rows = db.execute("SELECT bucket, blob FROM postings WHERE seg=? ORDER BY bucket", (seg,)).fetchall()
-        key, frags = _decode_rows(rows, from_row_bits)
-        db.execute("DELETE FROM postings WHERE seg=?", (seg,))
-        write_sorted(db, seg, key, frags, to_row_bits)
+        key, frags = _decode_rows(rows, np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+        key, frags = sort_keys(key, frags, distinct=True)
+        _write_into(db, "postings_new", seg, key, frags)
         total += len(key)
+    db.execute("DROP TABLE postings")  # its index goes with it
+    db.execute("ALTER TABLE postings_new RENAME TO postings")
     return total
 
 
@@ -244,7 +275,7 @@ def merge_segments(db: apsw.Connection, since: int | None = None, known: Known |
     if len(victims) == len(segs):
         db.execute("DELETE FROM postings")  # SQLite drops the pages whole: no scan for the rows
     else:
-        db.execute(f"DELETE FROM postings WHERE seg IN ({marks})", victims)
+        db.executemany("DELETE FROM postings WHERE id >= ? AND id < ?", [segment_range(v) for v in victims])
     db.execute(f"DELETE FROM segments WHERE seg IN ({marks})", victims)
     seg = next_segment(db)
     merged = sort_keys(k, f, distinct=True)
