@@ -297,8 +297,8 @@ def test_a_run_killed_before_writing_its_postings_is_finished_by_the_next_comman
     def killed(self: Indexer, db: apsw.Connection) -> None:
         raise KeyboardInterrupt
 
-    with monkeypatch.context() as m:
-        m.setattr(Indexer, "compact", killed)
+    with monkeypatch.context() as m:  # killed while writing the postings, after every batch committed
+        m.setattr(Indexer, "_write_postings", killed)
         with pytest.raises(KeyboardInterrupt):
             _ingest(store, sessions)
     db = db_of(store.root)
@@ -326,7 +326,7 @@ def test_a_restored_run_also_finishes_through_ingest(tmp_path: Path, monkeypatch
     src.mkdir()
     store = _store_with(tmp_path / "repo")
     with monkeypatch.context() as m:
-        m.setattr(Indexer, "compact", lambda self, db: (_ for _ in ()).throw(KeyboardInterrupt()))
+        m.setattr(Indexer, "_write_postings", lambda self, db: (_ for _ in ()).throw(KeyboardInterrupt()))
         with pytest.raises(KeyboardInterrupt):
             _ingest(store, _sessions(src, 3))
     w2 = block("w2", 10)

@@ -1,14 +1,15 @@
 """Indexing tapes: fragments, postings, lineage edges, tombstones, continuation heads and tails.
 
 Work is batched: `Indexer.add` fingerprints a tape's events in memory (one tokenizer pass over
-all of the tape's text), and `Indexer.flush` writes a batch of tapes in one transaction — their
-fragments, lineage and continuation facts — and keeps their postings in memory. `compact` (at
-the end of a run) writes the run's postings as one segment and marks its tapes indexed. A bulk
-ingest therefore writes each posting once, instead of once per flush and again when merging
-the flushes' segments (at 1 GB: ~4 s of the writer, which is the ingest's critical path).
+all of the tape's text). Every FLUSH_POSTINGS postings a batch of tapes is written in one
+transaction — their fragments, lineage and continuation facts — and its postings are kept in
+memory; `flush` (which `finish` calls at the end of a run) writes the last batch together with
+all of the run's postings, as one segment, and marks the tapes indexed. A bulk ingest therefore
+writes each posting once, instead of once per batch and again when merging the batches'
+segments (at 1 GB: ~4 s of the writer, which is the ingest's critical path).
 
-A tape is `indexed=2` between the two: its fragments are written, its postings are not. A run
-that dies there leaves such tapes; the next one (ingest, `engram index`, or a query, through
+A tape is `indexed=2` in between: its fragments are written, its postings are not. A run that
+dies there leaves such tapes; the next one (ingest, `engram index`, or a query, through
 `restore`) fingerprints them again — fragment ids follow from the tape's own fragment rows — and
 writes their postings. Until then they are missing from answers, never wrong in them.
 """
@@ -206,26 +207,20 @@ class Indexer:
         self.owners.append((np.int64(ti) << np.int64(32)) | prepared.owner.astype(np.int64))
         self.n_postings += len(prepared.values)
         if self.n_postings >= FLUSH_POSTINGS:
-            self.flush(db)
+            self._flush(db, and_postings=False)
 
     def finish(self, db: apsw.Connection) -> None:
         """Write what is pending, then the run's postings, and refresh the stop-list if the store
         grew enough."""
-        self.flush(db, and_postings=True)
-        self.compact(db)
+        self.flush(db)
         segs = [r[0] for r in db.execute("SELECT seg FROM segments")]
         # A bulk run into an empty store holds every posting in memory: the stop-list needs no re-read.
         stoplist.maybe_rebuild(db, self.store, self.known.get(segs[0]) if len(segs) == 1 else None)
         self.known = {}
 
     def compact(self, db: apsw.Connection) -> None:
-        """The flushed tapes' postings as one new segment (a query reads one row per key range and
-        segment), their tapes marked indexed, then size-tiered merges of small segments."""
-        if self.deferred:
-            with immediate(db):
-                self._write_postings(db)
-            self.deferred = []
-        self.run = RunEdits()
+        """Write the postings of the batches written so far (`flush` does, with the pending batch)."""
+        self._flush(db, and_postings=True)
 
     def _write_postings(self, db: apsw.Connection) -> None:
         runs = self.deferred
@@ -273,24 +268,33 @@ class Indexer:
         log.info("restoring the postings of %d tape(s) an interrupted run left unindexed", len(rows))
         return len(rows)
 
-    def flush(self, db: apsw.Connection, and_postings: bool = False) -> None:
-        """Write the pending batch; `and_postings`: and then the run's postings, in the same
-        transaction (the last batch of a run: an append commits once, not twice — each commit of
-        a 1 MB session costs ~40 ms at 1 GB)."""
-        if not self.pending:
+    def flush(self, db: apsw.Connection) -> None:
+        """Write the pending batch and the postings of every batch of the run, in one transaction:
+        afterwards every tape added is indexed and queryable."""
+        self._flush(db, and_postings=True)
+
+    def _flush(self, db: apsw.Connection, and_postings: bool) -> None:
+        """Write the pending batch; `and_postings`: then the run's postings as one segment (a
+        query reads one row per key range and segment) and their tapes marked indexed. Batches
+        written during a run keep their postings in memory (see the module docstring); the last
+        one commits with them, so an append commits once — each commit of a 1 MB session costs
+        ~40 ms at 1 GB."""
+        if not self.pending and not (and_postings and self.deferred):
             return
         self._deferred_before = len(self.deferred)
         try:
             with immediate(db):
-                self._write(db)
-                if and_postings:
+                if self.pending:
+                    self._write(db)
+                if and_postings and self.deferred:
                     self._write_postings(db)
-            if and_postings:
-                self.deferred = []
         except BaseException:
             self.run = RunEdits()  # it may hold postings of the rolled-back batch: ask SQLite instead
             self.deferred = self.deferred[:self._deferred_before]
             raise
+        if and_postings:
+            self.deferred = []
+            self.run = RunEdits()  # SQLite holds the run's postings now
         self.indexed_tapes += len(self.pending)
         self.pending, self.fps, self.owners, self.n_postings = [], [], [], 0
 
