@@ -178,10 +178,9 @@ class Indexer:
         self.owners: list[np.ndarray] = []  # (tape index in pending, fragment index) packed
         self.n_postings = 0
         self.indexed_tapes = 0
-        self.deferred: list[tuple[np.ndarray, np.ndarray]] = []  # flushed postings, each in stored order
-        self._deferred_before = 0  # how many of them a failed flush leaves
+        self.deferred: list[tuple[np.ndarray, np.ndarray]] = []  # written batches' postings, in stored order
         self.run = RunEdits()  # this run's code.edit postings, for lineage lookups
-        self.known: postings.Known = {}  # the segment `compact` wrote: its postings as stored
+        self.newest: tuple[np.ndarray, np.ndarray] | None = None  # the last segment written, as stored
 
     def __call__(self, db: apsw.Connection, written: Any) -> None:
         self.add(db, written.id, getattr(written, "events", None))
@@ -213,14 +212,10 @@ class Indexer:
         """Write what is pending, then the run's postings, and refresh the stop-list if the store
         grew enough."""
         self.flush(db)
-        segs = [r[0] for r in db.execute("SELECT seg FROM segments")]
+        one = db.execute("SELECT count(*) FROM segments").fetchall()[0][0] == 1
         # A bulk run into an empty store holds every posting in memory: the stop-list needs no re-read.
-        stoplist.maybe_rebuild(db, self.store, self.known.get(segs[0]) if len(segs) == 1 else None)
-        self.known = {}
-
-    def compact(self, db: apsw.Connection) -> None:
-        """Write the postings of the batches written so far (`flush` does, with the pending batch)."""
-        self._flush(db, and_postings=True)
+        stoplist.maybe_rebuild(db, self.store, self.newest if one else None)
+        self.newest = None
 
     def _write_postings(self, db: apsw.Connection) -> None:
         runs = self.deferred
@@ -234,36 +229,35 @@ class Indexer:
         postings.write_sorted(db, seg, key, frags)
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(key), tapes))
         db.execute("UPDATE tapes SET indexed=1 WHERE indexed=2")
-        self.known = {seg: (key, frags)}
-        postings.merge_segments(db, known=self.known)
+        self.newest = postings.merge_segments(db) or (key, frags)
 
     def restore(self, db: apsw.Connection) -> int:
         """Take over the postings of tapes a dead run left at `indexed=2` (see the module
-        docstring); the next `compact` writes them. Returns the number of tapes."""
+        docstring); the next `flush` writes them. Returns the number of tapes."""
         rows = db.execute("SELECT id, no FROM tapes WHERE indexed=2 ORDER BY no").fetchall()
         if not rows:
             return 0
         k, w = self.resolve_params(db)
         keys: list[np.ndarray] = []
         frags: list[np.ndarray] = []
+        edit_no = KIND_NO[E.CODE_EDIT]
         for tape_id, no in rows:
             with TapeReader(tape_path(self.store.tapes_dir, tape_id), self.store.objects_dir) as r:
                 prepared = prepare_tape(tape_id, list(r.events(resolve_objects=True)), k, w)
-            first, n = db.execute("SELECT min(id), count(*) FROM fragments WHERE tape=?", (no,)).fetchall()[0]
-            if n != len(prepared.tape.frags) or (n and int(first) + n - 1 != int(
-                    db.execute("SELECT max(id) FROM fragments WHERE tape=?", (no,)).fetchall()[0][0])):
+            first, last, n = db.execute("SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*)"
+                                        " FROM fragments WHERE tape=?", (no,)).fetchall()[0]
+            if n != len(prepared.tape.frags) or last - first + 1 != n:
                 from engram.errors import EngramError  # noqa: PLC0415
 
                 raise EngramError(f"tape {tape_id[:12]}: its fragments do not match the tape; run `engram reindex`")
-            key, frag = postings.keys(prepared.values), int(first or 0) + prepared.owner.astype(np.int64)
+            key, frag = postings.keys(prepared.values), first + prepared.owner.astype(np.int64)
             keys.append(key)
             frags.append(frag)
             # Their edits may be the sources of edits this run indexes: SQLite will not hold
-            # their postings before `compact`, so the run's lookups must know them.
-            edit_no = KIND_NO[E.CODE_EDIT]
+            # their postings before the run writes its own, so the run's lookups must know them.
             is_edit = np.array([f[1] == edit_no for f in prepared.tape.frags], dtype=bool)
             edits = is_edit[prepared.owner] if len(prepared.owner) else np.zeros(0, dtype=bool)
-            self.run.add(int(first or 0), int(first or 0) + n, key[edits], frag[edits])
+            self.run.add(key[edits], frag[edits])
         self.deferred.append(postings.sort_keys(np.concatenate(keys), np.concatenate(frags)))
         log.info("restoring the postings of %d tape(s) an interrupted run left unindexed", len(rows))
         return len(rows)
@@ -281,7 +275,7 @@ class Indexer:
         ~40 ms at 1 GB."""
         if not self.pending and not (and_postings and self.deferred):
             return
-        self._deferred_before = len(self.deferred)
+        deferred_before = len(self.deferred)
         try:
             with immediate(db):
                 if self.pending:
@@ -289,8 +283,10 @@ class Indexer:
                 if and_postings and self.deferred:
                     self._write_postings(db)
         except BaseException:
-            self.run = RunEdits()  # it may hold postings of the rolled-back batch: ask SQLite instead
-            self.deferred = self.deferred[:self._deferred_before]
+            # Nothing of the rolled-back transaction stays: not its batch's postings, nor the
+            # run's edits (the run ends here; its written batches are left for `restore`).
+            self.run = RunEdits()
+            self.deferred = self.deferred[:deferred_before]
             raise
         if and_postings:
             self.deferred = []
@@ -333,14 +329,12 @@ class Indexer:
         keep = base[ti] >= 0
         frag_ids = base[ti[keep]] + (owners[keep] & 0xFFFFFFFF)
         kept = fps[keep]
-        self.deferred.append(postings.sort_keys(postings.keys(kept), frag_ids))  # written by compact
+        self.deferred.append(postings.sort_keys(postings.keys(kept), frag_ids))  # written by flush
         edit_no = KIND_NO[E.CODE_EDIT]
         edit_ids = np.array([fb + i for pt, fb in zip(self.pending, frag_base) if fb >= 0
                              for i, f in enumerate(pt.frags) if f[1] == edit_no], dtype=np.int64)
         is_edit = member(frag_ids, edit_ids)  # edit_ids ascending: fragment ids grow with the batch
-        written = [fb for fb in frag_base if fb >= 0]
-        self.run.add(written[0] if written else next_frag, next_frag, postings.keys(kept[is_edit]),
-                     frag_ids[is_edit])
+        self.run.add(postings.keys(kept[is_edit]), frag_ids[is_edit])
         stop = stoplist.load(db)
         from engram.index.lineage import Continuations, add_lineage, source_candidates  # noqa: PLC0415
 

@@ -185,15 +185,10 @@ class RunEdits:
     def __init__(self) -> None:
         self.keys = np.empty(0, np.int64)  # sorted
         self.frags = np.empty(0, np.int64)
-        self.starts: list[int] = []  # fragment id ranges [start, end) written by this run, ascending
-        self.ends: list[int] = []
 
-    def add(self, first_frag: int, end_frag: int, keys: np.ndarray, frags: np.ndarray) -> None:
-        """A flush's fragments [first_frag, end_frag) and the postings of its code.edit fragments
-        (one entry per distinct key and fragment, as a segment stores them)."""
-        if end_frag > first_frag:
-            self.starts.append(first_frag)
-            self.ends.append(end_frag)
+    def add(self, keys: np.ndarray, frags: np.ndarray) -> None:
+        """The postings of a batch's code.edit fragments (one entry per distinct key and
+        fragment, as a segment stores them)."""
         if not len(keys):
             return
         o = np.lexsort((frags, keys))
@@ -204,14 +199,6 @@ class RunEdits:
         f = np.concatenate((self.frags, f[new]))
         o = np.argsort(k, kind="stable")
         self.keys, self.frags = k[o], f[o]
-
-    def owns(self, frags: np.ndarray) -> np.ndarray:
-        """Mask of the fragment ids this run wrote."""
-        if not self.starts or not len(frags):
-            return np.zeros(len(frags), dtype=bool)
-        f = frags.astype(np.int64)
-        i = np.searchsorted(np.array(self.starts, np.int64), f, "right") - 1
-        return (i >= 0) & (f < np.array(self.ends, np.int64)[np.maximum(i, 0)])
 
     def lookup(self, qkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(key, fragment) of this run's postings of the given keys."""
@@ -225,7 +212,7 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
                       run: RunEdits | None = None) -> dict[int, list[tuple[int, float]]]:
     """For each (edit fragment, before-text fingerprints): earlier edit fragments holding at least
     SOURCE_CONTAINMENT of them, best first. One postings lookup for the whole batch; with `run`,
-    the run's own postings come from memory and SQLite is asked about earlier segments only.
+    the run's own postings come from memory (SQLite holds only what earlier runs wrote).
 
     `stop` is the stop-list (keys, tape counts): an edit of common code keeps the least common
     half of its before-text, as a query does, so its lineage is still found."""
@@ -244,13 +231,10 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
         return {}
     qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
     uq = unique(qk)
-    if run is None:
-        pk, pf = postings.lookup(db, postings.key_to_fp(uq))
-    else:
-        pk, pf = postings.lookup(db, postings.key_to_fp(uq))  # the run's own are not written yet
-        theirs = ~run.owns(pf)
+    pk, pf = postings.lookup(db, postings.key_to_fp(uq))
+    if run is not None:  # its postings are not in SQLite until the run writes them, all at once
         mk, mf = run.lookup(uq)
-        pk, pf = np.concatenate((pk[theirs], mk)), np.concatenate((pf[theirs].astype(np.int64), mf))
+        pk, pf = np.concatenate((pk, mk)), np.concatenate((pf.astype(np.int64), mf))
     # Only earlier code.edit fragments can be sources: filter before pairing, since common
     # fingerprints have postings in thousands of reads and messages.
     pf = pf.astype(np.int64)

@@ -57,12 +57,6 @@ def keys(fps: np.ndarray) -> np.ndarray:
     return (b << 32) | low.astype(np.int64)
 
 
-def write_segment(db: apsw.Connection, seg: int, fps: np.ndarray, frags: np.ndarray) -> int:
-    """Insert postings (parallel arrays) as segment `seg`; returns the number of rows written."""
-    key, f = sort_keys(keys(fps), frags)
-    return write_sorted(db, seg, key, f)
-
-
 def sort_keys(key: np.ndarray, frags: np.ndarray, distinct: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(key, fragment) postings in stored order: by key, exact duplicates dropped.
 
@@ -230,26 +224,16 @@ def next_segment(db: apsw.Connection) -> int:
     return int(db.execute("SELECT coalesce(max(seg), 0) + 1 FROM segments").fetchall()[0][0])
 
 
-Known = dict[int, tuple[np.ndarray, np.ndarray]]
-
-
-def merge_segments(db: apsw.Connection, since: int | None = None, known: Known | None = None) -> bool:
+def merge_segments(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray] | None:
     """Keep the number of segments small (inside the caller's write transaction).
 
-    `since`: merge every segment numbered from `since` on into one (the end of a bulk ingest,
-    which wrote several). Otherwise, past MAX_SEGMENTS, the smallest segments are merged, together
-    with any next one no more than twice their total: appends then rewrite small segments only,
-    and each posting is rewritten O(log n) times as the store grows, never the whole index per
-    append.
-
-    `known`: segment -> its postings in stored order, as the caller wrote them. When it holds
-    every victim, they are merged from memory instead of read back and decoded (at the end of a
-    1 GB bulk ingest: 16 M postings, ~2 s); it is updated with the result, which is identical.
+    Past MAX_SEGMENTS, the smallest segments are merged, together with any next one no more than
+    twice their total: appends then rewrite small segments only, and each posting is rewritten
+    O(log n) times as the store grows, never the whole index per append. Returns the merged
+    segment's postings in stored order, or None when nothing was merged.
     """
     segs = db.execute("SELECT seg, postings FROM segments ORDER BY postings, seg").fetchall()
-    if since is not None:
-        victims = [s for s, _ in segs if s >= since]
-    elif len(segs) > MAX_SEGMENTS:
+    if len(segs) > MAX_SEGMENTS:
         j = len(segs) - MAX_SEGMENTS + 1
         total = sum(n for _, n in segs[:j])
         while j < len(segs) and segs[j][1] <= 2 * total:
@@ -259,16 +243,9 @@ def merge_segments(db: apsw.Connection, since: int | None = None, known: Known |
     else:
         victims = []
     if len(victims) < 2:
-        return False
+        return None
     victims.sort()
-    count = dict(segs)
-    if known is not None and all(v in known and len(known[v][0]) == count[v] for v in victims):
-        # The order all_postings reads them in, as far as the stable sort by key can tell: for
-        # one key, segment by segment, each in its stored order.
-        k = np.concatenate([known[v][0] for v in victims])
-        f = np.concatenate([known[v][1] for v in victims])
-    else:
-        k, f = all_postings(db, victims)
+    k, f = all_postings(db, victims)
     marks = ",".join("?" * len(victims))
     tapes = int(db.execute(f"SELECT coalesce(sum(tapes), 0) FROM segments WHERE seg IN ({marks})",
                            victims).fetchall()[0][0])
@@ -281,9 +258,5 @@ def merge_segments(db: apsw.Connection, since: int | None = None, known: Known |
     merged = sort_keys(k, f, distinct=True)
     write_sorted(db, seg, *merged)
     db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(k), tapes))
-    if known is not None:
-        for v in victims:
-            known.pop(v, None)
-        known[seg] = merged
     log.info("merged %d posting segments into segment %d (%d postings)", len(victims), seg, len(k))
-    return True
+    return merged

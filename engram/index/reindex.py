@@ -36,7 +36,6 @@ def reindex(store: Store) -> dict[str, Any]:
             for tid in ids:
                 indexer.add(db, tid)
             indexer.flush(db)
-            indexer.compact(db)
             cfg = store.config["index"]
             with immediate(db):
                 n_stop, _ = stoplist.rebuild_from_config(db, store)
