@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import apsw
 
@@ -17,6 +17,13 @@ from engram.store import Store
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 30_000
+MAX_VARS = 30_000  # bound parameters per statement: under SQLite's limit (32,766 since 3.32)
+
+
+def chunks(values: list[Any], size: int = MAX_VARS) -> Iterator[list[Any]]:
+    """`values` in slices small enough to bind in one `IN (...)` list."""
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
 
 
 def _v1(db: apsw.Connection) -> None:

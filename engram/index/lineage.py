@@ -17,6 +17,7 @@ from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarit
 from engram.anchor.winnow import GROUP_BYTES
 from engram.arrays import member, unique
 from engram.index import postings, stoplist
+from engram.index.db import chunks
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
 
@@ -35,7 +36,6 @@ CONTINUATION_MIN_CONFIDENCE: Final = 0.15
 MARKER_BONUS: Final = 0.25
 COMMON_TEXT_TAPES: Final = 8  # a fingerprint in more tapes' heads/tails than this is boilerplate
 MAX_CONTINUATIONS: Final = 3  # per tape and direction: the strongest overlaps only
-_MAX_VARS: Final = 30000
 
 
 CONFIDENCE_K: Final = 2
@@ -320,8 +320,7 @@ def _relink_reinsertion(db: apsw.Connection, dst: int, e: Any) -> None:
         return
     need = int(REINSERT_SIMILARITY * len(values))
     counts: dict[int, int] = {}
-    for i in range(0, len(values), 30000):
-        chunk = values[i:i + 30000]
+    for chunk in chunks(values):
         for tomb, n in db.execute(f"SELECT tomb, count(*) FROM tombstone_fps WHERE fp IN ({','.join('?' * len(chunk))})"
                                   " GROUP BY tomb", chunk):
             counts[tomb] = counts.get(tomb, 0) + n
@@ -415,8 +414,7 @@ def _shared(db: apsw.Connection, table: str, values: np.ndarray) -> dict[int, in
     tapes, and fetching those rows would cost 20x the rest."""
     shared: dict[int, int] = defaultdict(int)
     vals = values.tolist()
-    for i in range(0, len(vals), _MAX_VARS):
-        chunk = vals[i:i + _MAX_VARS]
+    for chunk in chunks(vals):
         marks = ",".join("?" * len(chunk))
         for (tape,) in db.execute(f"SELECT tape FROM {table} WHERE fp IN (SELECT fp FROM {table} WHERE fp IN "
                                   f"({marks}) GROUP BY fp HAVING count(*) <= ?)", (*chunk, COMMON_TEXT_TAPES)):

@@ -27,6 +27,7 @@ import apsw
 import numpy as np
 
 from engram import arrays
+from engram.index.db import chunks
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,6 @@ _ROW_MASK: Final = (1 << ROW_KEY_BITS) - 1
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)
 MAX_SEGMENTS: Final = 6
-_MAX_VARS: Final = 30000
 
 
 def split(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,8 +121,7 @@ def lookup(db: apsw.Connection, fps: np.ndarray, segs: list[int] | None = None) 
     rows: list[tuple[int, bytes]] = []
     for seg in segs:  # one statement per segment: a single IN list of every (segment, row) is slower
         ids = ((seg << ROW_KEY_BITS) | wanted).tolist()
-        for i in range(0, len(ids), _MAX_VARS):
-            chunk = ids[i:i + _MAX_VARS]
+        for chunk in chunks(ids):
             rows += db.execute(f"SELECT id, blob FROM postings WHERE id IN ({','.join('?' * len(chunk))})",
                                chunk).fetchall()
     if not rows:

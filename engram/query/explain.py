@@ -23,6 +23,7 @@ from engram import arrays
 from engram.anchor import kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
 from engram.index import memo, postings, stoplist
 from engram.index.build import index_params
+from engram.index.db import chunks
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.index.lineage import LINK_THRESHOLD
 from engram.query.spans import Span
@@ -101,8 +102,7 @@ class Result:
 
 def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
     out: dict[int, Frag] = {}
-    for i in range(0, len(ids), 30000):
-        chunk = ids[i:i + 30000]
+    for chunk in chunks(ids):
         for r in db.execute(
                 "SELECT f.id, f.tape, f.offset, f.kind, files.path, f.ts, f.line0, f.line1, t.id, t.session_id,"
                 " t.harness, t.model FROM fragments f JOIN tapes t ON t.no = f.tape"
@@ -166,8 +166,7 @@ def _continuations(db: apsw.Connection, tapes: set[int]) -> set[tuple[int, int]]
 def _edges_into(db: apsw.Connection, nodes: list[int]) -> dict[int, list[tuple[Any, ...]]]:
     """Lineage edges ending at each of `nodes`, strongest first (ties by source: deterministic)."""
     out: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    for i in range(0, len(nodes), 30000):
-        chunk = nodes[i:i + 30000]
+    for chunk in chunks(nodes):
         for dst, *edge in db.execute(
                 "SELECT dst, src, confidence, containment, location_delta, cardinality, agent_link, note"
                 f" FROM lineage WHERE dst IN ({','.join('?' * len(chunk))}) ORDER BY dst, confidence DESC, src",

@@ -18,6 +18,7 @@ import numpy as np
 from engram.anchor import kgram_hashes, tokenize
 from engram.index import postings, stoplist
 from engram.index.build import index_params
+from engram.index.db import chunks
 from engram.index.kinds import KIND_NAME
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,7 @@ class Region:
 
 def _fragment_meta(db: apsw.Connection, ids: list[int]) -> dict[int, tuple]:
     out: dict[int, tuple] = {}
-    for i in range(0, len(ids), 30000):
-        chunk = ids[i:i + 30000]
+    for chunk in chunks(ids):
         for r in db.execute(
                 "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model, f.offset FROM fragments f"
                 f" JOIN tapes t ON t.no = f.tape WHERE f.id IN ({','.join('?' * len(chunk))})", chunk):
