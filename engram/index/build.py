@@ -23,12 +23,13 @@ from typing import Any
 import apsw
 import numpy as np
 
-from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprints_many
+from engram.anchor import fingerprints_many
 from engram.arrays import member
 from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
 from engram.index.lineage import RunEdits, edit_confidences
+from engram.index.snapshot import ANCHOR_VERSION, index_params
 from engram.store import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
@@ -357,11 +358,6 @@ def _file_id(db: apsw.Connection, path: str) -> int:
     return int(db.last_insert_rowid())
 
 
-# Bump when the tokenizer or hash definitions in engram/anchor change: stored fingerprints
-# depend on them bit for bit, and an index built with other definitions must be rebuilt.
-ANCHOR_VERSION = 1
-
-
 def _check_params(db: apsw.Connection, k: int, w: int) -> None:
     want = {"k": k, "w": w, "anchor": ANCHOR_VERSION, "bucket_bits": postings.BUCKET_BITS}
     got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits')").fetchall())
@@ -373,21 +369,6 @@ def _check_params(db: apsw.Connection, k: int, w: int) -> None:
 
         raise EngramError(f"the index was built with fingerprints {got}, this engram uses {want}; "
                           "run `engram reindex`")
-
-
-def index_params(db: apsw.Connection) -> tuple[int, int]:
-    """The (k, w) the index was built with; the anchor defaults for an empty index.
-
-    Refuses an index whose fingerprint definition or bucket layout differs from this engram's:
-    its postings would be read wrongly, silently."""
-    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits')").fetchall())
-    if "k" in got and "w" in got:
-        if int(got.get("anchor", -1)) != ANCHOR_VERSION or int(got.get("bucket_bits", -1)) != postings.BUCKET_BITS:
-            from engram.errors import EngramError  # noqa: PLC0415
-
-            raise EngramError("the index was built by another version of engram; run `engram reindex`")
-        return int(got["k"]), int(got["w"])
-    return DEFAULT_K, DEFAULT_W
 
 
 def index_pending(store: Store, db: apsw.Connection, indexer: Indexer | None = None) -> int:

@@ -46,13 +46,13 @@ def epoch(db: apsw.Connection) -> str:
     return str(row[0][0]) if row else ""
 
 
-def fragment_kinds(db: apsw.Connection, ids: np.ndarray) -> np.ndarray:
+def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str | None = None) -> np.ndarray:
     """Kind number of each fragment id (0 for an id not in the index).
 
     Fragments are insert-only with increasing ids until the next rebuild, so the copy (made on
     the second call in a process, see first_use) is extended with the rows past its end when an
-    id beyond it is asked for."""
-    key = (db.filename, epoch(db))
+    id beyond it is asked for. `index_epoch`: the epoch as the caller's query read it."""
+    key = (db.filename, epoch(db) if index_epoch is None else index_epoch)
     kinds = _kinds.get(key)
     if kinds is None and first_use(("kinds", *key)):
         out = np.zeros(len(ids), dtype=np.int8)

@@ -20,9 +20,9 @@ import apsw
 import numpy as np
 
 from engram import arrays
-from engram.anchor import kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
-from engram.index import memo, postings, stoplist
-from engram.index.build import index_params
+from engram.anchor import Tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
+from engram.index import memo, postings, snapshot, stoplist
+from engram.index.snapshot import index_params
 from engram.index.db import chunks
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.index.lineage import LINK_THRESHOLD
@@ -112,18 +112,21 @@ def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
     return out
 
 
-def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None) -> dict[int, float]:
-    """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default)."""
+def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
+                tokens: Tokens | None = None) -> dict[int, float]:
+    """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default;
+    `tokens`: those of `text`, when the caller has them)."""
+    snap = snapshot.read(db)
     if k is None or w is None:
-        k, w = index_params(db)
-    kgrams = kgram_fingerprints_from_tokens(tokenize(text), k).values
+        k, w = snap.k, snap.w
+    kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
     q = arrays.unique(kgrams)
-    q = q[stoplist.searchable(db, postings.keys(q))]
+    q = q[stoplist.searchable(db, postings.keys(q), snap)]
     # Confidence is the share of the span's searched fingerprints a fragment holds: the winnowed
     # ones (what a tape of the same text would hold) minus those the stop-list dropped.
     winnowed = winnowed_values(kgrams, w)
     expected = max(1, int(arrays.member(winnowed, q).sum()))
-    keys, frags = postings.lookup(db, q)
+    keys, frags = postings.lookup(db, q, snap.segs)
     if not len(frags):
         return {}
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
@@ -138,7 +141,7 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
         ids, counts = ids[top], counts[top]
-    weight = _KIND_WEIGHTS[memo.fragment_kinds(db, ids)]
+    weight = _KIND_WEIGHTS[memo.fragment_kinds(db, ids, snap.epoch)]
     conf = np.minimum(1.0, counts / expected) * weight
     best = float(conf.max())
     if best <= 0:
@@ -240,9 +243,10 @@ def tombstone_hits(db: apsw.Connection, text: str, k: int | None = None) -> dict
     return out
 
 
-def run(store: Store, db: apsw.Connection, span: Span, opts: Options) -> Result:
+def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Tokens | None = None) -> Result:
+    """The evidence for `span` (`tokens`: the span's, when the caller has them)."""
     res = Result(span)
-    for fid, conf in direct_hits(db, span.text).items():
+    for fid, conf in direct_hits(db, span.text, tokens=tokens).items():
         res.hits[fid] = Hit(fid, conf, "direct")
     for fid, h in _span_links(db, span).items():
         res.hits.setdefault(fid, h)
@@ -339,16 +343,19 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
     }
 
 
-def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -> Span:
+def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -> tuple[Span, Tokens]:
     """A span with fewer than k + w - 1 tokens has no guaranteed fingerprint: take in neighbouring
-    lines until it has (the reported span says so)."""
+    lines until it has (the reported span says so). Returns the span and its tokens (tokenising
+    is a seventh of a warm explain: the lookup reuses them)."""
+    tokens = tokenize(span.text)
     if file_lines is None:
-        return span
+        return span, tokens
     k, w = index_params(db)
-    while len(tokenize(span.text)) < k + w - 1 and (span.start > 1 or span.end < len(file_lines)):
+    while len(tokens) < k + w - 1 and (span.start > 1 or span.end < len(file_lines)):
         start, end = max(1, span.start - 1), min(len(file_lines), span.end + 1)
         span = Span(span.file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
-    return span
+        tokens = tokenize(span.text)
+    return span, tokens
 
 
 def explain(store: Store, db: apsw.Connection, span: Span, opts: Options, expand_until: int | None = None,
@@ -356,8 +363,8 @@ def explain(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
     """The explain document; with `expand_until`, the span grows until at most N sessions match.
 
     `file_lines` (the whole file) lets a span too short to fingerprint take in its neighbours."""
-    span = widen_short(db, span, file_lines)
-    res = run(store, db, span, opts)
+    span, tokens = widen_short(db, span, file_lines)
+    res = run(store, db, span, opts, tokens)
     if expand_until is not None and file_lines is not None:
         while len(sessions_of(res)) > expand_until and (span.start > 1 or span.end < len(file_lines)):
             start, end = max(1, span.start - 2), min(len(file_lines), span.end + 2)

@@ -17,7 +17,7 @@ import numpy as np
 
 from engram.anchor import kgram_hashes, tokenize
 from engram.index import postings, stoplist
-from engram.index.build import index_params
+from engram.index.snapshot import index_params
 from engram.index.db import chunks
 from engram.index.kinds import KIND_NAME
 

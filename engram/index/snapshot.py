@@ -1,0 +1,63 @@
+"""What a query needs to know about the index before reading postings, in one statement.
+
+A warm explain at 1 GB takes about a millisecond; reading the fingerprint parameters, the
+index epoch, the stop-list generation and the segment list as four statements cost ~5% of it.
+Reading them together also gives the query one consistent view of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import apsw
+
+from engram.anchor import DEFAULT_K, DEFAULT_W
+from engram.index import postings
+
+# Bump when the tokenizer or hash definitions in engram/anchor change: stored fingerprints
+# depend on them bit for bit, and an index built with other definitions must be rebuilt.
+ANCHOR_VERSION: Final = 1
+
+_PARAMS: Final = ("k", "w", "anchor", "bucket_bits")
+_SQL: Final = ("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits', 'epoch', 'stoplist_gen')"
+               " UNION ALL SELECT 'seg', seg FROM segments")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    k: int
+    w: int
+    epoch: str  # see memo.new_epoch
+    stoplist_gen: int
+    segs: tuple[int, ...]  # posting segments, ascending
+
+
+def read(db: apsw.Connection) -> Snapshot:
+    got: dict[str, Any] = {}
+    segs: list[int] = []
+    for key, value in db.execute(_SQL):
+        if key == "seg":
+            segs.append(int(value))
+        else:
+            got[key] = value
+    k, w = _params(got)
+    return Snapshot(k, w, str(got.get("epoch", "")), int(got.get("stoplist_gen", 0)), tuple(sorted(segs)))
+
+
+def index_params(db: apsw.Connection) -> tuple[int, int]:
+    """The (k, w) the index was built with; the anchor defaults for an empty index."""
+    marks = ",".join("?" * len(_PARAMS))
+    return _params(dict(db.execute(f"SELECT key, value FROM state WHERE key IN ({marks})", _PARAMS).fetchall()))
+
+
+def _params(got: dict[str, Any]) -> tuple[int, int]:
+    """Refuses an index whose fingerprint definition or bucket layout differs from this engram's:
+    its postings would be read wrongly, silently."""
+    if "k" in got and "w" in got:
+        if int(got.get("anchor", -1)) != ANCHOR_VERSION or int(got.get("bucket_bits", -1)) != postings.BUCKET_BITS:
+            from engram.errors import EngramError  # noqa: PLC0415
+
+            raise EngramError("the index was built by another version of engram; run `engram reindex`")
+        return int(got["k"]), int(got["w"])
+    return DEFAULT_K, DEFAULT_W
