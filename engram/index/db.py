@@ -210,10 +210,6 @@ def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
         return db
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    # The last connection to close would checkpoint the whole WAL into the database: ~10 ms of
-    # a 1 MB append at 1 GB. Commits checkpoint once the WAL passes 1,000 pages anyway, and a
-    # WAL left behind is read by the next connection like any other.
-    db.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
     db.execute("PRAGMA foreign_keys=OFF")
     migrate(db)
     return db
