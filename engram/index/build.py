@@ -29,7 +29,7 @@ from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
 from engram.index.lineage import RunEdits, edit_confidences
-from engram.index.snapshot import ANCHOR_VERSION, index_params
+from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
 from engram.store import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
@@ -360,7 +360,7 @@ def _file_id(db: apsw.Connection, path: str) -> int:
 
 def _check_params(db: apsw.Connection, k: int, w: int) -> None:
     want = {"k": k, "w": w, "anchor": ANCHOR_VERSION, "bucket_bits": postings.BUCKET_BITS}
-    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits')").fetchall())
+    got = stored_params(db)
     if not got:
         db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", list(want.items()))
         memo.new_epoch(db)

@@ -41,18 +41,13 @@ def new_epoch(db: apsw.Connection) -> None:
     db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('epoch', ?)", (secrets.token_hex(8),))
 
 
-def epoch(db: apsw.Connection) -> str:
-    row = db.execute("SELECT value FROM state WHERE key='epoch'").fetchall()
-    return str(row[0][0]) if row else ""
-
-
-def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str | None = None) -> np.ndarray:
+def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str) -> np.ndarray:
     """Kind number of each fragment id (0 for an id not in the index).
 
     Fragments are insert-only with increasing ids until the next rebuild, so the copy (made on
     the second call in a process, see first_use) is extended with the rows past its end when an
-    id beyond it is asked for. `index_epoch`: the epoch as the caller's query read it."""
-    key = (db.filename, epoch(db) if index_epoch is None else index_epoch)
+    id beyond it is asked for. `index_epoch`: the epoch as the caller's query read it (snapshot)."""
+    key = (db.filename, index_epoch)
     kinds = _kinds.get(key)
     if kinds is None and first_use(("kinds", *key)):
         out = np.zeros(len(ids), dtype=np.int8)

@@ -19,8 +19,9 @@ from engram.index import postings
 # depend on them bit for bit, and an index built with other definitions must be rebuilt.
 ANCHOR_VERSION: Final = 1
 
-_PARAMS: Final = ("k", "w", "anchor", "bucket_bits")
-_SQL: Final = ("SELECT key, value FROM state WHERE key IN ('k', 'w', 'anchor', 'bucket_bits', 'epoch', 'stoplist_gen')"
+PARAMS: Final = ("k", "w", "anchor", "bucket_bits")  # what the stored fingerprints depend on
+_PARAMS_SQL: Final = f"SELECT key, value FROM state WHERE key IN ({','.join(repr(k) for k in PARAMS)})"
+_SQL: Final = (f"SELECT key, value FROM state WHERE key IN ({','.join(repr(k) for k in (*PARAMS, 'epoch', 'stoplist_gen'))})"
                " UNION ALL SELECT 'seg', seg FROM segments")
 
 
@@ -45,10 +46,14 @@ def read(db: apsw.Connection) -> Snapshot:
     return Snapshot(k, w, str(got.get("epoch", "")), int(got.get("stoplist_gen", 0)), tuple(sorted(segs)))
 
 
+def stored_params(db: apsw.Connection) -> dict[str, Any]:
+    """The PARAMS the index recorded when it was first filled (empty for a new index)."""
+    return dict(db.execute(_PARAMS_SQL).fetchall())
+
+
 def index_params(db: apsw.Connection) -> tuple[int, int]:
     """The (k, w) the index was built with; the anchor defaults for an empty index."""
-    marks = ",".join("?" * len(_PARAMS))
-    return _params(dict(db.execute(f"SELECT key, value FROM state WHERE key IN ({marks})", _PARAMS).fetchall()))
+    return _params(stored_params(db))
 
 
 def _params(got: dict[str, Any]) -> tuple[int, int]:

@@ -18,9 +18,8 @@ import apsw
 import numpy as np
 
 from engram import arrays
-from engram.index import memo, postings
+from engram.index import memo, postings, snapshot
 from engram.index.db import immediate
-from engram.index.snapshot import Snapshot
 from engram.store import Store
 
 log = logging.getLogger(__name__)
@@ -35,14 +34,15 @@ def _generation(db: apsw.Connection) -> int:
 
 
 def load(db: apsw.Connection, keys: np.ndarray | None = None,
-         snap: Snapshot | None = None) -> tuple[np.ndarray, np.ndarray]:
+         snap: snapshot.Snapshot | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(keys, tape counts) of the stop-listed fingerprints, keys sorted (see postings.keys).
 
     The whole list is copied once per process, database file, index epoch and stop-list
     generation — from the second query on: it has thousands of rows on a large store, which a
     one-shot CLI query should not pay for. Until then only the rows of `keys` are read.
     `snap`: the index's state as the caller's query read it (default: read now)."""
-    key = (db.filename, *((snap.epoch, snap.stoplist_gen) if snap else (memo.epoch(db), _generation(db))))
+    snap = snap or snapshot.read(db)
+    key = (db.filename, snap.epoch, snap.stoplist_gen)
     hit = _cache.get(key)
     if hit is not None:
         return hit
@@ -66,7 +66,7 @@ def _arrays(rows: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
             np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
 
 
-def searchable(db: apsw.Connection, keys: np.ndarray, snap: Snapshot | None = None) -> np.ndarray:
+def searchable(db: apsw.Connection, keys: np.ndarray, snap: snapshot.Snapshot | None = None) -> np.ndarray:
     """Mask of the query keys to look up: all but stop-listed ones, keeping at least half of the
     distinct keys (the least common stop-listed ones first)."""
     stop, tapes = load(db, keys, snap)

@@ -22,7 +22,6 @@ import numpy as np
 from engram import arrays
 from engram.anchor import Tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
 from engram.index import memo, postings, snapshot, stoplist
-from engram.index.snapshot import index_params
 from engram.index.db import chunks
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.index.lineage import LINK_THRESHOLD
@@ -232,7 +231,7 @@ def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
 
 
 def tombstone_hits(db: apsw.Connection, text: str, k: int | None = None) -> dict[int, float]:
-    q = np.unique(kgram_fingerprints(text, k or index_params(db)[0]).values)
+    q = np.unique(kgram_fingerprints(text, k or snapshot.index_params(db)[0]).values)
     out: dict[int, float] = {}
     for frag, anchors in db.execute("SELECT frag, anchors FROM tombstones"):
         a = np.frombuffer(anchors, "<i8")
@@ -350,7 +349,7 @@ def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -
     tokens = tokenize(span.text)
     if file_lines is None:
         return span, tokens
-    k, w = index_params(db)
+    k, w = snapshot.index_params(db)
     while len(tokens) < k + w - 1 and (span.start > 1 or span.end < len(file_lines)):
         start, end = max(1, span.start - 1), min(len(file_lines), span.end + 1)
         span = Span(span.file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
