@@ -801,7 +801,7 @@ def run_engram(store: Any, db: Any, spans: list[Any], queries: list[Query], trut
     orig = X.direct_hits
 
     def direct_hits(db_: Any, text: str, *_a: Any, **_kw: Any) -> dict[int, float]:
-        return orig(db_, text, k, w)  # run() does not pass k/w through: force this run's setting
+        return orig(db_, text, k, w, **_kw)  # run() does not pass k/w through: force this run's setting
 
     X.direct_hits = direct_hits
     outs, prop = [], []

@@ -7,8 +7,9 @@ derived tables, and `engram reindex` is always a valid way out of a bad state.
 from __future__ import annotations
 
 import logging
+from array import array
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import apsw
 
@@ -22,13 +23,19 @@ BUSY_TIMEOUT_MS = 30_000
 # reads again: at 1 GB of transcripts a warm explain re-read them from the OS cache, 0.15 ms
 # of its 1.1 ms (bench/scale.py). A one-shot CLI query touches ~1 MB and is unaffected.
 CACHE_KIB = 65_536
-MAX_VARS = 30_000  # bound parameters per statement: under SQLite's limit (32,766 since 3.32)
 
 
-def chunks(values: list[Any], size: int = MAX_VARS) -> Iterator[list[Any]]:
-    """`values` in slices small enough to bind in one `IN (...)` list."""
-    for i in range(0, len(values), size):
-        yield values[i:i + size]
+def int_array(values: Iterable[int]) -> apsw.carray:
+    """Integers bound as one array parameter, for `IN carray(?)`.
+
+    One statement text whatever their number: a `?` list per length missed SQLite's statement
+    cache ~0.6 times per warm explain (each a fresh prepare, and an eviction of another query's
+    statement), and parsing a list of thousands of `?` cost more than the query. Callers skip
+    the query for no values: carray refuses an empty array. A numpy array is bound in place
+    (this module does not import numpy: commands that only open the store stay fast)."""
+    if hasattr(values, "astype"):
+        return apsw.carray(values.astype("int64", order="C", copy=False))
+    return apsw.carray(array("q", values))
 
 
 def _v1(db: apsw.Connection) -> None:

@@ -17,7 +17,7 @@ from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarit
 from engram.anchor.winnow import GROUP_BYTES
 from engram.arrays import member, unique
 from engram.index import postings, stoplist
-from engram.index.db import chunks
+from engram.index.db import int_array
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
 
@@ -162,8 +162,8 @@ def _fragment_info(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str |
     if not ids:
         return {}
     rows = db.execute(
-        f"SELECT f.id, files.path, f.line0, f.line1 FROM fragments f LEFT JOIN files ON files.id = f.file "
-        f"WHERE f.id IN ({','.join('?' * len(ids))})", ids).fetchall()
+        "SELECT f.id, files.path, f.line0, f.line1 FROM fragments f LEFT JOIN files ON files.id = f.file "
+        "WHERE f.id IN carray(?)", (int_array(ids),)).fetchall()
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
@@ -183,7 +183,7 @@ def _edit_fragments(db: apsw.Connection, ids: np.ndarray, below: int) -> np.ndar
     edit = KIND_NO[E.CODE_EDIT]
     if len(ids) * LOOKUP_COST < below:
         rows = db.execute("SELECT id FROM fragments WHERE id IN carray(?) AND kind=? ORDER BY id",
-                          (apsw.carray(ids), edit)).fetchall()
+                          (int_array(ids), edit)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     rows = db.execute("SELECT id FROM fragments WHERE kind=? AND id<? ORDER BY id", (edit, below)).fetchall()
     every = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -331,22 +331,17 @@ def _relink_reinsertion(db: apsw.Connection, dst: int, e: Any) -> None:
 
     Candidates come from the tombstones' fingerprints (a lookup), and only those sharing enough
     fingerprints to possibly reach the similarity threshold are compared in full."""
-    values = e.after.tolist()
-    if not values:
+    if not len(e.after):
         return
-    need = int(REINSERT_SIMILARITY * len(values))
-    counts: dict[int, int] = {}
-    for chunk in chunks(values):
-        for tomb, n in db.execute(f"SELECT tomb, count(*) FROM tombstone_fps WHERE fp IN ({','.join('?' * len(chunk))})"
-                                  " GROUP BY tomb", chunk):
-            counts[tomb] = counts.get(tomb, 0) + n
-    candidates = [t for t, n in counts.items() if n >= need]
+    need = int(REINSERT_SIMILARITY * len(e.after))
+    candidates = [t for t, n in db.execute("SELECT tomb, count(*) FROM tombstone_fps WHERE fp IN carray(?)"
+                                           " GROUP BY tomb", (int_array(e.after),)) if n >= need]
     if not candidates:
         return
     for tid, frag, path, l0, l1, anchors in db.execute(
             "SELECT t.id, t.frag, files.path, t.line0, t.line1, t.anchors FROM tombstones t "
-            f"LEFT JOIN files ON files.id = t.file WHERE t.frag < ? AND t.id IN ({','.join('?' * len(candidates))})",
-            (dst, *candidates)).fetchall():
+            "LEFT JOIN files ON files.id = t.file WHERE t.frag < ? AND t.id IN carray(?)",
+            (dst, int_array(candidates))).fetchall():
         old = np.frombuffer(anchors, dtype="<i8")
         sim = similarity(old, e.after)
         if sim >= REINSERT_SIMILARITY:
@@ -429,12 +424,11 @@ def _shared(db: apsw.Connection, table: str, values: np.ndarray) -> dict[int, in
     The common ones are dropped inside SQLite: a head's boilerplate is in the tails of most
     tapes, and fetching those rows would cost 20x the rest."""
     shared: dict[int, int] = defaultdict(int)
-    vals = values.tolist()
-    for chunk in chunks(vals):
-        marks = ",".join("?" * len(chunk))
-        for (tape,) in db.execute(f"SELECT tape FROM {table} WHERE fp IN (SELECT fp FROM {table} WHERE fp IN "
-                                  f"({marks}) GROUP BY fp HAVING count(*) <= ?)", (*chunk, COMMON_TEXT_TAPES)):
-            shared[tape] += 1
+    if not len(values):
+        return shared
+    for (tape,) in db.execute(f"SELECT tape FROM {table} WHERE fp IN (SELECT fp FROM {table} WHERE fp IN "
+                              "carray(?) GROUP BY fp HAVING count(*) <= ?)", (int_array(values), COMMON_TEXT_TAPES)):
+        shared[tape] += 1
     return shared
 
 
@@ -442,8 +436,7 @@ def _tape_meta(db: apsw.Connection, tapes: set[int]) -> dict[int, tuple[str, str
     """no -> (session, started, |head|, marker) of the given indexed tapes."""
     if not tapes:
         return {}
-    ids = sorted(tapes)
     rows = db.execute("SELECT h.tape, t.session_id, coalesce(t.started, ''), length(h.head) / 8, h.marker "
-                      f"FROM heads h JOIN tapes t ON t.no = h.tape WHERE h.tape IN ({','.join('?' * len(ids))})",
-                      ids).fetchall()
+                      "FROM heads h JOIN tapes t ON t.no = h.tape WHERE h.tape IN carray(?)",
+                      (int_array(sorted(tapes)),)).fetchall()
     return {r[0]: (r[1], r[2], int(r[3]), r[4]) for r in rows}

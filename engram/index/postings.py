@@ -28,7 +28,7 @@ import apsw
 import numpy as np
 
 from engram import arrays
-from engram.index.db import chunks
+from engram.index.db import int_array
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = No
         # Bound as one array (carray): no per-value binding, and one statement text whatever the
         # number of rows, so SQLite's statement cache answers instead of a fresh prepare.
         rows += db.execute("SELECT id, blob FROM postings WHERE id IN carray(?)",
-                           (apsw.carray((seg << ROW_KEY_BITS) | wanted),)).fetchall()
+                           (int_array((seg << ROW_KEY_BITS) | wanted),)).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     return _match_rows(rows, qkeys)

@@ -19,7 +19,7 @@ import numpy as np
 
 from engram import arrays
 from engram.index import memo, postings, snapshot
-from engram.index.db import immediate
+from engram.index.db import immediate, int_array
 from engram.store import Store
 
 log = logging.getLogger(__name__)
@@ -47,9 +47,9 @@ def load(db: apsw.Connection, keys: np.ndarray | None = None,
     if hit is not None:
         return hit
     if keys is not None and memo.first_use(("stoplist", *key)):
-        ks = arrays.unique(keys).tolist()
-        rows = db.execute(f"SELECT fp, tapes FROM stoplist WHERE fp IN ({','.join('?' * len(ks))}) ORDER BY fp",
-                          ks).fetchall() if ks else []
+        ks = arrays.unique(keys)
+        rows = db.execute("SELECT fp, tapes FROM stoplist WHERE fp IN carray(?) ORDER BY fp",
+                          (int_array(ks),)).fetchall() if len(ks) else []
         return _arrays(rows)
     hit = _arrays(db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall())
     _cache.clear()

@@ -18,7 +18,7 @@ import numpy as np
 from engram.anchor import kgram_hashes, tokenize
 from engram.index import postings, stoplist
 from engram.index.snapshot import index_params
-from engram.index.db import chunks
+from engram.index.db import int_array
 from engram.index.kinds import KIND_NAME
 
 log = logging.getLogger(__name__)
@@ -53,13 +53,11 @@ class Region:
 
 
 def _fragment_meta(db: apsw.Connection, ids: list[int]) -> dict[int, tuple]:
-    out: dict[int, tuple] = {}
-    for chunk in chunks(ids):
-        for r in db.execute(
-                "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model, f.offset FROM fragments f"
-                f" JOIN tapes t ON t.no = f.tape WHERE f.id IN ({','.join('?' * len(chunk))})", chunk):
-            out[r[0]] = r[1:]
-    return out
+    if not ids:
+        return {}
+    return {r[0]: r[1:] for r in db.execute(
+        "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model, f.offset FROM fragments f"
+        " JOIN tapes t ON t.no = f.tape WHERE f.id IN carray(?)", (int_array(ids),))}
 
 
 def evidence_regions(db: apsw.Connection, text: str, k: int | None = None) -> list[Region]:
