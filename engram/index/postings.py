@@ -95,13 +95,20 @@ def _write_into(db: apsw.Connection, table: str, seg: int, key: np.ndarray, frag
     row = key >> (32 - ROW_BITS)
     cuts = np.flatnonzero(np.diff(row)) + 1
     starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [len(row)]))
-    low_b = (key & 0xFFFFFFFF).astype("<u4")
-    frag_b = frags.astype("<u4")
-    base = seg << ROW_KEY_BITS
-    rows = ((base | int(row[s]), low_b[s:e].tobytes() + frag_b[s:e].tobytes())
-            for s, e in zip(starts.tolist(), ends.tolist()))
-    db.executemany(f"INSERT INTO {table}(id, blob) VALUES(?, ?)", rows)
+    sizes = np.diff(np.concatenate((starts, [len(row)])))
+    # Every row's blob laid out in one buffer (entry j of a row starting at s goes to s + j, its
+    # fragment `size` words further): rows are then slices of it, not two copies and a
+    # concatenation per row (a third of an append's posting write).
+    words = np.empty(2 * len(key), dtype="<u4")
+    at = np.arange(len(key)) + np.repeat(starts, sizes)
+    words[at] = key & 0xFFFFFFFF
+    words[at + np.repeat(sizes, sizes)] = frags
+    buf = memoryview(words.tobytes())
+    ids = ((row[starts] | (seg << ROW_KEY_BITS))).tolist()
+    offsets = (8 * starts).tolist()
+    ends = (8 * (starts + sizes)).tolist()
+    db.executemany(f"INSERT INTO {table}(id, blob) VALUES(?, ?)",
+                   zip(ids, map(buf.__getitem__, map(slice, offsets, ends))))
     return len(starts)
 
 
