@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from engram.cli import exit_process
 from engram.cli import main as core_main
 
 
@@ -40,5 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return core_main(args, plugins=[register])
 
 
+def console() -> None:
+    """The installed `engram` script (and `python -m engram_server.entry`): `main`, then the exit
+    the command allows (see `engram.cli.exit_process`)."""
+    argv = sys.argv[1:]
+    exit_process(argv, main(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

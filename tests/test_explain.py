@@ -136,6 +136,27 @@ def test_search_finds_the_users_request(spot_repo: tuple[Path, dict[str, str]]) 
     assert "Implement spotter-gqc" in doc["hits"][0]["excerpt"]
 
 
+def test_a_query_ends_without_teardown_yet_delivers_everything(spotter: Path,
+                                                               spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """Queries leave with os._exit (engram.cli.exit_process): an answer far larger than a pipe's
+    buffer and one small enough to sit in the stream's buffer both arrive whole, the exit status
+    and message of an error survive, and the index is left closed (no -wal file for the next
+    process to recover)."""
+    root, writer = spot_repo
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    proc = run_engram(root, "explain", f"{rel}:{a}-{b}", "--before", "40", "--after", "40")
+    assert len(proc.stdout) > 2 * 65536  # more than a pipe holds: the rest is written at the exit
+    doc = json.loads(proc.stdout)
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    assert not (root / ".engram" / "index.sqlite-wal").exists()
+    buffered = {"PYTHONUNBUFFERED": ""}  # as a user's shell has it (this machine sets it)
+    brief = run_engram(root, "explain", f"{rel}:{a}-{b}", "--brief", env=buffered)
+    assert len(brief.stdout) < 8192  # small enough to sit in the stream's buffer until the exit
+    assert json.loads(brief.stdout)["sessions"][0]["session_id"] == SPOTTER_MAIN
+    missing = run_engram(root, "explain", "no/such/file.py:1-2", check=False)
+    assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
 def test_reindex_gives_identical_answers(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
     root, writer = spot_repo
     spans = spans_of_main(spotter, root, writer)[:3] + [("assets/js/app.js", 10, 30)]

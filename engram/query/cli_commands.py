@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,8 +77,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         doc = ask_language_server(store, "explain", params)
     if doc is None:
-        db = _ready_db(store)
-        doc = explain_request(store, db, params)
+        with closing(_ready_db(store)) as db:
+            doc = explain_request(store, db, params)
     if args.pretty:
         from engram.query.render import explain_pretty  # (~30 ms of imports a JSON answer does not need)
 
@@ -114,8 +115,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     from engram.tape.reader import TapeReader
 
     store = _store(args)
-    db = _ready_db(store)
-    row = resolve_tape(db, args.tape)
+    with closing(_ready_db(store)) as db:
+        row = resolve_tape(db, args.tape)
     with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
         if not 0 <= args.at < len(r):
             raise BadInput(f"--at {args.at}: tape {row.id[:12]} has events 0-{len(r) - 1}")
@@ -132,8 +133,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from engram.query.search import search
 
     store = _store(args)
-    db = _ready_db(store)
-    hits = search(store, db, args.query, limit=args.limit)
+    with closing(_ready_db(store)) as db:
+        hits = search(store, db, args.query, limit=args.limit)
     if args.pretty:
         for h in hits:
             print(f"{h['tape'][:12]} #{h['offset']:<5} {h['kind']:8} {(h['timestamp'] or '')[:16]}  {h['excerpt']}")
