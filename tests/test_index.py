@@ -207,6 +207,23 @@ def test_schema_5_heads_are_migrated_and_continued_by_a_later_ingest(repo: Path,
     assert continuations(repo) == want
 
 
+def test_schema_8_keeps_the_earliest_holders_of_boilerplate_only() -> None:
+    """Stores written before the row cap hold a row per tape for boilerplate fingerprints; the
+    migration keeps FP_ROWS_CAP of them (the earliest tapes) and every row of the rest."""
+    from engram.index.lineage import FP_ROWS_CAP  # noqa: PLC0415
+
+    db = apsw.Connection(":memory:")
+    db.execute("CREATE TABLE head_fps(fp INTEGER NOT NULL, tape INTEGER NOT NULL, PRIMARY KEY(fp, tape)) WITHOUT ROWID;"
+               "CREATE TABLE tail_fps(fp INTEGER NOT NULL, tape INTEGER NOT NULL, PRIMARY KEY(fp, tape)) WITHOUT ROWID;")
+    many, few = range(1, FP_ROWS_CAP + 6), range(1, FP_ROWS_CAP)
+    for table in ("head_fps", "tail_fps"):
+        db.executemany(f"INSERT INTO {table} VALUES(?, ?)", [(-7, t) for t in reversed(many)] + [(42, t) for t in few])
+    MIGRATIONS[7](db)
+    for table in ("head_fps", "tail_fps"):
+        kept = db.execute(f"SELECT fp, tape FROM {table} ORDER BY fp, tape").fetchall()
+        assert kept == [(-7, t) for t in range(1, FP_ROWS_CAP + 1)] + [(42, t) for t in few]
+
+
 def test_lineage_is_the_same_in_one_flush_many_flushes_or_one_run_per_session(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sources of an edit come from the batch being written, from earlier flushes of the same run

@@ -217,7 +217,7 @@ def test_continuations_are_found_across_separate_ingests_in_both_directions(repo
 def test_text_in_many_earlier_tails_is_boilerplate_across_runs(repo: Path, tmp_path: Path) -> None:
     """A head whose only overlap is text ending more than COMMON_TEXT_TAPES earlier tapes links
     to none of them, even when each was captured by its own ingest."""
-    from engram.index.lineage import COMMON_TEXT_TAPES  # noqa: PLC0415
+    from engram.index.lineage import COMMON_TEXT_TAPES, FP_ROWS_CAP  # noqa: PLC0415
 
     shared = prose("shared", 12)
 
@@ -239,6 +239,16 @@ def test_text_in_many_earlier_tails_is_boilerplate_across_runs(repo: Path, tmp_p
     ingest(repo, ender(COMMON_TEXT_TAPES))
     ingest(repo, opener("late", 5))
     assert [c for c in continuations(repo) if "late" in c[:2]] == []
+    # Past the limit, further tapes' rows for that text are not stored (FP_ROWS_CAP), and the
+    # verdict stays the same however many more tapes end with it.
+    for i in range(COMMON_TEXT_TAPES + 1, COMMON_TEXT_TAPES + 4):
+        ingest(repo, ender(i))
+    ingest(repo, opener("later", 7))
+    assert [c for c in continuations(repo) if "later" in c[:2]] == []
+    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"))
+    most = db.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM tail_fps GROUP BY fp)").fetchall()[0][0]
+    db.close()
+    assert most == FP_ROWS_CAP < COMMON_TEXT_TAPES + 4
 
 
 def test_edit_confidences_of_a_tape_equal_each_edit_on_its_own() -> None:

@@ -199,7 +199,21 @@ def _v7(db: apsw.Connection) -> None:
     log.info("posting rows rewritten in the schema 7 layout (%d postings)", n)
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+def _v8(db: apsw.Connection) -> None:
+    """At most FP_ROWS_CAP rows per fingerprint in head_fps / tail_fps (engram.index.lineage).
+
+    A fingerprint in the heads of more than COMMON_TEXT_TAPES tapes is boilerplate, never
+    counted; its rows for every further tape were half of these tables at 1 GB, and inserting
+    them dirtied most of their pages on every append. The rows kept are the earliest tapes'."""
+    from engram.index.lineage import FP_ROWS_CAP  # noqa: PLC0415
+
+    for table in ("head_fps", "tail_fps"):
+        db.execute(f"DELETE FROM {table} WHERE (fp, tape) IN (SELECT fp, tape FROM (SELECT fp, tape, "
+                   f"row_number() OVER (PARTITION BY fp ORDER BY tape) AS n FROM {table}) WHERE n > ?)",
+                   (FP_ROWS_CAP,))
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 REWRITES = {7}  # schema versions whose migration rewrites the largest table: compact after it
 SCHEMA_VERSION = len(MIGRATIONS)
 
