@@ -392,18 +392,16 @@ class Continuations:
                                ((v, no) for v in np.frombuffer(blob, "<i8").tolist()))
         # This tape's head continuing an earlier tail, and this tape's tail continued by a later head.
         # Text in the heads or tails of many tapes is boilerplate nobody continues from.
-        head, tail = set(pt.head.tolist()), set(pt.tail.tolist())
-        in_heads = _holders(db, "head_fps", head | tail)
-        in_tails = _holders(db, "tail_fps", head | tail)
-        shared_prev = _shared(in_tails, head)
-        shared_next = _shared(in_heads, tail)
+        shared_prev = _shared(db, "tail_fps", pt.head)
+        shared_next = _shared(db, "head_fps", pt.tail)
         meta = _tape_meta(db, set(shared_prev) | set(shared_next))
         db.execute("INSERT OR REPLACE INTO heads(tape, head, tail, marker) VALUES(?, ?, ?, ?)",
                    (no, pt.head.astype("<i8").tobytes(), pt.tail.astype("<i8").tobytes(), pt.marker))
-        db.executemany("INSERT OR IGNORE INTO head_fps(fp, tape) VALUES(?, ?)",
-                       ((v, no) for v in sorted(head) if len(in_heads.get(v, ())) < FP_ROWS_CAP))
-        db.executemany("INSERT OR IGNORE INTO tail_fps(fp, tape) VALUES(?, ?)",
-                       ((v, no) for v in sorted(tail) if len(in_tails.get(v, ())) < FP_ROWS_CAP))
+        for table, values in (("head_fps", pt.head), ("tail_fps", pt.tail)):
+            if len(values):  # a row for each fingerprint not yet held by FP_ROWS_CAP tapes
+                db.execute(f"INSERT OR IGNORE INTO {table}(fp, tape) SELECT c.value, ? FROM carray(?) c "
+                           f"WHERE (SELECT count(*) FROM {table} t WHERE t.fp = c.value) < ?",
+                           (no, int_array(values), FP_ROWS_CAP))
         prev = [(n, other) for other, n in shared_prev.items()
                 if meta[other][0] != pt.session_id and meta[other][1] <= started]
         for n, other in sorted(prev, key=lambda x: (-x[0], x[1]))[:MAX_CONTINUATIONS]:
@@ -427,25 +425,18 @@ class Continuations:
                    (src, dst, round(min(1.0, conf), 4), marker))
 
 
-def _holders(db: apsw.Connection, table: str, values: set[int]) -> dict[int, list[int]]:
-    """Fingerprint -> the tapes holding it in `table` (head_fps or tail_fps): at most
-    FP_ROWS_CAP of them, so boilerplate costs a few rows, not one per tape."""
-    out: dict[int, list[int]] = defaultdict(list)
-    if values:
-        for fp, tape in db.execute(f"SELECT fp, tape FROM {table} WHERE fp IN carray(?)", (int_array(values),)):
-            out[fp].append(tape)
-    return out
+def _shared(db: apsw.Connection, table: str, values: np.ndarray) -> dict[int, int]:
+    """Tape -> how many of `values` it has in `table` (head_fps or tail_fps), counting only
+    fingerprints held by at most COMMON_TEXT_TAPES tapes.
 
-
-def _shared(holders: dict[int, list[int]], values: set[int]) -> dict[int, int]:
-    """Tape -> how many of `values` it holds, counting only fingerprints held by at most
-    COMMON_TEXT_TAPES tapes."""
+    The common ones are dropped inside SQLite: a head's boilerplate is in the tails of many
+    tapes, and its rows say nothing about which tape this one continues."""
     shared: dict[int, int] = defaultdict(int)
-    for v in values:
-        tapes = holders.get(v)
-        if tapes and len(tapes) <= COMMON_TEXT_TAPES:
-            for tape in tapes:
-                shared[tape] += 1
+    if not len(values):
+        return shared
+    for (tape,) in db.execute(f"SELECT tape FROM {table} WHERE fp IN (SELECT fp FROM {table} WHERE fp IN "
+                              "carray(?) GROUP BY fp HAVING count(*) <= ?)", (int_array(values), COMMON_TEXT_TAPES)):
+        shared[tape] += 1
     return shared
 
 
