@@ -202,9 +202,10 @@ def _v7(db: apsw.Connection) -> None:
 def _v8(db: apsw.Connection) -> None:
     """At most FP_ROWS_CAP rows per fingerprint in head_fps / tail_fps (engram.index.lineage).
 
-    A fingerprint in the heads of more than COMMON_TEXT_TAPES tapes is boilerplate, never
-    counted; its rows for every further tape were half of these tables at 1 GB, and inserting
-    them dirtied most of their pages on every append. The rows kept are the earliest tapes'."""
+    A fingerprint in the heads (or tails) of more than COMMON_TEXT_TAPES tapes is boilerplate,
+    never counted; its rows for every further tape were half of these tables at 1 GB, and
+    inserting them dirtied most of their pages on every append. The rows kept are the earliest
+    tapes'."""
     from engram.index.lineage import FP_ROWS_CAP  # noqa: PLC0415
 
     for table in ("head_fps", "tail_fps"):
