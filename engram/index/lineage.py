@@ -392,8 +392,8 @@ class Continuations:
                                ((v, no) for v in np.frombuffer(blob, "<i8").tolist()))
         # This tape's head continuing an earlier tail, and this tape's tail continued by a later head.
         # Text in the heads or tails of many tapes is boilerplate nobody continues from.
-        shared_prev = _shared(db, "tail_fps", pt.head)
-        shared_next = _shared(db, "head_fps", pt.tail)
+        shared_prev = _shared(db, "tail_fps", "head_fps", pt.head)
+        shared_next = _shared(db, "head_fps", "tail_fps", pt.tail)
         meta = _tape_meta(db, set(shared_prev) | set(shared_next))
         db.execute("INSERT OR REPLACE INTO heads(tape, head, tail, marker) VALUES(?, ?, ?, ?)",
                    (no, pt.head.astype("<i8").tobytes(), pt.tail.astype("<i8").tobytes(), pt.marker))
@@ -425,17 +425,21 @@ class Continuations:
                    (src, dst, round(min(1.0, conf), 4), marker))
 
 
-def _shared(db: apsw.Connection, table: str, values: np.ndarray) -> dict[int, int]:
+def _shared(db: apsw.Connection, table: str, other: str, values: np.ndarray) -> dict[int, int]:
     """Tape -> how many of `values` it has in `table` (head_fps or tail_fps), counting only
-    fingerprints held by at most COMMON_TEXT_TAPES tapes.
+    fingerprints held by at most COMMON_TEXT_TAPES tapes in `table` and in `other` alike.
 
-    The common ones are dropped inside SQLite: a head's boilerplate is in the tails of many
-    tapes, and its rows say nothing about which tape this one continues."""
+    Boilerplate is a property of the text, whichever end of a tape it is found at: judged by
+    `table` alone, a tape captured after many others that end with the same text would still
+    link to an opener that quotes it, because few heads hold it yet. The common ones are dropped
+    inside SQLite; their rows say nothing about which tape this one continues."""
     shared: dict[int, int] = defaultdict(int)
     if not len(values):
         return shared
-    for (tape,) in db.execute(f"SELECT tape FROM {table} WHERE fp IN (SELECT fp FROM {table} WHERE fp IN "
-                              "carray(?) GROUP BY fp HAVING count(*) <= ?)", (int_array(values), COMMON_TEXT_TAPES)):
+    for (tape,) in db.execute(
+            f"SELECT tape FROM {table} WHERE fp IN (SELECT fp FROM {table} WHERE fp IN carray(?1) GROUP BY fp "
+            f"HAVING count(*) <= ?2) AND fp NOT IN (SELECT fp FROM {other} WHERE fp IN carray(?1) GROUP BY fp "
+            "HAVING count(*) > ?2)", (int_array(values), COMMON_TEXT_TAPES)):
         shared[tape] += 1
     return shared
 
