@@ -253,6 +253,22 @@ def test_text_in_many_earlier_tails_is_boilerplate_across_runs(repo: Path, tmp_p
     assert most == FP_ROWS_CAP < COMMON_TEXT_TAPES + 4
 
 
+def test_one_run_takes_sessions_in_time_order_whatever_their_file_names(repo: Path, tmp_path: Path) -> None:
+    """Claude Code names session files by random ids. A run captures them by start time, so an
+    edit's lineage source is the earlier session's edit, and `engram reindex` (which indexes tapes
+    by start time) finds the same edges."""
+    x, y = block("x", 8), block("x", 6) + block("y", 2)
+    src = tmp_path / "src"
+    src.mkdir()
+    tape(src, "b-first", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")])
+    tape(src, "a-second", "2026-01-02T00:00:00Z", [edit("f.py", x, y, "2026-01-02T00:00:01Z")])
+    ingest(repo, src)
+    got = edges(repo)
+    assert [(s, d) for s, d, *_ in got] == [("b-first", "a-second")]
+    run_engram(repo, "reindex")
+    assert edges(repo) == got
+
+
 def test_edit_confidences_of_a_tape_equal_each_edit_on_its_own() -> None:
     """Confidences are computed for a whole tape in one tokenizer pass; every value must be the
     one `edit_confidence` gives the edit alone, also for texts at the edges of tokenization."""
