@@ -247,9 +247,7 @@ def test_text_in_many_earlier_tails_is_boilerplate_across_runs(repo: Path, tmp_p
     # Captured after more than COMMON_TEXT_TAPES tapes ending with that text, an ender links to
     # no opener either, although few heads hold the text: boilerplate whichever end it is at.
     assert [c for c in continuations(repo) if c[1] in ("late", "later")] == []
-    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"))
-    most = db.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM tail_fps GROUP BY fp)").fetchall()[0][0]
-    db.close()
+    most = db(repo).execute("SELECT max(n) FROM (SELECT count(*) AS n FROM tail_fps GROUP BY fp)").fetchall()[0][0]
     assert most == FP_ROWS_CAP < COMMON_TEXT_TAPES + 4
 
 
