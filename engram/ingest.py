@@ -245,18 +245,25 @@ def start_hint(job: Job) -> str:
     edit's lineage sources are the edits indexed before it, so sessions taken in file-name order
     (Claude Code names them by random ids) linked a January edit to a February one, and a rebuild
     found other edges (half of them on the 1 GB benchmark corpus)."""
-    earliest = ""
-    for rec in _head_records(job.main):
-        if job.harness == CLAUDE and rec.get("sessionId") and rec.get("cwd"):
-            return str(rec.get("timestamp") or "")
-        if job.harness == CODEX and rec.get("type") == "session_meta" and isinstance(rec.get("payload"), dict):
-            return str(rec["payload"].get("timestamp") or rec.get("timestamp") or "")
-        if rec.get("kind") == E.META and rec.get("started"):
-            return str(rec["started"])
-        ts = rec.get("timestamp") or rec.get("ts")
-        if isinstance(ts, str) and (not earliest or ts < earliest):
-            earliest = ts
-    return earliest
+    records = list(_head_records(job.main))
+    at = _adapter_started(job.harness, records)
+    if at:
+        return at
+    # Without a stated start, a tape starts at its earliest event (`build_tape_events`).
+    times = [ts for rec in records if isinstance(ts := rec.get("timestamp") or rec.get("ts"), str)]
+    return min(times, default="")
+
+
+def _adapter_started(fmt: str, records: list[dict[str, Any]]) -> str | None:
+    if fmt == CLAUDE:
+        from engram.adapters.claude import started  # noqa: PLC0415
+    elif fmt == CODEX:
+        from engram.adapters.codex import started  # noqa: PLC0415
+    elif fmt == EVENTS:
+        from engram.adapters.events import started  # noqa: PLC0415
+    else:
+        return None
+    return started(records)
 
 
 def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, stats: IngestStats) -> list[Job]:

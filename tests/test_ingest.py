@@ -304,3 +304,31 @@ def test_the_format_is_found_past_a_first_record_longer_than_the_first_read(tmp_
         assert detect_format(tmp_path / name) == want, name
     (tmp_path / "junk.bin").write_bytes(bytes(range(256)) * 200)
     assert detect_format(tmp_path / "junk.bin") is None
+
+
+def test_the_start_a_run_orders_sessions_by_is_the_start_their_tapes_record(
+        spotter: Path, claude_schema: Path, repo: Path, tmp_path: Path) -> None:
+    """A run captures sessions in `start_hint` order so that it indexes them in the order
+    `engram reindex` does (by the catalog's `started`): the two must agree for every format."""
+    from engram.ingest import IngestStats, jobs_from_paths, start_hint  # noqa: PLC0415
+
+    src = tmp_path / "src"
+    shutil.copytree(spotter, src / "spotter")
+    shutil.copytree(claude_schema, src / "schema")
+    shutil.copy(Path(__file__).parent / "fixtures" / "codex" / "codex_small_schema_coverage.jsonl", src)
+    run_engram(repo, "ingest", str(src))
+    exported = run_engram(repo, "show", SPOTTER_MAIN, "--raw").stdout
+    other = new_repo(tmp_path, "other")
+    (src / "exported.jsonl").write_text(exported)
+    run_engram(other, "ingest", str(src / "exported.jsonl"))
+
+    jobs = jobs_from_paths([src], IngestStats())
+    assert {job.harness for job in jobs} == {"claude-code", "codex", "events"}
+    for job in jobs:
+        root = other if job.harness == "events" else repo
+        db = open_db(Store(root))
+        started = db.execute("SELECT t.started FROM captures c JOIN tapes t ON t.id = c.tape"
+                             " WHERE c.source = 'main' AND c.path = ?", (str(job.main),)).fetchall()
+        db.close()
+        assert started and started[0][0], f"{job.main.name}: captured with a start time"
+        assert start_hint(job) == started[0][0], job.main.name

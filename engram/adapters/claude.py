@@ -11,7 +11,7 @@ import logging
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
 from engram.adapters.unified import apply_hunks, changes_from_hunks, join_lines, split_lines
@@ -64,7 +64,7 @@ def parse_session(
                                 ignored=ignored)
         src.end = end
         parsed.append((src, lines))
-    first = _first_record(parsed)
+    first = head_record(line.record for line in parsed[0][1] if line.record) if parsed else {}
     session_id = str(first.get("sessionId") or sources[0].path.stem)
     cap = Capture(HARNESS, session_id, sources, skipped=skipped, ignored=ignored)
     cwd = first.get("cwd")
@@ -99,16 +99,24 @@ def _unparsed(raw: bytes) -> str | None:
     return "progress" if at > 0 and raw.find(b'"data":', 0, at) < 0 else None
 
 
-def _first_record(parsed: list[tuple[SourceSpan, list[Line]]]) -> dict[str, Any]:
-    for _, lines in parsed[:1]:
-        for line in lines:
-            rec = line.record
-            if rec and rec.get("sessionId") and rec.get("cwd"):
-                return rec
-        for line in lines:
-            if line.record and line.record.get("sessionId"):
-                return line.record
-    return {}
+def head_record(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The record a session's id, cwd and start time are read from: the first with a session id
+    and a cwd, else the first with a session id. Progress records never count: `parse_session`
+    does not read them (`_unparsed`), and `started` (read before parsing) must agree with it."""
+    fallback: dict[str, Any] = {}
+    for rec in records:
+        if not isinstance(rec, dict) or rec.get("type") == "progress" or not rec.get("sessionId"):
+            continue
+        if rec.get("cwd"):
+            return rec
+        fallback = fallback or rec
+    return fallback
+
+
+def started(records: Iterable[dict[str, Any]]) -> str | None:
+    """When the session began, as its capture's `started` will say, from its first records."""
+    ts = head_record(records).get("timestamp")
+    return ts if isinstance(ts, str) else None
 
 
 def _agent_id(src: SourceSpan) -> str:

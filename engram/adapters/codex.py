@@ -24,7 +24,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Final
+from typing import Any, Callable, Final, Iterable
 
 from engram.adapters.apply_patch import (
     FileOp,
@@ -519,6 +519,32 @@ class _Call:
     workdir: str | None = None
 
 
+def started(records: Iterable[dict[str, Any]]) -> str | None:
+    """When the session began, as its capture's `started` will say, from its first records: the
+    first session header's time (a resumed rollout repeats older headers after its own)."""
+    for rec in records:
+        header = _header(rec) if isinstance(rec, dict) else None
+        if header is not None:
+            at = _started_at(header, rec.get("timestamp"))
+            return at if isinstance(at, str) else None
+    return None
+
+
+def _header(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The session header a record carries: a `session_meta` payload, or the bare
+    `{id, timestamp, instructions}` line a pre-envelope (<= 0.1.x) rollout starts with."""
+    typ = rec.get("type") if isinstance(rec.get("type"), str) else None
+    if typ == "session_meta":
+        return rec["payload"] if isinstance(rec.get("payload"), dict) else None
+    if typ is None and "payload" not in rec and "id" in rec and "timestamp" in rec:
+        return rec
+    return None
+
+
+def _started_at(header: dict[str, Any], ts: Any) -> Any:
+    return header.get("timestamp") or ts
+
+
 @dataclass
 class _State:
     cwd: str | None = None
@@ -575,8 +601,8 @@ class _Rollout:
         if typ not in ENVELOPE_TYPES:
             if "payload" not in rec and typ in ITEM_TYPES:
                 self.response_item(rec, ts)  # pre-envelope rollouts: bare response items
-            elif "payload" not in rec and typ is None and "id" in rec and "timestamp" in rec:
-                self.session_meta(rec, ts)  # pre-envelope rollouts: a bare {id, timestamp, instructions}
+            elif (header := _header(rec)) is not None:
+                self.session_meta(header, ts)  # pre-envelope rollouts: a bare {id, timestamp, instructions}
             else:
                 self.cap.skipped[f"unknown record type {typ!r}"] += 1
             return
@@ -612,7 +638,7 @@ class _Rollout:
         git = p.get("git") if isinstance(p.get("git"), dict) else {}
         cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else None
         meta.update(harness_version=p.get("cli_version"), cwd=cwd, git_branch=git.get("branch"),
-                    started=p.get("timestamp") or ts, originator=p.get("originator"))
+                    started=_started_at(p, ts), originator=p.get("originator"))
         if isinstance(git.get("commit_hash"), str) and git["commit_hash"]:
             meta["git_head"] = git["commit_hash"]
             self.files.commit = git["commit_hash"]

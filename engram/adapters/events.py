@@ -4,10 +4,19 @@ tool that writes our vocabulary directly. The meta line is kept; unknown kinds a
 from __future__ import annotations
 
 import hashlib
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
 from engram.tape import events as E
+
+
+def started(records: Iterable[dict[str, Any]]) -> str | None:
+    """When the session began, as its capture's `started` will say: the first meta line's."""
+    for rec in records:
+        if isinstance(rec, dict) and rec.get("kind") == E.META:
+            at = rec.get("started")
+            return at if isinstance(at, str) else None
+    return None
 
 
 def parse_events(sources: list[SourceSpan], mapper_for: Callable[[str | None], PathMapper], *,
