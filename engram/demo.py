@@ -15,6 +15,7 @@ import tempfile
 from contextlib import chdir
 from importlib import resources
 from pathlib import Path
+from typing import Any, Iterator
 
 import orjson
 import zstandard
@@ -29,14 +30,7 @@ DEMO_SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
 def final_files(transcript: Path) -> dict[str, str]:
     """Absolute path → the last content the session gave that file (successful edits only)."""
     files: dict[str, str] = {}
-    for raw in transcript.read_bytes().splitlines():
-        try:
-            rec = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        tur = rec.get("toolUseResult") if isinstance(rec, dict) else None
-        if not isinstance(tur, dict) or not isinstance(tur.get("filePath"), str):
-            continue
+    for tur in _file_results(transcript):
         path = tur["filePath"]
         if tur.get("type") in ("create", "update") and isinstance(tur.get("content"), str):
             files[path] = tur["content"]
@@ -45,6 +39,24 @@ def final_files(transcript: Path) -> dict[str, str]:
             if new is not None:
                 files[path] = "\n".join(new) + "\n"
     return files
+
+
+def created_files(transcript: Path) -> set[str]:
+    """Absolute paths of the files the session created (Write of a new file): every line of their
+    first version is agent-written, unlike an update's, which may be code the session only read."""
+    return {tur["filePath"] for tur in _file_results(transcript) if tur.get("type") == "create"}
+
+
+def _file_results(transcript: Path) -> Iterator[dict[str, Any]]:
+    """The session's tool results that name a file (`toolUseResult.filePath`), in order."""
+    for raw in transcript.read_bytes().splitlines():
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        tur = rec.get("toolUseResult") if isinstance(rec, dict) else None
+        if isinstance(tur, dict) and isinstance(tur.get("filePath"), str):
+            yield tur
 
 
 def _git(root: Path, *args: str) -> None:
@@ -84,10 +96,11 @@ def _session_cwd(transcript: Path) -> str:
     return "/"
 
 
-def demo_span(repo: Path) -> str | None:
+def demo_span(repo: Path, transcript: Path) -> str | None:
     """A span of agent-written code to explain: the middle of the largest file the session created."""
-    candidates = sorted((p for p in repo.rglob("*.ex") if ".git" not in p.parts), key=lambda p: -p.stat().st_size)
-    for p in candidates:
+    cwd = _session_cwd(transcript).rstrip("/") + "/"
+    created = [repo / path[len(cwd):] for path in created_files(transcript) if path.startswith(cwd)]
+    for p in sorted((p for p in created if p.is_file()), key=lambda p: (-p.stat().st_size, str(p))):
         n = len(p.read_text(encoding="utf-8").splitlines())
         if n >= 30:
             start = n // 2 - 5
@@ -105,7 +118,7 @@ def run_demo(target: Path | None, keep: bool = False) -> int:
         with chdir(repo):
             steps: list[list[str]] = [["init"], ["ingest", str(transcript.parent)], ["tapes"],
                                       ["show", DEMO_SESSION, "--limit", "30"]]
-            span = demo_span(repo)
+            span = demo_span(repo, transcript)
             if span and _has_explain():
                 steps.append(["explain", span, "--pretty", "--before", "2", "--after", "2"])
             for step in steps:

@@ -1,0 +1,29 @@
+"""`engram demo`, the README's first command: what a new user sees before they have any history."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SPOTTER_MAIN, created_by
+
+
+def test_demo_explains_code_the_shipped_session_created(spotter: Path, tmp_path: Path) -> None:
+    """The demo ingests the shipped session and explains lines of a file that session created:
+    the session comes first and its Write of that file is among the touches shown. It cleans up."""
+    proc = subprocess.run([sys.executable, "-m", "engram.cli", "demo"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "ingest: 1 sessions, 1 new tapes" in out
+    explained = re.search(r"^\$ engram explain (\S+):(\d+)-(\d+) --pretty", out, re.M)
+    assert explained, out[-2000:]
+    path = explained.group(1)
+    assert path in created_by(spotter, SPOTTER_MAIN), f"{path} was created by the demo session"
+    answer = out[explained.end():]
+    assert re.search(rf"^1\. claude-code session {SPOTTER_MAIN} ", answer, re.M), answer[:1000]
+    assert re.search(rf"code\.edit +create {re.escape(path)} ", answer), answer[:3000]
+    repo = re.search(r"^demo repository: (.+)$", out, re.M)
+    assert repo and not Path(repo.group(1)).exists(), "the throw-away repository is removed"
