@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import apsw
 import numpy as np
@@ -29,8 +29,9 @@ from engram.index.lineage import LINK_THRESHOLD
 from engram.query.spans import Span
 from engram.store import Store
 from engram.tape import events as E
-from engram.tape.reader import TapeReader
-from engram.tape.writer import tape_path
+
+if TYPE_CHECKING:
+    from engram.tape.reader import TapeReader
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +334,7 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
                 if not opts.brief:
                     r = readers.get(fr.tape)
                     if r is None:
-                        r = readers[fr.tape] = TapeReader(tape_path(store.tapes_dir, fr.tape), store.objects_dir)
+                        r = readers[fr.tape] = _reader(store, fr.tape)
                     entry["window"] = [{"offset": off, **_trim(ev)} for off, ev in
                                        r.window(fr.offset, opts.before, opts.after)]
                 frags.append(entry)
@@ -350,6 +351,15 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
         "truncated": truncated,
         "lineage": {"edges_followed": res.edges_followed},
     }
+
+
+def _reader(store: Store, tape: str) -> TapeReader:
+    """A reader of `tape` for its windows; imported here, as `--brief` never reads a tape (zstd
+    and the tape modules are a tenth of the CLI's own import time)."""
+    from engram.tape.reader import TapeReader  # noqa: PLC0415
+    from engram.tape.writer import tape_path  # noqa: PLC0415
+
+    return TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir)
 
 
 def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -> tuple[Span, Tokens]:
