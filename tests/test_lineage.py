@@ -115,6 +115,26 @@ def test_tombstone_and_verbatim_reinsertion(repo: Path, tmp_path: Path) -> None:
     assert relinked[0][4] == "moved"
 
 
+def test_deleted_text_is_found_by_share_of_its_own_fingerprints(repo: Path, tmp_path: Path) -> None:
+    """`--include-deleted` names a deletion when at least half of the deleted text's fingerprints
+    are in the span: all of x (deleted whole), most of y, too little of z, none of w."""
+    from engram.query.explain import tombstone_hits  # noqa: PLC0415
+
+    x, y, z, w = block("x", 6), block("y", 6), block("z", 6), block("w", 6)
+    ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z",
+                      [edit(f"{n}.py", [], b, "2026-01-01T00:00:01Z", op="create") for n, b in zip("xyzw", (x, y, z, w))]),
+           tape(tmp_path, "b", "2026-01-02T00:00:00Z",
+                [edit(f"{n}.py", b, [], f"2026-01-02T00:00:0{i}Z") for i, (n, b) in enumerate(zip("xyzw", (x, y, z, w)))]))
+    conn = db(repo)
+    deleted_in = {path: frag for frag, path in conn.execute(
+        "SELECT t.frag, f.path FROM tombstones t JOIN files f ON f.id = t.file")}
+    assert set(deleted_in) == {"x.py", "y.py", "z.py", "w.py"}
+    hits = tombstone_hits(conn, text(x + y[:5] + z[:1]))
+    assert set(hits) == {deleted_in["x.py"], deleted_in["y.py"]}
+    assert hits[deleted_in["x.py"]] == 1.0 and 0.5 <= hits[deleted_in["y.py"]] < 1.0
+    assert tombstone_hits(conn, text(block("v", 6))) == {}
+
+
 def test_agent_links_are_always_followed(repo: Path, tmp_path: Path) -> None:
     x = block("x", 6)
     (repo / "doc.md").write_text("".join(f"line {i}\n" for i in range(1, 30)))

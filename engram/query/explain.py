@@ -239,9 +239,18 @@ def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
 
 
 def tombstone_hits(db: apsw.Connection, text: str, k: int | None = None) -> dict[int, float]:
+    """Deleting fragments whose deleted text is at least half made of the span's k-grams.
+
+    Only tombstones sharing a k-gram with the span can qualify: they are looked up in
+    `tombstone_fps` rather than every tombstone compared (at 1 GB, 1,800 tombstones made
+    `--include-deleted` 60-110 ms slower; real histories delete far more)."""
     q = np.unique(kgram_fingerprints(text, k or snapshot.index_params(db)[0]).values)
     out: dict[int, float] = {}
-    for frag, anchors in db.execute("SELECT frag, anchors FROM tombstones"):
+    if not len(q):
+        return out
+    for frag, anchors in db.execute(
+            "SELECT frag, anchors FROM tombstones WHERE id IN (SELECT tomb FROM tombstone_fps WHERE fp IN carray(?))"
+            " ORDER BY id", (int_array(q),)):
         a = np.frombuffer(anchors, "<i8")
         if len(a):
             share = float(np.isin(a, q).mean())
