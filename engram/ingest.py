@@ -69,6 +69,7 @@ class IngestStats:
     ignored: Counter[str] = field(default_factory=Counter)
     redactions: Counter[str] = field(default_factory=Counter)
     written: list[str] = field(default_factory=list)
+    out_of_order: int = 0  # new tapes indexed after tapes that begin later (see Indexer.out_of_order)
 
     def merge(self, other: "IngestStats") -> None:
         for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged"):
@@ -92,6 +93,10 @@ class IngestStats:
         line = "ingest: " + ", ".join(parts)
         if self.unchanged:
             line += f" ({self.unchanged} sessions unchanged)"
+        if self.out_of_order:
+            from engram.index.build import out_of_order_note  # noqa: PLC0415
+
+            line += "\n  " + out_of_order_note(self.out_of_order)
         if skipped:
             line += "\n  skipped: " + "; ".join(f"{n} × {reason}" for reason, n in self.skipped.most_common())
         return line
@@ -213,10 +218,12 @@ def codex_home() -> Path:
 HEAD_RECORDS = 50  # records read from a session's start to find its cwd or start time
 
 
-def _head_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects among the first HEAD_RECORDS lines of `path` (none if unreadable)."""
+def _head_records(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
+    """The JSON objects among the first HEAD_RECORDS lines of `path` from byte `offset` (a line
+    start), none if unreadable."""
     try:
         with path.open("rb") as f:
+            f.seek(offset)
             for _, raw in zip(range(HEAD_RECORDS), f):
                 try:
                     rec = orjson.loads(raw)
@@ -237,21 +244,32 @@ def _first_cwd(path: Path, fmt: str) -> str | None:
     return None
 
 
-def start_hint(job: Job) -> str:
-    """When the session began, as its adapter will record it (`started`), read from its first
-    records; "" when they do not say.
+def start_hint(job: Job, captured: int = 0) -> str:
+    """When the tape this job writes will begin (`tapes.begins`), read from the session file's
+    records; "" when they do not say. `captured`: how far earlier tapes captured the file.
 
     A run captures its sessions in this order, the order `engram reindex` indexes tapes in: an
     edit's lineage sources are the edits indexed before it, so sessions taken in file-name order
     (Claude Code names them by random ids) linked a January edit to a February one, and a rebuild
-    found other edges (half of them on the 1 GB benchmark corpus)."""
+    found other edges (half of them on the 1 GB benchmark corpus). A session's first tape begins
+    at its start, as its adapter records it; a later segment at its first record's time (the
+    tape's earliest event, unless records the adapter drops come first: then the index notices
+    the inversion and says so, see `Indexer.out_of_order`)."""
+    if captured:
+        times = [ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)]
+        if times:
+            return min(times)
     records = list(_head_records(job.main))
     at = _adapter_started(job.harness, records)
     if at:
         return at
     # Without a stated start, a tape starts at its earliest event (`build_tape_events`).
-    times = [ts for rec in records if isinstance(ts := rec.get("timestamp") or rec.get("ts"), str)]
+    times = [ts for rec in records if isinstance(ts := _time_of(rec), str)]
     return min(times, default="")
+
+
+def _time_of(rec: dict[str, Any]) -> Any:
+    return rec.get("timestamp") or rec.get("ts")
 
 
 def _adapter_started(fmt: str, records: list[dict[str, Any]]) -> str | None:
@@ -385,17 +403,28 @@ def catalog_row(tape_id: str, events: list[dict[str, Any]], size: int, raw_bytes
     return {
         "id": tape_id, "harness": meta.get("harness") or "", "session_id": meta.get("session_id") or "",
         "model": meta.get("model"), "started": meta.get("started"), "ended": meta.get("ended"),
+        "begins": begins(events),
         "events": len(events), "edits": kinds[E.CODE_EDIT], "reads": kinds[E.CODE_READ],
         "size": size, "raw_bytes": raw_bytes, "prev": meta.get("prev"),
     }
 
 
+def begins(events: list[dict[str, Any]]) -> str | None:
+    """When a tape's content begins, the key tapes are indexed by (`tapes.begins`): the session's
+    start for its first tape; for a later segment, its earliest event time (else the start)."""
+    meta = events[0]
+    if meta.get("prev") is None:
+        return meta.get("started")
+    times = [ts for ev in events[1:] if isinstance(ts := ev.get("ts"), str) and ts]
+    return min(times) if times else meta.get("started")
+
+
 def register(db: apsw.Connection, row: dict[str, Any], sources: list[dict[str, Any]]) -> None:
     """Add a written tape to the catalog (inside the caller's transaction)."""
     db.execute(
-        "INSERT OR IGNORE INTO tapes(id, harness, session_id, model, started, ended, events, edits, reads, size,"
-        " raw_bytes, prev) VALUES(:id, :harness, :session_id, :model, :started, :ended, :events, :edits, :reads,"
-        " :size, :raw_bytes, :prev)",
+        "INSERT OR IGNORE INTO tapes(id, harness, session_id, model, started, ended, begins, events, edits, reads,"
+        " size, raw_bytes, prev) VALUES(:id, :harness, :session_id, :model, :started, :ended, :begins, :events,"
+        " :edits, :reads, :size, :raw_bytes, :prev)",
         row,
     )
     for s in sources:
@@ -574,13 +603,14 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
     """
     stats = stats or IngestStats()
     redactor = Redactor(store.config["redact"].get("patterns") or [])
-    if len(jobs) > 1:
-        jobs = sorted(jobs, key=lambda job: (start_hint(job), str(job.main)))
     n_workers = _worker_count(len(jobs)) if workers is None else workers
     with ingest_lock(store):
         db = open_db(store)
         try:
             reconcile(db, store)
+            if len(jobs) > 1:
+                captured = _captured_ends(db)
+                jobs = sorted(jobs, key=lambda job: (start_hint(job, captured.get(str(job.main), 0)), str(job.main)))
             restore = getattr(after_tape, "restore", None)
             if restore is not None:  # postings an interrupted run did not write
                 restore(db)
@@ -601,9 +631,16 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
             finish = getattr(after_tape, "finish", None)
             if finish is not None:
                 finish(db)
+            stats.out_of_order += getattr(after_tape, "out_of_order", 0)
         finally:
             db.close()
     return stats
+
+
+def _captured_ends(db: apsw.Connection) -> dict[str, int]:
+    """Session file -> how far earlier tapes captured it (a run's later segments begin there)."""
+    return {path: end for path, end in db.execute("SELECT path, max(end) FROM captures WHERE source = 'main'"
+                                                  " GROUP BY path")}
 
 
 MIN_PARALLEL_JOBS = 4

@@ -117,5 +117,10 @@ def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
         assert edits == 1
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-    assert proc.returncode == 0
+        try:  # communicate, not wait: the pipes are drained, so a chatty child cannot block on them
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"engram ingest --watch did not stop on Ctrl-C within 30 s\n{err}") from None
+    assert proc.returncode == 0, err

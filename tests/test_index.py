@@ -155,6 +155,7 @@ def test_schema_4_postings_are_migrated_without_a_reindex(repo: Path, tmp_path: 
                                      " AND name NOT LIKE 'sqlite_%'").fetchall():
             if name not in v4_names and not name.startswith("fts_"):
                 db.execute(f"DROP {kind.upper()} IF EXISTS {name}")
+        db.execute("ALTER TABLE tapes DROP COLUMN begins")  # added by schema 9
         db.execute("PRAGMA user_version=4")
     db.close()
     assert explain_text(repo, span) == want
@@ -196,7 +197,8 @@ def test_schema_5_heads_are_migrated_and_continued_by_a_later_ingest(repo: Path,
     db = db_of(repo)
     with db:  # the schema 5 layout: heads as blobs only, posting rows split by 16 key bits
         _to_schema_6_postings(db)
-        db.execute("DROP TABLE head_fps; DROP TABLE tail_fps; PRAGMA user_version=5;")
+        db.execute("DROP TABLE head_fps; DROP TABLE tail_fps; ALTER TABLE tapes DROP COLUMN begins;"
+                   " PRAGMA user_version=5;")
     db.close()
     run_engram(repo, "ingest", str(q))
     db = db_of(repo)
@@ -222,6 +224,29 @@ def test_schema_8_keeps_the_earliest_holders_of_boilerplate_only() -> None:
     for table in ("head_fps", "tail_fps"):
         kept = db.execute(f"SELECT fp, tape FROM {table} ORDER BY fp, tape").fetchall()
         assert kept == [(-7, t) for t in range(1, FP_ROWS_CAP + 1)] + [(42, t) for t in few]
+
+
+def test_schema_9_dates_a_later_segment_by_its_own_events(repo: Path, tmp_path: Path) -> None:
+    """Stores written before `tapes.begins` get it on opening: a session's first tape begins at
+    the session's start, a later segment at its first event, as a rebuild computes them."""
+    from test_lineage import grow  # noqa: PLC0415
+
+    x, y = block("x", 8), block("x", 6) + block("y", 2)
+    a = tape(tmp_path, "a", "2026-01-01T10:00:00Z", [edit("f.py", [], x, "2026-01-01T10:00:05Z", op="create")])
+    run_engram(repo, "ingest", str(a))
+    grow(a, edit("f.py", x, y, "2026-01-01T12:00:00Z"))
+    run_engram(repo, "ingest", str(a))
+    db = db_of(repo)
+    with db:
+        db.execute("ALTER TABLE tapes DROP COLUMN begins; PRAGMA user_version=8;")
+    db.close()
+    run_engram(repo, "tapes")  # any command opens the store and migrates it
+    query = "SELECT prev IS NULL, started, begins FROM tapes ORDER BY begins"
+    got = db_of(repo).execute(query).fetchall()
+    assert got == [(1, "2026-01-01T10:00:00Z", "2026-01-01T10:00:00Z"),
+                   (0, "2026-01-01T10:00:00Z", "2026-01-01T12:00:00Z")]
+    run_engram(repo, "reindex")
+    assert db_of(repo).execute(query).fetchall() == got
 
 
 def test_lineage_is_the_same_in_one_flush_many_flushes_or_one_run_per_session(

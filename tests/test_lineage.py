@@ -287,6 +287,65 @@ def test_one_run_takes_sessions_in_time_order_whatever_their_file_names(repo: Pa
     assert edges(repo) == got
 
 
+def grow(path: Path, *events: dict[str, Any]) -> None:
+    """A live session appends records (the next ingest writes them as a new segment tape)."""
+    with path.open("a") as f:
+        f.write("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_segments_of_sessions_that_ran_side_by_side_keep_their_lineage_after_reindex(repo: Path,
+                                                                                    tmp_path: Path) -> None:
+    """Two agents edit one file in turn while each ingest captures what they appended: A writes,
+    B edits A's text, A (a later segment of a session begun before B) edits B's. A rebuild must
+    find the same edges: it indexes a segment when its own events happened, not at its
+    session's start (which linked A's second edit to A's first and B's to nothing of A's)."""
+    x = block("x", 8)
+    y = x[:6] + block("y", 2)
+    z = y[:6] + block("z", 2)
+    a = tape(tmp_path, "A", "2026-01-01T10:00:00Z", [edit("f.py", [], x, "2026-01-01T10:00:01Z", op="create")])
+    ingest(repo, a)
+    ingest(repo, tape(tmp_path, "B", "2026-01-01T10:30:00Z", [edit("f.py", x, y, "2026-01-01T10:30:01Z")]))
+    grow(a, edit("f.py", y, z, "2026-01-01T11:00:01Z"))
+    ingest(repo, a)
+    live = [(s, d) for s, d, *_ in edges(repo)]
+    assert ("A", "B") in live and ("B", "A") in live
+    run_engram(repo, "reindex")
+    assert [(s, d) for s, d, *_ in edges(repo)] == live
+
+
+def test_one_run_orders_a_later_segment_by_its_own_time(repo: Path, tmp_path: Path) -> None:
+    """In one run, a session's new segment is taken when its new records begin: after a session
+    that started in between (as a rebuild orders them), not at its own session's start."""
+    x = block("x", 8)
+    y = x[:6] + block("y", 2)
+    z = y[:6] + block("z", 2)
+    a = tape(tmp_path, "A", "2026-01-01T10:00:00Z", [edit("f.py", [], x, "2026-01-01T10:00:01Z", op="create")])
+    ingest(repo, a)
+    grow(a, edit("f.py", y, z, "2026-01-01T12:00:01Z"))
+    b = tape(tmp_path, "B", "2026-01-01T11:00:00Z", [edit("f.py", x, y, "2026-01-01T11:00:01Z")])
+    out = run_engram(repo, "ingest", str(a), str(b)).stdout
+    assert "note:" not in out, out
+    live = [(s, d) for s, d, *_ in edges(repo)]
+    assert ("A", "B") in live and ("B", "A") in live
+    run_engram(repo, "reindex")
+    assert [(s, d) for s, d, *_ in edges(repo)] == live
+
+
+def test_history_captured_out_of_time_order_is_reported_and_put_right_by_reindex(repo: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Old sessions imported after newer ones are indexed after them, so their lineage runs
+    backwards in time. Ingest says so; `engram reindex` indexes by time and links old → new."""
+    x, y = block("x", 8), block("x", 6) + block("y", 2)
+    newer = tape(tmp_path, "new", "2026-02-01T00:00:00Z", [edit("f.py", x, y, "2026-02-01T00:00:01Z")])
+    older = tape(tmp_path, "old", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")])
+    assert "note:" not in run_engram(repo, "ingest", str(newer)).stdout
+    out = run_engram(repo, "ingest", str(older)).stdout
+    assert "note: 1 tapes begin before tapes indexed earlier" in out and "engram reindex" in out
+    assert ("old", "new") not in [(s, d) for s, d, *_ in edges(repo)]
+    run_engram(repo, "reindex")
+    assert [(s, d) for s, d, *_ in edges(repo)] == [("old", "new")]
+
+
 def test_edit_confidences_of_a_tape_equal_each_edit_on_its_own() -> None:
     """Confidences are computed for a whole tape in one tokenizer pass; every value must be the
     one `edit_confidence` gives the edit alone, also for texts at the edges of tokenization."""

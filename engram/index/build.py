@@ -182,6 +182,10 @@ class Indexer:
         self.deferred: list[tuple[np.ndarray, np.ndarray]] = []  # written batches' postings, in stored order
         self.run = RunEdits()  # this run's code.edit postings, for lineage lookups
         self.newest: tuple[np.ndarray, np.ndarray] | None = None  # the last segment written, as stored
+        # Tapes indexed after a tape that begins later (old history captured after newer work):
+        # their edits' lineage sources may be later work, until `engram reindex` (which indexes
+        # by `tapes.begins`) puts the index in time order.
+        self.out_of_order = 0
 
     def __call__(self, db: apsw.Connection, written: Any) -> None:
         self.add(db, written.id, getattr(written, "events", None))
@@ -301,14 +305,18 @@ class Indexer:
         _check_params(db, self.k, self.w)
         next_no = int(db.execute("SELECT coalesce(max(no), 0) + 1 FROM tapes").fetchall()[0][0])
         next_frag = int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM fragments").fetchall()[0][0])
+        latest = db.execute("SELECT coalesce(max(begins), '') FROM tapes WHERE indexed != 0").fetchall()[0][0]
         frag_base: list[int] = []
         tape_nos: list[int] = []
         for pt in self.pending:
-            already = db.execute("SELECT no, indexed FROM tapes WHERE id=?", (pt.id,)).fetchall()
+            already = db.execute("SELECT no, indexed, coalesce(begins, '') FROM tapes WHERE id=?", (pt.id,)).fetchall()
             if already and already[0][1]:
                 tape_nos.append(-1)
                 frag_base.append(-1)
                 continue
+            if already and already[0][2] < latest:
+                self.out_of_order += 1
+            latest = max(latest, already[0][2]) if already else latest
             no = already[0][0] if already and already[0][0] is not None else next_no
             if no == next_no:
                 next_no += 1
@@ -371,11 +379,17 @@ def _check_params(db: apsw.Connection, k: int, w: int) -> None:
                           "run `engram reindex`")
 
 
+def out_of_order_note(n: int) -> str:
+    """What a user is told when a run indexed `n` tapes after tapes that begin later."""
+    return (f"note: {n} tapes begin before tapes indexed earlier (older history captured after newer); "
+            "their lineage follows time order after `engram reindex`")
+
+
 def index_pending(store: Store, db: apsw.Connection, indexer: Indexer | None = None) -> int:
     """Index every catalogued tape not yet indexed (`engram index`)."""
     indexer = indexer or Indexer(store)
     indexer.restore(db)
-    todo = [r[0] for r in db.execute("SELECT id FROM tapes WHERE indexed=0 ORDER BY started, id")]
+    todo = [r[0] for r in db.execute("SELECT id FROM tapes WHERE indexed=0 ORDER BY begins, id")]
     for tid in todo:
         indexer.add(db, tid)
     indexer.finish(db)

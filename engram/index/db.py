@@ -214,7 +214,22 @@ def _v8(db: apsw.Connection) -> None:
                    (FP_ROWS_CAP,))
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+def _v9(db: apsw.Connection) -> None:
+    """`tapes.begins`: when a tape's content begins, the order tapes are indexed in.
+
+    A session's first tape begins when the session started; a later segment (a live session
+    captured again) when its own first event happened, not at the session's start: indexed by
+    session start, a rebuild put a long session's later segments before sessions that ran in
+    between, and their lineage reversed. New tapes get it from their events (`catalog_row`, also
+    on `engram reindex`); here a segment's is read from its fragments' times, the events the
+    index holds."""
+    db.execute("ALTER TABLE tapes ADD COLUMN begins TEXT")
+    db.execute("UPDATE tapes SET begins = started")
+    db.execute("UPDATE tapes SET begins = m.first FROM (SELECT tape, min(ts) AS first FROM fragments"
+               " WHERE ts IS NOT NULL GROUP BY tape) AS m WHERE m.tape = tapes.no AND tapes.prev IS NOT NULL")
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 REWRITES = {7}  # schema versions whose migration rewrites the largest table: compact after it
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -32,7 +32,7 @@ def reindex(store: Store) -> dict[str, Any]:
             from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
 
             indexer = Indexer(store, DEFAULT_K, DEFAULT_W)  # a rebuild adopts the current parameters
-            ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY started, id")]
+            ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY begins, id")]
             for tid in ids:
                 indexer.add(db, tid)
             indexer.flush(db)

@@ -144,16 +144,19 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from engram.index.build import index_pending
+    from engram.index.build import Indexer, index_pending, out_of_order_note
     from engram.index.db import open_db
     from engram.ingest import ingest_lock, reconcile
 
     store = _store(args)
     db = open_db(store)
+    indexer = Indexer(store)
     with ingest_lock(store):
         reconcile(db, store)
-        n = index_pending(store, db)
+        n = index_pending(store, db, indexer)
     print(f"index: {n} tapes indexed")
+    if indexer.out_of_order:
+        print("  " + out_of_order_note(indexer.out_of_order))
     return 0
 
 
