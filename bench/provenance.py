@@ -695,30 +695,16 @@ def engram_env(repo: Path, transcripts: list[Path]) -> Any:
 
 
 def build_index(store: Any, k: int, w: int) -> tuple[Any, int, float]:
-    """A fresh index of every tape with (k, w), like `engram reindex` (which uses the defaults)."""
-    from engram.index import stoplist
-    from engram.index.build import Indexer
-    from engram.index.db import immediate, open_db
-    from engram.index.reindex import DERIVED
-    from engram.ingest import register_from_file
-    from engram.tape.writer import TAPE_SUFFIX
+    """A fresh index of every tape with (k, w): `engram reindex` with these parameters."""
+    from engram.index.db import open_db
+    from engram.index.reindex import reindex
 
     t0 = time.perf_counter()
+    reindex(store, k, w)
+    elapsed = time.perf_counter() - t0
     db = open_db(store)
-    with immediate(db):
-        for table in DERIVED:
-            db.execute(f"DELETE FROM {table}")
-        db.execute("DELETE FROM fts")
-        for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
-            register_from_file(db, store, path)
-    indexer = Indexer(store, k, w)
-    for (tid,) in db.execute("SELECT id FROM tapes ORDER BY started, id").fetchall():
-        indexer.add(db, tid)
-    indexer.flush(db)
-    with immediate(db):
-        stoplist.rebuild_from_config(db, store)
     n = int(db.execute("SELECT coalesce(sum(postings), 0) FROM segments").fetchall()[0][0])
-    return db, n, time.perf_counter() - t0
+    return db, n, elapsed
 
 
 @dataclass

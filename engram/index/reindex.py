@@ -18,8 +18,9 @@ DERIVED = ("tapes", "captures", "files", "fragments", "postings", "segments", "s
            "tombstone_fps", "continuations", "heads", "head_fps", "tail_fps", "state")
 
 
-def reindex(store: Store) -> dict[str, Any]:
-    """Readers see the old index until the catalog is rebuilt, then an index that fills up."""
+def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[str, Any]:
+    """Readers see the old index until the catalog is rebuilt, then an index that fills up.
+    `k`, `w`: the anchor parameters to rebuild with (the defaults; bench/provenance.py tries others)."""
     with ingest_lock(store):
         db = open_db(store)
         try:
@@ -31,7 +32,7 @@ def reindex(store: Store) -> dict[str, Any]:
                     register_from_file(db, store, path)
             from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
 
-            indexer = Indexer(store, DEFAULT_K, DEFAULT_W)  # a rebuild adopts the current parameters
+            indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters
             ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY begins, id")]
             for tid in ids:
                 indexer.add(db, tid)
