@@ -381,3 +381,25 @@ def test_a_restored_run_also_finishes_through_ingest(tmp_path: Path, monkeypatch
     for i in range(2):
         assert explain_text(store.root, text(block(f"w{i}", 10))) == [f"t{i:02d}"]
     assert explain_text(store.root, text(w2)) == ["u", "t02"]  # u edited it last; t02 wrote it
+
+
+def test_a_lookup_of_many_rows_in_parts_finds_what_one_read_finds(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A span of a whole file wants most posting rows; they are read LOOKUP_ROWS at a time, over
+    several segments, and must give exactly the postings one read gives."""
+    from engram.anchor import kgram_fingerprints  # noqa: PLC0415
+
+    store = _store_with(tmp_path / "s")
+    paths = _sessions(tmp_path, 12)
+    _ingest(store, paths[:6])
+    _ingest(store, paths[6:])  # a second segment
+    db = db_of(store.root)
+    segs = [s for s, _ in segments(store)]
+    assert len(segs) == 2
+    q = np.unique(np.concatenate([kgram_fingerprints(p.read_text(), 4).values for p in paths]))
+    want_k, want_f = postings.lookup(db, q, segs)
+    assert len(want_f) > 100
+    for rows in (1, 7):
+        monkeypatch.setattr(postings, "LOOKUP_ROWS", rows)
+        got_k, got_f = postings.lookup(db, q, segs)
+        assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
