@@ -20,7 +20,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import apsw
 import orjson
@@ -259,12 +259,11 @@ def start_hint(job: Job, captured: int = 0) -> str:
         times = [ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)]
         if times:
             return min(times)
-    records = list(_head_records(job.main))
-    at = _adapter_started(job.harness, records)
+    at = _adapter_started(job.harness, _head_records(job.main))  # read lazily: it stops at the deciding record
     if at:
         return at
     # Without a stated start, a tape starts at its earliest event (`build_tape_events`).
-    times = [ts for rec in records if isinstance(ts := _time_of(rec), str)]
+    times = [ts for rec in _head_records(job.main) if isinstance(ts := _time_of(rec), str)]
     return min(times, default="")
 
 
@@ -272,7 +271,7 @@ def _time_of(rec: dict[str, Any]) -> Any:
     return rec.get("timestamp") or rec.get("ts")
 
 
-def _adapter_started(fmt: str, records: list[dict[str, Any]]) -> str | None:
+def _adapter_started(fmt: str, records: Iterable[dict[str, Any]]) -> str | None:
     if fmt == CLAUDE:
         from engram.adapters.claude import started  # noqa: PLC0415
     elif fmt == CODEX:
