@@ -255,10 +255,10 @@ def start_hint(job: Job, captured: int = 0) -> str:
     at its start, as its adapter records it; a later segment at its first record's time (the
     tape's earliest event, unless records the adapter drops come first: then the index notices
     the inversion and says so, see `Indexer.out_of_order`)."""
-    if captured:
-        times = [ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)]
-        if times:
-            return min(times)
+    if captured:  # records are appended in time order: the first with a time says when it begins
+        first = next((ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)), None)
+        if first:
+            return first
     at = _adapter_started(job.harness, _head_records(job.main))  # read lazily: it stops at the deciding record
     if at:
         return at
