@@ -344,6 +344,9 @@ def test_history_captured_out_of_time_order_is_reported_and_put_right_by_reindex
     assert ("old", "new") not in [(s, d) for s, d, *_ in edges(repo)]
     run_engram(repo, "reindex")
     assert [(s, d) for s, d, *_ in edges(repo)] == [("old", "new")]
+    notes = tmp_path / "notes.txt"  # plain text has no time: never out of order
+    notes.write_text("design notes without any timestamp\n")
+    assert "note:" not in run_engram(repo, "ingest", str(notes)).stdout
 
 
 def test_edit_confidences_of_a_tape_equal_each_edit_on_its_own() -> None:

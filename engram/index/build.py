@@ -314,7 +314,7 @@ class Indexer:
                 tape_nos.append(-1)
                 frag_base.append(-1)
                 continue
-            if already and already[0][2] < latest:
+            if already and already[0][2] and already[0][2] < latest:  # a tape with no time is in no order
                 self.out_of_order += 1
             latest = max(latest, already[0][2]) if already else latest
             no = already[0][0] if already and already[0][0] is not None else next_no
