@@ -69,7 +69,7 @@ class IngestStats:
     ignored: Counter[str] = field(default_factory=Counter)
     redactions: Counter[str] = field(default_factory=Counter)
     written: list[str] = field(default_factory=list)
-    out_of_order: int = 0  # new tapes indexed after tapes that begin later (see Indexer.out_of_order)
+    out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
 
     def merge(self, other: "IngestStats") -> None:
         for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged"):

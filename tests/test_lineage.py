@@ -307,6 +307,9 @@ def test_segments_of_sessions_that_ran_side_by_side_keep_their_lineage_after_rei
     ingest(repo, tape(tmp_path, "B", "2026-01-01T10:30:00Z", [edit("f.py", x, y, "2026-01-01T10:30:01Z")]))
     grow(a, edit("f.py", y, z, "2026-01-01T11:00:01Z"))
     ingest(repo, a)
+    # A third agent, at work since before A, first captured now: it overlaps the others, no note.
+    c = tape(tmp_path, "C", "2026-01-01T09:00:00Z", [edit("g.py", [], block("c", 8), "2026-01-01T11:30:00Z", op="create")])
+    assert "note:" not in run_engram(repo, "ingest", str(c)).stdout
     live = [(s, d) for s, d, *_ in edges(repo)]
     assert ("A", "B") in live and ("B", "A") in live
     run_engram(repo, "reindex")
@@ -340,7 +343,7 @@ def test_history_captured_out_of_time_order_is_reported_and_put_right_by_reindex
     older = tape(tmp_path, "old", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")])
     assert "note:" not in run_engram(repo, "ingest", str(newer)).stdout
     out = run_engram(repo, "ingest", str(older)).stdout
-    assert "note: 1 tapes begin before tapes indexed earlier" in out and "engram reindex" in out
+    assert "note: 1 tapes are older than tapes indexed before them" in out and "engram reindex" in out
     assert ("old", "new") not in [(s, d) for s, d, *_ in edges(repo)]
     run_engram(repo, "reindex")
     assert [(s, d) for s, d, *_ in edges(repo)] == [("old", "new")]

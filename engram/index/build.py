@@ -182,9 +182,11 @@ class Indexer:
         self.deferred: list[tuple[np.ndarray, np.ndarray]] = []  # written batches' postings, in stored order
         self.run = RunEdits()  # this run's code.edit postings, for lineage lookups
         self.newest: tuple[np.ndarray, np.ndarray] | None = None  # the last segment written, as stored
-        # Tapes indexed after a tape that begins later (old history captured after newer work):
-        # their edits' lineage sources may be later work, until `engram reindex` (which indexes
-        # by `tapes.begins`) puts the index in time order.
+        # Tapes that ended before a tape indexed earlier began (old history captured after newer
+        # work): their edits' lineage sources may be later work, until `engram reindex` (which
+        # indexes by `tapes.begins`) puts the index in time order. Sessions that overlap in time
+        # (agents working side by side, captured as they go) are not counted: no order of whole
+        # tapes is right for them, and a note on every capture would only be noise.
         self.out_of_order = 0
 
     def __call__(self, db: apsw.Connection, written: Any) -> None:
@@ -309,14 +311,17 @@ class Indexer:
         frag_base: list[int] = []
         tape_nos: list[int] = []
         for pt in self.pending:
-            already = db.execute("SELECT no, indexed, coalesce(begins, '') FROM tapes WHERE id=?", (pt.id,)).fetchall()
+            already = db.execute("SELECT no, indexed, coalesce(begins, ''), coalesce(ended, begins, '') FROM tapes"
+                                 " WHERE id=?", (pt.id,)).fetchall()
             if already and already[0][1]:
                 tape_nos.append(-1)
                 frag_base.append(-1)
                 continue
-            if already and already[0][2] and already[0][2] < latest:  # a tape with no time is in no order
-                self.out_of_order += 1
-            latest = max(latest, already[0][2]) if already else latest
+            if already:
+                begins, ended = already[0][2], already[0][3]
+                if ended and ended < latest:  # (a tape with no time is in no order)
+                    self.out_of_order += 1
+                latest = max(latest, begins)
             no = already[0][0] if already and already[0][0] is not None else next_no
             if no == next_no:
                 next_no += 1
@@ -380,8 +385,8 @@ def _check_params(db: apsw.Connection, k: int, w: int) -> None:
 
 
 def out_of_order_note(n: int) -> str:
-    """What a user is told when a run indexed `n` tapes after tapes that begin later."""
-    return (f"note: {n} tapes begin before tapes indexed earlier (older history captured after newer); "
+    """What a user is told when a run indexed `n` tapes older than tapes indexed before them."""
+    return (f"note: {n} tapes are older than tapes indexed before them (history captured after newer work); "
             "their lineage follows time order after `engram reindex`")
 
 
