@@ -252,9 +252,10 @@ def start_hint(job: Job, captured: int = 0) -> str:
     edit's lineage sources are the edits indexed before it, so sessions taken in file-name order
     (Claude Code names them by random ids) linked a January edit to a February one, and a rebuild
     found other edges (half of them on the 1 GB benchmark corpus). A session's first tape begins
-    at its start, as its adapter records it; a later segment at its first record's time (the
-    tape's earliest event, unless records the adapter drops come first: then the index notices
-    the inversion and says so, see `Indexer.out_of_order`)."""
+    at its start, as its adapter records it; a later segment at its first record's time, which is
+    the tape's earliest event unless records the adapter drops come first with earlier times. Then
+    a session of the same run that begins between the two is taken in another order than a rebuild
+    takes it; the tapes overlap in time, so `Indexer.out_of_order` does not report it."""
     if captured:  # records are appended in time order: the first with a time says when it begins
         first = next((ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)), None)
         if first:
