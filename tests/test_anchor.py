@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engram.anchor import definition
 from engram.anchor import (
     DEFAULT_K,
     DEFAULT_W,
@@ -125,6 +126,23 @@ texts = st.lists(
 ).map("".join)
 
 # --------------------------------------------------------------------------- reference equivalence
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts, st.integers(1, 6), st.integers(1, 6))
+def test_the_plain_python_twin_matches_the_documented_definition(text: str, k: int, w: int) -> None:
+    """A command-line query fingerprints its span with `definition` (no numpy): it must find
+    exactly what the tapes' numpy fingerprints hold, or a query would silently miss sessions."""
+    ref = ref_tokens(text)
+    hashes = definition.token_hashes(text)
+    assert hashes == [ref_token_hash(t) for t, _, _ in ref]
+    kgrams = definition.kgram_values(hashes, k)
+    if len(hashes) >= k:
+        assert kgrams == [ref_kgram(hashes[i:i + k]) for i in range(len(hashes) - k + 1)]
+    else:
+        assert kgrams == ([ref_kgram(hashes)] if hashes else [])
+    assert kgrams == kgram_fingerprints(text, k).values.tolist()
+    assert definition.winnowed(kgrams, w) == {v for v, _, _ in ref_fingerprints(text, k, w)}
 
 
 @settings(max_examples=400, deadline=None)

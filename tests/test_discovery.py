@@ -102,8 +102,11 @@ def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
     recs = claude_session(repo, "live", "src/a.py", "a = 1\n")
     f = tmp_path / "live.jsonl"
     f.write_text(json.dumps(recs[0]) + "\n")
+    # Ctrl-C's SIGINT as a terminal delivers it: a suite started in the background (`pytest &`)
+    # passes on the shell's SIG_IGN, and Python then never turns SIGINT into KeyboardInterrupt.
     proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "ingest", "--watch", str(f)], cwd=repo,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not json.loads(run_engram(repo, "tapes", "--json").stdout or "[]"):

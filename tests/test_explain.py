@@ -229,3 +229,68 @@ def test_explain_while_another_process_ingests(spotter: Path, tmp_path: Path) ->
     out, err = writer.communicate()
     assert writer.returncode == 0, err
     assert "database is locked" not in err
+
+
+def direct_both(root: Path, texts: list[str]) -> list[tuple[dict[int, float], dict[int, float]]]:
+    """Direct hits of each text matched in plain Python and with numpy, on the store of `root`."""
+    from engram.anchor import definition, tokenize  # noqa: PLC0415
+    from engram.index import snapshot  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.store import Store  # noqa: PLC0415
+
+    db = open_db(Store.discover(root), readonly=True)
+    try:
+        snap = snapshot.read(db)
+        return [(direct_hits(db, t, tokens=definition.token_hashes(t), snap=snap),
+                 direct_hits(db, t, tokens=tokenize(t), snap=snap)) for t in texts]
+    finally:
+        db.close()
+
+
+def test_plain_python_and_numpy_matching_give_the_same_answer(spotter: Path, spot_repo: tuple[Path, dict[str, str]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command-line explain of a short span matches it without numpy (engram.query.direct); the
+    language server and the MCP endpoint match with numpy. Same fragments, same confidences, same
+    order (lineage is walked in that order), for spans of 1 to 40 lines, edited or not, and when
+    more fragments qualify than are kept."""
+    from engram.query import direct, direct_np  # noqa: PLC0415
+
+    root, writer = spot_repo
+    rng = random.Random(11)
+    texts = []
+    for rel in sorted(created_by_main(spotter)):
+        lines = (root / rel).read_text().splitlines()
+        for size in (1, 3, 10, 40):
+            if len(lines) > size:
+                a = rng.randrange(len(lines) - size)
+                texts.append("\n".join(lines[a:a + size]) + "\n")
+                texts.append("\n".join(_mutate_tokens(lines[a:a + size], 0.3, rng)) + "\n")
+    pairs = direct_both(root, texts)
+    assert sum(1 for small, _ in pairs if small) >= len(pairs) // 2  # most spans are found at all
+    assert all(list(small.items()) == list(vec.items()) for small, vec in pairs)
+    monkeypatch.setattr(direct, "MAX_CANDIDATES", 3)  # the cut to the most-matched candidates
+    monkeypatch.setattr(direct_np, "MAX_CANDIDATES", 3)
+    cut = direct_both(root, texts[:40])
+    assert any(len(vec) == 3 for _, vec in cut)
+    assert all(list(small.items()) == list(vec.items()) for small, vec in cut)
+
+
+def test_a_command_line_explain_answers_without_importing_numpy(spotter: Path,
+                                                                spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """numpy's import is most of a command-line explain's time (50-100 ms here): a short span is
+    answered without it, with the writing session first; a long one still uses it."""
+    root, writer = spot_repo
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "engram.cli", "explain", f"{rel}:{a}-{b}"],
+                          cwd=root, capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(proc.stdout)["sessions"][0]["session_id"] == SPOTTER_MAIN
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "engram.query.direct" in imported and "numpy" not in imported
+    long_file = "lib/spotter_web/live/session_live.ex"
+    n = len((root / long_file).read_text().splitlines())
+    assert len((root / long_file).read_text()) > 16_384  # direct.SMALL_TEXT
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "engram.cli", "explain", f"{long_file}:1-{n}",
+                           "--brief"], cwd=root, capture_output=True, text=True, timeout=120, check=True)
+    assert "numpy" in {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert json.loads(proc.stdout)["sessions"]

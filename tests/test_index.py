@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import run_engram
+from test_explain import direct_both
 from test_lineage import block, edit, tape, text
 
 from engram.index import postings
@@ -62,6 +63,10 @@ def test_stoplist_drops_common_text_but_never_silences_a_span(repo: Path, tmp_pa
     assert explain_text(repo, text(block("common", 2) + block("rare", 6))) == ["s0"]
     # Each session's own file is not common: found, and only in its session.
     assert explain_text(repo, text(block("own3", 8))) == ["s3"]
+    # The command line matched these in plain Python; the language server matches them with numpy.
+    texts = [text(block("common", 12)), text(block("common", 2) + block("rare", 6)), text(block("own3", 8))]
+    for small, vec in direct_both(repo, texts):
+        assert small and list(small.items()) == list(vec.items())
 
 
 def _store_with(root: Path) -> Store:

@@ -118,7 +118,7 @@ def test_tombstone_and_verbatim_reinsertion(repo: Path, tmp_path: Path) -> None:
 def test_deleted_text_is_found_by_share_of_its_own_fingerprints(repo: Path, tmp_path: Path) -> None:
     """`--include-deleted` names a deletion when at least half of the deleted text's fingerprints
     are in the span: all of x (deleted whole), most of y, too little of z, none of w."""
-    from engram.query.explain import tombstone_hits  # noqa: PLC0415
+    from engram.query.direct_np import tombstone_hits  # noqa: PLC0415
 
     x, y, z, w = block("x", 6), block("y", 6), block("z", 6), block("w", 6)
     ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z",

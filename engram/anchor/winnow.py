@@ -6,7 +6,7 @@ of at least ``w + k - 1`` tokens shared by two texts yields at least one shared
 fingerprint (each window of ``w`` consecutive k-grams contributes its minimum, and the
 minimum of a window depends only on the window's content).
 
-k-gram value (uint64 arithmetic mod 2**64, token hashes ``t_i`` from ``tokenize.py``)::
+k-gram value (uint64 arithmetic mod 2**64, token hashes ``t_i`` from ``tokens.py``)::
 
     x = sum(t_i * Q**(m-1-i) for i in range(m)) + m * C_CNT    # m = k (or all tokens
     x ^= x >> 30; x *= M1; x ^= x >> 27; x *= M2; x ^= x >> 31  #   of a text shorter than k)
@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engram import arrays
-from engram.anchor.tokenize import CHUNK_BYTES, Tokens, iter_token_chunks, tokenize
+from engram.anchor import definition
+from engram.anchor.tokens import CHUNK_BYTES, Tokens, iter_token_chunks, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +48,16 @@ __all__ = [
     "kgram_fingerprints", "fingerprints_by_line", "BatchFingerprints", "fingerprints_many",
 ]
 
-#: Tokens per k-gram.  Provisional: tuned later by the accuracy benchmark, so every
-#: function takes k and w as parameters.
-DEFAULT_K = 4
-#: k-grams per winnowing window.
-DEFAULT_W = 3
+#: Tokens per k-gram and k-grams per winnowing window (chosen with bench/provenance.py; every
+#: function takes k and w as parameters, so the benchmark can sweep them).
+DEFAULT_K = definition.DEFAULT_K
+DEFAULT_W = definition.DEFAULT_W
 
 _U64 = np.uint64
-Q_KGRAM = _U64(0xD6E8FEB86659FD93)
-C_CNT = _U64(0x9E3779B97F4A7C15)
-M1 = _U64(0xBF58476D1CE4E5B9)
-M2 = _U64(0x94D049BB133111EB)
+Q_KGRAM = _U64(definition.Q_KGRAM)
+C_CNT = _U64(definition.C_CNT)
+M1 = _U64(definition.M1)
+M2 = _U64(definition.M2)
 _S30, _S27, _S31 = _U64(30), _U64(27), _U64(31)
 _MASK = (1 << 64) - 1
 

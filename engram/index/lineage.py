@@ -18,6 +18,7 @@ from engram.anchor.winnow import GROUP_BYTES
 from engram.arrays import member, unique
 from engram.index import postings, stoplist
 from engram.index.db import int_array
+from engram.index.edges import LINK_THRESHOLD, REINSERT_SIMILARITY
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LINK_THRESHOLD: Final = 0.30  # below: `location_only`, kept for --forensics, never lineage
-REINSERT_SIMILARITY: Final = 0.90
 SOURCE_CONTAINMENT: Final = 0.50  # share of an edit's before-text found in an earlier edit's after-text
 MAX_SOURCES: Final = 3
 ADJACENT_LINES: Final = 10

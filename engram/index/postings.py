@@ -1,7 +1,7 @@
 """Postings: fingerprint → fragment ids, stored as blobs in segments.
 
-Layout (measured in bench/scale.py): a fingerprint is stored as its key, its top BUCKET_BITS
-bits above its low 32 bits — 48 of its 64 bits, enough that a false match needs ~2^48/postings
+Layout (measured in bench/scale.py; the constants are in layout.py): a fingerprint is stored as
+its key, its top BUCKET_BITS bits above its low 32 bits — 48 of its 64 bits, enough that a false match needs ~2^48/postings
 draws. The key's top BUCKET_BITS + ROW_BITS bits pick a row: each segment has one row per such
 value, `(id, blob)` with `id = seg << ROW_KEY_BITS | row`, and the blob is two little-endian
 uint32 arrays of equal length — the keys' low 32 bits, then the fragment ids — in key order.
@@ -29,17 +29,10 @@ import numpy as np
 
 from engram import arrays
 from engram.index.db import int_array
+from engram.index.layout import BUCKET_BITS, ROW_BITS, ROW_KEY_BITS
 
 log = logging.getLogger(__name__)
 
-# The key: 16 top bits of the fingerprint above its low 32.
-BUCKET_BITS: Final = 16
-# A row holds the keys that agree on their top 18 bits: at 1 GB of transcripts (~17 M postings)
-# ~550 bytes, so a 20-line span (~100 fingerprints) reads ~55 KB in ~110 rows. With 16 bits it
-# read ~200 KB and spent as long copying and scanning them as on everything else; with 20 bits
-# a bulk run writes ~3x the rows for ~0.1 ms less per query (bench/scale.py, measured on c1g).
-ROW_BITS: Final = 2
-ROW_KEY_BITS: Final = BUCKET_BITS + ROW_BITS
 _ROW_MASK: Final = (1 << ROW_KEY_BITS) - 1
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)

@@ -13,8 +13,8 @@ from typing import Any, Final
 
 import apsw
 
-from engram.anchor import DEFAULT_K, DEFAULT_W
-from engram.index import postings
+from engram.anchor.definition import DEFAULT_K, DEFAULT_W
+from engram.index.layout import BUCKET_BITS
 from engram.index.kinds import KIND_NO
 from engram.tape import events as E
 
@@ -68,7 +68,7 @@ def _params(got: dict[str, Any]) -> tuple[int, int]:
     """Refuses an index whose fingerprint definition or bucket layout differs from this engram's:
     its postings would be read wrongly, silently."""
     if "k" in got and "w" in got:
-        if int(got.get("anchor", -1)) != ANCHOR_VERSION or int(got.get("bucket_bits", -1)) != postings.BUCKET_BITS:
+        if int(got.get("anchor", -1)) != ANCHOR_VERSION or int(got.get("bucket_bits", -1)) != BUCKET_BITS:
             from engram.errors import EngramError  # noqa: PLC0415
 
             raise EngramError("the index was built by another version of engram; run `engram reindex`")

@@ -3,7 +3,7 @@
 1. Direct lookup: the span's k-grams against the postings, minus the stop-list — every k-gram
    of a short span (the index holds the winnowed fingerprints of the tapes, and any of those
    inside the span is among the span's k-grams), only the span's own winnowed ones for a longer
-   span (see WINNOWED_ONLY_FROM). A fragment's confidence is the share of
+   span (see direct.WINNOWED_ONLY_FROM). A fragment's confidence is the share of
    the span's winnowed fingerprint count it matched, weighted by kind (code.* above msg/tool).
 2. Lineage BFS backwards from matched edits (depth, min confidence, fan-out and edge caps;
    agent links always followed), labelling hops that cross a continuation edge.
@@ -18,14 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import apsw
-import numpy as np
 
-from engram import arrays
-from engram.anchor import Tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
-from engram.index import memo, postings, snapshot, stoplist
+from engram.index import snapshot
 from engram.index.db import int_array
+from engram.index.edges import LINK_THRESHOLD
 from engram.index.kinds import KIND_NAME, KIND_NO
-from engram.index.lineage import LINK_THRESHOLD
+from engram.query.direct import SpanTokens, direct_hits, span_tokens
 from engram.query.spans import Span
 from engram.store import Store
 from engram.tape import events as E
@@ -36,23 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EXPLAIN_VERSION: Final = 1
-KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND_NO[E.TOOL_CALL]: 0.85,
-                      KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
-                      KIND_NO[E.SPAN_LINK]: 1.0}
-_KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, 0.6) for i in range(128)], dtype=np.float64)
-_MIN_WEIGHT: Final = float(_KIND_WEIGHTS.min())
-MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
-# ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
-# 0.35 let sessions with many weak matches (shared test boilerplate) outvote the writer.
-RELATIVE_FLOOR: Final = 0.8
-# A span with at least this many searchable winnowed fingerprints looks up only those: the ones a
-# tape of the same text holds wherever a winnowing window lies inside the span. That halves the
-# posting rows a 20-line span reads (warm explain at 1 GB: 0.98 → 0.80 ms). Shorter spans look up
-# every k-gram: edited, they keep the writer found through k-grams the tape's windows happened to
-# pick (bench/provenance.py, 3-line spans edited 20% on every line: R@1 0.82 with every k-gram,
-# 0.73 with the winnowed ones only; from 24 on, every figure there is unchanged).
-WINNOWED_ONLY_FROM: Final = 24
-MAX_CANDIDATES: Final = 2000
 MAX_DEPTH: Final = 10
 MAX_FANOUT: Final = 50
 MAX_EDGES: Final = 500
@@ -115,49 +96,6 @@ def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
         "SELECT f.id, f.tape, f.offset, f.kind, files.path, f.ts, f.line0, f.line1, t.id, t.session_id,"
         " t.harness, t.model FROM fragments f JOIN tapes t ON t.no = f.tape"
         " LEFT JOIN files ON files.id = f.file WHERE f.id IN carray(?)", (int_array(ids),))}
-
-
-def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
-                tokens: Tokens | None = None, snap: snapshot.Snapshot | None = None) -> dict[int, float]:
-    """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default;
-    `tokens`: those of `text`, when the caller has them; `snap`: the index state the caller's
-    query read)."""
-    snap = snap or snapshot.read(db)
-    if k is None or w is None:
-        k, w = snap.k, snap.w
-    kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
-    q = arrays.unique(kgrams)
-    q = q[stoplist.searchable(db, postings.keys(q), snap)]
-    # Confidence is the share of the span's searched fingerprints a fragment holds: the winnowed
-    # ones (what a tape of the same text would hold) minus those the stop-list dropped.
-    winnowed = winnowed_values(kgrams, w)
-    expected = max(1, int(arrays.member(winnowed, q).sum()))
-    if expected >= WINNOWED_ONLY_FROM:
-        q = q[arrays.member(q, arrays.unique(winnowed))]
-    keys, frags = postings.lookup(db, q, snap.segs)
-    if not len(frags):
-        return {}
-    # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
-    ids, counts = arrays.unique_counts(frags.astype(np.int64))
-    # A fragment's confidence is at most its share; the best one's at least the best share times
-    # the lowest kind weight, and the floor is RELATIVE_FLOOR of the best: fragments whose share
-    # is below that product of the best share cannot pass, so their kinds are never read (most
-    # candidates share one or two common fingerprints with the span; a cold query reads a page each).
-    share = np.minimum(1.0, counts / expected)
-    possible = share >= RELATIVE_FLOOR * _MIN_WEIGHT * share.max()
-    ids, counts = ids[possible], counts[possible]
-    if len(ids) > MAX_CANDIDATES:
-        top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
-        ids, counts = ids[top], counts[top]
-    weight = _KIND_WEIGHTS[memo.fragment_kinds(db, ids, snap.epoch)]
-    conf = np.minimum(1.0, counts / expected) * weight
-    best = float(conf.max())
-    if best <= 0:
-        return {}
-    floor = max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best)
-    floor = min(floor, best)
-    keep = conf >= floor
-    return {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
 
 
 def _continuations(db: apsw.Connection, tapes: set[int]) -> set[tuple[int, int]]:
@@ -238,28 +176,7 @@ def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
                     h.via = "continuation"
 
 
-def tombstone_hits(db: apsw.Connection, text: str, k: int | None = None) -> dict[int, float]:
-    """Deleting fragments whose deleted text is at least half made of the span's k-grams.
-
-    Only tombstones sharing a k-gram with the span can qualify: they are looked up in
-    `tombstone_fps` rather than every tombstone compared (at 1 GB, 1,800 tombstones made
-    `--include-deleted` 60-110 ms slower; real histories delete far more)."""
-    q = np.unique(kgram_fingerprints(text, k or snapshot.index_params(db)[0]).values)
-    out: dict[int, float] = {}
-    if not len(q):
-        return out
-    for frag, anchors in db.execute(
-            "SELECT frag, anchors FROM tombstones WHERE id IN (SELECT tomb FROM tombstone_fps WHERE fp IN carray(?))"
-            " ORDER BY id", (int_array(q),)):
-        a = np.frombuffer(anchors, "<i8")
-        if len(a):
-            share = float(np.isin(a, q).mean())
-            if share >= 0.5:
-                out[frag] = round(share, 4)
-    return out
-
-
-def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Tokens | None = None) -> Result:
+def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: SpanTokens | None = None) -> Result:
     """The evidence for `span` (`tokens`: the span's, when the caller has them)."""
     res = Result(span)
     snap = snapshot.read(db)
@@ -270,6 +187,8 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: To
             res.hits.setdefault(fid, h)
     lineage_walk(db, res, opts)
     if opts.include_deleted:
+        from engram.query.direct_np import tombstone_hits  # noqa: PLC0415 - numpy, for this option only
+
         for fid, share in tombstone_hits(db, span.text).items():
             res.hits.setdefault(fid, Hit(fid, share, "tombstone"))
     res.frags = _frag_rows(db, list(res.hits))
@@ -371,18 +290,18 @@ def _reader(store: Store, tape: str) -> TapeReader:
     return TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir)
 
 
-def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -> tuple[Span, Tokens]:
+def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -> tuple[Span, SpanTokens]:
     """A span with fewer than k + w - 1 tokens has no guaranteed fingerprint: take in neighbouring
     lines until it has (the reported span says so). Returns the span and its tokens (tokenising
     is a seventh of a warm explain: the lookup reuses them)."""
-    tokens = tokenize(span.text)
+    tokens = span_tokens(span.text)
     if file_lines is None:
         return span, tokens
     k, w = snapshot.index_params(db)
     while len(tokens) < k + w - 1 and (span.start > 1 or span.end < len(file_lines)):
         start, end = max(1, span.start - 1), min(len(file_lines), span.end + 1)
         span = Span(span.file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
-        tokens = tokenize(span.text)
+        tokens = span_tokens(span.text)
     return span, tokens
 
 

@@ -36,14 +36,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engram.anchor import definition
+
 log = logging.getLogger(__name__)
 
 __all__ = ["Tokens", "tokenize", "tokenize_bytes", "iter_token_chunks", "MAX_PREFIX", "CHUNK_BYTES"]
 
-#: Longest ``cat -n`` prefix (spaces + digits, without the arrow/tab) that is blanked.
-#: ``cat -n`` and Claude Code pad to 6 columns; 16 leaves room for longer numbers and
-#: other tools while keeping the check to two 8-byte words.
-MAX_PREFIX = 16
+#: Longest ``cat -n`` prefix (spaces + digits, without the arrow/tab) that is blanked
+#: (``definition.MAX_PREFIX``). ``cat -n`` and Claude Code pad to 6 columns; 16 leaves room
+#: for longer numbers and other tools while keeping the check to two 8-byte words.
+MAX_PREFIX = definition.MAX_PREFIX
 
 #: Text is tokenized in pieces of about this many bytes, cut after a newline, so that
 #: every temporary array stays in CPU cache (whole-text arrays of 50 MB spend more time
@@ -51,8 +53,8 @@ MAX_PREFIX = 16
 CHUNK_BYTES = 1 << 18
 
 _U64 = np.uint64
-P_WORD = _U64(0x9E3779B97F4A7C15)  # polynomial base over 8-byte words
-C_TOK = _U64(0x165667B19E3779F9)  # token multiplier
+P_WORD = _U64(definition.P_WORD)  # polynomial base over 8-byte words
+C_TOK = _U64(definition.C_TOK)  # token multiplier
 _SH32 = _U64(32)
 
 _WS, _ID, _PU = 0, 1, 2

@@ -1,0 +1,136 @@
+"""Direct matches: the fragments whose text shares a span's fingerprints, with a confidence each.
+
+The rule is stated once here; it runs in one of two ways. `direct_np.py` runs it with numpy,
+which a process that already has numpy loaded (the language server, the MCP endpoint, a bulk
+run, the benchmarks) does in well under a millisecond. A command-line `engram explain` of a short
+span runs it here in plain Python: its few hundred fingerprints take about a millisecond, while
+importing numpy first costs 50-100 ms on this machine, most of the command's time. Both give the
+same answer (tests/test_explain.py compares them on real sessions).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import TYPE_CHECKING, Final, Union
+
+import apsw
+
+from engram.anchor import definition
+from engram.index import layout, snapshot
+from engram.index.db import int_array
+from engram.index.kinds import KIND_NO
+from engram.tape import events as E
+
+if TYPE_CHECKING:
+    from engram.anchor.tokens import Tokens
+
+#: A span's tokens: `Tokens` (numpy) or the plain list of token hashes (`definition.token_hashes`).
+SpanTokens = Union["Tokens", list[int]]
+
+KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND_NO[E.TOOL_CALL]: 0.85,
+                      KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
+                      KIND_NO[E.SPAN_LINK]: 1.0}
+OTHER_WEIGHT: Final = 0.6  # any other kind, and a fragment missing from the index
+MIN_WEIGHT: Final = min(OTHER_WEIGHT, *KIND_WEIGHT.values())
+MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
+# ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
+# 0.35 let sessions with many weak matches (shared test boilerplate) outvote the writer.
+RELATIVE_FLOOR: Final = 0.8
+# A span with at least this many searchable winnowed fingerprints looks up only those: the ones a
+# tape of the same text holds wherever a winnowing window lies inside the span. That halves the
+# posting rows a 20-line span reads (warm explain at 1 GB: 0.98 → 0.80 ms). Shorter spans look up
+# every k-gram: edited, they keep the writer found through k-grams the tape's windows happened to
+# pick (bench/provenance.py, 3-line spans edited 20% on every line: R@1 0.82 with every k-gram,
+# 0.73 with the winnowed ones only; from 24 on, every figure there is unchanged).
+WINNOWED_ONLY_FROM: Final = 24
+MAX_CANDIDATES: Final = 2000
+# Longest text matched in plain Python while numpy is not loaded. Plain Python takes ~1.8 ms per
+# KB of span at 1 GB (numpy ~0.55 ms, after its 50-100 ms import): a 400-line span (13 KB) 23 ms
+# against numpy's 7 ms plus the import (bench/README.md, "CLI explain without numpy").
+SMALL_TEXT: Final = 16_384
+
+
+def use_small(text: str) -> bool:
+    """Match `text` in plain Python? Only while numpy is not loaded (a command-line process), and
+    for a short text: a process that has numpy, or a long text, is faster with it."""
+    return len(text) <= SMALL_TEXT and "numpy" not in sys.modules
+
+
+def span_tokens(text: str) -> SpanTokens:
+    """The tokens of `text`, in the form `direct_hits` will match it in."""
+    if use_small(text):
+        return definition.token_hashes(text)
+    from engram.anchor.tokens import tokenize  # noqa: PLC0415 - numpy
+
+    return tokenize(text)
+
+
+def floor_of(best: float) -> float:
+    """The weakest confidence kept when the strongest is `best`."""
+    return min(best, max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best))
+
+
+def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
+                tokens: SpanTokens | None = None, snap: snapshot.Snapshot | None = None) -> dict[int, float]:
+    """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default;
+    `tokens`: those of `text`, when the caller has them; `snap`: the index state the caller's
+    query read).
+
+    Confidence is the share of the span's searched fingerprints a fragment holds — the winnowed
+    ones (what a tape of the same text would hold) minus those the stop-list dropped — times its
+    kind's weight; fragments below `floor_of` the best are dropped."""
+    snap = snap or snapshot.read(db)
+    if k is None or w is None:
+        k, w = snap.k, snap.w
+    if isinstance(tokens, list) or (tokens is None and use_small(text)):
+        return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap)
+    from engram.query.direct_np import vector_hits  # noqa: PLC0415 - numpy
+
+    return vector_hits(db, text, k, w, tokens, snap)
+
+
+def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: snapshot.Snapshot) -> dict[int, float]:
+    """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
+    its fragments in that order)."""
+    kgrams = definition.kgram_values(hashes, k)
+    q = sorted(set(kgrams))
+    q = [fp for fp, ok in zip(q, _searchable(db, [layout.key(fp) for fp in q])) if ok]
+    winnowed = definition.winnowed(kgrams, w)
+    expected = max(1, len(winnowed.intersection(q)))
+    if expected >= WINNOWED_ONLY_FROM:
+        q = [fp for fp in q if fp in winnowed]
+    counts = Counter(layout.lookup_small(db, q, snap.segs))
+    if not counts:
+        return {}
+    # A fragment's confidence is at most its share; fragments whose share cannot reach the floor
+    # whatever their kind are never looked up (as in vector_hits).
+    ids = sorted(counts)
+    bar = RELATIVE_FLOOR * MIN_WEIGHT * max(min(1.0, counts[f] / expected) for f in ids)
+    ids = [f for f in ids if min(1.0, counts[f] / expected) >= bar]
+    if len(ids) > MAX_CANDIDATES:
+        ids = sorted(ids, key=lambda f: -counts[f])[:MAX_CANDIDATES]
+    kinds = dict(db.execute("SELECT id, kind FROM fragments WHERE id IN carray(?)", (int_array(ids),)))
+    conf = [min(1.0, counts[f] / expected) * KIND_WEIGHT.get(kinds.get(f, 0), OTHER_WEIGHT) for f in ids]
+    best = max(conf)
+    if best <= 0:
+        return {}
+    floor = floor_of(best)
+    return {f: round(c, 4) for f, c in zip(ids, conf) if c >= floor}
+
+
+def _searchable(db: apsw.Connection, keys: list[int]) -> list[bool]:
+    """`stoplist.searchable` for a one-off query: which keys to look up — all but stop-listed ones,
+    keeping at least half of the distinct keys (the least common stop-listed ones first)."""
+    distinct = sorted(set(keys))
+    stop: dict[int, int] = dict(db.execute("SELECT fp, tapes FROM stoplist WHERE fp IN carray(?)",
+                                           (int_array(distinct),))) if distinct else {}
+    mask = [key not in stop for key in keys]
+    if not stop:
+        return mask
+    want = (len(distinct) + 1) // 2
+    kept = len({key for key, ok in zip(keys, mask) if ok})
+    if kept >= want:
+        return mask
+    extra = set(sorted(sorted(stop), key=stop.__getitem__)[: want - kept])
+    return [ok or key in extra for key, ok in zip(keys, mask)]
