@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Final
 
+import apsw
+
+from engram.index.db import int_array
 from engram.tape import events as E
 
 KIND_NO: Final = {E.MSG_IN: 1, E.MSG_OUT: 2, E.TOOL_CALL: 3, E.TOOL_RESULT: 4, E.CODE_READ: 5, E.CODE_EDIT: 6,
                   E.SPAN_LINK: 7}
 KIND_NAME: Final = {v: k for k, v in KIND_NO.items()}
+
+
+def kinds_of(db: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
+    """Fragment id → kind number, for the fragments among `ids` that the index holds (a one-off
+    query reads its own rows; `memo.fragment_kinds` keeps a copy for a process that asks again)."""
+    ids = list(ids)
+    return dict(db.execute("SELECT id, kind FROM fragments WHERE id IN carray(?)", (int_array(ids),))) if ids else {}
 
 # Harness-injected text that is the same in every session: never evidence of continuity.
 _BOILERPLATE = re.compile(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import apsw
 import numpy as np
 
-from engram.index.db import int_array
+from engram.index.kinds import kinds_of
 
 _kinds: dict[tuple[str, str], np.ndarray] = {}
 _used: set[tuple[object, ...]] = set()
@@ -54,8 +54,7 @@ def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str) -> np
     if kinds is None and first_use(("kinds", *key)):
         out = np.zeros(len(ids), dtype=np.int8)
         if len(ids):
-            got = dict(db.execute("SELECT id, kind FROM fragments WHERE id IN carray(?)",
-                                  (int_array(ids),)).fetchall())
+            got = kinds_of(db, ids.tolist())
             out[:] = [got.get(i, 0) for i in ids.tolist()]
         return out
     if kinds is None:

@@ -1,12 +1,12 @@
 """Postings: fingerprint → fragment ids, stored as blobs in segments.
 
 Layout (measured in bench/scale.py; the constants are in layout.py): a fingerprint is stored as
-its key, its top BUCKET_BITS bits above its low 32 bits — 48 of its 64 bits, enough that a false match needs ~2^48/postings
-draws. The key's top BUCKET_BITS + ROW_BITS bits pick a row: each segment has one row per such
-value, `(id, blob)` with `id = seg << ROW_KEY_BITS | row`, and the blob is two little-endian
-uint32 arrays of equal length — the keys' low 32 bits, then the fragment ids — in key order.
-Compared with one row per (fingerprint, fragment) this removes the per-row key and overhead that
-dominate when most fingerprints occur once.
+its key, its top BUCKET_BITS bits above its low 32 bits — 48 of its 64 bits, enough that a false
+match needs ~2^48/postings draws. The key's top BUCKET_BITS + ROW_BITS bits pick a row: each
+segment has one row per such value, `(id, blob)` with `id = seg << ROW_KEY_BITS | row`, and the
+blob is two little-endian uint32 arrays of equal length — the keys' low 32 bits, then the
+fragment ids — in key order. Compared with one row per (fingerprint, fragment) this removes the
+per-row key and overhead that dominate when most fingerprints occur once.
 
 The row id is the table's rowid, so a segment's rows are one contiguous range: a new segment is
 appended at the end of the table, a merge deletes ranges, and a query reads a row with one
@@ -29,11 +29,10 @@ import numpy as np
 
 from engram import arrays
 from engram.index.db import int_array
-from engram.index.layout import BUCKET_BITS, ROW_BITS, ROW_KEY_BITS
+from engram.index.layout import BUCKET_BITS, ROW_BITS, ROW_KEY_BITS, ROW_MASK
 
 log = logging.getLogger(__name__)
 
-_ROW_MASK: Final = (1 << ROW_KEY_BITS) - 1
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)
 MAX_SEGMENTS: Final = 6
@@ -153,7 +152,7 @@ def _lookup_rows(db: apsw.Connection, qkeys: np.ndarray, wanted: np.ndarray,
 
 def _row_keys(rows: list[tuple[int, bytes]]) -> np.ndarray:
     """The key bits above the low 32 of each row (its id without the segment and row bits)."""
-    return (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)) & _ROW_MASK) >> ROW_BITS
+    return (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)) & ROW_MASK) >> ROW_BITS
 
 
 def _match_rows(rows: list[tuple[int, bytes]], qkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

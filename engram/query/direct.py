@@ -19,7 +19,7 @@ import apsw
 from engram.anchor import definition
 from engram.index import layout, snapshot
 from engram.index.db import int_array
-from engram.index.kinds import KIND_NO
+from engram.index.kinds import KIND_NO, kinds_of
 from engram.tape import events as E
 
 if TYPE_CHECKING:
@@ -105,13 +105,13 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         return {}
     # A fragment's confidence is at most its share; fragments whose share cannot reach the floor
     # whatever their kind are never looked up (as in vector_hits).
-    ids = sorted(counts)
-    bar = RELATIVE_FLOOR * MIN_WEIGHT * max(min(1.0, counts[f] / expected) for f in ids)
-    ids = [f for f in ids if min(1.0, counts[f] / expected) >= bar]
+    share = {f: min(1.0, counts[f] / expected) for f in sorted(counts)}
+    bar = RELATIVE_FLOOR * MIN_WEIGHT * max(share.values())
+    ids = [f for f, s in share.items() if s >= bar]
     if len(ids) > MAX_CANDIDATES:
         ids = sorted(ids, key=lambda f: -counts[f])[:MAX_CANDIDATES]
-    kinds = dict(db.execute("SELECT id, kind FROM fragments WHERE id IN carray(?)", (int_array(ids),)))
-    conf = [min(1.0, counts[f] / expected) * KIND_WEIGHT.get(kinds.get(f, 0), OTHER_WEIGHT) for f in ids]
+    kinds = kinds_of(db, ids)
+    conf = [share[f] * KIND_WEIGHT.get(kinds.get(f, 0), OTHER_WEIGHT) for f in ids]
     best = max(conf)
     if best <= 0:
         return {}
