@@ -2,11 +2,12 @@
 """Provenance accuracy benchmark: does `engram explain` find the session that wrote a span?
 
     python bench/provenance.py [--spans-per-size 60] [--seed 1] [--k 5 --w 4] [--sweep]
-                               [--set RELATIVE_FLOOR=0.8] [--distractors DIR]
+                               [--set RELATIVE_FLOOR=0.8] [--distractors DIR] [--sessions DIR]
 
 Ground truth comes from the real Claude Code sessions shipped in tests/fixtures/claude/
 (spotter 258c7280-… and 4d5611e5-… wrote code; subagent.jsonl, tool_heavy.jsonl and short.jsonl
-are distractors; every session is ingested). The run:
+are distractors; every session is ingested), or, with --sessions DIR, from every session under
+DIR that wrote a file (the figures on sessions the settings were not tuned on). The run:
 
 1. decompresses the fixtures into a temporary directory and replays every successful Write/Edit
    of the two writing sessions (Write `content`, Edit `originalFile` + `structuredPatch`), keeping
@@ -192,6 +193,41 @@ def _apply_flagged(original: list[str], oflags: list[bool], hunks: list[dict[str
     return res, rfl
 
 
+_CAT_N = re.compile(r"^ *[0-9]+(?:\u2192|\t)")
+
+
+def _touches_without_result(recs: list[dict[str, Any]], cwd: str, touched: dict[str, set[str]]) -> None:
+    """Reads and edits of records without `toolUseResult` (subagent transcripts have none): the
+    Read's `cat -n` text from its tool_result, and the new side from the Edit/Write input."""
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for rec in recs:
+        content = (rec.get("message") or {}).get("content") if isinstance(rec.get("message"), dict) else None
+        if not isinstance(content, list):
+            continue
+        for b in content:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_use" and isinstance(b.get("input"), dict):
+                calls[str(b.get("id"))] = (str(b.get("name")), b["input"])
+            elif b.get("type") == "tool_result" and "toolUseResult" not in rec and not b.get("is_error"):
+                name, inp = calls.get(str(b.get("tool_use_id")), ("", {}))
+                rel = _rel(cwd, str(inp.get("file_path") or ""))
+                if rel is None:
+                    continue
+                if name == "Read":
+                    text = b.get("content")
+                    if isinstance(text, list):
+                        text = "\n".join(x.get("text", "") for x in text if isinstance(x, dict))
+                    if isinstance(text, str):
+                        touched[rel].update(_CAT_N.sub("", x).strip() for x in text.splitlines())
+                elif name in ("Edit", "Write", "MultiEdit"):
+                    edits = inp.get("edits") if name == "MultiEdit" else [inp]
+                    for e in edits if isinstance(edits, list) else []:
+                        new = e.get("new_string", e.get("content")) if isinstance(e, dict) else None
+                        if isinstance(new, str):
+                            touched[rel].update(x.strip() for x in new.splitlines())
+
+
 def load_session(main: Path) -> Session:
     sub = main.with_suffix("") / "subagents"
     files = [main] + (sorted(sub.glob("*.jsonl")) if sub.is_dir() else [])
@@ -208,6 +244,7 @@ def load_session(main: Path) -> Session:
     s.lines = {x.strip() for x in s.text.split("\n")}
     state: dict[str, tuple[list[str], list[bool]]] = {}
     for fi, f in enumerate(files):
+        _touches_without_result(recs if fi == 0 else _records(f), cwd, s.touched)
         for rec in recs if fi == 0 else _records(f):
             tur = rec.get("toolUseResult")
             if not isinstance(tur, dict):
@@ -268,9 +305,16 @@ def load_session(main: Path) -> Session:
     return s
 
 
-def prepare_transcripts(dest: Path) -> list[Path]:
-    """Decompress every fixture session (with subagents) under `dest`; main transcript paths."""
+def prepare_transcripts(dest: Path, source: Path | None = None) -> list[Path]:
+    """Put every session (with subagents) under `dest`: the shipped fixtures, decompressed, or a copy
+    of the `.jsonl` files under `source`. Returns the main transcripts (files not under subagents/)."""
     dest.mkdir(parents=True, exist_ok=True)
+    if source is not None:
+        for f in sorted(source.rglob("*.jsonl")):
+            out = dest / f.relative_to(source)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, out)
+        return sorted(p for p in dest.rglob("*.jsonl") if "subagents" not in p.relative_to(dest).parts)
     dz = zstandard.ZstdDecompressor()
     mains = []
     for z in sorted((FIXTURES / "spotter").rglob("*.jsonl.zst")):
@@ -916,6 +960,20 @@ def compact_table(queries: list[Query], outs: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def by_writer(queries: list[Query], outs: list[Outcome]) -> str:
+    """The summary per writing session: whether a figure holds for every session, not on average."""
+    head = (f"{'writer':9}{'shipped':>8} {'spans':>5} | " +
+            " ".join(f"{c:>5}" for c in ("pres", "e20s", "e30s", "all", "R@3", "prec")))
+    lines = [head, "-" * len(head)]
+    for sid in sorted({q.span.writer for q in queries}):
+        sel = [i for i, q in enumerate(queries) if q.span.writer == sid]
+        sm = summary([queries[i] for i in sel], [outs[i] for i in sel])
+        spans = len({(q.span.file, q.span.start, q.size) for q in (queries[i] for i in sel)})
+        lines.append(f"{sid[:8]:9}{'yes' if sid in WRITERS else 'no':>8} {spans:5} | " +
+                     " ".join(f"{_f(sm[c]):>5}" for c in ("pres", "e20s", "e30s", "all", "R@3", "prec")))
+    return "\n".join(lines)
+
+
 def failures(queries: list[Query], outs: list[Outcome], limit: int = 14) -> str:
     c: Counter[tuple[str, int, str]] = Counter()
     for q, o in zip(queries, outs):
@@ -928,12 +986,23 @@ def failures(queries: list[Query], outs: list[Outcome], limit: int = 14) -> str:
 # --------------------------------------------------------------------------- main
 
 
-def prepare(work: Path, spans_per_size: int, seed: int) -> tuple[list[Session], Path, list[Query], list[set[str]]]:
-    """Transcripts, ground truth, the test repository, the mutated queries and their references."""
-    mains = prepare_transcripts(work / "transcripts")
+def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = None
+            ) -> tuple[list[Session], Path, list[Query], list[set[str]]]:
+    """Transcripts, ground truth, the test repository, the mutated queries and their references.
+
+    With `source`, every session there that wrote a file is a writer; otherwise the two shipped
+    spotter writers are."""
+    mains = prepare_transcripts(work / "transcripts", source)
     sessions = [load_session(p) for p in mains]
-    writers = [s for s in sessions if s.sid in WRITERS]
-    assert len(writers) == 2, [s.sid for s in sessions]
+    if source is None:
+        writers = [s for s in sessions if s.sid in WRITERS]
+        assert len(writers) == 2, [s.sid for s in sessions]
+    else:
+        writers = [s for s in sessions if s.final]
+        if not writers:
+            raise SystemExit(f"{source}: no session there wrote a file (Write/Edit results) to take spans from")
+    print(f"{len(sessions)} sessions, {len(writers)} wrote code: " +
+          ", ".join(f"{s.sid[:8]} ({len(s.final)} files)" for s in writers))
     from engram.demo import final_files
     for s in writers:  # the replay must agree with engram.demo.final_files
         ff = {r: t for p, t in final_files(s.files[0]).items() if (r := _rel(s.cwd, p))}
@@ -987,6 +1056,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--distractors", type=Path, action="append", default=[], metavar="DIR",
                     help="more transcripts to ingest as distractors (e.g. bench/data/c100m from gen_sessions.py); "
                          "not searched by the grep reference")
+    ap.add_argument("--sessions", type=Path, metavar="DIR",
+                    help="take the ground truth from the Claude Code sessions under DIR instead of the shipped "
+                         "fixtures: every session there that wrote a file is a writer, the rest are distractors")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="overrides",
                     help="override a constant of engram.query.explain for this run, e.g. RELATIVE_FLOOR=0.8 "
                          "(what-if runs without editing engram/)")
@@ -1011,7 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep and work.exists():
         shutil.rmtree(work)
     try:
-        sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed)
+        sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed, args.sessions)
         store = engram_env(repo, [work / "transcripts", *args.distractors])
         db, npost, secs = build_index(store, args.k, args.w)
         spans = read_spans(repo, queries)
@@ -1027,6 +1099,8 @@ def main(argv: list[str] | None = None) -> int:
         sm, sp = summary(queries, outs), summary(queries, prop)
         print(f"engram explain         : {fmt_summary(sm)}\n                         {verdict(sm)}")
         print(f"proposed ranking (sim.): {fmt_summary(sp)}\n                         {verdict(sp)}")
+        print("\nper writing session (shipped = one of the two sessions in tests/fixtures, which k, w and the "
+              "rules were tuned on):\n" + by_writer(queries, outs))
         print("\nengram misses at rank 1 (mutation, span size, cause):\n" + failures(queries, outs))
         print("\nproposed ranking, simulated on the same explain evidence (see proposed_order):")
         print(compact_table(queries, prop))
