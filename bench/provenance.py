@@ -231,21 +231,22 @@ def _touches_without_result(recs: list[dict[str, Any]], cwd: str, touched: dict[
 def load_session(main: Path) -> Session:
     sub = main.with_suffix("") / "subagents"
     files = [main] + (sorted(sub.glob("*.jsonl")) if sub.is_dir() else [])
-    recs = _records(main)
+    per_file = [_records(f) for f in files]  # parsed once: grep text, touches and writes read them
+    recs = per_file[0]
     cwd = next((r["cwd"] for r in recs if isinstance(r.get("cwd"), str)), "/")
     sid = next((r["sessionId"] for r in recs if isinstance(r.get("sessionId"), str)), main.stem)
     start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str)), "")
     s = Session(sid, files, cwd, start)
     strings: list[str] = []
-    for fi, f in enumerate(files):
-        for rec in recs if fi == 0 else _records(f):
+    for file_recs in per_file:
+        for rec in file_recs:
             _strings(rec, strings)
     s.text = "\n".join(strings)
     s.lines = {x.strip() for x in s.text.split("\n")}
     state: dict[str, tuple[list[str], list[bool]]] = {}
-    for fi, f in enumerate(files):
-        _touches_without_result(recs if fi == 0 else _records(f), cwd, s.touched)
-        for rec in recs if fi == 0 else _records(f):
+    for fi, file_recs in enumerate(per_file):
+        _touches_without_result(file_recs, cwd, s.touched)
+        for rec in file_recs:
             tur = rec.get("toolUseResult")
             if not isinstance(tur, dict):
                 continue
@@ -962,15 +963,15 @@ def compact_table(queries: list[Query], outs: list[Outcome]) -> str:
 
 def by_writer(queries: list[Query], outs: list[Outcome]) -> str:
     """The summary per writing session: whether a figure holds for every session, not on average."""
-    head = (f"{'writer':9}{'shipped':>8} {'spans':>5} | " +
-            " ".join(f"{c:>5}" for c in ("pres", "e20s", "e30s", "all", "R@3", "prec")))
+    cols = ("pres", "e20s", "e30s", "all", "R@3", "prec")
+    head = f"{'writer':9}{'shipped':>8} {'spans':>5} | " + " ".join(f"{c:>5}" for c in cols)
     lines = [head, "-" * len(head)]
     for sid in sorted({q.span.writer for q in queries}):
         sel = [i for i, q in enumerate(queries) if q.span.writer == sid]
         sm = summary([queries[i] for i in sel], [outs[i] for i in sel])
         spans = len({(q.span.file, q.span.start, q.size) for q in (queries[i] for i in sel)})
         lines.append(f"{sid[:8]:9}{'yes' if sid in WRITERS else 'no':>8} {spans:5} | " +
-                     " ".join(f"{_f(sm[c]):>5}" for c in ("pres", "e20s", "e30s", "all", "R@3", "prec")))
+                     " ".join(f"{_f(sm[c]):>5}" for c in cols))
     return "\n".join(lines)
 
 
