@@ -81,6 +81,30 @@ def corpus_files(projects: Path) -> list[Path]:
     return sorted(p for p in projects.rglob("*.jsonl") if p.is_file())
 
 
+def add_corpus_arguments(ap: argparse.ArgumentParser, *, seed_help: str) -> None:
+    """The options every corpus benchmark takes: which corpus (generated when missing), which engram."""
+    ap.add_argument("--corpus", required=True, type=Path, help="corpus directory (CORPUS/projects/...)")
+    ap.add_argument("--size", default="100MB", type=gen_sessions.parse_size,
+                    help="corpus size to generate when CORPUS holds no sessions (default 100MB)")
+    ap.add_argument("--seed", type=int, default=1, help=seed_help)
+    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="generator worker processes")
+    ap.add_argument("--engram", default="engram", help="the engram command (default: the installed `engram`)")
+
+
+def ensure_corpus(args: argparse.Namespace) -> tuple[Path, list[Path]]:
+    """CORPUS/projects and its session files, generating the corpus first when it holds none."""
+    args.corpus = args.corpus.resolve()
+    projects = args.corpus / "projects"
+    files = corpus_files(projects) if projects.is_dir() else []
+    if not files:
+        print(f"generating {args.size / 1e6:.0f} MB corpus in {args.corpus} (seed {args.seed}) ...", flush=True)
+        st = gen_sessions.generate(args.corpus, args.size, args.seed, args.jobs)
+        print(f"  {st.sessions} sessions, {st.files} files, {st.records} records, {st.bytes / 1e6:.1f} MB "
+              f"in {st.seconds:.1f}s", flush=True)
+        files = corpus_files(projects)
+    return projects, files
+
+
 def warm_cache(files: list[Path]) -> float:
     """Read every file once; returns seconds (a cold-cache read, for the record)."""
     t0 = time.perf_counter()
@@ -345,12 +369,7 @@ def _short(fname: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", required=True, type=Path, help="corpus directory (CORPUS/projects/...)")
-    ap.add_argument("--size", default="100MB", type=gen_sessions.parse_size,
-                    help="corpus size to generate when CORPUS is missing (default 100MB)")
-    ap.add_argument("--seed", type=int, default=1, help="generator seed, also used to sample tapes")
-    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="generator worker processes")
-    ap.add_argument("--engram", default="engram", help="the engram command (default: the installed `engram`)")
+    add_corpus_arguments(ap, seed_help="generator seed, also used to sample tapes")
     ap.add_argument("--engram-args", default="", help="extra arguments for `engram ingest`, one shell-quoted string")
     ap.add_argument("--rg-runs", type=int, default=3, help="ripgrep runs (best is kept)")
     ap.add_argument("--sample", type=int, default=40, help="tapes sampled for the seekable-frame section")
@@ -369,15 +388,7 @@ def main(argv: list[str] | None = None) -> int:
 
     engram = shlex.split(args.engram)
     extra = shlex.split(args.engram_args)
-    args.corpus = args.corpus.resolve()
-    projects = args.corpus / "projects"
-    files = corpus_files(projects) if projects.is_dir() else []
-    if not files:
-        print(f"generating {args.size / 1e6:.0f} MB corpus in {args.corpus} (seed {args.seed}) ...", flush=True)
-        st = gen_sessions.generate(args.corpus, args.size, args.seed, args.jobs)
-        print(f"  {st.sessions} sessions, {st.files} files, {st.records} records, {st.bytes / 1e6:.1f} MB "
-              f"in {st.seconds:.1f}s", flush=True)
-        files = corpus_files(projects)
+    projects, files = ensure_corpus(args)
     raw = sum(p.stat().st_size for p in files)
     raw_mb = raw / 1e6
     cold = warm_cache(files)

@@ -76,7 +76,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_sessions  # noqa: E402
-from capture import corpus_files, dir_bytes, engram_version, warm_cache  # noqa: E402
+from capture import add_corpus_arguments, dir_bytes, engram_version, ensure_corpus, warm_cache  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 SPAN_DIR = "_scale_spans"
@@ -681,12 +681,7 @@ def summarise_collapsed(path: Path, top: int = 30) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", required=True, type=Path, help="corpus directory (CORPUS/projects/...)")
-    ap.add_argument("--size", default="100MB", type=gen_sessions.parse_size,
-                    help="corpus size to generate when CORPUS is empty (default 100MB)")
-    ap.add_argument("--seed", type=int, default=1, help="generator seed; also seeds the span sample")
-    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="generator worker processes")
-    ap.add_argument("--engram", default="engram", help="the engram command (default: the installed `engram`)")
+    add_corpus_arguments(ap, seed_help="generator seed; also seeds the span sample")
     ap.add_argument("--repo", type=Path, help="reuse this already ingested repository: no ingest timing")
     ap.add_argument("--ingest-runs", type=int, default=1, help="cold-start ingests timed (each into a fresh repo)")
     ap.add_argument("--split", action="store_true", help="also time capture only + `engram index` separately")
@@ -708,14 +703,7 @@ def main(argv: list[str] | None = None) -> int:
 
     engram = shlex.split(args.engram)
     subreaper = become_subreaper()
-    args.corpus = args.corpus.resolve()
-    projects = args.corpus / "projects"
-    files = corpus_files(projects) if projects.is_dir() else []
-    if not files:
-        print(f"generating {args.size / 1e6:.0f} MB corpus in {args.corpus} (seed {args.seed}) ...", flush=True)
-        st = gen_sessions.generate(args.corpus, args.size, args.seed, args.jobs)
-        print(f"  {st.sessions} sessions, {st.files} files, {st.bytes / 1e6:.1f} MB in {st.seconds:.1f}s", flush=True)
-        files = corpus_files(projects)
+    projects, files = ensure_corpus(args)
     raw = sum(p.stat().st_size for p in files)
     raw_mb = raw / 1e6
     first_read = warm_cache(files)

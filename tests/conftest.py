@@ -118,3 +118,13 @@ def created_by(spotter: Path, session: str) -> dict[str, str]:
         if isinstance(tur, dict) and tur.get("type") == "create" and tur["filePath"].startswith(cwd):
             out[tur["filePath"][len(cwd):]] = tur["content"]
     return out
+
+
+@pytest.fixture(scope="module")
+def agent_file(spotter: Path, spot: Path) -> str:
+    """A file the main session created and nobody changed since, in the module's `spot` repository
+    (each module that asks for it builds its own)."""
+    for rel, content in sorted(created_by(spotter, SPOTTER_MAIN).items()):
+        if (spot / rel).read_text() == content and len(content.splitlines()) > 40:
+            return rel
+    raise AssertionError("no agent-created file")

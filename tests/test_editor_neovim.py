@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "editors" / "neovim"
@@ -77,14 +77,6 @@ def spot(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     build_spot_repo(spotter, root)
     (root / "NOTES.zzz").write_text("a file no filetype is detected for\n")
     return root
-
-
-@pytest.fixture(scope="module")
-def agent_file(spotter: Path, spot: Path) -> str:
-    for rel, content in sorted(created_by(spotter, SPOTTER_MAIN).items()):
-        if (spot / rel).read_text() == content and len(content.splitlines()) > 40:
-            return rel
-    raise AssertionError("no agent-created file")
 
 
 def xdg_env(tmp: Path, path: str | None = None) -> dict[str, str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent / "editors"
@@ -65,14 +65,6 @@ def spot(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("vscode") / "repo"
     build_spot_repo(spotter, root)
     return root
-
-
-@pytest.fixture(scope="module")
-def agent_file(spotter: Path, spot: Path) -> str:
-    for rel, content in sorted(created_by(spotter, SPOTTER_MAIN).items()):
-        if (spot / rel).read_text() == content and len(content.splitlines()) > 40:
-            return rel
-    raise AssertionError("no agent-created file")
 
 
 def free_port() -> int:

@@ -25,15 +25,6 @@ def spot(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def agent_file(spotter: Path, spot: Path) -> str:
-    """A file the main session created and nobody changed since."""
-    for rel, content in sorted(created_by(spotter, SPOTTER_MAIN).items()):
-        if (spot / rel).read_text() == content and len(content.splitlines()) > 40:
-            return rel
-    raise AssertionError("no agent-created file")
-
-
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def client(lsp_client: LanguageClient):
     lsp_client.indexed = []  # type: ignore[attr-defined]
