@@ -35,10 +35,11 @@ def key(fp: int) -> int:
     return (u >> (64 - BUCKET_BITS)) << 32 | (u & _LOW)
 
 
-def lookup_small(db: apsw.Connection, fps: Iterable[int], segs: Sequence[int]) -> list[int]:
-    """The fragment of every posting of these fingerprints in these segments: `postings.lookup`'s
-    fragments (same multiset), for a query of a few hundred fingerprints."""
-    qkeys = {key(fp) for fp in fps}
+def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) -> list[int]:
+    """The fragment of every posting of the fingerprints with these keys (`key`) in these
+    segments: `postings.lookup`'s fragments (same multiset), for a query of a few hundred
+    fingerprints."""
+    qkeys = set(keys)
     if not qkeys or not segs:
         return []
     by_row: dict[int, set[int]] = {}

@@ -94,13 +94,14 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
-    q = sorted(set(kgrams))
-    q = [fp for fp, ok in zip(q, _searchable(db, [layout.key(fp) for fp in q])) if ok]
+    key_of = {fp: layout.key(fp) for fp in kgrams}
+    q = sorted(key_of)
+    q = [fp for fp, ok in zip(q, _searchable(db, [key_of[fp] for fp in q])) if ok]
     winnowed = definition.winnowed(kgrams, w)
     expected = max(1, len(winnowed.intersection(q)))
     if expected >= WINNOWED_ONLY_FROM:
         q = [fp for fp in q if fp in winnowed]
-    counts = Counter(layout.lookup_small(db, q, snap.segs))
+    counts = Counter(layout.lookup_small(db, [key_of[fp] for fp in q], snap.segs))
     if not counts:
         return {}
     # A fragment's confidence is at most its share; fragments whose share cannot reach the floor
