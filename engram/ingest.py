@@ -615,7 +615,11 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
             if restore is not None:  # postings an interrupted run did not write
                 restore(db)
             if n_workers > 1 and hasattr(after_tape, "accept"):
-                _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers)
+                from engram.index.build import small_pages  # noqa: PLC0415 - the indexer's module
+
+                with small_pages():
+                    _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers)
+                    _finish(db, after_tape)
             else:
                 for i, job in enumerate(jobs):
                     try:
@@ -628,13 +632,17 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
                         after_tape(db, written)
                     if progress is not None:
                         progress(i + 1, len(jobs))
-            finish = getattr(after_tape, "finish", None)
-            if finish is not None:
-                finish(db)
+                _finish(db, after_tape)
             stats.out_of_order += getattr(after_tape, "out_of_order", 0)
         finally:
             db.close()
     return stats
+
+
+def _finish(db: apsw.Connection, indexer: Any) -> None:
+    finish = getattr(indexer, "finish", None)
+    if finish is not None:
+        finish(db)
 
 
 def _captured_ends(db: apsw.Connection) -> dict[str, int]:

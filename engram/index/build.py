@@ -17,6 +17,8 @@ writes their postings. Until then they are missing from answers, never wrong in 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,6 +166,30 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
     pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
     pt.head, pt.tail, pt.marker = _tail_head(events, k, w)
     return Prepared(pt, vals, owner)
+
+
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """numpy's large arrays on ordinary 4 KiB pages while a bulk run's postings pile up.
+
+    numpy asks Linux for transparent huge pages (madvise) on every array of 4 MB or more. A bulk
+    run's writer holds all the run's postings and allocates a few hundred MB arrays per batch to
+    sort and lay them out; on the benchmark machine (a 2-core VM, THP on `madvise`) its
+    huge-page faults cost more than they save: the writer spent 5.0 s in the kernel per GB
+    ingested with them and 3.1 s without, and a 1 GB `engram ingest` ran 2-13% faster in each of
+    three alternated pairs (bench/README.md). The workers gained nothing from it, and an append,
+    whose arrays are small, is left as it is. Restored afterwards; a numpy without the switch
+    (numpy's own, not public) is left as it is."""
+    core = getattr(np, "_core", None) or getattr(np, "core", None)  # numpy 2 / numpy 1.26
+    setter = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+    if setter is None:
+        yield
+        return
+    before = setter(False)
+    try:
+        yield
+    finally:
+        setter(before)
 
 
 class Indexer:

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from engram.index import stoplist
-from engram.index.build import Indexer
+from engram.index.build import Indexer, small_pages
 from engram.index.db import immediate, open_db
 from engram.ingest import ingest_lock, register_from_file
 from engram.store import Store
@@ -34,9 +34,10 @@ def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[st
 
             indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters
             ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY begins, id")]
-            for tid in ids:
-                indexer.add(db, tid)
-            indexer.flush(db)
+            with small_pages():
+                for tid in ids:
+                    indexer.add(db, tid)
+                indexer.flush(db)
             cfg = store.config["index"]
             with immediate(db):
                 n_stop, _ = stoplist.rebuild_from_config(db, store)
