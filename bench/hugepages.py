@@ -39,14 +39,7 @@ del runs, order
 t0 = time.perf_counter()
 k, f = postings.sort_keys(key, frag, distinct=True)
 t1 = time.perf_counter()
-row = k >> 30
-cuts = np.flatnonzero(np.diff(row)) + 1
-starts = np.concatenate(([0], cuts))
-sizes = np.diff(np.concatenate((starts, [len(row)])))
-words = np.empty(2 * len(k), dtype="<u4")
-at = np.arange(len(k)) + np.repeat(starts, sizes)
-words[at] = k & 0xFFFFFFFF
-words[at + np.repeat(sizes, sizes)] = f
+postings.layout_rows(k, f)
 t2 = time.perf_counter()
 print(json.dumps({"sort": t1 - t0, "layout": t2 - t1,
                   "huge": bool(np._core.multiarray._get_madvise_hugepage())}))

@@ -85,20 +85,28 @@ def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarr
     return _write_into(db, "postings", seg, key, frags)
 
 
-def _write_into(db: apsw.Connection, table: str, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
-    if len(key) == 0:
-        return 0
+def layout_rows(key: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(row, starts, sizes, words) of postings in stored order: `row` per posting, the first
+    posting and the number of postings of each stored row, and every row's blob laid out in one
+    buffer of words (row i is `words[2 * starts[i]:2 * (starts[i] + sizes[i])]`)."""
     row = key >> (32 - ROW_BITS)
     cuts = np.flatnonzero(np.diff(row)) + 1
     starts = np.concatenate(([0], cuts))
     sizes = np.diff(np.concatenate((starts, [len(row)])))
-    # Every row's blob laid out in one buffer (entry j of a row starting at s goes to s + j, its
-    # fragment `size` words further): rows are then slices of it, not two copies and a
-    # concatenation per row (a third of an append's posting write).
+    # Entry j of a row starting at s goes to s + j, its fragment `size` words further: rows are
+    # then slices of one buffer, not two copies and a concatenation per row (a third of an
+    # append's posting write).
     words = np.empty(2 * len(key), dtype="<u4")
     at = np.arange(len(key)) + np.repeat(starts, sizes)
     words[at] = key & 0xFFFFFFFF
     words[at + np.repeat(sizes, sizes)] = frags
+    return row, starts, sizes, words
+
+
+def _write_into(db: apsw.Connection, table: str, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
+    if len(key) == 0:
+        return 0
+    row, starts, sizes, words = layout_rows(key, frags)
     buf = memoryview(words.tobytes())
     ids = ((row[starts] | (seg << ROW_KEY_BITS))).tolist()
     offsets = (8 * starts).tolist()
