@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Iterator
@@ -614,35 +614,44 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
             restore = getattr(after_tape, "restore", None)
             if restore is not None:  # postings an interrupted run did not write
                 restore(db)
-            if n_workers > 1 and hasattr(after_tape, "accept"):
-                from engram.index.build import small_pages  # noqa: PLC0415 - the indexer's module
-
-                with small_pages():
+            with _bulk_memory(after_tape, len(jobs)):
+                if n_workers > 1 and hasattr(after_tape, "accept"):
                     _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers)
-                    _finish(db, after_tape)
-            else:
-                for i, job in enumerate(jobs):
-                    try:
-                        written = capture_job(db, store, job, stats, maps=maps or [], redactor=redactor)
-                    except (OSError, EngramError) as exc:
-                        stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
-                        log.warning("%s: %s", job.main, exc)
-                        continue
-                    if written is not None and after_tape is not None:
-                        after_tape(db, written)
-                    if progress is not None:
-                        progress(i + 1, len(jobs))
-                _finish(db, after_tape)
+                else:
+                    _ingest_serial(db, store, jobs, stats, maps or [], progress, after_tape, redactor)
+                finish = getattr(after_tape, "finish", None)
+                if finish is not None:
+                    finish(db)
             stats.out_of_order += getattr(after_tape, "out_of_order", 0)
         finally:
             db.close()
     return stats
 
 
-def _finish(db: apsw.Connection, indexer: Any) -> None:
-    finish = getattr(indexer, "finish", None)
-    if finish is not None:
-        finish(db)
+def _ingest_serial(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
+                   maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
+                   after_tape: Callable[[apsw.Connection, WrittenTape], None] | None, redactor: Redactor) -> None:
+    for i, job in enumerate(jobs):
+        try:
+            written = capture_job(db, store, job, stats, maps=maps, redactor=redactor)
+        except (OSError, EngramError) as exc:
+            stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
+            log.warning("%s: %s", job.main, exc)
+            continue
+        if written is not None and after_tape is not None:
+            after_tape(db, written)
+        if progress is not None:
+            progress(i + 1, len(jobs))
+
+
+def _bulk_memory(indexer: Any, n_jobs: int) -> AbstractContextManager[None]:
+    """`engram.index.build.small_pages` for a run of several sessions that an indexer indexes
+    (it holds the run's postings); nothing for an append or a capture without an index."""
+    if n_jobs < 2 or not hasattr(indexer, "accept"):
+        return nullcontext()
+    from engram.index.build import small_pages  # noqa: PLC0415 - the indexer's module, numpy loaded
+
+    return small_pages()
 
 
 def _captured_ends(db: apsw.Connection) -> dict[str, int]:

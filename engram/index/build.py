@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,7 +170,8 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
 
 @contextmanager
 def small_pages() -> Iterator[None]:
-    """numpy's large arrays on ordinary 4 KiB pages while a bulk run's postings pile up.
+    """numpy's large arrays on ordinary 4 KiB pages while a bulk run's postings pile up (an
+    ingest or `engram index` of several sessions, `engram reindex`).
 
     numpy asks Linux for transparent huge pages (madvise) on every array of 4 MB or more. A bulk
     run's writer holds all the run's postings and allocates a few hundred MB arrays per batch to
@@ -421,7 +422,8 @@ def index_pending(store: Store, db: apsw.Connection, indexer: Indexer | None = N
     indexer = indexer or Indexer(store)
     indexer.restore(db)
     todo = [r[0] for r in db.execute("SELECT id FROM tapes WHERE indexed=0 ORDER BY begins, id")]
-    for tid in todo:
-        indexer.add(db, tid)
-    indexer.finish(db)
+    with small_pages() if len(todo) > 1 else nullcontext():
+        for tid in todo:
+            indexer.add(db, tid)
+        indexer.finish(db)
     return len(todo)
