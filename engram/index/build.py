@@ -180,7 +180,9 @@ def small_pages() -> Iterator[None]:
     ingested with them and 3.1 s without, and a 1 GB `engram ingest` ran 2-13% faster in each of
     three alternated pairs (bench/README.md). The workers gained nothing from it, and an append,
     whose arrays are small, is left as it is. Restored afterwards; a numpy without the switch
-    (numpy's own, not public) is left as it is."""
+    (numpy's own, not public) is left as it is. The switch is process-wide: a language server
+    answering queries beside a bulk run gets small pages for those too, which changes only
+    their speed."""
     core = getattr(np, "_core", None) or getattr(np, "core", None)  # numpy 2 / numpy 1.26
     setter = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
     if setter is None:
