@@ -731,9 +731,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"{raw_mb / best:,.1f} MB/s (best of {len(runs)}: {best:,.1f} s; all: "
                      f"{', '.join(f'{w:,.0f}' for w in walls)} s)", f">= {TARGETS['mbps']:.0f} MB/s",
                      verdict(raw_mb / best >= TARGETS["mbps"])])
-        rows.append(["ingest + index (CPU user+sys)",
+        # Per CPU-second, all processes together: what one core would do. The target is the wall
+        # row's (end to end); this one shows how much of it is parallelism.
+        rows.append(["ingest + index per CPU-second (user+sys, all processes)",
                      f"{raw_mb / min(cpus):,.1f} MB/s ({', '.join(f'{c:,.0f}' for c in cpus)} s CPU)",
-                     f">= {TARGETS['mbps']:.0f} MB/s", verdict(raw_mb / min(cpus) >= TARGETS["mbps"])])
+                     "(reference)", ""])
         if args.split:
             cap = cold_start_ingest(args.workdir, engram, projects, "capture", no_index=True)
             print(f"  capture only: {cap.wall:.1f}s wall, {cap.cpu:.1f}s CPU (load {load()})", flush=True)
