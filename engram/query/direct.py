@@ -94,7 +94,7 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
-    key_of = {fp: layout.key(fp) for fp in kgrams}
+    key_of = {fp: layout.key(fp) for fp in set(kgrams)}
     q = sorted(key_of)
     q = [fp for fp, ok in zip(q, _searchable(db, [key_of[fp] for fp in q])) if ok]
     winnowed = definition.winnowed(kgrams, w)
