@@ -35,7 +35,6 @@ from engram.anchor import (
     similarity,
     tokenize,
     tokenize_bytes,
-    kgram_fingerprints,
     winnow_positions,
     winnowed_values,
 )
