@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import importlib.util
 import json
 import os
 import platform
@@ -474,8 +475,6 @@ def compile_bytecode() -> None:
     """Byte-compile engram as `pip install` does. Under PYTHONDONTWRITEBYTECODE (set on this
     machine) a module changed since its last .pyc is compiled from source on every command,
     30-60 ms that a user's installed engram never pays."""
-    import importlib.util
-
     for name in ("engram", "engram_server"):
         spec = importlib.util.find_spec(name)
         for where in (spec.submodule_search_locations or []) if spec else []:
@@ -702,6 +701,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     engram = shlex.split(args.engram)
+    if importlib.util.find_spec("engram") is None:  # before minutes of ingest, not after them
+        raise SystemExit("scale: this Python cannot import engram, which the in-process rows measure: "
+                         "run `pip install -e .` from the checkout first")
     subreaper = become_subreaper()
     projects, files = ensure_corpus(args)
     raw = sum(p.stat().st_size for p in files)
