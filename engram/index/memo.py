@@ -52,11 +52,9 @@ def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str) -> np
     key = (db.filename, index_epoch)
     kinds = _kinds.get(key)
     if kinds is None and first_use(("kinds", *key)):
-        out = np.zeros(len(ids), dtype=np.int8)
-        if len(ids):
-            got = kinds_of(db, ids.tolist())
-            out[:] = [got.get(i, 0) for i in ids.tolist()]
-        return out
+        wanted = ids.tolist()
+        got = kinds_of(db, wanted)
+        return np.array([got.get(i, 0) for i in wanted], dtype=np.int8)
     if kinds is None:
         _kinds.clear()
         kinds = np.zeros(0, dtype=np.int8)
