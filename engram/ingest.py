@@ -536,7 +536,7 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     if written.created:
         stats.tapes += 1
         stats.written.append(written.id)
-    stats.events += row["events"] - 1
+    stats.events += row["events"]  # as `engram tapes` counts them: the tape's meta event #0 included
     stats.edits += row["edits"]
     stats.reads += row["reads"]
     stats.raw_bytes += sum(s.end - st for s, st in zip(cap.sources, starts))

@@ -18,6 +18,10 @@ def test_demo_explains_code_the_shipped_session_created(spotter: Path, tmp_path:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "ingest: 1 sessions, 1 new tapes" in out
+    ingested = re.search(r"^ingest: .* (\d+) events, (\d+) edits, (\d+) reads", out, re.M)
+    listed = re.search(r"^[0-9a-f]{12} +claude-code +\S+ +\S+ +[\d-]+ [\d:]+ +(\d+) +(\d+) +(\d+) ", out, re.M)
+    assert ingested and listed, out[:2000]
+    assert ingested.groups() == listed.groups(), "ingest and `engram tapes` count the same events, edits, reads"
     explained = re.search(r"^\$ engram explain (\S+):(\d+)-(\d+) --pretty", out, re.M)
     assert explained, out[-2000:]
     path = explained.group(1)
