@@ -758,11 +758,23 @@ class Outcome:
     r3: float
     prec: float | None
     returned: int
+    edit: float | None = None  # the writer returned: is one of its code.edit fragments shown?
 
 
-def _outcome(sids: list[str], writer: str, true_set: set[str]) -> Outcome:
+def _outcome(sids: list[str], writer: str, true_set: set[str], writer_edits: int = 0) -> Outcome:
     prec = sum(s in true_set for s in sids) / len(sids) if sids else None
-    return Outcome(float(sids[:1] == [writer]), float(writer in sids[:3]), prec, len(sids))
+    return Outcome(float(sids[:1] == [writer]), float(writer in sids[:3]), prec, len(sids),
+                   float(writer_edits > 0) if writer in sids else None)
+
+
+def _writer_edits(res: Any, writer: str) -> int:
+    """How many of the code.edit fragments explain found are the writer's: a user asking why the
+    code exists wants to see it written, not only read back."""
+    from engram.index.kinds import KIND_NO
+
+    edit = KIND_NO["code.edit"]
+    return sum(1 for f in res.hits if (fr := res.frags.get(f)) is not None and fr.session_id == writer
+               and fr.kind == edit)
 
 
 PROPOSED_SESSION_FLOOR = 0.8
@@ -841,8 +853,9 @@ def run_engram(store: Any, db: Any, spans: list[Any], queries: list[Query], trut
         for q, span, true_set in zip(queries, spans, truth):
             res = X.run(store, db, span, opts)
             doc = X.to_json(store, res, opts) if fast else X.explain(store, db, span, opts)
-            outs.append(_outcome([s["session_id"] for s in doc["sessions"]], q.span.writer, true_set))
-            prop.append(_outcome(proposed_order(res, span.file), q.span.writer, true_set))
+            edits = _writer_edits(res, q.span.writer)
+            outs.append(_outcome([s["session_id"] for s in doc["sessions"]], q.span.writer, true_set, edits))
+            prop.append(_outcome(proposed_order(res, span.file), q.span.writer, true_set, edits))
     finally:
         X.direct_hits = orig
     return outs, prop
@@ -931,13 +944,15 @@ def summary(queries: list[Query], outs: list[Outcome]) -> dict[str, float]:
     return {"pres": r1(TOKEN_PRESERVING), "e20s": r1(("edit20-spread",)), "e30s": r1(("edit30-spread",)),
             "ren": r1(("rename",)), "all": r1(MUTATIONS), "R@3": _mean([o.r3 for o in outs]),
             "prec": _mean([o.prec for o in outs if o.prec is not None]),
-            "empty": _mean([float(o.returned == 0) for o in outs]), "ret": _mean([o.returned for o in outs])}
+            "empty": _mean([float(o.returned == 0) for o in outs]), "ret": _mean([o.returned for o in outs]),
+            "edit": _mean([o.edit for o in outs if o.edit is not None])}
 
 
 SUMMARY_HELP = ("pres = R@1 over the token-preserving mutations (none, shift, moves, reindent, rewrap, reformat); "
                 "e20s/e30s = R@1 with 20%/30% of tokens edited on every line; ren = R@1 after a rename; "
                 "all = R@1 over every mutation; R@3 over every mutation; prec = precision; empty = share of "
-                "queries with no session; ret = sessions returned per query")
+                "queries with no session; ret = sessions returned per query; edit = share of the queries "
+                "returning the writer that show one of its code.edit fragments (not only a read of the code)")
 
 
 def verdict(sm: dict[str, float]) -> str:

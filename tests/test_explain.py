@@ -231,8 +231,10 @@ def test_explain_while_another_process_ingests(spotter: Path, tmp_path: Path) ->
     assert "database is locked" not in err
 
 
-def direct_both(root: Path, texts: list[str]) -> list[tuple[dict[int, float], dict[int, float]]]:
-    """Direct hits of each text matched in plain Python and with numpy, on the store of `root`."""
+def direct_both(root: Path, texts: list[str],
+                files: list[str] | None = None) -> list[tuple[dict[int, float], dict[int, float]]]:
+    """Direct hits of each text matched in plain Python and with numpy, on the store of `root`
+    (`files`: the file each text is a span of, which lets a session's edits be joined)."""
     from engram.anchor import definition, tokenize  # noqa: PLC0415
     from engram.index import snapshot  # noqa: PLC0415
     from engram.index.db import open_db  # noqa: PLC0415
@@ -242,8 +244,9 @@ def direct_both(root: Path, texts: list[str]) -> list[tuple[dict[int, float], di
     db = open_db(Store.discover(root), readonly=True)
     try:
         snap = snapshot.read(db)
-        return [(direct_hits(db, t, tokens=definition.token_hashes(t), snap=snap),
-                 direct_hits(db, t, tokens=tokenize(t), snap=snap)) for t in texts]
+        return [(direct_hits(db, t, tokens=definition.token_hashes(t), snap=snap, file=f),
+                 direct_hits(db, t, tokens=tokenize(t), snap=snap, file=f))
+                for t, f in zip(texts, files or [None] * len(texts))]
     finally:
         db.close()
 
@@ -252,13 +255,14 @@ def test_plain_python_and_numpy_matching_give_the_same_answer(spotter: Path, spo
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A command-line explain of a short span matches it without numpy (engram.query.direct); the
     language server and the MCP endpoint match with numpy. Same fragments, same confidences, same
-    order (lineage is walked in that order), for spans of 1 to 40 lines, edited or not, and when
-    more fragments qualify than are kept."""
+    order (lineage is walked in that order), for spans of 1 to 40 lines, edited or not, with and
+    without their file (edits are joined only with it), and when more fragments qualify than
+    are kept."""
     from engram.query import direct, direct_np  # noqa: PLC0415
 
     root, writer = spot_repo
     rng = random.Random(11)
-    texts = []
+    texts, files = [], []
     for rel in sorted(created_by_main(spotter)):
         lines = (root / rel).read_text().splitlines()
         for size in (1, 3, 10, 40):
@@ -266,14 +270,74 @@ def test_plain_python_and_numpy_matching_give_the_same_answer(spotter: Path, spo
                 a = rng.randrange(len(lines) - size)
                 texts.append("\n".join(lines[a:a + size]) + "\n")
                 texts.append("\n".join(_mutate_tokens(lines[a:a + size], 0.3, rng)) + "\n")
+                files += [rel, rel]
+    joined_span = (root / JOINED_FILE).read_text().splitlines(keepends=True)[JOINED_LINES[0] - 1:JOINED_LINES[1]]
+    texts.append("".join(joined_span))
+    files.append(JOINED_FILE)
     pairs = direct_both(root, texts)
     assert sum(1 for small, _ in pairs if small) >= len(pairs) // 2  # most spans are found at all
     assert all(list(small.items()) == list(vec.items()) for small, vec in pairs)
+    with_files = direct_both(root, texts, files)
+    assert all(list(small.items()) == list(vec.items()) for small, vec in with_files)
+    assert len(with_files[-1][0]) > len(pairs[-1][0]), "the span's writing edits are joined in both"
     monkeypatch.setattr(direct, "MAX_CANDIDATES", 3)  # the cut to the most-matched candidates
     monkeypatch.setattr(direct_np, "MAX_CANDIDATES", 3)
     cut = direct_both(root, texts[:40])
     assert any(len(vec) == 3 for _, vec in cut)
     assert all(list(small.items()) == list(vec.items()) for small, vec in cut)
+
+
+# Lines 1-16 of this file were written by two edits of SPOTTER_MAIN: its Write (#260, lines 1-123)
+# and an Edit of lines 4-6 into 4-9 (#505), after which the session read the file whole (#510).
+JOINED_FILE = "lib/spotter_web/live/project_review_live.ex"
+JOINED_LINES = (1, 16)
+
+
+def test_a_span_written_by_two_edits_shows_both(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """Neither edit holds the whole span, the later read of the file does: explain used to show
+    only that read. The session's edits of the file together hold the span, so both are shown,
+    each with its own confidence, and the read still is."""
+    root, _ = spot_repo
+    doc = explain(root, f"{JOINED_FILE}:{JOINED_LINES[0]}-{JOINED_LINES[1]}", "--brief")
+    main = next(s for s in doc["sessions"] if s["session_id"] == SPOTTER_MAIN)
+    kinds = [(f["kind"], f["offset"]) for f in main["fragments"]]
+    edits = [f for f in main["fragments"] if f["kind"] == "code.edit"]
+    assert len(edits) == 2, kinds
+    assert all(0.2 <= f["confidence"] < 0.8 for f in edits), edits
+    assert ("code.read", max(o for _, o in kinds)) in kinds, "the read that holds the span whole is still shown"
+
+
+def test_a_reader_does_not_hide_the_session_that_wrote_a_span_in_two_edits(repo: Path, tmp_path: Path) -> None:
+    """One session writes a file in two edits; a later one reads it whole. For a span across
+    the two edits, the read held it all and each edit half: the writer was not returned at all.
+    Now it is, first (two touches to one). Joining needs the span's file: the same lines
+    elsewhere, or as text on stdin, match the read alone."""
+    lines = [f"def step_{i}(value):\n    return transform_{i}(value, limit={i * 7})\n" for i in range(30)]
+    first, second = "".join(lines[:15]), "".join(lines[15:])
+    (repo / "app.py").write_text(first + second)
+    (repo / "elsewhere.py").write_text("".join(lines[10:20]))
+
+    def tape(name: str, started: str, events: list[dict]) -> Path:
+        meta = {"kind": "meta", "harness": "test", "session_id": name, "started": started, "model": "m"}
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(e) + "\n" for e in [meta, *events]))
+        return path
+
+    writer = tape("writer", "2026-01-01T00:00:00Z", [
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "app.py", "op": "create",
+         "before_range": None, "after_range": [1, 30], "before_text": "", "after_text": first},
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:02Z", "file": "app.py", "op": "update",
+         "before_range": [31, 30], "after_range": [31, 60], "before_text": "", "after_text": second}])
+    reader = tape("reader", "2026-01-02T00:00:00Z", [
+        {"kind": "code.read", "ts": "2026-01-02T00:00:01Z", "file": "app.py", "range": [1, 60],
+         "text": first + second}])
+    run_engram(repo, "ingest", str(writer), str(reader))
+    doc = explain(repo, "app.py:21-40", "--brief")
+    assert [s["session_id"] for s in doc["sessions"]] == ["writer", "reader"]
+    assert [f["offset"] for f in doc["sessions"][0]["fragments"]] == [1, 2]
+    assert [s["session_id"] for s in explain(repo, "elsewhere.py:1-20", "--brief")["sessions"]] == ["reader"]
+    stdin = run_engram(repo, "explain", "--text", "-", "--brief", input="".join(lines[10:20]).encode())
+    assert [s["session_id"] for s in json.loads(stdin.stdout)["sessions"]] == ["reader"]
 
 
 def test_a_command_line_explain_answers_without_importing_numpy(spotter: Path,

@@ -7,7 +7,7 @@ rows here (`lookup_small`) instead of paying numpy's import, which costs more th
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress
 from sys import byteorder
 from typing import Final
@@ -39,14 +39,34 @@ def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) 
     """The fragment of every posting of the fingerprints with these keys (`key`) in these
     segments: `postings.lookup`'s fragments (same multiset), for a query of a few hundred
     fingerprints."""
+    found: list[int] = []
+    for _row, lows, frags, wanted in _rows(db, keys, segs):
+        found += compress(frags, map(wanted.__contains__, lows))
+    return found
+
+
+def lookup_pairs_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int],
+                       frags: set[int]) -> list[tuple[int, int]]:
+    """(key, fragment) of the postings of these keys that belong to `frags`: which of a span's
+    fingerprints each of a few fragments holds (`postings.lookup`'s pairs, for those fragments)."""
+    out: list[tuple[int, int]] = []
+    for row, lows, row_frags, wanted in _rows(db, keys, segs):
+        high = (row >> ROW_BITS) << 32
+        out += [(high | low, f) for low, f in zip(lows, row_frags) if f in frags and low in wanted]
+    return out
+
+
+def _rows(db: apsw.Connection, keys: Iterable[int],
+          segs: Sequence[int]) -> Iterator[tuple[int, array, array, set[int]]]:
+    """For each stored row holding some of these keys: its row number (without the segment), its
+    low halves, its fragments, and the low halves of the keys wanted from it."""
     qkeys = set(keys)
     if not qkeys or not segs:
-        return []
+        return
     by_row: dict[int, set[int]] = {}
     for k in qkeys:
         by_row.setdefault(k >> (32 - ROW_BITS), set()).add(k & _LOW)
     rows = sorted(by_row)
-    found: list[int] = []
     for seg in segs:
         for rid, blob in db.execute("SELECT id, blob FROM postings WHERE id IN carray(?)",
                                     (int_array([seg << ROW_KEY_BITS | r for r in rows]),)):
@@ -54,6 +74,4 @@ def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) 
             if byteorder == "big":
                 words.byteswap()
             n = len(words) // 2
-            lows = by_row[rid & ROW_MASK]
-            found += compress(words[n:], map(lows.__contains__, words[:n]))
-    return found
+            yield rid & ROW_MASK, words[:n], words[n:], by_row[rid & ROW_MASK]

@@ -11,7 +11,8 @@ same answer (tests/test_explain.py compares them on real sessions).
 from __future__ import annotations
 
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, Union
 
 import apsw
@@ -32,6 +33,10 @@ KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND
                       KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
                       KIND_NO[E.SPAN_LINK]: 1.0}
 OTHER_WEIGHT: Final = 0.6  # any other kind, and a fragment missing from the index
+EDIT: Final = KIND_NO[E.CODE_EDIT]
+# An edit holding at least this share of a span may be kept with its session's other edits of
+# the file (`joined_edits`), though under the floor alone.
+JOIN_MIN_SHARE: Final = 0.2
 MIN_WEIGHT: Final = min(OTHER_WEIGHT, *KIND_WEIGHT.values())
 MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
 # ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
@@ -66,16 +71,23 @@ def span_tokens(text: str) -> SpanTokens:
     return tokenize(text)
 
 
+def candidate_bar(best_share: float) -> float:
+    """The least share a fragment needs to be considered at all: what could pass the floor as the
+    weakest kind, or be joined as an edit."""
+    return min(RELATIVE_FLOOR * MIN_WEIGHT * best_share, JOIN_MIN_SHARE)
+
+
 def floor_of(best: float) -> float:
     """The weakest confidence kept when the strongest is `best`."""
     return min(best, max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best))
 
 
 def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
-                tokens: SpanTokens | None = None, snap: snapshot.Snapshot | None = None) -> dict[int, float]:
+                tokens: SpanTokens | None = None, snap: snapshot.Snapshot | None = None,
+                file: str | None = None) -> dict[int, float]:
     """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default;
     `tokens`: those of `text`, when the caller has them; `snap`: the index state the caller's
-    query read).
+    query read; `file`: the repository path the text is at, when it is a file's span).
 
     Confidence is the share of the span's searched fingerprints a fragment holds — the winnowed
     ones (what a tape of the same text would hold) minus those the stop-list dropped — times its
@@ -84,13 +96,14 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     if k is None or w is None:
         k, w = snap.k, snap.w
     if isinstance(tokens, list) or (tokens is None and use_small(text)):
-        return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap)
+        return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap, file)
     from engram.query.direct_np import vector_hits  # noqa: PLC0415 - numpy
 
-    return vector_hits(db, text, k, w, tokens, snap)
+    return vector_hits(db, text, k, w, tokens, snap, file)
 
 
-def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: snapshot.Snapshot) -> dict[int, float]:
+def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: snapshot.Snapshot,
+                file: str | None) -> dict[int, float]:
     """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
@@ -105,9 +118,9 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     if not counts:
         return {}
     # A fragment's confidence is at most its share; fragments whose share cannot reach the floor
-    # whatever their kind are never looked up (as in vector_hits).
+    # whatever their kind, nor be joined, are never looked up (as in vector_hits).
     share = {f: min(1.0, counts[f] / expected) for f in sorted(counts)}
-    bar = RELATIVE_FLOOR * MIN_WEIGHT * max(share.values())
+    bar = candidate_bar(max(share.values()))
     ids = [f for f, s in share.items() if s >= bar]
     if len(ids) > MAX_CANDIDATES:
         ids = sorted(ids, key=lambda f: -counts[f])[:MAX_CANDIDATES]
@@ -117,7 +130,56 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     if best <= 0:
         return {}
     floor = floor_of(best)
-    return {f: round(c, 4) for f, c in zip(ids, conf) if c >= floor}
+    edits = [(f, c) for f, c in zip(ids, conf) if kinds.get(f) == EDIT]
+    below, passing = dict(sorted((f, c) for f, c in edits if c < floor)), [f for f, c in edits if c >= floor]
+    joined = joined_edits(db, file, below, passing, expected, floor,
+                          lambda frags: layout.lookup_pairs_small(db, [key_of[fp] for fp in q], snap.segs, frags))
+    return {f: round(c, 4) for f, c in zip(ids, conf) if c >= floor or f in joined}
+
+
+def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float], passing: list[int],
+                 expected: int, floor: float, pairs: Callable[[set[int]], Iterable[tuple[int, int]]]) -> set[int]:
+    """The edits among `below` (code.edit fragments under the floor → their confidence, in
+    ascending id order) kept all the same: those of the span's own `file`, holding at least
+    JOIN_MIN_SHARE each, whose session's edits of the file hold `floor` of the span together, in
+    a session none of whose edits passes on its own (`passing`: the edits that do).
+
+    A span written by two edits (a function, then the one added after it) is held whole only by
+    what came later, typically a read of the file: alone, each edit falls under the floor, and
+    the session that wrote the span was shown by its read only, or, when another session read the
+    file, not at all. A session with an edit that passes is already shown writing the span, and
+    edits of other files are weaker evidence: joining either let a session that wrote the same
+    3 lines of test boilerplate elsewhere outrank the span's writer on touches
+    (bench/provenance.py). Each kept edit keeps its own confidence. `pairs(frags)`: the (key,
+    fragment) postings of the span's searched fingerprints that these fragments hold."""
+    below = {f: c for f, c in below.items() if c >= JOIN_MIN_SHARE}
+    if len(below) < 2 or file is None or sum(below.values()) < floor:
+        return set()  # (no group can hold more than the sum of its members)
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    writing: set[tuple[str, str]] = set()
+    is_below = set(below)
+    for fid, harness, session, same_file in db.execute(
+            "SELECT f.id, t.harness, t.session_id, f.file = (SELECT id FROM files WHERE path = ?)"
+            " FROM fragments f JOIN tapes t ON t.no = f.tape WHERE f.id IN carray(?) ORDER BY f.id",
+            (file, int_array([*below, *passing]))):
+        if fid not in is_below:
+            writing.add((harness, session))
+        elif same_file:
+            groups[(harness, session)].append(fid)
+    several = {f for g, members in groups.items() if len(members) > 1 and g not in writing for f in members}
+    if not several:
+        return set()
+    held: dict[int, set[int]] = defaultdict(set)
+    for key, frag in pairs(several):
+        held[frag].add(key)
+    joined: set[int] = set()
+    for g, members in groups.items():
+        if g in writing or len(members) < 2:
+            continue
+        together = set().union(*(held[f] for f in members))
+        if min(1.0, len(together) / expected) * KIND_WEIGHT[EDIT] >= floor:
+            joined.update(members)
+    return joined
 
 
 def _searchable(db: apsw.Connection, keys: list[int]) -> list[bool]:

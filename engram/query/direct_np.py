@@ -13,20 +13,21 @@ from engram.anchor import Tokens, kgram_fingerprints, kgram_fingerprints_from_to
 from engram.index import memo, postings, snapshot, stoplist
 from engram.index.db import int_array
 from engram.query.direct import (
+    EDIT,
     KIND_WEIGHT,
     MAX_CANDIDATES,
-    MIN_WEIGHT,
     OTHER_WEIGHT,
-    RELATIVE_FLOOR,
     WINNOWED_ONLY_FROM,
+    candidate_bar,
     floor_of,
+    joined_edits,
 )
 
 _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, OTHER_WEIGHT) for i in range(128)], dtype=np.float64)
 
 
 def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens | None,
-                snap: snapshot.Snapshot) -> dict[int, float]:
+                snap: snapshot.Snapshot, file: str | None = None) -> dict[int, float]:
     """`direct.direct_hits` with numpy."""
     kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
     q = arrays.unique(kgrams)
@@ -42,20 +43,33 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     ids, counts = arrays.unique_counts(frags.astype(np.int64))
     # A fragment's confidence is at most its share; the best one's at least the best share times
     # the lowest kind weight, and the floor is RELATIVE_FLOOR of the best: fragments whose share
-    # is below that product of the best share cannot pass, so their kinds are never read (most
-    # candidates share one or two common fingerprints with the span; a cold query reads a page each).
+    # is below that product of the best share cannot pass, nor be joined if it is also under
+    # JOIN_MIN_SHARE (`candidate_bar`), so their kinds are never read (most candidates share one
+    # or two common fingerprints with the span; a cold query reads a page each).
     share = np.minimum(1.0, counts / expected)
-    possible = share >= RELATIVE_FLOOR * MIN_WEIGHT * share.max()
+    possible = share >= candidate_bar(float(share.max()))
     ids, counts = ids[possible], counts[possible]
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
         ids, counts = ids[top], counts[top]
-    weight = _KIND_WEIGHTS[memo.fragment_kinds(db, ids, snap.epoch)]
-    conf = np.minimum(1.0, counts / expected) * weight
+    kinds = memo.fragment_kinds(db, ids, snap.epoch)
+    conf = np.minimum(1.0, counts / expected) * _KIND_WEIGHTS[kinds]
     best = float(conf.max())
     if best <= 0:
         return {}
-    keep = conf >= floor_of(best)
+    floor = floor_of(best)
+    keep = conf >= floor
+    edit = kinds == EDIT
+    below = ~keep & edit
+    if below.sum() > 1 and file is not None:
+        def pairs(some: set[int]) -> list[tuple[int, int]]:
+            mine = arrays.member(frags, np.array(sorted(some), dtype=frags.dtype))
+            return list(zip(keys[mine].tolist(), frags[mine].tolist()))
+
+        order = np.argsort(ids[below], kind="stable")
+        under = dict(zip(ids[below][order].tolist(), conf[below][order].tolist()))
+        joined = joined_edits(db, file, under, ids[keep & edit].tolist(), expected, floor, pairs)
+        keep |= arrays.member(ids, np.array(sorted(joined), dtype=ids.dtype))
     return {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
 
 

@@ -180,7 +180,7 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     """The evidence for `span` (`tokens`: the span's, when the caller has them)."""
     res = Result(span)
     snap = snapshot.read(db)
-    for fid, conf in direct_hits(db, span.text, tokens=tokens, snap=snap).items():
+    for fid, conf in direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file).items():
         res.hits[fid] = Hit(fid, conf, "direct")
     if snap.links:
         for fid, h in _span_links(db, span).items():
