@@ -271,19 +271,23 @@ def test_plain_python_and_numpy_matching_give_the_same_answer(spotter: Path, spo
                 texts.append("\n".join(lines[a:a + size]) + "\n")
                 texts.append("\n".join(_mutate_tokens(lines[a:a + size], 0.3, rng)) + "\n")
                 files += [rel, rel]
-    joined_span = (root / JOINED_FILE).read_text().splitlines(keepends=True)[JOINED_LINES[0] - 1:JOINED_LINES[1]]
-    texts.append("".join(joined_span))
-    files.append(JOINED_FILE)
+    whole = (root / JOINED_FILE).read_text()
+    joined_span = whole.splitlines(keepends=True)[JOINED_LINES[0] - 1:JOINED_LINES[1]]
+    texts += ["".join(joined_span), whole]  # two edits; many small ones (no edit passes)
+    files += [JOINED_FILE, JOINED_FILE]
     pairs = direct_both(root, texts)
     assert sum(1 for small, _ in pairs if small) >= len(pairs) // 2  # most spans are found at all
     assert all(list(small.items()) == list(vec.items()) for small, vec in pairs)
     with_files = direct_both(root, texts, files)
     assert all(list(small.items()) == list(vec.items()) for small, vec in with_files)
-    assert len(with_files[-1][0]) > len(pairs[-1][0]), "the span's writing edits are joined in both"
+    for (joined, _), (alone, _) in zip(with_files[-2:], pairs[-2:]):
+        assert len(joined) > len(alone), "the span's writing edits are joined in both"
     monkeypatch.setattr(direct, "MAX_CANDIDATES", 3)  # the cut to the most-matched candidates
     monkeypatch.setattr(direct_np, "MAX_CANDIDATES", 3)
     cut = direct_both(root, texts[:40])
     assert any(len(vec) == 3 for _, vec in cut)
+    assert all(list(small.items()) == list(vec.items()) for small, vec in cut)
+    cut = direct_both(root, texts[-2:] + texts[:20], files[-2:] + files[:20])
     assert all(list(small.items()) == list(vec.items()) for small, vec in cut)
 
 
@@ -305,6 +309,20 @@ def test_a_span_written_by_two_edits_shows_both(spot_repo: tuple[Path, dict[str,
     assert len(edits) == 2, kinds
     assert all(0.2 <= f["confidence"] < 0.8 for f in edits), edits
     assert ("code.read", max(o for _, o in kinds)) in kinds, "the read that holds the span whole is still shown"
+
+
+def test_a_whole_file_written_in_many_edits_shows_them(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """The whole of JOINED_FILE: a Write of its first 123 lines and later edits, each a small part
+    of the 194 lines, then reads of the file. With no edit passing on its own, the session's edits
+    of the file holding at least a twentieth of it each are shown, the Write first among them."""
+    root, _ = spot_repo
+    n = len((root / JOINED_FILE).read_text().splitlines())
+    doc = explain(root, f"{JOINED_FILE}:1-{n}", "--brief")
+    main = next(s for s in doc["sessions"] if s["session_id"] == SPOTTER_MAIN)
+    edits = [f for f in main["fragments"] if f["kind"] == "code.edit" and f["via"] == "direct"]
+    assert len(edits) >= 3, [(f["kind"], f["offset"], f["confidence"]) for f in main["fragments"]]
+    assert max(edits, key=lambda f: f["confidence"])["lines"][0] == 1  # the Write that created the file
+    assert all(f["file"] == JOINED_FILE and f["confidence"] >= 0.05 for f in edits)
 
 
 def test_a_reader_does_not_hide_the_session_that_wrote_a_span_in_two_edits(repo: Path, tmp_path: Path) -> None:

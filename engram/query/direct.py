@@ -38,9 +38,15 @@ MIN_WEIGHT: Final = min(OTHER_WEIGHT, *KIND_WEIGHT.values())
 MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
 # An edit holding at least this share of a span may be kept with its session's other edits of
 # the file (`joined_edits`), though under the floor alone: one that would be a touch on its own.
-# (bench/provenance.py: 0.1 shows the writer's edit in 6 more of 2,290 queries, 0.3 in 1 fewer;
-# every other figure is the same for 0.1, 0.2 and 0.3.)
+# (bench/provenance.py, as the only tier: 0.1 shows the writer's edit in 6 more of 2,290
+# queries, 0.3 in 1 fewer, every other figure the same; 0.05 for every span weighed more
+# candidates in every query, p50 +0.3 ms on the 1 GB store's spans.)
 JOIN_MIN_SHARE: Final = MIN_CONFIDENCE_DIRECT
+# ... and when no edit passes at all (the span is held only by reads, messages or tool calls),
+# an edit holding this share: a long span, a whole file, is written in many small edits. Only
+# then are the fragments under the candidate bar weighed (bench/provenance.py: the writer's edit
+# shown in 2,284 of 2,290 queries, against 2,275 with one tier; every other figure the same).
+JOIN_MIN_SHARE_NO_EDIT: Final = 0.05
 # ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
 # 0.35 let sessions with many weak matches (shared test boilerplate) outvote the writer.
 RELATIVE_FLOOR: Final = 0.8
@@ -134,17 +140,26 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     floor = floor_of(best)
     edits = [(f, c) for f, c in zip(ids, conf) if kinds.get(f) == EDIT]
     below, passing = dict(sorted((f, c) for f, c in edits if c < floor)), [f for f, c in edits if c >= floor]
-    joined = joined_edits(db, file, below, passing, expected, floor,
+    small: dict[int, float] = {}
+    if file is not None and not passing:
+        small = {f: sh for f, sh in share.items() if JOIN_MIN_SHARE_NO_EDIT <= sh < bar}
+        if len(small) > MAX_CANDIDATES:
+            small = dict(sorted(sorted(small.items(), key=lambda fs: -counts[fs[0]])[:MAX_CANDIDATES]))
+    joined = joined_edits(db, file, below, small, passing, expected, floor,
                           lambda frags: layout.lookup_pairs_small(db, [key_of[fp] for fp in q], snap.segs, frags))
-    return {f: round(c, 4) for f, c in zip(ids, conf) if c >= floor or f in joined}
+    return {f: round(c, 4) for f, c in [*zip(ids, conf), *small.items()] if c >= floor or f in joined}
 
 
-def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float], passing: list[int],
-                 expected: int, floor: float, pairs: Callable[[set[int]], Iterable[tuple[int, int]]]) -> set[int]:
-    """The edits among `below` (code.edit fragments under the floor → their confidence, in
-    ascending id order) kept all the same: those of the span's own `file`, holding at least
-    JOIN_MIN_SHARE each, whose session's edits of the file hold `floor` of the span together, in
-    a session none of whose edits passes on its own (`passing`: the edits that do).
+def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float], small: dict[int, float],
+                 passing: list[int], expected: int, floor: float,
+                 pairs: Callable[[set[int]], Iterable[tuple[int, int]]]) -> set[int]:
+    """Edits kept though under the floor: those of the span's own `file` whose session's edits of
+    it hold `floor` of the span together, in a session none of whose edits passes on its own.
+
+    `below`: code.edit fragments under the floor → confidence (their share); `small`: fragments
+    of any kind under the candidate bar → share, given when no edit passes (`passing` is empty);
+    both in ascending id order. A member holds at least JOIN_MIN_SHARE, or JOIN_MIN_SHARE_NO_EDIT
+    when no edit passes.
 
     A span written by two edits (a function, then the one added after it) is held whole only by
     what came later, typically a read of the file: alone, each edit falls under the floor, and
@@ -154,33 +169,33 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
     3 lines of test boilerplate elsewhere outrank the span's writer on touches
     (bench/provenance.py). Each kept edit keeps its own confidence. `pairs(frags)`: the (key,
     fragment) postings of the span's searched fingerprints that these fragments hold."""
-    below = {f: c for f, c in below.items() if c >= JOIN_MIN_SHARE}
-    if len(below) < 2 or file is None or sum(below.values()) < floor:
+    least = JOIN_MIN_SHARE if passing else JOIN_MIN_SHARE_NO_EDIT
+    members = {f: c for f, c in [*below.items(), *small.items()] if c >= least}
+    if len(members) < 2 or file is None or sum(members.values()) < floor:
         return set()  # (no group can hold more than the sum of its members)
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     writing: set[tuple[str, str]] = set()
-    is_below = set(below)
-    for fid, harness, session, same_file in db.execute(
-            "SELECT f.id, t.harness, t.session_id, f.file = (SELECT id FROM files WHERE path = ?)"
+    for fid, kind, harness, session, same_file in db.execute(
+            "SELECT f.id, f.kind, t.harness, t.session_id, f.file = (SELECT id FROM files WHERE path = ?)"
             " FROM fragments f JOIN tapes t ON t.no = f.tape WHERE f.id IN carray(?) ORDER BY f.id",
-            (file, int_array([*below, *passing]))):
-        if fid not in is_below:
+            (file, int_array([*members, *passing]))):
+        if fid not in members:
             writing.add((harness, session))
-        elif same_file:
+        elif same_file and kind == EDIT:
             groups[(harness, session)].append(fid)
-    several = {f for g, members in groups.items() if len(members) > 1 and g not in writing for f in members}
+    several = {f for g, group in groups.items() if len(group) > 1 and g not in writing for f in group}
     if not several:
         return set()
     held: dict[int, set[int]] = defaultdict(set)
     for key, frag in pairs(several):
         held[frag].add(key)
     joined: set[int] = set()
-    for g, members in groups.items():
-        if g in writing or len(members) < 2:
+    for g, group in groups.items():
+        if g in writing or len(group) < 2:
             continue
-        together = set().union(*(held[f] for f in members))
+        together = set().union(*(held[f] for f in group))
         if min(1.0, len(together) / expected) * KIND_WEIGHT[EDIT] >= floor:
-            joined.update(members)
+            joined.update(group)
     return joined
 
 

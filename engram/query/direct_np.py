@@ -14,6 +14,7 @@ from engram.index import memo, postings, snapshot, stoplist
 from engram.index.db import int_array
 from engram.query.direct import (
     EDIT,
+    JOIN_MIN_SHARE_NO_EDIT,
     KIND_WEIGHT,
     MAX_CANDIDATES,
     OTHER_WEIGHT,
@@ -48,6 +49,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     # or two common fingerprints with the span; a cold query reads a page each).
     share = np.minimum(1.0, counts / expected)
     possible = share >= candidate_bar(float(share.max()))
+    all_ids, all_share, all_counts = ids, share, counts
     ids, counts = ids[possible], counts[possible]
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
@@ -61,16 +63,35 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     keep = conf >= floor
     edit = kinds == EDIT
     below = ~keep & edit
-    if below.sum() > 1 and file is not None:
-        def pairs(some: set[int]) -> list[tuple[int, int]]:
-            mine = arrays.member(frags, np.array(sorted(some), dtype=frags.dtype))
-            return list(zip(keys[mine].tolist(), frags[mine].tolist()))
+    passing = ids[keep & edit].tolist()
+    out = {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
+    if file is None or (below.sum() < 2 and passing):
+        return out
+    small = {} if passing else _weak(all_ids, all_share, all_counts, possible)
 
-        order = np.argsort(ids[below], kind="stable")
-        under = dict(zip(ids[below][order].tolist(), conf[below][order].tolist()))
-        joined = joined_edits(db, file, under, ids[keep & edit].tolist(), expected, floor, pairs)
-        keep |= arrays.member(ids, np.array(sorted(joined), dtype=ids.dtype))
-    return {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
+    def pairs(frs: set[int]) -> list[tuple[int, int]]:
+        mine = arrays.member(frags, np.array(sorted(frs), dtype=frags.dtype))
+        return list(zip(keys[mine].tolist(), frags[mine].tolist()))
+
+    order = np.argsort(ids[below], kind="stable")
+    under = dict(zip(ids[below][order].tolist(), conf[below][order].tolist()))
+    joined = joined_edits(db, file, under, small, passing, expected, floor, pairs)
+    if not joined:
+        return out
+    scored = [*zip(ids.tolist(), conf.tolist()), *small.items()]
+    return {f: round(c, 4) for f, c in scored if f in out or f in joined}
+
+
+def _weak(ids: np.ndarray, share: np.ndarray, counts: np.ndarray, possible: np.ndarray) -> dict[int, float]:
+    """Fragment → share for those under the candidate bar that could still be joined as edits
+    when no edit passes (`direct.JOIN_MIN_SHARE_NO_EDIT`), the most matched MAX_CANDIDATES of them,
+    in ascending id order (as `direct._small_hits` takes them)."""
+    low = (share >= JOIN_MIN_SHARE_NO_EDIT) & ~possible
+    some, some_share = ids[low], share[low]
+    if len(some) > MAX_CANDIDATES:
+        top = np.sort(np.argsort(-counts[low], kind="stable")[:MAX_CANDIDATES])
+        some, some_share = some[top], some_share[top]
+    return dict(zip(some.tolist(), some_share.tolist()))
 
 
 def tombstone_hits(db: apsw.Connection, text: str, k: int | None = None) -> dict[int, float]:
