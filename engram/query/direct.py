@@ -122,7 +122,8 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     expected = max(1, len(winnowed.intersection(q)))
     if expected >= WINNOWED_ONLY_FROM:
         q = [fp for fp in q if fp in winnowed]
-    counts = Counter(layout.lookup_small(db, [key_of[fp] for fp in q], snap.segs))
+    keys = [key_of[fp] for fp in q]
+    counts = Counter(layout.lookup_small(db, keys, snap.segs))
     if not counts:
         return {}
     # A fragment's confidence is at most its share; fragments whose share cannot reach the floor
@@ -146,7 +147,7 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         if len(small) > MAX_CANDIDATES:
             small = dict(sorted(sorted(small.items(), key=lambda fs: -counts[fs[0]])[:MAX_CANDIDATES]))
     joined = joined_edits(db, file, below, small, passing, expected, floor,
-                          lambda frags: layout.lookup_pairs_small(db, [key_of[fp] for fp in q], snap.segs, frags))
+                          lambda frags: layout.lookup_pairs_small(db, keys, snap.segs, frags))
     return {f: round(c, 4) for f, c in [*zip(ids, conf), *small.items()] if c >= floor or f in joined}
 
 
@@ -173,7 +174,7 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
     members = {f: c for f, c in [*below.items(), *small.items()] if c >= least}
     if len(members) < 2 or file is None or sum(members.values()) < floor:
         return set()  # (no group can hold more than the sum of its members)
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    found: dict[tuple[str, str], list[int]] = defaultdict(list)
     writing: set[tuple[str, str]] = set()
     for fid, kind, harness, session, same_file in db.execute(
             "SELECT f.id, f.kind, t.harness, t.session_id, f.file = (SELECT id FROM files WHERE path = ?)"
@@ -182,17 +183,15 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
         if fid not in members:
             writing.add((harness, session))
         elif same_file and kind == EDIT:
-            groups[(harness, session)].append(fid)
-    several = {f for g, group in groups.items() if len(group) > 1 and g not in writing for f in group}
-    if not several:
+            found[(harness, session)].append(fid)
+    groups = {g: group for g, group in found.items() if len(group) > 1 and g not in writing}
+    if not groups:
         return set()
     held: dict[int, set[int]] = defaultdict(set)
-    for key, frag in pairs(several):
+    for key, frag in pairs({f for group in groups.values() for f in group}):
         held[frag].add(key)
     joined: set[int] = set()
-    for g, group in groups.items():
-        if g in writing or len(group) < 2:
-            continue
+    for group in groups.values():
         together = set().union(*(held[f] for f in group))
         if min(1.0, len(together) / expected) * KIND_WEIGHT[EDIT] >= floor:
             joined.update(group)
