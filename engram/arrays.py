@@ -31,6 +31,13 @@ def unique_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[starts], np.diff(np.append(starts, len(s)))
 
 
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions of the runs `[starts[i], starts[i] + lengths[i])`, one after another, in
+    one vector pass (no Python loop per run)."""
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + within
+
+
 def member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:
     """Mask of the values of `a` present in `sorted_b` (sorted ascending)."""
     if not len(sorted_b):

@@ -393,3 +393,67 @@ def test_earlier_edits_among_candidates_by_lookup_or_scan(repo: Path, tmp_path: 
         for among in (ids, ids[1::2], ids[:0]):
             want = [i for i, kind in rows if kind == edit_no and i < below and i in set(among.tolist())]
             assert lineage._edit_fragments(conn, among, int(below)).tolist() == want
+
+
+def test_lineage_sources_are_the_earlier_edits_holding_half_of_the_before_text(spotter: Path,
+                                                                               tmp_path: Path) -> None:
+    """`source_candidates` pairs only an edit's rarest fingerprints with the fragments holding
+    them, then checks those candidates for the rest. Against a brute force over the real index
+    of the spotter sessions (every earlier edit's stored fingerprints compared with a before-text
+    made to share a half, more or less, with one of them and to carry common ones), it names
+    the same sources, with the same shares, best first."""
+    import random  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    from conftest import build_spot_repo  # noqa: PLC0415
+    from engram.index import postings  # noqa: PLC0415
+    from engram.index.kinds import KIND_NO  # noqa: PLC0415
+    from engram.index.lineage import MAX_SOURCES, SOURCE_CONTAINMENT, source_candidates  # noqa: PLC0415
+    from engram.tape import events as E  # noqa: PLC0415
+
+    root = tmp_path / "spot"
+    build_spot_repo(spotter, root)
+    conn = db(root)
+    edit_ids = [r[0] for r in conn.execute("SELECT id FROM fragments WHERE kind=? ORDER BY id",
+                                           (KIND_NO[E.CODE_EDIT],))]
+    key, frag = postings.all_postings(conn)
+    held: dict[int, set[int]] = {}
+    wanted = set(edit_ids)
+    for k, f in zip(key.tolist(), frag.tolist()):
+        if f in wanted:
+            held.setdefault(f, set()).add(k)
+    holders: dict[int, int] = {}
+    for keys in held.values():
+        for k in keys:
+            holders[k] = holders.get(k, 0) + 1
+    common = sorted(holders, key=lambda k: -holders[k])[:200]
+    assert len(edit_ids) > 80 and holders[common[0]] > 10, f"edits sharing common code: {holders[common[0]]}"
+
+    rng = random.Random(7)
+    queries: list[tuple[int, np.ndarray]] = []
+    for dst in [f for f in edit_ids[len(edit_ids) // 3:] if f in held]:
+        source = rng.choice([f for f in edit_ids if f < dst and f in held])
+        own = sorted(held[source])
+        if len(queries) % 3:
+            before = set(rng.sample(own, max(1, int(len(own) * rng.uniform(0.3, 0.9)))))
+            before |= set(rng.sample(common, rng.randrange(0, 40)))
+            before |= {rng.getrandbits(40) for _ in range(rng.randrange(0, 12))}  # held by nothing
+        else:  # at the threshold: the source holds exactly half, and only the before-text's most common keys
+            m = rng.randrange(1, 12)
+            before = set(sorted(own, key=lambda k: -holders[k])[:m])
+            before |= {rng.getrandbits(40) for _ in range(m + rng.randrange(0, 2))}
+        queries.append((dst, postings.key_to_fp(np.array(sorted(before), dtype=np.int64))))
+
+    got = source_candidates(conn, queries, (np.empty(0, np.int64), np.empty(0, np.int64)))
+    want: dict[int, list[tuple[int, float]]] = {}
+    for dst, fps in queries:
+        before = set(postings.keys(fps).tolist())
+        shares = [(f, len(before & held[f]) / len(before)) for f in edit_ids if f < dst and f in held]
+        best = sorted(((f, s) for f, s in shares if s >= SOURCE_CONTAINMENT), key=lambda x: (-x[1], -x[0]))
+        if best:
+            want[dst] = best[:MAX_SOURCES]
+    assert got == want
+    assert sum(len(v) > 1 for v in want.values()) >= 5, "several edits have more than one source to rank"
+    at_threshold = [dst for i, (dst, _) in enumerate(queries) if i % 3 == 0]
+    assert 0 < sum(dst in want for dst in at_threshold) < len(at_threshold), "sources at exactly half, and just under"

@@ -15,7 +15,7 @@ import numpy as np
 
 from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarity
 from engram.anchor.winnow import GROUP_BYTES
-from engram.arrays import member, unique
+from engram.arrays import member, ranges, unique
 from engram.index import postings, stoplist
 from engram.index.db import int_array
 from engram.index.edges import LINK_THRESHOLD, REINSERT_SIMILARITY
@@ -224,7 +224,7 @@ class RunEdits:
         """(key, fragment) of this run's postings of the given keys."""
         lo = np.searchsorted(self.keys, qkeys, "left")
         n = np.searchsorted(self.keys, qkeys, "right") - lo
-        idx = np.repeat(lo, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+        idx = ranges(lo, n)
         return self.keys[idx], self.frags[idx]
 
 
@@ -238,7 +238,6 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     half of its before-text, as a query does, so its lineage is still found."""
     q_edit: list[np.ndarray] = []
     q_keys: list[np.ndarray] = []
-    sizes: dict[int, int] = {}
     for dst, before in edits:
         k = unique(postings.keys(before))
         if len(stop[0]):
@@ -246,7 +245,6 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
         if len(k):
             q_edit.append(np.full(len(k), dst, dtype=np.int64))
             q_keys.append(k)
-            sizes[dst] = len(k)
     if not q_keys:
         return {}
     qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
@@ -268,29 +266,60 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     packed = np.sort((np.searchsorted(uq, pk) << 32) | pf)
     qrank = np.searchsorted(uq, qk) << 32
     lo = np.searchsorted(packed, qrank, "left")
-    n = np.searchsorted(packed, qrank | qe, "left") - lo
+    n = np.searchsorted(packed, qrank | qe, "left") - lo  # earlier fragments holding each query key
     if not n.any():
         return {}
-    idx = np.repeat(lo, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
-    # One count per (edit, fragment) = distinct before-fingerprints found in that fragment.
-    pair = np.sort((np.repeat(qe, n) << 32) | (packed[idx] & 0xFFFFFFFF))
-    starts = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
-    counts = np.diff(np.concatenate((starts, [len(pair)])))
-    ue, uf = pair[starts] >> 32, pair[starts] & 0xFFFFFFFF
-    dsts = np.fromiter(sizes.keys(), dtype=np.int64, count=len(sizes))
-    size = np.fromiter(sizes.values(), dtype=np.int64, count=len(sizes))
-    o = np.argsort(dsts)
-    share = counts / size[o][np.searchsorted(dsts[o], ue)].astype(np.float64)
+    ue, uf, share = _contained(packed, qe, qrank, lo, n)
     good = share >= SOURCE_CONTAINMENT
     ue, uf, share = ue[good], uf[good], share[good]
     if not len(ue):
         return {}
+    # Best first (share, then the later fragment), MAX_SOURCES per edit.
+    order = np.lexsort((-uf, -share, ue))
+    ue, uf, share = ue[order], uf[order], share[order]
+    first = np.flatnonzero(np.concatenate(([True], ue[1:] != ue[:-1])))
+    rank = np.arange(len(ue)) - np.repeat(first, np.diff(np.concatenate((first, [len(ue)]))))
+    top = rank < MAX_SOURCES
     out: dict[int, list[tuple[int, float]]] = {}
-    for d, f, c in zip(ue.tolist(), uf.tolist(), share.tolist()):
+    for d, f, c in zip(ue[top].tolist(), uf[top].tolist(), share[top].tolist()):
         out.setdefault(d, []).append((f, c))
-    for d in out:
-        out[d] = sorted(out[d], key=lambda x: (-x[1], -x[0]))[:MAX_SOURCES]
     return out
+
+
+def _contained(packed: np.ndarray, qe: np.ndarray, qrank: np.ndarray, lo: np.ndarray,
+               n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(edit, fragment, share of the edit's keys the fragment holds) for every pair that may
+    reach SOURCE_CONTAINMENT; pairs left out cannot. Query entry i is key `qrank[i] >> 32` of
+    edit `qe[i]`, held by the `n[i]` earlier fragments at `packed[lo[i]:lo[i] + n[i]]`.
+
+    Pairing every key with every fragment holding it made 8.4 M pairs for a 1 GB bulk batch of
+    4,400 edits (code shared by many files: imports, signatures), whose sort was half the
+    lineage work. A fragment holding at least `need` of an edit's `size` keys holds one of any
+    `size - need + 1` of them (pigeonhole), so only the edit's rarest keys are paired, giving
+    the candidates (0.26 M); each candidate is then checked for the edit's other keys by binary
+    search in `packed` (0.62 M probes). Exact: the same pairs and shares, 8x faster there."""
+    order = np.lexsort((n, qe))  # each edit's keys, rarest first
+    qe, qrank, lo, n = qe[order], qrank[order], lo[order], n[order]
+    first = np.flatnonzero(np.concatenate(([True], qe[1:] != qe[:-1])))
+    size = np.diff(np.concatenate((first, [len(qe)])))
+    # A lower bound on the keys a source must hold (a shorter bound only lengthens the prefix).
+    need = np.maximum(1, np.floor(SOURCE_CONTAINMENT * size).astype(np.int64))
+    prefix = size - need + 1
+    in_prefix = np.arange(len(qe)) - np.repeat(first, size) < np.repeat(prefix, size)
+    held = np.sort((np.repeat(qe[in_prefix], n[in_prefix]) << 32)
+                   | (packed[ranges(lo[in_prefix], n[in_prefix])] & 0xFFFFFFFF))
+    starts = np.flatnonzero(np.concatenate(([True], held[1:] != held[:-1])))
+    count = np.diff(np.concatenate((starts, [len(held)])))
+    held = held[starts]
+    group = np.searchsorted(qe[first], held >> 32)
+    rest = size[group] - prefix[group]
+    maybe = count + rest >= need[group]
+    held, count, group, rest = held[maybe], count[maybe], group[maybe], rest[maybe]
+    frag = held & 0xFFFFFFFF
+    probe = qrank[ranges(first[group] + prefix[group], rest)] | np.repeat(frag, rest)
+    at = np.minimum(np.searchsorted(packed, probe), len(packed) - 1)
+    found = np.bincount(np.repeat(np.arange(len(held)), rest)[packed[at] == probe], minlength=len(held))
+    return held >> 32, frag, (count + found) / size[group].astype(np.float64)
 
 
 def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int,
