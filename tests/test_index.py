@@ -283,11 +283,14 @@ def test_lineage_is_the_same_in_one_flush_many_flushes_or_one_run_per_session(
     assert edges(runs.root) == want
 
 
-def test_a_bulk_ingest_computes_the_stoplist_a_reindex_computes(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("parallel", [1 << 30, 1], ids=["one-merge", "parts-in-threads"])
+def test_a_bulk_ingest_computes_the_stoplist_a_reindex_computes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 parallel: int) -> None:
     """A bulk run into an empty store merges and stop-lists its postings from memory; the
-    result must be what reading them back gives (`engram reindex` does)."""
+    result must be what reading them back gives (`engram reindex` does). Large runs are merged
+    in parts of the key space, in threads (`postings.write_runs`): the same rows."""
     monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1)  # many segments, merged at the end
+    monkeypatch.setattr("engram.index.postings.PARALLEL_POSTINGS", parallel)
     store = _store_with(tmp_path / "repo")
     (store.root / ".engram" / "config.toml").write_text("[index]\nstoplist_share = 0.5\nstoplist_min_tapes = 4\n")
     store = Store(store.root)
@@ -408,3 +411,35 @@ def test_a_lookup_of_many_rows_in_parts_finds_what_one_read_finds(tmp_path: Path
         monkeypatch.setattr(postings, "LOOKUP_ROWS", rows)
         got_k, got_f = postings.lookup(db, q, segs)
         assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_runs_merged_in_parts_write_the_rows_one_merge_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               parts: int) -> None:
+    """`postings.write_runs` cuts the key space into parts, merged and laid out in threads: the
+    cuts must fall between rows (a row split in two would be two rows with one id), and the
+    segment must be the one a single merge of all runs writes, with its postings returned in
+    stored order."""
+    from engram.index.db import immediate, open_db  # noqa: PLC0415
+    from engram.index.layout import ROW_BITS  # noqa: PLC0415
+
+    monkeypatch.setattr(postings, "PARALLEL_POSTINGS", 1)
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 1 << 20, 40) << (32 - ROW_BITS)  # few rows, each holding many postings
+    runs = []
+    for first in range(0, 4000, 1000):  # flushes: disjoint fragment ranges, ascending
+        key = rng.choice(rows, 3000) | rng.integers(0, 1 << (32 - ROW_BITS), 3000)
+        runs.append(postings.sort_keys(key, rng.integers(first, first + 1000, 3000)))
+    written = {}
+    for name, write in (("one", lambda db: postings.write_runs(db, 1, runs, parts=1)),
+                        ("parts", lambda db: postings.write_runs(db, 1, runs, parts=parts))):
+        store = _store_with(tmp_path / name)
+        db = open_db(store)
+        with immediate(db):
+            got = write(db)
+        written[name] = (got, db.execute("SELECT id, blob FROM postings ORDER BY id").fetchall())
+        db.close()
+    (k1, f1), rows1 = written["one"]
+    (k2, f2), rows2 = written["parts"]
+    assert len(rows1) == len(set(rows.tolist())) and rows2 == rows1
+    assert np.array_equal(k1, k2) and np.array_equal(f1, f2) and len(k1) == sum(len(r[0]) for r in runs)

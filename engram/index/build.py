@@ -254,15 +254,10 @@ class Indexer:
         self.newest = None
 
     def _write_postings(self, db: apsw.Connection) -> None:
-        runs = self.deferred
-        if len(runs) == 1:
-            key, frags = runs[0]
-        else:  # flushes hold disjoint fragments: nothing to drop
-            key, frags = postings.sort_keys(np.concatenate([r[0] for r in runs]),
-                                            np.concatenate([r[1] for r in runs]), distinct=True)
         tapes = int(db.execute("SELECT count(*) FROM tapes WHERE indexed=2").fetchall()[0][0])
         seg = postings.next_segment(db)
-        postings.write_sorted(db, seg, key, frags)
+        # Flushes hold disjoint fragments: runs share no (key, fragment), nothing to drop.
+        key, frags = postings.write_runs(db, seg, self.deferred)
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(key), tapes))
         db.execute("UPDATE tapes SET indexed=1 WHERE indexed=2")
         self.newest = postings.merge_segments(db) or (key, frags)

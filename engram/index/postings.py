@@ -85,6 +85,47 @@ def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarr
     return _write_into(db, "postings", seg, key, frags)
 
 
+# Postings past which `write_runs` sorts and lays out parts of the key space in threads.
+PARALLEL_POSTINGS: Final = 1 << 20
+
+
+def write_runs(db: apsw.Connection, seg: int, runs: list[tuple[np.ndarray, np.ndarray]],
+               parts: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Insert runs of postings, each in stored order and no two sharing a (key, fragment), as
+    segment `seg`; returns the segment's postings in stored order.
+
+    A bulk run's last step, with nothing else left to do on a 2-core machine: one core idled
+    while the other merged and laid out 16 M postings (~3 s at 1 GB). The key space is cut at
+    row boundaries into `parts`, which are merged and laid out in threads (numpy lets go of the
+    GIL for its sorts and copies) and inserted in order as they come: the same rows as one merge."""
+    total = sum(len(r[0]) for r in runs)
+    if len(runs) == 1 or total < PARALLEL_POSTINGS or parts < 2:
+        key, frags = runs[0] if len(runs) == 1 else sort_keys(np.concatenate([r[0] for r in runs]),
+                                                             np.concatenate([r[1] for r in runs]), distinct=True)
+        write_sorted(db, seg, key, frags)
+        return key, frags
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    largest = max(runs, key=lambda r: len(r[0]))[0]
+    shift = 32 - ROW_BITS
+    cut_keys = [(int(largest[len(largest) * i // parts]) >> shift) << shift for i in range(1, parts)]
+    cuts = [[0, *np.searchsorted(r[0], cut_keys).tolist(), len(r[0])] for r in runs]
+
+    def part(i: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        key, frags = sort_keys(np.concatenate([r[0][c[i]:c[i + 1]] for r, c in zip(runs, cuts)]),
+                               np.concatenate([r[1][c[i]:c[i + 1]] for r, c in zip(runs, cuts)]), distinct=True)
+        return key, frags, layout_rows(key, frags)
+
+    keys: list[np.ndarray] = []
+    frags: list[np.ndarray] = []
+    with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="engram-postings") as pool:
+        for key, frag, laid in pool.map(part, range(parts)):
+            _insert_rows(db, "postings", seg, *laid)
+            keys.append(key)
+            frags.append(frag)
+    return np.concatenate(keys), np.concatenate(frags)
+
+
 def layout_rows(key: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(row, starts, sizes, words) of postings in stored order: `row` per posting, the first
     posting and the number of postings of each stored row, and every row's blob laid out in one
@@ -106,7 +147,14 @@ def layout_rows(key: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndar
 def _write_into(db: apsw.Connection, table: str, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
     if len(key) == 0:
         return 0
-    row, starts, sizes, words = layout_rows(key, frags)
+    return _insert_rows(db, table, seg, *layout_rows(key, frags))
+
+
+def _insert_rows(db: apsw.Connection, table: str, seg: int, row: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                 words: np.ndarray) -> int:
+    """Insert rows laid out by `layout_rows` into segment `seg`; returns the rows."""
+    if not len(words):  # (no postings: `layout_rows` still reports one empty row)
+        return 0
     buf = memoryview(words.tobytes())
     ids = ((row[starts] | (seg << ROW_KEY_BITS))).tolist()
     offsets = (8 * starts).tolist()
