@@ -443,3 +443,37 @@ def test_runs_merged_in_parts_write_the_rows_one_merge_writes(tmp_path: Path, mo
     (k2, f2), rows2 = written["parts"]
     assert len(rows1) == len(set(rows.tolist())) and rows2 == rows1
     assert np.array_equal(k1, k2) and np.array_equal(f1, f2) and len(k1) == sum(len(r[0]) for r in runs)
+
+
+def test_worker_processes_build_the_index_one_process_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With several sessions, `engram ingest` parses and fingerprints them in worker processes
+    while one process writes the index, here in a batch per session. The store must be the
+    one a single process builds: the same fragments, text, postings, lineage, tombstones and
+    continuations."""
+    from test_lineage import continuations, msg, prose  # noqa: PLC0415
+
+    src = tmp_path / "src"
+    src.mkdir()
+    x, y = block("x", 8), block("x", 6) + block("y", 2)
+    paths = six_sessions(src) + _sessions(src, 6) + [
+        tape(src, "a", "2026-03-01T00:00:00Z", [edit("f.py", [], x, "2026-03-01T00:00:01Z", op="create"),
+                                                msg("msg.out", prose("handover", 30), "2026-03-01T00:00:02Z")]),
+        tape(src, "b", "2026-03-02T00:00:00Z", [msg("msg.in", prose("handover", 30), "2026-03-02T00:00:01Z"),
+                                                edit("f.py", x, y, "2026-03-02T00:00:02Z"),
+                                                edit("f.py", y, [], "2026-03-02T00:00:03Z", op="delete")])]
+    tables = ["SELECT id, tape, offset, kind, file, ts, nfp, line0, line1 FROM fragments ORDER BY id",
+              "SELECT rowid, text FROM fts ORDER BY rowid", "SELECT id, blob FROM postings ORDER BY id",
+              "SELECT * FROM lineage ORDER BY dst, src", "SELECT * FROM tombstones ORDER BY 1",
+              "SELECT * FROM continuations ORDER BY 1, 2"]
+    built = {}
+    for name, workers in (("one", 1), ("workers", 2)):
+        monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1 if workers > 1 else 1 << 30)
+        store = _store_with(tmp_path / name)
+        ingest(store, jobs_from_paths(paths, IngestStats()), after_tape=Indexer(store), workers=workers)
+        db = db_of(store.root)
+        built[name] = [db.execute(q).fetchall() for q in tables]
+        db.close()
+    assert built["workers"] == built["one"]
+    fragments, fts, rows, lineage, tombstones, _ = built["one"]
+    assert len(fragments) >= 30 and fts and rows and lineage and tombstones
+    assert continuations(tmp_path / "one") == [("a", "b", 1.0, None)]
