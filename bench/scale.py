@@ -704,6 +704,9 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("engram") is None:  # before minutes of ingest, not after them
         raise SystemExit("scale: this Python cannot import engram, which the in-process rows measure: "
                          "run `pip install -e .` from the checkout first")
+    if args.rg_spans > 0 and shutil.which("rg") is None:  # the reference row, after the ingest
+        raise SystemExit("scale: ripgrep (rg) is not installed, and the rg rows need it: install it "
+                         "(apt-get install ripgrep) or pass --rg-spans 0")
     subreaper = become_subreaper()
     projects, files = ensure_corpus(args)
     raw = sum(p.stat().st_size for p in files)
