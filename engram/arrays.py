@@ -22,13 +22,20 @@ def unique(a: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def equal_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of each run of equal adjacent values of `a` (sorted, or grouped); none
+    for an empty `a`."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+    return starts, np.diff(np.append(starts, len(a)))
+
+
 def unique_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct values and how often each occurs."""
     s = np.sort(a)
-    if not len(s):
-        return s, np.zeros(0, dtype=np.int64)
-    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-    return s[starts], np.diff(np.append(starts, len(s)))
+    starts, counts = equal_runs(s)
+    return s[starts], counts
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

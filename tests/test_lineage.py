@@ -457,3 +457,8 @@ def test_lineage_sources_are_the_earlier_edits_holding_half_of_the_before_text(s
     assert sum(len(v) > 1 for v in want.values()) >= 5, "several edits have more than one source to rank"
     at_threshold = [dst for i, (dst, _) in enumerate(queries) if i % 3 == 0]
     assert 0 < sum(dst in want for dst in at_threshold) < len(at_threshold), "sources at exactly half, and just under"
+    # An append of one edit whose rarer keys no earlier edit holds: no candidate at all, no source.
+    dst, source = edit_ids[-1], edit_ids[0]
+    lone = sorted({max(held[source], key=lambda k: holders[k])} | {rng.getrandbits(40) for _ in range(3)})
+    assert source_candidates(conn, [(dst, postings.key_to_fp(np.array(lone, dtype=np.int64)))],
+                             (np.empty(0, np.int64), np.empty(0, np.int64))) == {}

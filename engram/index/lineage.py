@@ -15,7 +15,7 @@ import numpy as np
 
 from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarity
 from engram.anchor.winnow import GROUP_BYTES
-from engram.arrays import member, ranges, unique
+from engram.arrays import equal_runs, member, ranges, unique
 from engram.index import postings, stoplist
 from engram.index.db import int_array
 from engram.index.edges import LINK_THRESHOLD, REINSERT_SIMILARITY
@@ -277,9 +277,8 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     # Best first (share, then the later fragment), MAX_SOURCES per edit.
     order = np.lexsort((-uf, -share, ue))
     ue, uf, share = ue[order], uf[order], share[order]
-    first = np.flatnonzero(np.concatenate(([True], ue[1:] != ue[:-1])))
-    rank = np.arange(len(ue)) - np.repeat(first, np.diff(np.concatenate((first, [len(ue)]))))
-    top = rank < MAX_SOURCES
+    first, per_edit = equal_runs(ue)
+    top = np.arange(len(ue)) - np.repeat(first, per_edit) < MAX_SOURCES
     out: dict[int, list[tuple[int, float]]] = {}
     for d, f, c in zip(ue[top].tolist(), uf[top].tolist(), share[top].tolist()):
         out.setdefault(d, []).append((f, c))
@@ -300,16 +299,14 @@ def _contained(packed: np.ndarray, qe: np.ndarray, qrank: np.ndarray, lo: np.nda
     search in `packed` (0.62 M probes). Exact: the same pairs and shares, 8x faster there."""
     order = np.lexsort((n, qe))  # each edit's keys, rarest first
     qe, qrank, lo, n = qe[order], qrank[order], lo[order], n[order]
-    first = np.flatnonzero(np.concatenate(([True], qe[1:] != qe[:-1])))
-    size = np.diff(np.concatenate((first, [len(qe)])))
+    first, size = equal_runs(qe)
     # A lower bound on the keys a source must hold (a shorter bound only lengthens the prefix).
     need = np.maximum(1, np.floor(SOURCE_CONTAINMENT * size).astype(np.int64))
     prefix = size - need + 1
     in_prefix = np.arange(len(qe)) - np.repeat(first, size) < np.repeat(prefix, size)
     held = np.sort((np.repeat(qe[in_prefix], n[in_prefix]) << 32)
                    | (packed[ranges(lo[in_prefix], n[in_prefix])] & 0xFFFFFFFF))
-    starts = np.flatnonzero(np.concatenate(([True], held[1:] != held[:-1])))
-    count = np.diff(np.concatenate((starts, [len(held)])))
+    starts, count = equal_runs(held)  # none when no prefix key has an earlier holder
     held = held[starts]
     group = np.searchsorted(qe[first], held >> 32)
     rest = size[group] - prefix[group]

@@ -137,8 +137,8 @@ def tapes_per_key(db: apsw.Connection, keys: np.ndarray, frags: np.ndarray) -> t
         first = np.ones(len(k), dtype=bool)
         first[1:] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])
         k = k[first]
-    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-    return k[starts], np.diff(np.concatenate((starts, [len(k)])))
+    starts, counts = arrays.equal_runs(k)
+    return k[starts], counts
 
 
 def rebuild_from_config(db: apsw.Connection, store: Store,
