@@ -261,8 +261,7 @@ def _decode_rows(rows: list[tuple[int, bytes]], buckets: np.ndarray | None = Non
     flat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(2 * sizes)[:-1]))  # u4 offset of each row's low half
     row_of = np.repeat(np.arange(len(rows)), sizes)
-    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    low_idx = starts[row_of] + within
+    low_idx = arrays.ranges(starts, sizes)
     keys = (buckets[row_of] << np.int64(32)) | flat[low_idx].astype(np.int64)
     return keys, flat[low_idx + sizes[row_of]].astype(np.uint32)
 
