@@ -496,13 +496,10 @@ def explain_cli_served(engram: list[str], repo: Path, cases: list[SpanCase], n: 
         lsp.close()
 
 
-def rg_reference(projects: Path, cases: list[SpanCase], n: int, ex: Explainer, passes: int,
+def rg_reference(rg_exe: str, projects: Path, cases: list[SpanCase], n: int, ex: Explainer, passes: int,
                  block: int = 10) -> tuple[Lat, int, Lat]:
-    """rg over the raw files per span, and warm explains of the same spans paired with it (see
-    step 9): (rg, spans whose session rg found, the paired explains)."""
-    rg = shutil.which("rg")
-    if rg is None:
-        raise SystemExit("scale: ripgrep (rg) is not installed")
+    """rg (the executable `rg_exe`) over the raw files per span, and warm explains of the same spans
+    paired with it (see step 9): (rg, spans whose session rg found, the paired explains)."""
     lat, paired = Lat(), Lat()
     found = 0
     todo = cases[:n]
@@ -510,7 +507,7 @@ def rg_reference(projects: Path, cases: list[SpanCase], n: int, ex: Explainer, p
         group = todo[b:b + block]
         for c in group:
             c0, t0 = child_cpu(), time.perf_counter()
-            proc = subprocess.run([rg, "-F", "-l", "--no-messages", "--", c.needle, str(projects)],
+            proc = subprocess.run([rg_exe, "-F", "-l", "--no-messages", "--", c.needle, str(projects)],
                                   capture_output=True, text=True, check=False)
             lat.wall.append(time.perf_counter() - t0)
             lat.cpu.append(child_cpu() - c0)
@@ -704,9 +701,10 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("engram") is None:  # before minutes of ingest, not after them
         raise SystemExit("scale: this Python cannot import engram, which the in-process rows measure: "
                          "run `pip install -e .` from the checkout first")
-    if args.rg_spans > 0 and shutil.which("rg") is None:  # the reference row, after the ingest
-        raise SystemExit("scale: ripgrep (rg) is not installed, and the rg rows need it: install it "
-                         "(apt-get install ripgrep) or pass --rg-spans 0")
+    rg_exe = shutil.which("rg")
+    if rg_exe is None:  # the reference rows come after minutes of ingest
+        raise SystemExit("scale: ripgrep (rg) is not installed, and the reference rows need it: "
+                         "install it (apt-get install ripgrep)")
     subreaper = become_subreaper()
     projects, files = ensure_corpus(args)
     raw = sum(p.stat().st_size for p in files)
@@ -811,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"p50 <= {TARGETS['cli_p50_ms']:.0f} ms",
                      verdict(pct(served.wall, 50) * 1000 <= TARGETS["cli_p50_ms"])])
 
-    rg, rg_found, paired = rg_reference(projects, cases, args.rg_spans, brief, args.passes)
+    rg, rg_found, paired = rg_reference(rg_exe, projects, cases, args.rg_spans, brief, args.passes)
     brief.close()
     print(f"  rg: {rg.row()}; found the span's session in {rg_found}/{rg.n} (load {load()})", flush=True)
     print(f"  explain paired with rg: {paired.row()}", flush=True)
