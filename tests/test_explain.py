@@ -334,19 +334,14 @@ def test_a_reader_does_not_hide_the_session_that_wrote_a_span_in_two_edits(repo:
     first, second = "".join(lines[:15]), "".join(lines[15:])
     (repo / "app.py").write_text(first + second)
     (repo / "elsewhere.py").write_text("".join(lines[10:20]))
+    from test_lineage import tape  # noqa: PLC0415
 
-    def tape(name: str, started: str, events: list[dict]) -> Path:
-        meta = {"kind": "meta", "harness": "test", "session_id": name, "started": started, "model": "m"}
-        path = tmp_path / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(e) + "\n" for e in [meta, *events]))
-        return path
-
-    writer = tape("writer", "2026-01-01T00:00:00Z", [
+    writer = tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
         {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "app.py", "op": "create",
          "before_range": None, "after_range": [1, 30], "before_text": "", "after_text": first},
         {"kind": "code.edit", "ts": "2026-01-01T00:00:02Z", "file": "app.py", "op": "update",
          "before_range": [31, 30], "after_range": [31, 60], "before_text": "", "after_text": second}])
-    reader = tape("reader", "2026-01-02T00:00:00Z", [
+    reader = tape(tmp_path, "reader", "2026-01-02T00:00:00Z", [
         {"kind": "code.read", "ts": "2026-01-02T00:00:01Z", "file": "app.py", "range": [1, 60],
          "text": first + second}])
     run_engram(repo, "ingest", str(writer), str(reader))
