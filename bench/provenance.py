@@ -160,37 +160,13 @@ def _realign(lines: list[str], flags: list[bool], target: list[str]) -> list[boo
 def _apply_flagged(original: list[str], oflags: list[bool], hunks: list[dict[str, Any]]
                    ) -> tuple[list[str], list[bool]] | None:
     """engram.adapters.unified.apply_hunks, carrying a written-by-us flag per line (`+` lines are ours)."""
-    res, rfl, pos = [], [], 0
-    for h in hunks:
-        start = int(h.get("oldStart") or 0) - 1
-        if int(h.get("oldLines") or 0) == 0 and start < 0:
-            start = 0
-        body = [ln for ln in (h.get("lines") or []) if isinstance(ln, str) and not ln.startswith("\\")]
-        expect = [ln[1:] for ln in body if ln[:1] in (" ", "-", "")]
-        if original[start:start + len(expect)] != expect:
-            if original[start + 1:start + 1 + len(expect)] == expect:
-                start += 1
-            else:
-                return None
-        if start < pos:
-            return None
-        res.extend(original[pos:start])
-        rfl.extend(oflags[pos:start])
-        pos = start
-        for ln in body:
-            tag, text = (ln[0], ln[1:]) if ln else (" ", "")
-            if tag == "+":
-                res.append(text)
-                rfl.append(True)
-            elif tag == "-":
-                pos += 1
-            else:
-                res.append(text)
-                rfl.append(oflags[pos])
-                pos += 1
-    res.extend(original[pos:])
-    rfl.extend(oflags[pos:])
-    return res, rfl
+    from engram.adapters.unified import trace_hunks
+
+    traced = trace_hunks(original, hunks)
+    if traced is None:
+        return None
+    lines, origin = traced
+    return lines, [True if i < 0 else oflags[i] for i in origin]
 
 
 _CAT_N = re.compile(r"^ *[0-9]+(?:\u2192|\t)")

@@ -222,3 +222,27 @@ def test_failed_and_rejected_edits_are_tool_results_only(spotter: Path, repo: Pa
     # The failed Read of the real session gives no code.read either.
     missing = [e for e in evs if e["kind"] == "tool.result" and "File does not exist" in (e["stdout"] or "")]
     assert missing and not [e for e in evs if e["kind"] == "code.read" and e["call_id"] == missing[0]["call_id"]]
+
+
+def test_structured_patch_hunks_rebuild_the_file_and_say_where_each_line_came_from() -> None:
+    """Edit results carry `originalFile` + `structuredPatch`; the file after the edit is rebuilt
+    from them (capture) and each line traced to the original or to the agent (the benchmark)."""
+    from engram.adapters.unified import apply_hunks, trace_hunks
+
+    original = ["def f():", "    a = 1", "    return a", "", "def g():", "    pass"]
+    hunks = [{"oldStart": 2, "oldLines": 2, "newStart": 2, "newLines": 3,
+              "lines": ["-    a = 1", "+    a = 2", "+    b = 3", "     return a"]},
+             {"oldStart": 6, "oldLines": 1, "newStart": 7, "newLines": 1,
+              "lines": ["-    pass", "+    return None"]}]
+    lines, origin = trace_hunks(original, hunks)
+    assert lines == ["def f():", "    a = 2", "    b = 3", "    return a", "", "def g():", "    return None"]
+    assert origin == [0, -1, -1, 2, 3, 4, -1]
+    assert apply_hunks(original, hunks) == lines
+
+    # A hunk whose context is not in the file is refused, not applied somewhere else.
+    assert trace_hunks(original, [{"oldStart": 2, "oldLines": 1, "lines": ["-    a = 9", "+    a = 2"]}]) is None
+    # A hunk whose context starts one line below its oldStart (as formatted diffs place it) applies there.
+    assert trace_hunks(["a", "b", "c"], [{"oldStart": 1, "oldLines": 1, "lines": [" b", "+x"]}]) == (
+        ["a", "b", "x", "c"], [0, 1, -1, 2])
+    # Writing into an empty file: oldStart 0.
+    assert trace_hunks([], [{"oldStart": 0, "oldLines": 0, "lines": ["+x"]}]) == (["x"], [-1])

@@ -86,7 +86,16 @@ def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
 
 def apply_hunks(original: list[str], hunks: list[dict[str, Any]]) -> list[str] | None:
     """The file after the hunks, or None when their context does not match `original`."""
+    traced = trace_hunks(original, hunks)
+    return None if traced is None else traced[0]
+
+
+def trace_hunks(original: list[str], hunks: list[dict[str, Any]]) -> tuple[list[str], list[int]] | None:
+    """`apply_hunks`, also giving each resulting line's index in `original` (-1 for a line the
+    hunks add): the accuracy benchmark follows which lines of a file an agent wrote through
+    later edits with it."""
     result: list[str] = []
+    origin: list[int] = []
     pos = 0  # next unconsumed line of original (0-based)
     for h in hunks:
         start = int(h.get("oldStart") or 0) - 1
@@ -103,15 +112,19 @@ def apply_hunks(original: list[str], hunks: list[dict[str, Any]]) -> list[str] |
         if start < pos:
             return None
         result.extend(original[pos:start])
+        origin.extend(range(pos, start))
         pos = start
         for ln in body:
             tag, text = (ln[0], ln[1:]) if ln else (" ", "")
             if tag == "+":
                 result.append(text)
+                origin.append(-1)
             elif tag == "-":
                 pos += 1
             else:
                 result.append(text)
+                origin.append(pos)
                 pos += 1
     result.extend(original[pos:])
-    return result
+    origin.extend(range(pos, len(original)))
+    return result, origin
