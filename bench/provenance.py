@@ -865,7 +865,7 @@ def sweep(work: Path, store: Any, spans: list[Any], queries: list[Query], truth:
     import multiprocessing as mp
 
     _SWEEP.update(work=work, store=store, spans=spans, queries=queries, truth=truth)
-    print(f"\nsweep over (k, w), same queries; shipped = engram explain as is, proposed = proposed_order")
+    print("\nsweep over (k, w), same queries; shipped = engram explain as is, proposed = proposed_order")
     head = (f"{'k':>2} {'w':>2} {'postings':>9} {'idx s':>5} | shipped: {'pres':>5} {'e20s':>5} {'e30s':>5} "
             f"{'ren':>5} {'all':>5} {'R@3':>5} {'prec':>5} {'empty':>5} | proposed: {'pres':>5} {'e20s':>5} "
             f"{'e30s':>5} {'all':>5} {'prec':>5} {'ret':>4}")

@@ -789,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
     cold_how = ("engram's files evicted (fadvise DONTNEED)" if args.cold_mode == "fadvise"
                 else "whole page cache dropped")
     print(f"  cold ({cold_how}): {cold.row()}; {cold_note} (load {load()})", flush=True)
-    rows.append([f"explain cold cache, new connection + query, --brief",
+    rows.append(["explain cold cache, new connection + query, --brief",
                  f"p50 {ms(pct(cold.wall, 50))}, p90 {ms(pct(cold.wall, 90))} wall (CPU p50 {ms(pct(cold.cpu, 50))}; "
                  f"n={len(cold.wall)}; {cold_how})", f"p50 <= {TARGETS['cold_p50_ms']:.0f} ms",
                  verdict(pct(cold.wall, 50) * 1000 <= TARGETS["cold_p50_ms"])])
