@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from conftest import SPOTTER_MAIN, build_spot_repo, created_by, git, run_engram
+from conftest import SPOTTER_MAIN, build_spot_repo, created_by, run_engram
 
 INSPECTOR_DIR = Path(os.environ.get("ENGRAM_INSPECTOR_DIR", Path.home() / ".cache" / "engram-tests" / "inspector"))
 MCP_CMD = [sys.executable, "-m", "engram_server.entry", "mcp"]
