@@ -31,7 +31,7 @@ every guarantee above still holds.)
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -370,6 +370,34 @@ class BatchFingerprints:
 GROUP_BYTES = CHUNK_BYTES
 
 
+def text_groups(texts: Sequence[str], joint: int) -> Iterator[tuple[list[int], list[bytes], bool]]:
+    """The texts as UTF-8, in order, in groups of about GROUP_BYTES: `(indices, datas, large)`.
+
+    One vector pass per group instead of one per text, whose fixed numpy cost dominates for the
+    thousands of small events of a tape. A text larger than a group comes alone with `large`
+    set, for the caller to stream. `joint` is what the caller puts between two texts of a group,
+    counted in its size."""
+    ids: list[int] = []
+    datas: list[bytes] = []
+    size = 0
+    for i, text in enumerate(texts):
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) > GROUP_BYTES:
+            if datas:
+                yield ids, datas, False
+                ids, datas, size = [], [], 0
+            yield [i], [data], True
+            continue
+        ids.append(i)
+        datas.append(data)
+        size += len(data) + joint
+        if size >= GROUP_BYTES:
+            yield ids, datas, False
+            ids, datas, size = [], [], 0
+    if datas:
+        yield ids, datas, False
+
+
 def _group(datas: list[bytes], k: int, w: int) -> tuple[np.ndarray, ...]:
     """(values, lines, offsets, text) of a group of small texts, in one vector pass.
 
@@ -460,32 +488,13 @@ def fingerprints_many(texts: Sequence[str], k: int = DEFAULT_K, w: int = DEFAULT
     """
     _check(k, w)
     out: list[tuple[np.ndarray, ...]] = []
-    group: list[bytes] = []
-    group_ids: list[int] = []
-    size = 0
-
-    def flush() -> None:
-        nonlocal size
-        if group:
-            vals, ln, offs, d = _group(group, k, w)
-            out.append((vals, ln, offs, np.asarray(group_ids, dtype=np.int64)[d]))
-            group.clear()
-            group_ids.clear()
-            size = 0
-
-    for i, text in enumerate(texts):
-        data = text.encode("utf-8", "surrogatepass")
-        if len(data) > GROUP_BYTES:
-            flush()
-            fp = fingerprints_bytes(data, k, w)
-            out.append((fp.values, fp.lines, fp.offsets, np.full(len(fp), i, dtype=np.int64)))
-            continue
-        group.append(data)
-        group_ids.append(i)
-        size += len(data) + 1
-        if size >= GROUP_BYTES:
-            flush()
-    flush()
+    for ids, datas, large in text_groups(texts, joint=1):
+        if large:
+            fp = fingerprints_bytes(datas[0], k, w)
+            out.append((fp.values, fp.lines, fp.offsets, np.full(len(fp), ids[0], dtype=np.int64)))
+        else:
+            vals, ln, offs, d = _group(datas, k, w)
+            out.append((vals, ln, offs, np.asarray(ids, dtype=np.int64)[d]))
     if not out:
         return BatchFingerprints(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int64),
                                  np.empty(0, np.int32))

@@ -14,7 +14,7 @@ import apsw
 import numpy as np
 
 from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarity
-from engram.anchor.winnow import GROUP_BYTES
+from engram.anchor.winnow import text_groups
 from engram.arrays import equal_runs, member, ranges, unique
 from engram.index import postings, stoplist
 from engram.index.db import int_array
@@ -70,33 +70,15 @@ def edit_confidences(pairs: list[tuple[str, str]]) -> list[float]:
     texts = [t for pair in pairs for t in pair]
     vals: list[np.ndarray] = []
     docs: list[np.ndarray] = []
-    group: list[bytes] = []
-    ids: list[int] = []
-    size = 0
-
-    def flush() -> None:
-        nonlocal size
-        if group:
+    for ids, group, large in text_groups(texts, joint=3):
+        if large:
+            v = all_kgrams(texts[ids[0]], CONFIDENCE_K)
+            vals.append(v)
+            docs.append(np.full(len(v), ids[0], dtype=np.int64))
+        else:
             v, d = _bigrams_of_group(group)
             vals.append(v)
             docs.append(np.asarray(ids, dtype=np.int64)[d])
-            group.clear()
-            ids.clear()
-            size = 0
-
-    for i, text in enumerate(texts):
-        data = text.encode("utf-8", "surrogatepass")
-        if len(data) > GROUP_BYTES:
-            v = all_kgrams(text, CONFIDENCE_K)
-            vals.append(v)
-            docs.append(np.full(len(v), i, dtype=np.int64))
-            continue
-        group.append(data)
-        ids.append(i)
-        size += len(data) + 3
-        if size >= GROUP_BYTES:
-            flush()
-    flush()
     v = np.concatenate(vals) if vals else np.empty(0, np.int64)
     d = np.concatenate(docs) if docs else np.empty(0, np.int64)
     o = np.lexsort((v, d))
