@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from engram.adapters.unified import Change
+from engram.adapters.unified import Change, changes_from_tagged
 
 log = logging.getLogger(__name__)
 
@@ -504,29 +504,7 @@ def _runs(rep: _Replacement, old_segment: list[str], *, old_base: int, new_base:
             tagged.append((" ", text))
         else:
             tagged += [("-", actual), ("+", text)]
-    runs: list[Change] = []
-    o, n = old_base, new_base
-    run_old: list[str] = []
-    run_new: list[str] = []
-    ro = rn = 0
-    for tag, text in tagged + [(" ", "")]:
-        if tag == " ":
-            if run_old or run_new:
-                runs.append(Change(ro, ro + len(run_old) - 1, rn, rn + len(run_new) - 1,
-                                   tuple(run_old), tuple(run_new)))
-            run_old, run_new = [], []
-            o += 1
-            n += 1
-            continue
-        if not run_old and not run_new:
-            ro, rn = o, n
-        if tag == "-":
-            run_old.append(text)
-            o += 1
-        else:
-            run_new.append(text)
-            n += 1
-    return runs
+    return changes_from_tagged(tagged, old_base, new_base)
 
 
 def patch_changes(chunks: tuple[Chunk, ...] | list[Chunk]) -> tuple[list[str], list[str]]:

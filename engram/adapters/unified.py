@@ -49,38 +49,35 @@ def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
             old = 1
         if int(h.get("newLines") or 0) == 0 and new == 0:
             new = 1
-        run_old: list[str] = []
-        run_new: list[str] = []
-        run_o = run_n = 0
+        tagged = [(raw[0], raw[1:]) if isinstance(raw, str) and raw else (" ", "") for raw in h.get("lines") or []]
+        out += changes_from_tagged([(tag, body) for tag, body in tagged if tag != "\\"], old, new)
+    return out
 
-        def flush() -> None:
-            nonlocal run_old, run_new
-            if run_old or run_new:
-                out.append(Change(run_o, run_o + len(run_old) - 1, run_n, run_n + len(run_new) - 1,
-                                  tuple(run_old), tuple(run_new)))
-            run_old, run_new = [], []
 
-        for raw in h.get("lines") or []:
-            if not isinstance(raw, str) or not raw:
-                tag, body = " ", ""
-            else:
-                tag, body = raw[0], raw[1:]
-            if tag == "\\":
-                continue
-            if tag in "-+":
-                if not run_old and not run_new:
-                    run_o, run_n = old, new
-                if tag == "-":
-                    run_old.append(body)
-                    old += 1
-                else:
-                    run_new.append(body)
-                    new += 1
-            else:
-                flush()
+def changes_from_tagged(tagged: list[tuple[str, str]], old: int, new: int) -> list[Change]:
+    """The runs of '-'/'+' lines among diff lines tagged ' ', '-' or '+', numbered from line
+    `old` of the old side and `new` of the new (1-based): unified hunks and Codex patches alike."""
+    out: list[Change] = []
+    run_old: list[str] = []
+    run_new: list[str] = []
+    run_o = run_n = 0
+    for tag, body in [*tagged, (" ", "")]:
+        if tag in "-+":
+            if not run_old and not run_new:
+                run_o, run_n = old, new
+            if tag == "-":
+                run_old.append(body)
                 old += 1
+            else:
+                run_new.append(body)
                 new += 1
-        flush()
+            continue
+        if run_old or run_new:
+            out.append(Change(run_o, run_o + len(run_old) - 1, run_n, run_n + len(run_new) - 1,
+                              tuple(run_old), tuple(run_new)))
+            run_old, run_new = [], []
+        old += 1
+        new += 1
     return out
 
 
