@@ -62,7 +62,7 @@ def changes_from_tagged(tagged: list[tuple[str, str]], old: int, new: int) -> li
     run_new: list[str] = []
     run_o = run_n = 0
     for tag, body in [*tagged, (" ", "")]:
-        if tag in "-+":
+        if tag in ("-", "+"):
             if not run_old and not run_new:
                 run_o, run_n = old, new
             if tag == "-":
