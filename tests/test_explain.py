@@ -117,6 +117,33 @@ def test_expand_until_reports_the_final_span(spot_repo: tuple[Path, dict[str, st
     assert span["start"] <= 5 and span["end"] >= 6
 
 
+def test_a_span_too_short_to_fingerprint_takes_in_its_neighbours(spotter: Path,
+                                                                 spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """A lone `end` (one token) has no fingerprint: explain answers for the nearest lines around
+    it that have k + w - 1 tokens, says so in `span`, and still finds the session that wrote them."""
+    from engram.anchor import DEFAULT_K, DEFAULT_W, tokenize
+
+    root, writer = spot_repo
+    rel, a, _ = spans_of_main(spotter, root, writer)[0]
+    lines = (root / rel).read_text().splitlines()
+    short = next(i for i in range(a, len(lines)) if lines[i - 1].strip() == "end")
+    doc = explain(root, f"{rel}:{short}-{short}", "--brief")
+    start, end = doc["span"]["start"], doc["span"]["end"]
+    assert start < short < end and short - start == end - short  # grown a line each side at a time
+    need = DEFAULT_K + DEFAULT_W - 1
+    assert len(tokenize("\n".join(lines[start - 1:end]) + "\n")) >= need
+    assert len(tokenize("\n".join(lines[start:end - 1]) + "\n")) < need  # no wider than it must be
+    # Two or three lines are rarely unique (here `|> Ash.load!(…)` and `end` are in other files
+    # too), so the writer need not come first; its edit of this very file must be in the answer.
+    writers = [s for s in doc["sessions"] if s["session_id"] == SPOTTER_MAIN]
+    assert writers and any(f["kind"] == "code.edit" and f["file"] == rel for f in writers[0]["fragments"])
+
+    # A span that has enough tokens is answered as asked.
+    long_line = next(i for i in range(a, len(lines)) if len(tokenize(lines[i - 1])) >= need)
+    doc = explain(root, f"{rel}:{long_line}-{long_line}", "--brief")
+    assert (doc["span"]["start"], doc["span"]["end"]) == (long_line, long_line)
+
+
 def test_view_walks_a_transcript_from_a_fragment(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
     root, writer = spot_repo
     rel, a, b = spans_of_main(spotter, root, writer)[0]
