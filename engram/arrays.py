@@ -38,11 +38,16 @@ def unique_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[starts], counts
 
 
+def within_runs(lengths: np.ndarray) -> np.ndarray:
+    """For runs of these lengths laid end to end (as `equal_runs` finds them), each element's
+    position in its own run: 0, 1, … from each run's start."""
+    return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The positions of the runs `[starts[i], starts[i] + lengths[i])`, one after another, in
     one vector pass (no Python loop per run)."""
-    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(starts, lengths) + within
+    return np.repeat(starts, lengths) + within_runs(lengths)
 
 
 def member(a: np.ndarray, sorted_b: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 
 from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarity
 from engram.anchor.winnow import text_groups
-from engram.arrays import equal_runs, member, ranges, unique
+from engram.arrays import equal_runs, member, ranges, unique, within_runs
 from engram.index import postings, stoplist
 from engram.index.db import int_array
 from engram.index.edges import LINK_THRESHOLD, REINSERT_SIMILARITY
@@ -259,8 +259,8 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
     # Best first (share, then the later fragment), MAX_SOURCES per edit.
     order = np.lexsort((-uf, -share, ue))
     ue, uf, share = ue[order], uf[order], share[order]
-    first, per_edit = equal_runs(ue)
-    top = np.arange(len(ue)) - np.repeat(first, per_edit) < MAX_SOURCES
+    _, per_edit = equal_runs(ue)
+    top = within_runs(per_edit) < MAX_SOURCES
     out: dict[int, list[tuple[int, float]]] = {}
     for d, f, c in zip(ue[top].tolist(), uf[top].tolist(), share[top].tolist()):
         out.setdefault(d, []).append((f, c))
@@ -285,7 +285,7 @@ def _contained(packed: np.ndarray, qe: np.ndarray, qrank: np.ndarray, lo: np.nda
     # A lower bound on the keys a source must hold (a shorter bound only lengthens the prefix).
     need = np.maximum(1, np.floor(SOURCE_CONTAINMENT * size).astype(np.int64))
     prefix = size - need + 1
-    in_prefix = np.arange(len(qe)) - np.repeat(first, size) < np.repeat(prefix, size)
+    in_prefix = within_runs(size) < np.repeat(prefix, size)
     held = np.sort((np.repeat(qe[in_prefix], n[in_prefix]) << 32)
                    | (packed[ranges(lo[in_prefix], n[in_prefix])] & 0xFFFFFFFF))
     starts, count = equal_runs(held)  # none when no prefix key has an earlier holder
