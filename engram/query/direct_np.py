@@ -73,8 +73,9 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
         mine = arrays.member(frags, np.array(sorted(frs), dtype=frags.dtype))
         return list(zip(keys[mine].tolist(), frags[mine].tolist()))
 
-    order = np.argsort(ids[below], kind="stable")
-    under = dict(zip(ids[below][order].tolist(), conf[below][order].tolist()))
+    under_ids, under_conf = ids[below], conf[below]
+    order = np.argsort(under_ids, kind="stable")
+    under = dict(zip(under_ids[order].tolist(), under_conf[order].tolist()))
     joined = joined_edits(db, file, under, small, passing, expected, floor, pairs)
     if not joined:
         return out
