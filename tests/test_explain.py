@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
@@ -107,6 +108,21 @@ def test_text_on_stdin_and_pretty(spotter: Path, spot_repo: tuple[Path, dict[str
     assert f"why {rel}:{a}-{b}?" in pretty and SPOTTER_MAIN in pretty and "▶" in pretty
 
 
+def test_text_that_is_empty_or_not_utf8(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`--text -` with nothing on stdin (a forgotten pipe) says so; a stray non-UTF-8 byte is
+    replaced, whatever the locale makes of stdin (a strict one used to raise a traceback)."""
+    root, writer = spot_repo
+    proc = run_engram(root, "explain", "--text", "-", input=b"  \n", check=False)
+    assert proc.returncode == 1 and "stdin is empty" in proc.stderr and "Traceback" not in proc.stderr
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    text = ("\n".join((root / rel).read_text().splitlines()[a - 1:b]) + "\n").encode()
+    proc = subprocess.run([sys.executable, "-m", "engram.cli", "explain", "--text", "-", "--brief"], cwd=root,
+                          input=b"# caf\xe9\n" + text, capture_output=True, timeout=600,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["sessions"][0]["session_id"] == SPOTTER_MAIN
+
+
 def test_expand_until_reports_the_final_span(spot_repo: tuple[Path, dict[str, str]]) -> None:
     root, _ = spot_repo
     rel = "assets/js/app.js"
@@ -202,6 +218,8 @@ def test_reindex_gives_identical_answers(spotter: Path, spot_repo: tuple[Path, d
     (["../outside.py:1-2"], "outside the repository"),
     (["assets/js/app.js:9-3"], "START must not exceed END"),
     (["assets/js/app.js"], "expected FILE:START-END"),
+    (["--text", "missing.txt"], "--text missing.txt: cannot read it (No such file or directory)"),
+    (["--text", "assets"], "--text assets: cannot read it"),
 ])
 def test_explain_errors_are_clear(spot_repo: tuple[Path, dict[str, str]], args: list[str], message: str) -> None:
     root, _ = spot_repo

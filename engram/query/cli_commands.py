@@ -67,8 +67,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.text is not None:
         if args.span and args.span != "-":
             raise BadInput("give either FILE:START-END or --text -, not both")
-        params["text"] = sys.stdin.read() if args.text == "-" else Path(args.text).read_text(
-            encoding="utf-8", errors="replace")
+        params["text"] = _text_to_explain(args.text)
     else:
         if not args.span:
             raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
@@ -86,6 +85,22 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         _out(doc)
     return 0
+
+
+def _text_to_explain(source: str) -> str:
+    """The text of `--text FILE|-`, read as bytes and decoded with replacement (what stdin decodes
+    with depends on the locale: strict under some, which made a stray byte a traceback)."""
+    from engram.errors import BadInput
+
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise BadInput(f"--text {source}: cannot read it ({exc.strerror or exc})") from None
+    text = data.decode("utf-8", errors="replace")
+    if not text.strip():
+        raise BadInput("--text: stdin is empty: pipe the text to explain into it" if source == "-"
+                       else f"--text {source}: the file is empty")
+    return text
 
 
 def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
