@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
+from engram.argtypes import positive
+
 log = logging.getLogger("engram")
 
 # Nothing engram runs uses BLAS; with one thread OpenBLAS starts no pool when numpy is imported,
@@ -110,6 +112,8 @@ def cmd_tapes(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps([r.as_dict() for r in rows], option=orjson.OPT_INDENT_2).decode() + "\n")
     elif rows:
         print(tapes_table(rows))
+    elif args.harness and list_tapes(db, limit=1):
+        print(f"no tapes from harness {args.harness!r}; `engram tapes` lists them all", file=sys.stderr)
     else:
         print("no tapes yet: run `engram ingest`", file=sys.stderr)
     return 0
@@ -257,7 +261,7 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
 
     s = sub.add_parser("tapes", help="list tapes")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--limit", type=int)
+    s.add_argument("--limit", type=positive)
     s.add_argument("--harness")
     s.set_defaults(func=cmd_tapes)
 
@@ -265,7 +269,7 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     s.add_argument("tape")
     s.add_argument("--raw", action="store_true", help="the stored JSONL, verbatim")
     s.add_argument("--json", action="store_true", help="one JSON document, objects resolved")
-    s.add_argument("--limit", type=int, help="only the first N events")
+    s.add_argument("--limit", type=positive, help="only the first N events")
     s.set_defaults(func=cmd_show)
 
     s = sub.add_parser("gc", help="remove objects no tape refers to (never a tape)")

@@ -62,4 +62,29 @@ def load_config(path: Path) -> dict[str, Any]:
                 _merge(cfg, tomllib.load(f))
         except tomllib.TOMLDecodeError as exc:
             raise BadInput(f"{path}: not valid TOML ({exc}); fix or remove the file") from exc
+        _check(cfg, DEFAULTS, path)
     return cfg
+
+
+def _check(cfg: dict[str, Any], defaults: dict[str, Any], path: Path, prefix: str = "") -> None:
+    """Each setting the file overrides has its default's kind: a table stays a table, a whole
+    number a whole number of 0 or more, and a fractional one (every one is a share) a number from
+    0 to 1. A wrong value would otherwise surface later as a traceback, or as a window shifted
+    past the event it should show; keys engram does not know are left alone."""
+    for key, default in defaults.items():
+        value, name = cfg.get(key), prefix + key
+        if isinstance(default, dict):
+            if not isinstance(value, dict):
+                raise BadInput(f"{path}: [{name}] must be a table of settings, not {value!r}")
+            _check(value, default, path, name + ".")
+        elif isinstance(default, bool) or isinstance(value, bool):
+            if type(value) is not type(default):
+                raise BadInput(f"{path}: {name} = {value!r}: expected {type(default).__name__}")
+        elif isinstance(default, int):
+            if not isinstance(value, int) or value < 0:
+                raise BadInput(f"{path}: {name} = {value!r}: must be a whole number, 0 or more")
+        elif isinstance(default, float):
+            if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise BadInput(f"{path}: {name} = {value!r}: must be a number from 0 to 1")
+        elif isinstance(default, list) and not isinstance(value, list):
+            raise BadInput(f"{path}: {name} must be a list, not {value!r}")

@@ -242,6 +242,52 @@ def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:
     assert str(repo / ".engram") in proc.stdout
 
 
+@pytest.mark.parametrize("args,message", [
+    (["explain", "assets/js/app.js:1-9", "--before", "-1"], "argument --before: '-1': must be 0 or more"),
+    (["explain", "assets/js/app.js:1-9", "--expand-until", "0"], "argument --expand-until: '0': must be 1 or more"),
+    (["explain", "assets/js/app.js:1-9", "--min-confidence", "2"], "argument --min-confidence: '2': must be between 0 and 1"),
+    (["view", "x", "--at", "3", "--before", "-2"], "argument --before: '-2': must be 0 or more"),
+    (["search", "x", "--limit", "0"], "argument --limit: '0': must be 1 or more"),
+    (["tapes", "--limit", "-3"], "argument --limit: '-3': must be 1 or more"),
+])
+def test_bad_option_values_are_refused(spot_repo: tuple[Path, dict[str, str]], args: list[str], message: str) -> None:
+    """A negative window once shifted the transcript past the event it was centred on; now
+    argparse refuses it (its usage status, 2) before any work."""
+    root, _ = spot_repo
+    proc = run_engram(root, *args, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("toml,message", [
+    ("[explain.window]\nbefore = -1\n", "explain.window.before = -1: must be a whole number, 0 or more"),
+    ("[explain.window]\nafter = \"three\"\n", "explain.window.after = 'three': must be a whole number"),
+    ("[explain]\nmin_confidence = 5\n", "explain.min_confidence = 5: must be a number from 0 to 1"),
+    ("explain = 3\n", "[explain] must be a table of settings"),
+    ("[redact]\npatterns = \"x\"\n", "redact.patterns must be a list"),
+])
+def test_bad_settings_name_the_key(spot_repo: tuple[Path, dict[str, str]], toml: str, message: str) -> None:
+    root, _ = spot_repo
+    config = root / ".engram" / "config.toml"
+    config.write_text(toml)
+    try:
+        proc = run_engram(root, "explain", "assets/js/app.js:1-9", "--brief", check=False)
+        assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+        config.write_text("[explain.window]\nbefore = 0\nafter = 1\n[mcp]\nunknown_to_engram = true\n")
+        doc = explain(root, "assets/js/app.js:1-9")
+        frags = [f for s in doc["sessions"] for f in s["fragments"]]
+        # Settings engram knows are applied (no event before, one after); others are left alone.
+        assert frags and all([e["offset"] for e in f["window"]] in ([f["offset"], f["offset"] + 1], [f["offset"]])
+                             for f in frags)
+    finally:
+        config.unlink()
+
+
+def test_tapes_of_an_unknown_harness_say_so(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    root, _ = spot_repo
+    proc = run_engram(root, "tapes", "--harness", "nope")
+    assert "no tapes from harness 'nope'" in proc.stderr and "no tapes yet" not in proc.stderr
+
+
 def test_empty_and_missing_store(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()

@@ -9,6 +9,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engram.argtypes import count, positive, share
+
 if TYPE_CHECKING:
     import apsw
 
@@ -188,27 +190,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("explain", help="which sessions wrote, read or discussed FILE:START-END")
     s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive) in the working tree")
     s.add_argument("--text", metavar="FILE|-", help="explain this text instead (- reads stdin)")
-    s.add_argument("--before", type=int, help="events before each touch (default: config explain.window)")
-    s.add_argument("--after", type=int, help="events after each touch")
+    s.add_argument("--before", type=count, help="events before each touch (default: config explain.window)")
+    s.add_argument("--after", type=count, help="events after each touch")
     s.add_argument("--brief", action="store_true", help="no transcript windows")
-    s.add_argument("--expand-until", type=int, metavar="N", help="grow the span until at most N sessions match")
+    s.add_argument("--expand-until", type=positive, metavar="N", help="grow the span until at most N sessions match")
     s.add_argument("--include-deleted", action="store_true", help="also match deleted code (tombstones)")
     s.add_argument("--forensics", action="store_true", help="also follow location-only edges")
-    s.add_argument("--min-confidence", type=float, help="lineage edges below this are not followed (0.5)")
+    s.add_argument("--min-confidence", type=share, help="lineage edges below this are not followed (0.5)")
     s.add_argument("--pretty", action="store_true", help="for people, not programs")
     s.set_defaults(func=cmd_explain)
 
     s = sub.add_parser("view", help="events of a tape around an offset")
     s.add_argument("tape")
-    s.add_argument("--at", type=int, required=True, metavar="OFFSET")
-    s.add_argument("--before", type=int, default=5)
-    s.add_argument("--after", type=int, default=5)
+    s.add_argument("--at", type=count, required=True, metavar="OFFSET")
+    s.add_argument("--before", type=count, default=5)
+    s.add_argument("--after", type=count, default=5)
     s.add_argument("--pretty", action="store_true")
     s.set_defaults(func=cmd_view)
 
     s = sub.add_parser("search", help="plain text search over messages and tool calls (FTS5)")
     s.add_argument("query")
-    s.add_argument("--limit", type=int, default=20)
+    s.add_argument("--limit", type=positive, default=20)
     s.add_argument("--pretty", action="store_true")
     s.set_defaults(func=cmd_search)
 

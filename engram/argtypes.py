@@ -1,0 +1,41 @@
+"""Value types for command-line options: a bad number is refused by argparse with a one-line
+message naming the option, before any work, instead of being used as given (a negative
+`--before` shifted a transcript window past the event it was centred on)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def count(text: str) -> int:
+    """An integer ≥ 0: events before or after, an offset."""
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more")
+    return value
+
+
+def positive(text: str) -> int:
+    """An integer ≥ 1: a limit, a number of sessions."""
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 1 or more")
+    return value
+
+
+def share(text: str) -> float:
+    """A number from 0 to 1: a confidence."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be between 0 and 1")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
