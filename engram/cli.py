@@ -46,8 +46,22 @@ def _parse_maps(items: list[str] | None) -> list[tuple[str, str]]:
         if "=" not in item:
             raise BadInput(f"--map {item!r}: expected FROM=TO")
         a, b = item.split("=", 1)
+        if not a:
+            raise BadInput(f"--map {item!r}: FROM is empty; give the path prefix the sessions recorded")
         maps.append((a, b))
     return maps
+
+
+def _harness_dir(value: str | None, option: str) -> Path | None:
+    """The directory given with --claude or --codex: a typo must not read as "no sessions"."""
+    from engram.errors import BadInput
+
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise BadInput(f"{option} {value}: no such directory")
+    return path
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -59,8 +73,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.paths:
         jobs = jobs_from_paths([Path(p) for p in args.paths], stats)
     else:
-        jobs = discover(store.root, Path(args.claude) if args.claude else None,
-                        Path(args.codex) if args.codex else None, stats)
+        jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats)
     after = _indexer(store)
     ingest(store, jobs, maps=maps, stats=stats, progress=terminal_progress("ingest"), after_tape=after)
     print(stats.summary())

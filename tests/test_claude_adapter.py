@@ -166,6 +166,9 @@ def test_tapes_and_show_commands(ingested: Path) -> None:
     by_prefix = run_engram(ingested, "show", tid[:8], "--limit", "5").stdout
     by_session_id = run_engram(ingested, "show", SPOTTER_MAIN, "--limit", "5").stdout
     assert by_prefix == by_session_id and "Implement spotter-gqc" in by_prefix
+    # So does the start of the session id, as explain prints it and people quote it.
+    assert not any(t["id"].startswith(SPOTTER_MAIN[:8]) for t in listing)
+    assert run_engram(ingested, "show", SPOTTER_MAIN[:8], "--limit", "5").stdout == by_session_id
     raw = run_engram(ingested, "show", tid, "--raw").stdout.splitlines()
     assert len(raw) == by_session[SPOTTER_MAIN]["events"] and json.loads(raw[0])["kind"] == "meta"
     bad = run_engram(ingested, "show", "zzzz", check=False)
@@ -246,3 +249,23 @@ def test_structured_patch_hunks_rebuild_the_file_and_say_where_each_line_came_fr
         ["a", "b", "x", "c"], [0, 1, -1, 2])
     # Writing into an empty file: oldStart 0.
     assert trace_hunks([], [{"oldStart": 0, "oldLines": 0, "lines": ["+x"]}]) == (["x"], [-1])
+
+
+def test_a_session_id_prefix_must_name_one_session(tmp_path: Path) -> None:
+    from engram.errors import UnknownTape
+    from engram.index.catalog import resolve_tapes
+    from engram.store import init_store
+
+    store, _ = init_store(tmp_path)
+    db = open_db(store)
+    for i, (tape, session) in enumerate([("aa01", "abc1-x"), ("aa02", "abc1-x"), ("bb01", "abc2-y")], 1):
+        db.execute("INSERT INTO tapes(id, harness, session_id, started, events, edits, reads, size, raw_bytes, prev, no)"
+                   " VALUES(?, 'claude-code', ?, ?, 1, 0, 0, 1, 1, ?, ?)",
+                   (tape, session, f"2026-01-0{i}", "aa01" if tape == "aa02" else None, i))
+    assert [r.id for r in resolve_tapes(db, "abc1")] == ["aa01", "aa02"]  # every segment, in order
+    assert [r.id for r in resolve_tapes(db, "abc2")] == ["bb01"]
+    with pytest.raises(UnknownTape, match="'abc' starts 2 session ids .*abc1-x, abc2-y.*give more characters"):
+        resolve_tapes(db, "abc")
+    with pytest.raises(UnknownTape, match="'aa0' matches 2 tapes"):  # a tape id prefix is still tried first
+        resolve_tapes(db, "aa0")
+    db.close()

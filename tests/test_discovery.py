@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import git, run_engram
 
 
@@ -127,3 +129,14 @@ def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
             _, err = proc.communicate()
             raise AssertionError(f"engram ingest --watch did not stop on Ctrl-C within 30 s\n{err}") from None
     assert proc.returncode == 0, err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--claude", "/nonexistent/projects"], "--claude /nonexistent/projects: no such directory"),
+    (["--codex", "/nonexistent/.codex"], "--codex /nonexistent/.codex: no such directory"),
+    (["--map", "=/work"], "--map '=/work': FROM is empty"),
+])
+def test_a_mistyped_ingest_option_is_an_error_not_zero_sessions(repo: Path, args: list[str], message: str) -> None:
+    """A typo in --claude or --codex used to report "0 sessions", as if there were none."""
+    proc = run_engram(repo, "ingest", *args, check=False)
+    assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr

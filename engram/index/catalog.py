@@ -61,11 +61,24 @@ def resolve_tapes(db: apsw.Connection, ref: str) -> list[TapeRow]:
     rows = [TapeRow(*r) for r in db.execute(
         f"SELECT {cols} FROM tapes WHERE id >= ? AND id < ? ORDER BY id", (ref.lower(), ref.lower() + "\uffff"))]
     if not rows:
-        raise UnknownTape(f"no tape or session matches {ref!r}; `engram tapes` lists them")
+        return _session_prefix(db, ref)
     if len(rows) > 1:
         raise UnknownTape(f"{ref!r} matches {len(rows)} tapes ({', '.join(r.id[:12] for r in rows[:5])}…); "
                           "give more characters")
     return rows
+
+
+def _session_prefix(db: apsw.Connection, ref: str) -> list[TapeRow]:
+    """Every segment of the one session whose id starts with `ref` (the 8 characters people quote,
+    as explain prints them), when no tape id does."""
+    sessions = [r[0] for r in db.execute("SELECT DISTINCT session_id FROM tapes WHERE session_id >= ? AND "
+                                         "session_id < ? ORDER BY session_id LIMIT 6", (ref, ref + "\uffff"))]
+    if not sessions:
+        raise UnknownTape(f"no tape or session matches {ref!r}; `engram tapes` lists them")
+    if len(sessions) > 1:
+        raise UnknownTape(f"{ref!r} starts {'more than 5' if len(sessions) > 5 else len(sessions)} session ids "
+                          f"({', '.join(sessions[:5])}); give more characters")
+    return resolve_tapes(db, sessions[0])
 
 
 def resolve_tape(db: apsw.Connection, ref: str) -> TapeRow:
