@@ -26,7 +26,7 @@ import apsw
 import orjson
 
 from engram.adapters.base import Capture, PathMapper, SourceSpan
-from engram.errors import BadInput, EngramError
+from engram.errors import BadInput, CorruptTape, EngramError
 from engram.fsutil import remove_stale_temps
 from engram.index.db import immediate, open_db
 from engram.redact import Redactor
@@ -454,10 +454,22 @@ def reconcile(db: apsw.Connection, store: Store) -> int:
     missing = sorted(set(on_disk) - known)
     if missing:
         with immediate(db):
-            for tid in missing:
-                register_from_file(db, store, on_disk[tid])
-        log.info("catalogued %d tapes left by an interrupted ingest", len(missing))
+            registered = register_intact(db, store, [on_disk[tid] for tid in missing])
+        log.info("catalogued %d tapes left by an interrupted ingest", len(registered))
     return len(missing)
+
+
+def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> list[str]:
+    """`register_from_file` for each tape that reads, in order; a damaged one is left out with a
+    warning, so that one bad file does not stop every later ingest or rebuild (its session is
+    captured again when its transcript is next ingested: the damaged file is then rewritten)."""
+    done = []
+    for path in paths:
+        try:
+            done.append(register_from_file(db, store, path))
+        except CorruptTape as exc:
+            log.warning("left out a damaged tape: %s", exc)
+    return done
 
 
 @contextmanager

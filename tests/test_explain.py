@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, build_spot_repo, created_by, git, run_engram
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram
 
 
 @pytest.fixture(scope="module")
@@ -462,3 +462,31 @@ def test_a_command_line_explain_answers_without_importing_numpy(spotter: Path,
                            "--brief"], cwd=root, capture_output=True, text=True, timeout=120, check=True)
     assert "numpy" in {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
     assert json.loads(proc.stdout)["sessions"]
+
+
+def test_a_damaged_tape_is_left_out_then_captured_again(spotter: Path, tmp_path: Path) -> None:
+    """A tape file cut short on disk: explain says what to do; reindex leaves that tape out and
+    keeps every other; the next ingest writes the tape again (it used to keep the damaged file,
+    whose name it already had) and the session is explained again."""
+    root = tmp_path / "repo"
+    writer = build_spot_repo(spotter, root)
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    other = next(r for r, s in sorted(writer.items()) if s != SPOTTER_MAIN and len((root / r).read_text()) > 400)
+    tape = json.loads(run_engram(root, "tapes", "--json").stdout)
+    main_tape = next(t["id"] for t in tape if t["session_id"] == SPOTTER_MAIN)
+    path = next((root / ".engram" / "tapes").glob(f"{main_tape}*"))
+    data = path.read_bytes()
+    path.chmod(0o644)
+    path.write_bytes(data[: len(data) // 2])
+
+    proc = run_engram(root, "explain", f"{rel}:{a}-{b}", check=False)
+    assert proc.returncode == 1 and "the tape is damaged: `engram reindex` leaves it out" in proc.stderr
+    proc = run_engram(root, "reindex")
+    assert f"left out 1 damaged tape(s) ({main_tape[:12]})" in proc.stderr
+    assert SPOTTER_MAIN not in run_engram(root, "tapes").stdout
+    n = len((root / other).read_text().splitlines())
+    assert explain(root, f"{other}:1-{n}", "--brief")["sessions"][0]["session_id"] == SPOTTER_OTHER
+
+    run_engram(root, "ingest", str(spotter))
+    assert path.read_bytes() == data
+    assert explain(root, f"{rel}:{a}-{b}")["sessions"][0]["session_id"] == SPOTTER_MAIN

@@ -8,7 +8,7 @@ from typing import Any
 from engram.index import stoplist
 from engram.index.build import Indexer, small_pages
 from engram.index.db import immediate, open_db
-from engram.ingest import ingest_lock, register_from_file
+from engram.ingest import ingest_lock, register_intact
 from engram.store import Store
 from engram.tape.writer import TAPE_SUFFIX
 
@@ -28,8 +28,8 @@ def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[st
                 for table in DERIVED:
                     db.execute(f"DELETE FROM {table}")
                 db.execute("DELETE FROM fts")
-                for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
-                    register_from_file(db, store, path)
+                on_disk = sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
+                registered = register_intact(db, store, on_disk)
             from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
 
             indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters
@@ -42,7 +42,8 @@ def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[st
             with immediate(db):
                 n_stop, _ = stoplist.rebuild_from_config(db, store)
             frags = db.execute("SELECT count(*) FROM fragments").fetchall()[0][0]
-            return {"tapes": len(ids), "fragments": frags, "stoplist": n_stop,
+            damaged = sorted({p.name[: -len(TAPE_SUFFIX)] for p in on_disk} - set(registered))
+            return {"tapes": len(ids), "fragments": frags, "stoplist": n_stop, "damaged": damaged,
                     "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
         finally:
             db.close()

@@ -183,6 +183,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     stats = reindex(_store(args))
     print(f"reindex: {stats['tapes']} tapes, {stats['fragments']} fragments, {stats['stoplist']} stop-listed "
           f"fingerprints (threshold {stats['stoplist_share']:.0%} of tapes, at least {stats['stoplist_min_tapes']} tapes)")
+    if stats["damaged"]:
+        print(f"  left out {len(stats['damaged'])} damaged tape(s) ({', '.join(t[:12] for t in stats['damaged'])}): "
+              "`engram ingest` captures their sessions again from the transcripts", file=sys.stderr)
     return 0
 
 

@@ -72,6 +72,21 @@ class _SharedFrames:
 _shared = _SharedFrames(SHARED_CACHE_BYTES)
 
 
+#: What a user can do about a damaged tape file: the catalog keeps a session's capture as long as
+#: its tape is catalogued, so `engram ingest` alone would skip the session as unchanged.
+REPAIR = "the tape is damaged: `engram reindex` leaves it out, then `engram ingest` captures its session again"
+
+
+def intact(path: Path) -> bool:
+    """Whether the tape file at `path` decodes and matches its id (reads all of it)."""
+    try:
+        with TapeReader(path) as r:
+            r.verify()
+    except CorruptTape:
+        return False
+    return True
+
+
 class TapeReader:
     """Random access to one tape file. Cheap to open: reads only the seek table."""
 
@@ -106,11 +121,11 @@ class TapeReader:
             try:
                 got = fr.decode_table(tail, self.size)
             except ValueError as exc:
-                raise CorruptTape(f"{self.path}: {exc}") from exc
+                raise CorruptTape(f"{self.path}: {exc}; {REPAIR}") from exc
             if got is not None:
                 return got[0]
             if want >= self.size:
-                raise CorruptTape(f"{self.path}: seek table larger than the file")
+                raise CorruptTape(f"{self.path}: seek table larger than the file; {REPAIR}")
             want = min(self.size, want * 4)
 
     def close(self) -> None:
@@ -144,12 +159,12 @@ class TapeReader:
         try:
             raw = self._dctx.decompress(comp, max_output_size=f.raw_size)
         except zstandard.ZstdError as exc:
-            raise CorruptTape(f"{self.path}: frame {index} does not decompress ({exc})") from exc
+            raise CorruptTape(f"{self.path}: frame {index} does not decompress ({exc}); {REPAIR}") from exc
         lines = raw.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
         if len(lines) != f.n_events:
-            raise CorruptTape(f"{self.path}: frame {index} holds {len(lines)} events, table says {f.n_events}")
+            raise CorruptTape(f"{self.path}: frame {index} holds {len(lines)} events, table says {f.n_events}; {REPAIR}")
         self._cache[index] = lines
         if len(self._cache) > self._cache_frames:
             self._cache.popitem(last=False)
@@ -212,4 +227,4 @@ class TapeReader:
             h.update(line)
             h.update(b"\n")
         if h.hexdigest() != self.id:
-            raise CorruptTape(f"{self.path}: content does not match its id")
+            raise CorruptTape(f"{self.path}: content does not match its id; {REPAIR}")

@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 import zstandard
 
 from engram.fsutil import atomic_write
+from engram.tape.reader import intact
 from engram.tape import frames as fr
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
@@ -109,7 +110,9 @@ def write_tape(
         raw_bytes += len(line) + 1
     tape_id = h.hexdigest()
     path = tape_path(tapes_dir, tape_id)
-    if path.exists():
+    if path.exists() and not intact(path):  # (a rare path: captures of unchanged sessions stop earlier)
+        log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
+    elif path.exists():
         return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False, redactions or Counter(),
                            stored)
     data = encode_tape(lines)
