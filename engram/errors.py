@@ -23,3 +23,7 @@ class BadInput(EngramError):
 
 class CorruptTape(EngramError):
     """A tape file on disk does not match its own seek table or hash."""
+
+
+class DamagedIndex(EngramError):
+    """index.sqlite is not a readable SQLite database (it is rebuilt from the tapes)."""

@@ -343,6 +343,7 @@ def _opened(store_provider: StoreProvider) -> Iterator[tuple[Store, Any]]:
 
 
 def _db(store: Store):  # noqa: ANN202
+    from engram.index.catalog import require_tapes  # noqa: PLC0415
     from engram.index.db import open_db  # noqa: PLC0415
 
     if not store.exists():
@@ -360,8 +361,7 @@ def _db(store: Store):  # noqa: ANN202
             cached[1].close()
         db = open_db(store)
         _connections[path] = (os.stat(path).st_ino, db)
-    if not db.execute("SELECT 1 FROM tapes LIMIT 1").fetchall():
-        raise EngramError("the store is empty: call the `ingest` tool (or run `engram ingest`) first")
+    require_tapes(db, store, "call the `ingest` tool (or run `engram ingest`)")
     return db
 
 

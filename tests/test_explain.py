@@ -490,3 +490,30 @@ def test_a_damaged_tape_is_left_out_then_captured_again(spotter: Path, tmp_path:
     run_engram(root, "ingest", str(spotter))
     assert path.read_bytes() == data
     assert explain(root, f"{rel}:{a}-{b}")["sessions"][0]["session_id"] == SPOTTER_MAIN
+
+
+def test_a_lost_or_damaged_index_is_rebuilt_from_the_tapes(spotter: Path, tmp_path: Path) -> None:
+    """index.sqlite is a projection of the tapes: removed, explain says to rebuild it (not that
+    the store is empty); overwritten with junk, explain says it is damaged (it raised
+    NotADBError) and reindex sets it aside and rebuilds it."""
+    root = tmp_path / "repo"
+    writer = build_spot_repo(spotter, root)
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    before = explain(root, f"{rel}:{a}-{b}", "--brief")
+    index = root / ".engram" / "index.sqlite"
+    for p in root.joinpath(".engram").glob("index.sqlite*"):
+        p.unlink()
+    proc = run_engram(root, "explain", f"{rel}:{a}-{b}", check=False)
+    assert proc.returncode == 1 and "run `engram reindex` to rebuild it" in proc.stderr
+    run_engram(root, "reindex")
+    assert explain(root, f"{rel}:{a}-{b}", "--brief") == before
+
+    junk = bytes(range(256)) * 64
+    index.write_bytes(junk)
+    for p in root.joinpath(".engram").glob("index.sqlite-*"):
+        p.unlink()
+    proc = run_engram(root, "explain", f"{rel}:{a}-{b}", check=False)
+    assert proc.returncode == 1 and "is damaged" in proc.stderr and "Traceback" not in proc.stderr
+    run_engram(root, "reindex")
+    assert (root / ".engram" / "index.sqlite.damaged").read_bytes() == junk
+    assert explain(root, f"{rel}:{a}-{b}", "--brief") == before

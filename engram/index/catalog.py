@@ -8,7 +8,7 @@ from typing import Any
 
 import apsw
 
-from engram.errors import UnknownTape
+from engram.errors import EngramError, UnknownTape
 from engram.store import Store
 from engram.tape.writer import tape_path
 
@@ -103,3 +103,17 @@ def _chain_order(rows: list[TapeRow]) -> list[TapeRow]:
 
 def tape_file(store: Store, tape_id: str) -> Path:
     return tape_path(store.tapes_dir, tape_id)
+
+
+def require_tapes(db: apsw.Connection, store: Store, ingest_hint: str) -> None:
+    """Raise a clear error when the catalog has no tape: there is nothing to ask yet, or (tape
+    files on disk, an index removed or set aside) the index needs rebuilding."""
+    if db.execute("SELECT 1 FROM tapes LIMIT 1").fetchall():
+        return
+    from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
+
+    on_disk = sum(1 for _ in store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
+    if on_disk:
+        raise EngramError(f"the index lists no tapes but {store.tapes_dir} holds {on_disk}: "
+                          "run `engram reindex` to rebuild it from them")
+    raise EngramError(f"the store is empty: {ingest_hint} first")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from array import array
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import apsw
@@ -238,18 +239,37 @@ def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
     """A connection with WAL and a busy timeout, migrated to the current schema."""
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     db = apsw.Connection(str(store.index_path), flags=flags)
-    db.set_busy_timeout(BUSY_TIMEOUT_MS)
-    db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-    # No memory map (PRAGMA mmap_size): it saves ~0.2 ms of read() calls in a warm explain at
-    # 1 GB, but a cold one faults pages in with the device's whole read-around (8 MB on the
-    # benchmark machine) and took 180 ms instead of 25 (bench/scale.py).
-    if readonly:
-        return db
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA foreign_keys=OFF")
-    migrate(db)
+    try:
+        db.set_busy_timeout(BUSY_TIMEOUT_MS)
+        db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        # No memory map (PRAGMA mmap_size): it saves ~0.2 ms of read() calls in a warm explain at
+        # 1 GB, but a cold one faults pages in with the device's whole read-around (8 MB on the
+        # benchmark machine) and took 180 ms instead of 25 (bench/scale.py).
+        if readonly:
+            return db
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=OFF")
+        migrate(db)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        db.close()
+        from engram.errors import DamagedIndex  # noqa: PLC0415
+
+        raise DamagedIndex(f"{store.index_path} is damaged ({exc}): `engram reindex` sets it aside and "
+                           "rebuilds the index from the tapes") from exc
     return db
+
+
+def set_aside(store: Store) -> Path:
+    """Move a damaged index.sqlite (and its -wal and -shm) out of the way, keeping it for a look;
+    everything in it is rebuilt from the tapes. Returns where it went."""
+    aside = store.index_path.with_name(store.index_path.name + ".damaged")
+    for suffix in ("", "-wal", "-shm"):
+        src = Path(str(store.index_path) + suffix)
+        if src.exists():
+            src.replace(Path(str(aside) + suffix))
+    log.warning("index.sqlite was damaged: kept as %s, rebuilding from the tapes", aside.name)
+    return aside
 
 
 def migrate(db: apsw.Connection) -> None:

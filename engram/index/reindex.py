@@ -7,7 +7,8 @@ from typing import Any
 
 from engram.index import stoplist
 from engram.index.build import Indexer, small_pages
-from engram.index.db import immediate, open_db
+from engram.errors import DamagedIndex
+from engram.index.db import immediate, open_db, set_aside
 from engram.ingest import ingest_lock, register_intact
 from engram.store import Store
 from engram.tape.writer import TAPE_SUFFIX
@@ -22,7 +23,11 @@ def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[st
     """Readers see the old index until the catalog is rebuilt, then an index that fills up.
     `k`, `w`: the anchor parameters to rebuild with (the defaults; bench/provenance.py tries others)."""
     with ingest_lock(store):
-        db = open_db(store)
+        try:
+            db = open_db(store)
+        except DamagedIndex:
+            set_aside(store)
+            db = open_db(store)
         try:
             with immediate(db):
                 for table in DERIVED:

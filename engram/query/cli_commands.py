@@ -32,11 +32,15 @@ def _out(doc: Any) -> None:
 def _ready_db(store):  # noqa: ANN001, ANN202
     """The index, with anything captured but not yet indexed indexed first."""
     from engram.errors import EngramError
+    from engram.index.catalog import require_tapes
     from engram.index.db import open_db
 
     db = open_db(store)
-    if db.execute("SELECT count(*) FROM tapes").fetchall()[0][0] == 0:
-        raise EngramError("the store is empty: run `engram ingest` first")
+    try:
+        require_tapes(db, store, "run `engram ingest`")
+    except EngramError:
+        db.close()
+        raise
     index_captured(store, db)
     return db
 
