@@ -191,6 +191,9 @@ def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
                 _add_file(jobs, f, stats)
         elif p.is_file():
             _add_file(jobs, p, stats)
+        elif p.exists():
+            raise BadInput(f"{p}: not a regular file or a directory (a pipe or a device?); save the transcript "
+                           "to a file, or pipe it to `engram record --stdin`")
         else:
             raise BadInput(f"{p}: no such file or directory")
     return jobs

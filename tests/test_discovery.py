@@ -140,3 +140,13 @@ def test_a_mistyped_ingest_option_is_an_error_not_zero_sessions(repo: Path, args
     """A typo in --claude or --codex used to report "0 sessions", as if there were none."""
     proc = run_engram(repo, "ingest", *args, check=False)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_pipe_given_as_a_transcript_is_named_for_what_it_is(repo: Path, tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    proc = run_engram(repo, "ingest", str(fifo), check=False)
+    assert proc.returncode == 1 and "not a regular file or a directory" in proc.stderr
+    assert "no such file" not in proc.stderr
