@@ -39,7 +39,9 @@ In one run it:
    step 6's warm p50 is printed beside it;
 10. appending: `--appends` new ~1 MB sessions generated with other seeds, each ingested into the
    big store with `engram --repo REPO ingest DIR` (CLI, includes interpreter start-up) and, for as
-   many more, with engram.ingest.ingest + Indexer in this process (no start-up);
+   many more, with engram.ingest.ingest + Indexer in this process (no start-up), and for as many
+   more with `engram hook` given a Stop payload on stdin, as Claude Code runs it: the hook's own
+   time (what the agent waits for) and the time until the detached ingest has indexed the tape;
 11. `--profile`: cProfile of one warm explain pass and of one in-process append (saved under
    bench/out/), `--profile-ingest`: an extra full ingest under `py-spy record` (sampling).
 
@@ -573,6 +575,24 @@ class Append:
     cpu: float
     segs_before: int
     segs_after: int
+    indexed: float | None = None  # `engram hook`: from the hook's start to the tape indexed
+
+
+def wait_indexed(repo: Path, session: str, timeout: float = 120.0) -> float:
+    """perf_counter() when the session's tape is indexed (polled every 5 ms, read-only)."""
+    import apsw
+
+    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    db.set_busy_timeout(1000)
+    try:
+        end = time.perf_counter() + timeout
+        while time.perf_counter() < end:
+            if db.execute("SELECT 1 FROM tapes WHERE session_id=? AND indexed=1", (session,)).fetchall():
+                return time.perf_counter()
+            time.sleep(0.005)
+    finally:
+        db.close()
+    raise SystemExit(f"scale: the session {session} `engram hook` started was not indexed in {timeout:.0f} s")
 
 
 def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: Path,
@@ -584,11 +604,22 @@ def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: P
     out: list[Append] = []
     taken = captured_sessions(repo)
     seed = seed0
-    for i in range(2 * n):
+    for i in range(3 * n):
         d, raw, seed = new_session(tmp, seed, size, taken)
         seed += 1
         before = segments(repo)
-        if i < n:  # the CLI, as a hook or a user would run it
+        indexed = None
+        if i >= 2 * n:  # what an agent's hook does: start the ingest detached, return at once
+            main = next((d / "projects" / gen_sessions.PROJECT_DIR).glob("*.jsonl"))
+            payload = json.dumps({"session_id": main.stem, "transcript_path": str(main), "cwd": str(repo),
+                                  "hook_event_name": "Stop"})
+            t0 = time.perf_counter()
+            subprocess.run([*engram, "hook"], input=payload, text=True, cwd=repo, check=True, capture_output=True)
+            wall, cpu = time.perf_counter() - t0, 0.0
+            indexed = wait_indexed(repo, main.stem) - t0
+            reap_orphans(60.0)  # the detached ingest ends (closing the index) before the next append
+            how = "hook"
+        elif i < n:  # the CLI, as a user (or a hook that waited) would run it
             wall, cpu, proc = timed([*engram, "--repo", str(repo), "ingest", str(d / "projects")], repo, "append")
             if " 1 new tapes" not in proc.stdout:
                 raise SystemExit(f"scale: append {d} wrote no tape: {proc.stdout}")
@@ -608,7 +639,7 @@ def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: P
             if stats.tapes != 1:
                 raise SystemExit(f"scale: in-process append {d} wrote {stats.tapes} tapes")
             how = "in-process" + (" (cProfile)" if prof else "")
-        out.append(Append(how, raw, wall, cpu, before, segments(repo)))
+        out.append(Append(how, raw, wall, cpu, before, segments(repo), indexed))
     return out
 
 
@@ -688,7 +719,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="evict engram's files only (default) or drop the whole page cache (root)")
     ap.add_argument("--cli-runs", type=int, default=30, help="CLI explain runs")
     ap.add_argument("--rg-spans", type=int, default=200, help="spans searched with rg")
-    ap.add_argument("--appends", type=int, default=5, help="1 MB sessions appended via the CLI (as many in-process)")
+    ap.add_argument("--appends", type=int, default=5,
+                    help="1 MB sessions appended via the CLI (as many in-process, as many via `engram hook`)")
     ap.add_argument("--append-size", default="1MB", type=gen_sessions.parse_size)
     ap.add_argument("--workdir", type=Path, help="where the throw-away repositories go (default: system temp)")
     ap.add_argument("--keep", action="store_true", help="keep the measured repository (for bench/mcp_latency.py)")
@@ -830,6 +862,11 @@ def main(argv: list[str] | None = None) -> int:
             prof_append = OUT_DIR / "append.prof" if args.profile else None
             apps = appends(engram, repo, args.appends, args.append_size, 1000 + args.seed, Path(tmp), prof_append)
         for a in apps:
+            if a.indexed is not None:
+                print(f"  append (hook): {a.raw / 1e6:.2f} MB; the hook returned in {a.wall * 1000:,.0f} ms, the tape "
+                      f"was indexed {a.indexed * 1000:,.0f} ms after the hook started; segments {a.segs_before} -> "
+                      f"{a.segs_after}", flush=True)
+                continue
             print(f"  append ({a.how}): {a.raw / 1e6:.2f} MB in {a.wall * 1000:,.0f} ms wall, {a.cpu * 1000:,.0f} ms "
                   f"CPU; segments {a.segs_before} -> {a.segs_after}", flush=True)
         cli_a = [a for a in apps if a.how == "CLI"]
@@ -843,6 +880,13 @@ def main(argv: list[str] | None = None) -> int:
                                 f"(n={len(group)}, {statistics.mean(a.raw for a in group) / 1e6:.2f} MB each; "
                                 f"{sum(a.segs_after < a.segs_before + 1 for a in group)} merged segments)",
                          f"<= {TARGETS['append_ms']:.0f} ms", verdict(pct(w, 50) * 1000 <= TARGETS["append_ms"])])
+        hook_a = [a for a in apps if a.how == "hook"]
+        if hook_a:
+            w, ix = [a.wall for a in hook_a], [a.indexed or 0.0 for a in hook_a]
+            rows.append(["append ~1 MB session, `engram hook` (what the agent waits for)",
+                         f"p50 {ms(pct(w, 50))}, max {ms(max(w))} wall (n={len(hook_a)})", "(reference)", ""])
+            rows.append(["  ... and from the hook's start to the tape indexed (detached ingest)",
+                         f"p50 {ms(pct(ix, 50))}, max {ms(max(ix))} wall", "(reference)", ""])
 
     print()
     print(f"## engram scale: {raw_mb:,.0f} MB corpus ({len(files)} files), {machine()}")
