@@ -366,8 +366,8 @@ def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int],
     if not small or memo.first_use(("held", db.filename, epoch)):
         return {}
     keep = {(db.filename, epoch, seg, n) for seg, n in small}
-    for key in [k for k in _held if k not in keep]:
-        del _held[key]  # merged away, or another index
+    for key in [k for k in list(_held) if k[0] == db.filename and k not in keep]:
+        _held.pop(key, None)  # merged away, or an index rebuilt since (another thread may be here too)
     out = {}
     for seg, n in small:
         key = (db.filename, epoch, seg, n)
