@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from engram.errors import CorruptTape
 from engram.fsutil import remove_stale_temps
 from engram.ingest import ingest_lock
 from engram.store import Store
@@ -20,9 +21,12 @@ def collect(store: Store, *, dry_run: bool = False) -> tuple[int, int]:
     with ingest_lock(store):
         used: set[str] = set()
         for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
-            with TapeReader(path) as r:
-                for ev in r.events():
-                    referenced_objects(ev, used)
+            try:
+                with TapeReader(path) as r:
+                    for ev in r.events():
+                        referenced_objects(ev, used)
+            except CorruptTape as exc:  # its objects cannot be known: removing any could lose them
+                raise CorruptTape(f"gc removed nothing: {exc}") from exc
         removed = kept = 0
         for sub in sorted(p for p in store.objects_dir.iterdir() if p.is_dir()) if store.objects_dir.is_dir() else []:
             remove_stale_temps(sub)

@@ -284,6 +284,15 @@ def test_large_outputs_become_shared_objects_and_gc_keeps_them(repo: Path, tmp_p
     shown = json.loads(run_engram(repo, "show", "s-1", "--json").stdout)["events"]
     assert any(e.get("stdout") == big for e in shown), "objects resolve back to the text"
 
+    # A damaged tape's references cannot be read: gc must not take its objects for orphans.
+    orphan.write_bytes(b"junk")
+    tape = next((repo / ".engram" / "tapes").glob("*"))
+    tape.chmod(0o644)
+    tape.write_bytes(tape.read_bytes()[:100])
+    proc = run_engram(repo, "gc", check=False)
+    assert proc.returncode == 1 and "gc removed nothing" in proc.stderr and "Traceback" not in proc.stderr
+    assert objects[0].exists() and orphan.exists()
+
 
 def test_the_format_is_found_past_a_first_record_longer_than_the_first_read(tmp_path: Path) -> None:
     """detect_format decides on the first 16 KB when a whole record there names the harness and
