@@ -457,22 +457,24 @@ def reconcile(db: apsw.Connection, store: Store) -> int:
     missing = sorted(set(on_disk) - known)
     if missing:
         with immediate(db):
-            registered = register_intact(db, store, [on_disk[tid] for tid in missing])
-        log.info("catalogued %d tapes left by an interrupted ingest", len(registered))
+            damaged = register_intact(db, store, [on_disk[tid] for tid in missing])
+        log.info("catalogued %d tapes left by an interrupted ingest", len(missing) - len(damaged))
     return len(missing)
 
 
 def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> list[str]:
     """`register_from_file` for each tape that reads, in order; a damaged one is left out with a
     warning, so that one bad file does not stop every later ingest or rebuild (its session is
-    captured again when its transcript is next ingested: the damaged file is then rewritten)."""
-    done = []
+    captured again when its transcript is next ingested: the damaged file is then rewritten).
+    Returns the ids of the tapes left out."""
+    damaged = []
     for path in paths:
         try:
-            done.append(register_from_file(db, store, path))
+            register_from_file(db, store, path)
         except CorruptTape as exc:
             log.warning("left out a damaged tape: %s", exc)
-    return done
+            damaged.append(path.name[: -len(TAPE_SUFFIX)])
+    return damaged
 
 
 @contextmanager

@@ -192,7 +192,7 @@ def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = No
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = arrays.unique(keys(fps))
     if held:
-        found = [_lookup_held(qkeys, *held[s]) for s in segs if s in held]
+        found = [lookup_sorted(qkeys, *held[s]) for s in segs if s in held]
         rest = [s for s in segs if s not in held]
         if rest:
             found.append(_lookup_read(db, qkeys, rest))
@@ -200,10 +200,11 @@ def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = No
     return _lookup_read(db, qkeys, segs)
 
 
-def _lookup_held(qkeys: np.ndarray, seg_keys: np.ndarray, seg_frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    lo = np.searchsorted(seg_keys, qkeys, "left")
-    idx = arrays.ranges(lo, np.searchsorted(seg_keys, qkeys, "right") - lo)
-    return seg_keys[idx], seg_frags[idx]
+def lookup_sorted(qkeys: np.ndarray, keys: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The postings of `qkeys` among postings held in memory, `keys` ascending: (key, fragment)."""
+    lo = np.searchsorted(keys, qkeys, "left")
+    idx = arrays.ranges(lo, np.searchsorted(keys, qkeys, "right") - lo)
+    return keys[idx], frags[idx]
 
 
 def _lookup_read(db: apsw.Connection, qkeys: np.ndarray, segs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -33,8 +33,7 @@ def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[st
                 for table in DERIVED:
                     db.execute(f"DELETE FROM {table}")
                 db.execute("DELETE FROM fts")
-                on_disk = sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
-                registered = register_intact(db, store, on_disk)
+                damaged = register_intact(db, store, sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")))
             from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
 
             indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters
@@ -47,7 +46,6 @@ def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[st
             with immediate(db):
                 n_stop, _ = stoplist.rebuild_from_config(db, store)
             frags = db.execute("SELECT count(*) FROM fragments").fetchall()[0][0]
-            damaged = sorted({p.name[: -len(TAPE_SUFFIX)] for p in on_disk} - set(registered))
             return {"tapes": len(ids), "fragments": frags, "stoplist": n_stop, "damaged": damaged,
                     "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
         finally:

@@ -121,12 +121,15 @@ class TapeReader:
             try:
                 got = fr.decode_table(tail, self.size)
             except ValueError as exc:
-                raise CorruptTape(f"{self.path}: {exc}; {REPAIR}") from exc
+                raise self._damaged(str(exc)) from exc
             if got is not None:
                 return got[0]
             if want >= self.size:
-                raise CorruptTape(f"{self.path}: seek table larger than the file; {REPAIR}")
+                raise self._damaged("seek table larger than the file")
             want = min(self.size, want * 4)
+
+    def _damaged(self, what: str) -> CorruptTape:
+        return CorruptTape(f"{self.path}: {what}; {REPAIR}")
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -159,12 +162,12 @@ class TapeReader:
         try:
             raw = self._dctx.decompress(comp, max_output_size=f.raw_size)
         except zstandard.ZstdError as exc:
-            raise CorruptTape(f"{self.path}: frame {index} does not decompress ({exc}); {REPAIR}") from exc
+            raise self._damaged(f"frame {index} does not decompress ({exc})") from exc
         lines = raw.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
         if len(lines) != f.n_events:
-            raise CorruptTape(f"{self.path}: frame {index} holds {len(lines)} events, table says {f.n_events}; {REPAIR}")
+            raise self._damaged(f"frame {index} holds {len(lines)} events, table says {f.n_events}")
         self._cache[index] = lines
         if len(self._cache) > self._cache_frames:
             self._cache.popitem(last=False)
@@ -227,4 +230,4 @@ class TapeReader:
             h.update(line)
             h.update(b"\n")
         if h.hexdigest() != self.id:
-            raise CorruptTape(f"{self.path}: content does not match its id; {REPAIR}")
+            raise self._damaged("content does not match its id")

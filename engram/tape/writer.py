@@ -110,11 +110,11 @@ def write_tape(
         raw_bytes += len(line) + 1
     tape_id = h.hexdigest()
     path = tape_path(tapes_dir, tape_id)
-    if path.exists() and not intact(path):  # (a rare path: captures of unchanged sessions stop earlier)
+    if path.exists():  # (rare: captures of unchanged sessions stop earlier)
+        if intact(path):
+            return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False,
+                               redactions or Counter(), stored)
         log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
-    elif path.exists():
-        return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False, redactions or Counter(),
-                           stored)
     data = encode_tape(lines)
     atomic_write(path, data, mode=0o444)
     log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
