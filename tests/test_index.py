@@ -101,16 +101,10 @@ def test_a_bulk_ingest_leaves_one_segment_and_appends_never_rewrite_it(tmp_path:
     src.mkdir()
     _ingest(store, _sessions(src, 24))
     [(base, base_n)] = segments(store)  # 24 flushes, merged at the end of the run
-    seen = {base}
     for j in range(10):  # one session per run, as a hook or the editor would append them
         _ingest(store, _sessions(src, 1, offset=24 + j))
         segs = segments(store)
         assert len(segs) <= postings.MAX_SEGMENTS
-        # A new segment (appended or merged) never takes an id used before: copies of small
-        # segments held in memory are keyed by it.
-        new = {s for s, _ in segs} - seen
-        assert new and min(new) > max(seen)
-        seen |= new
         # Small appends are merged among themselves: the large segment is not rewritten until
         # they add up to half of it.
         assert (base, base_n) in segs
@@ -417,38 +411,6 @@ def test_a_lookup_of_many_rows_in_parts_finds_what_one_read_finds(tmp_path: Path
         monkeypatch.setattr(postings, "LOOKUP_ROWS", rows)
         got_k, got_f = postings.lookup(db, q, segs)
         assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
-
-
-def test_small_segments_held_in_memory_answer_as_read(tmp_path: Path) -> None:
-    """A long-lived process holds the small segments appends leave (from its second query on) and
-    searches them in memory: the same postings, and the same answers, as reading them."""
-    from engram.anchor import kgram_fingerprints  # noqa: PLC0415
-    from engram.index import memo, snapshot  # noqa: PLC0415
-    from engram.index.db import open_db  # noqa: PLC0415
-    from engram.query.direct import direct_hits  # noqa: PLC0415
-
-    store = _store_with(tmp_path / "s")
-    paths = _sessions(tmp_path, 16)
-    _ingest(store, paths[:12])
-    for p in paths[12:]:  # appended one by one: small segments beside the bulk one
-        _ingest(store, [p])
-    db = open_db(store)
-    snap = snapshot.read(db)
-    assert len(snap.segs) == 5 and snap.seg_postings == tuple(n for _, n in segments(store))
-    memo.forget()
-    q = np.unique(np.concatenate([kgram_fingerprints(p.read_text(), 4).values for p in paths]))
-    texts = [text(block(f"w{i}", 10)) for i in (0, 11, 12, 15)] + [text(block("shared", 6))]
-    first = [direct_hits(db, t, snap=snap) for t in texts]  # the process's first query: read
-    assert postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings) != {}
-    held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
-    assert sorted(held) == list(snap.segs)  # all small enough here
-    want_k, want_f = postings.lookup(db, q, snap.segs)
-    got_k, got_f = postings.lookup(db, q, snap.segs, held)
-    assert len(want_f) > 100
-    assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
-    assert [direct_hits(db, t, snap=snap) for t in texts] == first
-    db.close()
-    memo.forget()
 
 
 @pytest.mark.parametrize("parts", [2, 3, 7])

@@ -37,8 +37,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     expected = max(1, int(arrays.member(winnowed, q).sum()))
     if expected >= WINNOWED_ONLY_FROM:
         q = q[arrays.member(q, arrays.unique(winnowed))]
-    held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
-    keys, frags = postings.lookup(db, q, snap.segs, held)
+    keys, frags = postings.lookup(db, q, snap.segs)
     if not len(frags):
         return {}
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
