@@ -477,3 +477,47 @@ def test_worker_processes_build_the_index_one_process_builds(tmp_path: Path, mon
     fragments, fts, rows, lineage, tombstones, _ = built["one"]
     assert len(fragments) >= 30 and fts and rows and lineage and tombstones
     assert continuations(tmp_path / "one") == [("a", "b", 1.0, None)]
+
+
+def test_a_merge_committed_during_a_query_does_not_hide_postings(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query reads the segment list, then each segment's rows. Another process may append a
+    session and merge the small segments between those reads; the query must still answer from
+    the index as it was when it started, not from a list of segments that no longer hold rows."""
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.query.explain import Options, explain  # noqa: PLC0415
+    from engram.query.spans import Span  # noqa: PLC0415
+
+    store = _store_with(tmp_path / "repo")
+    src = tmp_path / "src"
+    src.mkdir()
+    _ingest(store, _sessions(src, 30))
+    for j in range(postings.MAX_SEGMENTS - 1):  # the large segment and five one-session ones
+        _ingest(store, _sessions(src, 1, offset=30 + j))
+    before = segments(store)
+    assert len(before) == postings.MAX_SEGMENTS
+    writer_of = "t33"  # its postings are in a small segment, which the next append merges
+    span = Span("src/f33.py", 1, 10, text(block("w33", 10)))
+    db = open_db(store)
+    doc = explain(store, db, span, Options(brief=True))
+    assert doc["sessions"][0]["session_id"] == writer_of
+
+    appended, segment_reads = [], []
+
+    def append_between_reads(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        """Before the query reads t33's segment (the fifth), another writer appends a session
+        and merges the small segments."""
+        if sql.startswith("SELECT id, blob FROM postings"):
+            segment_reads.append(sql)
+            if len(segment_reads) == 5:
+                appended.append(True)
+                _ingest(store, _sessions(src, 1, offset=30 + postings.MAX_SEGMENTS))
+        return True
+
+    db.exec_trace = append_between_reads
+    doc = explain(store, db, span, Options(brief=True))
+    db.exec_trace = None
+    assert appended and segments(store) != before  # the merge did happen mid-query
+    assert doc["sessions"] and doc["sessions"][0]["session_id"] == writer_of
+    # The next query sees the merged segments and finds the same writer in them.
+    assert explain(store, db, span, Options(brief=True))["sessions"][0]["session_id"] == writer_of

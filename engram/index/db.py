@@ -315,3 +315,24 @@ def immediate(db: apsw.Connection) -> Iterator[apsw.Connection]:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+@contextmanager
+def reading(db: apsw.Connection) -> Iterator[apsw.Connection]:
+    """One view of the index for a query's several statements.
+
+    A query reads the segment list, then each segment's posting rows, then fragments and edges.
+    Outside a transaction each statement sees the latest commit, so an append that merges
+    segments between two of them moves postings out of segments the query has yet to read (or
+    into one it already read): the answer loses or doubles a session. In WAL mode a read
+    transaction keeps the snapshot of its first read and never blocks the writer. Inside a
+    caller's transaction (a writer's own reads) that transaction's view already holds."""
+    if db.in_transaction:
+        yield db
+        return
+    db.execute("BEGIN")
+    try:
+        yield db
+    finally:
+        if db.in_transaction:
+            db.execute("COMMIT")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 
 from engram.index import snapshot
-from engram.index.db import int_array
+from engram.index.db import int_array, reading
 from engram.index.edges import LINK_THRESHOLD
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.query.direct import SpanTokens, direct_hits, span_tokens
@@ -310,14 +310,15 @@ def explain(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
     """The explain document; with `expand_until`, the span grows until at most N sessions match.
 
     `file_lines` (the whole file) lets a span too short to fingerprint take in its neighbours."""
-    span, tokens = widen_short(db, span, file_lines)
-    res = run(store, db, span, opts, tokens)
-    if expand_until is not None and file_lines is not None:
-        while len(sessions_of(res)) > expand_until and (span.start > 1 or span.end < len(file_lines)):
-            start, end = max(1, span.start - 2), min(len(file_lines), span.end + 2)
-            span = Span(span.file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
-            res = run(store, db, span, opts)
-    doc = to_json(store, res, opts)
+    with reading(db):
+        span, tokens = widen_short(db, span, file_lines)
+        res = run(store, db, span, opts, tokens)
+        if expand_until is not None and file_lines is not None:
+            while len(sessions_of(res)) > expand_until and (span.start > 1 or span.end < len(file_lines)):
+                start, end = max(1, span.start - 2), min(len(file_lines), span.end + 2)
+                span = Span(span.file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
+                res = run(store, db, span, opts)
+    doc = to_json(store, res, opts)  # windows come from the tapes, which never change
     if expand_until is not None:
         doc["expanded"] = True
     return doc

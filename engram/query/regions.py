@@ -18,7 +18,7 @@ import numpy as np
 from engram.anchor import kgram_hashes, tokenize
 from engram.index import postings, stoplist
 from engram.index.snapshot import index_params
-from engram.index.db import int_array
+from engram.index.db import int_array, reading
 from engram.index.kinds import KIND_NAME
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,11 @@ def _fragment_meta(db: apsw.Connection, ids: list[int]) -> dict[int, tuple]:
 
 
 def evidence_regions(db: apsw.Connection, text: str, k: int | None = None) -> list[Region]:
+    with reading(db):  # the segment list, the postings and the fragments of one index state
+        return _evidence_regions(db, text, k)
+
+
+def _evidence_regions(db: apsw.Connection, text: str, k: int | None) -> list[Region]:
     k = k or index_params(db)[0]
     tok = tokenize(text)
     if len(tok) < k:
