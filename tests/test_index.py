@@ -101,10 +101,16 @@ def test_a_bulk_ingest_leaves_one_segment_and_appends_never_rewrite_it(tmp_path:
     src.mkdir()
     _ingest(store, _sessions(src, 24))
     [(base, base_n)] = segments(store)  # 24 flushes, merged at the end of the run
+    seen = {base}
     for j in range(10):  # one session per run, as a hook or the editor would append them
         _ingest(store, _sessions(src, 1, offset=24 + j))
         segs = segments(store)
         assert len(segs) <= postings.MAX_SEGMENTS
+        # A new segment (appended or merged) never takes an id used before: copies of small
+        # segments held in memory are keyed by it.
+        new = {s for s, _ in segs} - seen
+        assert new and min(new) > max(seen)
+        seen |= new
         # Small appends are merged among themselves: the large segment is not rewritten until
         # they add up to half of it.
         assert (base, base_n) in segs
@@ -413,6 +419,38 @@ def test_a_lookup_of_many_rows_in_parts_finds_what_one_read_finds(tmp_path: Path
         assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
 
 
+def test_small_segments_held_in_memory_answer_as_read(tmp_path: Path) -> None:
+    """A long-lived process holds the small segments appends leave (from its second query on) and
+    searches them in memory: the same postings, and the same answers, as reading them."""
+    from engram.anchor import kgram_fingerprints  # noqa: PLC0415
+    from engram.index import memo, snapshot  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+
+    store = _store_with(tmp_path / "s")
+    paths = _sessions(tmp_path, 16)
+    _ingest(store, paths[:12])
+    for p in paths[12:]:  # appended one by one: small segments beside the bulk one
+        _ingest(store, [p])
+    db = open_db(store)
+    snap = snapshot.read(db)
+    assert len(snap.segs) == 5 and snap.seg_postings == tuple(n for _, n in segments(store))
+    memo.forget()
+    q = np.unique(np.concatenate([kgram_fingerprints(p.read_text(), 4).values for p in paths]))
+    texts = [text(block(f"w{i}", 10)) for i in (0, 11, 12, 15)] + [text(block("shared", 6))]
+    first = [direct_hits(db, t, snap=snap) for t in texts]  # the process's first query: read
+    assert postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings) != {}
+    held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
+    assert sorted(held) == list(snap.segs)  # all small enough here
+    want_k, want_f = postings.lookup(db, q, snap.segs)
+    got_k, got_f = postings.lookup(db, q, snap.segs, held)
+    assert len(want_f) > 100
+    assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
+    assert [direct_hits(db, t, snap=snap) for t in texts] == first
+    db.close()
+    memo.forget()
+
+
 @pytest.mark.parametrize("parts", [2, 3, 7])
 def test_runs_merged_in_parts_write_the_rows_one_merge_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                parts: int) -> None:
@@ -479,11 +517,13 @@ def test_worker_processes_build_the_index_one_process_builds(tmp_path: Path, mon
     assert continuations(tmp_path / "one") == [("a", "b", 1.0, None)]
 
 
-def test_a_merge_committed_during_a_query_does_not_hide_postings(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """A query reads the segment list, then each segment's rows. Another process may append a
-    session and merge the small segments between those reads; the query must still answer from
-    the index as it was when it started, not from a list of segments that no longer hold rows."""
+@pytest.mark.parametrize("held", [False, True], ids=["read", "held"])
+def test_a_merge_committed_during_a_query_does_not_hide_postings(tmp_path: Path, held: bool) -> None:
+    """A query reads the segment list, then each segment's rows (or, in a long-lived process,
+    copies the small segments into memory). Another process may append a session and merge the
+    small segments between those reads; the query must still answer from the index as it was
+    when it started, not from a list of segments that no longer hold rows."""
+    from engram.index import memo  # noqa: PLC0415
     from engram.index.db import open_db  # noqa: PLC0415
     from engram.query.explain import Options, explain  # noqa: PLC0415
     from engram.query.spans import Span  # noqa: PLC0415
@@ -499,25 +539,25 @@ def test_a_merge_committed_during_a_query_does_not_hide_postings(tmp_path: Path,
     writer_of = "t33"  # its postings are in a small segment, which the next append merges
     span = Span("src/f33.py", 1, 10, text(block("w33", 10)))
     db = open_db(store)
-    doc = explain(store, db, span, Options(brief=True))
-    assert doc["sessions"][0]["session_id"] == writer_of
+    memo.forget()
+    assert explain(store, db, span, Options(brief=True))["sessions"][0]["session_id"] == writer_of
+    if not held:
+        memo.forget()  # the next query is again a process's first: it reads every segment by SQL
+    appended = []
 
-    appended, segment_reads = [], []
-
-    def append_between_reads(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
-        """Before the query reads t33's segment (the fifth), another writer appends a session
-        and merges the small segments."""
-        if sql.startswith("SELECT id, blob FROM postings"):
-            segment_reads.append(sql)
-            if len(segment_reads) == 5:
-                appended.append(True)
-                _ingest(store, _sessions(src, 1, offset=30 + postings.MAX_SEGMENTS))
+    def append_before_reads(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        """Once the query has its segment list, another writer appends a session and merges."""
+        if sql.startswith("SELECT id, blob FROM postings") and not appended:
+            appended.append(True)
+            _ingest(store, _sessions(src, 1, offset=30 + postings.MAX_SEGMENTS))
         return True
 
-    db.exec_trace = append_between_reads
+    db.exec_trace = append_before_reads
     doc = explain(store, db, span, Options(brief=True))
     db.exec_trace = None
     assert appended and segments(store) != before  # the merge did happen mid-query
     assert doc["sessions"] and doc["sessions"][0]["session_id"] == writer_of
     # The next query sees the merged segments and finds the same writer in them.
     assert explain(store, db, span, Options(brief=True))["sessions"][0]["session_id"] == writer_of
+    db.close()
+    memo.forget()

@@ -204,10 +204,7 @@ class RunEdits:
 
     def lookup(self, qkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(key, fragment) of this run's postings of the given keys."""
-        lo = np.searchsorted(self.keys, qkeys, "left")
-        n = np.searchsorted(self.keys, qkeys, "right") - lo
-        idx = ranges(lo, n)
-        return self.keys[idx], self.frags[idx]
+        return postings.lookup_sorted(qkeys, self.keys, self.frags)
 
 
 def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: tuple[np.ndarray, np.ndarray],

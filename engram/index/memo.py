@@ -21,9 +21,10 @@ def forget() -> None:
     """Drop every per-process copy, as a new process would start (benchmarks of cold queries)."""
     _kinds.clear()
     _used.clear()
-    from engram.index import stoplist  # noqa: PLC0415
+    from engram.index import postings, stoplist  # noqa: PLC0415
 
     stoplist.forget()
+    postings.forget_held()
 
 
 def first_use(key: tuple[object, ...]) -> bool:

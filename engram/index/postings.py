@@ -181,14 +181,34 @@ def segment_range(seg: int) -> tuple[int, int]:
     return seg << ROW_KEY_BITS, (seg + 1) << ROW_KEY_BITS
 
 
-def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = None,
+           held: dict[int, tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """All postings of the given fingerprints (in the given segments, default all): (key,
-    fragment id) arrays, one entry per posting."""
+    fragment id) arrays, one entry per posting. `held`: segments already in memory
+    (`held_segments`), searched there instead of read."""
     if segs is None:
         segs = [r[0] for r in db.execute("SELECT seg FROM segments ORDER BY seg")]
     if len(fps) == 0 or not segs:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = arrays.unique(keys(fps))
+    if held:
+        found = [lookup_sorted(qkeys, *held[s]) for s in segs if s in held]
+        rest = [s for s in segs if s not in held]
+        if rest:
+            found.append(_lookup_read(db, qkeys, rest))
+        return np.concatenate([k for k, _ in found]), np.concatenate([f for _, f in found])
+    return _lookup_read(db, qkeys, segs)
+
+
+def lookup_sorted(qkeys: np.ndarray, keys: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The postings of `qkeys` among postings held in memory, `keys` ascending: (key, fragment)."""
+    lo = np.searchsorted(keys, qkeys, "left")
+    idx = arrays.ranges(lo, np.searchsorted(keys, qkeys, "right") - lo)
+    return keys[idx], frags[idx]
+
+
+def _lookup_read(db: apsw.Connection, qkeys: np.ndarray, segs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """`lookup` of `qkeys` (sorted, distinct) by reading the segments' rows."""
     row_of = qkeys >> (32 - ROW_BITS)
     wanted = arrays.unique(row_of)
     if len(wanted) <= LOOKUP_ROWS:
@@ -308,7 +328,59 @@ def key_to_fp(k: np.ndarray) -> np.ndarray:
 
 
 def next_segment(db: apsw.Connection) -> int:
-    return int(db.execute("SELECT coalesce(max(seg), 0) + 1 FROM segments").fetchall()[0][0])
+    """A segment id never used before in this index (inside the caller's write transaction).
+
+    Ids used to be max + 1, so a merge of the newest segments gave its result the id of one it
+    replaced; per-process copies of small segments (`held_segments`) are keyed by id and must
+    never see a reused one."""
+    top = int(db.execute("SELECT coalesce(max(seg), 0) + 1 FROM segments").fetchall()[0][0])
+    row = db.execute("SELECT value FROM state WHERE key='next_seg'").fetchall()
+    seg = max(top, int(row[0][0]) if row else 0)
+    db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('next_seg', ?)", (seg + 1,))
+    return seg
+
+
+# Segments of at most this many postings are held decoded in memory by a long-lived process (the
+# language server, the MCP endpoint), from its second query on: appended sessions sit in a few
+# small segments beside the large one, and reading each by SQL cost a statement and ~46 b-tree
+# probes per query, nearly all misses (bench/README.md, "Small segments in memory").
+HELD_POSTINGS: Final = 1_000_000  # (12 bytes each in memory)
+HELD_TOTAL: Final = 2_000_000  # the smallest segments first, up to this many postings in all
+_held: dict[tuple[str, str, int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int],
+                  sizes: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The small segments among `segs` (`sizes`: their postings) as (keys, fragments) arrays in
+    key order, copied on first need in this process; none on a process's first query (see
+    memo.first_use: a one-shot command reads only its own rows). Keyed by segment id and size:
+    segments are immutable and their ids are never reused (`next_segment`)."""
+    from engram.index import memo  # noqa: PLC0415
+
+    small: list[tuple[int, int]] = []
+    total = 0
+    for n, seg in sorted((n, s) for s, n in zip(segs, sizes) if n <= HELD_POSTINGS):
+        if total + n > HELD_TOTAL:
+            break
+        small.append((seg, n))
+        total += n
+    if not small or memo.first_use(("held", db.filename, epoch)):
+        return {}
+    keep = {(db.filename, epoch, seg, n) for seg, n in small}
+    for key in [k for k in list(_held) if k[0] == db.filename and k not in keep]:
+        _held.pop(key, None)  # merged away, or an index rebuilt since (another thread may be here too)
+    out = {}
+    for seg, n in small:
+        key = (db.filename, epoch, seg, n)
+        got = _held.get(key)
+        if got is None:
+            got = _held[key] = all_postings(db, [seg])
+        out[seg] = got
+    return out
+
+
+def forget_held() -> None:
+    _held.clear()
 
 
 def merge_segments(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray] | None:

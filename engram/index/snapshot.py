@@ -24,9 +24,10 @@ ANCHOR_VERSION: Final = 1
 
 PARAMS: Final = ("k", "w", "anchor", "bucket_bits")  # what the stored fingerprints depend on
 _PARAMS_SQL: Final = f"SELECT key, value FROM state WHERE key IN ({','.join(repr(k) for k in PARAMS)})"
-_SQL: Final = (f"SELECT key, value FROM state WHERE key IN ({','.join(repr(k) for k in (*PARAMS, 'epoch', 'stoplist_gen'))})"
-               " UNION ALL SELECT 'seg', seg FROM segments"
-               f" UNION ALL SELECT 'links', EXISTS(SELECT 1 FROM fragments WHERE kind = {KIND_NO[E.SPAN_LINK]})")
+_SQL: Final = (f"SELECT key, value, NULL FROM state WHERE key IN "
+               f"({','.join(repr(k) for k in (*PARAMS, 'epoch', 'stoplist_gen'))})"
+               " UNION ALL SELECT 'seg', seg, postings FROM segments"
+               f" UNION ALL SELECT 'links', EXISTS(SELECT 1 FROM fragments WHERE kind = {KIND_NO[E.SPAN_LINK]}), NULL")
 
 
 @dataclass(frozen=True)
@@ -39,19 +40,21 @@ class Snapshot:
     # Whether any agent link (span.link) is indexed: most stores have none, and a query then
     # skips looking for links on its span (a join that cost ~4% of a warm explain).
     links: bool = True
+    seg_postings: tuple[int, ...] = ()  # postings in each of `segs`
 
 
 def read(db: apsw.Connection) -> Snapshot:
     got: dict[str, Any] = {}
-    segs: list[int] = []
-    for key, value in db.execute(_SQL):
+    segs: list[tuple[int, int]] = []
+    for key, value, extra in db.execute(_SQL):
         if key == "seg":
-            segs.append(int(value))
+            segs.append((int(value), int(extra)))
         else:
             got[key] = value
     k, w = _params(got)
-    return Snapshot(k, w, str(got.get("epoch", "")), int(got.get("stoplist_gen", 0)), tuple(sorted(segs)),
-                    bool(got.get("links", 1)))
+    segs.sort()
+    return Snapshot(k, w, str(got.get("epoch", "")), int(got.get("stoplist_gen", 0)), tuple(s for s, _ in segs),
+                    bool(got.get("links", 1)), tuple(n for _, n in segs))
 
 
 def stored_params(db: apsw.Connection) -> dict[str, Any]:

@@ -37,7 +37,8 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     expected = max(1, int(arrays.member(winnowed, q).sum()))
     if expected >= WINNOWED_ONLY_FROM:
         q = q[arrays.member(q, arrays.unique(winnowed))]
-    keys, frags = postings.lookup(db, q, snap.segs)
+    held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
+    keys, frags = postings.lookup(db, q, snap.segs, held)
     if not len(frags):
         return {}
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
