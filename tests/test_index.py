@@ -424,7 +424,7 @@ def test_small_segments_held_in_memory_answer_as_read(tmp_path: Path) -> None:
     searches them in memory: the same postings, and the same answers, as reading them."""
     from engram.anchor import kgram_fingerprints  # noqa: PLC0415
     from engram.index import memo, snapshot  # noqa: PLC0415
-    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.index.db import open_db, reading  # noqa: PLC0415
     from engram.query.direct import direct_hits  # noqa: PLC0415
 
     store = _store_with(tmp_path / "s")
@@ -438,15 +438,17 @@ def test_small_segments_held_in_memory_answer_as_read(tmp_path: Path) -> None:
     memo.forget()
     q = np.unique(np.concatenate([kgram_fingerprints(p.read_text(), 4).values for p in paths]))
     texts = [text(block(f"w{i}", 10)) for i in (0, 11, 12, 15)] + [text(block("shared", 6))]
-    first = [direct_hits(db, t, snap=snap) for t in texts]  # the process's first query: read
-    assert postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings) != {}
-    held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
-    assert sorted(held) == list(snap.segs)  # all small enough here
-    want_k, want_f = postings.lookup(db, q, snap.segs)
-    got_k, got_f = postings.lookup(db, q, snap.segs, held)
-    assert len(want_f) > 100
-    assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
-    assert [direct_hits(db, t, snap=snap) for t in texts] == first
+    with reading(db):
+        first = [direct_hits(db, t, snap=snap) for t in texts]  # the process's first query: read
+    assert postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings) == {}  # not outside a read
+    with reading(db):
+        held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
+        assert sorted(held) == list(snap.segs)  # all small enough here
+        want_k, want_f = postings.lookup(db, q, snap.segs)
+        got_k, got_f = postings.lookup(db, q, snap.segs, held)
+        assert len(want_f) > 100
+        assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
+        assert [direct_hits(db, t, snap=snap) for t in texts] == first
     db.close()
     memo.forget()
 

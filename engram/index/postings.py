@@ -354,9 +354,15 @@ def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int],
     """The small segments among `segs` (`sizes`: their postings) as (keys, fragments) arrays in
     key order, copied on first need in this process; none on a process's first query (see
     memo.first_use: a one-shot command reads only its own rows). Keyed by segment id and size:
-    segments are immutable and their ids are never reused (`next_segment`)."""
+    segments are immutable and their ids are never reused (`next_segment`).
+
+    Copies are made only inside a transaction (a query's `db.reading`): `segs` and the rows
+    copied must come from one state of the index, or a merge committed in between would leave
+    an empty copy of a segment the list still names."""
     from engram.index import memo  # noqa: PLC0415
 
+    if not db.in_transaction:
+        return {}
     small: list[tuple[int, int]] = []
     total = 0
     for n, seg in sorted((n, s) for s, n in zip(segs, sizes) if n <= HELD_POSTINGS):
