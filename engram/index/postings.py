@@ -343,7 +343,8 @@ def next_segment(db: apsw.Connection) -> int:
 # Segments of at most this many postings are held decoded in memory by a long-lived process (the
 # language server, the MCP endpoint), from its second query on: appended sessions sit in a few
 # small segments beside the large one, and reading each by SQL cost a statement and ~46 b-tree
-# probes per query, nearly all misses (bench/README.md, "Small segments in memory").
+# probes per query, nearly all misses (bench/README.md, "One read per query, and small segments
+# in memory").
 HELD_POSTINGS: Final = 1_000_000  # (12 bytes each in memory)
 HELD_TOTAL: Final = 2_000_000  # the smallest segments first, up to this many postings in all
 _held: dict[tuple[str, str, int, int], tuple[np.ndarray, np.ndarray]] = {}
