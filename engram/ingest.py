@@ -314,15 +314,21 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
 # ---------------------------------------------------------------- capture
 
 
+def _trees(repo_root: Path) -> tuple[PurePosixPath, ...]:
+    """This repository's work trees (git's list is cached per process)."""
+    trees = git_worktrees(repo_root) if (repo_root / ".git").exists() else [repo_root]
+    return tuple(PurePosixPath(str(t)) for t in trees)
+
+
 def session_root_for(repo_root: Path, cwd: str | None) -> PurePosixPath | None:
-    """The tree the session's paths are relative to: a work tree of ours, its git root, or its cwd."""
+    """The tree the session's paths are relative to: the innermost work tree of ours holding its cwd
+    (a worktree may be nested in the checkout), its git root, or its cwd."""
     if not cwd:
         return None
     p = PurePosixPath(cwd)
-    for tree in git_worktrees(repo_root) if (repo_root / ".git").exists() else [repo_root]:
-        t = PurePosixPath(str(tree))
-        if p == t or t in p.parents:
-            return t
+    holding = [t for t in _trees(repo_root) if p == t or t in p.parents]
+    if holding:
+        return max(holding, key=lambda t: len(t.parts))
     top = git_toplevel(Path(cwd)) if Path(cwd).is_dir() else None
     return PurePosixPath(str(top)) if top else p
 
@@ -333,7 +339,7 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
     def mapper_for(cwd: str | None) -> PathMapper:
         if cwd not in roots:
             roots[cwd] = session_root_for(repo_root, cwd)
-        return PathMapper(repo_root, roots[cwd], PurePosixPath(cwd) if cwd else None, maps)
+        return PathMapper(repo_root, roots[cwd], PurePosixPath(cwd) if cwd else None, maps, _trees(repo_root))
 
     if job.harness == CLAUDE:
         from engram.adapters.claude import parse_session  # noqa: PLC0415

@@ -62,13 +62,18 @@ def codex_rollout(home: Path, cwd: Path, session: str) -> Path:
     return p
 
 
-def test_discovers_sessions_of_this_repo_and_its_worktrees_only(tmp_path: Path) -> None:
-    repo = tmp_path / "proj"
+def committed_repo(repo: Path) -> Path:
+    """A git repository with one commit: `git worktree add` needs a commit to check out."""
     repo.mkdir()
     git(repo, "init", "-q")
     (repo / "README").write_text("x\n")
     git(repo, "add", "README")
     git(repo, "commit", "-qm", "init")
+    return repo
+
+
+def test_discovers_sessions_of_this_repo_and_its_worktrees_only(tmp_path: Path) -> None:
+    repo = committed_repo(tmp_path / "proj")
     worktree = tmp_path / "proj-feature"
     git(repo, "worktree", "add", "-q", str(worktree))
     other = tmp_path / "elsewhere"
@@ -94,6 +99,32 @@ def test_discovers_sessions_of_this_repo_and_its_worktrees_only(tmp_path: Path) 
     assert files == {"s-main": ["src/a.py"], "s-wt": ["src/b.py"], "s-sub": ["sub/c.py"]}
     again = run_engram(repo, "ingest", env=env).stdout
     assert "0 new tapes" in again
+
+
+def test_edits_in_any_worktree_land_on_repository_paths(tmp_path: Path) -> None:
+    """Agents work in linked worktrees: beside the checkout, or nested in it (`.claude/worktrees/`),
+    and a session started in one tree may edit files in another. Each edit is a code edit of the
+    same repository path, not a tool event (outside every tree) or a path under the nested tree."""
+    repo = committed_repo(tmp_path / "proj")
+    beside = tmp_path / "proj.worktrees" / "feature"
+    git(repo, "worktree", "add", "-q", str(beside))
+    nested = repo / ".claude" / "worktrees" / "fix"
+    git(repo, "worktree", "add", "-q", str(nested))
+    claude_home = tmp_path / "claude"
+    cross = claude_session(repo, "s-cross", "x", "e = 5\n")  # started in the checkout, writes in the sibling tree
+    for rec in cross:
+        text = json.dumps(rec).replace(str(repo / "x"), str(beside / "src" / "e.py"))
+        rec.clear()
+        rec.update(json.loads(text))
+    write_project(claude_home, repo, "s-cross", cross)
+    write_project(claude_home, nested, "s-nested", claude_session(nested, "s-nested", "src/f.py", "f = 6\n"))
+    run_engram(repo, "init")
+    run_engram(repo, "ingest", env={"CLAUDE_CONFIG_DIR": str(claude_home), "CODEX_HOME": str(tmp_path / "none")})
+    files = {}
+    for sid in ("s-cross", "s-nested"):
+        evs = json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"]
+        files[sid] = [e["file"] for e in evs if e["kind"] == "code.edit"]
+    assert files == {"s-cross": ["src/e.py"], "s-nested": ["src/f.py"]}
 
 
 def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:

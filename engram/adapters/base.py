@@ -145,15 +145,19 @@ def _parse_lossy(raw: bytes) -> Any | None:
 class PathMapper:
     """Maps a session's file paths onto this repository.
 
-    A path inside the session's tree (its git root when known, else its recorded cwd) is taken
-    relative to that tree and placed under this repository's root; `--map FROM=TO` pairs are
-    applied first. Paths that leave the session's tree map to None: the event stays a tool event.
+    A path inside the session's tree (its git root when known, else its recorded cwd), this
+    repository's root or another work tree of this repository is taken relative to the innermost
+    of them that holds it, so a session started in one worktree that edits a file in another, or
+    in a worktree nested in the checkout (`.claude/worktrees/x`), lands on the repository path.
+    `--map FROM=TO` pairs are applied first. Paths outside all of them map to None: the event stays
+    a tool event.
     """
 
     repo_root: Path
     session_root: PurePosixPath | None
     cwd: PurePosixPath | None
     maps: list[tuple[str, str]] = field(default_factory=list)
+    trees: tuple[PurePosixPath, ...] = ()  # every work tree of this repository
 
     def to_repo(self, path: str, base: str | None = None) -> str | None:
         """Repository-relative POSIX path for `path` (absolute, or relative to `base`/cwd)."""
@@ -179,15 +183,17 @@ class PathMapper:
                 anchor = self.cwd / anchor
             p = anchor / p
         p = PurePosixPath(os.path.normpath(str(p)))
-        for root in (PurePosixPath(str(self.repo_root)), self.session_root):
+        best: PurePosixPath | None = None
+        for root in (PurePosixPath(str(self.repo_root)), self.session_root, *self.trees):
             if root is None:
                 continue
             try:
                 rel = p.relative_to(root)
             except ValueError:
                 continue
-            return _clean_relative(rel)
-        return None
+            if best is None or len(rel.parts) < len(best.parts):
+                best = rel
+        return _clean_relative(best) if best is not None else None
 
 
 def _clean_relative(p: PurePosixPath) -> str | None:
