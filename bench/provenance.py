@@ -3,11 +3,15 @@
 
     python bench/provenance.py [--spans-per-size 60] [--seed 1] [--k 5 --w 4] [--sweep]
                                [--set RELATIVE_FLOOR=0.8] [--distractors DIR] [--sessions DIR]
+                               [--history GIT_DIR] [--map FROM=TO]
 
 Ground truth comes from the real Claude Code sessions shipped in tests/fixtures/claude/
 (spotter 258c7280-… and 4d5611e5-… wrote code; subagent.jsonl, tool_heavy.jsonl and short.jsonl
 are distractors; every session is ingested), or, with --sessions DIR, from every session under
-DIR that wrote a file (the figures on sessions the settings were not tuned on). The run:
+DIR that wrote a file (the figures on sessions the settings were not tuned on). Codex rollouts
+under DIR are writers too: their `patch_apply_end` changes are replayed (load_codex_session);
+an update of a file the session did not create needs that file's original, which --history
+finds in the project's git history (checked hunk by hunk). The run:
 
 1. decompresses the fixtures into a temporary directory and replays every successful Write/Edit
    of the two writing sessions (Write `content`, Edit `originalFile` + `structuredPatch`), keeping
@@ -115,6 +119,7 @@ class Session:
     touched: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # rel -> stripped lines
     text: str = ""  # every JSON string value of the transcripts, decoded, one per line: what grep searches
     lines: set[str] = field(default_factory=set)  # the stripped lines of `text` (a fast path for grep)
+    harness: str = "claude"
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -204,11 +209,13 @@ def _touches_without_result(recs: list[dict[str, Any]], cwd: str, touched: dict[
                             touched[rel].update(x.strip() for x in new.splitlines())
 
 
-def load_session(main: Path) -> Session:
+def load_session(main: Path, history: History | None = None) -> Session:
     sub = main.with_suffix("") / "subagents"
     files = [main] + (sorted(sub.glob("*.jsonl")) if sub.is_dir() else [])
     per_file = [_records(f) for f in files]  # parsed once: grep text, touches and writes read them
     recs = per_file[0]
+    if any(r.get("type") == "session_meta" for r in recs[:5]):
+        return load_codex_session(main, recs, history or History(None))
     cwd = next((r["cwd"] for r in recs if isinstance(r.get("cwd"), str)), "/")
     sid = next((r["sessionId"] for r in recs if isinstance(r.get("sessionId"), str)), main.stem)
     start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str)), "")
@@ -279,6 +286,180 @@ def load_session(main: Path) -> Session:
     for rel, (lines, fl) in state.items():
         s.final[rel] = "\n".join(lines) + "\n"
         s.flags[rel] = fl
+    return s
+
+
+# --------------------------------------------------------------------------- Codex rollouts
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_GREP_HIT = re.compile(r"^([^\s:]+):(\d+)[:-](.*)$")
+_NUMBERED = re.compile(r"^ *[0-9]+(?:\t|  |: )")
+
+
+def _unified_hunks(diff: str) -> list[dict[str, Any]]:
+    """A `patch_apply_end` change's `unified_diff` as structuredPatch-like hunks."""
+    hunks: list[dict[str, Any]] = []
+    for ln in diff.split("\n"):
+        m = _HUNK.match(ln)
+        if m:
+            hunks.append({"oldStart": int(m[1]), "oldLines": int(m[2] if m[2] is not None else 1),
+                          "newStart": int(m[3]), "newLines": int(m[4] if m[4] is not None else 1), "lines": []})
+        elif hunks and ln[:1] in (" ", "+", "-", "\\"):
+            hunks[-1]["lines"].append(ln)
+    return hunks
+
+
+class History:
+    """The project's git history (`--history`): where a Codex session's first update of a file it
+    did not create finds that file's original. The version taken is the one nearest before the
+    patch (then after it) on which every hunk applies at its stated line, checked line by line, so
+    a wrong guess is refused rather than trusted."""
+
+    def __init__(self, git_dir: Path | None) -> None:
+        self.git_dir = git_dir
+        self._versions: dict[str, list[tuple[int, str]]] = {}
+
+    def _git(self, *args: str) -> str | None:
+        assert self.git_dir is not None
+        r = subprocess.run(["git", f"--git-dir={self.git_dir}", *args], capture_output=True,
+                           env={**os.environ, **GIT_ENV})
+        return r.stdout.decode("utf-8", "replace") if r.returncode == 0 else None
+
+    def original(self, rel: str, when: float, hunks: list[dict[str, Any]]) -> list[str] | None:
+        if self.git_dir is None:
+            return None
+        if rel not in self._versions:
+            out = self._git("log", "--all", "--format=%H %ct", "--", rel) or ""
+            self._versions[rel] = [(int(t), c) for c, t in (x.split() for x in out.splitlines() if x.strip())]
+        versions = self._versions[rel]
+        before = sorted((v for v in versions if v[0] <= when), reverse=True)
+        after = sorted(v for v in versions if v[0] > when)
+        for _, commit in (before + after)[:40]:
+            text = self._git("show", f"{commit}:{rel}")
+            if text is None:
+                continue
+            lines = split_lines(text)
+            if _apply_flagged(lines, [False] * len(lines), hunks) is not None:
+                return lines
+        return None
+
+
+def _codex_rel(cwd: str, path: str) -> str | None:
+    """`_rel`, also for a linked worktree beside the checkout (`<cwd>.worktrees/<name>/`, where these
+    sessions kept theirs): the same repository on another branch."""
+    rel = _rel(cwd, path)
+    if rel is None and path.startswith(cwd.rstrip("/") + ".worktrees/"):
+        rel = path[len(cwd.rstrip("/") + ".worktrees/"):].partition("/")[2] or None
+    return rel
+
+
+def _when(ts: str) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _path_words(cmd: str) -> list[str]:
+    return [w.strip("'\"") for w in re.split(r"[\s;|&()<>]+", cmd) if ("/" in w or "." in w) and w[:1] != "-"]
+
+
+def _codex_reads(cmd: str, workdir: str, cwd: str, output: str, touched: dict[str, set[str]]) -> None:
+    """Lines a shell command showed of repository files: `path:N:text` hits (rg, grep -n) go to
+    their path; any other output goes to each file the command names (sed -n, cat, nl, head)."""
+    if "\nOutput:\n" in output:
+        output = output.split("\nOutput:\n", 1)[1]
+    lines = output.splitlines()
+
+    def rel_of(word: str) -> str | None:
+        full = word if word.startswith("/") else os.path.normpath(os.path.join(workdir or cwd, word))
+        return _codex_rel(cwd, full)
+
+    rest = []
+    for x in lines:
+        m = _GREP_HIT.match(x)
+        rel = rel_of(m[1]) if m else None
+        if m and rel:
+            touched[rel].add(m[3].strip())
+        else:
+            rest.append(_NUMBERED.sub("", x).strip())
+    for w in _path_words(cmd):
+        rel = rel_of(w)
+        if rel and "." in rel.rsplit("/", 1)[-1]:
+            touched[rel].update(rest)
+
+
+def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History) -> Session:
+    """A Codex rollout's ground truth from its `patch_apply_end` events (Codex ≥ 0.4x): an added
+    file's lines are the session's; an update's `unified_diff` is applied to the file as the
+    session left it, or, the first time, to the original found in `history` (no original, no
+    ground truth for that file); `+` lines are the session's. Deletes drop a file, moves rename
+    it. Touched lines: the new side of every change and what shell commands showed of a file."""
+    meta = next((r["payload"] for r in recs if r.get("type") == "session_meta" and isinstance(r.get("payload"), dict)),
+                {})
+    cwd = str(meta.get("cwd") or "/")
+    s = Session(str(meta.get("id") or main.stem), [main], cwd, str(meta.get("timestamp") or ""), harness="codex")
+    strings: list[str] = []
+    for rec in recs:
+        _strings(rec, strings)
+    s.text = "\n".join(strings)
+    s.lines = {x.strip() for x in s.text.split("\n")}
+    state: dict[str, tuple[list[str], list[bool]]] = {}
+    calls: dict[str, tuple[str, str]] = {}
+    for rec in recs:
+        p = rec.get("payload")
+        if not isinstance(p, dict):
+            continue
+        if rec.get("type") == "turn_context" and isinstance(p.get("cwd"), str):
+            s.cwd = cwd = p["cwd"]
+        kind = p.get("type")
+        if kind == "function_call" and p.get("name") in ("exec_command", "shell"):
+            try:
+                args = orjson.loads(p.get("arguments") or "{}")
+            except orjson.JSONDecodeError:
+                continue
+            cmd = args.get("cmd") if isinstance(args, dict) else None
+            if isinstance(args, dict) and isinstance(args.get("command"), list):
+                cmd = " ".join(str(x) for x in args["command"])
+            if isinstance(cmd, str):
+                calls[str(p.get("call_id"))] = (cmd, str(args.get("workdir") or ""))
+        elif kind == "function_call_output" and str(p.get("call_id")) in calls:
+            out = p.get("output")
+            if isinstance(out, str):
+                _codex_reads(*calls.pop(str(p.get("call_id"))), cwd, out, s.touched)
+        elif kind == "patch_apply_end" and p.get("success") and isinstance(p.get("changes"), dict):
+            for path, ch in p["changes"].items():
+                rel = _codex_rel(cwd, str(path))
+                if rel is None or not isinstance(ch, dict):
+                    continue
+                if ch.get("type") == "add" and isinstance(ch.get("content"), str):
+                    new = split_lines(ch["content"])
+                    state[rel] = (new, [True] * len(new))
+                    s.touched[rel].update(x.strip() for x in new)
+                elif ch.get("type") == "delete":
+                    state.pop(rel, None)
+                elif ch.get("type") == "update" and isinstance(ch.get("unified_diff"), str):
+                    hunks = _unified_hunks(ch["unified_diff"])
+                    s.touched[rel].update(x[1:].strip() for h in hunks for x in h["lines"] if x[:1] in (" ", "+"))
+                    if rel not in state:
+                        orig = history.original(rel, _when(str(rec.get("timestamp") or "")), hunks)
+                        if orig is None:
+                            continue
+                        state[rel] = (orig, [False] * len(orig))
+                    got = _apply_flagged(*state[rel], hunks)
+                    if got is None:
+                        del state[rel]  # the file changed under the session: its lines are unknown from here
+                        continue
+                    moved = _codex_rel(cwd, str(ch.get("move_path"))) if ch.get("move_path") else None
+                    if moved:
+                        del state[rel]
+                    state[moved or rel] = got
+    for rel, (lines, fl) in state.items():
+        if any(fl):
+            s.final[rel] = "\n".join(lines) + "\n"
+            s.flags[rel] = fl
     return s
 
 
@@ -704,13 +885,13 @@ def touched_sessions(sessions: list[Session], span: SpanRef, repo_lines: list[st
 # --------------------------------------------------------------------------- engram
 
 
-def engram_env(repo: Path, transcripts: list[Path]) -> Any:
+def engram_env(repo: Path, transcripts: list[Path], maps: list[tuple[str, str]] | None = None) -> Any:
     from engram.ingest import IngestStats, ingest, jobs_from_paths
     from engram.store import init_store
 
     store, _ = init_store(repo)
     stats = IngestStats()
-    ingest(store, jobs_from_paths(transcripts, stats), stats=stats)
+    ingest(store, jobs_from_paths(transcripts, stats), maps=maps, stats=stats)
     print(f"ingested: {stats.sessions} sessions, {stats.tapes} tapes, {stats.edits} edits, {stats.reads} reads")
     return store
 
@@ -978,14 +1159,15 @@ def failures(queries: list[Query], outs: list[Outcome], limit: int = 14) -> str:
 # --------------------------------------------------------------------------- main
 
 
-def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = None
+def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = None, history: Path | None = None
             ) -> tuple[list[Session], Path, list[Query], list[set[str]]]:
     """Transcripts, ground truth, the test repository, the mutated queries and their references.
 
     With `source`, every session there that wrote a file is a writer; otherwise the two shipped
     spotter writers are."""
     mains = prepare_transcripts(work / "transcripts", source)
-    sessions = [load_session(p) for p in mains]
+    hist = History(history)
+    sessions = [load_session(p, hist) for p in mains]
     if source is None:
         writers = [s for s in sessions if s.sid in WRITERS]
         assert len(writers) == 2, [s.sid for s in sessions]
@@ -996,7 +1178,9 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
     print(f"{len(sessions)} sessions, {len(writers)} wrote code: " +
           ", ".join(f"{s.sid[:8]} ({len(s.final)} files)" for s in writers))
     from engram.demo import final_files
-    for s in writers:  # the replay must agree with engram.demo.final_files
+    for s in writers:  # the replay of Claude Code sessions must agree with engram.demo.final_files
+        if s.harness != "claude":
+            continue  # engram.demo replays Claude Code sessions only
         ff = {r: t for p, t in final_files(s.files[0]).items() if (r := _rel(s.cwd, p))}
         assert ff == s.final, (s.sid, set(ff) ^ set(s.final),
                                [r for r in ff if ff[r] != s.final.get(r)])
@@ -1029,6 +1213,13 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
     return sessions, repo, queries, truth
 
 
+def _pair(text: str) -> tuple[str, str]:
+    src, sep, dst = text.partition("=")
+    if not sep or not src or not dst:
+        raise argparse.ArgumentTypeError(f"expected FROM=TO, got {text!r}")
+    return src, dst
+
+
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -1049,8 +1240,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="more transcripts to ingest as distractors (e.g. bench/data/c100m from gen_sessions.py); "
                          "not searched by the grep reference")
     ap.add_argument("--sessions", type=Path, metavar="DIR",
-                    help="take the ground truth from the Claude Code sessions under DIR instead of the shipped "
+                    help="take the ground truth from the Claude Code sessions and Codex rollouts under DIR instead of the shipped "
                          "fixtures: every session there that wrote a file is a writer, the rest are distractors")
+    ap.add_argument("--history", type=Path, metavar="GIT_DIR",
+                    help="the project's git repository (or bare git directory): gives a Codex session's first "
+                         "update of a file it did not create its original, so those files count as written too")
+    ap.add_argument("--map", action="append", default=[], metavar="FROM=TO", dest="maps", type=_pair,
+                    help="as `engram ingest --map`: session paths under FROM are read as under TO (e.g. a worktree "
+                         "the sessions used that no longer exists, as on the user's machine after it was removed)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="overrides",
                     help="override a constant of engram.query.explain for this run, e.g. RELATIVE_FLOOR=0.8 "
                          "(what-if runs without editing engram/)")
@@ -1075,8 +1272,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep and work.exists():
         shutil.rmtree(work)
     try:
-        sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed, args.sessions)
-        store = engram_env(repo, [work / "transcripts", *args.distractors])
+        sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed, args.sessions, args.history)
+        store = engram_env(repo, [work / "transcripts", *args.distractors], args.maps)
         db, npost, secs = build_index(store, args.k, args.w)
         spans = read_spans(repo, queries)
         t0 = time.perf_counter()
