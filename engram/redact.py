@@ -157,8 +157,8 @@ _PLACEHOLDER_WORDS = frozenset("""
 none null nil undefined true false yes no on off n/a na tbd todo fixme changeme change_me changeit
 example sample dummy fake placeholder redacted secret secrets password passwd pass pwd token key
 apikey api_key api-key your_key your-key yourkey mykey my_key value string str int bool bytes
-optional any object number required env default test testing
-""".split())
+optional any object number required env default test testing read write
+""".split())  # read/write: access levels, as in GitHub Actions' `id-token: write`
 _PLACEHOLDER_PARTS = ("your", "example", "placeholder", "changeme", "change_me", "replace_me", "replaceme",
                       "insert", "xxxx", "****", "....", "redacted", "dummy", "<", ">", "{{", "}}", "…")
 
@@ -266,8 +266,8 @@ def name_kind(name: str) -> int:
     kind = 0
     for i, p in enumerate(parts):
         if p in _STRONG_PARTS or p.endswith(_STRONG_ENDINGS):
-            if (p == "pass" and len(parts) == 1) or (p == "pat" and i == 0):
-                continue  # `pass: true` in test configs; `pat_…` names
+            if (p == "pass" and (len(parts) == 1 or i != len(parts) - 1)) or (p == "pat" and i == 0):
+                continue  # `pass: true` in test configs, `pass_at_k`, `pass_rate`; `pat_…` names
             return STRONG
         if p in ("key", "keys"):
             prev = parts[i - 1] if i else ""

@@ -171,7 +171,10 @@ NEAR_MISSES: list[tuple[str, str]] = [
                           "audit = sorted(gateways, key=lambda token: token.gateway)\n    token: float = 0\n"
                           "\tprivateCart := s.page[pendingShard]\n    private_key = \"cursor:{}\".format(rows)\n"
                           "  let privateFrame = journalRef.fieldFrame || 16;\n  grant = %{record | token: status}\n"
-                          "    empty_token: int = 0\n    secret = \"%s:%s\" % (user, host)\n"),
+                          "    empty_token: int = 0\n    secret = \"%s:%s\" % (user, host)\n"
+                          # seen in real Codex sessions: a workflow's OIDC permission, a pass@k test name
+                          "permissions:\n  contents: read\n  id-token: write\n"
+                          "(pass) pass_at_k: all fail runs all trials [55.00ms]\n"),
     ("auth-header", 'curl -H "Authorization: Bearer $TOKEN" https://api\n'
                     'authorization = request.headers.get("Authorization")\nAuthorization: required'),
     ("npm-token", "npm_config_cache=/tmp/npm-cache npm_lifecycle_event=test"),
@@ -331,6 +334,8 @@ def test_names_and_randomness() -> None:
                   "keyboard", "public_key", "primary_key"):
         assert name_kind(plain) == 0, plain
     assert name_kind("key") == name_kind("auth") == name_kind("private") == 1
+    assert name_kind("DB_PASS") == name_kind("smtp_pass") == 2
+    assert name_kind("pass") == name_kind("pass_at_k") == name_kind("pass_through") == 0
     assert looks_random(rnd(24)) and not looks_random("correct_horse_battery") and not looks_random("short1A")
 
 
