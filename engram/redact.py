@@ -168,7 +168,9 @@ _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+\Z", re.ASCII)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 _HEX = re.compile(r"[0-9a-fA-F]+\Z")
 _TYPE_NAMES = frozenset("str string int integer float number bool boolean bytes any object list dict "
-                        "array map none null void unknown never optional secretstr char".split())
+                        "array map none null void unknown never optional secretstr char "
+                        "uint8array arraybuffer buffer cryptokey cryptokeypair keyobject bigint".split())
+_WORDS_JOINED = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)+\Z")  # Entire-Checkpoint, read_only
 
 
 def is_placeholder(value: str) -> bool:
@@ -181,7 +183,7 @@ def is_placeholder(value: str) -> bool:
     if _TEMPLATE.search(v):
         return True  # format templates: {token}, {}, %s, %(name)s
     low = v.lower()
-    if low in _PLACEHOLDER_WORDS or len(set(low) - set("-_. ")) <= 2:
+    if low.rstrip(".,;") in _PLACEHOLDER_WORDS or len(set(low) - set("-_. ")) <= 2:
         return True  # xxx, ***, 0000
     return any(p in low for p in _PLACEHOLDER_PARTS)
 
@@ -200,8 +202,9 @@ def looks_random(value: str, min_len: int = 16) -> bool:
                + any(c.isdigit() for c in value))
     if classes < 2 or len(set(value)) < 8:
         return False
-    if (_IDENT.match(value) or _DOTTED.match(value)) and not any(c.isdigit() for c in value):
-        return False  # camelCase and snake_case identifiers, attribute paths
+    if (_IDENT.match(value) or _DOTTED.match(value) or _WORDS_JOINED.match(value)) \
+            and not any(c.isdigit() for c in value):
+        return False  # camelCase, snake_case and kebab-case names, attribute paths
     return shannon_bits(value) >= 3.0
 
 
@@ -241,7 +244,8 @@ scope scopes hint label description desc help enabled disabled required optional
 algorithm alg location source store storage cache request response status error errors regex
 pattern rotation config settings schema index idx usage used budget ratio rate number
 """.split())
-_NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd", "authorization", "proxy-authorization", "keys", "tokens"})
+_NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd", "authorization", "proxy-authorization", "keys", "tokens",
+                               "1password"})  # the password manager, as in `error: 1Password: agent returned…`
 _CAMEL1 = re.compile(r"([a-z0-9])([A-Z])")
 _CAMEL2 = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
@@ -502,6 +506,9 @@ _ASSIGN = re.compile(
     re.VERBOSE,
 )
 _CODE_VALUE = re.compile(r"[^,;)\s]*")
+# A name closing a bracket, or listed before one that closes on the line: `{ privateKey: seedKey, publicKey }`,
+# `f({ token: t })`; prose such as `password: hunter2, then` is not code.
+_NAME_THEN_CODE = re.compile(r"[A-Za-z_$][\w$.]*[ \t]*(?:[)}\]]|,.*[)}\]])")
 _NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]*")
 _AFTER_NAME = frozenset("\"'\\:= \t")
 _ANNOTATION = re.compile(r"[A-Za-z_][\w.\[\], ]*?[ \t]=[ \t]")  # `float = 0`, not base64's `…=`
@@ -626,8 +633,9 @@ class AssignmentRule(Rule):
             if comment >= 0:
                 value = value[:comment]
             value = value.rstrip()
-            if not value or value.endswith((",", ";", "{", "(", "[", ")", "}")) or _ANNOTATION.match(value):
-                return None  # code (`token: this.token,`, `token: float = 0`), not YAML
+            if not value or value.endswith((",", ";", "{", "(", "[", ")", "}")) or _ANNOTATION.match(value) \
+                    or _NAME_THEN_CODE.match(value):
+                return None  # code (`token: this.token,`, `token: float = 0`, `{ key: k, … }`), not YAML
             if value.split(None, 1)[0].lower().rstrip("?|,") in _TYPE_NAMES:
                 return None
         if not value or value[0] in "$%&*@!<>([{|`~\\/." or "(" in value:

@@ -90,6 +90,7 @@ def secret_cases(seed: int = 0) -> list[tuple[str, str, list[str], list[str]]]:
     env_pw = "hunter2-" + rnd(8, ALNUM, seed + 23)
     env_secret = rnd(32, ALNUM, seed + 24)
     yaml_pw = "correct horse battery " + rnd(6, string.ascii_lowercase, seed + 25)
+    prose_pw = "hunter" + rnd(4, string.digits, seed + 40)  # a plain word and digits, then a comma
     export_tok = rnd(40, ALNUM, seed + 26)
     bearer = rnd(32, ALNUM + "._-", seed + 27)
     basic = base64.b64encode(f"admin:{rnd(12, ALNUM, seed + 28)}".encode()).decode()
@@ -129,8 +130,8 @@ def secret_cases(seed: int = 0) -> list[tuple[str, str, list[str], list[str]]]:
          [db_pw], ["postgres://app_user:", "@db.internal:5432/app"]),
         ("secret-assignment",
          f"DB_PASSWORD={env_pw}\nexport SERVICE_TOKEN={export_tok}\nCLIENT_SECRET=\"{env_secret}\"\n"
-         f"password: {yaml_pw}\n",
-         [env_pw, export_tok, env_secret, yaml_pw], ["DB_PASSWORD=", "export SERVICE_TOKEN=", "password: "]),
+         f"password: {yaml_pw}\nthe admin password: {prose_pw}, then log in\n",
+         [env_pw, export_tok, env_secret, yaml_pw, prose_pw], ["DB_PASSWORD=", "export SERVICE_TOKEN=", "password: "]),
         ("auth-header", f'curl -H "Authorization: Bearer {bearer}" https://api.example.com\n'
                         f"Proxy-Authorization: Basic {basic}\n",
          [bearer, basic], ["Authorization: Bearer ", "Proxy-Authorization: Basic "]),
@@ -174,7 +175,12 @@ NEAR_MISSES: list[tuple[str, str]] = [
                           "    empty_token: int = 0\n    secret = \"%s:%s\" % (user, host)\n"
                           # seen in real Codex sessions: a workflow's OIDC permission, a pass@k test name
                           "permissions:\n  contents: read\n  id-token: write\n"
-                          "(pass) pass_at_k: all fail runs all trials [55.00ms]\n"),
+                          "(pass) pass_at_k: all fail runs all trials [55.00ms]\n"
+                          # and in real Claude Code sessions (TypeScript, Go, a password manager's errors)
+                          "const { privateKey: fileIpnsPrivateKey, migratedIpnsPrivateKey } = unwrap(x);\n"
+                          "  userPrivateKey: Uint8Array\n): Promise<void>\nconst CheckpointTrailerKey = "
+                          "\"Entire-Checkpoint\"\nerror: 1Password: failed to fill whole buffer\n"
+                          "withCredentials: true.\n"),
     ("auth-header", 'curl -H "Authorization: Bearer $TOKEN" https://api\n'
                     'authorization = request.headers.get("Authorization")\nAuthorization: required'),
     ("npm-token", "npm_config_cache=/tmp/npm-cache npm_lifecycle_event=test"),
