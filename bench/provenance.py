@@ -46,7 +46,9 @@ Definitions (also in bench/PROVENANCE_BENCH.md):
   `else`...): blank lines, `end)`, `%{`, `});` are not;
 * a session *touched* a span when it is the writer, or when one of its code.read / code.edit
   facts for the same repository path (Read result content; the new side of an Edit/Write, main
-  transcript and subagents) holds one of the span's substantive lines of 6+ characters verbatim,
+  transcript and subagents; what a Bash or Codex shell command showed of the file: `path:N:` hits
+  of rg/grep by their path, a diff's lines by its header, other output by the files the command
+  names) holds one of the span's substantive lines of 6+ characters verbatim,
   stripped: content rather than line numbers, because reads and edits refer to other versions of
   the file. Precision = share of the returned sessions that touched the span, averaged over the
   queries that returned any session;
@@ -229,6 +231,7 @@ def load_session(main: Path, history: History | None = None) -> Session:
     state: dict[str, tuple[list[str], list[bool]]] = {}
     for fi, file_recs in enumerate(per_file):
         _touches_without_result(file_recs, cwd, s.touched)
+        _bash_touches(file_recs, cwd, s.touched)
         for rec in file_recs:
             tur = rec.get("toolUseResult")
             if not isinstance(tur, dict):
@@ -366,29 +369,55 @@ def _path_words(cmd: str) -> list[str]:
     return [w.strip("'\"") for w in re.split(r"[\s;|&()<>]+", cmd) if ("/" in w or "." in w) and w[:1] != "-"]
 
 
-def _codex_reads(cmd: str, workdir: str, cwd: str, output: str, touched: dict[str, set[str]]) -> None:
+def _shell_reads(cmd: str, workdir: str, cwd: str, output: str, touched: dict[str, set[str]]) -> None:
     """Lines a shell command showed of repository files: `path:N:text` hits (rg, grep -n) go to
-    their path; any other output goes to each file the command names (sed -n, cat, nl, head)."""
+    their path, a diff's lines (git diff, git show) to the file its header names, any other output
+    to each file the command names (sed -n, cat, nl, head)."""
     if "\nOutput:\n" in output:
         output = output.split("\nOutput:\n", 1)[1]
-    lines = output.splitlines()
 
-    def rel_of(word: str) -> str | None:
-        full = word if word.startswith("/") else os.path.normpath(os.path.join(workdir or cwd, word))
+    def rel_of(word: str, base: str) -> str | None:
+        full = word if word.startswith("/") else os.path.normpath(os.path.join(base, word))
         return _codex_rel(cwd, full)
 
     rest = []
-    for x in lines:
+    diff_rel: str | None = None
+    for x in output.splitlines():
+        if x.startswith(("diff --git ", "+++ ")):
+            path = x.rsplit(" b/", 1)[-1] if x.startswith("diff") else x[4:].removeprefix("b/")
+            diff_rel = rel_of(path, cwd)  # diff paths are from the repository's root
+            continue
+        if diff_rel is not None and x[:1] in ("+", "-", " ") and not x.startswith("--- "):
+            touched[diff_rel].add(x[1:].strip())
+            continue
         m = _GREP_HIT.match(x)
-        rel = rel_of(m[1]) if m else None
+        rel = rel_of(m[1], workdir or cwd) if m else None
         if m and rel:
             touched[rel].add(m[3].strip())
         else:
             rest.append(_NUMBERED.sub("", x).strip())
     for w in _path_words(cmd):
-        rel = rel_of(w)
+        rel = rel_of(w, workdir or cwd)
         if rel and "." in rel.rsplit("/", 1)[-1]:
             touched[rel].update(rest)
+
+
+def _bash_touches(recs: list[dict[str, Any]], cwd: str, touched: dict[str, set[str]]) -> None:
+    """What a Claude Code session's Bash commands showed of files (`_shell_reads`)."""
+    calls: dict[str, str] = {}
+    for rec in recs:
+        content = (rec.get("message") or {}).get("content") if isinstance(rec.get("message"), dict) else None
+        for b in content if isinstance(content, list) else []:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_use" and b.get("name") == "Bash" and isinstance(b.get("input"), dict):
+                calls[str(b.get("id"))] = str(b["input"].get("command") or "")
+            elif b.get("type") == "tool_result" and str(b.get("tool_use_id")) in calls:
+                text = b.get("content")
+                if isinstance(text, list):
+                    text = "\n".join(x.get("text", "") for x in text if isinstance(x, dict))
+                if isinstance(text, str):
+                    _shell_reads(calls.pop(str(b.get("tool_use_id"))), "", cwd, text, touched)
 
 
 def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History) -> Session:
@@ -428,7 +457,7 @@ def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History)
         elif kind == "function_call_output" and str(p.get("call_id")) in calls:
             out = p.get("output")
             if isinstance(out, str):
-                _codex_reads(*calls.pop(str(p.get("call_id"))), cwd, out, s.touched)
+                _shell_reads(*calls.pop(str(p.get("call_id"))), cwd, out, s.touched)
         elif kind == "patch_apply_end" and p.get("success") and isinstance(p.get("changes"), dict):
             for path, ch in p["changes"].items():
                 rel = _codex_rel(cwd, str(path))
