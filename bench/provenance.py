@@ -294,22 +294,8 @@ def load_session(main: Path, history: History | None = None) -> Session:
 
 # --------------------------------------------------------------------------- Codex rollouts
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _GREP_HIT = re.compile(r"^([^\s:]+):(\d+)[:-](.*)$")
 _NUMBERED = re.compile(r"^ *[0-9]+(?:\t|  |: )")
-
-
-def _unified_hunks(diff: str) -> list[dict[str, Any]]:
-    """A `patch_apply_end` change's `unified_diff` as structuredPatch-like hunks."""
-    hunks: list[dict[str, Any]] = []
-    for ln in diff.split("\n"):
-        m = _HUNK.match(ln)
-        if m:
-            hunks.append({"oldStart": int(m[1]), "oldLines": int(m[2] if m[2] is not None else 1),
-                          "newStart": int(m[3]), "newLines": int(m[4] if m[4] is not None else 1), "lines": []})
-        elif hunks and ln[:1] in (" ", "+", "-", "\\"):
-            hunks[-1]["lines"].append(ln)
-    return hunks
 
 
 class History:
@@ -421,11 +407,13 @@ def _bash_touches(recs: list[dict[str, Any]], cwd: str, touched: dict[str, set[s
 
 
 def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History) -> Session:
-    """A Codex rollout's ground truth from its `patch_apply_end` events (Codex ≥ 0.4x): an added
+    """A Codex rollout's ground truth from its `patch_apply_end` events (recent Codex versions): an added
     file's lines are the session's; an update's `unified_diff` is applied to the file as the
     session left it, or, the first time, to the original found in `history` (no original, no
     ground truth for that file); `+` lines are the session's. Deletes drop a file, moves rename
     it. Touched lines: the new side of every change and what shell commands showed of a file."""
+    from engram.adapters.unified import hunks_from_diff
+
     meta = next((r["payload"] for r in recs if r.get("type") == "session_meta" and isinstance(r.get("payload"), dict)),
                 {})
     cwd = str(meta.get("cwd") or "/")
@@ -470,7 +458,7 @@ def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History)
                 elif ch.get("type") == "delete":
                     state.pop(rel, None)
                 elif ch.get("type") == "update" and isinstance(ch.get("unified_diff"), str):
-                    hunks = _unified_hunks(ch["unified_diff"])
+                    hunks = hunks_from_diff(ch["unified_diff"])
                     s.touched[rel].update(x[1:].strip() for h in hunks for x in h["lines"] if x[:1] in (" ", "+"))
                     if rel not in state:
                         orig = history.original(rel, _when(str(rec.get("timestamp") or "")), hunks)

@@ -432,6 +432,24 @@ def test_shell_rewrites_make_our_copy_unknown(repo: tuple[Path, str], tmp_path: 
     assert notes_after_checkout["before_range"] is None
 
 
+def test_patch_apply_end_diff_places_an_edit_our_copy_cannot(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """Codex's own unified diff, computed on the real file, gives the ranges once a command made
+    our copy unknown (seen in most updates of real rollouts: git checkouts, formatters, worktrees)."""
+    root, head = repo
+    body = patch("*** Update File: src/app.py", "@@", "-    return 0", "+    return 5")
+    r = Rollout().meta(root, head).turn(root)
+    r.function("sed", "shell_command", {"command": "sed -i '1i # header' src/app.py"}, shell_out(0, ""))
+    r.custom("p1", body, None)
+    r.event("patch_apply_end", call_id="p1", success=True, stdout="", stderr="", changes={
+        str(root / "src" / "app.py"): {"type": "update", "move_path": None,
+                                       "unified_diff": '@@ -8,2 +8,2 @@\n     print(greet("x"))\n-    return 0\n'
+                                                       "+    return 5\n"}})
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (edit["before_range"], edit["after_range"]) == ([9, 9], [9, 9])  # line 8 of APP, after sed's line
+    assert (edit["before_text"], edit["after_text"]) == ("    return 0\n", "    return 5\n")
+    assert edit["file_before_sha"] is None  # the file itself is still unknown
+
+
 # ---------------------------------------------------------------- paths
 
 

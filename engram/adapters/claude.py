@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
-from engram.adapters.unified import apply_hunks, changes_from_hunks, join_lines, split_lines
+from engram.adapters.unified import apply_hunks, changes_from_hunks, edit_ranges, join_lines, split_lines
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)
@@ -349,22 +349,9 @@ def _edit(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | No
         if new_lines is not None:
             trailing = original.endswith("\n") if original else True
             after_file = "\n".join(new_lines) + ("\n" if trailing and new_lines else "")
-    first, last = changes[0], changes[-1]
-    b_range = [first.old_start, last.old_end if last.old_lines else last.old_start - 1]
-    a_range = [first.new_start, last.new_end if last.new_lines else last.new_start - 1]
-    if len(changes) == 1:
-        before_text, after_text = join_lines(first.old_lines), join_lines(first.new_lines)
-    elif old_lines is not None and new_lines is not None:
-        before_text = join_lines(old_lines[b_range[0] - 1:b_range[1]])
-        after_text = join_lines(new_lines[a_range[0] - 1:a_range[1]])
-    else:
-        before_text = "".join(join_lines(c.old_lines) for c in changes)
-        after_text = "".join(join_lines(c.new_lines) for c in changes)
-    ev.update(op="update", before_range=b_range, after_range=a_range, before_text=before_text, after_text=after_text,
+    ev.update(op="update", **edit_ranges(changes, old_lines, new_lines),
               file_before_sha=E.git_blob_sha(original) if isinstance(original, str) else None,
               file_after_sha=E.git_blob_sha(after_file) if after_file is not None else None)
-    if len(changes) > 1:
-        ev["hunks"] = [[c.old_start, c.old_end, c.new_start, c.new_end] for c in changes]
     if tur.get("userModified"):
         ev["user_modified"] = True
     return _hash_texts(ev)

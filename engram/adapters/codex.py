@@ -8,9 +8,11 @@ Edits come from `apply_patch`, whichever way it reached the tool (see apply_patc
 only when the call's output (or a `patch_apply_end` event) says it succeeded. Patches carry no
 line numbers, so we keep our own copy of every file the session touched — starting from the
 file at the session's git commit — and replay each successful patch on it, the way Codex
-does. Where a hunk cannot be placed the edit is still recorded, with unknown (null) ranges:
-a wrong range would be worse than none. Shell commands that may rewrite files behind our
-back (sed -i, redirections, formatters, git checkout…) make our copy of those files unknown.
+does. Where a hunk cannot be placed on our copy, the `unified_diff` of the call's
+`patch_apply_end` (newer Codex versions), which Codex computed on the real file, gives the
+ranges; without one the edit is still recorded, with unknown (null) ranges: a wrong range would
+be worse than none. Shell commands that may rewrite files behind our back (sed -i,
+redirections, formatters, git checkout…) make our copy of those files unknown.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from engram.adapters.apply_patch import (
     shell_script,
 )
 from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
-from engram.adapters.unified import Change, join_lines, split_lines
+from engram.adapters.unified import Change, changes_from_hunks, edit_ranges, hunks_from_diff, join_lines, split_lines
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)
@@ -824,7 +826,7 @@ class _Rollout:
             return
         self.st.settled.add(call_id)
         if p["success"]:
-            for ev in self.edits(call, call_id, ts):
+            for ev in self.edits(call, call_id, ts, p.get("changes")):
                 self.cap.add(ev)
 
     # ------------------------------------------------------------ reads
@@ -867,15 +869,24 @@ class _Rollout:
 
     # ------------------------------------------------------------ edits
 
-    def edits(self, call: _Call, call_id: str, ts: Any) -> list[dict[str, Any]]:
-        """One code.edit per file operation of a successful patch, replayed on our file copies."""
+    def edits(self, call: _Call, call_id: str, ts: Any, applied: Any = None) -> list[dict[str, Any]]:
+        """One code.edit per file operation of a successful patch, replayed on our file copies.
+
+        `applied`: `patch_apply_end`'s `changes` (path → {"unified_diff", …}), whose diffs Codex
+        computed on the real file: they place an update our copy cannot (a file changed by a
+        command, a commit this repository does not have, a worktree on another branch)."""
         assert call.patch is not None
         mapper = self.mapper_for(call.cwd)
+        diffs: dict[str, str] = {}
+        for path, change in (applied or {}).items() if isinstance(applied, dict) else ():
+            rel = mapper.to_repo(str(path), base=call.patch.workdir)
+            if rel is not None and isinstance(change, dict) and isinstance(change.get("unified_diff"), str):
+                diffs[rel] = change["unified_diff"]
         out: list[dict[str, Any]] = []
         for op in call.patch.ops:
             src = mapper.to_repo(op.path, base=call.patch.workdir)
             dst = mapper.to_repo(op.move_to, base=call.patch.workdir) if op.move_to else src
-            fields = self.edit(op, src, dst)
+            fields = self.edit(op, src, dst, diffs.get(src) if src is not None else None)
             if fields is None:
                 continue
             out.append({"kind": E.CODE_EDIT, "ts": ts, **fields, "call_id": call_id, "tool": TOOL,
@@ -883,7 +894,7 @@ class _Rollout:
                         "after_sha": E.sha256_text(fields["after_text"])})
         return out
 
-    def edit(self, op: FileOp, src: str | None, dst: str | None) -> dict[str, Any] | None:
+    def edit(self, op: FileOp, src: str | None, dst: str | None, diff: str | None = None) -> dict[str, Any] | None:
         """The fields of one file operation's code.edit; None (counted) when there is none."""
         fields: dict[str, Any] | None
         if op.kind == "add":
@@ -893,12 +904,12 @@ class _Rollout:
         elif src is None:
             fields = self.blind_create(dst, op) if dst is not None else None  # moved in from outside
         else:
-            return self.update(op, src, dst)
+            return self.update(op, src, dst, diff)
         if fields is None:
             self.cap.ignored["edit outside the repository"] += 1
         return fields
 
-    def update(self, op: FileOp, src: str, dst: str | None) -> dict[str, Any] | None:
+    def update(self, op: FileOp, src: str, dst: str | None, diff: str | None = None) -> dict[str, Any] | None:
         old = self.files.get(src)
         result = apply_update(old, op.chunks) if old is not None else None
         new = result.new_text if result is not None else None
@@ -914,6 +925,10 @@ class _Rollout:
         if moved:
             fields["to_file"] = dst
         if result is None or new is None:
+            placed = changes_from_hunks(hunks_from_diff(diff)) if diff else []
+            if placed:
+                fields.update(edit_ranges(placed))  # where Codex itself applied it
+                return fields
             if result is not None:
                 log.info("%s: cannot place the patch (%s); recording the edit without ranges", src, result.error)
             removed, added = patch_changes(op.chunks)
@@ -956,17 +971,7 @@ def _ranges(changes: list[Change], old_lines: list[str], new_lines: list[str]) -
     if not changes:
         return {"before_range": [1, len(old_lines)], "after_range": [1, len(new_lines)],
                 "before_text": join_lines(old_lines), "after_text": join_lines(new_lines)}
-    first, last = changes[0], changes[-1]
-    b_range = [first.old_start, last.old_end if last.old_lines else last.old_start - 1]
-    a_range = [first.new_start, last.new_end if last.new_lines else last.new_start - 1]
-    out: dict[str, Any] = {"before_range": b_range, "after_range": a_range}
-    if len(changes) == 1:
-        out.update(before_text=join_lines(first.old_lines), after_text=join_lines(first.new_lines))
-    else:
-        out.update(before_text=join_lines(old_lines[b_range[0] - 1:b_range[1]]),
-                   after_text=join_lines(new_lines[a_range[0] - 1:a_range[1]]),
-                   hunks=[[c.old_start, c.old_end, c.new_start, c.new_end] for c in changes])
-    return out
+    return edit_ranges(changes, old_lines, new_lines)
 
 
 def _strip_numbers(lines: list[str]) -> tuple[list[int], list[str]] | None:

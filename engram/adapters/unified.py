@@ -7,8 +7,11 @@ sides and the file after the edit.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+_HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,41 @@ def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
             new = 1
         tagged = [(raw[0], raw[1:]) if isinstance(raw, str) and raw else (" ", "") for raw in h.get("lines") or []]
         out += changes_from_tagged([(tag, body) for tag, body in tagged if tag != "\\"], old, new)
+    return out
+
+
+def hunks_from_diff(diff: str) -> list[dict[str, Any]]:
+    """A unified diff's hunks (`@@ -a,b +c,d @@` and their lines) in structuredPatch's shape."""
+    hunks: list[dict[str, Any]] = []
+    for line in diff.split("\n"):
+        m = _HUNK_HEADER.match(line)
+        if m:
+            hunks.append({"oldStart": int(m[1]), "oldLines": int(m[2] if m[2] is not None else 1),
+                          "newStart": int(m[3]), "newLines": int(m[4] if m[4] is not None else 1), "lines": []})
+        elif hunks and line[:1] in (" ", "+", "-", "\\"):
+            hunks[-1]["lines"].append(line)
+    return hunks
+
+
+def edit_ranges(changes: list[Change], old_lines: list[str] | None = None,
+                new_lines: list[str] | None = None) -> dict[str, Any]:
+    """A code.edit's before/after ranges and texts from its placed changes (at least one). With
+    both whole files, several changes take the file's lines over their range (what lies between
+    them too); without, their own lines only, since nothing else of the file is known."""
+    first, last = changes[0], changes[-1]
+    b_range = [first.old_start, last.old_end if last.old_lines else last.old_start - 1]
+    a_range = [first.new_start, last.new_end if last.new_lines else last.new_start - 1]
+    out: dict[str, Any] = {"before_range": b_range, "after_range": a_range}
+    if len(changes) == 1:
+        out.update(before_text=join_lines(first.old_lines), after_text=join_lines(first.new_lines))
+        return out
+    if old_lines is not None and new_lines is not None:
+        out.update(before_text=join_lines(old_lines[b_range[0] - 1:b_range[1]]),
+                   after_text=join_lines(new_lines[a_range[0] - 1:a_range[1]]))
+    else:
+        out.update(before_text="".join(join_lines(c.old_lines) for c in changes),
+                   after_text="".join(join_lines(c.new_lines) for c in changes))
+    out["hunks"] = [[c.old_start, c.old_end, c.new_start, c.new_end] for c in changes]
     return out
 
 
