@@ -34,6 +34,25 @@ def _short(text: Any, limit: int) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def _call_argument(inp: Any) -> str:
+    """What a tool call acts on, in a word: Claude Code's command, file or pattern; Codex's `cmd`
+    (exec_command) or `command` (a shell argv); for a patch, its file headers."""
+    if not isinstance(inp, dict):
+        return ""
+    arg = inp.get("command") or inp.get("cmd") or inp.get("file_path") or inp.get("pattern") or inp.get("description")
+    if isinstance(arg, list):
+        arg = " ".join(str(x) for x in arg)
+    if arg:
+        return str(arg)
+    patch = inp.get("input") if isinstance(inp.get("input"), str) else inp.get("patch")
+    if isinstance(patch, str):
+        from engram.adapters.apply_patch import ADD_FILE, DELETE_FILE, UPDATE_FILE  # noqa: PLC0415 - ~20 ms
+
+        heads = (ADD_FILE, UPDATE_FILE, DELETE_FILE)
+        return ", ".join(line[4:].strip() for line in patch.split("\n") if line.startswith(heads))
+    return ""
+
+
 def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
     kind = ev.get("kind", "?")
     ts = (ev.get("ts") or "")[:19].replace("T", " ")
@@ -47,9 +66,7 @@ def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
         tag += " (compaction summary)" if ev.get("compact_summary") else ""
         detail = _short(ev.get("text"), width) + tag
     elif kind == "tool.call":
-        inp = ev.get("input") or {}
-        arg = inp.get("command") or inp.get("file_path") or inp.get("pattern") or inp.get("description") or ""
-        detail = f"{ev.get('name')} {_short(arg, width)}"
+        detail = f"{ev.get('name')} {_short(_call_argument(ev.get('input')), width)}"
     elif kind == "tool.result":
         status = "error" if ev.get("is_error") else "ok"
         code = f" exit {ev['exit_code']}" if ev.get("exit_code") is not None else ""

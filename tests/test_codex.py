@@ -694,9 +694,15 @@ def test_cli_ingest_and_show(repo: tuple[Path, str], tmp_path: Path) -> None:
     r.custom("call_1", MULTI_HUNK, custom_ok("src/app.py"))
     r.function("call_2", "apply_patch", {"input": patch("*** Add File: src/extra.py", "+X = 1")},
                shell_out(0, "Success."))
+    r.function("call_3", "exec_command", {"cmd": "git status --short", "workdir": str(root)}, exec_out(0, ""))
     rollout = r.write(tmp_path / "sessions" / f"rollout-2025-11-22T20-45-35-{SID}.jsonl")
     out = run_engram(root, "ingest", str(rollout))
     assert "2 edits" in out.stdout
+    # The compact view says what each call acted on: a patch's files, a command line.
+    view = run_engram(root, "show", SID).stdout
+    assert "tool.call   apply_patch Update File: src/app.py" in view
+    assert "tool.call   apply_patch Add File: src/extra.py" in view
+    assert "tool.call   exec_command git status --short" in view
     shown = json.loads(run_engram(root, "show", SID, "--json").stdout)
     events = shown["events"]
     assert events[0]["kind"] == "meta" and events[0]["harness"] == "codex" and events[0]["git_head"] == head
