@@ -878,7 +878,7 @@ class _Rollout:
         assert call.patch is not None
         mapper = self.mapper_for(call.cwd)
         diffs: dict[str, str] = {}
-        for path, change in (applied or {}).items() if isinstance(applied, dict) else ():
+        for path, change in applied.items() if isinstance(applied, dict) else ():
             rel = mapper.to_repo(str(path), base=call.patch.workdir)
             if rel is not None and isinstance(change, dict) and isinstance(change.get("unified_diff"), str):
                 diffs[rel] = change["unified_diff"]
