@@ -77,7 +77,7 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 import zstandard
@@ -179,9 +179,18 @@ def _apply_flagged(original: list[str], oflags: list[bool], hunks: list[dict[str
 _CAT_N = re.compile(r"^ *[0-9]+(?:\u2192|\t)")
 
 
-def _touches_without_result(recs: list[dict[str, Any]], cwd: str, touched: dict[str, set[str]]) -> None:
-    """Reads and edits of records without `toolUseResult` (subagent transcripts have none): the
-    Read's `cat -n` text from its tool_result, and the new side from the Edit/Write input."""
+def _result_text(block: dict[str, Any]) -> str | None:
+    """A tool_result's text (a string, or text parts)."""
+    text = block.get("content")
+    if isinstance(text, list):
+        text = "\n".join(x.get("text", "") for x in text if isinstance(x, dict))
+    return text if isinstance(text, str) else None
+
+
+def _tool_touches(recs: list[dict[str, Any]], cwd: str, touched: dict[str, set[str]]) -> None:
+    """What tool results show of files outside `toolUseResult`: a Bash command's output
+    (`_shell_reads`), and, in records without `toolUseResult` (subagent transcripts have none),
+    the Read's `cat -n` text from its tool_result and the new side from the Edit/Write input."""
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     for rec in recs:
         content = (rec.get("message") or {}).get("content") if isinstance(rec.get("message"), dict) else None
@@ -192,23 +201,39 @@ def _touches_without_result(recs: list[dict[str, Any]], cwd: str, touched: dict[
                 continue
             if b.get("type") == "tool_use" and isinstance(b.get("input"), dict):
                 calls[str(b.get("id"))] = (str(b.get("name")), b["input"])
-            elif b.get("type") == "tool_result" and "toolUseResult" not in rec and not b.get("is_error"):
-                name, inp = calls.get(str(b.get("tool_use_id")), ("", {}))
-                rel = _rel(cwd, str(inp.get("file_path") or ""))
-                if rel is None:
-                    continue
-                if name == "Read":
-                    text = b.get("content")
-                    if isinstance(text, list):
-                        text = "\n".join(x.get("text", "") for x in text if isinstance(x, dict))
-                    if isinstance(text, str):
-                        touched[rel].update(_CAT_N.sub("", x).strip() for x in text.splitlines())
-                elif name in ("Edit", "Write", "MultiEdit"):
-                    edits = inp.get("edits") if name == "MultiEdit" else [inp]
-                    for e in edits if isinstance(edits, list) else []:
-                        new = e.get("new_string", e.get("content")) if isinstance(e, dict) else None
-                        if isinstance(new, str):
-                            touched[rel].update(x.strip() for x in new.splitlines())
+                continue
+            if b.get("type") != "tool_result":
+                continue
+            name, inp = calls.get(str(b.get("tool_use_id")), ("", {}))
+            if name == "Bash":
+                text = _result_text(b)
+                if text is not None:
+                    _shell_reads(str(inp.get("command") or ""), "", cwd, text, touched)
+                continue
+            if "toolUseResult" in rec or b.get("is_error"):
+                continue
+            rel = _rel(cwd, str(inp.get("file_path") or ""))
+            if rel is None:
+                continue
+            if name == "Read":
+                text = _result_text(b)
+                if text is not None:
+                    touched[rel].update(_CAT_N.sub("", x).strip() for x in text.splitlines())
+            elif name in ("Edit", "Write", "MultiEdit"):
+                edits = inp.get("edits") if name == "MultiEdit" else [inp]
+                for e in edits if isinstance(edits, list) else []:
+                    new = e.get("new_string", e.get("content")) if isinstance(e, dict) else None
+                    if isinstance(new, str):
+                        touched[rel].update(x.strip() for x in new.splitlines())
+
+
+def _transcript_text(s: Session, recs: Iterable[dict[str, Any]]) -> None:
+    """Every JSON string value of the records, one per line: what the grep reference searches."""
+    strings: list[str] = []
+    for rec in recs:
+        _strings(rec, strings)
+    s.text = "\n".join(strings)
+    s.lines = {x.strip() for x in s.text.split("\n")}
 
 
 def load_session(main: Path, history: History | None = None) -> Session:
@@ -222,16 +247,10 @@ def load_session(main: Path, history: History | None = None) -> Session:
     sid = next((r["sessionId"] for r in recs if isinstance(r.get("sessionId"), str)), main.stem)
     start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str)), "")
     s = Session(sid, files, cwd, start)
-    strings: list[str] = []
-    for file_recs in per_file:
-        for rec in file_recs:
-            _strings(rec, strings)
-    s.text = "\n".join(strings)
-    s.lines = {x.strip() for x in s.text.split("\n")}
+    _transcript_text(s, (rec for file_recs in per_file for rec in file_recs))
     state: dict[str, tuple[list[str], list[bool]]] = {}
     for fi, file_recs in enumerate(per_file):
-        _touches_without_result(file_recs, cwd, s.touched)
-        _bash_touches(file_recs, cwd, s.touched)
+        _tool_touches(file_recs, cwd, s.touched)
         for rec in file_recs:
             tur = rec.get("toolUseResult")
             if not isinstance(tur, dict):
@@ -388,24 +407,6 @@ def _shell_reads(cmd: str, workdir: str, cwd: str, output: str, touched: dict[st
             touched[rel].update(rest)
 
 
-def _bash_touches(recs: list[dict[str, Any]], cwd: str, touched: dict[str, set[str]]) -> None:
-    """What a Claude Code session's Bash commands showed of files (`_shell_reads`)."""
-    calls: dict[str, str] = {}
-    for rec in recs:
-        content = (rec.get("message") or {}).get("content") if isinstance(rec.get("message"), dict) else None
-        for b in content if isinstance(content, list) else []:
-            if not isinstance(b, dict):
-                continue
-            if b.get("type") == "tool_use" and b.get("name") == "Bash" and isinstance(b.get("input"), dict):
-                calls[str(b.get("id"))] = str(b["input"].get("command") or "")
-            elif b.get("type") == "tool_result" and str(b.get("tool_use_id")) in calls:
-                text = b.get("content")
-                if isinstance(text, list):
-                    text = "\n".join(x.get("text", "") for x in text if isinstance(x, dict))
-                if isinstance(text, str):
-                    _shell_reads(calls.pop(str(b.get("tool_use_id"))), "", cwd, text, touched)
-
-
 def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History) -> Session:
     """A Codex rollout's ground truth from its `patch_apply_end` events (recent Codex versions): an added
     file's lines are the session's; an update's `unified_diff` is applied to the file as the
@@ -418,11 +419,7 @@ def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History)
                 {})
     cwd = str(meta.get("cwd") or "/")
     s = Session(str(meta.get("id") or main.stem), [main], cwd, str(meta.get("timestamp") or ""), harness="codex")
-    strings: list[str] = []
-    for rec in recs:
-        _strings(rec, strings)
-    s.text = "\n".join(strings)
-    s.lines = {x.strip() for x in s.text.split("\n")}
+    _transcript_text(s, recs)
     state: dict[str, tuple[list[str], list[bool]]] = {}
     calls: dict[str, tuple[str, str]] = {}
     for rec in recs:
