@@ -289,7 +289,7 @@ def _adapter_started(fmt: str, records: Iterable[dict[str, Any]]) -> str | None:
 
 def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, stats: IngestStats) -> list[Job]:
     """This repository's sessions where the harnesses keep them (cwd inside a work tree of ours)."""
-    trees = [str(t) for t in git_worktrees(repo_root)] if (repo_root / ".git").exists() else [str(repo_root)]
+    trees = [str(t) for t in _trees(repo_root)]
 
     def ours(cwd: str | None) -> bool:
         return cwd is not None and any(cwd == t or cwd.startswith(t.rstrip("/") + "/") for t in trees)
