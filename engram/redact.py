@@ -264,7 +264,7 @@ def name_kind(name: str) -> int:
     bare = name.strip("-_.$@\"'\\").rsplit(".", 1)[-1]  # `config.api_key` is named by `api_key`
     if not bare or bare.lower() in _NOT_SECRET_NAMES:
         return 0
-    parts = [p for p in _SPLIT.split(_CAMEL2.sub(r"\1_\2", _CAMEL1.sub(r"\1_\2", bare)).lower()) if p]
+    parts = _name_parts(bare)
     if not parts or (len(parts) > 1 and parts[-1] in _META_SUFFIXES):
         return 0
     kind = 0
@@ -282,6 +282,60 @@ def name_kind(name: str) -> int:
         elif p in ("auth", "oauth", "private") or (p.endswith("auth") and len(p) > 4):
             kind = WEAK
     return kind
+
+
+def _name_parts(name: str) -> list[str]:
+    """`a11yShowPassword` -> [a11y, show, password]; `config.API_KEY` -> [api, key]."""
+    bare = name.strip("-_.$@\"'\\").rsplit(".", 1)[-1]
+    return [p for p in _SPLIT.split(_CAMEL2.sub(r"\1_\2", _CAMEL1.sub(r"\1_\2", bare)).lower()) if p]
+
+
+def _secret_part(p: str) -> bool:
+    return p in _STRONG_PARTS or p.endswith(_STRONG_ENDINGS) or p in ("key", "keys")
+
+
+_LOOKUP_PIECE = re.compile(r"[a-z]{2,24}|v?\d{1,3}|\d{1,2}[a-z]{1,4}")
+_LOOKUP_SPLIT = re.compile(r"[_\-:./]")
+_PROSE_WORD = re.compile(r"[A-Za-z]+[?!.,:;]?\Z")
+
+
+def _lookup_key(name_parts: list[str], value: str) -> bool:
+    """`accessTokenKey = 'access_token'`: a name ending in `key` that is not itself a kind of key
+    (`api_key`, `secret_key`) or that names a secret before it (`masterKeyStorageKey`), holding
+    words joined by `_-:./`, names where a value is kept rather than a secret."""
+    if len(name_parts) < 2 or name_parts[-1] not in ("key", "keys"):
+        return False
+    if name_parts[-2] in _KEY_QUALIFIERS and not any(_secret_part(p) for p in name_parts[:-2]):
+        return False
+    if not (value.islower() or value.isupper()):
+        return False
+    pieces = [p for p in _LOOKUP_SPLIT.split(value.lower()) if p]
+    return (len(pieces) >= 2 and all(_LOOKUP_PIECE.fullmatch(p) for p in pieces)
+            and sum(p.isalpha() and len(p) >= 3 for p in pieces) >= 2)
+
+
+def _describes_itself(name_parts: list[str], value: str) -> bool:
+    """`"confirmPassword": "Confirm Password"`, `secret: Plain TOTP secret.`: words, no digits,
+    all of them the name's, or ending on its secret word: a UI label or a docstring's
+    description of the secret, not the secret."""
+    words = value.split()
+    if len(words) < 2 or not all(_PROSE_WORD.match(w) for w in words):
+        return False
+    low = [w.rstrip("?!.,:;").lower() for w in words]
+    last = low[-1]  # the noun a description ends on: "Plain TOTP secret."
+    return set(low) <= set(name_parts) or (last in name_parts and _secret_part(last) and last not in ("key", "keys"))
+
+
+def _names_a_variable(value: str) -> bool:
+    """`api_key: OPENAI_API_KEY`: an upper-case name of a secret, the variable that holds it."""
+    return (value.isupper() and "_" in value and _IDENT.match(value) is not None
+            and any(_secret_part(p) for p in value.lower().split("_")))
+
+
+def not_secret_value(name: str, value: str) -> bool:
+    """Values that the name shows to be code or prose, not a secret (see the three checks)."""
+    parts = _name_parts(name)
+    return _names_a_variable(value) or _lookup_key(parts, value) or _describes_itself(parts, value)
 
 
 # ---------------------------------------------------------------- rules
@@ -510,6 +564,7 @@ _CODE_VALUE = re.compile(r"[^,;)\s]*")
 # `f({ token: t })`; prose such as `password: hunter2, then` is not code.
 _NAME_THEN_CODE = re.compile(r"[A-Za-z_$][\w$.]*[ \t]*(?:[)}\]]|,.*[)}\]])")
 _NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]*")
+_SUBSCRIPT = re.compile(r"""[A-Za-z_$][\w$.]*\[["']?[\w.:\-]*["']?\]\Z""")
 _AFTER_NAME = frozenset("\"'\\:= \t")
 _ANNOTATION = re.compile(r"[A-Za-z_][\w.\[\], ]*?[ \t]=[ \t]")  # `float = 0`, not base64's `…=`
 _AWS_SECRET_NAME = re.compile(r"(?:aws_?)?secret_?access_?key", re.IGNORECASE)
@@ -588,12 +643,14 @@ class AssignmentRule(Rule):
             elif op.strip() == ":" and not op.endswith((" ", "\t")):
                 return None  # `file.ex:12:` and `host:port`; YAML needs a space after the colon
             else:
-                value = self._bare_value(bare, self._context(s, start, op, before), name) or ""
+                if before == "`" and "`" in bare:
+                    bare = bare[:bare.index("`")]  # markdown's inline code: `withCredentials: true` for …
+                value = self._bare_value(bare, self._context(s, start, op, before, bare), name) or ""
             if not value:
                 return None
             a = m.start("bare")
             b = a + len(value)
-        if not self._value_ok(value, kind):
+        if not self._value_ok(value, kind) or not_secret_value(name, value):
             return None
         if _AWS_SECRET_NAME.fullmatch(lname) and _AWS_SECRET_VALUE.match(value):
             cls = "aws-secret-access-key"
@@ -606,14 +663,18 @@ class AssignmentRule(Rule):
         return Span(a, b, cls)
 
     @staticmethod
-    def _context(s: str, start: int, op: str, before: str) -> str:
+    def _context(s: str, start: int, op: str, before: str, bare: str) -> str:
         """env (`NAME=v` in a shell or a .env), code (`f(name=v)`, `name = v`) or yaml (`name: v`)."""
         stripped = op.strip()
         if op == "=":
             lead = s[max(s.rfind("\n", 0, start), s.rfind(_SEP, 0, start)) + 1:start].rstrip()
             if before in "(," or (lead and lead[-1] in "(,"):
                 return "code"
-            return "env" if start == 0 or before in " \t\n;&|-\x00" else "code"
+            # a keyword argument on its own line of a call (`    token=provider_token,`); an
+            # upper-case name (`  DB_PASSWORD=…,`) is still an environment variable
+            if not lead and bare.split(None, 1)[0].endswith(",") and not _NAME_RUN.match(s, start).group(0).isupper():
+                return "code"
+            return "env" if start == 0 or before in " \t\n;&|-`\x00" else "code"  # `: `TOKEN=…` in prose
         return "yaml" if stripped == ":" else "code"
 
     @staticmethod
@@ -626,12 +687,13 @@ class AssignmentRule(Rule):
             if not looks_random(value) or any(c in value for c in ".[](){}"):
                 return None
         elif ctx == "env":
-            value = bare.split(None, 1)[0].rstrip(",;)") if bare.strip() else ""
+            value = bare.split(None, 1)[0].rstrip(",;)`") if bare.strip() else ""
         else:
-            value = bare
-            comment = value.find(" #")
-            if comment >= 0:
-                value = value[:comment]
+            value = bare.split("\\n", 1)[0]  # a line break escaped twice (a file shown inside JSON text)
+            for mark in (" #", " //"):  # YAML's comment, and a JS/TS one in code read as YAML
+                comment = value.find(mark)
+                if comment >= 0:
+                    value = value[:comment]
             value = value.rstrip()
             if not value or value.endswith((",", ";", "{", "(", "[", ")", "}")) or _ANNOTATION.match(value) \
                     or _NAME_THEN_CODE.match(value):
@@ -640,6 +702,8 @@ class AssignmentRule(Rule):
                 return None
         if not value or value[0] in "$%&*@!<>([{|`~\\/." or "(" in value:
             return None
+        if _SUBSCRIPT.match(value):
+            return None  # `access_token=result["access_token"],`: a lookup, not the secret
         if value.startswith(("~/", "http://", "https://", "file:")):
             return None
         if (_IDENT.match(value) or _DOTTED.match(value)) and not looks_random(value, 16):
@@ -666,7 +730,8 @@ class AssignmentRule(Rule):
 def dict_value_secret(key: str, value: str) -> bool:
     """Whether `value`, a string under `key` in a structure (a tool's input), is a secret."""
     kind = name_kind(key)
-    return bool(kind) and len(value) >= 4 and "\n" not in value and AssignmentRule._value_ok(value, kind)
+    return (bool(kind) and len(value) >= 4 and "\n" not in value and AssignmentRule._value_ok(value, kind)
+            and not not_secret_value(key, value))
 
 
 # --- the token families ----------------------------------------------------------------------

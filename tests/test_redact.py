@@ -278,6 +278,35 @@ def test_code_keeps_references_and_loses_literals() -> None:
     assert out == code.replace(lit, "[REDACTED:secret-assignment]")
 
 
+def test_names_tell_lookup_keys_labels_and_lookups_from_secrets() -> None:
+    """Seen in a real Flutter + FastAPI project's sessions: storage keys named `…TokenKey`, i18n
+    labels under `…Password`, a docstring's `secret: Plain TOTP secret.`, a TS option followed by a
+    `//` comment or in markdown's inline code, and Python keyword arguments on their own lines. None is a secret; the same
+    names with secret-shaped values still are."""
+    code = ("  static const String accessTokenKey = 'access_token';\n"
+            "  static const String _masterKeyStorageKey = 'encrypted_field_master_key';\n"
+            'VERIFY_RATE_LIMIT_KEY = "2fa_verify_rate:"\n'
+            '  "confirmPassword": "Confirm Password",\n  "forgotPassword": "Forgot Password?",\n'
+            "    Args:\n        secret: Plain TOTP secret.\n"
+            "  withCredentials: true, // Required for httpOnly cookies\n"
+            '        access_token=result["access_token"],\n                refresh_token=provider_refresh_token,\n'
+            "- Axios configured with `withCredentials: true` for cookie support\n- `api_key: OPENAI_API_KEY`\n"
+            # a file shown inside JSON text: its line breaks are escaped twice
+            "  16→  privateKey: Uint8Array;\\n    17→};\\n    18→\\n    19→  // keys kept in memory only\\n\n")
+    r = Redactor()
+    assert r.text(code) == code and not r.counts
+    words = "_".join(rnd(6, string.ascii_lowercase, seed=60 + i) for i in range(3))
+    tok = rnd(24, ALNUM, seed=63)
+    secrets = [f'app.secret_key = "{words}"', f'API_KEY = "{words}"', f"sessionTokenKey = '{tok}'",
+               f"password: my password {words.split('_')[0]}", f'"confirmPassword": "Confirm {words}"',
+               f"  DB_PASSWORD={words},", f"run `password: {words}` and", f"set `TOKEN={tok[:12]}` first",
+               f"password: {words.upper()}"]
+    for line in secrets:
+        out = Redactor().text(line)
+        assert "[REDACTED:" in out and words not in out and tok[:12] not in out, (line, out)
+        assert out.count("`") == line.count("`"), "markdown's closing backtick stays"
+
+
 def test_secret_named_keys_of_a_structure() -> None:
     """A tool's input `{"api_key": …}` has no context in the string itself: its key is the context."""
     key = rnd(32, seed=45)
