@@ -227,6 +227,19 @@ def _tool_touches(recs: list[dict[str, Any]], cwd: str, touched: dict[str, set[s
                         touched[rel].update(x.strip() for x in new.splitlines())
 
 
+def _progress_only_agents(recs: list[dict[str, Any]], agent_files: list[Path]) -> list[dict[str, Any]]:
+    """The records of subagents whose file is missing, as the parent's agent_progress repeats
+    them (engram reads them then; what they read touches the span as much as a file's reads)."""
+    have = {f.stem.removeprefix("agent-") for f in agent_files}
+    out = []
+    for rec in recs:
+        data = rec.get("data") if rec.get("type") == "progress" else None
+        if isinstance(data, dict) and data.get("type") == "agent_progress" and data.get("agentId") not in have \
+                and isinstance(data.get("message"), dict):
+            out.append(data["message"])
+    return out
+
+
 def _transcript_text(s: Session, recs: Iterable[dict[str, Any]]) -> None:
     """Every JSON string value of the records, one per line: what the grep reference searches."""
     strings: list[str] = []
@@ -248,6 +261,7 @@ def load_session(main: Path, history: History | None = None) -> Session:
     start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str)), "")
     s = Session(sid, files, cwd, start)
     _transcript_text(s, (rec for file_recs in per_file for rec in file_recs))
+    _tool_touches(_progress_only_agents(recs, files[1:]), cwd, s.touched)
     state: dict[str, tuple[list[str], list[bool]]] = {}
     for fi, file_recs in enumerate(per_file):
         _tool_touches(file_recs, cwd, s.touched)

@@ -23,8 +23,10 @@ HARNESS = "claude-code"
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _EXIT_RE = re.compile(r"^Error: Exit code (\d+)")
 _CAT_N_RE = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
+# Known record types; those `_record` does not read are counted as ignored, not as unknown.
+# `pr-link` (a PR the session opened: number, URL) repeats what the `gh pr create` output shows.
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
-                          "queue-operation", "attachment"})
+                          "queue-operation", "attachment", "pr-link"})
 
 
 def session_sources(main: Path) -> list[SourceSpan]:
@@ -47,6 +49,7 @@ class _State:
     def __init__(self) -> None:
         self.seen: set[str] = set()
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.agents_with_files: frozenset[str] = frozenset()
 
 
 def parse_session(
@@ -59,8 +62,10 @@ def parse_session(
     skipped: Counter[str] = Counter()
     parsed: list[tuple[SourceSpan, list[Line]]] = []
     ignored: Counter[str] = Counter()
+    with_files = frozenset(_agent_id(src) for src in sources if src.name != "main")
     for src in sources:
-        lines, end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped, skip=_unparsed,
+        skip = _unparsed_but_agents_without(with_files) if src.name == "main" else _unparsed
+        lines, end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped, skip=skip,
                                 ignored=ignored)
         src.end = end
         parsed.append((src, lines))
@@ -79,6 +84,7 @@ def parse_session(
         "slug": first.get("slug"),
     }
     state = _State()
+    state.agents_with_files = with_files
     for si, (src, lines) in enumerate(parsed):
         agent = None if src.name == "main" else _agent_id(src)
         for line in lines:
@@ -97,6 +103,26 @@ def _unparsed(raw: bytes) -> str | None:
     from their envelope, where the record's own `type` precedes its `data`, without parsing."""
     at = raw.find(_PROGRESS, 0, 1200)
     return "progress" if at > 0 and raw.find(b'"data":', 0, at) < 0 else None
+
+
+_AGENT_PROGRESS = b'"type":"agent_progress"'
+_AGENT_ID = re.compile(rb'"agentId":"([^"\\]{1,200})"')
+
+
+def _unparsed_but_agents_without(with_files: frozenset[str]) -> Callable[[bytes], str | None]:
+    """`_unparsed`, except for a subagent's progress when its own file is missing.
+
+    The parent's `agent_progress` records repeat a subagent's tool calls and results (not its
+    text replies) as they happen. With `subagents/agent-<id>.jsonl` present they are copies and
+    stay unparsed; a transcript kept or shared without that folder (saved by hand, the Entire
+    CLI's checkpoints) has the subagent's reads and edits only there."""
+    def skip(raw: bytes) -> str | None:
+        reason = _unparsed(raw)
+        if reason is None or raw.find(_AGENT_PROGRESS) < 0:
+            return reason
+        ids = {m.group(1).decode("utf-8", "replace") for m in _AGENT_ID.finditer(raw)}
+        return reason if ids and ids <= with_files else None
+    return skip
 
 
 def head_record(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -147,6 +173,8 @@ def _record(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], a
         _assistant(cap, st, rec, agent)
     elif typ == "user":
         _user(cap, st, mapper, rec, agent)
+    elif typ == "progress" and agent is None and _progress_of_agent(cap, st, mapper, rec):
+        return
     elif typ == "system" and rec.get("subtype") == "compact_boundary":
         ev = _base(rec, agent, E.COMPACT)
         meta = rec.get("compactMetadata") or {}
@@ -158,6 +186,20 @@ def _record(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], a
             cap.ignored[f"{typ}" + (f"/{rec.get('subtype')}" if rec.get("subtype") else "")] += 1
         else:
             cap.skipped[f"unknown record type {typ!r}"] += 1
+
+
+def _progress_of_agent(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any]) -> bool:
+    """A subagent's call or result inside the parent's progress record, read as the subagent's
+    own record when its file is missing (see `_unparsed_but_agents_without`)."""
+    data = rec.get("data")
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return False
+    agent, msg = data.get("agentId"), data.get("message")
+    if not isinstance(agent, str) or agent in st.agents_with_files or not isinstance(msg, dict) \
+            or msg.get("type") not in ("user", "assistant"):
+        return False
+    _record(cap, st, mapper, msg, agent)
+    return True
 
 
 def _assistant(cap: Capture, st: _State, rec: dict[str, Any], agent: str | None) -> None:
