@@ -243,7 +243,9 @@ header headers field fields prefix suffix format method methods mode provider pr
 scope scopes hint label description desc help enabled disabled required optional version kind
 algorithm alg location source store storage cache request response status error errors regex
 pattern rotation config settings schema index idx usage used budget ratio rate number
-""".split())
+options opts params props args service services client manager handler controller guard strategy
+module factory dto
+""".split())  # the last two lines name objects and types: `authService`, `Web3AuthNoModalOptions`
 _NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd", "authorization", "proxy-authorization", "keys", "tokens",
                                "1password"})  # the password manager, as in `error: 1Password: agent returned…`
 _CAMEL1 = re.compile(r"([a-z0-9])([A-Z])")
@@ -314,6 +316,17 @@ def _lookup_key(name_parts: list[str], value: str) -> bool:
             and sum(p.isalpha() and len(p) >= 3 for p in pieces) >= 2)
 
 
+def _named_after_itself(name_parts: list[str], value: str) -> bool:
+    """`PASSWORD: 'passwordFactor'`: an identifier of letters built on the name's secret word and
+    ending in a word for a kind of thing (factor, field, type), as enum members are. A password
+    spelled after what it is (`metrics_local_password`) ends on the secret word and stays one."""
+    if not value.isascii() or not value.replace("_", "").isalpha():
+        return False
+    parts = _name_parts(value)
+    return (len(parts) >= 2 and (parts[-1] in _META_SUFFIXES or parts[-1] == "factor")
+            and any(_secret_part(p) and p not in ("key", "keys") and p in parts for p in name_parts))
+
+
 def _describes_itself(name_parts: list[str], value: str) -> bool:
     """`"confirmPassword": "Confirm Password"`, `secret: Plain TOTP secret.`: words, no digits,
     all of them the name's, or ending on its secret word: a UI label or a docstring's
@@ -333,9 +346,10 @@ def _names_a_variable(value: str) -> bool:
 
 
 def not_secret_value(name: str, value: str) -> bool:
-    """Values that the name shows to be code or prose, not a secret (see the three checks)."""
+    """Values that the name shows to be code or prose, not a secret (see the four checks)."""
     parts = _name_parts(name)
-    return _names_a_variable(value) or _lookup_key(parts, value) or _describes_itself(parts, value)
+    return (_names_a_variable(value) or _lookup_key(parts, value) or _describes_itself(parts, value)
+            or _named_after_itself(parts, value))
 
 
 # ---------------------------------------------------------------- rules
@@ -630,8 +644,8 @@ class AssignmentRule(Rule):
                     return None  # `"api_key"` needs its opening quote too
                 if s[m.end():m.end() + 3].lstrip()[:1] in (".", "%", "+", "["):
                     return None  # `"…{}".format(x)`, `"…" % x`, `"…" + x`: a template, not the secret
-                if g == "bq" and any(c in value for c in " ${"):
-                    return None  # `TOKEN=\`cat token.txt\``: a command, not the secret
+                if g == "bq" and any(c in value for c in " ${("):
+                    return None  # `TOKEN=\`cat token.txt\``, key: `plainKey.fill(0)`: code, not the secret
                 break
         else:
             bare = m.group("bare")

@@ -291,6 +291,9 @@ def test_names_tell_lookup_keys_labels_and_lookups_from_secrets() -> None:
             "  withCredentials: true, // Required for httpOnly cookies\n"
             '        access_token=result["access_token"],\n                refresh_token=provider_refresh_token,\n'
             "- Axios configured with `withCredentials: true` for cookie support\n- `api_key: OPENAI_API_KEY`\n"
+            # and in their subagents' work (FSM1/cipher-box): an enum, a type, code in inline code
+            "  PASSWORD: 'passwordFactor',\nexport type Web3AuthNoModalOptions = IWeb3AuthCoreOptions & {\n"
+            "4. Zero the plaintext key: `plainKey.fill(0)`\n"
             # a file shown inside JSON text: its line breaks are escaped twice
             "  16→  privateKey: Uint8Array;\\n    17→};\\n    18→\\n    19→  // keys kept in memory only\\n\n")
     r = Redactor()
@@ -300,7 +303,8 @@ def test_names_tell_lookup_keys_labels_and_lookups_from_secrets() -> None:
     secrets = [f'app.secret_key = "{words}"', f'API_KEY = "{words}"', f"sessionTokenKey = '{tok}'",
                f"password: my password {words.split('_')[0]}", f'"confirmPassword": "Confirm {words}"',
                f"  DB_PASSWORD={words},", f"run `password: {words}` and", f"set `TOKEN={tok[:12]}` first",
-               f"password: {words.upper()}"]
+               f"password: {words.upper()}", f"password: '{words.replace('_', '').capitalize()}Factor'",
+               f"      password: {words}_password", f"GRAFANA_ADMIN_PASSWORD={words}_password"]
     for line in secrets:
         out = Redactor().text(line)
         assert "[REDACTED:" in out and words not in out and tok[:12] not in out, (line, out)
