@@ -1,4 +1,5 @@
-"""Claude Code sessions: `<session>.jsonl` plus `<session>/subagents/*.jsonl`.
+"""Claude Code sessions: `<session>.jsonl` plus `<session>/subagents/*.jsonl` (or, for a
+subagent whose file is missing, its calls and results as the parent's progress records repeat them).
 
 Records form a tree by parentUuid; we keep every branch that happened (all records, in file
 order) and drop copies by uuid. Edits come from the `toolUseResult` of successful tool calls
@@ -46,10 +47,10 @@ def looks_like_claude(rec: dict[str, Any]) -> bool:
 
 
 class _State:
-    def __init__(self) -> None:
+    def __init__(self, agents_with_files: frozenset[str] = frozenset()) -> None:
         self.seen: set[str] = set()
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
-        self.agents_with_files: frozenset[str] = frozenset()
+        self.agents_with_files = agents_with_files
 
 
 def parse_session(
@@ -83,8 +84,7 @@ def parse_session(
         "started": first.get("timestamp"),
         "slug": first.get("slug"),
     }
-    state = _State()
-    state.agents_with_files = with_files
+    state = _State(with_files)
     for si, (src, lines) in enumerate(parsed):
         agent = None if src.name == "main" else _agent_id(src)
         for line in lines:
