@@ -118,9 +118,11 @@ def _unparsed_but_agents_without(with_files: frozenset[str]) -> Callable[[bytes]
     CLI's checkpoints) has the subagent's reads and edits only there."""
     def skip(raw: bytes) -> str | None:
         reason = _unparsed(raw)
-        if reason is None or raw.find(_AGENT_PROGRESS) < 0:
+        at = raw.rfind(_AGENT_PROGRESS) if reason is not None else -1
+        if at < 0:
             return reason
-        ids = {m.group(1).decode("utf-8", "replace") for m in _AGENT_ID.finditer(raw)}
+        # the record's own `data.type` and `data.agentId` follow its (long) `data.message`
+        ids = {m.group(1).decode("utf-8", "replace") for m in _AGENT_ID.finditer(raw, at)}
         return reason if ids and ids <= with_files else None
     return skip
 
