@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -158,8 +158,40 @@ def test_a_subagent_without_its_file_is_read_from_the_parents_progress(ingested:
     assert len([e for e in evs if e["kind"] == "tool.result"]) == len(calls)
     reads = {e["file"]: e for e in evs if e["kind"] == "code.read"}
     assert "mix.exs" in reads and reads["mix.exs"]["text"].startswith("defmodule Spotter.MixProject do")
+    # taken from `cat -n` text, the read agrees with the parent's own read of the same file, which
+    # has a toolUseResult: 83 lines and a final newline (cat -n numbers an empty 84th)
+    parent = [e for e in tape_events(ingested, session) if e["kind"] == "code.read" and e["file"] == "mix.exs"
+              and not e.get("agent")]
+    assert parent and parent[0]["range"] == reads["mix.exs"]["range"] == [1, 83]
+    assert parent[0]["text"] == reads["mix.exs"]["text"]
     prompt = [e for e in evs if e["kind"] == "msg.in"]
     assert len(prompt) == 1 and prompt[0]["text"].startswith("Draft bead content")
+
+
+@pytest.mark.parametrize("limit,shown,expected", [
+    (None, "     1→a\n     2→\n     3→b\n     4→", [1, 3]),  # to the end: the 4th is cat -n's artifact
+    (3, "     1→a\n     2→b\n     3→", [1, 3]),  # as many lines as asked: the empty 3rd is the file's
+    (5, "     1→a\n     2→b\n     3→", [1, 2]),  # fewer than asked: the end of the file, artifact
+])
+def test_a_read_from_cat_n_text_ends_where_the_file_does(tmp_path: Path, limit: int | None, shown: str,
+                                                          expected: list[int]) -> None:
+    """Reads without toolUseResult (older transcripts, subagents from progress records) take
+    their range from `cat -n` numbers, which count the empty string after a final newline."""
+    from engram.adapters.base import PathMapper, SourceSpan
+    from engram.adapters.claude import parse_session
+
+    root = PurePosixPath("/w/repo")
+    inp = {"file_path": "/w/repo/f.txt", **({"limit": limit} if limit else {})}
+    recs = [{"type": "assistant", "uuid": "u1", "sessionId": "s", "cwd": str(root), "timestamp": "2026-01-01T00:00:00Z",
+             "message": {"content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": inp}]}},
+            {"type": "user", "uuid": "u2", "sessionId": "s", "cwd": str(root), "timestamp": "2026-01-01T00:00:01Z",
+             "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": shown}]}}]
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    cap = parse_session([SourceSpan("main", tmp_path / "s.jsonl")],
+                        lambda cwd: PathMapper(Path(str(root)), root, root), max_line_bytes=1 << 20)
+    read = next(e for e in cap.events if e["kind"] == "code.read")
+    assert read["range"] == expected
+    assert len(read["text"].split("\n")) - 1 == expected[1] - expected[0] + 1
 
 
 def test_a_subagent_with_its_file_is_not_read_twice(ingested: Path, spotter: Path) -> None:

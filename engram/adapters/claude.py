@@ -346,6 +346,12 @@ def _read_from_output(cap: Capture, mapper: PathMapper, rec: dict[str, Any], age
         body.append(m.group(2))
     if not nums:
         return None
+    limit = inp.get("limit")
+    if len(body) > 1 and body[-1] == "" and not (isinstance(limit, int) and len(body) >= limit):
+        # the read reached the end of the file, and `cat -n` numbered the empty string after its
+        # final newline (toolUseResult's numLines counts it too; its text does not)
+        nums.pop()
+        body.pop()
     ev = _base(rec, agent, E.CODE_READ)
     ev.update(file=rel, range=[nums[0], nums[-1]], text=join_lines(body), call_id=call_id)
     return ev
