@@ -9,8 +9,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+import zstandard
 
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, run_engram
+from conftest import FIXTURES, SPOTTER_MAIN, SPOTTER_OTHER, run_engram
 from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
 from engram.store import Store
@@ -218,6 +219,38 @@ def test_a_pr_link_record_is_known_not_unknown(spotter: Path, repo: Path, tmp_pa
     proc = run_engram(repo, "ingest", str(tmp_path / "s.jsonl"))
     assert "unknown record type" not in proc.stdout + proc.stderr
     assert "1 sessions" in proc.stdout
+
+
+def test_newer_record_types_are_known_and_an_attached_file_is_a_read(repo: Path, tmp_path: Path) -> None:
+    """Claude Code 2.1 writes titles, modes, worktree moves and more (the schema-coverage fixture
+    holds one of each): none is an unknown record. A file attached with `@path` arrives as an
+    `attachment` record holding the file as a Read result does; it is the session reading it."""
+    schema = tmp_path / "schema.jsonl"
+    schema.write_bytes(zstandard.ZstdDecompressor().decompress(
+        (FIXTURES / "claude" / "schema" / "claude_small_schema_coverage.jsonl.zst").read_bytes(),
+        max_output_size=1 << 24))
+    proc = run_engram(repo, "ingest", str(schema))
+    assert "unknown record type" not in proc.stdout + proc.stderr and "0 lines skipped" in proc.stdout
+
+    text = "defmodule Greeter do\n  def hello(name), do: \"hi \" <> name\nend\n"
+    (repo / "lib").mkdir()
+    (repo / "lib" / "greeter.ex").write_text(text)
+    base = {"sessionId": "att-session", "cwd": str(repo), "version": "2.1.233", "isSidechain": False,
+            "userType": "external", "timestamp": "2026-03-01T10:00:00.000Z"}
+    recs = [{**base, "type": "user", "uuid": "u1", "parentUuid": None,
+             "message": {"role": "user", "content": "why does @lib/greeter.ex say hi?"}},
+            {**base, "type": "attachment", "uuid": "a1", "parentUuid": "u1",
+             "attachment": {"type": "file", "filename": str(repo / "lib" / "greeter.ex"), "displayPath": "lib/greeter.ex",
+                            "content": {"type": "text", "file": {"filePath": str(repo / "lib" / "greeter.ex"),
+                                                                 "content": text, "numLines": 4, "startLine": 1,
+                                                                 "totalLines": 4}}}}]
+    (tmp_path / "att.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run_engram(repo, "ingest", str(tmp_path / "att.jsonl"))
+    reads = [e for e in tape_events(repo, "att-session") if e["kind"] == "code.read"]
+    assert len(reads) == 1 and reads[0]["file"] == "lib/greeter.ex" and reads[0]["range"] == [1, 3]
+    assert reads[0]["text"] == text
+    doc = json.loads(run_engram(repo, "explain", "lib/greeter.ex:1-3", "--brief").stdout)
+    assert [x["session_id"] for x in doc["sessions"]] == ["att-session"]
 
 
 def test_subagent_edit_belongs_to_parent_session(spotter: Path, tmp_path: Path, repo: Path) -> None:

@@ -24,10 +24,13 @@ HARNESS = "claude-code"
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _EXIT_RE = re.compile(r"^Error: Exit code (\d+)")
 _CAT_N_RE = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
-# Known record types; those `_record` does not read are counted as ignored, not as unknown.
-# `pr-link` (a PR the session opened: number, URL) repeats what the `gh pr create` output shows.
+# Known record types; those `_record` does not read are counted as ignored, not as unknown. The
+# newer ones (2.1.x: titles, modes, a PR the session opened, worktree moves, bridge and frame links)
+# name or describe a session; none holds code or a message (see the transcript-formats reference).
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
-                          "queue-operation", "attachment", "pr-link"})
+                          "queue-operation", "attachment", "pr-link", "custom-title", "ai-title",
+                          "last-prompt", "agent-name", "mode", "permission-mode", "worktree-state",
+                          "relocated", "bridge-session", "frame-link", "started", "result", "atis-latch"})
 
 
 def session_sources(main: Path) -> list[SourceSpan]:
@@ -177,6 +180,8 @@ def _record(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], a
         _user(cap, st, mapper, rec, agent)
     elif typ == "progress" and agent is None and _progress_of_agent(cap, st, mapper, rec):
         return
+    elif typ == "attachment" and _attached_file(cap, mapper, rec, agent):
+        return
     elif typ == "system" and rec.get("subtype") == "compact_boundary":
         ev = _base(rec, agent, E.COMPACT)
         meta = rec.get("compactMetadata") or {}
@@ -201,6 +206,20 @@ def _progress_of_agent(cap: Capture, st: _State, mapper: PathMapper, rec: dict[s
             or msg.get("type") not in ("user", "assistant"):
         return False
     _record(cap, st, mapper, msg, agent)
+    return True
+
+
+def _attached_file(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | None) -> bool:
+    """A file the user attached (`@path` in a prompt), whose text newer builds give the model in
+    an `attachment` record rather than through a Read: a read of that file, by the session."""
+    att = rec.get("attachment")
+    content = att.get("content") if isinstance(att, dict) and att.get("type") == "file" else None
+    f = content.get("file") if isinstance(content, dict) and content.get("type") == "text" else None
+    if not isinstance(f, dict) or not isinstance(f.get("content"), str) or not f.get("filePath"):
+        return False
+    ev = _read(cap, mapper, rec, agent, None, f)
+    if ev is not None:
+        cap.add(ev)
     return True
 
 
@@ -312,7 +331,7 @@ def _tool_result(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, An
         cap.add(derived)
 
 
-def _read(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | None, call_id: str,
+def _read(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | None, call_id: str | None,
           f: dict[str, Any]) -> dict[str, Any] | None:
     rel = mapper.to_repo(str(f.get("filePath") or ""))
     if rel is None:
