@@ -127,6 +127,29 @@ def test_edits_in_any_worktree_land_on_repository_paths(tmp_path: Path) -> None:
     assert files == {"s-cross": ["src/e.py"], "s-nested": ["src/f.py"]}
 
 
+def test_a_worktree_the_session_entered_and_removed_still_lands_on_repository_paths(tmp_path: Path) -> None:
+    """Claude Code can move a running session into a new worktree (`worktree-state` records,
+    Claude Code 2.1) and removes it when the work is done, before engram ingests the session:
+    git no longer lists it, yet its files are the repository's."""
+    repo = committed_repo(tmp_path / "proj")
+    gone = repo / ".claude" / "worktrees" / "fix"  # never created here: removed before the ingest
+    recs = claude_session(repo, "s-entered", "x", "g = 7\n")
+    for rec in recs:
+        text = json.dumps(rec).replace(str(repo / "x"), str(gone / "src" / "g.py"))
+        rec.clear()
+        rec.update(json.loads(text))
+    recs.insert(1, {"type": "worktree-state", "sessionId": "s-entered", "worktreeSession": {
+        "originalCwd": str(repo), "preEnterOriginalCwd": str(repo), "worktreePath": str(gone),
+        "worktreeName": "fix", "worktreeBranch": "worktree-fix", "originalBranch": "main",
+        "sessionId": "s-entered", "enteredExisting": False}})
+    claude_home = tmp_path / "claude"
+    write_project(claude_home, repo, "s-entered", recs)
+    run_engram(repo, "init")
+    run_engram(repo, "ingest", env={"CLAUDE_CONFIG_DIR": str(claude_home), "CODEX_HOME": str(tmp_path / "none")})
+    evs = json.loads(run_engram(repo, "show", "s-entered", "--json").stdout)["events"]
+    assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["src/g.py"]
+
+
 def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
     repo = tmp_path / "proj"
     repo.mkdir()

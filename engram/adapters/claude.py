@@ -8,10 +8,12 @@ only: a string result or `is_error` is a failure and stays a `tool.result`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import re
 from collections import Counter
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable
 
 from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
@@ -77,7 +79,7 @@ def parse_session(
     session_id = str(first.get("sessionId") or sources[0].path.stem)
     cap = Capture(HARNESS, session_id, sources, skipped=skipped, ignored=ignored)
     cwd = first.get("cwd")
-    mapper = mapper_for(cwd)
+    mapper = _with_entered_worktrees(mapper_for(cwd), parsed[0][1] if parsed else [])
     cap.meta = {
         "harness_version": first.get("version"),
         "cwd": cwd,
@@ -106,6 +108,27 @@ def _unparsed(raw: bytes) -> str | None:
     from their envelope, where the record's own `type` precedes its `data`, without parsing."""
     at = raw.find(_PROGRESS, 0, 1200)
     return "progress" if at > 0 and raw.find(b'"data":', 0, at) < 0 else None
+
+
+def _with_entered_worktrees(mapper: PathMapper, lines: list[Line]) -> PathMapper:
+    """`mapper`, also knowing the worktrees the session entered (`worktree-state` records).
+
+    Claude Code can move a running session into a new worktree of its repository
+    (`.claude/worktrees/<name>`) and removes it when done; git then no longer lists it, and a
+    file there would be named from the checkout (`.claude/worktrees/<name>/src/f.py`). A worktree
+    entered from inside this repository is a root of its own, as the ones git lists are."""
+    found: list[PurePosixPath] = []
+    for line in lines:
+        rec = line.record
+        if rec is None or rec.get("type") != "worktree-state":
+            continue
+        wt = rec.get("worktreeSession")
+        path, origin = (wt.get("worktreePath"), wt.get("originalCwd")) if isinstance(wt, dict) else (None, None)
+        if isinstance(path, str) and isinstance(origin, str) and PurePosixPath(path).is_absolute() \
+                and mapper.to_repo(str(PurePosixPath(origin) / "f")) is not None:  # (the root itself maps to None)
+            found.append(PurePosixPath(os.path.normpath(path)))
+    new = tuple(p for p in dict.fromkeys(found) if p not in mapper.trees)
+    return dataclasses.replace(mapper, trees=mapper.trees + new) if new else mapper
 
 
 _AGENT_PROGRESS = b'"type":"agent_progress"'
