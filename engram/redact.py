@@ -263,15 +263,15 @@ def name_kind(name: str) -> int:
     keyword but name nothing secret, while `apiKey`, `DB_PASSWD` and `client_secret` do; and a
     name whose last part is metadata (`token_type`, `password_file`, `key_id`) holds no secret.
     """
-    bare = name.strip("-_.$@\"'\\").rsplit(".", 1)[-1]  # `config.api_key` is named by `api_key`
+    bare = _bare_name(name)
     if not bare or bare.lower() in _NOT_SECRET_NAMES:
         return 0
-    parts = _name_parts(bare)
+    parts = _split_name(bare)
     if not parts or (len(parts) > 1 and parts[-1] in _META_SUFFIXES):
         return 0
     kind = 0
     for i, p in enumerate(parts):
-        if p in _STRONG_PARTS or p.endswith(_STRONG_ENDINGS):
+        if _strong_part(p):
             if (p == "pass" and (len(parts) == 1 or i != len(parts) - 1)) or (p == "pat" and i == 0):
                 continue  # `pass: true` in test configs, `pass_at_k`, `pass_rate`; `pat_…` names
             return STRONG
@@ -286,14 +286,27 @@ def name_kind(name: str) -> int:
     return kind
 
 
-def _name_parts(name: str) -> list[str]:
-    """`a11yShowPassword` -> [a11y, show, password]; `config.API_KEY` -> [api, key]."""
-    bare = name.strip("-_.$@\"'\\").rsplit(".", 1)[-1]
+def _bare_name(name: str) -> str:
+    """The name without quotes and sigils, and without its owner: `config.api_key` is `api_key`."""
+    return name.strip("-_.$@\"'\\").rsplit(".", 1)[-1]
+
+
+def _split_name(bare: str) -> list[str]:
     return [p for p in _SPLIT.split(_CAMEL2.sub(r"\1_\2", _CAMEL1.sub(r"\1_\2", bare)).lower()) if p]
 
 
+def _name_parts(name: str) -> list[str]:
+    """`a11yShowPassword` -> [a11y, show, password]; `config.API_KEY` -> [api, key]."""
+    return _split_name(_bare_name(name))
+
+
+def _strong_part(p: str) -> bool:
+    """A part that makes a name a secret's by itself (`password`, `apikey`, `…token`)."""
+    return p in _STRONG_PARTS or p.endswith(_STRONG_ENDINGS)
+
+
 def _secret_part(p: str) -> bool:
-    return p in _STRONG_PARTS or p.endswith(_STRONG_ENDINGS) or p in ("key", "keys")
+    return _strong_part(p) or p in ("key", "keys")
 
 
 _LOOKUP_PIECE = re.compile(r"[a-z]{2,24}|v?\d{1,3}|\d{1,2}[a-z]{1,4}")
@@ -324,7 +337,7 @@ def _named_after_itself(name_parts: list[str], value: str) -> bool:
         return False
     parts = _name_parts(value)
     return (len(parts) >= 2 and (parts[-1] in _META_SUFFIXES or parts[-1] == "factor")
-            and any(_secret_part(p) and p not in ("key", "keys") and p in parts for p in name_parts))
+            and any(_strong_part(p) and p in parts for p in name_parts))
 
 
 def _describes_itself(name_parts: list[str], value: str) -> bool:
@@ -336,7 +349,7 @@ def _describes_itself(name_parts: list[str], value: str) -> bool:
         return False
     low = [w.rstrip("?!.,:;").lower() for w in words]
     last = low[-1]  # the noun a description ends on: "Plain TOTP secret."
-    return set(low) <= set(name_parts) or (last in name_parts and _secret_part(last) and last not in ("key", "keys"))
+    return set(low) <= set(name_parts) or (last in name_parts and _strong_part(last))
 
 
 def _names_a_variable(value: str) -> bool:
