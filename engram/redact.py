@@ -672,7 +672,7 @@ class AssignmentRule(Rule):
             else:
                 if before == "`" and "`" in bare:
                     bare = bare[:bare.index("`")]  # markdown's inline code: `withCredentials: true` for …
-                value = self._bare_value(bare, self._context(s, start, op, before, bare), name) or ""
+                value = self._bare_value(bare, self._context(s, start, op, before, bare, name), name) or ""
             if not value:
                 return None
             a = m.start("bare")
@@ -690,7 +690,7 @@ class AssignmentRule(Rule):
         return Span(a, b, cls)
 
     @staticmethod
-    def _context(s: str, start: int, op: str, before: str, bare: str) -> str:
+    def _context(s: str, start: int, op: str, before: str, bare: str, name: str) -> str:
         """env (`NAME=v` in a shell or a .env), code (`f(name=v)`, `name = v`) or yaml (`name: v`)."""
         stripped = op.strip()
         if op == "=":
@@ -699,7 +699,7 @@ class AssignmentRule(Rule):
                 return "code"
             # a keyword argument on its own line of a call (`    token=provider_token,`); an
             # upper-case name (`  DB_PASSWORD=…,`) is still an environment variable
-            if not lead and bare.split(None, 1)[0].endswith(",") and not _NAME_RUN.match(s, start).group(0).isupper():
+            if not lead and bare.split(None, 1)[0].endswith(",") and not name.isupper():
                 return "code"
             return "env" if start == 0 or before in " \t\n;&|-`\x00" else "code"  # `: `TOKEN=…` in prose
         return "yaml" if stripped == ":" else "code"
