@@ -444,6 +444,38 @@ def test_a_reader_does_not_hide_the_session_that_wrote_a_span_in_two_edits(repo:
     assert [s["session_id"] for s in json.loads(stdin.stdout)["sessions"]] == ["reader"]
 
 
+IMPORTS = 'import (\n\t"context"\n\t"fmt"\n\t"os/exec"\n\t"strings"\n)\n'
+
+
+def test_the_same_lines_in_another_live_file_are_not_evidence(repo: Path, tmp_path: Path) -> None:
+    """An import block reads alike in many files. The session that wrote app.go is the answer
+    for it; one that wrote and read lib.go, which holds the same block, is not evidence for
+    app.go's, and, later, used to come first on touches. Once lib.go is gone from the
+    working tree it may be where app.go's lines came from (a rename), so it counts again."""
+    app = "package app\n\n" + IMPORTS + "\nfunc Run(name string) error {\n\treturn exec.Command(name).Run()\n}\n"
+    lib = "package app\n\n" + IMPORTS + "\nfunc Split(line string) []string {\n\treturn strings.Fields(line)\n}\n"
+    (repo / "app.go").write_text(app)
+    (repo / "lib.go").write_text(lib)
+    from test_lineage import tape  # noqa: PLC0415
+
+    writer = tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "app.go", "op": "create",
+         "before_range": None, "after_range": [1, 12], "before_text": "", "after_text": app}])
+    other = tape(tmp_path, "other", "2026-01-02T00:00:00Z", [
+        {"kind": "tool.call", "ts": "2026-01-02T00:00:01Z", "call_id": "c1", "name": "Write",
+         "input": {"file_path": "lib.go", "content": lib}},
+        {"kind": "code.edit", "ts": "2026-01-02T00:00:01Z", "file": "lib.go", "op": "create",
+         "before_range": None, "after_range": [1, 12], "before_text": "", "after_text": lib},
+        {"kind": "code.read", "ts": "2026-01-02T00:00:02Z", "file": "lib.go", "range": [1, 12], "text": lib}])
+    run_engram(repo, "ingest", str(writer), str(other))
+    assert [s["session_id"] for s in explain(repo, "app.go:3-8", "--brief")["sessions"]] == ["writer"]
+    assert [s["session_id"] for s in explain(repo, "lib.go:3-8", "--brief")["sessions"]] == ["other"]
+    stdin = run_engram(repo, "explain", "--text", "-", "--brief", input=IMPORTS.encode())
+    assert {s["session_id"] for s in json.loads(stdin.stdout)["sessions"]} == {"writer", "other"}
+    (repo / "lib.go").unlink()
+    assert {s["session_id"] for s in explain(repo, "app.go:3-8", "--brief")["sessions"]} == {"writer", "other"}
+
+
 def test_a_command_line_explain_answers_without_importing_numpy(spotter: Path,
                                                                 spot_repo: tuple[Path, dict[str, str]]) -> None:
     """numpy's import is most of a command-line explain's time (50-100 ms here): a short span is

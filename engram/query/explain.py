@@ -5,6 +5,8 @@
    inside the span is among the span's k-grams), only the span's own winnowed ones for a longer
    span (see direct.WINNOWED_ONLY_FROM). A fragment's confidence is the share of
    the span's winnowed fingerprint count it matched, weighted by kind (code.* above msg/tool).
+   Once the span's own file has a match, matches only as the text of another live file drop
+   out (`own_file_first`).
 2. Lineage BFS backwards from matched edits (depth, min confidence, fan-out and edge caps;
    agent links always followed), labelling hops that cross a continuation edge.
 3. Sessions ordered by touch count, then most recent touch; a transcript window per touch.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import apsw
@@ -24,7 +27,7 @@ from engram.index.db import int_array, reading
 from engram.index.edges import LINK_THRESHOLD
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.query.direct import SpanTokens, direct_hits, span_tokens
-from engram.query.spans import Span
+from engram.query.spans import Span, in_tree
 from engram.store import Store
 from engram.tape import events as E
 
@@ -39,6 +42,8 @@ MAX_FANOUT: Final = 50
 MAX_EDGES: Final = 500
 MAX_FRAGMENTS_PER_SESSION: Final = 20
 MAX_STRING: Final = 20_000
+_CODE: Final = frozenset({KIND_NO[E.CODE_EDIT], KIND_NO[E.CODE_READ]})
+_CALLS: Final = frozenset({KIND_NO[E.TOOL_CALL], KIND_NO[E.TOOL_RESULT]})
 
 
 @dataclass
@@ -180,7 +185,9 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     """The evidence for `span` (`tokens`: the span's, when the caller has them)."""
     res = Result(span)
     snap = snapshot.read(db)
-    for fid, conf in direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file).items():
+    direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file)
+    frags = _frag_rows(db, list(direct))
+    for fid, conf in own_file_first(store.root, span, direct, frags).items():
         res.hits[fid] = Hit(fid, conf, "direct")
     if snap.links:
         for fid, h in _span_links(db, span).items():
@@ -191,8 +198,48 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
 
         for fid, share in tombstone_hits(db, span.text).items():
             res.hits.setdefault(fid, Hit(fid, share, "tombstone"))
-    res.frags = _frag_rows(db, list(res.hits))
+    res.frags = {f: frags[f] for f in res.hits if f in frags}
+    res.frags.update(_frag_rows(db, [f for f in res.hits if f not in frags]))
     return res
+
+
+def own_file_first(root: Path, span: Span, direct: dict[int, float], frags: dict[int, Frag]) -> dict[int, float]:
+    """`direct` without what matches the span only as text another file of the working tree
+    holds (`root`: the working tree; `frags`: the rows of `direct`'s fragments).
+
+    A short span (an import block, a guard clause, test set-up) reads alike in many files, and
+    the sessions that read or wrote those files were returned beside the span's writer, often
+    above it on touches: on entireio/cli, all 223 returned sessions that never touched the span
+    matched it only in other files (bench/provenance.py). So once the span's own file has a code
+    fragment, a code fragment of another file that matches no better is dropped; so are its
+    session's tool calls and results (the calls that made those reads and edits) when they match
+    no better either and nothing else of the session is left. A file no longer in the tree is
+    kept: it may be where the span lived before a rename."""
+    own = [c for f, c in direct.items()
+           if (fr := frags.get(f)) is not None and fr.kind in _CODE and fr.file == span.file]
+    if not own:
+        return direct
+    bar = max(own)
+    live: dict[str, bool] = {}
+
+    def elsewhere(fr: Frag) -> bool:
+        if fr.kind not in _CODE or fr.file is None or fr.file == span.file:
+            return False
+        if fr.file not in live:
+            live[fr.file] = in_tree(root, fr.file)
+        return live[fr.file]
+
+    drop = {f for f, c in direct.items() if c <= bar and (fr := frags.get(f)) is not None and elsewhere(fr)}
+    if not drop:
+        return direct
+    rest: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for f in direct:
+        if f not in drop and (fr := frags.get(f)) is not None:
+            rest[(fr.harness, fr.session_id)].append(f)
+    for key in {(frags[f].harness, frags[f].session_id) for f in drop}:
+        if all(frags[g].kind in _CALLS and direct[g] <= bar for g in rest[key]):
+            drop.update(rest[key])
+    return {f: c for f, c in direct.items() if f not in drop}
 
 
 def _span_links(db: apsw.Connection, span: Span) -> dict[int, Hit]:

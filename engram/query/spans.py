@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,19 @@ def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
 @functools.lru_cache(maxsize=64)
 def _real_root(root: str) -> str:
     return os.path.realpath(root)
+
+
+def in_tree(root: Path, path: str) -> bool:
+    """Is the repository path `path` (as the index stores it) an entry of the working tree?
+
+    A symlink counts as an entry and is not followed: nothing outside the repository is looked at."""
+    if os.path.isabs(path) or ".." in path.split("/"):
+        return False
+    try:
+        mode = os.lstat(os.path.join(os.fspath(root), path)).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
 def read_span(root: Path, path: str, start: int, end: int, cwd: Path | None = None) -> Span:
