@@ -1187,12 +1187,12 @@ def failures(queries: list[Query], outs: list[Outcome], limit: int = 14) -> str:
 # --------------------------------------------------------------------------- main
 
 
-def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = None, history: Path | None = None
-            ) -> tuple[list[Session], Path, list[Query], list[set[str]]]:
+def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = None, history: Path | None = None,
+            tree_with_reads: bool = False) -> tuple[list[Session], Path, list[Query], list[set[str]]]:
     """Transcripts, ground truth, the test repository, the mutated queries and their references.
 
     With `source`, every session there that wrote a file is a writer; otherwise the two shipped
-    spotter writers are."""
+    spotter writers are. `tree_with_reads`: see `add_read_files`."""
     mains = prepare_transcripts(work / "transcripts", source)
     hist = History(history)
     sessions = [load_session(p, hist) for p in mains]
@@ -1238,7 +1238,33 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
           f"{time.perf_counter() - t0:.1f}s")
     multi = Counter(len(t) for t in truth[:: len(MUTATIONS)])
     print(f"sessions that touched a span (writer included): {dict(sorted(multi.items()))}")
+    if tree_with_reads:
+        print(f"working tree: {add_read_files(repo, sessions)} files the sessions only read added (untracked)")
     return sessions, repo, queries, truth
+
+
+def add_read_files(repo: Path, sessions: list[Session]) -> int:
+    """Put each file the sessions read but none wrote into the working tree, untracked, holding
+    the lines the transcripts showed of it (unordered; no span is taken from it). The test
+    repository otherwise holds only written files, while the project's tree holds the files its
+    sessions read too, and explain weighs a match in another file by whether that file is still
+    in the tree (`own_file_first`). Added after the references ran, so git blame never sees them."""
+    added = 0
+    for s in sessions:
+        for rel, lines in s.touched.items():
+            parts = Path(rel).parts
+            if not rel or Path(rel).is_absolute() or ".." in parts or parts[0] == ".git":
+                continue
+            p = repo / rel
+            if p.exists() or p.is_symlink():
+                continue
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text("\n".join(sorted(x for x in lines if x)) + "\n", encoding="utf-8")
+            except OSError:  # a path that is a directory here, or a name this file system refuses
+                continue
+            added += 1
+    return added
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -1280,6 +1306,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="override a constant of engram.query.explain for this run, e.g. RELATIVE_FLOOR=0.8 "
                          "(what-if runs without editing engram/)")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary directory)")
+    ap.add_argument("--tree-with-reads", action="store_true",
+                    help="also put the files the sessions only read into the test working tree (as in the "
+                         "project's own tree; by default it holds the written files only)")
     args = ap.parse_args(argv)
     import engram.query.explain as X
 
@@ -1300,7 +1329,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep and work.exists():
         shutil.rmtree(work)
     try:
-        sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed, args.sessions, args.history)
+        sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed, args.sessions, args.history,
+                                                  args.tree_with_reads)
         store = engram_env(repo, [work / "transcripts", *args.distractors], args.maps)
         db, npost, secs = build_index(store, args.k, args.w)
         spans = read_spans(repo, queries)
