@@ -26,8 +26,9 @@ finds in the project's git history (checked hunk by hunk). The run:
 3. samples (seeded) spans of 3, 10 and 30 lines made only of lines the session wrote, with at
    least 60% substantive lines;
 4. applies each mutation to a copy of the file (transcripts unchanged), writes it to the working
-   tree, reads the span back with engram.query.spans.read_span and asks
-   `engram.query.explain.explain(store, db, span, Options(brief=True))`, in process;
+   tree, reads the span back with engram.query.spans.read_span and asks engram, in process, what
+   `engram explain FILE:START-END --brief` answers: `resolve(store, db, span, Options(brief=True),
+   file_lines=...)` and `to_json` (with the file's lines, a span can take in its neighbours);
 5. scores engram (recall@1, recall@3 of the writing session, precision of the returned sessions)
    next to two references on the same mutated spans: `git blame` (plain, and `-w -M -C`) over a
    commit by "human" holding the mutation, and a fixed-string line grep of the transcripts; also
@@ -996,9 +997,11 @@ def proposed_order(res: Any, span_file: str) -> list[str]:
     return sorted(keep, key=lambda s: (-best[s], -best_edit[s], -same[s], -touches[s], s))
 
 
-def read_spans(repo: Path, queries: list[Query]) -> list[Any]:
-    """Each mutated span as `engram explain FILE:START-END` reads it: the mutation is written to the
-    working tree, read back with engram.query.spans.read_span, and the file restored."""
+def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
+    """Each mutated span as `engram explain FILE:START-END` reads it, with its file's lines (which
+    the command passes on, so that a span can take in its neighbours): the mutation is written to
+    the working tree, read back as engram.query.cli_commands.explain_request reads it, and the
+    file restored."""
     from engram.query.spans import read_span
 
     out = []
@@ -1008,7 +1011,8 @@ def read_spans(repo: Path, queries: list[Query]) -> list[Any]:
             for p, content in q.files.items():
                 (repo / p).parent.mkdir(parents=True, exist_ok=True)
                 (repo / p).write_text(content, encoding="utf-8")
-            out.append(read_span(repo, q.path, q.start, q.end, cwd=repo))
+            span = read_span(repo, q.path, q.start, q.end, cwd=repo)
+            out.append((span, (repo / span.file).read_text(encoding="utf-8", errors="replace").splitlines()))
         finally:
             for p, old in backup.items():
                 if old is None:
@@ -1018,12 +1022,10 @@ def read_spans(repo: Path, queries: list[Query]) -> list[Any]:
     return out
 
 
-def run_engram(store: Any, db: Any, spans: list[Any], queries: list[Query], truth: list[set[str]], k: int, w: int,
-               *, fast: bool = False) -> tuple[list[Outcome], list[Outcome]]:
-    """engram explain as shipped (brief), and the proposed ranking on the same evidence.
-
-    `explain()` is called as is; with `fast` (the sweep) its two steps are called directly
-    (`to_json(run())`, which is what explain() does without --expand-until), saving one run()."""
+def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries: list[Query],
+               truth: list[set[str]], k: int, w: int) -> tuple[list[Outcome], list[Outcome]]:
+    """engram explain as shipped (brief, with the file's lines as the command passes them), and
+    the proposed ranking on the same evidence (`resolve` then `to_json` is what explain() does)."""
     import engram.query.explain as X
 
     orig = X.direct_hits
@@ -1035,12 +1037,12 @@ def run_engram(store: Any, db: Any, spans: list[Any], queries: list[Query], trut
     outs, prop = [], []
     opts = X.Options(brief=True)
     try:
-        for q, span, true_set in zip(queries, spans, truth):
-            res = X.run(store, db, span, opts)
-            doc = X.to_json(store, res, opts) if fast else X.explain(store, db, span, opts)
+        for q, (span, lines), true_set in zip(queries, spans, truth):
+            res = X.resolve(store, db, span, opts, file_lines=lines)
+            doc = X.to_json(store, res, opts)
             edits = _writer_edits(res, q.span.writer)
             outs.append(_outcome([s["session_id"] for s in doc["sessions"]], q.span.writer, true_set, edits))
-            prop.append(_outcome(proposed_order(res, span.file), q.span.writer, true_set, edits))
+            prop.append(_outcome(proposed_order(res, res.span.file), q.span.writer, true_set, edits))
     finally:
         X.direct_hits = orig
     return outs, prop
@@ -1062,7 +1064,7 @@ def _sweep_one(kw: tuple[int, int]) -> tuple[int, int, int, float, dict[str, flo
     store = Store(root)
     db, npost, secs = build_index(store, k, w)
     try:
-        o, p = run_engram(store, db, _SWEEP["spans"], _SWEEP["queries"], _SWEEP["truth"], k, w, fast=True)
+        o, p = run_engram(store, db, _SWEEP["spans"], _SWEEP["queries"], _SWEEP["truth"], k, w)
     finally:
         db.close()
         shutil.rmtree(root, ignore_errors=True)

@@ -70,10 +70,16 @@ class Session(BaseModel):
     fragments: list[Fragment]
 
 
+class Widened(BaseModel):
+    asked: Span = Field(description="the span asked for")
+    why: str = Field(description="few-tokens, no-evidence (nothing matched the lines themselves) or expand-until")
+
+
 class ExplainResult(BaseModel):
     version: int
-    span: Span
+    span: Span = Field(description="the span answered; wider than the one asked for when `widened` says so")
     sessions: list[Session]
+    widened: Widened | None = None
     truncated: bool = Field(description="true when sessions, fragments or texts were cut; see `hint`")
     hint: str | None = None
 
@@ -164,8 +170,9 @@ def bound_explain(doc: dict[str, Any], max_sessions: int = MAX_SESSIONS) -> Expl
         out.append(Session(**{k: v for k, v in s.items() if k != "fragments"}, fragments=clipped))
     hint = ("Results were cut to stay small: call `view(tape, at=offset, before, after)` to read a fragment's "
             "full window, or narrow the span." if truncated else None)
+    widened = doc.get("widened")
     return ExplainResult(version=doc["version"], span=Span(**doc["span"]), sessions=out, truncated=truncated,
-                         hint=hint)
+                         hint=hint, widened=Widened.model_validate(widened) if widened else None)
 
 
 def _error(exc: EngramError) -> ToolError:

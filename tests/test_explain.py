@@ -153,11 +153,54 @@ def test_a_span_too_short_to_fingerprint_takes_in_its_neighbours(spotter: Path,
     # too), so the writer need not come first; its edit of this very file must be in the answer.
     writers = [s for s in doc["sessions"] if s["session_id"] == SPOTTER_MAIN]
     assert writers and any(f["kind"] == "code.edit" and f["file"] == rel for f in writers[0]["fragments"])
+    assert doc["widened"] == {"asked": {"file": rel, "start": short, "end": short}, "why": "few-tokens"}
 
     # A span that has enough tokens is answered as asked.
     long_line = next(i for i in range(a, len(lines)) if len(tokenize(lines[i - 1])) >= need)
     doc = explain(root, f"{rel}:{long_line}-{long_line}", "--brief")
-    assert (doc["span"]["start"], doc["span"]["end"]) == (long_line, long_line)
+    assert (doc["span"]["start"], doc["span"]["end"]) == (long_line, long_line) and doc["widened"] is None
+
+
+def test_lines_rewritten_past_recognition_are_answered_by_their_neighbours(
+        spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """Three lines a person rewrote token by token keep nothing of what the agent wrote, and the
+    answer was empty. The code around them still is the agent's: explain takes in a line above and
+    below at a time (at most three), answers for that span, and says so. `--text -` has no
+    neighbours (no answer), nor does a file no session ever saw."""
+    from engram.anchor import tokenize
+
+    root, writer = spot_repo
+    rng = random.Random(5)
+    for rel, a, _ in spans_of_main(spotter, root, writer):
+        lines = (root / rel).read_text().splitlines()
+        if all(len(tokenize(lines[i])) >= 6 for i in (a - 2, a + 3)):  # lines a-1 and a+4: substantive
+            break
+    else:
+        pytest.fail("no span of main with substantive neighbours")
+    original = (root / rel).read_text()
+    fresh = [re.match(r"\s*", ln).group(0) + " ".join(f"zq{rng.randrange(10**9)}" for _ in range(6))
+             for ln in lines[a - 1:a + 2]]
+    try:
+        (root / rel).write_text("\n".join(lines[:a - 1] + fresh + lines[a + 2:]) + "\n")
+        doc = explain(root, f"{rel}:{a}-{a + 2}", "--brief")
+        assert doc["widened"] == {"asked": {"file": rel, "start": a, "end": a + 2}, "why": "no-evidence"}
+        span = doc["span"]
+        assert a - 3 <= span["start"] < a and a + 2 < span["end"] <= a + 5
+        assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+        pretty = run_engram(root, "explain", f"{rel}:{a}-{a + 2}", "--brief", "--pretty").stdout
+        assert f"lines {a}-{a + 2} widened to {span['start']}-{span['end']}" in pretty
+
+        stdin = run_engram(root, "explain", "--text", "-", "--brief", input=("\n".join(fresh) + "\n").encode())
+        assert json.loads(stdin.stdout)["sessions"] == [] and json.loads(stdin.stdout)["widened"] is None
+    finally:
+        (root / rel).write_text(original)
+    alien = root / "alien.txt"
+    alien.write_text("\n".join(" ".join(f"qx{rng.randrange(10**9)}" for _ in range(6)) for _ in range(9)) + "\n")
+    try:
+        doc = explain(root, "alien.txt:4-6", "--brief")
+        assert doc["sessions"] == [] and doc["widened"] is None and doc["span"]["start"] == 4
+    finally:
+        alien.unlink()
 
 
 def test_view_walks_a_transcript_from_a_fragment(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:

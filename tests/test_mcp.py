@@ -65,8 +65,18 @@ async def check_explain(c: Client, rel: str, a: int, b: int) -> None:
 
 
 async def test_stdio_sdk_client(spot: Path, agent_span: tuple[str, int, int]) -> None:
+    from engram.anchor import tokenize
+
     async with Client(stdio(spot)) as c:
         await check_explain(c, *agent_span)
+        rel, a, _ = agent_span
+        lines = (spot / rel).read_text().splitlines()
+        short = next(i for i in range(a, len(lines) - 3) if 0 < len(tokenize(lines[i - 1])) < 3)
+        wide = await c.call_tool("explain", {"file": rel, "start_line": short, "end_line": short, "brief": True})
+        assert wide.is_error is False, wide.content  # the SDK client checked it against the output schema
+        assert wide.structured_content["widened"] == {"asked": {"file": rel, "start": short, "end": short},
+                                                      "why": "few-tokens"}
+        assert wide.structured_content["span"]["start"] < short < wide.structured_content["span"]["end"]
         listed = await c.call_tool("tapes", {"limit": 2})
         assert len(listed.structured_content["tapes"]) == 2 and listed.structured_content["truncated"] is True
         found = await c.call_tool("search", {"query": "Implement spotter-gqc"})

@@ -6,11 +6,28 @@ from typing import Any
 
 from engram.render import event_line
 
+_WHY_WIDER = {
+    "few-tokens": "too few tokens to fingerprint",
+    "no-evidence": "no session matched those lines themselves",
+    "expand-until": "--expand-until",
+}
+
+
+def widened_note(doc: dict[str, Any]) -> str | None:
+    """Why the span answered is wider than the one asked for, in words; None when it is not."""
+    w = doc.get("widened")
+    if not w:
+        return None
+    return (f"lines {w['asked']['start']}-{w['asked']['end']} widened to {doc['span']['start']}-{doc['span']['end']}: "
+            + _WHY_WIDER.get(w.get("why"), str(w.get("why"))))
+
 
 def explain_pretty(doc: dict[str, Any], width: int = 110) -> str:
     span = doc["span"]
     out = [f"why {span['file']}:{span['start']}-{span['end']}? {len(doc['sessions'])} session(s)"
            + (" (truncated)" if doc.get("truncated") else "")]
+    if note := widened_note(doc):
+        out.append(f"({note})")
     for rank, s in enumerate(doc["sessions"], 1):
         out.append("")
         out.append(f"{rank}. {s['harness']} session {s['session_id']} · {s.get('model') or '?'} · "
@@ -35,6 +52,8 @@ def explain_markdown(doc: dict[str, Any], width: int = 160) -> str:
     n = len(doc["sessions"])
     out = [f"# Why `{span['file']}:{span['start']}-{span['end']}`?", "",
            f"{n} session{'s' if n != 1 else ''}" + (" (truncated)" if doc.get("truncated") else "")]
+    if note := widened_note(doc):
+        out += ["", f"_{note}_"]
     for rank, s in enumerate(doc["sessions"], 1):
         out += ["", f"## {rank}. {s['harness']} · `{s['session_id']}`", "",
                 f"- model: {s.get('model') or 'unknown'}",
