@@ -72,7 +72,8 @@ class Session(BaseModel):
 
 class Widened(BaseModel):
     asked: Span = Field(description="the span asked for")
-    why: str = Field(description="few-tokens, no-evidence (nothing matched the lines themselves) or expand-until")
+    why: str = Field(description="few-tokens, no-evidence (nothing matched the lines themselves), "
+                     "weak-evidence (their best match held under 0.3 of them) or expand-until")
 
 
 class ExplainResult(BaseModel):

@@ -164,9 +164,10 @@ def test_a_span_too_short_to_fingerprint_takes_in_its_neighbours(spotter: Path,
 def test_lines_rewritten_past_recognition_are_answered_by_their_neighbours(
         spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
     """Three lines a person rewrote token by token keep nothing of what the agent wrote, and the
-    answer was empty. The code around them still is the agent's: explain takes in a line above and
-    below at a time (at most three), answers for that span, and says so. `--text -` has no
-    neighbours (no answer), nor does a file no session ever saw."""
+    answer was empty (or made of chance matches of a k-gram or two). The code around them still
+    is the agent's: explain takes in a line above and below at a time (at most three), answers for
+    that span, and says so. `--text -` has no neighbours (no answer), nor does a file no session
+    ever saw."""
     from engram.anchor import tokenize
 
     root, writer = spot_repo
@@ -192,6 +193,19 @@ def test_lines_rewritten_past_recognition_are_answered_by_their_neighbours(
 
         stdin = run_engram(root, "explain", "--text", "-", "--brief", input=("\n".join(fresh) + "\n").encode())
         assert json.loads(stdin.stdout)["sessions"] == [] and json.loads(stdin.stdout)["widened"] is None
+
+        # Rewritten into common Elixir, the lines match a k-gram or two of other code (`(conn,
+        # args)`), weakly: that is not evidence enough either, and the neighbours answer.
+        common = ["  # rewritten by hand", "  def fetch_it(conn, args), do: MyHelper.go(conn, args, :fast)",
+                  "  # end of hand edit"]
+        stdin = run_engram(root, "explain", "--text", "-", "--brief", input=("\n".join(common) + "\n").encode())
+        weak = json.loads(stdin.stdout)["sessions"]
+        assert weak and all(f["confidence"] < 0.3 for s in weak for f in s["fragments"])
+        (root / rel).write_text("\n".join(lines[:a - 1] + common + lines[a + 2:]) + "\n")
+        doc = explain(root, f"{rel}:{a}-{a + 2}", "--brief")
+        assert doc["widened"] == {"asked": {"file": rel, "start": a, "end": a + 2}, "why": "weak-evidence"}
+        assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+        assert max(f["confidence"] for f in doc["sessions"][0]["fragments"]) >= 0.3
     finally:
         (root / rel).write_text(original)
     alien = root / "alien.txt"

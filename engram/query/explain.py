@@ -42,12 +42,17 @@ MAX_FANOUT: Final = 50
 MAX_EDGES: Final = 500
 MAX_FRAGMENTS_PER_SESSION: Final = 20
 MAX_STRING: Final = 20_000
-# A span with no evidence at all takes in up to this many lines above and below, one a side at a
-# time, until something matches. Chosen on bench/provenance.py's unseen repositories: 2 and 3
-# lines found the writer as often (5 and 8 added 2 of 1,560 queries on entireio/cli, none on
-# FSM1/cipher-box), and further out the neighbours are more often another writer's code.
+# A span with no evidence, or only weak evidence, of its own takes in up to this many lines above
+# and below, one a side at a time, until the neighbours have evidence (`widen_for_evidence`).
+# Chosen on bench/provenance.py's unseen repositories: 2 and 3 lines found the writer as often
+# (5 and 8 added 2 of 1,560 queries on entireio/cli, none on FSM1/cipher-box), and further out
+# the neighbours are more often another writer's code.
 MAX_WIDEN_LINES: Final = 3
-WIDENED: Final = ("few-tokens", "no-evidence", "expand-until")
+# Weak: the strongest match holds less than this share of the span (weighted by kind). Chosen
+# with bench/provenance.py on six sets of sessions, 0.0 / 0.2 / 0.3 / 0.4 / 0.5: 0.3 was best or
+# level on each (R@1 with 30% of tokens edited on every line, entireio/cli 0.875 / 0.908 / 0.917
+# / 0.908 / 0.892; precision 0.921 / 0.930 / 0.932 / 0.932 / 0.929) and no figure fell anywhere.
+WEAK_EVIDENCE: Final = 0.3
 _CODE: Final = frozenset({KIND_NO[E.CODE_EDIT], KIND_NO[E.CODE_READ]})
 _CALLS: Final = frozenset({KIND_NO[E.TOOL_CALL], KIND_NO[E.TOOL_RESULT]})
 
@@ -99,7 +104,7 @@ class Result:
     edges_followed: int = 0
     truncated: bool = False
     asked: Span | None = None  # the span asked for, when `span` is wider
-    widened: str | None = None  # why it is: one of WIDENED
+    widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence or expand-until
 
 
 def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
@@ -367,17 +372,23 @@ def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None) -
     return span, tokens
 
 
-def widen_unmatched(store: Store, db: apsw.Connection, res: Result, opts: Options,
-                    file_lines: list[str]) -> Result:
+def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Options,
+                       file_lines: list[str]) -> Result:
     """The evidence for the span with a line more above and below, up to MAX_WIDEN_LINES a side,
-    when the span itself has none; `res` when the neighbours have none either.
+    when the span's own is missing or weak (see `strongest`): the first wider span with any
+    evidence when there was none, else the first whose strongest match reaches WEAK_EVIDENCE;
+    `res` when no wider span qualifies.
 
-    Three lines a person rewrote (a fifth or more of their tokens, on every line) keep no k-gram of
-    the text the agent wrote, and the answer was empty; the code around them usually came from the
-    same session. On the unseen repositories of bench/provenance.py this found the writer first
-    for most such spans (entireio/cli: R@1 with 20% of tokens edited on every line 0.842 → 0.883,
-    30%: 0.800 → 0.875; FSM1/cipher-box 0.883 → 0.900 and 0.808 → 0.908) and returned about as
-    many sessions that never touched the span as before. The answer names the wider span and why."""
+    Three lines a person rewrote (a fifth or more of their tokens, on every line) keep few or no
+    k-grams of the text the agent wrote: the answer was empty, or made of matches on a k-gram or
+    two that many files share; the code around them usually came from the same session. On the
+    unseen repositories of bench/provenance.py this found the writer first for most such spans
+    (entireio/cli: R@1 with 20% of tokens edited on every line 0.833 → 0.908, 30%: 0.792 →
+    0.917, precision 0.927 → 0.932) and no figure fell on any set. The answer names the wider
+    span and why."""
+    if strongest(res) >= WEAK_EVIDENCE:
+        return res
+    need = WEAK_EVIDENCE if res.hits else 0.0
     span, tried = res.span, (res.span.start, res.span.end)
     for step in range(1, MAX_WIDEN_LINES + 1):
         start, end = max(1, span.start - step), min(len(file_lines), span.end + step)
@@ -385,9 +396,15 @@ def widen_unmatched(store: Store, db: apsw.Connection, res: Result, opts: Option
             break  # the whole file, already asked
         tried = (start, end)
         wide = run(store, db, _lines(span.file, file_lines, start, end), opts)
-        if wide.hits:
+        if wide.hits and strongest(wide) >= need:
             return wide
     return res
+
+
+def strongest(res: Result) -> float:
+    """The span's own evidence: its strongest direct match or agent link (lineage and tombstones
+    are reached through those, or are about deleted text)."""
+    return max((h.confidence for h in res.hits.values() if h.via in ("direct", "agent_link")), default=0.0)
 
 
 def _lines(file: str, file_lines: list[str], start: int, end: int) -> Span:
@@ -398,23 +415,24 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
             file_lines: list[str] | None = None) -> Result:
     """The evidence `explain` reports: for `span`, or for the wider span it had to take in
     (`Result.asked` / `Result.widened` say so). `file_lines` (the whole file) lets a span too
-    short to fingerprint, or with no evidence of its own, take in its neighbours; with
+    short to fingerprint, or with no or weak evidence of its own, take in its neighbours; with
     `expand_until`, the span grows until at most N sessions match."""
     asked, why = span, None
     with reading(db):
         span, tokens = widen_short(db, span, file_lines)
         if span != asked:
-            why = WIDENED[0]
+            why = "few-tokens"
         res = run(store, db, span, opts, tokens)
-        if not res.hits and file_lines is not None:
-            res = widen_unmatched(store, db, res, opts, file_lines)
+        if file_lines is not None:
+            had = bool(res.hits)
+            res = widen_for_evidence(store, db, res, opts, file_lines)
             if res.span != span:
-                why = WIDENED[1]
+                why = "weak-evidence" if had else "no-evidence"
         if expand_until is not None and file_lines is not None:
             while len(sessions_of(res)) > expand_until and (res.span.start > 1 or res.span.end < len(file_lines)):
                 start, end = max(1, res.span.start - 2), min(len(file_lines), res.span.end + 2)
                 res = run(store, db, _lines(span.file, file_lines, start, end), opts)
-                why = WIDENED[2]
+                why = "expand-until"
     if res.span != asked:
         res.asked, res.widened = asked, why
     return res

@@ -9,6 +9,7 @@ from engram.render import event_line
 _WHY_WIDER = {
     "few-tokens": "too few tokens to fingerprint",
     "no-evidence": "no session matched those lines themselves",
+    "weak-evidence": "those lines themselves matched only weakly",
     "expand-until": "--expand-until",
 }
 
