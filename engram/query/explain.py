@@ -44,14 +44,17 @@ MAX_FRAGMENTS_PER_SESSION: Final = 20
 MAX_STRING: Final = 20_000
 # A span with no evidence, or only weak evidence, of its own takes in up to this many lines above
 # and below, one a side at a time, until the neighbours have evidence (`widen_for_evidence`).
-# Chosen on bench/provenance.py's unseen repositories: 2 and 3 lines found the writer as often
-# (5 and 8 added 2 of 1,560 queries on entireio/cli, none on FSM1/cipher-box), and further out
-# the neighbours are more often another writer's code.
+# Chosen on bench/provenance.py's unseen repositories (spans with no evidence): 2 and 3 lines
+# found the writer as often, within one query; 5 and 8 widened 2 more of entireio/cli's 1,560
+# queries (one more writer found with 20% and with 30% of tokens edited) and none more on
+# FSM1/cipher-box; further out, the neighbours are more often another writer's code.
 MAX_WIDEN_LINES: Final = 3
 # Weak: the strongest match holds less than this share of the span (weighted by kind). Chosen
-# with bench/provenance.py on six sets of sessions, 0.0 / 0.2 / 0.3 / 0.4 / 0.5: 0.3 was best or
-# level on each (R@1 with 30% of tokens edited on every line, entireio/cli 0.875 / 0.908 / 0.917
-# / 0.908 / 0.892; precision 0.921 / 0.930 / 0.932 / 0.932 / 0.929) and no figure fell anywhere.
+# with bench/provenance.py on five sets of sessions, trying 0 (off) / 0.2 / 0.3 / 0.4 / 0.5: no
+# figure fell against 0 at any of them; summed over the sets, R@1 with 20% and 30% of tokens
+# edited on every line plus precision came to 14.03 / 14.20 / 14.23 / 14.23 / 14.18, and each
+# set's figures at 0.3 and 0.4 were within a query or two of each other (bench/README.md, "A span
+# with no or weak evidence of its own").
 WEAK_EVIDENCE: Final = 0.3
 _CODE: Final = frozenset({KIND_NO[E.CODE_EDIT], KIND_NO[E.CODE_READ]})
 _CALLS: Final = frozenset({KIND_NO[E.TOOL_CALL], KIND_NO[E.TOOL_RESULT]})
