@@ -10,6 +10,9 @@
 2. Lineage BFS backwards from matched edits (depth, min confidence, fan-out and edge caps;
    agent links always followed), labelling hops that cross a continuation edge.
 3. Sessions ordered by touch count, then most recent touch; a transcript window per touch.
+
+Given the span's file, a span too short to fingerprint, or with no or only weak evidence of its
+own, is answered for a few lines more around it, and the document says so (`resolve`).
 """
 
 from __future__ import annotations
