@@ -453,6 +453,33 @@ def test_small_segments_held_in_memory_answer_as_read(tmp_path: Path) -> None:
     memo.forget()
 
 
+def test_the_copy_of_fragment_kinds_never_holds_a_row_rolled_back(tmp_path: Path) -> None:
+    """A process's copy of the fragments' kinds (engram.index.memo) grows with rows past its end;
+    asked inside a write transaction, it would copy a row that a rollback then removes, and keep
+    that row's kind for the id the next committed fragment takes."""
+    from engram.index import memo, snapshot  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.index.kinds import KIND_NO  # noqa: PLC0415
+
+    store = _store_with(tmp_path / "s")
+    _ingest(store, _sessions(tmp_path, 2))
+    db = open_db(store)
+    memo.forget()
+    epoch = snapshot.read(db).epoch
+    top, tape_no = db.execute("SELECT max(id), max(tape) FROM fragments").fetchall()[0]
+    new = np.array([top + 1])
+    memo.fragment_kinds(db, np.array([top]), epoch)  # a process's first query reads, copies nothing
+    row = "INSERT INTO fragments(id, tape, offset, kind, file, ts, nfp) VALUES(?, ?, 999, ?, NULL, NULL, 1)"
+    db.execute("BEGIN IMMEDIATE")
+    db.execute(row, (top + 1, tape_no, KIND_NO["msg.in"]))
+    assert memo.fragment_kinds(db, new, epoch).tolist() == [KIND_NO["msg.in"]]  # its own write
+    db.execute("ROLLBACK")
+    db.execute(row, (top + 1, tape_no, KIND_NO["code.edit"]))
+    assert memo.fragment_kinds(db, new, epoch).tolist() == [KIND_NO["code.edit"]]
+    db.close()
+    memo.forget()
+
+
 @pytest.mark.parametrize("parts", [2, 3, 7])
 def test_runs_merged_in_parts_write_the_rows_one_merge_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                parts: int) -> None:

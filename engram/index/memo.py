@@ -49,10 +49,11 @@ def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str) -> np
 
     Fragments are insert-only with increasing ids until the next rebuild, so the copy (made on
     the second call in a process, see first_use) is extended with the rows past its end when an
-    id beyond it is asked for. `index_epoch`: the epoch as the caller's query read it (snapshot)."""
+    id beyond it is asked for; never inside a write transaction, whose rows may be rolled back.
+    `index_epoch`: the epoch as the caller's query read it (snapshot)."""
     key = (db.filename, index_epoch)
     kinds = _kinds.get(key)
-    if kinds is None and first_use(("kinds", *key)):
+    if db.txn_state("main") == apsw.SQLITE_TXN_WRITE or (kinds is None and first_use(("kinds", *key))):
         wanted = ids.tolist()
         got = kinds_of(db, wanted)
         return np.array([got.get(i, 0) for i in wanted], dtype=np.int8)
