@@ -1023,9 +1023,10 @@ def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
 
 
 def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries: list[Query],
-               truth: list[set[str]], k: int, w: int) -> tuple[list[Outcome], list[Outcome]]:
-    """engram explain as shipped (brief, with the file's lines as the command passes them), and
-    the proposed ranking on the same evidence (`resolve` then `to_json` is what explain() does)."""
+               truth: list[set[str]], k: int, w: int) -> tuple[list[Outcome], list[Outcome], list[Outcome]]:
+    """engram explain as shipped (brief, with the file's lines as the command passes them), the
+    proposed ranking simulated on the same evidence, and engram's own `--rank evidence` on it
+    (`resolve` then `to_json` is what explain() does)."""
     import engram.query.explain as X
 
     orig = X.direct_hits
@@ -1034,7 +1035,7 @@ def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries:
         return orig(db_, text, k, w, **_kw)  # run() does not pass k/w through: force this run's setting
 
     X.direct_hits = direct_hits
-    outs, prop = [], []
+    outs, prop, evid = [], [], []
     opts = X.Options(brief=True)
     try:
         for q, (span, lines), true_set in zip(queries, spans, truth):
@@ -1043,9 +1044,11 @@ def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries:
             edits = _writer_edits(res, q.span.writer)
             outs.append(_outcome([s["session_id"] for s in doc["sessions"]], q.span.writer, true_set, edits))
             prop.append(_outcome(proposed_order(res, res.span.file), q.span.writer, true_set, edits))
+            evid.append(_outcome([s["session_id"] for s in X.sessions_of(res, "evidence")], q.span.writer, true_set,
+                                 edits))
     finally:
         X.direct_hits = orig
-    return outs, prop
+    return outs, prop, evid
 
 
 _SWEEP: dict[str, Any] = {}  # what forked sweep workers inherit (queries hold whole files: not pickled)
@@ -1064,7 +1067,7 @@ def _sweep_one(kw: tuple[int, int]) -> tuple[int, int, int, float, dict[str, flo
     store = Store(root)
     db, npost, secs = build_index(store, k, w)
     try:
-        o, p = run_engram(store, db, _SWEEP["spans"], _SWEEP["queries"], _SWEEP["truth"], k, w)
+        o, p, _ = run_engram(store, db, _SWEEP["spans"], _SWEEP["queries"], _SWEEP["truth"], k, w)
     finally:
         db.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -1337,7 +1340,7 @@ def main(argv: list[str] | None = None) -> int:
         db, npost, secs = build_index(store, args.k, args.w)
         spans = read_spans(repo, queries)
         t0 = time.perf_counter()
-        outs, prop = run_engram(store, db, spans, queries, truth, args.k, args.w)
+        outs, prop, evid = run_engram(store, db, spans, queries, truth, args.k, args.w)
         qs = (time.perf_counter() - t0) / len(queries)
         few = _mean([float(len(TOKEN.findall(q.text)) < args.k + args.w - 1) for q in queries if q.mutation == "none"])
         print(f"\nk={args.k} w={args.w}: index {npost} postings ({secs:.1f}s), explain + run {1000 * qs:.1f} ms/query; "
@@ -1348,6 +1351,8 @@ def main(argv: list[str] | None = None) -> int:
         sm, sp = summary(queries, outs), summary(queries, prop)
         print(f"engram explain         : {fmt_summary(sm)}\n                         {verdict(sm)}")
         print(f"proposed ranking (sim.): {fmt_summary(sp)}\n                         {verdict(sp)}")
+        se = summary(queries, evid)
+        print(f"engram --rank evidence : {fmt_summary(se)}\n                         {verdict(se)}")
         print("\nper writing session (shipped = one of the two sessions in tests/fixtures, which k, w and the "
               "rules were tuned on):\n" + by_writer(queries, outs))
         print("\nengram misses at rank 1 (mutation, span size, cause):\n" + failures(queries, outs))

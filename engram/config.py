@@ -14,6 +14,7 @@ from engram.errors import BadInput
 
 log = logging.getLogger(__name__)
 
+CHOICES: dict[str, tuple[str, ...]] = {"explain.rank": ("touches", "evidence")}
 DEFAULTS: dict[str, Any] = {
     "ingest": {
         # Lines longer than this are skipped (counted) rather than parsed: a runaway
@@ -29,6 +30,9 @@ DEFAULTS: dict[str, Any] = {
     "explain": {
         "window": {"before": 3, "after": 3},
         "min_confidence": 0.5,
+        # How sessions are ordered: "touches" (most touches, then the latest; the specification's)
+        # or "evidence" (the strongest match first; see engram.query.explain.sessions_of).
+        "rank": "touches",
     },
     "index": {
         # Fingerprints present in more than this share of tapes are stop-listed: a query skips
@@ -88,3 +92,5 @@ def _check(cfg: dict[str, Any], defaults: dict[str, Any], path: Path, prefix: st
                 raise BadInput(f"{path}: {name} = {value!r}: must be a number from 0 to 1")
         elif isinstance(default, list) and not isinstance(value, list):
             raise BadInput(f"{path}: {name} must be a list, not {value!r}")
+        elif name in CHOICES and value not in CHOICES[name]:
+            raise BadInput(f"{path}: {name} = {value!r}: must be one of {', '.join(map(repr, CHOICES[name]))}")

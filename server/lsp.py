@@ -371,7 +371,8 @@ async def explain_region(ls: EngramLanguageServer, state: DocState, region: Live
     rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()  # type: ignore[union-attr]
     span = Span(rel, region.start + 1, end + 1, "\n".join(lines[region.start:end + 1]) + "\n")
     store = state.store
-    opts = Options(brief=True, min_confidence=ls.settings.min_confidence)
+    opts = Options(brief=True, min_confidence=ls.settings.min_confidence,
+                   rank=str(store.config["explain"]["rank"]))  # type: ignore[union-attr]
     return await ls.off_loop(lambda: explain(store, ls.conn(store), span, opts))  # type: ignore[arg-type]
 
 
@@ -490,7 +491,7 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
     o = Options(before=int(opts.get("before", ls.settings.window_before)),
                 after=int(opts.get("after", ls.settings.window_after)),
                 min_confidence=float(opts.get("minConfidence", ls.settings.min_confidence)),
-                brief=bool(opts.get("brief", False)))
+                brief=bool(opts.get("brief", False)), rank=str(state.store.config["explain"]["rank"]))
     store = state.store
     doc = await ls.off_loop(lambda: explain(store, ls.conn(store), span, o, file_lines=lines))
     return {"result": doc, "markdown": explain_markdown(doc), "text": span.text}

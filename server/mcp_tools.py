@@ -11,7 +11,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -81,6 +81,7 @@ class ExplainResult(BaseModel):
     span: Span = Field(description="the span answered; wider than the one asked for when `widened` says so")
     sessions: list[Session]
     widened: Widened | None = None
+    rank: str | None = Field(default=None, description="touches or evidence: how `sessions` are ordered")
     truncated: bool = Field(description="true when sessions, fragments or texts were cut; see `hint`")
     hint: str | None = None
 
@@ -173,7 +174,8 @@ def bound_explain(doc: dict[str, Any], max_sessions: int = MAX_SESSIONS) -> Expl
             "full window, or narrow the span." if truncated else None)
     widened = doc.get("widened")
     return ExplainResult(version=doc["version"], span=Span(**doc["span"]), sessions=out, truncated=truncated,
-                         hint=hint, widened=Widened.model_validate(widened) if widened else None)
+                         hint=hint, widened=Widened.model_validate(widened) if widened else None,
+                         rank=doc.get("rank"))
 
 
 def _error(exc: EngramError) -> ToolError:
@@ -205,6 +207,9 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         min_confidence: float = Field(default=0.5, ge=0.0, le=1.0,
                                       description="lineage edges below this confidence are not followed"),
         include_deleted: bool = Field(default=False, description="also match code that was deleted (tombstones)"),
+        rank: Literal["touches", "evidence"] | None = Field(
+            default=None, description="order sessions by touches, then recency, or by their strongest match "
+                                      "(default: the repository's explain.rank setting, else touches)"),
     ) -> ExplainResult:
         """Return the sessions (Claude Code, Codex, editor...) that wrote, read or discussed lines
         start_line..end_line of `file` in the working tree, ranked (most touches first), each with
@@ -231,7 +236,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                     file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
                                include_deleted=include_deleted, max_sessions=MAX_SESSIONS,
-                               max_fragments=MAX_FRAGMENTS)
+                               max_fragments=MAX_FRAGMENTS, rank=rank or str(store.config["explain"]["rank"]))
                 return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
 
         return bound_explain(await run(work))

@@ -606,3 +606,37 @@ def test_a_lost_or_damaged_index_is_rebuilt_from_the_tapes(spotter: Path, tmp_pa
     run_engram(root, "reindex")
     assert (root / ".engram" / "index.sqlite.damaged").read_bytes() == junk
     assert explain(root, f"{rel}:{a}-{b}", "--brief") == before
+
+
+def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_path: Path) -> None:
+    """The specification ranks by touches, then recency: a session that read the code three
+    times after another wrote it comes first. `--rank evidence` (or `explain.rank` in the
+    settings) puts the strongest match first, and among equals the session that edited it."""
+    from test_lineage import tape
+
+    code = "".join(f"def handler_{i}(request, context):\n    return dispatch(request, 'route_{i}', context)\n"
+                   for i in range(4))
+    (repo / "app.py").write_text(code)
+    writer = tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
+        {"kind": "tool.call", "ts": "2026-01-01T00:00:01Z", "call_id": "c1", "name": "Write",
+         "input": {"file_path": "app.py", "content": code}},
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "app.py", "op": "create",
+         "before_range": None, "after_range": [1, 8], "before_text": "", "after_text": code}])
+    reader = tape(tmp_path, "reader", "2026-01-02T00:00:00Z", [
+        {"kind": "code.read", "ts": f"2026-01-02T00:00:0{i}Z", "file": "app.py", "range": [1, 8], "text": code}
+        for i in range(1, 4)])
+    run_engram(repo, "ingest", str(writer), str(reader))
+
+    def order(*args: str) -> list[tuple[str, int]]:
+        doc = explain(repo, "app.py:3-6", "--brief", *args)
+        return [(s["session_id"], s["touches"]) for s in doc["sessions"]]
+
+    assert order() == [("reader", 3), ("writer", 2)]
+    assert order("--rank", "evidence") == [("writer", 2), ("reader", 3)]
+    assert explain(repo, "app.py:3-6", "--brief", "--rank", "evidence")["rank"] == "evidence"
+    (repo / ".engram" / "config.toml").write_text('[explain]\nrank = "evidence"\n')
+    assert order() == [("writer", 2), ("reader", 3)]
+    assert order("--rank", "touches") == [("reader", 3), ("writer", 2)]
+    (repo / ".engram" / "config.toml").write_text('[explain]\nrank = "best"\n')
+    proc = run_engram(repo, "explain", "app.py:3-6", check=False)
+    assert proc.returncode == 1 and "explain.rank = 'best': must be one of 'touches', 'evidence'" in proc.stderr

@@ -457,9 +457,9 @@ def test_the_copy_of_fragment_kinds_never_holds_a_row_rolled_back(tmp_path: Path
     """A process's copy of the fragments' kinds (engram.index.memo) grows with rows past its end;
     asked inside a write transaction, it would copy a row that a rollback then removes, and keep
     that row's kind for the id the next committed fragment takes."""
-    from engram.index import memo, snapshot  # noqa: PLC0415
-    from engram.index.db import open_db  # noqa: PLC0415
-    from engram.index.kinds import KIND_NO  # noqa: PLC0415
+    from engram.index import memo, snapshot
+    from engram.index.db import open_db
+    from engram.index.kinds import KIND_NO
 
     store = _store_with(tmp_path / "s")
     _ingest(store, _sessions(tmp_path, 2))

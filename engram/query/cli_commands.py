@@ -67,7 +67,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         "after": args.after if args.after is not None else int(cfg["window"]["after"]),
         "brief": args.brief, "include_deleted": args.include_deleted, "forensics": args.forensics,
         "min_confidence": args.min_confidence if args.min_confidence is not None else float(cfg["min_confidence"]),
-        "expand_until": args.expand_until,
+        "expand_until": args.expand_until, "rank": args.rank or str(cfg["rank"]),
     }
     doc = None
     if args.text is not None:
@@ -109,6 +109,15 @@ def _text_to_explain(source: str) -> str:
     return text
 
 
+def _rank(value: Any) -> str:
+    from engram.config import CHOICES
+    from engram.errors import BadInput
+
+    if value not in CHOICES["explain.rank"]:
+        raise BadInput(f"rank {value!r}: must be one of {', '.join(CHOICES['explain.rank'])}")
+    return str(value)
+
+
 def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
     """The explain document for a request of `engram explain` (from the command line, or sent by
     one to a running language server, which answers it the same way)."""
@@ -117,7 +126,7 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
 
     opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
                    include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
-                   min_confidence=float(params["min_confidence"]))
+                   min_confidence=float(params["min_confidence"]), rank=_rank(params.get("rank", "touches")))
     file_lines = None
     if params.get("text") is not None:
         span = text_span(str(params["text"]))
@@ -194,6 +203,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from engram.config import CHOICES
+
     s = sub.add_parser("explain", help="which sessions wrote, read or discussed FILE:START-END")
     s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive) in the working tree")
     s.add_argument("--text", metavar="FILE|-", help="explain this text instead (- reads stdin)")
@@ -204,6 +215,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--include-deleted", action="store_true", help="also match deleted code (tombstones)")
     s.add_argument("--forensics", action="store_true", help="also follow location-only edges")
     s.add_argument("--min-confidence", type=share, help="lineage edges below this are not followed (0.5)")
+    s.add_argument("--rank", choices=CHOICES["explain.rank"],
+                   help="order sessions by touches, then recency (the default; config explain.rank), "
+                        "or by their strongest match")
     s.add_argument("--pretty", action="store_true", help="for people, not programs")
     s.set_defaults(func=cmd_explain)
 
