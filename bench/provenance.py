@@ -32,7 +32,7 @@ finds in the project's git history (checked hunk by hunk). The run:
 5. scores engram (recall@1, recall@3 of the writing session, precision of the returned sessions)
    next to two references on the same mutated spans: `git blame` (plain, and `-w -M -C`) over a
    commit by "human" holding the mutation, and a fixed-string line grep of the transcripts; also
-   scores a *proposed* session ranking (proposed_order) on the very same explain evidence;
+   scores engram's other session order (`--rank evidence`) on the very same explain evidence;
 6. with `--sweep`, indexes the same tapes for every k x w of --sweep-k/--sweep-w (default
    {3..7} x {2,3,4,6,8}, in parallel processes) and prints engram's scores and the index size
    (postings) per setting.
@@ -963,40 +963,6 @@ def _writer_edits(res: Any, writer: str) -> int:
                and fr.kind == edit)
 
 
-PROPOSED_SESSION_FLOOR = 0.8
-
-
-def proposed_order(res: Any, span_file: str) -> list[str]:
-    """A ranking engram could use instead of touch counts, simulated on explain's own Result:
-    sessions by their best fragment's confidence, then their best code.edit's, then whether they
-    read/edited the span's file, then touches; a session whose best fragment is below
-    PROPOSED_SESSION_FLOOR x the top session's best is dropped."""
-    from engram.index.kinds import KIND_NO
-
-    edit = KIND_NO["code.edit"]
-    code_kinds = {KIND_NO["code.read"], edit}
-    best: dict[str, float] = defaultdict(float)
-    best_edit: dict[str, float] = defaultdict(float)
-    same: dict[str, int] = defaultdict(int)
-    touches: Counter[str] = Counter()
-    for fid, h in res.hits.items():
-        fr = res.frags.get(fid)
-        if fr is None:
-            continue
-        s = fr.session_id
-        touches[s] += 1
-        best[s] = max(best[s], h.confidence)
-        if fr.kind == edit:
-            best_edit[s] = max(best_edit[s], h.confidence)
-        if fr.kind in code_kinds and fr.file == span_file:
-            same[s] = 1
-    if not best:
-        return []
-    top = max(best.values())
-    keep = [s for s in best if best[s] >= PROPOSED_SESSION_FLOOR * top]
-    return sorted(keep, key=lambda s: (-best[s], -best_edit[s], -same[s], -touches[s], s))
-
-
 def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
     """Each mutated span as `engram explain FILE:START-END` reads it, with its file's lines (which
     the command passes on, so that a span can take in its neighbours): the mutation is written to
@@ -1023,10 +989,12 @@ def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
 
 
 def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries: list[Query],
-               truth: list[set[str]], k: int, w: int) -> tuple[list[Outcome], list[Outcome], list[Outcome]]:
-    """engram explain as shipped (brief, with the file's lines as the command passes them), the
-    proposed ranking simulated on the same evidence, and engram's own `--rank evidence` on it
-    (`resolve` then `to_json` is what explain() does)."""
+               truth: list[set[str]], k: int, w: int) -> tuple[list[Outcome], list[Outcome]]:
+    """engram explain as shipped (brief, with the file's lines as the command passes them), and
+    the same evidence in `--rank evidence` order (`resolve` then `to_json` is what explain() does).
+
+    That order was simulated here (`proposed_order`) until engram had it; the figures in
+    bench/README.md labelled "proposed ranking (sim.)" came from the simulation."""
     import engram.query.explain as X
 
     orig = X.direct_hits
@@ -1035,7 +1003,7 @@ def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries:
         return orig(db_, text, k, w, **_kw)  # run() does not pass k/w through: force this run's setting
 
     X.direct_hits = direct_hits
-    outs, prop, evid = [], [], []
+    outs, evid = [], []
     opts = X.Options(brief=True)
     try:
         for q, (span, lines), true_set in zip(queries, spans, truth):
@@ -1043,12 +1011,11 @@ def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries:
             doc = X.to_json(store, res, opts)
             edits = _writer_edits(res, q.span.writer)
             outs.append(_outcome([s["session_id"] for s in doc["sessions"]], q.span.writer, true_set, edits))
-            prop.append(_outcome(proposed_order(res, res.span.file), q.span.writer, true_set, edits))
             evid.append(_outcome([s["session_id"] for s in X.sessions_of(res, "evidence")], q.span.writer, true_set,
                                  edits))
     finally:
         X.direct_hits = orig
-    return outs, prop, evid
+    return outs, evid
 
 
 _SWEEP: dict[str, Any] = {}  # what forked sweep workers inherit (queries hold whole files: not pickled)
@@ -1067,7 +1034,7 @@ def _sweep_one(kw: tuple[int, int]) -> tuple[int, int, int, float, dict[str, flo
     store = Store(root)
     db, npost, secs = build_index(store, k, w)
     try:
-        o, p, _ = run_engram(store, db, _SWEEP["spans"], _SWEEP["queries"], _SWEEP["truth"], k, w)
+        o, p = run_engram(store, db, _SWEEP["spans"], _SWEEP["queries"], _SWEEP["truth"], k, w)
     finally:
         db.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -1079,9 +1046,9 @@ def sweep(work: Path, store: Any, spans: list[Any], queries: list[Query], truth:
     import multiprocessing as mp
 
     _SWEEP.update(work=work, store=store, spans=spans, queries=queries, truth=truth)
-    print("\nsweep over (k, w), same queries; shipped = engram explain as is, proposed = proposed_order")
+    print("\nsweep over (k, w), same queries; shipped = engram explain as is, evidence = --rank evidence")
     head = (f"{'k':>2} {'w':>2} {'postings':>9} {'idx s':>5} | shipped: {'pres':>5} {'e20s':>5} {'e30s':>5} "
-            f"{'ren':>5} {'all':>5} {'R@3':>5} {'prec':>5} {'empty':>5} | proposed: {'pres':>5} {'e20s':>5} "
+            f"{'ren':>5} {'all':>5} {'R@3':>5} {'prec':>5} {'empty':>5} | evidence: {'pres':>5} {'e20s':>5} "
             f"{'e30s':>5} {'all':>5} {'prec':>5} {'ret':>4}")
     print(head + "\n" + "-" * len(head), flush=True)
     grid = [(k, w) for k in ks for w in ws]
@@ -1340,7 +1307,7 @@ def main(argv: list[str] | None = None) -> int:
         db, npost, secs = build_index(store, args.k, args.w)
         spans = read_spans(repo, queries)
         t0 = time.perf_counter()
-        outs, prop, evid = run_engram(store, db, spans, queries, truth, args.k, args.w)
+        outs, evid = run_engram(store, db, spans, queries, truth, args.k, args.w)
         qs = (time.perf_counter() - t0) / len(queries)
         few = _mean([float(len(TOKEN.findall(q.text)) < args.k + args.w - 1) for q in queries if q.mutation == "none"])
         print(f"\nk={args.k} w={args.w}: index {npost} postings ({secs:.1f}s), explain + run {1000 * qs:.1f} ms/query; "
@@ -1348,16 +1315,14 @@ def main(argv: list[str] | None = None) -> int:
         print("engram explain (as shipped) vs git blame, git blame -w -M -C and a line grep of the transcripts:")
         print(table(queries, outs))
         print(f"\n{SUMMARY_HELP}")
-        sm, sp = summary(queries, outs), summary(queries, prop)
+        sm, se = summary(queries, outs), summary(queries, evid)
         print(f"engram explain         : {fmt_summary(sm)}\n                         {verdict(sm)}")
-        print(f"proposed ranking (sim.): {fmt_summary(sp)}\n                         {verdict(sp)}")
-        se = summary(queries, evid)
         print(f"engram --rank evidence : {fmt_summary(se)}\n                         {verdict(se)}")
         print("\nper writing session (shipped = one of the two sessions in tests/fixtures, which k, w and the "
               "rules were tuned on):\n" + by_writer(queries, outs))
         print("\nengram misses at rank 1 (mutation, span size, cause):\n" + failures(queries, outs))
-        print("\nproposed ranking, simulated on the same explain evidence (see proposed_order):")
-        print(compact_table(queries, prop))
+        print("\nengram --rank evidence, on the same explain evidence:")
+        print(compact_table(queries, evid))
         db.close()
         if args.sweep:
             sweep(work, store, spans, queries, truth, args.sweep_k, args.sweep_w, args.jobs)
