@@ -92,5 +92,15 @@ def _check(cfg: dict[str, Any], defaults: dict[str, Any], path: Path, prefix: st
                 raise BadInput(f"{path}: {name} = {value!r}: must be a number from 0 to 1")
         elif isinstance(default, list) and not isinstance(value, list):
             raise BadInput(f"{path}: {name} must be a list, not {value!r}")
-        elif name in CHOICES and value not in CHOICES[name]:
-            raise BadInput(f"{path}: {name} = {value!r}: must be one of {', '.join(map(repr, CHOICES[name]))}")
+        elif name in CHOICES:
+            try:
+                choice(name, value)
+            except BadInput as exc:
+                raise BadInput(f"{path}: {exc}") from None
+
+
+def choice(name: str, value: Any) -> str:
+    """`value` if it is one of setting `name`'s CHOICES (from the settings file or a request)."""
+    if value not in CHOICES[name]:
+        raise BadInput(f"{name} = {value!r}: must be one of {', '.join(map(repr, CHOICES[name]))}")
+    return str(value)

@@ -109,24 +109,16 @@ def _text_to_explain(source: str) -> str:
     return text
 
 
-def _rank(value: Any) -> str:
-    from engram.config import CHOICES
-    from engram.errors import BadInput
-
-    if value not in CHOICES["explain.rank"]:
-        raise BadInput(f"rank {value!r}: must be one of {', '.join(CHOICES['explain.rank'])}")
-    return str(value)
-
-
 def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
     """The explain document for a request of `engram explain` (from the command line, or sent by
     one to a running language server, which answers it the same way)."""
+    from engram.config import choice
     from engram.query.explain import Options, explain
     from engram.query.spans import parse_span, read_span, text_span
 
     opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
                    include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
-                   min_confidence=float(params["min_confidence"]), rank=_rank(params.get("rank", "touches")))
+                   min_confidence=float(params["min_confidence"]), rank=choice("explain.rank", params.get("rank", "touches")))
     file_lines = None
     if params.get("text") is not None:
         span = text_span(str(params["text"]))
