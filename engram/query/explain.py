@@ -306,18 +306,16 @@ def sessions_of(res: Result, rank: str = "touches") -> list[dict[str, Any]]:
 
 
 def _by_evidence(sessions: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:
+    best = {id(s): max(h.confidence for h, _ in s["_items"]) for s in sessions}
+
     def key(s: dict[str, Any]) -> tuple[Any, ...]:
         items = s["_items"]
         best_edit = max((h.confidence for h, fr in items if fr.kind == KIND_NO[E.CODE_EDIT]), default=0.0)
         own = any(fr.kind in _CODE and fr.file == file for _, fr in items)
-        return (-_best(s), -best_edit, not own, -s["touches"], _neg_time(s["last_touch"]), s["session_id"])
+        return (-best[id(s)], -best_edit, not own, -s["touches"], _neg_time(s["last_touch"]), s["session_id"])
 
-    top = max((_best(s) for s in sessions), default=0.0)
-    return sorted((s for s in sessions if _best(s) >= EVIDENCE_SESSION_FLOOR * top), key=key)
-
-
-def _best(session: dict[str, Any]) -> float:
-    return max(h.confidence for h, _ in session["_items"])
+    top = max(best.values(), default=0.0)
+    return sorted((s for s in sessions if best[id(s)] >= EVIDENCE_SESSION_FLOOR * top), key=key)
 
 
 def _neg_time(ts: str | None) -> tuple[int, ...]:
