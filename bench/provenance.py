@@ -321,7 +321,7 @@ def load_session(main: Path, history: History | None = None) -> Session:
             if got is not None:
                 state[rel] = got
     for rel, (lines, fl) in state.items():
-        s.final[rel] = "\n".join(lines) + "\n"
+        s.final[rel] = "\n".join(lines) + "\n" if lines else ""  # an empty Write, as engram.demo.final_files
         s.flags[rel] = fl
     return s
 
