@@ -149,8 +149,17 @@ def _strings(value: Any, out: list[str]) -> None:
 
 
 def _rel(cwd: str, path: str) -> str | None:
-    base = cwd.rstrip("/") + "/"
+    base = _posix(cwd).rstrip("/") + "/"
+    path = _posix(path)
     return path[len(base):] if path.startswith(base) else None
+
+
+def _posix(path: str) -> str:
+    """A session recorded on Windows names `D:\\repo\\src\\x.go`: `/D:/repo/src/x.go` (the bench's own
+    reading, kept apart from engram's, which is what it measures)."""
+    if len(path) > 2 and path[0].isalpha() and path[1] == ":" and path[2] in "\\/":
+        return f"/{path[0].upper()}:/" + path[3:].replace("\\", "/")
+    return path
 
 
 def _realign(lines: list[str], flags: list[bool], target: list[str]) -> list[bool]:

@@ -25,7 +25,13 @@ from typing import Any, Callable, Iterable, Iterator
 import apsw
 import orjson
 
-from engram.adapters.base import Capture, PathMapper, SourceSpan
+from engram.adapters.base import (
+    Capture,
+    PathMapper,
+    SourceSpan,
+    is_windows_path,
+    posix_path,
+)
 from engram.errors import BadInput, CorruptTape, EngramError
 from engram.fsutil import remove_stale_temps
 from engram.index.db import immediate, open_db
@@ -325,10 +331,12 @@ def session_root_for(repo_root: Path, cwd: str | None) -> PurePosixPath | None:
     (a worktree may be nested in the checkout), its git root, or its cwd."""
     if not cwd:
         return None
-    p = PurePosixPath(cwd)
+    p = PurePosixPath(posix_path(cwd))
     holding = [t for t in _trees(repo_root) if p == t or t in p.parents]
     if holding:
         return max(holding, key=lambda t: len(t.parts))
+    if is_windows_path(p):
+        return p  # recorded on Windows: not a directory here
     top = git_toplevel(Path(cwd)) if Path(cwd).is_dir() else None
     return PurePosixPath(str(top)) if top else p
 
@@ -339,7 +347,8 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
     def mapper_for(cwd: str | None) -> PathMapper:
         if cwd not in roots:
             roots[cwd] = session_root_for(repo_root, cwd)
-        return PathMapper(repo_root, roots[cwd], PurePosixPath(cwd) if cwd else None, maps, _trees(repo_root))
+        return PathMapper(repo_root, roots[cwd], PurePosixPath(posix_path(cwd)) if cwd else None, maps,
+                          _trees(repo_root))
 
     if job.harness == CLAUDE:
         from engram.adapters.claude import parse_session  # noqa: PLC0415

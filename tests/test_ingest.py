@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SPOTTER_MAIN, git, run_engram
+from conftest import SPOTTER_MAIN, created_by, git, run_engram, session_cwd
 from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
 from engram.store import Store
@@ -341,3 +342,51 @@ def test_the_start_a_run_orders_sessions_by_is_the_start_their_tapes_record(
         db.close()
         assert started and started[0][0], f"{job.main.name}: captured with a start time"
         assert start_hint(job) == started[0][0], job.main.name
+
+
+def test_a_session_recorded_on_windows_lands_on_repository_paths(spotter: Path, tmp_path: Path) -> None:
+    """Claude Code on Windows records `D:\\work\\app\\lib\\x.ex`; a teammate's machine, or a
+    checkpoint branch, brings that transcript here. Its reads and edits must name the repository's
+    files, so that explaining a span of one finds the session."""
+    src = spotter / f"{SPOTTER_MAIN}.jsonl"
+    cwd = session_cwd(src).rstrip("/")
+
+    def to_windows(m: Any) -> str:
+        return "D:\\work\\spotter" + m.group(1).replace("/", "\\")
+
+    pattern = re.compile(re.escape(cwd) + r"((?:/[\w.\-]+)*)")
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(to_windows, value)
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    windows = tmp_path / "windows" / f"{SPOTTER_MAIN}.jsonl"
+    windows.parent.mkdir()
+    lines = [json.dumps(convert(json.loads(ln))) for ln in src.read_text().splitlines() if ln.strip()]
+    windows.write_text("\n".join(lines) + "\n")
+    assert '"cwd": "D:\\\\work\\\\spotter"' in windows.read_text()
+
+    root = new_repo(tmp_path, "repo")
+    created = created_by(spotter, SPOTTER_MAIN)
+    for rel, text in created.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    run_engram(root, "ingest", str(windows))
+
+    events = session_events(root, SPOTTER_MAIN)
+    code = [e for e in events if e["kind"] in ("code.read", "code.edit")]
+    assert len(code) > 50, "the session's reads and edits were lost"
+    bad = [e["file"] for e in code if "\\" in e["file"] or ":" in e["file"]]
+    assert not bad, f"Windows paths kept as text: {bad[:3]}"
+    assert created.keys() <= {e["file"] for e in code if e["kind"] == "code.edit"}
+
+    rel = max(created, key=lambda r: len(created[r].splitlines()))
+    doc = json.loads(run_engram(root, "explain", f"{rel}:1-10", "--brief").stdout)
+    first = doc["sessions"][0]
+    assert first["session_id"] == SPOTTER_MAIN
+    assert any(f["kind"] == "code.edit" and f["file"] == rel for f in first["fragments"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -141,6 +142,30 @@ def _parse_lossy(raw: bytes) -> Any | None:
         return None
 
 
+_WINDOWS_ABSOLUTE = re.compile(r"([A-Za-z]):[\\/]|\\\\(?=[^\\])")
+
+
+def posix_path(path: str, windows: bool = False) -> str:
+    """`path` in POSIX form: a Windows path (`D:\\repo\\src\\x.go`, `D:/repo/x.go`, `\\\\host\\share\\x`)
+    becomes `/D:/repo/src/x.go` (`//host/share/x`), so that it nests under its session's cwd like
+    any other; `windows` (the session's cwd was such a path) also turns a relative path's
+    backslashes into slashes. Sessions recorded on Windows reach this machine in shared checkpoint
+    branches and colleagues' transcripts; without this their paths were joined onto the cwd as text
+    (`D:\\repo/D:\\repo\\src\\x.go`). A POSIX path is returned as it is: a backslash is a legal
+    character in its names."""
+    m = _WINDOWS_ABSOLUTE.match(path)
+    if m is None:
+        return path.replace("\\", "/") if windows and "\\" in path else path
+    rest = path[m.end():].replace("\\", "/")
+    return f"/{m.group(1).upper()}:/{rest}" if m.group(1) else f"//{rest}"
+
+
+def is_windows_path(path: PurePosixPath | None) -> bool:
+    """Whether `path` came from `posix_path` of a Windows path."""
+    s = str(path) if path is not None else ""
+    return len(s) >= 3 and s[0] == "/" and s[2] == ":" and s[1].isalpha() or s.startswith("//")
+
+
 @dataclass
 class PathMapper:
     """Maps a session's file paths onto this repository.
@@ -150,7 +175,8 @@ class PathMapper:
     of them that holds it, so a session started in one worktree that edits a file in another, or
     in a worktree nested in the checkout (`.claude/worktrees/x`), lands on the repository path.
     `--map FROM=TO` pairs are applied first. Paths outside all of them map to None: the event stays
-    a tool event.
+    a tool event. A session recorded on Windows has its paths read in POSIX form (`posix_path`);
+    their case is kept as recorded, so a file named in two cases is two files.
     """
 
     repo_root: Path
@@ -170,13 +196,16 @@ class PathMapper:
         return cache[key]
 
     def _to_repo(self, path: str, base: str | None) -> str | None:
+        windows = is_windows_path(self.cwd)
+        path = posix_path(path, windows)
         for src, dst in self.maps:
-            if path == src or path.startswith(src.rstrip("/") + "/"):
-                path = dst.rstrip("/") + path[len(src.rstrip("/")):]
+            src = posix_path(src).rstrip("/")
+            if path == src or path.startswith(src + "/"):
+                path = dst.rstrip("/") + path[len(src):]
                 break
         p = PurePosixPath(path)
         if not p.is_absolute():
-            anchor = PurePosixPath(base) if base else self.cwd
+            anchor = PurePosixPath(posix_path(base, windows)) if base else self.cwd
             if anchor is None:
                 return _clean_relative(p)
             if not anchor.is_absolute() and self.cwd is not None:

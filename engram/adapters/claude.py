@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable
 
-from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, posix_path, read_jsonl
 from engram.adapters.unified import apply_hunks, changes_from_hunks, edit_ranges, join_lines, split_lines
 from engram.tape import events as E
 
@@ -124,9 +124,9 @@ def _with_entered_worktrees(mapper: PathMapper, lines: list[Line]) -> PathMapper
             continue
         wt = rec.get("worktreeSession")
         path, origin = (wt.get("worktreePath"), wt.get("originalCwd")) if isinstance(wt, dict) else (None, None)
-        if isinstance(path, str) and isinstance(origin, str) and PurePosixPath(path).is_absolute() \
-                and mapper.to_repo(str(PurePosixPath(origin) / "f")) is not None:  # (the root itself maps to None)
-            found.append(PurePosixPath(os.path.normpath(path)))
+        if isinstance(path, str) and isinstance(origin, str) and PurePosixPath(posix_path(path)).is_absolute() \
+                and mapper.to_repo(str(PurePosixPath(posix_path(origin)) / "f")) is not None:  # (the root maps to None)
+            found.append(PurePosixPath(os.path.normpath(posix_path(path))))
     new = tuple(p for p in dict.fromkeys(found) if p not in mapper.trees)
     return dataclasses.replace(mapper, trees=mapper.trees + new) if new else mapper
 
