@@ -640,3 +640,58 @@ def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_p
     (repo / ".engram" / "config.toml").write_text('[explain]\nrank = "best"\n')
     proc = run_engram(repo, "explain", "app.py:3-6", check=False)
     assert proc.returncode == 1 and "explain.rank = 'best': must be one of 'touches', 'evidence'" in proc.stderr
+
+
+def test_a_span_whose_own_fingerprints_are_all_stop_listed_is_not_given_to_a_chance_match(
+        repo: Path, tmp_path: Path) -> None:
+    """Two lines of common code (`let timer = null;` twice) whose winnowed fingerprints every
+    session holding them shares, so the stop-list drops them all. What is left to search are
+    k-grams a tape keeps only when the text around it happens to make the winnowing pick them:
+    here a reader of another file kept one, and the writer none. One such k-gram is no whole
+    match: the reader must not take the answer, and the lines are answered by their neighbours,
+    which the writer wrote (found in planetfall-seed-signalkit's sessions, bench/README.md)."""
+    from test_lineage import tape
+
+    from engram.anchor import definition
+
+    common = "  let tutorialTimer = null;\n  let msgTimer = null;\n"
+    words = "alpha beta gamma delta render frame panel score queue timer state scene input".split()
+
+    def around(seed: int) -> str:
+        r = random.Random(seed)
+        def name() -> str:
+            return f"{r.choice(words)}{r.randrange(999)}"
+
+        pre = "".join(f"  {name()} = {name()}({name()}) + {name()}\n" for _ in range(3))
+        post = "".join(f"  {name()}({name()}, {r.randrange(99)});\n" for _ in range(3))
+        return pre + common + post
+
+    def kept(text: str) -> set[int]:
+        return definition.winnowed(definition.kgram_values(definition.token_hashes(text)))
+
+    grams = definition.kgram_values(definition.token_hashes(common))
+    by_chance = set(grams) - definition.winnowed(grams)
+    reader_text = next(around(i) for i in range(1000) if kept(around(i)) & by_chance)
+    plain = [t for t in map(around, range(1000, 2000)) if not kept(t) & by_chance][:3]
+    writer_text = plain[0]
+
+    (repo / ".engram" / "config.toml").write_text("[index]\nstoplist_share = 0.2\nstoplist_min_tapes = 3\n")
+    (repo / "app.js").write_text(writer_text)
+    ts = "2026-01-01T00:00:01Z"
+    paths = [tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
+        {"kind": "code.edit", "ts": ts, "file": "app.js", "op": "create", "before_range": None,
+         "after_range": [1, 8], "before_text": "", "after_text": writer_text}])]
+    for name, text in [("chance-reader", reader_text), ("reader-b", plain[1]), ("reader-c", plain[2])]:
+        paths.append(tape(tmp_path, name, "2026-01-02T00:00:00Z", [
+            {"kind": "code.read", "ts": "2026-01-02T00:00:01Z", "file": f"{name}.js", "range": [1, 8], "text": text}]))
+    for i in range(10):
+        other = "".join(f"def helper_{i}_{j}(value):\n    return value * {i + j}\n" for j in range(4))
+        paths.append(tape(tmp_path, f"other-{i}", "2026-01-03T00:00:00Z", [
+            {"kind": "code.read", "ts": "2026-01-03T00:00:01Z", "file": f"lib/h{i}.py", "range": [1, 8], "text": other}]))
+    run_engram(repo, "ingest", *map(str, paths))
+
+    doc = explain(repo, "app.js:4-5", "--brief")
+    assert [s["session_id"] for s in doc["sessions"]][:1] == ["writer"], doc["sessions"]
+    assert doc["widened"] is not None and doc["widened"]["asked"] == {"file": "app.js", "start": 4, "end": 5}
+    assert all(s["session_id"] != "chance-reader" or max(f["confidence"] for f in s["fragments"]) < 0.5
+               for s in doc["sessions"])

@@ -79,6 +79,17 @@ def span_tokens(text: str) -> SpanTokens:
     return tokenize(text)
 
 
+def expected_count(winnowed_searched: int, searched: int) -> int:
+    """How many of the searched fingerprints a tape holding the span's text is sure to hold: its
+    winnowed ones. When the stop-list dropped every one of those (a short span of common code,
+    `let timer = null;` twice), nothing is sure; then all `searched` k-grams count, so one shared
+    k-gram is a weak match rather than a whole one. Counting it whole let any session holding
+    that k-gram in another file take the answer at 1.0 while the writer, whose text the winnowing
+    had sampled elsewhere, held none of them; now such a span is answered as one with weak
+    evidence of its own, by its neighbours (`resolve`)."""
+    return winnowed_searched if winnowed_searched else max(1, searched)
+
+
 def candidate_bar(best_share: float) -> float:
     """The least share a fragment needs to be considered at all: what could pass the floor as the
     weakest kind, or be joined as an edit."""
@@ -119,7 +130,7 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     q = sorted(key_of)
     q = [fp for fp, ok in zip(q, _searchable(db, [key_of[fp] for fp in q])) if ok]
     winnowed = definition.winnowed(kgrams, w)
-    expected = max(1, len(winnowed.intersection(q)))
+    expected = expected_count(len(winnowed.intersection(q)), len(q))
     if expected >= WINNOWED_ONLY_FROM:
         q = [fp for fp in q if fp in winnowed]
     keys = [key_of[fp] for fp in q]

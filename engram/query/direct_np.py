@@ -20,6 +20,7 @@ from engram.query.direct import (
     OTHER_WEIGHT,
     WINNOWED_ONLY_FROM,
     candidate_bar,
+    expected_count,
     floor_of,
     joined_edits,
 )
@@ -34,7 +35,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     q = arrays.unique(kgrams)
     q = q[stoplist.searchable(db, postings.keys(q), snap)]
     winnowed = winnowed_values(kgrams, w)
-    expected = max(1, int(arrays.member(winnowed, q).sum()))
+    expected = expected_count(int(arrays.member(winnowed, q).sum()), len(q))
     if expected >= WINNOWED_ONLY_FROM:
         q = q[arrays.member(q, arrays.unique(winnowed))]
     held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
