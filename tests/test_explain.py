@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram, session_cwd
 
 
 @pytest.fixture(scope="module")
@@ -695,3 +695,42 @@ def test_a_span_whose_own_fingerprints_are_all_stop_listed_is_not_given_to_a_cha
     assert doc["widened"] is not None and doc["widened"]["asked"] == {"file": "app.js", "start": 4, "end": 5}
     assert all(s["session_id"] != "chance-reader" or max(f["confidence"] for f in s["fragments"]) < 0.5
                for s in doc["sessions"])
+
+
+def test_a_resumed_session_does_not_take_the_work_it_copied(spotter: Path, tmp_path: Path) -> None:
+    """`claude --resume` starts a new session file under a new id holding every record of the
+    session it resumes. The work is the first session's: the resumed one must not be answered
+    for it (it was, with the same touches, and first, being the more recent), but what it does
+    after resuming is its own."""
+    root = tmp_path / "repo"
+    writer = build_spot_repo(spotter, root)
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    resumed_id = "0f0f0f0f-aaaa-4bbb-8ccc-1234567890ab"
+    src = (spotter / f"{SPOTTER_MAIN}.jsonl").read_text().splitlines()
+    copy = [json.dumps({**json.loads(ln), "sessionId": resumed_id}) for ln in src if ln.strip()]
+    last = json.loads(src[-1])
+    path = session_cwd(spotter / f"{SPOTTER_MAIN}.jsonl") + rel
+    text = (root / rel).read_text()
+    base = {"sessionId": resumed_id, "cwd": last.get("cwd"), "version": last.get("version")}
+    call = {**base, "type": "assistant", "uuid": "0f0f0f0f-0000-4000-8000-000000000001",
+            "parentUuid": last.get("uuid"), "timestamp": "2026-03-01T10:00:00.000Z",
+            "message": {"role": "assistant", "model": "claude-opus-4-6", "content": [
+                {"type": "tool_use", "id": "toolu_resumed_read", "name": "Read", "input": {"file_path": path}}]}}
+    result = {**base, "type": "user", "uuid": "0f0f0f0f-0000-4000-8000-000000000002",
+              "parentUuid": call["uuid"], "timestamp": "2026-03-01T10:00:01.000Z",
+              "message": {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": "toolu_resumed_read", "content": text}]},
+              "toolUseResult": {"type": "text", "file": {"filePath": path, "content": text, "numLines":
+                                len(text.splitlines()), "startLine": 1, "totalLines": len(text.splitlines())}}}
+    resumed = tmp_path / "resumed" / f"{resumed_id}.jsonl"
+    resumed.parent.mkdir()
+    resumed.write_text("\n".join([*copy, json.dumps(call), json.dumps(result)]) + "\n")
+    run_engram(root, "ingest", str(resumed))
+
+    doc = explain(root, f"{rel}:{a}-{b}", "--brief")
+    by_id = {s["session_id"]: s for s in doc["sessions"]}
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    assert any(f["kind"] == "code.edit" for f in by_id[SPOTTER_MAIN]["fragments"])
+    own = by_id[resumed_id]["fragments"]  # only what it did after resuming: its read of the file
+    assert {f["timestamp"] for f in own} <= {call["timestamp"], result["timestamp"]}
+    assert "code.read" in {f["kind"] for f in own}
