@@ -259,7 +259,28 @@ def _transcript_text(s: Session, recs: Iterable[dict[str, Any]]) -> None:
     s.lines = {x.strip() for x in s.text.split("\n")}
 
 
-def load_session(main: Path, history: History | None = None) -> Session:
+def resumed_copies(mains: list[Path]) -> dict[Path, set[str]]:
+    """For each Claude Code transcript, the record uuids it holds only as a copy: `claude --resume`
+    starts a new session file, under a new id, with every record of the session it resumes. A
+    record in several files belongs to the session that ended first (the one resumed)."""
+    holders: dict[str, list[tuple[str, str, Path]]] = defaultdict(list)
+    for main in mains:
+        recs = _records(main)
+        last = max((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str)), default="")
+        for r in recs:
+            if isinstance(r.get("uuid"), str) and r.get("type") != "progress":
+                holders[r["uuid"]].append((last, main.name, main))
+    copies: dict[Path, set[str]] = defaultdict(set)
+    for uuid, hs in holders.items():
+        for _, _, main in sorted(hs)[1:]:
+            copies[main].add(uuid)
+    return copies
+
+
+def load_session(main: Path, history: History | None = None, copied: set[str] | None = None) -> Session:
+    """A session's ground truth; `copied`: uuids of records it holds only as a copy of a session it
+    resumed (`resumed_copies`): they replay into its files but are neither its writes nor touches."""
+    copied = copied or set()
     sub = main.with_suffix("") / "subagents"
     files = [main] + (sorted(sub.glob("*.jsonl")) if sub.is_dir() else [])
     per_file = [_records(f) for f in files]  # parsed once: grep text, touches and writes read them
@@ -268,16 +289,21 @@ def load_session(main: Path, history: History | None = None) -> Session:
         return load_codex_session(main, recs, history or History(None))
     cwd = next((r["cwd"] for r in recs if isinstance(r.get("cwd"), str)), "/")
     sid = next((r["sessionId"] for r in recs if isinstance(r.get("sessionId"), str)), main.stem)
-    start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str)), "")
+    start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str) and r.get("uuid") not in copied),
+                 "")
     s = Session(sid, files, cwd, start)
     _transcript_text(s, (rec for file_recs in per_file for rec in file_recs))
     _tool_touches(_progress_only_agents(recs, files[1:]), cwd, s.touched)
     state: dict[str, tuple[list[str], list[bool]]] = {}
+    own: set[str] = set()  # files this session itself wrote
     for fi, file_recs in enumerate(per_file):
-        _tool_touches(file_recs, cwd, s.touched)
+        _tool_touches([r for r in file_recs if r.get("uuid") not in copied], cwd, s.touched)
         for rec in file_recs:
             tur = rec.get("toolUseResult")
             if not isinstance(tur, dict):
+                continue
+            if rec.get("uuid") in copied:
+                _replay_copy(tur, cwd, state)
                 continue
             if tur.get("type") == "text" and isinstance(tur.get("file"), dict):  # Read
                 fobj = tur["file"]
@@ -294,6 +320,7 @@ def load_session(main: Path, history: History | None = None) -> Session:
             s.touched[rel].update(x.strip() for x in new_side)
             if fi != 0:
                 continue  # subagents of these sessions do not write; keep writes to the main file
+            own.add(rel)
             orig = tur.get("originalFile")
             if tur.get("type") == "create" or (tur.get("type") == "update" and not isinstance(orig, str)):
                 content = tur.get("content")
@@ -330,9 +357,30 @@ def load_session(main: Path, history: History | None = None) -> Session:
             if got is not None:
                 state[rel] = got
     for rel, (lines, fl) in state.items():
-        s.final[rel] = "\n".join(lines) + "\n" if lines else ""  # an empty Write, as engram.demo.final_files
-        s.flags[rel] = fl
+        if rel in own:
+            s.final[rel] = "\n".join(lines) + "\n" if lines else ""  # an empty Write, as engram.demo.final_files
+            s.flags[rel] = fl
     return s
+
+
+def _replay_copy(tur: dict[str, Any], cwd: str, state: dict[str, tuple[list[str], list[bool]]]) -> None:
+    """A copied write: the file takes its text, none of whose lines are this session's."""
+    path = tur.get("filePath")
+    rel = _rel(cwd, path) if isinstance(path, str) else None
+    if rel is None or not isinstance(tur.get("structuredPatch"), list):
+        return
+    content = tur.get("content") if tur.get("type") == "create" else None
+    if isinstance(content, str):
+        new = split_lines(content)
+    elif isinstance(tur.get("originalFile"), str):
+        old = split_lines(tur["originalFile"])
+        got = _apply_flagged(old, [False] * len(old), tur["structuredPatch"])
+        if got is None:
+            return
+        new = got[0]
+    else:
+        return
+    state[rel] = (new, [False] * len(new))
 
 
 # --------------------------------------------------------------------------- Codex rollouts
@@ -555,7 +603,8 @@ def build_repo(repo: Path, writers: list[Session]) -> tuple[str, dict[str, tuple
             p.write_text(text, encoding="utf-8")
             owner[rel] = (s.sid, s.flags[rel])
         git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", f"session {s.sid}", env=_who(s.sid))
+        # (--allow-empty: a session may leave its files as an earlier one had them)
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"session {s.sid}", env=_who(s.sid))
     return git(repo, "rev-parse", "HEAD").strip(), owner
 
 
@@ -1176,7 +1225,8 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
     spotter writers are. `tree_with_reads`: see `add_read_files`."""
     mains = prepare_transcripts(work / "transcripts", source)
     hist = History(history)
-    sessions = [load_session(p, hist) for p in mains]
+    copies = resumed_copies(mains)
+    sessions = [load_session(p, hist, copies.get(p)) for p in mains]
     if source is None:
         writers = [s for s in sessions if s.sid in WRITERS]
         assert len(writers) == 2, [s.sid for s in sessions]
@@ -1191,6 +1241,8 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
         if s.harness != "claude":
             continue  # engram.demo replays Claude Code sessions only
         ff = {r: t for p, t in final_files(s.files[0]).items() if (r := _rel(s.cwd, p))}
+        if copies.get(s.files[0]):  # a resumed session: only the files it wrote itself are its own
+            ff = {r: t for r, t in ff.items() if r in s.final}
         assert ff == s.final, (s.sid, set(ff) ^ set(s.final),
                                [r for r in ff if ff[r] != s.final.get(r)])
     repo = work / "repo"
