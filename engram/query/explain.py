@@ -317,7 +317,7 @@ def sessions_of(res: Result, rank: str = "touches") -> list[dict[str, Any]]:
     """Group touches by session, in rank order.
 
     "touches" (the specification's): most touches first, then the most recent touch. A session
-    that read the span again and again comes before the one that wrote it in one edit: on three
+    that read the span again and again comes before the one that wrote it in one edit: on six
     unseen repositories most misses at rank 1 are that (bench/README.md). "evidence": the session
     with the strongest match first, then its strongest code.edit, then whether it read or edited
     the span's own file, then touches and recency; a session whose strongest match is under
