@@ -734,3 +734,17 @@ def test_a_resumed_session_does_not_take_the_work_it_copied(spotter: Path, tmp_p
     own = by_id[resumed_id]["fragments"]  # only what it did after resuming: its read of the file
     assert {f["timestamp"] for f in own} <= {call["timestamp"], result["timestamp"]}
     assert "code.read" in {f["kind"] for f in own}
+
+    # the editor's lenses count the same way: the resumed session touched the file once
+    from engram.index.db import open_db
+    from engram.query.regions import evidence_regions
+    from engram.store import Store
+
+    db = open_db(Store(root))
+    regions = [r for r in evidence_regions(db, text) if r.start <= a - 1 and r.end >= b - 1]
+    db.close()
+    assert regions
+    for r in regions:
+        order = [s.session_id for s in r.sessions]
+        assert order.index(SPOTTER_MAIN) < order.index(resumed_id)
+        assert [s.touches for s in r.sessions if s.session_id == resumed_id] == [1]

@@ -30,6 +30,7 @@ from engram.index import snapshot
 from engram.index.db import int_array, reading
 from engram.index.edges import LINK_THRESHOLD
 from engram.index.kinds import KIND_NAME, KIND_NO
+from engram.query.copies import Event, copies
 from engram.query.direct import SpanTokens, direct_hits, span_tokens
 from engram.query.spans import Span, in_tree
 from engram.store import Store
@@ -229,38 +230,12 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
 
 
 def drop_copies(db: apsw.Connection, res: Result) -> None:
-    """Leave out the fragments a session holds only as a copy of another session's history.
-
-    `claude --resume` (and a fork) starts a new session file under a new id that begins with
-    every record of the session it resumes, timestamps and all. Its tape then holds the earlier
-    session's reads and edits a second time: both sessions were answered with the same touches,
-    and the copy, being more recent, ranked first (JanDeDobbeleer/oh-my-posh: seven such groups
-    among 48 sessions). An event with the same kind, timestamp, file and lines in two sessions is
-    one event: it stays with the session that ended first, the one that was resumed (a chain of
-    resumes leaves each record with the session that wrote it). A session left without fragments
-    is left out of the answer."""
-    keyed: dict[tuple[Any, ...], list[int]] = defaultdict(list)
-    for fid in res.hits:
-        fr = res.frags.get(fid)
-        if fr is not None and fr.ts:
-            keyed[(fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)].append(fid)
-    shared = [fids for fids in keyed.values() if len({res.frags[f].session_id for f in fids}) > 1]
-    if not shared:
-        return
-    sids = sorted({res.frags[f].session_id for fids in shared for f in fids})
-    ended = {(h, sid): end or "" for h, sid, end in db.execute(
-        f"SELECT harness, session_id, max(ended) FROM tapes WHERE session_id IN ({','.join('?' * len(sids))})"
-        " GROUP BY harness, session_id", sids)}
-    for fids in shared:
-        def first_ended(f: int) -> tuple[str, str]:
-            fr = res.frags[f]
-            return ended.get((fr.harness, fr.session_id), ""), fr.session_id
-
-        owner = res.frags[min(fids, key=first_ended)].session_id
-        for f in fids:
-            if res.frags[f].session_id != owner:
-                del res.hits[f]
-                del res.frags[f]
+    """Leave out what a session holds only as a copy of a session it resumed (`copies`); a
+    session left without fragments leaves the answer."""
+    for fid in copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
+                           for f in res.hits if (fr := res.frags.get(f)) is not None)):
+        del res.hits[fid]
+        del res.frags[fid]
 
 
 def own_file_first(root: Path, span: Span, direct: dict[int, float], frags: dict[int, Frag]) -> dict[int, float]:

@@ -20,6 +20,7 @@ from engram.index import postings, stoplist
 from engram.index.snapshot import index_params
 from engram.index.db import int_array, reading
 from engram.index.kinds import KIND_NAME
+from engram.query.copies import Event, copies
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,15 @@ class Region:
 
 
 def _fragment_meta(db: apsw.Connection, ids: list[int]) -> dict[int, tuple]:
+    """kind, ts, tape, session, harness, model, offset of each fragment, without those a session
+    holds only as a copy of a session it resumed (`copies`)."""
     if not ids:
         return {}
-    return {r[0]: r[1:] for r in db.execute(
-        "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model, f.offset FROM fragments f"
-        " JOIN tapes t ON t.no = f.tape WHERE f.id IN carray(?)", (int_array(ids),))}
+    rows = db.execute(
+        "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model, f.offset, f.file, f.line0, f.line1"
+        " FROM fragments f JOIN tapes t ON t.no = f.tape WHERE f.id IN carray(?)", (int_array(ids),)).fetchall()
+    copied = copies(db, (Event(r[0], r[4], r[5], r[1], r[2], r[8], r[9], r[10]) for r in rows))
+    return {r[0]: r[1:8] for r in rows if r[0] not in copied}
 
 
 def evidence_regions(db: apsw.Connection, text: str, k: int | None = None) -> list[Region]:
