@@ -163,7 +163,7 @@ def posix_path(path: str, windows: bool = False) -> str:
 def is_windows_path(path: PurePosixPath | None) -> bool:
     """Whether `path` came from `posix_path` of a Windows path."""
     s = str(path) if path is not None else ""
-    return len(s) >= 3 and s[0] == "/" and s[2] == ":" and s[1].isalpha() or s.startswith("//")
+    return (len(s) >= 3 and s[0] == "/" and s[1].isalpha() and s[2] == ":") or s.startswith("//")
 
 
 @dataclass
