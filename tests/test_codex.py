@@ -712,3 +712,41 @@ def test_cli_ingest_and_show(repo: tuple[Path, str], tmp_path: Path) -> None:
     assert update["file_after_sha"] == blob(APP_AFTER)
     assert (create["file"], create["op"], create["after_range"], create["after_text"]) == \
         ("src/extra.py", "create", [1, 1], "X = 1\n")
+
+
+def test_the_apply_patch_call_is_evidence_of_the_code_it_wrote(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A Codex writer is not outranked by a later session that read its code once.
+
+    The call's patch is fingerprinted as the code it carries, as a Claude Code Edit call is: with
+    its `+` markers left in, no k-gram across a line matched, the writer had one touch (its
+    edit) and a later reader's single read won on recency (seen on a real project's sessions)."""
+    root, head = repo
+    added = [
+        "def farewell(name, punctuation):",
+        "    message = f\"goodbye {name}{punctuation}\"",
+        "    if len(message) > 40:",
+        "        message = message[:37] + \"...\"",
+        "    return message.capitalize()",
+    ]
+    body = patch("*** Update File: src/app.py", "@@", "     return 0", *("+" + ln for ln in ["", *added]))
+    writer_id, reader_id = SID, "019a0000-0000-7000-8000-0000000000bb"
+    writer = Rollout().meta(root, head).turn(root).message("user", "add a farewell helper")
+    writer.custom("call_w", body, custom_ok("src/app.py"))
+    final = APP + "\n" + "\n".join(added) + "\n"
+    reader = Rollout().meta(root, head, id=reader_id).turn(root).message("user", "what does app.py do?")
+    reader.function("call_r", "shell_command", {"command": "cat src/app.py", "workdir": str(root)},
+                    shell_out(0, final))
+    for rec in reader.records:  # an hour after the writer
+        rec["timestamp"] = rec["timestamp"].replace("T20:", "T21:")
+    sessions = tmp_path / "sessions"
+    writer.write(sessions / f"rollout-2025-11-22T20-00-00-{writer_id}.jsonl")
+    reader.write(sessions / f"rollout-2025-11-22T21-00-00-{reader_id}.jsonl")
+    (root / "src" / "app.py").write_text(final)
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(sessions))
+    start = len(APP.splitlines()) + 2
+    doc = json.loads(run_engram(root, "explain", f"src/app.py:{start}-{start + len(added) - 1}").stdout)
+    ranked = [(s["session_id"], s["touches"]) for s in doc["sessions"]]
+    assert ranked == [(writer_id, 2), (reader_id, 1)]
+    kinds_seen = {f["kind"] for f in doc["sessions"][0]["fragments"]}
+    assert kinds_seen == {"tool.call", "code.edit"}

@@ -241,6 +241,34 @@ def _parse_chunk(lines: list[str], i: int, *, first: bool) -> tuple[Chunk, int]:
     return Chunk(tuple(anchors), tuple(body), eof), i
 
 
+def patch_text(text: str) -> str:
+    """`text` with an apply_patch envelope in it rewritten as the code it carries, without the
+    patch's markers: each file's path, then per hunk its old lines and its new lines (the
+    old_string and new_string of a Claude Code Edit); an added file's content. Text without an
+    envelope, or with one Codex would reject, comes back unchanged.
+
+    Why: the envelope prefixes every line with `+`, `-` or a space, so each k-gram that crosses
+    a line holds a marker the code never has, and the call's fingerprints mostly miss the code
+    it wrote (a Claude Code Edit call holds it verbatim)."""
+    start = text.find(BEGIN_PATCH)
+    end = text.rfind(END_PATCH)
+    if start < 0 or end < start:
+        return text
+    end += len(END_PATCH)
+    try:
+        ops = parse_patch(text[start:end])
+    except PatchError:
+        return text
+    out: list[str] = []
+    for op in ops:
+        out.append(op.path if op.move_to is None else f"{op.path}\n{op.move_to}")
+        if op.kind == "add":
+            out.append(op.content)
+        for chunk in op.chunks:
+            out += [*chunk.anchors, *chunk.old_lines, *chunk.new_lines]
+    return "\n".join([text[:start], *out, text[end:]])
+
+
 # ---------------------------------------------------------------- carriers
 
 

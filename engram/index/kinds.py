@@ -8,6 +8,7 @@ from typing import Any, Final
 
 import apsw
 
+from engram.adapters.apply_patch import BEGIN_PATCH, patch_text
 from engram.index.db import int_array
 from engram.tape import events as E
 
@@ -48,7 +49,7 @@ def event_text(ev: dict[str, Any]) -> str:
     if kind == E.TOOL_CALL:
         parts: list[str] = []
         _strings(ev.get("input"), parts)
-        return "\n".join(parts)
+        return "\n".join(patch_text(p) if BEGIN_PATCH in p else p for p in parts)
     if kind == E.TOOL_RESULT:
         out = ev.get("stdout") if isinstance(ev.get("stdout"), str) else ""
         err = ev.get("stderr") if isinstance(ev.get("stderr"), str) else ""
