@@ -735,6 +735,10 @@ def test_a_resumed_session_does_not_take_the_work_it_copied(spotter: Path, tmp_p
     assert {f["timestamp"] for f in own} <= {call["timestamp"], result["timestamp"]}
     assert "code.read" in {f["kind"] for f in own}
 
+    # a text search finds the request once, in the session that made it
+    hits = json.loads(run_engram(root, "search", "Implement spotter-gqc").stdout)["hits"]
+    assert hits and {h["session_id"] for h in hits} == {SPOTTER_MAIN}
+
     # the editor's lenses count the same way: the resumed session touched the file once
     from engram.index.db import open_db
     from engram.query.regions import evidence_regions

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import apsw
 
 from engram.index.kinds import KIND_NAME, event_text
+from engram.query.copies import Event, copies
 from engram.store import Store
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
@@ -18,16 +19,23 @@ def fts_query(text: str) -> str:
     return " ".join(f'"{w}"' for w in words)
 
 
+#: Hits read per hit answered: a resumed session's copy of a record matches as well as the
+#: record, and is left out (`copies`), so a full page needs more rows than it shows.
+_READ_AHEAD: Final = 3
+
+
 def search(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
     q = fts_query(query)
     if not q:
         return []
     rows = db.execute(
-        "SELECT f.id, t.id, t.session_id, f.offset, f.kind, f.ts FROM fts JOIN fragments f ON f.id = fts.rowid"
-        " JOIN tapes t ON t.no = f.tape WHERE fts MATCH ? ORDER BY rank LIMIT ?", (q, limit)).fetchall()
+        "SELECT f.id, t.id, t.session_id, f.offset, f.kind, f.ts, t.harness, f.file, f.line0, f.line1"
+        " FROM fts JOIN fragments f ON f.id = fts.rowid JOIN tapes t ON t.no = f.tape"
+        " WHERE fts MATCH ? ORDER BY rank LIMIT ?", (q, limit * _READ_AHEAD)).fetchall()
+    copied = copies(db, (Event(r[0], r[2], r[6], r[4], r[5], r[7], r[8], r[9]) for r in rows))
     out = []
     words = [w.lower() for w in query.split()]
-    for _fid, tape, session, offset, kind, ts in rows:
+    for _fid, tape, session, offset, kind, ts, *_ in [r for r in rows if r[0] not in copied][:limit]:
         with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
             text = event_text(r.event(offset, resolve_objects=True))
         low = text.lower()
