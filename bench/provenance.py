@@ -501,7 +501,7 @@ def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History)
         if rec.get("type") == "turn_context" and isinstance(p.get("cwd"), str):
             s.cwd = cwd = p["cwd"]
         kind = p.get("type")
-        if kind == "function_call" and p.get("name") in ("exec_command", "shell"):
+        if kind == "function_call" and p.get("name") in ("exec_command", "shell", "shell_command"):
             try:
                 args = orjson.loads(p.get("arguments") or "{}")
             except orjson.JSONDecodeError:
@@ -509,6 +509,8 @@ def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History)
             cmd = args.get("cmd") if isinstance(args, dict) else None
             if isinstance(args, dict) and isinstance(args.get("command"), list):
                 cmd = " ".join(str(x) for x in args["command"])
+            elif isinstance(args, dict) and isinstance(args.get("command"), str):  # shell_command
+                cmd = args["command"]
             if isinstance(cmd, str):
                 calls[str(p.get("call_id"))] = (cmd, str(args.get("workdir") or ""))
         elif kind == "function_call_output" and str(p.get("call_id")) in calls:
