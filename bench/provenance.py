@@ -277,7 +277,22 @@ def resumed_copies(mains: list[Path]) -> dict[Path, set[str]]:
     return copies
 
 
-def load_session(main: Path, history: History | None = None, copied: set[str] | None = None) -> Session:
+def codex_call_ids(mains: list[Path]) -> dict[str, set[str]]:
+    """Each Codex rollout's session id → the call ids in it (a forked thread's copied history
+    is told by its parent's call ids, `load_codex_session`)."""
+    out: dict[str, set[str]] = {}
+    for main in mains:
+        recs = _records(main)
+        meta = next((r["payload"] for r in recs[:5] if r.get("type") == "session_meta"
+                     and isinstance(r.get("payload"), dict)), None)
+        if meta is not None and isinstance(meta.get("id"), str) and not meta.get("forked_from_id"):
+            out[meta["id"]] = {str(r["payload"]["call_id"]) for r in recs
+                               if isinstance(r.get("payload"), dict) and r["payload"].get("call_id")}
+    return out
+
+
+def load_session(main: Path, history: History | None = None, copied: set[str] | None = None,
+                 parents: dict[str, set[str]] | None = None) -> Session:
     """A session's ground truth; `copied`: uuids of records it holds only as a copy of a session it
     resumed (`resumed_copies`): they replay into its files but are neither its writes nor touches."""
     copied = copied or set()
@@ -286,7 +301,7 @@ def load_session(main: Path, history: History | None = None, copied: set[str] | 
     per_file = [_records(f) for f in files]  # parsed once: grep text, touches and writes read them
     recs = per_file[0]
     if any(r.get("type") == "session_meta" for r in recs[:5]):
-        return load_codex_session(main, recs, history or History(None))
+        return load_codex_session(main, recs, history or History(None), parents)
     cwd = next((r["cwd"] for r in recs if isinstance(r.get("cwd"), str)), "/")
     sid = next((r["sessionId"] for r in recs if isinstance(r.get("sessionId"), str)), main.stem)
     start = next((r["timestamp"] for r in recs if isinstance(r.get("timestamp"), str) and r.get("uuid") not in copied),
@@ -479,7 +494,8 @@ def _shell_reads(cmd: str, workdir: str, cwd: str, output: str, touched: dict[st
             touched[rel].update(rest)
 
 
-def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History) -> Session:
+def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History,
+                       parents: dict[str, set[str]] | None = None) -> Session:
     """A Codex rollout's ground truth from its `patch_apply_end` events (recent Codex versions): an added
     file's lines are the session's; an update's `unified_diff` is applied to the file as the
     session left it, or, the first time, to the original found in `history` (no original, no
@@ -490,6 +506,12 @@ def load_codex_session(main: Path, recs: list[dict[str, Any]], history: History)
     meta = next((r["payload"] for r in recs if r.get("type") == "session_meta" and isinstance(r.get("payload"), dict)),
                 {})
     cwd = str(meta.get("cwd") or "/")
+    if isinstance(meta.get("forked_from_id"), str) and parents is not None:
+        # A forked thread (a Codex subagent) starts with its parent's history, restamped with the
+        # fork's time: those records are neither its writes nor its touches. Their call ids are
+        # the parent's.
+        theirs = parents.get(meta["forked_from_id"], set())
+        recs = [r for r in recs if not (isinstance(r.get("payload"), dict) and r["payload"].get("call_id") in theirs)]
     s = Session(str(meta.get("id") or main.stem), [main], cwd, str(meta.get("timestamp") or ""), harness="codex")
     _transcript_text(s, recs)
     state: dict[str, tuple[list[str], list[bool]]] = {}
@@ -1228,7 +1250,8 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
     mains = prepare_transcripts(work / "transcripts", source)
     hist = History(history)
     copies = resumed_copies(mains)
-    sessions = [load_session(p, hist, copies.get(p)) for p in mains]
+    calls = codex_call_ids(mains)
+    sessions = [load_session(p, hist, copies.get(p), calls) for p in mains]
     if source is None:
         writers = [s for s in sessions if s.sid in WRITERS]
         assert len(writers) == 2, [s.sid for s in sessions]

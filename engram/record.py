@@ -72,7 +72,8 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 def diff_edits(before: dict[str, str], after: dict[str, str], ts: str) -> list[dict[str, Any]]:
-    """One `code.edit` per changed file, covering the span from its first to its last change."""
+    """One `code.edit` per changed file, covering the span from its first to its last change
+    (with `hunks` when it changed separate regions)."""
     edits: list[dict[str, Any]] = []
     for rel in sorted(set(before) | set(after)):
         old, new = before.get(rel), after.get(rel)
@@ -89,6 +90,8 @@ def diff_edits(before: dict[str, str], after: dict[str, str], ts: str) -> list[d
             i1, j1 = ops[0][1], ops[0][3]
             i2, j2 = ops[-1][2], ops[-1][4]
             ev.update(op="update", before_range=[i1 + 1, i2], after_range=[j1 + 1, j2])
+            if len(ops) > 1:  # separate regions: the index takes their lines only (kinds.edit_texts)
+                ev["hunks"] = [[o[1] + 1, o[2], o[3] + 1, o[4]] for o in ops]
         br, ar = ev["before_range"], ev["after_range"]
         ev.update(before_text=join_lines(a[br[0] - 1:br[1]]), after_text=join_lines(b[ar[0] - 1:ar[1]]),
                   file_before_sha=E.git_blob_sha(old) if old is not None else None,

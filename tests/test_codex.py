@@ -750,3 +750,68 @@ def test_the_apply_patch_call_is_evidence_of_the_code_it_wrote(repo: tuple[Path,
     assert ranked == [(writer_id, 2), (reader_id, 1)]
     kinds_seen = {f["kind"] for f in doc["sessions"][0]["fragments"]}
     assert kinds_seen == {"tool.call", "code.edit"}
+
+
+def test_a_patch_with_distant_hunks_is_not_the_writer_of_the_lines_between(repo: tuple[Path, str],
+                                                                           tmp_path: Path) -> None:
+    """A later session that read a file and changed its first and last function did not write
+    the functions between: its edit must not match them (the edit's texts run from its first
+    change to its last, and matched the whole stretch in full: seen on a real project, where
+    such a session was answered first for code another session wrote)."""
+    root, head = repo
+    funcs = [(f"def scale_{i}(value):", f"    return value * {i} + {i * i}") for i in range(20)]
+    original = "".join(f"{a}\n{b}\n" for a, b in funcs)
+    final = original.replace("    return value * 0 + 0\n", "    return value\n").replace(
+        "    return value * 19 + 361\n", "    return -value\n")
+    writer_id, later_id = SID, "019a0000-0000-7000-8000-0000000000cc"
+    writer = Rollout().meta(root, head).turn(root).message("user", "add the scale helpers")
+    writer.custom("call_w", patch("*** Add File: src/scale.py", *("+" + ln for ln in original.splitlines())),
+                  custom_ok("src/scale.py"))
+    (root / "src" / "scale.py").write_text(original)  # the writer's work, committed before the later session
+    git(root, "add", "src/scale.py")
+    git(root, "commit", "-qm", "scale helpers")
+    later = Rollout().meta(root, git(root, "rev-parse", "HEAD").strip(), id=later_id).turn(root)
+    later.message("user", "simplify the first and last")
+    later.function("call_r", "shell_command", {"command": "cat src/scale.py", "workdir": str(root)},
+                   shell_out(0, original))
+    later.custom("call_p", patch("*** Update File: src/scale.py",
+                                 "@@", " def scale_0(value):", "-    return value * 0 + 0", "+    return value",
+                                 "@@", " def scale_19(value):", "-    return value * 19 + 361", "+    return -value"),
+                 custom_ok("src/scale.py"))
+    for rec in later.records:  # an hour after the writer
+        rec["timestamp"] = rec["timestamp"].replace("T20:", "T21:")
+    sessions = tmp_path / "sessions"
+    writer.write(sessions / f"rollout-2025-11-22T20-00-00-{writer_id}.jsonl")
+    later.write(sessions / f"rollout-2025-11-22T21-00-00-{later_id}.jsonl")
+    (root / "src" / "scale.py").write_text(final)
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(sessions))
+    shown = json.loads(run_engram(root, "show", later_id, "--json").stdout)["events"]
+    (edit,) = [e for e in shown if e["kind"] == "code.edit"]
+    assert edit["after_range"] == [2, 40] and len(edit["hunks"]) == 2  # the event keeps its raw facts
+    doc = json.loads(run_engram(root, "explain", "src/scale.py:15-20").stdout)
+    by_id = {s["session_id"]: s for s in doc["sessions"]}
+    assert doc["sessions"][0]["session_id"] == writer_id
+    assert {f["kind"] for f in by_id[later_id]["fragments"]} == {"code.read"}
+
+
+def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """Codex's code mode runs the model's script in one `exec` call; the script applies patches,
+    each reported by a `patch_apply_end` of its own id that no call of the rollout has. Its
+    changes (an added file's content, an update's unified diff) are the session's edits."""
+    root, head = repo
+    script = 'const patch = "*** Begin Patch\\n*** Add File: src/extra.py\\n+X = 1\\n*** End Patch\\n";\n' \
+             "await tools.apply_patch(patch);"
+    diff = '@@ -4 +4 @@ def greet(name):\n-    return "hi " + name\n+    return "hello " + name\n'
+    r = Rollout().meta(root, head).turn(root).message("user", "tidy up")
+    r.custom("call_1", script, json.dumps([{"type": "input_text", "text": "Script completed"}]), name="exec")
+    r.event("patch_apply_end", call_id="exec-1f0e", turn_id="t1", stdout="Success.", stderr="", success=True,
+            changes={str(root / "src" / "extra.py"): {"type": "add", "content": "X = 1\n"},
+                     str(root / "src" / "app.py"): {"type": "update", "unified_diff": diff, "move_path": None}})
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    edits = {e["file"]: e for e in kinds(cap, "code.edit")}
+    assert edits["src/extra.py"]["op"] == "create" and edits["src/extra.py"]["after_text"] == "X = 1\n"
+    update = edits["src/app.py"]
+    assert (update["op"], update["before_range"], update["after_range"]) == ("update", [4, 4], [4, 4])
+    assert update["after_text"] == '    return "hello " + name\n' and update["call_id"] == "exec-1f0e"
+    assert update["file_after_sha"] == blob(APP.replace('"hi "', '"hello "'))  # replayed on the session's copy

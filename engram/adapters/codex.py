@@ -39,7 +39,15 @@ from engram.adapters.apply_patch import (
     shell_script,
 )
 from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
-from engram.adapters.unified import Change, changes_from_hunks, edit_ranges, hunks_from_diff, join_lines, split_lines
+from engram.adapters.unified import (
+    Change,
+    apply_hunks,
+    changes_from_hunks,
+    edit_ranges,
+    hunks_from_diff,
+    join_lines,
+    split_lines,
+)
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)
@@ -822,12 +830,71 @@ class _Rollout:
         call_id = str(p.get("call_id") or "")
         call = self.st.calls.get(call_id)
         self.cap.ignored["event_msg/patch_apply_end"] += 1
+        if call is None and call_id not in self.st.settled and p.get("success") is True:
+            self.st.settled.add(call_id)
+            for ev in self.applied_edits(call_id, p.get("changes"), ts):
+                self.cap.add(ev)
+            return
         if call is None or call.patch is None or call_id in self.st.settled or not isinstance(p.get("success"), bool):
             return
         self.st.settled.add(call_id)
         if p["success"]:
             for ev in self.edits(call, call_id, ts, p.get("changes")):
                 self.cap.add(ev)
+
+    def applied_edits(self, call_id: str, changes: Any, ts: Any) -> list[dict[str, Any]]:
+        """The code.edits of a patch no call of this rollout made, from what Codex applied.
+
+        Codex's code mode runs the model's script in one `exec` call, and the script applies
+        patches itself: each lands as a `patch_apply_end` of its own id (`exec-…`), with the
+        changes Codex made (an added or deleted file's content, an update's unified diff computed
+        on the real file). chikachow/cyspbot's sessions (Codex 0.144) wrote all their code so."""
+        mapper = self.mapper_for(self.st.cwd)
+        out: list[dict[str, Any]] = []
+        for path, ch in changes.items() if isinstance(changes, dict) else ():
+            rel = mapper.to_repo(str(path))
+            if rel is None or not isinstance(ch, dict):
+                self.cap.ignored["edit outside the repository"] += 1
+                continue
+            fields: dict[str, Any] | None = None
+            if ch.get("type") == "add" and isinstance(ch.get("content"), str):
+                fields = self.create(rel, ch["content"])
+            elif ch.get("type") == "delete":
+                fields = self.delete_known(rel, ch["content"] if isinstance(ch.get("content"), str) else self.files.get(rel))
+            elif ch.get("type") == "update" and isinstance(ch.get("unified_diff"), str):
+                moved = mapper.to_repo(str(ch["move_path"])) if isinstance(ch.get("move_path"), str) else None
+                fields = self.diff_update(rel, moved, ch["unified_diff"])
+            if fields is None:
+                self.cap.ignored["applied change without its text"] += 1
+                continue
+            out.append({"kind": E.CODE_EDIT, "ts": ts, **fields, "call_id": call_id, "tool": TOOL,
+                        "before_sha": E.sha256_text(fields["before_text"]),
+                        "after_sha": E.sha256_text(fields["after_text"])})
+        return out
+
+    def diff_update(self, src: str, moved: str | None, diff: str) -> dict[str, Any] | None:
+        """An update known by the unified diff Codex applied: on our copy when it still agrees,
+        else placed by the diff alone (and our copy forgotten)."""
+        hunks = hunks_from_diff(diff)
+        changes = changes_from_hunks(hunks)
+        if not changes:
+            return None
+        dst = moved or src
+        old = self.files.get(src)
+        new_lines = apply_hunks(split_lines(old), hunks) if old is not None else None
+        fields: dict[str, Any] = {"file": src, "op": "move" if dst != src else "update"}
+        if dst != src:
+            fields["to_file"] = dst
+            self.files.set(src, None)
+        if old is None or new_lines is None:
+            self.files.set(dst, None)
+            fields.update(edit_ranges(changes), file_before_sha=None, file_after_sha=None)
+            return fields
+        new = join_lines(new_lines)
+        self.files.set(dst, new)
+        fields.update(edit_ranges(changes, split_lines(old), new_lines),
+                      file_before_sha=E.git_blob_sha(old), file_after_sha=E.git_blob_sha(new))
+        return fields
 
     # ------------------------------------------------------------ reads
 

@@ -30,6 +30,7 @@ from engram.arrays import member
 from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
+from engram.index.kinds import edit_texts as edit_texts_of
 from engram.index.lineage import RunEdits, edit_confidences
 from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
 from engram.store import Store
@@ -150,8 +151,7 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
         if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
             pt.fts.append((fi, text))
         if kind == E.CODE_EDIT and isinstance(file, str):
-            before_text, after_text = str(ev.get("before_text") or ""), str(ev.get("after_text") or "")
-            edit_texts += [before_text, after_text]
+            edit_texts += edit_texts_of(ev)
             pt.edits.append(PendingEdit(
                 fi, file, _EMPTY, _EMPTY, 0.0,
                 ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))

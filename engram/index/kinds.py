@@ -58,11 +58,48 @@ def event_text(ev: dict[str, Any]) -> str:
         t = ev.get("text")
         return t if isinstance(t, str) else ""
     if kind == E.CODE_EDIT:
-        t = ev.get("after_text")
-        return t if isinstance(t, str) else ""
+        return edit_texts(ev)[1]
     if kind == E.SPAN_LINK:
         return str(ev.get("note") or "")
     return ""
+
+
+#: Tools whose call holds the whole new file: every line of it is the agent's writing, changed
+#: or not, so their edits keep the text from the first change to the last.
+WHOLE_FILE_TOOLS: Final = frozenset({"Write"})
+
+
+def edit_texts(ev: dict[str, Any]) -> tuple[str, str]:
+    """The text a code.edit removed and the text it wrote: of an edit that changed separate
+    regions (`hunks`), those regions' lines only, as an edit of one region holds — unless its
+    tool wrote the whole file (`WHOLE_FILE_TOOLS`).
+
+    Why: the event's texts run from its first change to its last, so a patch touching lines 10
+    and 900 of a file held the 890 lines between as its own writing, matched every span there in
+    full, and linked to every earlier edit of them (savekirk/session-bridge: a later Codex
+    session's two-hunk patch answered first, as the writer, for code another session wrote)."""
+    before, after = ev.get("before_text"), ev.get("after_text")
+    before, after = (before if isinstance(before, str) else ""), (after if isinstance(after, str) else "")
+    hunks = ev.get("hunks")
+    if not isinstance(hunks, list) or len(hunks) < 2 or ev.get("tool") in WHOLE_FILE_TOOLS:
+        return before, after
+    return (_regions(before, ev.get("before_range"), [h[:2] for h in hunks if isinstance(h, list) and len(h) == 4]),
+            _regions(after, ev.get("after_range"), [h[2:] for h in hunks if isinstance(h, list) and len(h) == 4]))
+
+
+def _regions(text: str, rng: Any, parts: list[list[Any]]) -> str:
+    """The lines of `text` (lines `rng` of a file) inside the ranges `parts`; `text` itself when
+    it does not hold exactly the lines of `rng` (an edit recorded without its file)."""
+    if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng)):
+        return text
+    lines = text.splitlines(keepends=True)
+    if len(lines) != rng[1] - rng[0] + 1:
+        return text
+    out: list[str] = []
+    for first, last in parts:
+        if isinstance(first, int) and isinstance(last, int):
+            out += lines[max(first - rng[0], 0):max(last - rng[0] + 1, 0)]
+    return "".join(out)
 
 
 def conversational_text(ev: dict[str, Any]) -> str:
