@@ -815,3 +815,27 @@ def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, st
     assert (update["op"], update["before_range"], update["after_range"]) == ("update", [4, 4], [4, 4])
     assert update["after_text"] == '    return "hello " + name\n' and update["call_id"] == "exec-1f0e"
     assert update["file_after_sha"] == blob(APP.replace('"hi "', '"hello "'))  # replayed on the session's copy
+
+
+def test_a_forked_thread_does_not_take_its_parents_edits(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A Codex subagent's rollout (`forked_from_id`) starts with its parent's history, restamped
+    with the fork's start: a patch the parent applied is not the subagent's edit. Its own work
+    starts with its first turn (a task_started whose UUIDv7 turn id is not older than the fork)."""
+    from datetime import datetime
+
+    root, head = repo
+    parent = "019a0000-0000-7000-8000-0000000000dd"
+    r = Rollout().meta(root, head, forked_from_id=parent)
+    start = r.records[0]["payload"]["timestamp"]
+    r.meta(root, head, id=parent)  # the parent's own header, copied
+    diff = '@@ -4 +4 @@ def greet(name):\n-    return "hi " + name\n+    return "hello " + name\n'
+    r.event("patch_apply_end", call_id="exec-parent", turn_id="019a0000-0000-7000-8000-00000000000e", stdout="",
+            stderr="", success=True, changes={str(root / "src" / "app.py"): {"type": "update", "unified_diff": diff}})
+    ms = int(datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() * 1000)
+    own_turn = f"{ms:012x}"[:8] + "-" + f"{ms:012x}"[8:] + "-7000-8000-000000000001"
+    r.event("task_started", turn_id=own_turn)
+    r.turn(root).custom("call_own", patch("*** Add File: src/review.md", "+looks fine"), custom_ok("src/review.md"))
+    cap = capture(r.write(tmp_path / "fork.jsonl"), root)
+    assert [e["file"] for e in kinds(cap, "code.edit")] == ["src/review.md"]
+    assert cap.ignored["copied from the parent thread (fork)"] == 1
+    assert cap.session_id == SID

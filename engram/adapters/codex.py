@@ -551,6 +551,52 @@ def _header(rec: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _copied_history(lines: list[Line]) -> int:
+    """How many of a forked thread's first lines are its parent's history (0 for a rollout that
+    is not a fork).
+
+    A Codex subagent's rollout (`forked_from_id`, Codex 0.144) starts with its parent's messages
+    and events, restamped with the fork's start: read as its own, they gave it the parent's
+    edits (chikachow/cyspbot). Its own work starts with the first turn it runs: a `task_started`
+    whose turn id, a UUIDv7, was made at or after the fork's start (the copied ones were made
+    before it). Without such a turn nothing is taken for a copy."""
+    first = next((ln.record for ln in lines if isinstance(ln.record, dict)), None)
+    meta = first.get("payload") if isinstance(first, dict) and first.get("type") == "session_meta" else None
+    if not isinstance(meta, dict) or not meta.get("forked_from_id"):
+        return 0
+    start = _epoch_ms(meta.get("timestamp") or first.get("timestamp"))
+    if start is None:
+        return 0
+    for i, ln in enumerate(lines):
+        rec = ln.record
+        p = rec.get("payload") if isinstance(rec, dict) else None
+        if isinstance(p, dict) and rec.get("type") == "event_msg" and p.get("type") == "task_started":
+            made = _uuid7_ms(p.get("turn_id"))
+            if made is not None and made >= start - 1000:
+                return i
+    return 0
+
+
+def _epoch_ms(ts: Any) -> int | None:
+    from datetime import datetime  # noqa: PLC0415
+
+    try:
+        return int(datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _uuid7_ms(value: Any) -> int | None:
+    """The creation time (Unix ms) a UUIDv7 carries in its first 48 bits."""
+    digits = str(value or "").replace("-", "")
+    if len(digits) != 32 or digits[12] != "7":
+        return None
+    try:
+        return int(digits[:12], 16)
+    except ValueError:
+        return None
+
+
 def _started_at(header: dict[str, Any], ts: Any) -> Any:
     return header.get("timestamp") or ts
 
@@ -595,12 +641,27 @@ class _Rollout:
 
     def run(self, lines: list[Line]) -> None:
         self.st.echoes = _echoes(lines)
-        for line in lines:
+        copied = _copied_history(lines)
+        for i, line in enumerate(lines):
             rec = line.record
             if rec is None:
                 continue
             self.cap.cursor = (0, line.offset)
+            if i < copied:
+                self.copied(rec)
+            else:
+                self.record(rec)
+
+    def copied(self, rec: dict[str, Any]) -> None:
+        """A record of the parent's history a forked thread starts with: not this session's work.
+        Its context still counts, and the changes it applied bring our file copies up to date."""
+        payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+        if rec.get("type") in ("session_meta", "turn_context"):
             self.record(rec)
+            return
+        if rec.get("type") == "event_msg" and payload.get("type") == "patch_apply_end" and payload.get("success"):
+            self.applied_edits(str(payload.get("call_id") or ""), payload.get("changes"), rec.get("timestamp"))
+        self.cap.ignored["copied from the parent thread (fork)"] += 1
 
     # ------------------------------------------------------------ dispatch
 
