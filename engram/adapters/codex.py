@@ -25,6 +25,7 @@ import shlex
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Final, Iterable
 
@@ -578,10 +579,8 @@ def _copied_history(lines: list[Line]) -> int:
 
 
 def _epoch_ms(ts: Any) -> int | None:
-    from datetime import datetime  # noqa: PLC0415
-
     try:
-        return int(datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp() * 1000)
+        return int(datetime.fromisoformat(str(ts)).timestamp() * 1000)
     except ValueError:
         return None
 
