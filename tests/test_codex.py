@@ -714,6 +714,18 @@ def test_cli_ingest_and_show(repo: tuple[Path, str], tmp_path: Path) -> None:
         ("src/extra.py", "create", [1, 1], "X = 1\n")
 
 
+def ingest_an_hour_apart(root: Path, tmp_path: Path, first: tuple[str, Rollout],
+                         second: tuple[str, Rollout]) -> None:
+    """Ingest two rollouts (session id, rollout), the second an hour after the first, into a new store."""
+    for rec in second[1].records:
+        rec["timestamp"] = rec["timestamp"].replace("T20:", "T21:")
+    sessions = tmp_path / "sessions"
+    for (sid, r), hour in ((first, 20), (second, 21)):
+        r.write(sessions / f"rollout-2025-11-22T{hour}-00-00-{sid}.jsonl")
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(sessions))
+
+
 def test_the_apply_patch_call_is_evidence_of_the_code_it_wrote(repo: tuple[Path, str], tmp_path: Path) -> None:
     """A Codex writer is not outranked by a later session that read its code once.
 
@@ -736,14 +748,8 @@ def test_the_apply_patch_call_is_evidence_of_the_code_it_wrote(repo: tuple[Path,
     reader = Rollout().meta(root, head, id=reader_id).turn(root).message("user", "what does app.py do?")
     reader.function("call_r", "shell_command", {"command": "cat src/app.py", "workdir": str(root)},
                     shell_out(0, final))
-    for rec in reader.records:  # an hour after the writer
-        rec["timestamp"] = rec["timestamp"].replace("T20:", "T21:")
-    sessions = tmp_path / "sessions"
-    writer.write(sessions / f"rollout-2025-11-22T20-00-00-{writer_id}.jsonl")
-    reader.write(sessions / f"rollout-2025-11-22T21-00-00-{reader_id}.jsonl")
     (root / "src" / "app.py").write_text(final)
-    run_engram(root, "init")
-    run_engram(root, "ingest", str(sessions))
+    ingest_an_hour_apart(root, tmp_path, (writer_id, writer), (reader_id, reader))
     start = len(APP.splitlines()) + 2
     doc = json.loads(run_engram(root, "explain", f"src/app.py:{start}-{start + len(added) - 1}").stdout)
     ranked = [(s["session_id"], s["touches"]) for s in doc["sessions"]]
@@ -778,14 +784,8 @@ def test_a_patch_with_distant_hunks_is_not_the_writer_of_the_lines_between(repo:
                                  "@@", " def scale_0(value):", "-    return value * 0 + 0", "+    return value",
                                  "@@", " def scale_19(value):", "-    return value * 19 + 361", "+    return -value"),
                  custom_ok("src/scale.py"))
-    for rec in later.records:  # an hour after the writer
-        rec["timestamp"] = rec["timestamp"].replace("T20:", "T21:")
-    sessions = tmp_path / "sessions"
-    writer.write(sessions / f"rollout-2025-11-22T20-00-00-{writer_id}.jsonl")
-    later.write(sessions / f"rollout-2025-11-22T21-00-00-{later_id}.jsonl")
     (root / "src" / "scale.py").write_text(final)
-    run_engram(root, "init")
-    run_engram(root, "ingest", str(sessions))
+    ingest_an_hour_apart(root, tmp_path, (writer_id, writer), (later_id, later))
     shown = json.loads(run_engram(root, "show", later_id, "--json").stdout)["events"]
     (edit,) = [e for e in shown if e["kind"] == "code.edit"]
     assert edit["after_range"] == [2, 40] and len(edit["hunks"]) == 2  # the event keeps its raw facts

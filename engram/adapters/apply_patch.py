@@ -251,8 +251,10 @@ def patch_text(text: str) -> str:
     a line holds a marker the code never has, and the call's fingerprints mostly miss the code
     it wrote (a Claude Code Edit call holds it verbatim)."""
     start = text.find(BEGIN_PATCH)
+    if start < 0:
+        return text
     end = text.rfind(END_PATCH)
-    if start < 0 or end < start:
+    if end < start:
         return text
     end += len(END_PATCH)
     try:

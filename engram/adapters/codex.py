@@ -596,6 +596,12 @@ def _uuid7_ms(value: Any) -> int | None:
         return None
 
 
+def _edit_event(fields: dict[str, Any], ts: Any, call_id: str) -> dict[str, Any]:
+    """The code.edit of one file's change (`fields`: file, op, ranges, texts, file shas)."""
+    return {"kind": E.CODE_EDIT, "ts": ts, **fields, "call_id": call_id, "tool": TOOL,
+            "before_sha": E.sha256_text(fields["before_text"]), "after_sha": E.sha256_text(fields["after_text"])}
+
+
 def _started_at(header: dict[str, Any], ts: Any) -> Any:
     return header.get("timestamp") or ts
 
@@ -927,9 +933,7 @@ class _Rollout:
             if fields is None:
                 self.cap.ignored["applied change without its text"] += 1
                 continue
-            out.append({"kind": E.CODE_EDIT, "ts": ts, **fields, "call_id": call_id, "tool": TOOL,
-                        "before_sha": E.sha256_text(fields["before_text"]),
-                        "after_sha": E.sha256_text(fields["after_text"])})
+            out.append(_edit_event(fields, ts, call_id))
         return out
 
     def diff_update(self, src: str, moved: str | None, diff: str) -> dict[str, Any] | None:
@@ -1016,9 +1020,7 @@ class _Rollout:
             fields = self.edit(op, src, dst, diffs.get(src) if src is not None else None)
             if fields is None:
                 continue
-            out.append({"kind": E.CODE_EDIT, "ts": ts, **fields, "call_id": call_id, "tool": TOOL,
-                        "before_sha": E.sha256_text(fields["before_text"]),
-                        "after_sha": E.sha256_text(fields["after_text"])})
+            out.append(_edit_event(fields, ts, call_id))
         return out
 
     def edit(self, op: FileOp, src: str | None, dst: str | None, diff: str | None = None) -> dict[str, Any] | None:

@@ -29,8 +29,13 @@ from engram.anchor import fingerprints_many
 from engram.arrays import member
 from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
-from engram.index.kinds import KIND_NO, conversational_text, event_text, fragment_lines
-from engram.index.kinds import edit_texts as edit_texts_of
+from engram.index.kinds import (
+    KIND_NO,
+    conversational_text,
+    edit_texts,
+    event_text,
+    fragment_lines,
+)
 from engram.index.lineage import RunEdits, edit_confidences
 from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
 from engram.store import Store
@@ -135,12 +140,13 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
     """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events."""
     pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
     texts: list[str] = []
-    edit_texts: list[str] = []
+    edit_pairs: list[str] = []  # each edit's removed text, then its written text
     for off, ev in enumerate(events):
         kind = ev.get("kind")
         if kind not in KIND_NO:
             continue
-        text = event_text(ev)
+        pair = edit_texts(ev) if kind == E.CODE_EDIT else None
+        text = pair[1] if pair is not None else event_text(ev)
         if not text.strip() and kind != E.CODE_EDIT:
             continue
         fi = len(pt.frags)
@@ -150,15 +156,15 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
         texts.append(text)
         if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
             pt.fts.append((fi, text))
-        if kind == E.CODE_EDIT and isinstance(file, str):
-            edit_texts += edit_texts_of(ev)
+        if pair is not None and isinstance(file, str):
+            edit_pairs += pair
             pt.edits.append(PendingEdit(
                 fi, file, _EMPTY, _EMPTY, 0.0,
                 ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
         if kind == E.SPAN_LINK:
             pt.links.append((fi, ev))
-    sets = fingerprint_sets(edit_texts, k, w)
-    confidences = edit_confidences(list(zip(edit_texts[::2], edit_texts[1::2])))
+    sets = fingerprint_sets(edit_pairs, k, w)
+    confidences = edit_confidences(list(zip(edit_pairs[::2], edit_pairs[1::2])))
     for i, e in enumerate(pt.edits):
         e.before, e.after, e.confidence = sets[2 * i], sets[2 * i + 1], confidences[i]
     vals, owner = batch_fingerprints(texts, k, w)

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import apsw
 
-from engram.adapters.apply_patch import BEGIN_PATCH, patch_text
+from engram.adapters.apply_patch import patch_text
 from engram.index.db import int_array
 from engram.tape import events as E
 
@@ -49,7 +49,7 @@ def event_text(ev: dict[str, Any]) -> str:
     if kind == E.TOOL_CALL:
         parts: list[str] = []
         _strings(ev.get("input"), parts)
-        return "\n".join(patch_text(p) if BEGIN_PATCH in p else p for p in parts)
+        return "\n".join(map(patch_text, parts))
     if kind == E.TOOL_RESULT:
         out = ev.get("stdout") if isinstance(ev.get("stdout"), str) else ""
         err = ev.get("stderr") if isinstance(ev.get("stderr"), str) else ""
@@ -83,8 +83,9 @@ def edit_texts(ev: dict[str, Any]) -> tuple[str, str]:
     hunks = ev.get("hunks")
     if not isinstance(hunks, list) or len(hunks) < 2 or ev.get("tool") in WHOLE_FILE_TOOLS:
         return before, after
-    return (_regions(before, ev.get("before_range"), [h[:2] for h in hunks if isinstance(h, list) and len(h) == 4]),
-            _regions(after, ev.get("after_range"), [h[2:] for h in hunks if isinstance(h, list) and len(h) == 4]))
+    quads = [h for h in hunks if isinstance(h, list) and len(h) == 4]
+    return (_regions(before, ev.get("before_range"), [h[:2] for h in quads]),
+            _regions(after, ev.get("after_range"), [h[2:] for h in quads]))
 
 
 def _regions(text: str, rng: Any, parts: list[list[Any]]) -> str:
