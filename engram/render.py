@@ -53,6 +53,15 @@ def _call_argument(inp: Any) -> str:
     return ""
 
 
+def _agent_payload(ev: dict[str, Any]) -> Any:
+    """A message between agents, shown as sender → recipient and its payload, without Codex's header."""
+    text = ev.get("text")
+    if not ev.get("sender") or not isinstance(text, str):
+        return text
+    _, marker, payload = text.partition("Payload:\n")
+    return f"{ev['sender']} → {ev.get('recipient') or '?'}: " + (payload if marker else text)
+
+
 def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
     kind = ev.get("kind", "?")
     ts = (ev.get("ts") or "")[:19].replace("T", " ")
@@ -64,7 +73,8 @@ def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
     elif kind in ("msg.in", "msg.out"):
         tag = " (thinking)" if ev.get("block") == "thinking" else ""
         tag += " (compaction summary)" if ev.get("compact_summary") else ""
-        detail = _short(ev.get("text"), width) + tag
+        tag += " (rest encrypted)" if ev.get("encrypted") else ""
+        detail = _short(_agent_payload(ev), width) + tag
     elif kind == "tool.call":
         detail = f"{ev.get('name')} {_short(_call_argument(ev.get('input')), width)}"
     elif kind == "tool.result":

@@ -758,6 +758,37 @@ def test_the_apply_patch_call_is_evidence_of_the_code_it_wrote(repo: tuple[Path,
     assert kinds_seen == {"tool.call", "code.edit"}
 
 
+def test_a_subagents_report_is_evidence_in_the_session_it_reached(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """Codex agents of one team talk through `agent_message` response items: a subagent's task in
+    its own rollout (payload encrypted, header readable) and its final answer in its parent's.
+    The answer's code is what the parent discussed, so the parent is found for it; the task's
+    header says who sent what, and neither is mistaken for a person's request."""
+    root, head = repo
+    code = ["def overdue(invoices, today):",
+            "    late = [i for i in invoices if i.due < today and not i.paid]",
+            "    return sorted(late, key=lambda i: (i.due, i.customer_id))"]
+    (root / "src" / "billing.py").write_text("\n".join(code) + "\n")
+    answer = ("Message Type: FINAL_ANSWER\nTask name: /root\nSender: /root/review\nPayload:\n"
+              "One finding in src/billing.py:\n" + "\n".join(code) + "\nThe sort key is fine; paid is checked.")
+    parent = Rollout().meta(root, head).turn(root).message("user", "have a reviewer look at billing")
+    parent.add("response_item", {"type": "agent_message", "author": "/root/review", "recipient": "/root",
+                                 "content": [{"type": "input_text", "text": answer}]})
+    child_id = "019a0000-0000-7000-8000-0000000000dd"
+    child = Rollout().meta(root, head, id=child_id).turn(root)
+    child.add("response_item", {"type": "agent_message", "author": "/root", "recipient": "/root/review", "content": [
+        {"type": "input_text", "text": "Message Type: NEW_TASK\nTask name: /root/review\nSender: /root\nPayload:\n"},
+        {"type": "encrypted_content", "encrypted_content": "gAAAA"}]})
+    task = [e for e in kinds(capture(child.write(tmp_path / "child.jsonl"), root), "msg.in")]
+    assert [(e["sender"], e["recipient"], e.get("encrypted")) for e in task] == [("/root", "/root/review", True)]
+    assert task[0]["text"].startswith("Message Type: NEW_TASK")
+    ingest_an_hour_apart(root, tmp_path, (SID, parent), (child_id, child))
+    doc = json.loads(run_engram(root, "explain", "src/billing.py:1-3").stdout)
+    assert [s["session_id"] for s in doc["sessions"]] == [SID]
+    assert [f["kind"] for f in doc["sessions"][0]["fragments"]] == ["msg.in"]
+    view = run_engram(root, "view", doc["sessions"][0]["tape"], "--at", "1", "--after", "5", "--pretty").stdout
+    assert "have a reviewer look at billing" in view and "One finding in src/billing.py" in view
+
+
 def test_a_patch_with_distant_hunks_is_not_the_writer_of_the_lines_between(repo: tuple[Path, str],
                                                                            tmp_path: Path) -> None:
     """A later session that read a file and changed its first and last function did not write

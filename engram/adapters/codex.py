@@ -61,9 +61,10 @@ ENVELOPE_TYPES: Final = frozenset({"session_meta", "response_item", "compacted",
                                    "world_state", "inter_agent_communication", "inter_agent_communication_metadata"})
 # Response items we know and deliberately do not turn into events.
 QUIET_ITEMS: Final = frozenset({"ghost_snapshot", "compaction", "tool_search_call", "tool_search_output",
-                                "image_generation_call", "agent_message", "compaction_summary"})
+                                "image_generation_call", "compaction_summary"})
 ITEM_TYPES: Final = frozenset({"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
-                               "custom_tool_call_output", "local_shell_call", "web_search_call"}) | QUIET_ITEMS
+                               "custom_tool_call_output", "local_shell_call", "web_search_call",
+                               "agent_message"}) | QUIET_ITEMS
 # Harness-written "user" messages: context the model is given, not words the user typed.
 INJECTED_PREFIXES: Final = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
                             "<INSTRUCTIONS>", "<turn_aborted>", "<permissions instructions>")
@@ -749,6 +750,8 @@ class _Rollout:
             self.call(p, ts)
         elif t in ("function_call_output", "custom_tool_call_output"):
             self.result(p, ts)
+        elif t == "agent_message":
+            self.agent_message(p, ts)
         elif t == "web_search_call":
             action = p.get("action") if isinstance(p.get("action"), dict) else {}
             self.add(ts, E.TOOL_CALL, call_id=str(p.get("id") or ""), name="web_search", input=action)
@@ -782,6 +785,23 @@ class _Rollout:
                     self.add(ts, E.MSG_OUT, text=item["text"], block="text")
         else:
             self.cap.ignored[f"message/{role}"] += 1
+
+    def agent_message(self, p: dict[str, Any], ts: Any) -> None:
+        """A message between agents of one team: a subagent's task, report or final answer.
+
+        Its readable part (a header naming the sender, then the payload) is kept as a msg.in of the
+        session it arrived in, so a subagent's findings are evidence in its parent too. Codex sends
+        some payloads encrypted; those keep the header and say so.
+        """
+        content = _list(p.get("content"))
+        text = _items_text(content)
+        if not text.strip():
+            self.cap.ignored["agent_message without readable text"] += 1
+            return
+        extra: dict[str, Any] = {"sender": _str(p.get("author")), "recipient": _str(p.get("recipient"))}
+        if any(isinstance(i, dict) and i.get("type") == "encrypted_content" for i in content):
+            extra["encrypted"] = True
+        self.add(ts, E.MSG_IN, text=text, **{k: v for k, v in extra.items() if v is not None})
 
     def reasoning(self, p: dict[str, Any], ts: Any) -> None:
         texts = [s.get("text") for s in _list(p.get("summary")) if isinstance(s, dict)]

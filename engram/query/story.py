@@ -40,8 +40,9 @@ _INJECTED = re.compile(r"^\s*(<[a-z][a-z0-9_-]*[ >]|Caveat:|\[Request interrupte
 
 
 def _is_request(ev: dict[str, Any]) -> bool:
-    """A person's request: a user message that is not harness-injected context."""
-    if ev.get("kind") != E.MSG_IN or ev.get("is_meta") or ev.get("injected") or ev.get("compact_summary"):
+    """A person's request: a user message that is not harness-injected context or another agent's message."""
+    if (ev.get("kind") != E.MSG_IN or ev.get("is_meta") or ev.get("injected") or ev.get("compact_summary")
+            or ev.get("sender")):
         return False
     t = ev.get("text")
     return isinstance(t, str) and bool(t.strip()) and not _INJECTED.match(t)

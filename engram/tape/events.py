@@ -10,7 +10,8 @@ record id when the harness has one):
 - `meta`       harness, harness_version, model, session_id, cwd, git_head, git_branch, started,
                sources [{name, path, start, end, sha256, prefix_sha256}], prev (previous segment)
 - `msg.in`     text (the user's words; `compact_summary`, `is_meta` flags copied from the source;
-               `injected` for harness-injected context such as Codex's environment_context or AGENTS.md)
+               `injected` for harness-injected context such as Codex's environment_context or AGENTS.md;
+               `sender`, `recipient`, `encrypted` for a message between Codex agents of one team)
 - `msg.out`    text, block ("text" | "thinking")
 - `tool.call`  call_id, name, input
 - `tool.result` call_id, name, is_error, exit_code, stdout, stderr
