@@ -838,9 +838,13 @@ def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, st
     r.custom("call_1", script, json.dumps([{"type": "input_text", "text": "Script completed"}]), name="exec")
     r.event("patch_apply_end", call_id="exec-1f0e", turn_id="t1", stdout="Success.", stderr="", success=True,
             changes={str(root / "src" / "extra.py"): {"type": "add", "content": "X = 1\n"},
-                     str(root / "src" / "app.py"): {"type": "update", "unified_diff": diff, "move_path": None}})
+                     str(root / "src" / "app.py"): {"type": "update", "unified_diff": diff, "move_path": None},
+                     str(root / "README.md"): "garbled", "/elsewhere/x.py": {"type": "add", "content": "y\n"}})
     cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert cap.skipped["applied change that is not an object"] == 1
+    assert cap.ignored["edit outside the repository"] == 1
     edits = {e["file"]: e for e in kinds(cap, "code.edit")}
+    assert set(edits) == {"src/extra.py", "src/app.py"}
     assert edits["src/extra.py"]["op"] == "create" and edits["src/extra.py"]["after_text"] == "X = 1\n"
     update = edits["src/app.py"]
     assert (update["op"], update["before_range"], update["after_range"]) == ("update", [4, 4], [4, 4])

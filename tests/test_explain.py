@@ -236,6 +236,26 @@ def test_search_finds_the_users_request(spot_repo: tuple[Path, dict[str, str]]) 
     assert "Implement spotter-gqc" in doc["hits"][0]["excerpt"]
 
 
+def test_search_fills_its_page_when_a_session_was_resumed_many_times(repo: Path, tmp_path: Path) -> None:
+    """Each resume of a session copies its records, and search leaves the copies out: a chain of
+    four resumes must still give a full page of the first session's own messages, and never a
+    copy in their place (copies rank as their record does; the messages differ in length, so in
+    rank, and the first rows read hold five copies of each)."""
+    from test_lineage import tape  # noqa: PLC0415
+
+    asked = [{"kind": "msg.in", "ts": f"2026-01-01T00:00:{i:02d}Z", "text": "please tune the zebra parser" + ", again" * i}
+             for i in range(8)]
+    resumes = []
+    for n in range(1, 5):
+        own = {"kind": "msg.out", "ts": f"2026-01-0{n + 1}T00:00:00Z", "text": "resumed", "block": "text"}
+        resumes.append(tape(tmp_path, f"resume-{n}", "2026-01-01T00:00:00Z", [*asked, own]))
+    run_engram(repo, "ingest", *map(str, resumes))  # the copies are indexed first, as may happen
+    run_engram(repo, "ingest", str(tape(tmp_path, "first", "2026-01-01T00:00:00Z", asked)))
+    hits = json.loads(run_engram(repo, "search", "zebra", "--limit", "8").stdout)["hits"]
+    assert len(hits) == 8 and {h["session_id"] for h in hits} == {"first"}
+    assert sorted(h["timestamp"] for h in hits) == [e["ts"] for e in asked]
+
+
 def test_a_query_ends_without_teardown_yet_delivers_everything(spotter: Path,
                                                                spot_repo: tuple[Path, dict[str, str]]) -> None:
     """Queries leave with os._exit (engram.cli.exit_process): an answer far larger than a pipe's

@@ -938,8 +938,11 @@ class _Rollout:
         mapper = self.mapper_for(self.st.cwd)
         out: list[dict[str, Any]] = []
         for path, ch in changes.items() if isinstance(changes, dict) else ():
+            if not isinstance(ch, dict):
+                self.cap.skipped["applied change that is not an object"] += 1
+                continue
             rel = mapper.to_repo(str(path))
-            if rel is None or not isinstance(ch, dict):
+            if rel is None:
                 self.cap.ignored["edit outside the repository"] += 1
                 continue
             fields: dict[str, Any] | None = None

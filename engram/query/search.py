@@ -19,23 +19,25 @@ def fts_query(text: str) -> str:
     return " ".join(f'"{w}"' for w in words)
 
 
-#: Hits read per hit answered: a resumed session's copy of a record matches as well as the
-#: record, and is left out (`copies`), so a full page needs more rows than it shows.
+#: Hits read per hit answered at first: a resumed session's copy of a record matches as well as
+#: the record and is left out (`copies`), so a full page needs more rows than it shows.
 _READ_AHEAD: Final = 3
+
+# Copies of a record have its text, so the same rank: ordered by when their session ended, the
+# one that keeps the record (it ended first) comes before its copies, and a page that holds a
+# copy holds the record too.
+_HITS: Final = ("SELECT f.id, t.id, t.session_id, f.offset, f.kind, f.ts, t.harness, f.file, f.line0, f.line1"
+                " FROM fts JOIN fragments f ON f.id = fts.rowid JOIN tapes t ON t.no = f.tape"
+                " WHERE fts MATCH ? ORDER BY rank, t.ended, t.session_id LIMIT ?")
 
 
 def search(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
     q = fts_query(query)
     if not q:
         return []
-    rows = db.execute(
-        "SELECT f.id, t.id, t.session_id, f.offset, f.kind, f.ts, t.harness, f.file, f.line0, f.line1"
-        " FROM fts JOIN fragments f ON f.id = fts.rowid JOIN tapes t ON t.no = f.tape"
-        " WHERE fts MATCH ? ORDER BY rank LIMIT ?", (q, limit * _READ_AHEAD)).fetchall()
-    copied = copies(db, (Event(r[0], r[2], r[6], r[4], r[5], r[7], r[8], r[9]) for r in rows))
     out = []
     words = [w.lower() for w in query.split()]
-    for _fid, tape, session, offset, kind, ts, *_ in [r for r in rows if r[0] not in copied][:limit]:
+    for _fid, tape, session, offset, kind, ts, *_ in _own_hits(db, q, limit):
         with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
             text = event_text(r.event(offset, resolve_objects=True))
         low = text.lower()
@@ -45,3 +47,15 @@ def search(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> li
         out.append({"tape": tape, "session_id": session, "offset": offset, "kind": KIND_NAME.get(kind, "?"),
                     "timestamp": ts, "excerpt": excerpt})
     return out
+
+
+def _own_hits(db: apsw.Connection, q: str, limit: int) -> list[tuple[Any, ...]]:
+    """The best `limit` matches that are not copies, reading further while copies leave the page short."""
+    want = limit * _READ_AHEAD
+    while True:
+        rows = db.execute(_HITS, (q, want)).fetchall()
+        copied = copies(db, (Event(r[0], r[2], r[6], r[4], r[5], r[7], r[8], r[9]) for r in rows))
+        own = [r for r in rows if r[0] not in copied]
+        if len(own) >= limit or len(rows) < want:
+            return own[:limit]
+        want *= 4
