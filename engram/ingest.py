@@ -76,6 +76,7 @@ class IngestStats:
     redactions: Counter[str] = field(default_factory=Counter)
     written: list[str] = field(default_factory=list)
     out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
+    older_text: str | None = None  # the note when the index reads events an older way (build.older_text_note)
 
     def merge(self, other: "IngestStats") -> None:
         for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged"):
@@ -103,6 +104,8 @@ class IngestStats:
             from engram.index.build import out_of_order_note  # noqa: PLC0415
 
             line += "\n  " + out_of_order_note(self.out_of_order)
+        if self.older_text:
+            line += "\n  " + self.older_text
         if skipped:
             line += "\n  skipped: " + "; ".join(f"{n} × {reason}" for reason, n in self.skipped.most_common())
         return line
@@ -655,6 +658,10 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
                 if finish is not None:
                     finish(db)
             stats.out_of_order += getattr(after_tape, "out_of_order", 0)
+            if hasattr(after_tape, "accept"):
+                from engram.index.build import older_text_note  # noqa: PLC0415
+
+                stats.older_text = older_text_note(db)
         finally:
             db.close()
     return stats

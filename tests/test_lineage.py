@@ -352,6 +352,30 @@ def test_history_captured_out_of_time_order_is_reported_and_put_right_by_reindex
     assert "note:" not in run_engram(repo, "ingest", str(notes)).stdout
 
 
+def test_an_index_filled_by_an_older_engram_is_pointed_to_reindex(repo: Path, tmp_path: Path) -> None:
+    """An index keeps the way it was first filled until `engram reindex`: after an upgrade that
+    changed what events are indexed as, ingest says so. An index filled before engram kept the
+    version has no `text` key in its state; one filled now has the current version."""
+    from engram.index.kinds import TEXT_VERSION  # noqa: PLC0415
+
+    first = tape(tmp_path, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], block("x", 8), "2026-01-01T00:00:01Z",
+                                                              op="create")])
+    assert "note:" not in run_engram(repo, "ingest", str(first)).stdout
+    conn = db(repo)
+    assert conn.execute("SELECT value FROM state WHERE key = 'text'").fetchall() == [(TEXT_VERSION,)]
+    conn.execute("DELETE FROM state WHERE key = 'text'")  # as an index filled before the version was kept
+    conn.close()
+    second = tape(tmp_path, "b", "2026-01-02T00:00:00Z", [edit("g.py", [], block("y", 8), "2026-01-02T00:00:01Z",
+                                                               op="create")])
+    out = run_engram(repo, "ingest", str(second)).stdout
+    assert f"indexed some events differently (text version 1, now {TEXT_VERSION})" in out
+    assert "`engram reindex`" in out
+    run_engram(repo, "reindex")
+    third = tape(tmp_path, "c", "2026-01-03T00:00:00Z", [edit("h.py", [], block("z", 8), "2026-01-03T00:00:01Z",
+                                                              op="create")])
+    assert "note:" not in run_engram(repo, "ingest", str(third)).stdout
+
+
 def test_edit_confidences_of_a_tape_equal_each_edit_on_its_own() -> None:
     """Confidences are computed for a whole tape in one tokenizer pass; every value must be the
     one `edit_confidence` gives the edit alone, also for texts at the edges of tokenization."""

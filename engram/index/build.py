@@ -31,6 +31,7 @@ from engram.index import memo, postings, stoplist
 from engram.index.db import immediate
 from engram.index.kinds import (
     KIND_NO,
+    TEXT_VERSION,
     conversational_text,
     edit_texts,
     event_text,
@@ -405,13 +406,30 @@ def _check_params(db: apsw.Connection, k: int, w: int) -> None:
     want = {"k": k, "w": w, "anchor": ANCHOR_VERSION, "bucket_bits": postings.BUCKET_BITS}
     got = stored_params(db)
     if not got:
-        db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", list(want.items()))
+        db.executemany("INSERT INTO state(key, value) VALUES(?, ?)", [*want.items(), ("text", TEXT_VERSION)])
         memo.new_epoch(db)
     elif {key: int(got.get(key, -1)) for key in want} != want:
         from engram.errors import EngramError  # noqa: PLC0415
 
         raise EngramError(f"the index was built with fingerprints {got}, this engram uses {want}; "
                           "run `engram reindex`")
+
+
+def text_version(db: apsw.Connection) -> int | None:
+    """The `TEXT_VERSION` the index was first filled with (1 when it predates keeping one; None when empty)."""
+    if not stored_params(db):
+        return None
+    rows = db.execute("SELECT value FROM state WHERE key = 'text'").fetchall()
+    return int(rows[0][0]) if rows else 1
+
+
+def older_text_note(db: apsw.Connection) -> str | None:
+    """What a user is told when the index was filled by an engram that read events differently."""
+    version = text_version(db)
+    if version is None or version >= TEXT_VERSION:
+        return None
+    return (f"note: the index was filled by an older engram, which indexed some events differently (text version "
+            f"{version}, now {TEXT_VERSION}); `engram reindex` indexes every tape the current way")
 
 
 def out_of_order_note(n: int) -> str:

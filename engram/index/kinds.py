@@ -16,6 +16,14 @@ KIND_NO: Final = {E.MSG_IN: 1, E.MSG_OUT: 2, E.TOOL_CALL: 3, E.TOOL_RESULT: 4, E
                   E.SPAN_LINK: 7}
 KIND_NAME: Final = {v: k for k, v in KIND_NO.items()}
 
+# What `event_text` and `edit_texts` give the index. An index keeps the version it was first
+# filled with (until `engram reindex`): tapes indexed later are read the new way, earlier ones
+# the old way, and ingest says so. Bump it when a change alters what an event is indexed as.
+# 1: every index filled before the version was kept. 2: a Codex apply_patch call is read as
+# the code it carries (e7c100e); an edit of separate regions as those regions (1a16413);
+# Codex agent messages are tape events (860fa69; a re-ingest captures them).
+TEXT_VERSION: Final = 2
+
 
 def kinds_of(db: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
     """Fragment id → kind number, for the fragments among `ids` that the index holds (a one-off

@@ -166,7 +166,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from engram.index.build import Indexer, index_pending, out_of_order_note
+    from engram.index.build import Indexer, index_pending, older_text_note, out_of_order_note
     from engram.index.db import open_db
     from engram.ingest import ingest_lock, reconcile
 
@@ -179,6 +179,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     print(f"index: {n} tapes indexed")
     if indexer.out_of_order:
         print("  " + out_of_order_note(indexer.out_of_order))
+    if note := older_text_note(db):
+        print("  " + note)
     return 0
 
 
