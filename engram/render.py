@@ -36,7 +36,8 @@ def _short(text: Any, limit: int) -> str:
 
 def _call_argument(inp: Any) -> str:
     """What a tool call acts on, in a word: Claude Code's command, file or pattern; Codex's `cmd`
-    (exec_command) or `command` (a shell argv); for a patch, its file headers."""
+    (exec_command) or `command` (a shell argv); for a patch, its file headers; for another
+    free-form input (a Codex code-mode `exec` script), the input itself."""
     if not isinstance(inp, dict):
         return ""
     arg = inp.get("command") or inp.get("cmd") or inp.get("file_path") or inp.get("pattern") or inp.get("description")
@@ -49,7 +50,7 @@ def _call_argument(inp: Any) -> str:
         from engram.adapters.apply_patch import ADD_FILE, DELETE_FILE, UPDATE_FILE  # noqa: PLC0415 - ~20 ms
 
         heads = (ADD_FILE, UPDATE_FILE, DELETE_FILE)
-        return ", ".join(line[4:].strip() for line in patch.split("\n") if line.startswith(heads))
+        return ", ".join(line[4:].strip() for line in patch.split("\n") if line.startswith(heads)) or patch
     return ""
 
 

@@ -841,6 +841,10 @@ def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, st
                      str(root / "src" / "app.py"): {"type": "update", "unified_diff": diff, "move_path": None},
                      str(root / "README.md"): "garbled", "/elsewhere/x.py": {"type": "add", "content": "y\n"}})
     cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    from engram.render import event_line  # noqa: PLC0415
+
+    (call,) = kinds(cap, "tool.call")  # the compact view shows the script, which names no file
+    assert "exec const patch = \"*** Begin Patch" in event_line(3, call)
     assert cap.skipped["applied change that is not an object"] == 1
     assert cap.ignored["edit outside the repository"] == 1
     edits = {e["file"]: e for e in kinds(cap, "code.edit")}
