@@ -4,8 +4,8 @@ The scale bench pairs explains with rg in blocks of 10 spans (bench/scale.py, st
 paired explains come out slower than the warm row measured back to back. This script asks why,
 on a store the scale bench kept (`--keep`): per block of 10 spans, in alternating order, it fills
 a pause with rg over the corpus (the block's spans), with an idle sleep of the same length, or with
-another process spinning on the CPU for as long, then times the block's explains (one untimed pass,
-then `--passes` timed ones, as scale.py does), and it times the same blocks back to back.
+another process spinning on the CPU for as long, then times the block's explains as scale.py does
+(`scale.explain_block`), and it times the same blocks back to back.
 
     python bench/pause_ab.py --repo /tmp/engram-scale-run0-XXXX [--corpus bench/data/c1g] [--spans 200]
 """
@@ -55,18 +55,13 @@ def main(argv: list[str] | None = None) -> int:
             if name == "after rg":
                 t0 = time.perf_counter()
                 for c in group:
-                    subprocess.run([rg, "-F", "-l", "--no-messages", "--", c.needle, str(projects)],
-                                   capture_output=True, check=False)
+                    scale.rg_files(rg, projects, c.needle)
                 pause = time.perf_counter() - t0
             elif name == "after an idle sleep":
                 time.sleep(pause or 1.3)
             elif name == "after a busy process":
                 spin(pause or 1.3)
-            for c in group:
-                ex(c)
-            for _ in range(args.passes):
-                for c in group:
-                    ex.timed(c, lats[name])
+            scale.explain_block(ex, group, args.passes, lats[name])
     ex.close()
     for name, lat in lats.items():
         print(f"{name:22} {lat.row()}")

@@ -509,18 +509,28 @@ def rg_reference(rg_exe: str, projects: Path, cases: list[SpanCase], n: int, ex:
         group = todo[b:b + block]
         for c in group:
             c0, t0 = child_cpu(), time.perf_counter()
-            proc = subprocess.run([rg_exe, "-F", "-l", "--no-messages", "--", c.needle, str(projects)],
-                                  capture_output=True, text=True, check=False)
+            proc = rg_files(rg_exe, projects, c.needle)
             lat.wall.append(time.perf_counter() - t0)
             lat.cpu.append(child_cpu() - c0)
             found += any(c.session in ln for ln in proc.stdout.splitlines())
             lat.n += 1
-        for c in group:
-            ex(c)
-        for _ in range(passes):
-            for c in group:
-                ex.timed(c, paired)
+        explain_block(ex, group, passes, paired)
     return lat, found, paired
+
+
+def rg_files(rg_exe: str, projects: Path, needle: str) -> subprocess.CompletedProcess[str]:
+    """The reference search: the files under `projects` holding `needle` verbatim."""
+    return subprocess.run([rg_exe, "-F", "-l", "--no-messages", "--", needle, str(projects)],
+                          capture_output=True, text=True, check=False)
+
+
+def explain_block(ex: Explainer, group: list[SpanCase], passes: int, lat: Lat) -> None:
+    """A block of the paired measure: one untimed explain pass over `group`, then `passes` timed."""
+    for c in group:
+        ex(c)
+    for _ in range(passes):
+        for c in group:
+            ex.timed(c, lat)
 
 
 # ------------------------------------------------------------------ appending
