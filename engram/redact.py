@@ -157,8 +157,8 @@ _PLACEHOLDER_WORDS = frozenset("""
 none null nil undefined true false yes no on off n/a na tbd todo fixme changeme change_me changeit
 example sample dummy fake placeholder redacted secret secrets password passwd pass pwd token key
 apikey api_key api-key your_key your-key yourkey mykey my_key value string str int bool bytes
-optional any object number required env default test testing read write
-""".split())  # read/write: access levels, as in GitHub Actions' `id-token: write`
+optional any object number required env default test testing read write enabled disabled
+""".split())  # read/write: access levels, as in GitHub Actions' `id-token: write`; enabled: a flag's state
 _PLACEHOLDER_PARTS = ("your", "example", "placeholder", "changeme", "change_me", "replace_me", "replaceme",
                       "insert", "xxxx", "****", "....", "redacted", "dummy", "<", ">", "{{", "}}", "…")
 
@@ -225,9 +225,13 @@ def _mixed_case_ok(body: str) -> bool:
 _STRONG_PARTS = frozenset(("password", "passwd", "passphrase", "secret", "token", "credential", "credentials",
                            "apikey", "accesskey", "secretkey", "privatekey", "pwd", "pass", "pat"))
 _STRONG_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "credentials", "credential", "passphrase")
+# `<qualifier> key` names a secret by itself (STRONG: any literal of 4+ characters). Not `shared`
+# nor `storage`: `shared-key: lint` (rust-cache in every Rust CI) and `STORAGE_KEY = "app:v1:results"`
+# (a localStorage key) are names far more often than a pre-shared or storage account key, and such
+# keys are generated, so as WEAK names they are still redacted (dougnukem/orpheus's sessions).
 _KEY_QUALIFIERS = frozenset("""
 api access secret private auth encryption decryption signing master account client app application
-license service session shared sharedaccess subscription webhook admin storage sas signature hmac jwt
+license service session sharedaccess subscription webhook admin sas signature hmac jwt
 crypto consumer developer integration management deploy bot write read x
 """.split())
 _NOT_SECRET_KEY_QUALIFIERS = frozenset("""
@@ -359,10 +363,33 @@ def _names_a_variable(value: str) -> bool:
 
 
 def not_secret_value(name: str, value: str) -> bool:
-    """Values that the name shows to be code or prose, not a secret (see the four checks)."""
+    """Values that the name shows to be code or prose, not a secret (see the six checks)."""
     parts = _name_parts(name)
     return (_names_a_variable(value) or _lookup_key(parts, value) or _describes_itself(parts, value)
-            or _named_after_itself(parts, value))
+            or _named_after_itself(parts, value) or _spaced_for_a_token(parts, value) or _plain_url(value))
+
+
+_SPACELESS_SECRETS = ("token", "credential", "credentials")
+
+
+def _spaced_for_a_token(name_parts: list[str], value: str) -> bool:
+    """`token: 15 minutes`, `Credentials: both providers work in the TUI`: words under a name whose
+    secret is a token or a credential, which never hold a space (a password or a passphrase may),
+    unless one of the words looks generated (`token: Bearer 8f…`)."""
+    words = value.split()
+    secret = [p for p in name_parts if _secret_part(p)]
+    return (len(words) >= 2 and bool(secret) and all(p.endswith(_SPACELESS_SECRETS) for p in secret)
+            and not any(looks_random(w.strip("\"'`,.;:()")) for w in words))
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://([^\s/@?#]+)(/[^\s@?#]*)?\Z")
+
+
+def _plain_url(value: str) -> bool:
+    """`Private: `wss://ws-auth.kraken.com/v2``: an address without credentials, a query or a
+    generated path segment (a webhook's secret path still counts; `url-password` finds userinfo)."""
+    m = _URL.match(value)
+    return m is not None and not any(looks_random(seg) for seg in (m.group(2) or "").split("/"))
 
 
 # ---------------------------------------------------------------- rules
@@ -711,8 +738,8 @@ class AssignmentRule(Rule):
             # an unquoted literal in code is a number or a name, never a secret, unless it is
             # token-like (an INI file's `api_key = AbC…`)
             value = _CODE_VALUE.match(bare).group(0)
-            if not looks_random(value) or any(c in value for c in ".[](){}"):
-                return None
+            if not looks_random(value) or any(c in value for c in ".[](){}") or "::" in value:
+                return None  # (`CredentialKey::ALL`: a path)
         elif ctx == "env":
             value = bare.split(None, 1)[0].rstrip(",;)`") if bare.strip() else ""
         else:

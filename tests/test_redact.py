@@ -311,6 +311,41 @@ def test_names_tell_lookup_keys_labels_and_lookups_from_secrets() -> None:
         assert out.count("`") == line.count("`"), "markdown's closing backtick stays"
 
 
+def test_cache_and_storage_key_names_keep_their_values() -> None:
+    """Seen in a real Rust + TypeScript project's sessions (dougnukem/orpheus): rust-cache's
+    `shared-key` in CI workflows and a localStorage key. Their values are names; a generated key
+    under the same names is still a secret."""
+    code = ("      - uses: Swatinem/rust-cache@v2\n        with:\n          shared-key: publish-crates\n"
+            "          shared-key: lint\n"
+            'export const STORAGE_KEY = "orpheus:v1:results";\n')
+    r = Redactor()
+    assert r.text(code) == code and not r.counts
+    psk, account = rnd(44, B64, seed=70), rnd(86, B64, seed=71) + "=="
+    for line in (f"shared_key: {psk}", f"AZURE_STORAGE_KEY={account}", f'{{"shared-key": "{psk}"}}'):
+        out = Redactor().text(line)
+        assert psk not in out and account not in out and "[REDACTED:" in out, (line, out)
+
+
+def test_token_names_over_prose_addresses_and_paths_keep_them() -> None:
+    """Lines from real sessions (CyberVPN, cyspbot, leeson, agentv): a token's lifetime, prose
+    after `token:`, an endpoint documented as `Private:`, a Rust path and a flag's state. A token
+    or a credential never holds a space, and an address is not a secret unless it carries one."""
+    code = ("- Access token: 15 minutes\n- Refresh token: 7 days\n"
+            "- Invalid subject token: JWT/JWS/claim validation failures, including a JWT header `kid`\n"
+            "- Credentials: both providers work in the interactive TUI with the same `auth.json`\n"
+            "//! - Private: `wss://ws-auth.kraken.com/v2`\n"
+            "the issuer of the OIDC token: `https://token.actions.githubusercontent.com`\n"
+            "    let any_credentials_missing = CredentialKey::ALL\n"
+            '{"github-stateless-s2s-token": "enabled"}\n')
+    r = Redactor()
+    assert r.text(code) == code and not r.counts
+    tok, path = rnd(32, seed=72), rnd(40, seed=73)
+    for line, secret in ((f"token: Bearer {tok}", tok), ("password: my password " + tok[:8], tok[:8]),
+                         (f'WEBHOOK_SECRET="https://discord.com/api/webhooks/1234567/{path}"', path)):
+        out = Redactor().text(line)
+        assert secret not in out and "[REDACTED:" in out, (line, out)
+
+
 def test_secret_named_keys_of_a_structure() -> None:
     """A tool's input `{"api_key": …}` has no context in the string itself: its key is the context."""
     key = rnd(32, seed=45)
