@@ -41,7 +41,7 @@ explain's run() calls direct_hits() without k/w, so the script replaces
 engram.query.explain.direct_hits for the duration of a run by a wrapper passing this run's k and
 w, and indexes with Indexer(store, k, w); engram/ itself is not modified.
 
-Definitions (also in bench/PROVENANCE_BENCH.md):
+Definitions (also in bench/README.md):
 
 * a line is *substantive* when it has a word that is not a bare block keyword (`end`, `do`,
   `else`...): blank lines, `end)`, `%{`, `});` are not;
@@ -51,7 +51,8 @@ Definitions (also in bench/PROVENANCE_BENCH.md):
   of rg/grep by their path, a diff's lines by its header, other output by the files the command
   names) holds one of the span's substantive lines of 6+ characters verbatim,
   stripped: content rather than line numbers, because reads and edits refer to other versions of
-  the file. Precision = share of the returned sessions that touched the span, averaged over the
+  the file. A path in a git worktree nested in the checkout is the same path (`project_path`).
+  Precision = share of the returned sessions that touched the span, averaged over the
   queries that returned any session;
 * grep: every stripped non-empty line of the mutated span is searched as a fixed string in each
   fixture session's transcripts (every JSON string value, decoded: what `grep -F` would find if
@@ -983,12 +984,26 @@ def run_grep(sessions: list[Session], queries: list[Query]) -> None:
         q.grep_r1 = 1.0 / len(tied) if top > 0 and q.span.writer in tied else 0.0
 
 
+# A git worktree nested in the checkout (Claude Code's `.claude/worktrees/<name>`, the common
+# `.worktrees/<name>` and `worktrees/<name>`) holds the repository's own files on another branch.
+# The test repository keeps a session's paths as recorded from its first cwd, so a plan written
+# in `.worktrees/x/docs/plan.md` and read, once merged, as `docs/plan.md` are two paths there but
+# one file in the project (engram maps both to `docs/plan.md` when the worktree is git's or the
+# session's root; dougnukem/orpheus has such sessions).
+_NESTED_WORKTREE = re.compile(r"^(?:\.claude/worktrees|\.?worktrees)/[^/]+/")
+
+
+def project_path(rel: str) -> str:
+    """`rel` as the project's file, outside any nested worktree."""
+    return _NESTED_WORKTREE.sub("", rel, count=1)
+
+
 def touched_sessions(sessions: list[Session], span: SpanRef, repo_lines: list[str]) -> set[str]:
     needles = [x.strip() for x in repo_lines[span.start - 1:span.end] if substantive(x) and len(x.strip()) >= 6]
     out = {span.writer}
+    target = project_path(span.file)
     for s in sessions:
-        seen = s.touched.get(span.file)
-        if seen and any(x in seen for x in needles):
+        if any(project_path(rel) == target and any(x in seen for x in needles) for rel, seen in s.touched.items()):
             out.add(s.sid)
     return out
 
