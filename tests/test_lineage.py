@@ -72,19 +72,31 @@ def test_edit_edges_carry_similarity_location_and_cardinality(repo: Path, tmp_pa
 
 def test_bfs_follows_lineage_and_respects_min_confidence_and_forensics(repo: Path, tmp_path: Path) -> None:
     x = block("x", 6)
-    y = x + block("y", 4)  # b appends new code next to a's code
-    w = block("w", 9) + block("y", 1, start=3)  # d rewrites b's region almost completely
+    y = x[:4] + block("v", 2)  # b rewrites two of a's lines
+    w = block("w", 9) + block("v", 1, start=1)  # d rewrites b's region almost completely
     ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
            tape(tmp_path, "b", "2026-01-02T00:00:00Z", [edit("f.py", x, y, "2026-01-02T00:00:01Z")]))
-    new_code = text(block("y", 4))
-    found = sessions(repo, stdin=new_code)
-    assert found == {"b": "direct", "a": "lineage"}
-    assert sessions(repo, "--min-confidence", "0.99", stdin=new_code) == {"b": "direct"}
+    edited = text(y)
+    found = sessions(repo, stdin=edited)
+    assert found == {"b": "direct", "a": "lineage"}, "a's version holds too little of the span to match directly"
+    assert sessions(repo, "--min-confidence", "0.99", stdin=edited) == {"b": "direct"}
     ingest(repo, tape(tmp_path, "d", "2026-01-03T00:00:00Z", [edit("f.py", y, w, "2026-01-03T00:00:01Z")]))
     rewritten = text(block("w", 9))
     assert set(sessions(repo, stdin=rewritten)) == {"d"}, "location alone never links spans"
     forensic = sessions(repo, "--forensics", stdin=rewritten)
     assert forensic["d"] == "direct" and forensic["b"] == "location_only"
+
+
+def test_code_added_beside_older_code_does_not_descend_from_it(repo: Path, tmp_path: Path) -> None:
+    """b appends new code to a's file: the edit links b's file to a's (most of it survives), but
+    the new lines were never a's. Seen on Ri5ha6h/tan-mapper-app, where two earlier writers of a
+    file came back as lineage for most spans a later Write added to it."""
+    x = block("x", 6)
+    ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "b", "2026-01-02T00:00:00Z", [edit("f.py", x, x + block("y", 4), "2026-01-02T00:00:01Z")]))
+    assert [e[:2] for e in edges(repo)] == [("a", "b")]
+    assert sessions(repo, stdin=text(block("y", 4))) == {"b": "direct"}
+    assert sessions(repo, stdin=text(x[3:] + block("y", 2))) == {"b": "direct", "a": "lineage"}
 
 
 def test_cardinality_one_to_many_and_many_to_one(repo: Path, tmp_path: Path) -> None:

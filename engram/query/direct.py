@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Final, Union
+from typing import TYPE_CHECKING, Any, Final, Union
 
 import apsw
 
@@ -101,9 +101,30 @@ def floor_of(best: float) -> float:
     return min(best, max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best))
 
 
+class Holders:
+    """The fragments holding any of a span's searched fingerprints, however few: what a lineage
+    walk may step back to (`explain.lineage_walk`). Filled by `direct_hits`."""
+
+    def __init__(self) -> None:
+        self._sorted: Any = None  # numpy array, ascending
+        self._set: set[int] = set()
+
+    def fill(self, ids: Iterable[int] | Any) -> None:
+        if hasattr(ids, "searchsorted"):
+            self._sorted = ids
+        else:
+            self._set = set(ids)
+
+    def __contains__(self, frag: int) -> bool:
+        if self._sorted is not None:
+            i = int(self._sorted.searchsorted(frag))
+            return i < len(self._sorted) and int(self._sorted[i]) == frag
+        return frag in self._set
+
+
 def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
                 tokens: SpanTokens | None = None, snap: snapshot.Snapshot | None = None,
-                file: str | None = None) -> dict[int, float]:
+                file: str | None = None, holders: Holders | None = None) -> dict[int, float]:
     """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default;
     `tokens`: those of `text`, when the caller has them; `snap`: the index state the caller's
     query read; `file`: the repository path the text is at, when it is a file's span).
@@ -115,14 +136,15 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
     if k is None or w is None:
         k, w = snap.k, snap.w
     if isinstance(tokens, list) or (tokens is None and use_small(text)):
-        return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap, file)
+        return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap, file,
+                           holders)
     from engram.query.direct_np import vector_hits  # noqa: PLC0415 - numpy
 
-    return vector_hits(db, text, k, w, tokens, snap, file)
+    return vector_hits(db, text, k, w, tokens, snap, file, holders)
 
 
 def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: snapshot.Snapshot,
-                file: str | None) -> dict[int, float]:
+                file: str | None, holders: Holders | None = None) -> dict[int, float]:
     """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
@@ -135,6 +157,8 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         q = [fp for fp in q if fp in winnowed]
     keys = [key_of[fp] for fp in q]
     counts = Counter(layout.lookup_small(db, keys, snap.segs))
+    if holders is not None:
+        holders.fill(counts)
     if not counts:
         return {}
     # A fragment's confidence is at most its share; fragments whose share cannot reach the floor

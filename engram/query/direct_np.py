@@ -19,6 +19,7 @@ from engram.query.direct import (
     MAX_CANDIDATES,
     OTHER_WEIGHT,
     WINNOWED_ONLY_FROM,
+    Holders,
     candidate_bar,
     expected_count,
     floor_of,
@@ -29,7 +30,7 @@ _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, OTHER_WEIGHT) for i in range
 
 
 def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens | None,
-                snap: snapshot.Snapshot, file: str | None = None) -> dict[int, float]:
+                snap: snapshot.Snapshot, file: str | None = None, holders: Holders | None = None) -> dict[int, float]:
     """`direct.direct_hits` with numpy."""
     kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
     q = arrays.unique(kgrams)
@@ -44,6 +45,8 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
         return {}
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
     ids, counts = arrays.unique_counts(frags.astype(np.int64))
+    if holders is not None:
+        holders.fill(ids)
     # A fragment's confidence is at most its share; the best one's at least the best share times
     # the lowest kind weight, and the floor is RELATIVE_FLOOR of the best: fragments whose share
     # is below that product of the best share cannot pass, nor be joined if it is also under

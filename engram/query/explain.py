@@ -8,7 +8,9 @@
    Once the span's own file has a match, matches only as the text of another live file drop
    out (`own_file_first`).
 2. Lineage BFS backwards from matched edits (depth, min confidence, fan-out and edge caps;
-   agent links always followed), labelling hops that cross a continuation edge.
+   agent links always followed), labelling hops that cross a continuation edge. An edge leads
+   only to an edit holding some of the span's searched fingerprints (`direct.Holders`): an edit
+   that added the span next to older code is linked to that code's writer, who never held the span.
 3. Sessions ordered by touch count, then most recent touch (or, with `rank="evidence"`, by
    their strongest match); a transcript window per touch.
 
@@ -31,7 +33,7 @@ from engram.index.db import int_array, reading
 from engram.index.edges import LINK_THRESHOLD
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.query.copies import Event, copies
-from engram.query.direct import SpanTokens, direct_hits, span_tokens
+from engram.query.direct import Holders, SpanTokens, direct_hits, span_tokens
 from engram.query.spans import Span, in_tree
 from engram.store import Store
 from engram.tape import events as E
@@ -153,7 +155,7 @@ def _edges_into(db: apsw.Connection, nodes: list[int]) -> dict[int, list[tuple[A
     return out
 
 
-def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
+def lineage_walk(db: apsw.Connection, res: Result, opts: Options, holders: Holders | None = None) -> None:
     """Breadth-first backwards along lineage edges from the directly matched fragments.
 
     One query per level of the walk, not per node; nodes are expanded in the same order as a
@@ -176,6 +178,8 @@ def lineage_walk(db: apsw.Connection, res: Result, opts: Options) -> None:
                 if location_only and not opts.forensics:
                     continue
                 if not agent_link and not location_only and econf < opts.min_confidence:
+                    continue
+                if holders is not None and not agent_link and not location_only and src not in holders:
                     continue
                 if edges >= MAX_EDGES:
                     res.truncated = full = True
@@ -210,14 +214,15 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     """The evidence for `span` (`tokens`: the span's, when the caller has them)."""
     res = Result(span)
     snap = snapshot.read(db)
-    direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file)
+    holders = Holders()
+    direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders)
     frags = _frag_rows(db, list(direct))
     for fid, conf in own_file_first(store.root, span, direct, frags).items():
         res.hits[fid] = Hit(fid, conf, "direct")
     if snap.links:
         for fid, h in _span_links(db, span).items():
             res.hits.setdefault(fid, h)
-    lineage_walk(db, res, opts)
+    lineage_walk(db, res, opts, holders)
     if opts.include_deleted:
         from engram.query.direct_np import tombstone_hits  # noqa: PLC0415 - numpy, for this option only
 
