@@ -988,8 +988,8 @@ def run_grep(sessions: list[Session], queries: list[Query]) -> None:
 # `.worktrees/<name>` and `worktrees/<name>`) holds the repository's own files on another branch.
 # The test repository keeps a session's paths as recorded from its first cwd, so a plan written
 # in `.worktrees/x/docs/plan.md` and read, once merged, as `docs/plan.md` are two paths there but
-# one file in the project (engram maps both to `docs/plan.md` when the worktree is git's or the
-# session's root; dougnukem/orpheus has such sessions).
+# one file in the project (engram maps both to `docs/plan.md`, for a worktree git lists or one
+# removed since: adapters.base.removed_worktree; dougnukem/orpheus has such sessions).
 _NESTED_WORKTREE = re.compile(r"^(?:\.claude/worktrees|\.?worktrees)/[^/]+/")
 
 

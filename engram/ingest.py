@@ -29,6 +29,7 @@ from engram.adapters.base import (
     Capture,
     PathMapper,
     SourceSpan,
+    apply_maps,
     is_windows_path,
     posix_path,
 )
@@ -348,8 +349,8 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
     roots: dict[str | None, PurePosixPath | None] = {}
 
     def mapper_for(cwd: str | None) -> PathMapper:
-        if cwd not in roots:
-            roots[cwd] = session_root_for(repo_root, cwd)
+        if cwd not in roots:  # a session recorded elsewhere has its tree found where `--map` puts it
+            roots[cwd] = session_root_for(repo_root, apply_maps(posix_path(cwd), maps) if cwd else None)
         return PathMapper(repo_root, roots[cwd], PurePosixPath(posix_path(cwd)) if cwd else None, maps,
                           _trees(repo_root))
 

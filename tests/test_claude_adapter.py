@@ -319,6 +319,29 @@ def test_map_option_overrides_the_mapping(spotter: Path, repo: Path) -> None:
     assert not any(f.startswith("lib/") for f in files)
 
 
+def test_a_session_from_a_removed_worktree_elsewhere_lands_on_repository_paths(spotter: Path, repo: Path,
+                                                                             tmp_path: Path) -> None:
+    """A teammate's session ran in `.worktrees/feature` of their checkout, long since removed, and
+    is ingested here with `--map THEIR_CHECKOUT=HERE` (seen on dougnukem/orpheus: its CI
+    workflow's edits were filed under `.worktrees/fix-ci-bootstrap/.github/...`)."""
+    text = (spotter / f"{SPOTTER_MAIN}.jsonl").read_text()
+    theirs, here = tmp_path / "theirs", tmp_path / "here"
+    theirs.mkdir()
+    (theirs / f"{SPOTTER_MAIN}.jsonl").write_text(
+        text.replace("/home/USER/projects/spotter-worktrees/spotter-gqc", "/Users/dev/proj/.worktrees/feature"))
+    # ... and a session of this checkout's own, from a worktree removed since (no --map)
+    here.mkdir()
+    (here / f"{SPOTTER_MAIN}.jsonl").write_text(
+        text.replace("/home/USER/projects/spotter-worktrees/spotter-gqc", f"{repo}/worktrees/feature"))
+    for source, args in ((theirs, ["--map", f"/Users/dev/proj={repo}"]), (here, [])):
+        shutil.rmtree(repo / ".engram")
+        run_engram(repo, "init")
+        run_engram(repo, "ingest", str(source / f"{SPOTTER_MAIN}.jsonl"), *args)
+        files = {e["file"] for e in tape_events(repo, SPOTTER_MAIN) if e["kind"] in ("code.edit", "code.read")}
+        assert "lib/spotter/application.ex" in files and "config/config.exs" in files, source
+        assert not [f for f in files if "worktrees/" in f], source
+
+
 def test_failed_and_rejected_edits_are_tool_results_only(spotter: Path, repo: Path, tmp_path: Path) -> None:
     """The real sessions have no failed Edit, so turn real successful ones into the two failure shapes."""
     recs = [json.loads(x) for x in (spotter / f"{SPOTTER_MAIN}.jsonl").read_text().splitlines()]

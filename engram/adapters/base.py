@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Final, Iterator
 
 import orjson
 
@@ -197,22 +197,17 @@ class PathMapper:
 
     def _to_repo(self, path: str, base: str | None) -> str | None:
         windows = is_windows_path(self.cwd)
-        path = posix_path(path, windows)
-        for src, dst in self.maps:
-            src = posix_path(src).rstrip("/")
-            if path == src or path.startswith(src + "/"):
-                path = dst.rstrip("/") + path[len(src):]
-                break
-        p = PurePosixPath(path)
+        p = PurePosixPath(apply_maps(posix_path(path, windows), self.maps))
         if not p.is_absolute():
             anchor = PurePosixPath(posix_path(base, windows)) if base else self.cwd
             if anchor is None:
                 return _clean_relative(p)
             if not anchor.is_absolute() and self.cwd is not None:
                 anchor = self.cwd / anchor
-            p = anchor / p
+            p = PurePosixPath(apply_maps(str(anchor / p), self.maps))  # the session root is the mapped cwd's
         p = PurePosixPath(os.path.normpath(str(p)))
         best: PurePosixPath | None = None
+        best_root: PurePosixPath | None = None
         for root in (PurePosixPath(str(self.repo_root)), self.session_root, *self.trees):
             if root is None:
                 continue
@@ -221,8 +216,41 @@ class PathMapper:
             except ValueError:
                 continue
             if best is None or len(rel.parts) < len(best.parts):
-                best = rel
-        return _clean_relative(best) if best is not None else None
+                best, best_root = rel, root
+        if best is None or best_root is None:
+            return None
+        gone = removed_worktree(best_root, p)
+        return _clean_relative(p.relative_to(gone) if gone is not None else best)
+
+
+# Where worktrees are made inside a checkout, by convention: the common `.worktrees/<name>` and
+# `worktrees/<name>`, and Claude Code's `.claude/worktrees/<name>` (a session that entered one says
+# so, see adapters.claude; a session started in one does not).
+_NESTED_WORKTREE_DIRS: Final = (".worktrees", "worktrees", ".claude/worktrees")
+
+
+def removed_worktree(tree: PurePosixPath, path: PurePosixPath) -> PurePosixPath | None:
+    """The worktree `path` is in, when that sits in one of `tree`'s worktree folders and is gone.
+
+    git lists a worktree only while it exists, and one is usually removed once merged: its
+    session's files would be named from the checkout (`.worktrees/x/docs/plan.md`) instead of as
+    the repository's own (`docs/plan.md`; dougnukem/orpheus's sessions)."""
+    rel = path.relative_to(tree).parts
+    for folder in _NESTED_WORKTREE_DIRS:
+        parts = tuple(folder.split("/"))
+        if len(rel) > len(parts) and rel[:len(parts)] == parts:
+            root = tree.joinpath(*rel[:len(parts) + 1])
+            return None if Path(str(root)).exists() else root
+    return None
+
+
+def apply_maps(path: str, maps: list[tuple[str, str]]) -> str:
+    """`path` (POSIX form) with the first `--map FROM=TO` pair that holds it applied."""
+    for src, dst in maps:
+        src = posix_path(src).rstrip("/")
+        if path == src or path.startswith(src + "/"):
+            return dst.rstrip("/") + path[len(src):]
+    return path
 
 
 def _clean_relative(p: PurePosixPath) -> str | None:
