@@ -51,7 +51,7 @@ Definitions (also in bench/README.md):
   of rg/grep by their path, a diff's lines by its header, other output by the files the command
   names) holds one of the span's substantive lines of 6+ characters verbatim,
   stripped: content rather than line numbers, because reads and edits refer to other versions of
-  the file. A path in a git worktree nested in the checkout is the same path (`project_path`).
+  the file. A path in a git worktree nested in the checkout is its project path (`project_path`).
   Precision = share of the returned sessions that touched the span, averaged over the
   queries that returned any session;
 * grep: every stripped non-empty line of the mutated span is searched as a fixed string in each
@@ -149,10 +149,25 @@ def _strings(value: Any, out: list[str]) -> None:
             _strings(v, out)
 
 
+# A git worktree nested in the checkout (Claude Code's `.claude/worktrees/<name>`, the common
+# `.worktrees/<name>` and `worktrees/<name>`) holds the repository's own files on another branch.
+# A plan written in `.worktrees/x/docs/plan.md` and read, once merged, as `docs/plan.md` is one
+# file of the project, `docs/plan.md`, and engram files both there (a worktree git lists, or one
+# removed since: adapters.base.removed_worktree); the test repository does too
+# (dougnukem/orpheus has such sessions).
+_NESTED_WORKTREE = re.compile(r"^(?:\.claude/worktrees|\.?worktrees)/[^/]+/")
+
+
+def project_path(rel: str) -> str:
+    """`rel` as the project's file, outside any nested worktree."""
+    return _NESTED_WORKTREE.sub("", rel, count=1)
+
+
 def _rel(cwd: str, path: str) -> str | None:
+    """`path` from the session's cwd, as the project's file (`project_path`: out of a nested worktree)."""
     base = _posix(cwd).rstrip("/") + "/"
     path = _posix(path)
-    return path[len(base):] if path.startswith(base) else None
+    return project_path(path[len(base):]) if path.startswith(base) else None
 
 
 def _posix(path: str) -> str:
@@ -984,26 +999,12 @@ def run_grep(sessions: list[Session], queries: list[Query]) -> None:
         q.grep_r1 = 1.0 / len(tied) if top > 0 and q.span.writer in tied else 0.0
 
 
-# A git worktree nested in the checkout (Claude Code's `.claude/worktrees/<name>`, the common
-# `.worktrees/<name>` and `worktrees/<name>`) holds the repository's own files on another branch.
-# The test repository keeps a session's paths as recorded from its first cwd, so a plan written
-# in `.worktrees/x/docs/plan.md` and read, once merged, as `docs/plan.md` are two paths there but
-# one file in the project (engram maps both to `docs/plan.md`, for a worktree git lists or one
-# removed since: adapters.base.removed_worktree; dougnukem/orpheus has such sessions).
-_NESTED_WORKTREE = re.compile(r"^(?:\.claude/worktrees|\.?worktrees)/[^/]+/")
-
-
-def project_path(rel: str) -> str:
-    """`rel` as the project's file, outside any nested worktree."""
-    return _NESTED_WORKTREE.sub("", rel, count=1)
-
-
 def touched_sessions(sessions: list[Session], span: SpanRef, repo_lines: list[str]) -> set[str]:
     needles = [x.strip() for x in repo_lines[span.start - 1:span.end] if substantive(x) and len(x.strip()) >= 6]
     out = {span.writer}
-    target = project_path(span.file)
     for s in sessions:
-        if any(project_path(rel) == target and any(x in seen for x in needles) for rel, seen in s.touched.items()):
+        seen = s.touched.get(span.file)
+        if seen and any(x in seen for x in needles):
             out.add(s.sid)
     return out
 
