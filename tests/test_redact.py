@@ -278,6 +278,19 @@ def test_code_keeps_references_and_loses_literals() -> None:
     assert out == code.replace(lit, "[REDACTED:secret-assignment]")
 
 
+def assert_kept(text: str) -> None:
+    """Nothing in `text` is taken for a secret."""
+    r = Redactor()
+    assert r.text(text) == text and not r.counts
+
+
+def redacted(line: str, *secrets: str) -> str:
+    """`line` redacted, checked to have a marker and none of `secrets` left."""
+    out = Redactor().text(line)
+    assert "[REDACTED:" in out and not any(x in out for x in secrets), (line, out)
+    return out
+
+
 def test_names_tell_lookup_keys_labels_and_lookups_from_secrets() -> None:
     """Seen in a real Flutter + FastAPI project's sessions: storage keys named `…TokenKey`, i18n
     labels under `…Password`, a docstring's `secret: Plain TOTP secret.`, a TS option followed by a
@@ -296,8 +309,7 @@ def test_names_tell_lookup_keys_labels_and_lookups_from_secrets() -> None:
             "4. Zero the plaintext key: `plainKey.fill(0)`\n"
             # a file shown inside JSON text: its line breaks are escaped twice
             "  16→  privateKey: Uint8Array;\\n    17→};\\n    18→\\n    19→  // keys kept in memory only\\n\n")
-    r = Redactor()
-    assert r.text(code) == code and not r.counts
+    assert_kept(code)
     words = "_".join(rnd(6, string.ascii_lowercase, seed=60 + i) for i in range(3))
     tok = rnd(24, ALNUM, seed=63)
     secrets = [f'app.secret_key = "{words}"', f'API_KEY = "{words}"', f"sessionTokenKey = '{tok}'",
@@ -306,8 +318,7 @@ def test_names_tell_lookup_keys_labels_and_lookups_from_secrets() -> None:
                f"password: {words.upper()}", f"password: '{words.replace('_', '').capitalize()}Factor'",
                f"      password: {words}_password", f"GRAFANA_ADMIN_PASSWORD={words}_password"]
     for line in secrets:
-        out = Redactor().text(line)
-        assert "[REDACTED:" in out and words not in out and tok[:12] not in out, (line, out)
+        out = redacted(line, words, tok[:12])
         assert out.count("`") == line.count("`"), "markdown's closing backtick stays"
 
 
@@ -318,12 +329,10 @@ def test_cache_and_storage_key_names_keep_their_values() -> None:
     code = ("      - uses: Swatinem/rust-cache@v2\n        with:\n          shared-key: publish-crates\n"
             "          shared-key: lint\n"
             'export const STORAGE_KEY = "orpheus:v1:results";\n')
-    r = Redactor()
-    assert r.text(code) == code and not r.counts
+    assert_kept(code)
     psk, account = rnd(44, B64, seed=70), rnd(86, B64, seed=71) + "=="
     for line in (f"shared_key: {psk}", f"AZURE_STORAGE_KEY={account}", f'{{"shared-key": "{psk}"}}'):
-        out = Redactor().text(line)
-        assert psk not in out and account not in out and "[REDACTED:" in out, (line, out)
+        redacted(line, psk, account)
 
 
 def test_token_names_over_prose_addresses_and_paths_keep_them() -> None:
@@ -337,13 +346,11 @@ def test_token_names_over_prose_addresses_and_paths_keep_them() -> None:
             "the issuer of the OIDC token: `https://token.actions.githubusercontent.com`\n"
             "    let any_credentials_missing = CredentialKey::ALL\n"
             '{"github-stateless-s2s-token": "enabled"}\n')
-    r = Redactor()
-    assert r.text(code) == code and not r.counts
+    assert_kept(code)
     tok, path = rnd(32, seed=72), rnd(40, seed=73)
     for line, secret in ((f"token: Bearer {tok}", tok), ("password: my password " + tok[:8], tok[:8]),
                          (f'WEBHOOK_SECRET="https://discord.com/api/webhooks/1234567/{path}"', path)):
-        out = Redactor().text(line)
-        assert secret not in out and "[REDACTED:" in out, (line, out)
+        redacted(line, secret)
 
 
 def test_secret_named_keys_of_a_structure() -> None:
