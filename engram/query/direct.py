@@ -106,20 +106,16 @@ class Holders:
     walk may step back to (`explain.lineage_walk`). Filled by `direct_hits`."""
 
     def __init__(self) -> None:
-        self._sorted: Any = None  # numpy array, ascending
-        self._set: set[int] = set()
+        self._ids: Any = ()  # as the lookup left them: a Counter, or an ascending numpy array
 
-    def fill(self, ids: Iterable[int] | Any) -> None:
-        if hasattr(ids, "searchsorted"):
-            self._sorted = ids
-        else:
-            self._set = set(ids)
+    def fill(self, ids: Any) -> None:
+        self._ids = ids  # kept, not copied: a large span is held by many fragments
 
     def __contains__(self, frag: int) -> bool:
-        if self._sorted is not None:
-            i = int(self._sorted.searchsorted(frag))
-            return i < len(self._sorted) and int(self._sorted[i]) == frag
-        return frag in self._set
+        if hasattr(self._ids, "searchsorted"):
+            i = int(self._ids.searchsorted(frag))
+            return i < len(self._ids) and int(self._ids[i]) == frag
+        return frag in self._ids
 
 
 def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
