@@ -72,6 +72,7 @@ class IngestStats:
     raw_bytes: int = 0
     tape_bytes: int = 0
     unchanged: int = 0
+    as_text: int = 0  # sessions with no record a harness adapter reads (adapters/raw.py)
     skipped: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)
     redactions: Counter[str] = field(default_factory=Counter)
@@ -80,7 +81,7 @@ class IngestStats:
     older_text: str | None = None  # the note when the index reads events an older way (build.older_text_note)
 
     def merge(self, other: "IngestStats") -> None:
-        for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged"):
+        for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged", "as_text"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.ignored.update(other.ignored)
@@ -101,6 +102,10 @@ class IngestStats:
         line = "ingest: " + ", ".join(parts)
         if self.unchanged:
             line += f" ({self.unchanged} sessions unchanged)"
+        if self.as_text:
+            files = "1 file holds" if self.as_text == 1 else f"{self.as_text} files hold"
+            line += (f"\n  note: {files} no Claude Code or Codex records: read as plain text (JSON as the strings "
+                     "it holds), so their sessions have no edits, reads or times and are named raw-…")
         if self.out_of_order:
             from engram.index.build import out_of_order_note  # noqa: PLC0415
 
@@ -549,6 +554,7 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     stats.skipped.update(cap.skipped)
     stats.ignored.update(cap.ignored)
     stats.sessions += 1
+    stats.as_text += cap.harness == RAW
     starts: list[int] = []
     prev_tapes: list[str] = []
     for src in cap.sources:

@@ -19,7 +19,10 @@ import pytest
 from conftest import SPOTTER_MAIN, created_by, git, run_engram, session_cwd
 from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
+from engram.index.kinds import KIND_NO
+from engram.query.direct import KIND_WEIGHT
 from engram.store import Store
+from engram.tape import events as E
 from engram.tape.reader import TapeReader
 
 
@@ -274,6 +277,77 @@ def test_record_stdin_detects_the_format_and_is_idempotent(spotter: Path, repo: 
     run_engram(repo, "record", "--stdin", "--format", "raw", input=b"notes about the parser\n\nmore notes\n")
     rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
     assert {r["harness"] for r in rows} == {"claude-code", "raw"}
+
+
+# A session file of a harness with no adapter, shaped as OpenCode's JSON export is (one pretty-printed
+# document: info, then messages with typed parts; a tool's input holds the file it wrote).
+PARSER = "".join(f"def parse_{n}(line: str) -> list[str]:\n    fields = line.split(',{n}')\n"
+                 f"    return [f.strip() for f in fields if f and len(f) > {n}]\n\n" for n in range(8))
+
+
+def opencode_export(path: str, content: str, secret: str) -> str:
+    def part(kind: str, **fields: Any) -> dict[str, Any]:
+        return {"type": kind, "id": f"prt_{kind}", **fields}
+
+    return json.dumps({
+        "info": {"id": "ses_21fe87b8dffeb4i4", "directory": "/Users/dev/proj", "title": "Parser"},
+        "messages": [
+            {"info": {"role": "user", "id": "msg_1"}, "parts": [part("text", text="Write a parser for the CSV lines")]},
+            {"info": {"role": "assistant", "id": "msg_2"}, "parts": [
+                part("tool", tool="write", callID="call_1", state={
+                    "status": "completed", "input": {"filePath": path, "content": content},
+                    "output": "Wrote file successfully."}),
+                part("tool", tool="bash", callID="call_2", state={
+                    "status": "completed", "input": {"command": "psql", "password": secret}, "output": ""}),
+                part("text", text="The parser splits each line on its field separator."),
+            ]},
+        ],
+    }, indent=2)
+
+
+def shown_texts(repo: Path, session: str) -> list[str]:
+    """The texts of a session's events as `engram show --json` gives them."""
+    return [e["text"] for e in json.loads(run_engram(repo, "show", session, "--json").stdout)["events"] if "text" in e]
+
+
+def test_json_of_a_harness_without_an_adapter_is_read_as_the_text_it_holds(repo: Path, tmp_path: Path) -> None:
+    secret = "correct horse battery staple"
+    export = tmp_path / "full.jsonl"
+    export.write_text(opencode_export("/Users/dev/proj/parse.py", PARSER, secret))
+    out = run_engram(repo, "ingest", str(export)).stdout
+    assert "1 file holds no Claude Code or Codex records: read as plain text" in out
+    (repo / "parse.py").write_text(PARSER)
+    doc = json.loads(run_engram(repo, "explain", "parse.py:5-14", "--brief").stdout)
+    top = doc["sessions"][0]
+    assert top["harness"] == "raw" and top["session_id"].startswith("raw-")
+    # The span is found whole in the text the session wrote: the full weight of a message, where
+    # the document's escaped lines (`\n` glued to each next line's first word) matched ~0.6 of it.
+    best = max(f["confidence"] for f in top["fragments"])
+    assert best == KIND_WEIGHT[KIND_NO[E.MSG_IN]]
+    texts = shown_texts(repo, top["session_id"])
+    assert PARSER in texts, "the file written is an event of its own, its lines as written"
+    assert "Write a parser for the CSV lines" in "\n".join(texts)
+    stored = run_engram(repo, "show", top["session_id"], "--raw").stdout
+    assert secret not in "\n".join(texts) and secret not in stored, "a value under a secret's key is redacted"
+    assert "msg_2" not in stored and "prt_text" not in stored, "ids are not text"
+
+
+def test_json_lines_of_another_harness_keep_each_record_and_a_broken_line(repo: Path, tmp_path: Path) -> None:
+    records = [{"type": "session.start", "data": {"sessionId": "aafa7ee8", "producer": "copilot-agent"}},
+               {"type": "user.message", "data": {"content": "Add the parser module"}},
+               {"type": "tool.execution_start", "data": {"toolName": "create", "arguments": {
+                   "path": "/w/parse.py", "file_text": PARSER}}}]
+    lines = [json.dumps(r) for r in records]
+    lines.insert(2, '{"type": "assistant.message", "data": {"content": "cut off by a cra')
+    session = tmp_path / "events.jsonl"
+    session.write_text("\n".join(lines) + "\n")
+    run_engram(repo, "ingest", str(session))
+    (repo / "parse.py").write_text(PARSER)
+    doc = json.loads(run_engram(repo, "explain", "parse.py:17-26", "--brief").stdout)
+    assert [s["harness"] for s in doc["sessions"]] == ["raw"]
+    texts = shown_texts(repo, doc["sessions"][0]["session_id"])
+    assert PARSER in texts
+    assert any("Add the parser module" in t for t in texts) and any("cut off by a cra" in t for t in texts)
 
 
 def test_large_outputs_become_shared_objects_and_gc_keeps_them(repo: Path, tmp_path: Path) -> None:
