@@ -361,7 +361,7 @@ def test_history_captured_out_of_time_order_is_reported_and_put_right_by_reindex
     assert [(s, d) for s, d, *_ in edges(repo)] == [("old", "new")]
     notes = tmp_path / "notes.txt"  # plain text has no time: never out of order
     notes.write_text("design notes without any timestamp\n")
-    assert "note:" not in run_engram(repo, "ingest", str(notes)).stdout
+    assert "older than tapes indexed" not in run_engram(repo, "ingest", str(notes)).stdout
 
 
 def test_an_index_filled_by_an_older_engram_is_pointed_to_reindex(repo: Path, tmp_path: Path) -> None:
