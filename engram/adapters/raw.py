@@ -60,8 +60,14 @@ def json_records(text: str) -> list[tuple[int, list[str]]] | None:
         offset += len(line.encode("utf-8", "surrogatepass"))
     else:
         return records
+    texts = _document(text)
+    return None if texts is None else [(0, texts)]
+
+
+def _document(data: str | bytes) -> list[str] | None:
+    """The texts (`_texts`) of `data` when it is one JSON document, else None."""
     try:
-        return [(0, _texts(orjson.loads(text)))]
+        return _texts(orjson.loads(data))
     except orjson.JSONDecodeError:
         return None
 
@@ -86,14 +92,6 @@ def _texts(value: Any) -> list[str]:
     if short:
         out.append("\n".join(short))
     return out
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    return True
 
 
 def _leaves(value: Any) -> Iterator[tuple[str | None, str]]:
@@ -122,7 +120,8 @@ def parse_raw(sources: list[SourceSpan]) -> Capture:
     # Only whole lines are captured: a file still being written is picked up later. A JSON
     # document is whole when it parses, final line break or not (`json.dump` writes none).
     end = data.rfind(b"\n") + 1 if not data.endswith(b"\n") and b"\n" in data else len(data)
-    if end < len(data) and _is_json(data):
+    whole = _document(data) if end < len(data) else None
+    if whole is not None:
         end = len(data)
     src.end = end
     session_id = "raw-" + hashlib.sha256(str(src.path).encode()).hexdigest()[:16]
@@ -130,7 +129,7 @@ def parse_raw(sources: list[SourceSpan]) -> Capture:
     cap.meta = {"harness_version": None, "cwd": None, "git_head": None, "git_branch": None, "model": None,
                 "started": None, "title": src.path.name}
     captured = text[: len(data[:end].decode("utf-8", "replace"))]
-    records = json_records(captured)
+    records = [(0, whole)] if whole is not None else json_records(captured)
     if records is None:  # plain text: its own chunks, each at its offset in the text
         records = []
         offset = 0
