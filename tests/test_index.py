@@ -421,34 +421,55 @@ def test_a_lookup_of_many_rows_in_parts_finds_what_one_read_finds(tmp_path: Path
 
 def test_small_segments_held_in_memory_answer_as_read(tmp_path: Path) -> None:
     """A long-lived process holds the small segments appends leave (from its second query on) and
-    searches them in memory: the same postings, and the same answers, as reading them."""
+    searches them in memory: the same postings, and the same answers, as reading them — also
+    after a later append (its segment is added to the copy) and after a merge (the copy is
+    rebuilt)."""
     from engram.anchor import kgram_fingerprints  # noqa: PLC0415
     from engram.index import memo, snapshot  # noqa: PLC0415
     from engram.index.db import open_db, reading  # noqa: PLC0415
     from engram.query.direct import direct_hits  # noqa: PLC0415
 
     store = _store_with(tmp_path / "s")
-    paths = _sessions(tmp_path, 16)
+    paths = _sessions(tmp_path, 18)
     _ingest(store, paths[:12])
-    for p in paths[12:]:  # appended one by one: small segments beside the bulk one
+    for p in paths[12:16]:  # appended one by one: small segments beside the bulk one
         _ingest(store, [p])
     db = open_db(store)
     snap = snapshot.read(db)
     assert len(snap.segs) == 5 and snap.seg_postings == tuple(n for _, n in segments(store))
     memo.forget()
     q = np.unique(np.concatenate([kgram_fingerprints(p.read_text(), 4).values for p in paths]))
-    texts = [text(block(f"w{i}", 10)) for i in (0, 11, 12, 15)] + [text(block("shared", 6))]
+    texts = [text(block(f"w{i}", 10)) for i in (0, 11, 12, 15, 16, 17)] + [text(block("shared", 6))]
     with reading(db):
         first = [direct_hits(db, t, snap=snap) for t in texts]  # the process's first query: read
-    assert postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings) == {}  # not outside a read
+    assert postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings) is None  # not outside a read
+
+    def same_as_read(snap: snapshot.Snapshot) -> postings.Held:
+        with reading(db):
+            held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
+            assert held is not None and sorted(held.segs) == list(snap.segs)  # all small enough here
+            want_k, want_f = postings.lookup(db, q, snap.segs)
+            got_k, got_f = postings.lookup(db, q, snap.segs, held)
+            assert len(want_f) > 100
+            assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
+        return held
+
+    held = same_as_read(snap)
     with reading(db):
-        held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
-        assert sorted(held) == list(snap.segs)  # all small enough here
-        want_k, want_f = postings.lookup(db, q, snap.segs)
-        got_k, got_f = postings.lookup(db, q, snap.segs, held)
-        assert len(want_f) > 100
-        assert sorted(zip(got_k.tolist(), got_f.tolist())) == sorted(zip(want_k.tolist(), want_f.tolist()))
         assert [direct_hits(db, t, snap=snap) for t in texts] == first
+    _ingest(store, [paths[16]])  # a sixth segment: added to the copy
+    snap = snapshot.read(db)
+    assert len(snap.segs) == 6
+    grown = same_as_read(snap)
+    assert held.segs < grown.segs
+    _ingest(store, [paths[17]])  # a seventh: the smallest are merged, and the copy is rebuilt
+    snap = snapshot.read(db)
+    assert len(snap.segs) < 7
+    rebuilt = same_as_read(snap)
+    assert not rebuilt.segs <= grown.segs
+    with reading(db):
+        answers = [direct_hits(db, t, snap=snap) for t in texts]
+    assert answers[:4] == first[:4] and answers[4] and answers[5]
     db.close()
     memo.forget()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import apsw
@@ -182,7 +183,7 @@ def segment_range(seg: int) -> tuple[int, int]:
 
 
 def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = None,
-           held: dict[int, tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+           held: Held | None = None) -> tuple[np.ndarray, np.ndarray]:
     """All postings of the given fingerprints (in the given segments, default all): (key,
     fragment id) arrays, one entry per posting. `held`: segments already in memory
     (`held_segments`), searched there instead of read."""
@@ -191,13 +192,13 @@ def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = No
     if len(fps) == 0 or not segs:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = arrays.unique(keys(fps))
-    if held:
-        found = [lookup_sorted(qkeys, *held[s]) for s in segs if s in held]
-        rest = [s for s in segs if s not in held]
-        if rest:
-            found.append(_lookup_read(db, qkeys, rest))
-        return np.concatenate([k for k, _ in found]), np.concatenate([f for _, f in found])
-    return _lookup_read(db, qkeys, segs)
+    if held is None:
+        return _lookup_read(db, qkeys, segs)
+    found = [lookup_sorted(qkeys, held.keys, held.frags)]
+    rest = [s for s in segs if s not in held.segs]
+    if rest:
+        found.append(_lookup_read(db, qkeys, rest))
+    return np.concatenate([k for k, _ in found]), np.concatenate([f for _, f in found])
 
 
 def lookup_sorted(qkeys: np.ndarray, keys: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -347,15 +348,30 @@ def next_segment(db: apsw.Connection) -> int:
 # in memory").
 HELD_POSTINGS: Final = 1_000_000  # (12 bytes each in memory)
 HELD_TOTAL: Final = 2_000_000  # the smallest segments first, up to this many postings in all
-_held: dict[tuple[str, str, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
 
-def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int],
-                  sizes: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """The small segments among `segs` (`sizes`: their postings) as (keys, fragments) arrays in
-    key order, copied on first need in this process; none on a process's first query (see
-    memo.first_use: a one-shot command reads only its own rows). Keyed by segment id and size:
-    segments are immutable and their ids are never reused (`next_segment`).
+@dataclass(frozen=True)
+class Held:
+    """Small segments held in memory as one (key, fragment) array pair in key order.
+
+    One pair, not one per segment: with five small segments beside the large one (an index a few
+    appends after its last merge), a search per segment made a warm explain 11% slower."""
+
+    sizes: tuple[tuple[int, int], ...]  # (segment, postings), ascending
+    segs: frozenset[int]
+    keys: np.ndarray
+    frags: np.ndarray
+
+
+_held: dict[tuple[str, str], Held] = {}  # by (index file, epoch)
+
+
+def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int], sizes: Sequence[int]) -> Held | None:
+    """The small segments among `segs` (`sizes`: their postings), copied on first need in this
+    process; None on a process's first query (see memo.first_use: a one-shot command reads only
+    its own rows). Keyed by segment id and size: segments are immutable and their ids are never
+    reused (`next_segment`), so after an append only the new segment is read, and merged into
+    the copy.
 
     Copies are made only inside a transaction (a query's `db.reading`): `segs` and the rows
     copied must come from one state of the index, or a merge committed in between would leave
@@ -363,7 +379,7 @@ def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int],
     from engram.index import memo  # noqa: PLC0415
 
     if not db.in_transaction:
-        return {}
+        return None
     small: list[tuple[int, int]] = []
     total = 0
     for n, seg in sorted((n, s) for s, n in zip(segs, sizes) if n <= HELD_POSTINGS):
@@ -372,18 +388,23 @@ def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int],
         small.append((seg, n))
         total += n
     if not small or memo.first_use(("held", db.filename, epoch)):
-        return {}
-    keep = {(db.filename, epoch, seg, n) for seg, n in small}
-    for key in [k for k in list(_held) if k[0] == db.filename and k not in keep]:
-        _held.pop(key, None)  # merged away, or an index rebuilt since (another thread may be here too)
-    out = {}
-    for seg, n in small:
-        key = (db.filename, epoch, seg, n)
-        got = _held.get(key)
-        if got is None:
-            got = _held[key] = all_postings(db, [seg])
-        out[seg] = got
-    return out
+        return None
+    small.sort()
+    want = tuple(small)
+    key = (db.filename, epoch)
+    got = _held.get(key)
+    if got is not None and got.sizes == want:
+        return got
+    for stale in [k for k in list(_held) if k[0] == db.filename and k != key]:
+        _held.pop(stale, None)  # an index rebuilt since (another thread may be here too)
+    base = got if got is not None and set(got.sizes) <= set(want) else None  # else a merge took some
+    new = [seg for seg, n in want if base is None or (seg, n) not in base.sizes]
+    k, f = all_postings(db, new)
+    if base is not None:
+        k, f = np.concatenate((base.keys, k)), np.concatenate((base.frags, f))
+    order = np.argsort(k, kind="stable")  # runs already in key order: a merge of runs
+    got = _held[key] = Held(want, frozenset(seg for seg, _ in want), k[order], f[order])
+    return got
 
 
 def forget_held() -> None:
