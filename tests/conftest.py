@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -72,9 +74,13 @@ def run_engram(cwd: Path, *args: str, check: bool = True, input: bytes | None = 
     return proc
 
 
-def session_cwd(transcript: Path) -> str:
-    import json  # noqa: PLC0415
+def shown_events(cwd: Path, session: str) -> list[dict[str, Any]]:
+    """A session's events as `engram show SESSION --json` gives them (large objects resolved)."""
+    events: list[dict[str, Any]] = json.loads(run_engram(cwd, "show", session, "--json").stdout)["events"]
+    return events
 
+
+def session_cwd(transcript: Path) -> str:
     for line in transcript.read_text().splitlines():
         rec = json.loads(line)
         if rec.get("cwd"):
@@ -107,8 +113,6 @@ def build_spot_repo(spotter: Path, root: Path) -> dict[str, str]:
 
 def created_by(spotter: Path, session: str) -> dict[str, str]:
     """Files a session created with Write: every line of them is agent-written."""
-    import json  # noqa: PLC0415
-
     t = spotter / f"{session}.jsonl"
     cwd = session_cwd(t)
     out = {}

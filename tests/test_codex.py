@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import git, run_engram
+from conftest import git, run_engram, shown_events
 from engram.adapters.base import Capture, SourceSpan
 from engram.adapters.codex import parse_output, read_spec, shell_effect
 from engram.ingest import Job, detect_format, parse_job
@@ -817,7 +817,7 @@ def test_a_patch_with_distant_hunks_is_not_the_writer_of_the_lines_between(repo:
                  custom_ok("src/scale.py"))
     (root / "src" / "scale.py").write_text(final)
     ingest_an_hour_apart(root, tmp_path, (writer_id, writer), (later_id, later))
-    shown = json.loads(run_engram(root, "show", later_id, "--json").stdout)["events"]
+    shown = shown_events(root, later_id)
     (edit,) = [e for e in shown if e["kind"] == "code.edit"]
     assert edit["after_range"] == [2, 40] and len(edit["hunks"]) == 2  # the event keeps its raw facts
     doc = json.loads(run_engram(root, "explain", "src/scale.py:15-20").stdout)

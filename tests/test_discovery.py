@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import git, run_engram
+from conftest import git, run_engram, shown_events
 
 
 def claude_session(cwd: Path, session: str, file_rel: str, content: str) -> list[dict[str, Any]]:
@@ -93,7 +93,7 @@ def test_discovers_sessions_of_this_repo_and_its_worktrees_only(tmp_path: Path) 
     assert set(tapes) == {"s-main", "s-wt", "s-sub", "019a0000-0000-7000-8000-000000000001"}
     files = {}
     for sid in ("s-main", "s-wt", "s-sub"):
-        evs = json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"]
+        evs = shown_events(repo, sid)
         files[sid] = [e["file"] for e in evs if e["kind"] == "code.edit"]
     # Worktree paths land on the same files here; a session started in a subfolder keeps its folder.
     assert files == {"s-main": ["src/a.py"], "s-wt": ["src/b.py"], "s-sub": ["sub/c.py"]}
@@ -122,7 +122,7 @@ def test_edits_in_any_worktree_land_on_repository_paths(tmp_path: Path) -> None:
     run_engram(repo, "ingest", env={"CLAUDE_CONFIG_DIR": str(claude_home), "CODEX_HOME": str(tmp_path / "none")})
     files = {}
     for sid in ("s-cross", "s-nested"):
-        evs = json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"]
+        evs = shown_events(repo, sid)
         files[sid] = [e["file"] for e in evs if e["kind"] == "code.edit"]
     assert files == {"s-cross": ["src/e.py"], "s-nested": ["src/f.py"]}
 
@@ -146,7 +146,7 @@ def test_a_worktree_the_session_entered_and_removed_still_lands_on_repository_pa
     write_project(claude_home, repo, "s-entered", recs)
     run_engram(repo, "init")
     run_engram(repo, "ingest", env={"CLAUDE_CONFIG_DIR": str(claude_home), "CODEX_HOME": str(tmp_path / "none")})
-    evs = json.loads(run_engram(repo, "show", "s-entered", "--json").stdout)["events"]
+    evs = shown_events(repo, "s-entered")
     assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["src/g.py"]
 
 

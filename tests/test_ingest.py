@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SPOTTER_MAIN, created_by, git, run_engram, session_cwd
+from conftest import SPOTTER_MAIN, created_by, git, run_engram, session_cwd, shown_events
 from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
 from engram.index.kinds import KIND_NO
@@ -239,7 +239,7 @@ def test_record_captures_output_and_changed_files(repo: Path) -> None:
     proc = run_engram(repo, "record", "--", sys.executable, "-c", script)
     assert "hello from the command" in proc.stdout  # the terminal is passed through
     tid = json.loads(run_engram(repo, "tapes", "--json").stdout)[0]["id"]
-    evs = json.loads(run_engram(repo, "show", tid, "--json").stdout)["events"]
+    evs = shown_events(repo, tid)
     result = next(e for e in evs if e["kind"] == "tool.result")
     assert "hello from the command" in result["stdout"] and result["exit_code"] == 0
     edits = {e["file"]: e for e in evs if e["kind"] == "code.edit"}
@@ -307,7 +307,7 @@ def opencode_export(path: str, content: str, secret: str) -> str:
 
 def shown_texts(repo: Path, session: str) -> list[str]:
     """The texts of a session's events as `engram show --json` gives them."""
-    return [e["text"] for e in json.loads(run_engram(repo, "show", session, "--json").stdout)["events"] if "text" in e]
+    return [e["text"] for e in shown_events(repo, session) if "text" in e]
 
 
 def test_json_of_a_harness_without_an_adapter_is_read_as_the_text_it_holds(repo: Path, tmp_path: Path) -> None:
@@ -373,7 +373,7 @@ def test_large_outputs_become_shared_objects_and_gc_keeps_them(repo: Path, tmp_p
     orphan.write_bytes(b"junk")
     out = run_engram(repo, "gc").stdout
     assert "removed 1" in out and not orphan.exists() and objects[0].exists()
-    shown = json.loads(run_engram(repo, "show", "s-1", "--json").stdout)["events"]
+    shown = shown_events(repo, "s-1")
     assert any(e.get("stdout") == big for e in shown), "objects resolve back to the text"
 
     # A damaged tape's references cannot be read: gc must not take its objects for orphans.
