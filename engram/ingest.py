@@ -34,7 +34,7 @@ from engram.adapters.base import (
     posix_path,
 )
 from engram.errors import BadInput, CorruptTape, EngramError
-from engram.fsutil import remove_stale_temps
+from engram.fsutil import names_in, remove_stale_temps
 from engram.index.db import immediate, open_db
 from engram.redact import Redactor
 from engram.store import Store, git_toplevel, git_worktrees
@@ -475,13 +475,14 @@ def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
 
 def reconcile(db: apsw.Connection, store: Store) -> int:
     """Catalog tapes that reached the disk but not the catalog (a crash between the two)."""
-    remove_stale_temps(store.tapes_dir)
-    on_disk = {p.name[: -len(TAPE_SUFFIX)]: p for p in store.tapes_dir.glob(f"*{TAPE_SUFFIX}")}
+    names = names_in(store.tapes_dir)
+    remove_stale_temps(store.tapes_dir, names)
+    on_disk = {n[: -len(TAPE_SUFFIX)] for n in names if n.endswith(TAPE_SUFFIX)}
     known = {r[0] for r in db.execute("SELECT id FROM tapes")}
-    missing = sorted(set(on_disk) - known)
+    missing = sorted(on_disk - known)
     if missing:
         with immediate(db):
-            damaged = register_intact(db, store, [on_disk[tid] for tid in missing])
+            damaged = register_intact(db, store, [store.tapes_dir / f"{tid}{TAPE_SUFFIX}" for tid in missing])
         log.info("catalogued %d tapes left by an interrupted ingest", len(missing) - len(damaged))
     return len(missing)
 
