@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 
 def _signature(job: Job) -> tuple[tuple[str, int, int], ...]:
+    """Size and mtime of the job's files (for Claude Code, the subagent files listed with it on
+    this pass); a file gone since it was listed is left out, as the next pass would."""
     sig = []
     for src in job.sources:
         try:
@@ -25,11 +27,6 @@ def _signature(job: Job) -> tuple[tuple[str, int, int], ...]:
             sig.append((str(src.path), st.st_size, st.st_mtime_ns))
         except FileNotFoundError:
             continue
-    sub = job.main.with_suffix("") / "subagents"
-    if sub.is_dir():
-        for p in sorted(sub.glob("*.jsonl")):
-            st = p.stat()
-            sig.append((str(p), st.st_size, st.st_mtime_ns))
     return tuple(sig)
 
 

@@ -278,6 +278,43 @@ def test_subagent_edit_belongs_to_parent_session(spotter: Path, tmp_path: Path, 
     assert evs[0]["session_id"] == SPOTTER_MAIN
 
 
+def test_a_subagent_file_gone_since_listing_loses_that_file_not_the_session(spotter: Path, tmp_path: Path,
+                                                                            repo: Path) -> None:
+    """Claude Code deletes a session's folder while a live capture reads it: a subagent file that
+    cannot be read (here a dangling link) used to skip the whole session as unreadable."""
+    src = tmp_path / "s"
+    src.mkdir()
+    shutil.copy(spotter / f"{SPOTTER_MAIN}.jsonl", src)
+    shutil.copytree(spotter / SPOTTER_MAIN, src / SPOTTER_MAIN)
+    sub = src / SPOTTER_MAIN / "subagents" / "agent-a881341.jsonl"
+    sub.unlink()
+    sub.symlink_to(tmp_path / "deleted.jsonl")
+    proc = run_engram(repo, "ingest", str(src))
+    assert "1 new tapes" in proc.stdout and "1 × unreadable subagent file (FileNotFoundError)" in proc.stdout
+    evs = tape_events(repo, SPOTTER_MAIN)
+    assert len([e for e in evs if e["kind"] == "code.edit"]) == 48  # the main file's, all of them
+    # With its file unread, the subagent's work comes from the parent's progress records.
+    progress = {b["id"] for m in progress_messages(src / f"{SPOTTER_MAIN}.jsonl")["a881341"]
+                if isinstance(m["message"]["content"], list) for b in m["message"]["content"]
+                if b.get("type") == "tool_use"}
+    calls = {e["call_id"] for e in evs if e["kind"] == "tool.call" and e.get("agent") == "a881341"}
+    assert progress and calls == progress
+    assert "subagents/agent-a881341.jsonl" not in {s["name"] for s in evs[0]["sources"]}
+    # Back in place, the next capture reads it from its start.
+    sub.unlink()
+    shutil.copy(spotter / SPOTTER_MAIN / "subagents" / "agent-a881341.jsonl", sub)
+    assert "1 new tapes" in run_engram(repo, "ingest", str(src)).stdout
+    store = Store(repo)
+    db = open_db(store)
+    try:
+        rows = resolve_tapes(db, SPOTTER_MAIN)
+    finally:
+        db.close()
+    with TapeReader(tape_file(store, rows[-1].id), store.objects_dir) as r:
+        meta = next(iter(r.events()))
+    assert {s["name"]: s["start"] for s in meta["sources"]}["subagents/agent-a881341.jsonl"] == 0
+
+
 def test_tapes_and_show_commands(ingested: Path) -> None:
     listing = json.loads(run_engram(ingested, "tapes", "--json").stdout)
     by_session = {t["session_id"]: t for t in listing}

@@ -66,15 +66,24 @@ def parse_session(
 ) -> Capture:
     """Read all sources into one capture; every event is tagged with its source line."""
     skipped: Counter[str] = Counter()
-    parsed: list[tuple[SourceSpan, list[Line]]] = []
     ignored: Counter[str] = Counter()
-    with_files = frozenset(_agent_id(src) for src in sources if src.name != "main")
+    subagents: list[tuple[SourceSpan, list[Line]]] = []
     for src in sources:
-        skip = _unparsed_but_agents_without(with_files) if src.name == "main" else _unparsed
-        lines, end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped, skip=skip,
-                                ignored=ignored)
-        src.end = end
-        parsed.append((src, lines))
+        if src.name != "main":
+            lines = _read_subagent(src, max_line_bytes, skipped, ignored)
+            if lines is not None:
+                subagents.append((src, lines))
+    # The main file keeps a subagent's progress records only when that subagent's own file was
+    # not read: read the subagent files first.
+    with_files = frozenset(_agent_id(src) for src, _ in subagents)
+    parsed: list[tuple[SourceSpan, list[Line]]] = []
+    for src in sources:
+        if src.name == "main":
+            lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped,
+                                        skip=_unparsed_but_agents_without(with_files), ignored=ignored)
+            parsed.append((src, lines))
+    parsed += subagents
+    sources = [src for src, _ in parsed]
     first = head_record(line.record for line in parsed[0][1] if line.record) if parsed else {}
     session_id = str(first.get("sessionId") or sources[0].path.stem)
     cap = Capture(HARNESS, session_id, sources, skipped=skipped, ignored=ignored)
@@ -98,6 +107,22 @@ def parse_session(
             cap.cursor = (si, line.offset)
             _record(cap, state, mapper, line.record, agent)
     return cap
+
+
+def _read_subagent(src: SourceSpan, max_line_bytes: int, skipped: Counter[str],
+                   ignored: Counter[str]) -> list[Line] | None:
+    """A subagent file's lines, or None when it cannot be read: a file deleted since it was
+    listed (Claude Code removes a session's folder while a live capture reads it), a dangling
+    link or a folder named `*.jsonl` loses that file, not the whole session. It is read again,
+    from its start, by the next capture that finds it."""
+    try:
+        lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped, skip=_unparsed,
+                                    ignored=ignored)
+    except OSError as exc:
+        skipped[f"unreadable subagent file ({exc.__class__.__name__})"] += 1
+        log.warning("%s: %s; the session is captured without it", src.path, exc)
+        return None
+    return lines
 
 
 _PROGRESS = b'"type":"progress","data":{'
