@@ -97,7 +97,7 @@ class IngestStats:
             f"{self.edits} edits",
             f"{self.reads} reads",
             f"{sum(self.redactions.values())} secrets redacted",
-            f"{skipped} lines skipped",
+            f"{skipped} skipped",
         ]
         line = "ingest: " + ", ".join(parts)
         if self.unchanged:
