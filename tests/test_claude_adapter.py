@@ -207,18 +207,32 @@ def test_a_subagent_with_its_file_is_not_read_twice(ingested: Path, spotter: Pat
     assert sorted(calls) == sorted(in_file)
 
 
-def test_a_pr_link_record_is_known_not_unknown(spotter: Path, repo: Path, tmp_path: Path) -> None:
-    """Claude Code 2.1 writes `pr-link` records (seen in FSM1/cipher-box's sessions, MIT): not
-    evidence, but not an unknown record type worth a line in the ingest summary either."""
+# Records of newer Claude Code versions that hold no evidence, in the shape seen in real sessions.
+_NEWER_RECORDS = {
+    # 2.1: the pull request the session opened (FSM1/cipher-box's sessions, MIT).
+    "pr-link": {"type": "pr-link", "sessionId": SPOTTER_MAIN, "prNumber": 175,
+                "prUrl": "https://github.com/FSM1/cipher-box/pull/175", "prRepository": "FSM1/cipher-box",
+                "timestamp": "2026-02-21T02:06:23.295Z"},
+    # 2.1.217: one file's backup for rewinding, in place of a whole file-history-snapshot
+    # (polecatspeaks/StarCar's sessions): a backup's name, not its text.
+    "file-history-delta": {"type": "file-history-delta", "messageId": "60b38547-f58e-4050-a941-d6d1653ad211",
+                           "snapshotMessageId": "cec6ecf2-27ec-4757-9a6f-9520bf5a323a", "trackingPath": "CLAUDE.md",
+                           "backup": {"backupFileName": "ae8d30e85126c328@v1", "version": 1,
+                                      "backupTime": "2026-07-24T10:04:17.660Z", "realParentDir": "/home/u/proj"},
+                           "timestamp": "2026-07-24T10:04:17.660Z"},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_NEWER_RECORDS))
+def test_a_newer_record_without_evidence_is_known_not_unknown(spotter: Path, repo: Path, tmp_path: Path,
+                                                              kind: str) -> None:
+    """Not evidence, but not an unknown record type worth a line in the ingest summary either."""
     lines = (spotter / f"{SPOTTER_MAIN}.jsonl").read_text().splitlines(keepends=True)[:40]
-    lines.insert(20, json.dumps({"type": "pr-link", "sessionId": SPOTTER_MAIN, "prNumber": 175,
-                                 "prUrl": "https://github.com/FSM1/cipher-box/pull/175",
-                                 "prRepository": "FSM1/cipher-box",
-                                 "timestamp": "2026-02-21T02:06:23.295Z"}) + "\n")
+    lines.insert(20, json.dumps(_NEWER_RECORDS[kind]) + "\n")
     (tmp_path / "s.jsonl").write_text("".join(lines))
     proc = run_engram(repo, "ingest", str(tmp_path / "s.jsonl"))
     assert "unknown record type" not in proc.stdout + proc.stderr
-    assert "1 sessions" in proc.stdout
+    assert "1 sessions" in proc.stdout and "0 skipped" in proc.stdout
 
 
 def test_newer_record_types_are_known_and_an_attached_file_is_a_read(repo: Path, tmp_path: Path) -> None:

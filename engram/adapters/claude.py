@@ -29,7 +29,9 @@ _CAT_N_RE = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
 # Known record types; those `_record` does not read are counted as ignored, not as unknown. The
 # newer ones (2.1.x: titles, modes, a PR the session opened, worktree moves, bridge and frame links)
 # name or describe a session; none holds code or a message (see the transcript-formats reference).
+# `file-history-delta` (2.1.217) names one file's rewind backup, as a snapshot names several.
 CLAUDE_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
+                          "file-history-delta",
                           "queue-operation", "attachment", "pr-link", "custom-title", "ai-title",
                           "last-prompt", "agent-name", "mode", "permission-mode", "worktree-state",
                           "relocated", "bridge-session", "frame-link", "started", "result", "atis-latch"})
@@ -47,7 +49,7 @@ def session_sources(main: Path) -> list[SourceSpan]:
 
 def looks_like_claude(rec: dict[str, Any]) -> bool:
     return ("sessionId" in rec and ("uuid" in rec or rec.get("type") == "queue-operation")) or (
-        rec.get("type") in ("summary", "file-history-snapshot") and "payload" not in rec
+        rec.get("type") in ("summary", "file-history-snapshot", "file-history-delta") and "payload" not in rec
     )
 
 
