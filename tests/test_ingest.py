@@ -228,6 +228,24 @@ def test_bad_input_is_counted_never_a_traceback(spotter: Path, repo: Path, tmp_p
     assert any(e.get("text") == "Implement spotter-gqc" for e in evs)
 
 
+def test_records_glued_on_one_line_are_both_read(spotter: Path, tmp_path: Path) -> None:
+    """Real Claude Code files sometimes hold a record written straight after the previous one's
+    closing brace, with no newline (7 lines in entireio/cli's 290 sessions: an assistant message
+    followed by a `summary`). The line is invalid JSON as a whole; the message used to be lost."""
+    good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
+    assert b'"Let me start by understanding' in good[7] and b'"tool_use"' in good[8]
+    glued = [*good[:7], good[7].rstrip(b"\n") + good[8], *good[9:]]  # assistant text, then its tool call
+    answers = []
+    for name, lines in (("apart", good), ("glued", glued)):
+        root = new_repo(tmp_path, name)
+        (tmp_path / f"{name}.jsonl").write_bytes(b"".join(lines))
+        proc = run_engram(root, "ingest", str(tmp_path / f"{name}.jsonl"))
+        assert "0 skipped" in proc.stdout, proc.stdout
+        answers.append(session_events(root, SPOTTER_MAIN))
+    assert answers[1] == answers[0]
+    assert any(str(e.get("text", "")).startswith("Let me start by understanding") for e in answers[1])
+
+
 def test_record_captures_output_and_changed_files(repo: Path) -> None:
     (repo / "keep.py").write_text("def keep():\n    return 1\n")
     (repo / "gone.txt").write_text("bye\n")

@@ -108,6 +108,13 @@ def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str],
         try:
             rec = orjson.loads(raw)
         except orjson.JSONDecodeError:
+            glued = _split_glued(raw)
+            if glued is not None:
+                lines += [Line(pos + at, pos + until, part) for at, until, part in glued]
+                lines[-1].end = nxt
+                end_complete = nxt
+                pos = nxt
+                continue
             rec = _parse_lossy(raw)
             if rec is None:
                 if last:
@@ -127,6 +134,41 @@ def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str],
         end_complete = nxt
         pos = nxt
     return lines, end_complete
+
+
+_JSON_SPACE: Final = " \t\r\n"
+
+
+def _split_glued(raw: bytes) -> list[tuple[int, int, dict[str, Any]]] | None:
+    """The records of a line holding two or more JSON objects one after another, each with its
+    byte range in the line; None for any other line.
+
+    Claude Code sometimes appends a record to a file whose last record lacks its newline (seen
+    in entireio/cli's sessions: a `summary` or `file-history-snapshot` written straight after an
+    assistant message, 7 lines in 290 sessions); read whole, the line is invalid and the message
+    before it was lost."""
+    import json  # noqa: PLC0415 - orjson has no incremental decode; this path is rare
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    decoder = json.JSONDecoder()
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    at = len(text) - len(text.lstrip(_JSON_SPACE))
+    byte_at = at  # (JSON's whitespace is ASCII)
+    while at < len(text):
+        try:
+            rec, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(rec, dict):
+            return None
+        byte_end = byte_at + len(text[at:end].encode("utf-8"))
+        out.append((byte_at, byte_end, rec))
+        rest = len(text) - end - len(text[end:].lstrip(_JSON_SPACE))
+        at, byte_at = end + rest, byte_end + rest
+    return out if len(out) > 1 else None
 
 
 def _parse_lossy(raw: bytes) -> Any | None:
