@@ -1281,7 +1281,9 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
     for s in writers:  # the replay of Claude Code sessions must agree with engram.demo.final_files
         if s.harness != "claude":
             continue  # engram.demo replays Claude Code sessions only
-        ff = {r: t for p, t in final_files(s.files[0]).items() if (r := _rel(s.cwd, p))}
+        # (the replay ends every file with a newline; a Write may not: entireio/skills' waiting.html)
+        ff = {r: t if t.endswith("\n") or not t else t + "\n"
+              for p, t in final_files(s.files[0]).items() if (r := _rel(s.cwd, p))}
         if copies.get(s.files[0]):  # a resumed session: only the files it wrote itself are its own
             ff = {r: t for r, t in ff.items() if r in s.final}
         assert ff == s.final, (s.sid, set(ff) ^ set(s.final),
