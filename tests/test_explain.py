@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -628,10 +629,9 @@ def test_a_lost_or_damaged_index_is_rebuilt_from_the_tapes(spotter: Path, tmp_pa
     assert explain(root, f"{rel}:{a}-{b}", "--brief") == before
 
 
-def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_path: Path) -> None:
-    """The specification ranks by touches, then recency: a session that read the code three
-    times after another wrote it comes first. `--rank evidence` (or `explain.rank` in the
-    settings) puts the strongest match first, and among equals the session that edited it."""
+def _writer_and_reader(repo: Path, tmp_path: Path, reader_events: list[dict[str, Any]]) -> str:
+    """`writer` wrote app.py (its Write call and the edit: two touches); `reader`, a day later,
+    has the given events. Returns the code."""
     from test_lineage import tape
 
     code = "".join(f"def handler_{i}(request, context):\n    return dispatch(request, 'route_{i}', context)\n"
@@ -642,10 +642,32 @@ def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_p
          "input": {"file_path": "app.py", "content": code}},
         {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "app.py", "op": "create",
          "before_range": None, "after_range": [1, 8], "before_text": "", "after_text": code}])
-    reader = tape(tmp_path, "reader", "2026-01-02T00:00:00Z", [
-        {"kind": "code.read", "ts": f"2026-01-02T00:00:0{i}Z", "file": "app.py", "range": [1, 8], "text": code}
-        for i in range(1, 4)])
+    reader = tape(tmp_path, "reader", "2026-01-02T00:00:00Z",
+                  [{**e, "text": code} if e["kind"] == "code.read" else e for e in reader_events])
     run_engram(repo, "ingest", str(writer), str(reader))
+    return code
+
+
+def test_a_session_that_read_a_file_again_and_again_touched_it_once(repo: Path, tmp_path: Path) -> None:
+    """Agents re-read files all the time. Counted per read, a session that read the code three
+    times came before the one that wrote it (two touches: its Write call and the edit), as on
+    entire-bmad's planning documents; its reads of one file are one touch, all of them shown."""
+    _writer_and_reader(repo, tmp_path, [
+        {"kind": "code.read", "ts": f"2026-01-02T00:00:0{i}Z", "file": "app.py", "range": [1, 8]}
+        for i in range(1, 4)])
+    doc = explain(repo, "app.py:3-6", "--brief")
+    assert [(s["session_id"], s["touches"], len(s["fragments"])) for s in doc["sessions"]] == [
+        ("writer", 2, 2), ("reader", 1, 3)]
+
+
+def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_path: Path) -> None:
+    """The specification ranks by touches, then recency: a session that read the code in three
+    files (two of them gone from the tree since) after another wrote it comes first.
+    `--rank evidence` (or `explain.rank` in the settings) puts the strongest match first, and
+    among equals the session that edited it."""
+    _writer_and_reader(repo, tmp_path, [
+        {"kind": "code.read", "ts": f"2026-01-02T00:00:0{i}Z", "file": f, "range": [1, 8]}
+        for i, f in enumerate(["app.py", "old/app.py", "legacy/app.py"], 1)])
 
     def order(*args: str) -> list[tuple[str, int]]:
         doc = explain(repo, "app.py:3-6", "--brief", *args)

@@ -21,6 +21,7 @@ from engram.index.snapshot import index_params
 from engram.index.db import int_array, reading
 from engram.index.kinds import KIND_NAME
 from engram.query.copies import Event, copies
+from engram.query.touches import touch_key
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class RegionSession:
     kinds: list[str] = field(default_factory=list)
     offset: int = 0  # the session's most telling fragment here: its latest edit, else its latest touch
     _rank: tuple = ()
+    _touched: set[tuple[str, object]] = field(default_factory=set)  # touch keys (engram.query.touches) counted in `touches`
 
 
 @dataclass
@@ -54,15 +56,15 @@ class Region:
 
 
 def _fragment_meta(db: apsw.Connection, ids: list[int]) -> dict[int, tuple]:
-    """kind, ts, tape, session, harness, model, offset of each fragment, without those a session
-    holds only as a copy of a session it resumed (`copies`)."""
+    """kind, ts, tape, session, harness, model, offset, file id of each fragment, without those a
+    session holds only as a copy of a session it resumed (`copies`)."""
     if not ids:
         return {}
     rows = db.execute(
         "SELECT f.id, f.kind, f.ts, t.id, t.session_id, t.harness, t.model, f.offset, f.file, f.line0, f.line1"
         " FROM fragments f JOIN tapes t ON t.no = f.tape WHERE f.id IN carray(?)", (int_array(ids),)).fetchall()
     copied = copies(db, (Event(r[0], r[4], r[5], r[1], r[2], r[8], r[9], r[10]) for r in rows))
-    return {r[0]: r[1:8] for r in rows if r[0] not in copied}
+    return {r[0]: r[1:9] for r in rows if r[0] not in copied}
 
 
 def evidence_regions(db: apsw.Connection, text: str, k: int | None = None) -> list[Region]:
@@ -139,11 +141,12 @@ def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:
     for f in sorted(frag_ids):
         if f not in meta:
             continue
-        kind, ts, tape, session, harness, model, offset = meta[f]
+        kind, ts, tape, session, harness, model, offset, file = meta[f]
         s = by.get(session)
         if s is None:
             s = by[session] = RegionSession(session, harness, model, tape, 0, None)
-        s.touches += 1
+        s._touched.add(touch_key(kind, file, f))
+        s.touches = len(s._touched)
         if ts and (s.last_touch is None or ts > s.last_touch):
             s.last_touch = ts
         name = KIND_NAME.get(kind, "?")
