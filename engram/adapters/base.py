@@ -155,8 +155,7 @@ def _split_glued(raw: bytes) -> list[tuple[int, int, dict[str, Any]]] | None:
         return None
     decoder = json.JSONDecoder()
     out: list[tuple[int, int, dict[str, Any]]] = []
-    at = len(text) - len(text.lstrip(_JSON_SPACE))
-    byte_at = at  # (JSON's whitespace is ASCII)
+    at = _past_space(text, 0)
     while at < len(text):
         try:
             rec, end = decoder.raw_decode(text, at)
@@ -164,11 +163,14 @@ def _split_glued(raw: bytes) -> list[tuple[int, int, dict[str, Any]]] | None:
             return None
         if not isinstance(rec, dict):
             return None
-        byte_end = byte_at + len(text[at:end].encode("utf-8"))
-        out.append((byte_at, byte_end, rec))
-        rest = len(text) - end - len(text[end:].lstrip(_JSON_SPACE))
-        at, byte_at = end + rest, byte_end + rest
+        out.append((len(text[:at].encode("utf-8")), len(text[:end].encode("utf-8")), rec))
+        at = _past_space(text, end)
     return out if len(out) > 1 else None
+
+
+def _past_space(text: str, at: int) -> int:
+    """The index of the first character at or after `at` that is not JSON whitespace."""
+    return len(text) - len(text[at:].lstrip(_JSON_SPACE))
 
 
 def _parse_lossy(raw: bytes) -> Any | None:

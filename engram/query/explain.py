@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -36,7 +35,7 @@ from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.query.copies import Event, copies
 from engram.query.direct import Holders, SpanTokens, direct_hits, span_tokens
 from engram.query.spans import Span, in_tree
-from engram.query.touches import touch_key
+from engram.query.touches import touch_count
 from engram.store import Store
 from engram.tape import events as E
 
@@ -295,17 +294,12 @@ def _span_links(db: apsw.Connection, span: Span) -> dict[int, Hit]:
     return out
 
 
-def touch_count(frags: Iterable[Frag]) -> int:
-    """A session's touches of the span (engram.query.touches says what one touch is)."""
-    return len({touch_key(fr.kind, fr.file, fr.id) for fr in frags})
-
-
 def sessions_of(res: Result, rank: str = "touches") -> list[dict[str, Any]]:
     """Group touches by session, in rank order.
 
-    "touches" (the specification's): most touches first (`touch_count`), then the most recent
-    touch. A session that read the span in several files, or discussed it at length, can still
-    come before the one that wrote it in one edit (bench/README.md). "evidence": the session
+    "touches" (the specification's): most touches first (engram.query.touches), then the most
+    recent touch. A session that read the span in several files, or discussed it at length, can
+    still come before the one that wrote it in one edit (bench/README.md). "evidence": the session
     with the strongest match first, then its strongest code.edit, then whether it read or edited
     the span's own file, then touches and recency; a session whose strongest match is under
     EVIDENCE_SESSION_FLOOR of the top one's is left out."""
@@ -320,7 +314,7 @@ def sessions_of(res: Result, rank: str = "touches") -> list[dict[str, Any]]:
         last = max((fr.ts or "" for _, fr in items), default="")
         latest_tape = max(items, key=lambda x: (x[1].ts or "", x[1].tape_no))[1].tape
         sessions.append({"tape": latest_tape, "session_id": sid, "harness": harness,
-                         "model": items[0][1].model, "touches": touch_count(fr for _, fr in items),
+                         "model": items[0][1].model, "touches": touch_count((fr.kind, fr.file, fr.id) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
     if rank == "evidence":

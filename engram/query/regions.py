@@ -21,7 +21,7 @@ from engram.index.snapshot import index_params
 from engram.index.db import int_array, reading
 from engram.index.kinds import KIND_NAME
 from engram.query.copies import Event, copies
-from engram.query.touches import touch_key
+from engram.query.touches import touch_count
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ class RegionSession:
     kinds: list[str] = field(default_factory=list)
     offset: int = 0  # the session's most telling fragment here: its latest edit, else its latest touch
     _rank: tuple = ()
-    _touched: set[tuple[str, object]] = field(default_factory=set)  # touch keys (engram.query.touches) counted in `touches`
 
 
 @dataclass
@@ -138,6 +137,7 @@ _TELLING = {"code.edit": 3, "tool.call": 2, "code.read": 1}
 
 def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:
     by: dict[str, RegionSession] = {}
+    touched: dict[str, list[tuple[int, int | None, int]]] = {}  # (kind, file id, fragment) per session
     for f in sorted(frag_ids):
         if f not in meta:
             continue
@@ -145,8 +145,7 @@ def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:
         s = by.get(session)
         if s is None:
             s = by[session] = RegionSession(session, harness, model, tape, 0, None)
-        s._touched.add(touch_key(kind, file, f))
-        s.touches = len(s._touched)
+        touched.setdefault(session, []).append((kind, file, f))
         if ts and (s.last_touch is None or ts > s.last_touch):
             s.last_touch = ts
         name = KIND_NAME.get(kind, "?")
@@ -155,5 +154,7 @@ def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:
         rank = (_TELLING.get(name, 0), ts or "", f)
         if rank > s._rank:
             s._rank, s.tape, s.offset = rank, tape, offset
+    for session, s in by.items():
+        s.touches = touch_count(touched[session])
     return sorted(by.values(), key=lambda s: (-s.touches, "".join(chr(0x10FFFF - ord(c)) for c in (s.last_touch or "")),
                                               s.session_id))

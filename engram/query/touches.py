@@ -10,7 +10,7 @@ unmutated spans, 0.994 with each file's reads counted once (bench/README.md).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Final
 
 from engram.index.kinds import KIND_NO
@@ -22,3 +22,8 @@ _READ: Final = KIND_NO[E.CODE_READ]
 def touch_key(kind: int, file: Hashable | None, fragment: int) -> tuple[str, Hashable]:
     """Fragments of one session with equal keys are one touch (`file`: its path or its id)."""
     return ("read", file) if kind == _READ and file is not None else ("event", fragment)
+
+
+def touch_count(fragments: Iterable[tuple[int, Hashable | None, int]]) -> int:
+    """A session's touches among its fragments, each given as (kind, file, fragment id)."""
+    return len({touch_key(kind, file, frag) for kind, file, frag in fragments})
