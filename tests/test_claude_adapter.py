@@ -445,6 +445,10 @@ def test_structured_patch_hunks_rebuild_the_file_and_say_where_each_line_came_fr
         ["a", "b", "x", "c"], [0, 1, -1, 2])
     # Writing into an empty file: oldStart 0.
     assert trace_hunks([], [{"oldStart": 0, "oldLines": 0, "lines": ["+x"]}]) == (["x"], [-1])
+    # A line that lost its tag, as Entire's checkpoints redact an added secret (entireio/cli),
+    # is refused: read as context it took the next original line with it.
+    redacted = {"oldStart": 2, "oldLines": 2, "lines": [" # fake values", " ", "REDACTED"]}
+    assert apply_hunks(["[env]", "# fake values", "", "LAST=1"], [redacted]) is None
 
 
 def test_a_session_id_prefix_must_name_one_session(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+_TAGS = (" ", "-", "+", "")  # a hunk line's first character ("": an empty context line)
 _HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -137,6 +138,10 @@ def trace_hunks(original: list[str], hunks: list[dict[str, Any]]) -> tuple[list[
         if int(h.get("oldLines") or 0) == 0 and start < 0:
             start = 0
         body = [ln for ln in (h.get("lines") or []) if isinstance(ln, str) and not ln.startswith("\\")]
+        if any(ln[:1] not in _TAGS for ln in body):
+            # A line that lost its tag (Entire's checkpoints replace a redacted `+` line whole with
+            # `REDACTED`): its side is unknown, and taken as context it shifted every line below.
+            return None
         expect = [ln[1:] for ln in body if ln[:1] in (" ", "-", "")]
         if original[start:start + len(expect)] != expect:
             # A formatted diff puts an empty old side one line earlier.
