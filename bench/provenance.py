@@ -1297,6 +1297,9 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
         spans[n] = sample_spans(cands, spans_per_size, rng)
         by = Counter(s.writer[:8] for s in spans[n])
         print(f"{n:2}-line spans: {len(cands)} eligible windows, sampled {len(spans[n])} ({dict(by)})")
+    if not any(spans.values()):  # computermode/test-repo: one session that wrote a two-line file
+        raise SystemExit(f"{source or 'the shipped sessions'}: no {min(SIZES)}-line span of agent-written "
+                         "code in the final files to query")
     queries: list[Query] = []
     truth: list[set[str]] = []
     for n in SIZES:
