@@ -426,7 +426,7 @@ def test_failed_and_rejected_edits_are_tool_results_only(spotter: Path, repo: Pa
 def test_structured_patch_hunks_rebuild_the_file_and_say_where_each_line_came_from() -> None:
     """Edit results carry `originalFile` + `structuredPatch`; the file after the edit is rebuilt
     from them (capture) and each line traced to the original or to the agent (the benchmark)."""
-    from engram.adapters.unified import apply_hunks, trace_hunks
+    from engram.adapters.unified import apply_hunks, changes_from_hunks, trace_hunks
 
     original = ["def f():", "    a = 1", "    return a", "", "def g():", "    pass"]
     hunks = [{"oldStart": 2, "oldLines": 2, "newStart": 2, "newLines": 3,
@@ -446,9 +446,16 @@ def test_structured_patch_hunks_rebuild_the_file_and_say_where_each_line_came_fr
     # Writing into an empty file: oldStart 0.
     assert trace_hunks([], [{"oldStart": 0, "oldLines": 0, "lines": ["+x"]}]) == (["x"], [-1])
     # A line that lost its tag, as Entire's checkpoints redact an added secret (entireio/cli),
-    # is refused: read as context it took the next original line with it.
-    redacted = {"oldStart": 2, "oldLines": 2, "lines": [" # fake values", " ", "REDACTED"]}
-    assert apply_hunks(["[env]", "# fake values", "", "LAST=1"], [redacted]) is None
+    # gets the tag the hunk's counts leave for it (one short on the new side: added); read as
+    # context it took the next original line with it. Without counts to say, the hunk is refused.
+    redacted = {"oldStart": 2, "oldLines": 2, "newStart": 2, "newLines": 3,
+                "lines": [" # fake values", " ", "REDACTED"]}
+    env = ["[env]", "# fake values", "", "LAST=1"]
+    assert trace_hunks(env, [redacted]) == (["[env]", "# fake values", "", "REDACTED", "LAST=1"], [0, 1, 2, -1, 3])
+    assert [(c.old_start, c.old_end, c.new_start, c.new_end, c.new_lines) for c in changes_from_hunks([redacted])] == [
+        (4, 3, 4, 4, ("REDACTED",))]
+    assert apply_hunks(env, [{**redacted, "newLines": 4}]) is None  # counts that fit no one tag
+    assert apply_hunks(env, [{k: v for k, v in redacted.items() if k != "newLines"}]) is None
 
 
 def test_a_session_id_prefix_must_name_one_session(tmp_path: Path) -> None:

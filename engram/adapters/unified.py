@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_TAGS = (" ", "-", "+", "")  # a hunk line's first character ("": an empty context line)
+_TAGS = (" ", "-", "+")  # a hunk line's first character
 _HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -41,6 +41,28 @@ def join_lines(lines: list[str] | tuple[str, ...]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def hunk_lines(h: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """A hunk's lines as (tag, text), tag ' ', '-' or '+' ("" is an empty context line).
+
+    A line that lost its tag (Entire's checkpoints replace a redacted line whole with
+    `REDACTED`, tag included) gets the one the hunk's oldLines/newLines leave for it: the
+    counts of the other lines fall short by one on the old side ('-'), the new side ('+') or
+    both (' '). None when the counts do not say: taken as context, such a line shifted every
+    line below it."""
+    raw = [ln for ln in h.get("lines") or [] if isinstance(ln, str) and not ln.startswith("\\")]
+    tagged = [(ln[0], ln[1:]) if ln[:1] in _TAGS else (" ", "") if not ln else ("?", ln) for ln in raw]
+    lost = sum(tag == "?" for tag, _ in tagged)
+    if not lost:
+        return tagged
+    try:
+        old_short = int(h["oldLines"]) - sum(tag in (" ", "-") for tag, _ in tagged)
+        new_short = int(h["newLines"]) - sum(tag in (" ", "+") for tag, _ in tagged)
+    except (KeyError, TypeError, ValueError):
+        return None
+    tag = {(0, lost): "+", (lost, 0): "-", (lost, lost): " "}.get((old_short, new_short))
+    return None if tag is None else [(tag if t == "?" else t, text) for t, text in tagged]
+
+
 def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
     """Every run of '-'/'+' lines in the hunks, with its position on each side."""
     out: list[Change] = []
@@ -53,8 +75,9 @@ def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
             old = 1
         if int(h.get("newLines") or 0) == 0 and new == 0:
             new = 1
-        tagged = [(raw[0], raw[1:]) if isinstance(raw, str) and raw else (" ", "") for raw in h.get("lines") or []]
-        out += changes_from_tagged([(tag, body) for tag, body in tagged if tag != "\\"], old, new)
+        tagged = hunk_lines(h)
+        if tagged is not None:  # (a hunk whose lines cannot be placed adds no change)
+            out += changes_from_tagged(tagged, old, new)
     return out
 
 
@@ -137,12 +160,10 @@ def trace_hunks(original: list[str], hunks: list[dict[str, Any]]) -> tuple[list[
         start = int(h.get("oldStart") or 0) - 1
         if int(h.get("oldLines") or 0) == 0 and start < 0:
             start = 0
-        body = [ln for ln in (h.get("lines") or []) if isinstance(ln, str) and not ln.startswith("\\")]
-        if any(ln[:1] not in _TAGS for ln in body):
-            # A line that lost its tag (Entire's checkpoints replace a redacted `+` line whole with
-            # `REDACTED`): its side is unknown, and taken as context it shifted every line below.
+        body = hunk_lines(h)
+        if body is None:
             return None
-        expect = [ln[1:] for ln in body if ln[:1] in (" ", "-", "")]
+        expect = [text for tag, text in body if tag != "+"]
         if original[start:start + len(expect)] != expect:
             # A formatted diff puts an empty old side one line earlier.
             if original[start + 1:start + 1 + len(expect)] == expect:
@@ -154,8 +175,7 @@ def trace_hunks(original: list[str], hunks: list[dict[str, Any]]) -> tuple[list[
         result.extend(original[pos:start])
         origin.extend(range(pos, start))
         pos = start
-        for ln in body:
-            tag, text = (ln[0], ln[1:]) if ln else (" ", "")
+        for tag, text in body:
             if tag == "+":
                 result.append(text)
                 origin.append(-1)
