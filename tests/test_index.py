@@ -16,7 +16,8 @@ from test_lineage import block, edit, tape, text
 
 from engram.index import postings
 from engram.index.build import Indexer
-from engram.index.db import MIGRATIONS
+from engram.index.db import MIGRATIONS, int_array
+from engram.index.kinds import KIND_NO
 from engram.ingest import IngestStats, ingest, jobs_from_paths
 from engram.store import Store
 
@@ -93,6 +94,32 @@ def segments(store: Store) -> list[tuple[int, int]]:
     return db_of(store.root).execute("SELECT seg, postings FROM segments ORDER BY seg").fetchall()
 
 
+def edit_postings_of_each_segment(store: Store) -> dict[int, list[tuple[int, int]]]:
+    """Each segment's edit postings, checked to be exactly its postings of code.edit fragments
+    (what lineage finds sources in), and no edit posting outside a segment."""
+    db = db_of(store.root)
+    edit_no = KIND_NO["code.edit"]
+    edits = {r[0] for r in db.execute("SELECT id FROM fragments WHERE kind=?", (edit_no,))}
+    segs = [r[0] for r in db.execute("SELECT seg FROM segments")]
+    out = {}
+    for seg in segs:
+        k, f = postings.all_postings(db, [seg])
+        ek, ef = postings.all_postings(db, [seg], postings.EDITS)
+        out[seg] = sorted(zip(ek.tolist(), ef.tolist()))
+        assert out[seg] == sorted((a, b) for a, b in zip(k.tolist(), f.tolist()) if b in edits)
+    stray = db.execute("SELECT count(*) FROM edit_postings WHERE (id >> ?) NOT IN carray(?)",
+                       (postings.ROW_KEY_BITS, int_array(segs))).fetchall()[0][0] if segs else 0
+    assert stray == 0
+    return out
+
+
+def edit_postings_by_event(store: Store) -> list[tuple[int, str, int]]:
+    """Every edit posting as (key, tape, event offset), sorted."""
+    at = {r[0]: (r[1], r[2]) for r in db_of(store.root).execute(
+        "SELECT f.id, t.id, f.offset FROM fragments f JOIN tapes t ON t.no = f.tape")}
+    return sorted((k, *at[f]) for seg in edit_postings_of_each_segment(store).values() for k, f in seg)
+
+
 def test_a_bulk_ingest_leaves_one_segment_and_appends_never_rewrite_it(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("engram.index.build.FLUSH_POSTINGS", 1)  # one segment per tape while ingesting
@@ -101,11 +128,13 @@ def test_a_bulk_ingest_leaves_one_segment_and_appends_never_rewrite_it(tmp_path:
     src.mkdir()
     _ingest(store, _sessions(src, 24))
     [(base, base_n)] = segments(store)  # 24 flushes, merged at the end of the run
+    assert len(edit_postings_of_each_segment(store)[base]) >= 24  # each session's edit has some
     seen = {base}
     for j in range(10):  # one session per run, as a hook or the editor would append them
         _ingest(store, _sessions(src, 1, offset=24 + j))
         segs = segments(store)
         assert len(segs) <= postings.MAX_SEGMENTS
+        edit_postings_of_each_segment(store)  # appended and merged alike
         # A new segment (appended or merged) never takes an id used before: copies of small
         # segments held in memory are keyed by it.
         new = {s for s, _ in segs} - seen
@@ -119,8 +148,10 @@ def test_a_bulk_ingest_leaves_one_segment_and_appends_never_rewrite_it(tmp_path:
     for i in (0, 23, 24, 33):
         assert explain_text(store.root, text(block(f"w{i}", 10))) == [f"t{i:02d}"]
     before = {i: explain_text(store.root, text(block(f"w{i}", 10))) for i in range(34)}
+    edits = edit_postings_by_event(store)
     run_engram(store.root, "reindex")
     assert len(segments(store)) == 1 and segments(store)[0][1] == total  # merges lost no posting
+    assert edit_postings_by_event(store) == edits  # (a rebuild numbers fragments anew)
     assert {i: explain_text(store.root, text(block(f"w{i}", 10))) for i in range(34)} == before
 
 
@@ -209,7 +240,7 @@ def test_schema_5_heads_are_migrated_and_continued_by_a_later_ingest(repo: Path,
     with db:  # the schema 5 layout: heads as blobs only, posting rows split by 16 key bits
         _to_schema_6_postings(db)
         db.execute("DROP TABLE head_fps; DROP TABLE tail_fps; ALTER TABLE tapes DROP COLUMN begins;"
-                   " PRAGMA user_version=5;")
+                   " DROP TABLE edit_postings; PRAGMA user_version=5;")
     db.close()
     run_engram(repo, "ingest", str(q))
     db = db_of(repo)
@@ -237,6 +268,33 @@ def test_schema_8_keeps_the_earliest_holders_of_boilerplate_only() -> None:
         assert kept == [(-7, t) for t in range(1, FP_ROWS_CAP + 1)] + [(42, t) for t in few]
 
 
+def test_schema_9_edit_postings_are_filled_and_lineage_still_finds_its_sources(tmp_path: Path) -> None:
+    """Schema 10 keeps the code.edit fragments' postings apart, where lineage looks up sources. A
+    store indexed before it gets them from its postings on opening, and the next session's edit
+    of code written before then still descends from it."""
+    from test_lineage import edges  # noqa: PLC0415
+
+    store = _store_with(tmp_path / "repo")
+    src = tmp_path / "src"
+    src.mkdir()
+    _ingest(store, _sessions(src, 3))
+    _ingest(store, _sessions(src, 1, offset=3))
+    want = edit_postings_of_each_segment(store)
+    assert len(want) == 2 and all(want.values())
+    db = db_of(store.root)
+    with db:
+        db.execute("DROP TABLE edit_postings; PRAGMA user_version=9;")
+    db.close()
+    w1 = block("w1", 10)
+    later = tape(src, "later", "2026-03-01T10:00:00Z",
+                 [edit("src/f1.py", w1, w1[:8] + block("new", 2), "2026-03-01T10:00:01Z")])
+    run_engram(store.root, "ingest", str(later))
+    assert db_of(store.root).execute("PRAGMA user_version").fetchall()[0][0] == len(MIGRATIONS)
+    got = edit_postings_of_each_segment(store)
+    assert {seg: got[seg] for seg in want} == want
+    assert [(a, b) for a, b, *_ in edges(store.root)] == [("t01", "later")]
+
+
 def test_schema_9_dates_a_later_segment_by_its_own_events(repo: Path, tmp_path: Path) -> None:
     """Stores written before `tapes.begins` get it on opening: a session's first tape begins at
     the session's start, a later segment at its first event, as a rebuild computes them."""
@@ -249,7 +307,7 @@ def test_schema_9_dates_a_later_segment_by_its_own_events(repo: Path, tmp_path: 
     run_engram(repo, "ingest", str(a))
     db = db_of(repo)
     with db:
-        db.execute("ALTER TABLE tapes DROP COLUMN begins; PRAGMA user_version=8;")
+        db.execute("ALTER TABLE tapes DROP COLUMN begins; DROP TABLE edit_postings; PRAGMA user_version=8;")
     db.close()
     run_engram(repo, "tapes")  # any command opens the store and migrates it
     query = "SELECT prev IS NULL, started, begins FROM tapes ORDER BY begins"

@@ -403,34 +403,6 @@ def test_edit_confidences_of_a_tape_equal_each_edit_on_its_own() -> None:
     assert edit_confidences([]) == []
 
 
-@pytest.mark.parametrize("cost", [0, 10**9], ids=["looked-up", "scanned"])
-def test_earlier_edits_among_candidates_by_lookup_or_scan(repo: Path, tmp_path: Path, cost: int,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lineage sources are earlier code.edit fragments among a lookup's candidates: an append
-    looks its few candidates up by id, a bulk batch scans the table; both must name the same."""
-    import numpy as np  # noqa: PLC0415
-
-    from engram.index import lineage  # noqa: PLC0415
-
-    x, y = block("x", 6), block("y", 6)
-    events = [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create"),
-              {"kind": "msg.out", "ts": "2026-01-01T00:00:02Z", "text": text(x)},
-              edit("f.py", x, y, "2026-01-01T00:00:03Z"),
-              {"kind": "msg.out", "ts": "2026-01-01T00:00:04Z", "text": text(y)},
-              edit("g.py", [], x, "2026-01-01T00:00:05Z", op="create")]
-    ingest(repo, tape(tmp_path, "a", "2026-01-01T00:00:00Z", events))
-    conn = db(repo)
-    rows = conn.execute("SELECT id, kind FROM fragments ORDER BY id").fetchall()
-    edit_no = conn.execute("SELECT kind FROM fragments ORDER BY id LIMIT 1").fetchall()[0][0]
-    assert sum(kind == edit_no for _, kind in rows) == 3 and len(rows) >= 5
-    ids = np.array([i for i, _ in rows], dtype=np.int64)
-    monkeypatch.setattr(lineage, "LOOKUP_COST", cost)
-    for below in (ids[2], ids[-1], ids[-1] + 1):
-        for among in (ids, ids[1::2], ids[:0]):
-            want = [i for i, kind in rows if kind == edit_no and i < below and i in set(among.tolist())]
-            assert lineage._edit_fragments(conn, among, int(below)).tolist() == want
-
-
 def test_lineage_sources_are_the_earlier_edits_holding_half_of_the_before_text(spotter: Path,
                                                                                tmp_path: Path) -> None:
     """`source_candidates` pairs only an edit's rarest fingerprints with the fragments holding

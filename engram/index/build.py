@@ -265,6 +265,7 @@ class Indexer:
         seg = postings.next_segment(db)
         # Flushes hold disjoint fragments: runs share no (key, fragment), nothing to drop.
         key, frags = postings.write_runs(db, seg, self.deferred)
+        postings.write_sorted(db, seg, self.run.keys, self.run.frags, table=postings.EDITS)  # the same runs' edits
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(key), tapes))
         db.execute("UPDATE tapes SET indexed=1 WHERE indexed=2")
         self.newest = postings.merge_segments(db) or (key, frags)
@@ -314,6 +315,7 @@ class Indexer:
         if not self.pending and not (and_postings and self.deferred):
             return
         deferred_before = len(self.deferred)
+        run_before = self.run.keys, self.run.frags  # (`RunEdits.add` replaces its arrays)
         try:
             with immediate(db):
                 if self.pending:
@@ -321,9 +323,10 @@ class Indexer:
                 if and_postings and self.deferred:
                     self._write_postings(db)
         except BaseException:
-            # Nothing of the rolled-back transaction stays: not its batch's postings, nor the
-            # run's edits (the run ends here; its written batches are left for `restore`).
-            self.run = RunEdits()
+            # Nothing of the rolled-back transaction stays: neither its batch's postings nor
+            # their edits' (the run's edit postings are written with its postings: they must
+            # stay those of `deferred`).
+            self.run.keys, self.run.frags = run_before
             self.deferred = self.deferred[:deferred_before]
             raise
         if and_postings:

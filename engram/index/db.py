@@ -230,7 +230,29 @@ def _v9(db: apsw.Connection) -> None:
                " WHERE ts IS NOT NULL GROUP BY tape) AS m WHERE m.tape = tapes.no AND tapes.prev IS NOT NULL")
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+def _v10(db: apsw.Connection) -> None:
+    """The code.edit fragments' postings apart (`postings.EDITS`), where lineage looks up sources.
+
+    An append's source lookup read the rows of every posting of its edits' fingerprints, then
+    sorted thousands of candidate reads and messages out by kind: 12-46 ms of a 1 MB append at
+    1 GB. Filled from the stored postings and fragment kinds (no tape is read): ~2.5 s at 1 GB."""
+    import numpy as np  # noqa: PLC0415
+
+    from engram.arrays import member  # noqa: PLC0415
+    from engram.index import postings  # noqa: PLC0415
+    from engram.index.kinds import KIND_NO  # noqa: PLC0415
+    from engram.tape import events as E  # noqa: PLC0415
+
+    db.execute(f"CREATE TABLE {postings.EDITS}(id INTEGER PRIMARY KEY, blob BLOB NOT NULL)")
+    rows = db.execute("SELECT id FROM fragments WHERE kind=? ORDER BY id", (KIND_NO[E.CODE_EDIT],)).fetchall()
+    edits = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    for (seg,) in db.execute("SELECT seg FROM segments ORDER BY seg").fetchall():
+        key, frags = postings.all_postings(db, [seg])
+        keep = member(frags.astype(np.int64), edits)
+        postings.write_sorted(db, seg, key[keep], frags[keep], table=postings.EDITS)
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 REWRITES = {7}  # schema versions whose migration rewrites the largest table: compact after it
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarity
 from engram.anchor.winnow import text_groups
-from engram.arrays import equal_runs, member, ranges, unique, within_runs
+from engram.arrays import equal_runs, ranges, unique, within_runs
 from engram.index import postings, stoplist
 from engram.index.db import int_array
 from engram.index.edges import LINK_THRESHOLD, REINSERT_SIMILARITY
@@ -153,29 +153,6 @@ def _fragment_info(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str |
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-# Looking a fragment up by id costs about as much as scanning LOOKUP_COST rows of the table.
-LOOKUP_COST: Final = 25
-
-
-def _edit_fragments(db: apsw.Connection, ids: np.ndarray, below: int) -> np.ndarray:
-    """The code.edit fragments among `ids` (sorted, distinct) with id < `below`, sorted.
-
-    An append's candidates are a few thousand fragments: looked up by id, not by a scan of
-    every fragment (13 ms of a 1 MB append at 1 GB). A bulk batch's candidates are a large
-    share of the table: one scan of it is cheaper."""
-    ids = ids[ids < below]
-    if not len(ids):  # (and carray binds no empty array)
-        return ids
-    edit = KIND_NO[E.CODE_EDIT]
-    if len(ids) * LOOKUP_COST < below:
-        rows = db.execute("SELECT id FROM fragments WHERE id IN carray(?) AND kind=? ORDER BY id",
-                          (int_array(ids), edit)).fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    rows = db.execute("SELECT id FROM fragments WHERE kind=? AND id<? ORDER BY id", (edit, below)).fetchall()
-    every = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    return every[member(every, ids)]
-
-
 class RunEdits:
     """The postings of the code.edit fragments one Indexer wrote in this run, in memory.
 
@@ -228,15 +205,12 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
         return {}
     qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
     uq = unique(qk)
-    pk, pf = postings.lookup(db, postings.key_to_fp(uq))
+    # Only code.edit fragments can be sources: their postings are kept apart (postings.EDITS).
+    pk, pf = postings.lookup(db, postings.key_to_fp(uq), table=postings.EDITS)
+    pf = pf.astype(np.int64)
     if run is not None:  # its postings are not in SQLite until the run writes them, all at once
         mk, mf = run.lookup(uq)
-        pk, pf = np.concatenate((pk, mk)), np.concatenate((pf.astype(np.int64), mf))
-    # Only earlier code.edit fragments can be sources: filter before pairing, since common
-    # fingerprints have postings in thousands of reads and messages.
-    pf = pf.astype(np.int64)
-    keep = member(pf, _edit_fragments(db, unique(pf), int(qe.max())))
-    pk, pf = pk[keep], pf[keep]
+        pk, pf = np.concatenate((pk, mk)), np.concatenate((pf, mf))
     if not len(pk):
         return {}
     # Each posting as one int64 (rank of its key among the query keys, fragment), sorted: a query

@@ -16,6 +16,11 @@ other segment: an append dirtied most of them, ~40 ms of commit per 1 MB session
 New tapes are indexed into a new segment (insert-only, no read-modify-write), so appending a
 session costs its own size; segments are merged when there are more than MAX_SEGMENTS (see
 merge_segments).
+
+`edit_postings` repeats, in the same layout and under the same segment ids, the postings of
+code.edit fragments (~8% of all): lineage looks an edit's sources up there. Looked up among all
+postings, an append's edits read rows a dozen times larger and then had to sort thousands of
+candidate reads and messages out by kind (bench/README.md, "Edit postings apart").
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ log = logging.getLogger(__name__)
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)
 MAX_SEGMENTS: Final = 6
+ALL: Final = "postings"
+EDITS: Final = "edit_postings"  # the code.edit fragments' postings (the module docstring)
 # Rows a lookup reads and matches at a time. A span of a whole large file (or a bulk run's
 # lineage lookup) wants most rows of every segment: read at once, that was the whole index held
 # twice in memory (a 20,000-line span at 1 GB: 335 MB resident); a 20-line span wants ~110.
@@ -81,9 +88,9 @@ def sort_keys(key: np.ndarray, frags: np.ndarray, distinct: bool = False) -> tup
     return key[keep], frags[keep]
 
 
-def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarray) -> int:
+def write_sorted(db: apsw.Connection, seg: int, key: np.ndarray, frags: np.ndarray, table: str = ALL) -> int:
     """Insert postings already in stored order (`sort_keys`) as segment `seg`; returns the rows."""
-    return _write_into(db, "postings", seg, key, frags)
+    return _write_into(db, table, seg, key, frags)
 
 
 # Postings past which `write_runs` sorts and lays out parts of the key space in threads.
@@ -121,7 +128,7 @@ def write_runs(db: apsw.Connection, seg: int, runs: list[tuple[np.ndarray, np.nd
     frags: list[np.ndarray] = []
     with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="engram-postings") as pool:
         for key, frag, laid in pool.map(part, range(parts)):
-            _insert_rows(db, "postings", seg, *laid)
+            _insert_rows(db, ALL, seg, *laid)
             keys.append(key)
             frags.append(frag)
     return np.concatenate(keys), np.concatenate(frags)
@@ -183,21 +190,21 @@ def segment_range(seg: int) -> tuple[int, int]:
 
 
 def lookup(db: apsw.Connection, fps: np.ndarray, segs: Sequence[int] | None = None,
-           held: Held | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """All postings of the given fingerprints (in the given segments, default all): (key,
-    fragment id) arrays, one entry per posting. `held`: segments already in memory
-    (`held_segments`), searched there instead of read."""
+           held: Held | None = None, table: str = ALL) -> tuple[np.ndarray, np.ndarray]:
+    """All postings of the given fingerprints (in the given segments, default all) in `table`:
+    (key, fragment id) arrays, one entry per posting. `held`: segments of `table` already in
+    memory (`held_segments`), searched there instead of read."""
     if segs is None:
         segs = [r[0] for r in db.execute("SELECT seg FROM segments ORDER BY seg")]
     if len(fps) == 0 or not segs:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
     qkeys = arrays.unique(keys(fps))
     if held is None:
-        return _lookup_read(db, qkeys, segs)
+        return _lookup_read(db, qkeys, segs, table)
     found = [lookup_sorted(qkeys, held.keys, held.frags)]
     rest = [s for s in segs if s not in held.segs]
     if rest:
-        found.append(_lookup_read(db, qkeys, rest))
+        found.append(_lookup_read(db, qkeys, rest, table))
     return np.concatenate([k for k, _ in found]), np.concatenate([f for _, f in found])
 
 
@@ -208,31 +215,32 @@ def lookup_sorted(qkeys: np.ndarray, keys: np.ndarray, frags: np.ndarray) -> tup
     return keys[idx], frags[idx]
 
 
-def _lookup_read(db: apsw.Connection, qkeys: np.ndarray, segs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def _lookup_read(db: apsw.Connection, qkeys: np.ndarray, segs: Sequence[int],
+                 table: str) -> tuple[np.ndarray, np.ndarray]:
     """`lookup` of `qkeys` (sorted, distinct) by reading the segments' rows."""
     row_of = qkeys >> (32 - ROW_BITS)
     wanted = arrays.unique(row_of)
     if len(wanted) <= LOOKUP_ROWS:
-        return _lookup_rows(db, qkeys, wanted, segs)
+        return _lookup_rows(db, qkeys, wanted, segs, table)
     found_keys: list[np.ndarray] = []
     found_frags: list[np.ndarray] = []
     for i in range(0, len(wanted), LOOKUP_ROWS):
         some = wanted[i:i + LOOKUP_ROWS]
         lo, hi = np.searchsorted(row_of, some[0], "left"), np.searchsorted(row_of, some[-1], "right")
-        k, f = _lookup_rows(db, qkeys[lo:hi], some, segs)
+        k, f = _lookup_rows(db, qkeys[lo:hi], some, segs, table)
         found_keys.append(k)
         found_frags.append(f)
     return np.concatenate(found_keys), np.concatenate(found_frags)
 
 
 def _lookup_rows(db: apsw.Connection, qkeys: np.ndarray, wanted: np.ndarray,
-                 segs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+                 segs: Sequence[int], table: str) -> tuple[np.ndarray, np.ndarray]:
     """The postings of `qkeys` (sorted) in rows `wanted` of every segment of `segs`."""
     rows: list[tuple[int, bytes]] = []
     for seg in segs:  # one statement per segment: a single list of every (segment, row) is slower
         # Bound as one array (carray): no per-value binding, and one statement text whatever the
         # number of rows, so SQLite's statement cache answers instead of a fresh prepare.
-        rows += db.execute("SELECT id, blob FROM postings WHERE id IN carray(?)",
+        rows += db.execute(f"SELECT id, blob FROM {table} WHERE id IN carray(?)",
                            (int_array((seg << ROW_KEY_BITS) | wanted),)).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
@@ -287,17 +295,18 @@ def _decode_rows(rows: list[tuple[int, bytes]], buckets: np.ndarray | None = Non
     return keys, flat[low_idx + sizes[row_of]].astype(np.uint32)
 
 
-def all_postings(db: apsw.Connection, segs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Every posting (of the given segments): (key, fragment) arrays, segment by segment, each in
-    key order. Used by merge and stop-list.
+def all_postings(db: apsw.Connection, segs: list[int] | None = None,
+                 table: str = ALL) -> tuple[np.ndarray, np.ndarray]:
+    """Every posting (of the given segments) in `table`: (key, fragment) arrays, segment by
+    segment, each in key order. Used by merge and stop-list.
 
     Decoded in one vector pass over all blobs: a large store has millions of small rows."""
     if segs is None:
-        rows = db.execute("SELECT id, blob FROM postings ORDER BY id").fetchall()
+        rows = db.execute(f"SELECT id, blob FROM {table} ORDER BY id").fetchall()
     else:
         rows = []
         for seg in sorted(segs):
-            rows += db.execute("SELECT id, blob FROM postings WHERE id >= ? AND id < ? ORDER BY id",
+            rows += db.execute(f"SELECT id, blob FROM {table} WHERE id >= ? AND id < ? ORDER BY id",
                                segment_range(seg)).fetchall()
     if not rows:
         return np.empty(0, np.int64), np.empty(0, np.uint32)
@@ -432,18 +441,27 @@ def merge_segments(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray] | None:
     if len(victims) < 2:
         return None
     victims.sort()
-    k, f = all_postings(db, victims)
     marks = ",".join("?" * len(victims))
     tapes = int(db.execute(f"SELECT coalesce(sum(tapes), 0) FROM segments WHERE seg IN ({marks})",
                            victims).fetchall()[0][0])
-    if len(victims) == len(segs):
-        db.execute("DELETE FROM postings")  # SQLite drops the pages whole: no scan for the rows
-    else:
-        db.executemany("DELETE FROM postings WHERE id >= ? AND id < ?", [segment_range(v) for v in victims])
     db.execute(f"DELETE FROM segments WHERE seg IN ({marks})", victims)
     seg = next_segment(db)
+    merged = _merge_into(db, ALL, victims, seg, every=len(victims) == len(segs))
+    _merge_into(db, EDITS, victims, seg, every=len(victims) == len(segs))
+    db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(merged[0]), tapes))
+    log.info("merged %d posting segments into segment %d (%d postings)", len(victims), seg, len(merged[0]))
+    return merged
+
+
+def _merge_into(db: apsw.Connection, table: str, victims: list[int], seg: int,
+                every: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Replace the rows of segments `victims` of `table` by one segment `seg` holding their
+    postings (`every`: the victims are all the segments). Returns its postings in stored order."""
+    k, f = all_postings(db, victims, table)
+    if every:
+        db.execute(f"DELETE FROM {table}")  # SQLite drops the pages whole: no scan for the rows
+    else:
+        db.executemany(f"DELETE FROM {table} WHERE id >= ? AND id < ?", [segment_range(v) for v in victims])
     merged = sort_keys(k, f, distinct=True)
-    write_sorted(db, seg, *merged)
-    db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(k), tapes))
-    log.info("merged %d posting segments into segment %d (%d postings)", len(victims), seg, len(k))
+    write_sorted(db, seg, *merged, table=table)
     return merged
