@@ -1,4 +1,4 @@
-"""The index's storage: stop-list, segment merges, and the v4 → v5 and v5 → v6 migrations, on real SQLite."""
+"""The index's storage: stop-list, segment merges, edit postings, and the schema migrations, on real SQLite."""
 
 from __future__ import annotations
 

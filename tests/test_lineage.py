@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import pytest
 
 from conftest import run_engram
 
