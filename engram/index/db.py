@@ -235,7 +235,7 @@ def _v10(db: apsw.Connection) -> None:
 
     An append's source lookup read the rows of every posting of its edits' fingerprints, then
     sorted thousands of candidate reads and messages out by kind: 12-46 ms of a 1 MB append at
-    1 GB. Filled from the stored postings and fragment kinds (no tape is read): ~2.5 s at 1 GB."""
+    1 GB. Filled from the stored postings and fragment kinds (no tape is read): 3.3-3.5 s at 1 GB."""
     import numpy as np  # noqa: PLC0415
 
     from engram.arrays import member  # noqa: PLC0415
