@@ -159,6 +159,9 @@ class RunEdits:
     A run writes its postings to SQLite only when it ends (see engram.index.build), so the
     sources of a flush's edits among the run's earlier flushes come from here; SQLite answers for
     everything indexed before the run. Sources are code.edit fragments only, 7.5% of the postings.
+    When the run ends they are also written as its segment's edit postings (postings.EDITS), so
+    they must stay those of the batches the run still holds (`Indexer._flush` restores them when
+    a flush rolls back).
     """
 
     def __init__(self) -> None:

@@ -446,8 +446,9 @@ def merge_segments(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray] | None:
                            victims).fetchall()[0][0])
     db.execute(f"DELETE FROM segments WHERE seg IN ({marks})", victims)
     seg = next_segment(db)
-    merged = _merge_into(db, ALL, victims, seg, every=len(victims) == len(segs))
-    _merge_into(db, EDITS, victims, seg, every=len(victims) == len(segs))
+    every = len(victims) == len(segs)
+    merged = _merge_into(db, ALL, victims, seg, every)
+    _merge_into(db, EDITS, victims, seg, every)
     db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(merged[0]), tapes))
     log.info("merged %d posting segments into segment %d (%d postings)", len(victims), seg, len(merged[0]))
     return merged
