@@ -218,6 +218,54 @@ def test_lines_rewritten_past_recognition_are_answered_by_their_neighbours(
         alien.unlink()
 
 
+def test_a_chance_match_one_line_out_does_not_stop_the_widening(spotter: Path,
+                                                                 spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """Three rewritten lines whose line above was replaced by a short line of another session's
+    code (a comment, a `def` head): one line out, the only evidence is that line, weakly, and the
+    answer named the other session alone. Explain goes on widening to the strongest evidence
+    around the span, the writer's code, and answers for that span."""
+    from engram.anchor import tokenize
+
+    root, writer = spot_repo
+    rng = random.Random(11)
+    others = sorted({ln.strip() for rel, w in writer.items() if w == SPOTTER_OTHER
+                     for ln in (root / rel).read_text().splitlines() if 6 <= len(tokenize(ln)) <= 9})
+    for rel in sorted(created_by_main(spotter)):
+        if writer.get(rel) != SPOTTER_MAIN:
+            continue
+        lines = (root / rel).read_text().splitlines()
+        # the span a..a+2 and the line after it are rewritten; three lines a side beyond are the writer's
+        at = [a for a in range(5, len(lines) - 6)
+              if all(len(tokenize(lines[i - 1])) >= 6 for i in (a - 3, a - 2, a + 4, a + 5, a + 6))]
+        if at:
+            a = at[len(at) // 2]
+            break
+    else:
+        pytest.fail("no file of main with substantive lines around a span")
+    original = (root / rel).read_text()
+    fresh = [re.match(r"\s*", ln).group(0) + " ".join(f"zq{rng.randrange(10**9)}" for _ in range(6))
+             for ln in lines[a - 1:a + 3]]
+    for other_line in others[::max(1, len(others) // 12)]:
+        # One line out holds nothing of main and a weak match of the other session only.
+        near = [other_line, *fresh]
+        one_out = json.loads(run_engram(root, "explain", "--text", "-", "--brief",
+                                        input=("\n".join(near) + "\n").encode()).stdout)["sessions"]
+        if one_out and {s["session_id"] for s in one_out} == {SPOTTER_OTHER} and all(
+                f["confidence"] < 0.3 for s in one_out for f in s["fragments"]):
+            break
+    else:
+        pytest.fail("no line of the other session matches it weakly on its own")
+    try:
+        (root / rel).write_text("\n".join(lines[:a - 2] + near + lines[a + 3:]) + "\n")
+        doc = explain(root, f"{rel}:{a}-{a + 2}", "--brief")
+    finally:
+        (root / rel).write_text(original)
+    assert doc["widened"] == {"asked": {"file": rel, "start": a, "end": a + 2}, "why": "no-evidence"}
+    assert doc["span"]["start"] < a - 1 and doc["span"]["end"] > a + 3  # past the chance match
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    assert any(f["kind"] == "code.edit" and f["file"] == rel for f in doc["sessions"][0]["fragments"])
+
+
 def test_view_walks_a_transcript_from_a_fragment(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
     root, writer = spot_repo
     rel, a, b = spans_of_main(spotter, root, writer)[0]
