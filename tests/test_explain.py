@@ -162,6 +162,11 @@ def test_a_span_too_short_to_fingerprint_takes_in_its_neighbours(spotter: Path,
     assert (doc["span"]["start"], doc["span"]["end"]) == (long_line, long_line) and doc["widened"] is None
 
 
+def _rewritten(lines: list[str], rng: random.Random) -> list[str]:
+    """Each line rewritten into six fresh tokens at its own indent: nothing of it left to match."""
+    return [re.match(r"\s*", ln).group(0) + " ".join(f"zq{rng.randrange(10**9)}" for _ in range(6)) for ln in lines]
+
+
 def test_lines_rewritten_past_recognition_are_answered_by_their_neighbours(
         spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
     """Three lines a person rewrote token by token keep nothing of what the agent wrote, and the
@@ -180,8 +185,7 @@ def test_lines_rewritten_past_recognition_are_answered_by_their_neighbours(
     else:
         pytest.fail("no span of main with substantive neighbours")
     original = (root / rel).read_text()
-    fresh = [re.match(r"\s*", ln).group(0) + " ".join(f"zq{rng.randrange(10**9)}" for _ in range(6))
-             for ln in lines[a - 1:a + 2]]
+    fresh = _rewritten(lines[a - 1:a + 2], rng)
     try:
         (root / rel).write_text("\n".join(lines[:a - 1] + fresh + lines[a + 2:]) + "\n")
         doc = explain(root, f"{rel}:{a}-{a + 2}", "--brief")
@@ -243,8 +247,7 @@ def test_a_chance_match_one_line_out_does_not_stop_the_widening(spotter: Path,
     else:
         pytest.fail("no file of main with substantive lines around a span")
     original = (root / rel).read_text()
-    fresh = [re.match(r"\s*", ln).group(0) + " ".join(f"zq{rng.randrange(10**9)}" for _ in range(6))
-             for ln in lines[a - 1:a + 3]]
+    fresh = _rewritten(lines[a - 1:a + 3], rng)
     for other_line in others[::max(1, len(others) // 12)]:
         # One line out holds nothing of main and a weak match of the other session only.
         near = [other_line, *fresh]
