@@ -443,8 +443,8 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
     one line more holding a k-gram that messages of other sessions share, though the writer's
     edit held more of a span a line or two wider. Going on to the strongest wider span gave R@1
     at 30% 0.704 → 0.778 on chikachow/cyspbot and 0.869 → 0.897 on savekirk/session-bridge, up
-    or level on six other sets but for one query of 120 on FSM1/cipher-box (bench/README.md,
-    "The strongest wider span")."""
+    or level on the five other sets tried; two figures lost one query each, cyspbot's rename (of
+    54) and FSM1/cipher-box's R@1 at 30% (of 120) (bench/README.md, "The strongest wider span")."""
     if strongest(res) >= WEAK_EVIDENCE:
         return res
     best, span, tried = res, res.span, (res.span.start, res.span.end)
