@@ -445,7 +445,8 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
     at 30% 0.704 → 0.778 on chikachow/cyspbot and 0.869 → 0.897 on savekirk/session-bridge, up
     or level on the five other sets tried; two figures lost one query each, cyspbot's rename (of
     54) and FSM1/cipher-box's R@1 at 30% (of 120) (bench/README.md, "The strongest wider span")."""
-    if strongest(res) >= WEAK_EVIDENCE:
+    top = strongest(res)
+    if top >= WEAK_EVIDENCE:
         return res
     best, span, tried = res, res.span, (res.span.start, res.span.end)
     for step in range(1, MAX_WIDEN_LINES + 1):
@@ -454,10 +455,11 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
             break  # the whole file, already asked
         tried = (start, end)
         wide = run(store, db, _lines(span.file, file_lines, start, end), opts)
-        if strongest(wide) >= WEAK_EVIDENCE:
+        strength = strongest(wide)
+        if strength >= WEAK_EVIDENCE:
             return wide
-        if strongest(wide) > strongest(best):
-            best = wide
+        if strength > top:
+            best, top = wide, strength
     return best
 
 
