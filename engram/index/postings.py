@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final
 
 import apsw
@@ -367,9 +368,13 @@ class Held:
     appends after its last merge), a search per segment made a warm explain 11% slower."""
 
     sizes: tuple[tuple[int, int], ...]  # (segment, postings), ascending
-    segs: frozenset[int]
     keys: np.ndarray
     frags: np.ndarray
+
+    @cached_property
+    def segs(self) -> frozenset[int]:
+        """The segments held (asked by every lookup: computed once)."""
+        return frozenset(seg for seg, _ in self.sizes)
 
 
 _held: dict[tuple[str, str], Held] = {}  # by (index file, epoch)
@@ -412,7 +417,7 @@ def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int], sizes: S
     if base is not None:
         k, f = np.concatenate((base.keys, k)), np.concatenate((base.frags, f))
     order = np.argsort(k, kind="stable")  # runs already in key order: a merge of runs
-    got = _held[key] = Held(want, frozenset(seg for seg, _ in want), k[order], f[order])
+    got = _held[key] = Held(want, k[order], f[order])
     return got
 
 
