@@ -587,6 +587,21 @@ def test_messages_injected_context_and_echoes(repo: tuple[Path, str], tmp_path: 
     assert all(set(e) <= {"kind", "ts", "text", "block", "injected"} for e in cap.events)
 
 
+def test_a_prompt_of_several_parts_and_its_echo_are_one_message(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A guardian reviewer's prompt comes in parts; its user_message echo joins them without
+    the newlines the response_item's text is kept with (Codex 0.142, chikachow/cyspbot)."""
+    root, head = repo
+    parts = ["The following is the Codex agent history whose request action you are assessing.",
+             ">>> TRANSCRIPT START\n", "[1] user: fix greet\n", "\n[2] tool apply_patch call: *** Begin Patch\n"]
+    r = Rollout().meta(root, head).turn(root)
+    r.add("response_item", {"type": "message", "role": "user",
+                            "content": [{"type": "input_text", "text": t} for t in parts]})
+    r.event("user_message", message="".join(parts), images=[])
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert [e["text"] for e in cap.events if e["kind"] == "msg.in"] == ["\n".join(parts)]
+    assert cap.ignored["event_msg echo of a response_item (user)"] == 1
+
+
 @pytest.mark.parametrize(("output", "text", "code", "success"), [
     ("Exit code: 2\nWall time: 0 seconds\nOutput:\noops\n", "oops\n", 2, None),
     (exec_out(0, "ok\n"), "ok\n", 0, None),
