@@ -433,6 +433,7 @@ def catalog_row(tape_id: str, events: list[dict[str, Any]], size: int, raw_bytes
         "begins": begins(events),
         "events": len(events), "edits": kinds[E.CODE_EDIT], "reads": kinds[E.CODE_READ],
         "size": size, "raw_bytes": raw_bytes, "prev": meta.get("prev"),
+        "subagent": meta.get("subagent"), "parent_session": meta.get("parent_session"),
     }
 
 
@@ -454,6 +455,9 @@ def register(db: apsw.Connection, row: dict[str, Any], sources: list[dict[str, A
         " :edits, :reads, :size, :raw_bytes, :prev)",
         row,
     )
+    if isinstance(row.get("subagent"), str):
+        db.execute("INSERT OR IGNORE INTO subagents(tape, kind, parent_session) VALUES(?, ?, ?)",
+                   (row["id"], row["subagent"], row.get("parent_session")))
     for s in sources:
         db.execute(
             "INSERT OR IGNORE INTO captures(tape, harness, session_id, source, path, start, end, prefix_sha256)"

@@ -602,6 +602,20 @@ def test_a_prompt_of_several_parts_and_its_echo_are_one_message(repo: tuple[Path
     assert cap.ignored["event_msg echo of a response_item (user)"] == 1
 
 
+@pytest.mark.parametrize(("fields", "want"), [
+    ({"source": "vscode"}, (None, None)),
+    ({"source": {"subagent": "review"}, "parent_thread_id": "p1"}, ("review", "p1")),
+    ({"source": {"subagent": {"other": "guardian"}}, "parent_thread_id": "p2"}, ("guardian", "p2")),
+    ({"source": {"subagent": {"thread_spawn": {"parent_thread_id": "p3", "depth": 1}}}}, ("thread_spawn", "p3")),
+])
+def test_a_subagents_kind_and_parent_are_kept(repo: tuple[Path, str], tmp_path: Path, fields: dict[str, Any],
+                                              want: tuple[str | None, str | None]) -> None:
+    """The shapes of `session_meta.source` seen in Codex 0.142 rollouts (chikachow/cyspbot)."""
+    root, head = repo
+    cap = capture(Rollout().meta(root, head, **fields).turn(root).write(tmp_path / "s.jsonl"), root)
+    assert (cap.meta.get("subagent"), cap.meta.get("parent_session")) == want
+
+
 @pytest.mark.parametrize(("output", "text", "code", "success"), [
     ("Exit code: 2\nWall time: 0 seconds\nOutput:\noops\n", "oops\n", 2, None),
     (exec_out(0, "ok\n"), "ok\n", 0, None),
@@ -729,6 +743,15 @@ def test_cli_ingest_and_show(repo: tuple[Path, str], tmp_path: Path) -> None:
         ("src/extra.py", "create", [1, 1], "X = 1\n")
 
 
+FAREWELL = [
+    "def farewell(name, punctuation):",
+    "    message = f\"goodbye {name}{punctuation}\"",
+    "    if len(message) > 40:",
+    "        message = message[:37] + \"...\"",
+    "    return message.capitalize()",
+]
+
+
 def ingest_an_hour_apart(root: Path, tmp_path: Path, first: tuple[str, Rollout],
                          second: tuple[str, Rollout]) -> None:
     """Ingest two rollouts (session id, rollout), the second an hour after the first, into a new store."""
@@ -748,13 +771,7 @@ def test_the_apply_patch_call_is_evidence_of_the_code_it_wrote(repo: tuple[Path,
     its `+` markers left in, no k-gram across a line matched, the writer had one touch (its
     edit) and a later reader's single read won on recency (seen on a real project's sessions)."""
     root, head = repo
-    added = [
-        "def farewell(name, punctuation):",
-        "    message = f\"goodbye {name}{punctuation}\"",
-        "    if len(message) > 40:",
-        "        message = message[:37] + \"...\"",
-        "    return message.capitalize()",
-    ]
+    added = FAREWELL
     body = patch("*** Update File: src/app.py", "@@", "     return 0", *("+" + ln for ln in ["", *added]))
     writer_id, reader_id = SID, "019a0000-0000-7000-8000-0000000000bb"
     writer = Rollout().meta(root, head).turn(root).message("user", "add a farewell helper")
@@ -771,6 +788,57 @@ def test_the_apply_patch_call_is_evidence_of_the_code_it_wrote(repo: tuple[Path,
     assert ranked == [(writer_id, 2), (reader_id, 1)]
     kinds_seen = {f["kind"] for f in doc["sessions"][0]["fragments"]}
     assert kinds_seen == {"tool.call", "code.edit"}
+
+
+def guardian_of(root: Path, head: str, parent: str, patches: list[str], final: str) -> Rollout:
+    """A Codex `guardian` reviewer's rollout, as Codex 0.142 writes one: its prompt is its parent
+    thread's history in parts (the request, the patches, a read of the file)."""
+    parts = ["The following is the Codex agent history whose request action you are assessing.\n",
+             ">>> TRANSCRIPT START\n", "[1] user: add a farewell helper\n",
+             *(f"\n[{i}] tool apply_patch call: {body}" for i, body in enumerate(patches, 2)),
+             f"\n[{len(patches) + 2}] tool shell_command result: {final}", ">>> TRANSCRIPT END\n"]
+    r = Rollout().meta(root, head, id=GUARDIAN, parent_thread_id=parent,
+                       source={"subagent": {"other": "guardian"}}).turn(root)
+    r.add("response_item", {"type": "message", "role": "user",
+                            "content": [{"type": "input_text", "text": t} for t in parts]})
+    r.event("user_message", message="".join(parts), images=[])
+    return r.message("assistant", '{"risk_level":"low","outcome":"allow","rationale":"a local edit"}')
+
+
+GUARDIAN = "019a0000-0000-7000-8000-0000000000cc"
+
+
+@pytest.mark.parametrize("with_parent", [True, False])
+def test_a_guardian_reviewer_is_left_out_while_its_parent_is_in_the_store(
+        repo: tuple[Path, str], tmp_path: Path, with_parent: bool) -> None:
+    """A guardian's prompt quotes its parent's history: a copy of the parent's work, not work of
+    its own. The parent wrote the helper in two patches; the prompt holds both, so it matched
+    the helper better than either edit and was named beside the writer. With the parent in the
+    store only the parent is named; without it, the reviewer's copy is the one trace left."""
+    root, head = repo
+    first = patch("*** Update File: src/app.py", "@@", "     return 0", *("+" + ln for ln in ["", *FAREWELL[:3]]))
+    second = patch("*** Update File: src/app.py", "@@", " " + FAREWELL[2], *("+" + ln for ln in FAREWELL[3:]))
+    final = APP + "\n" + "\n".join(FAREWELL) + "\n"
+    writer = Rollout().meta(root, head).turn(root).message("user", "add a farewell helper")
+    writer.custom("call_1", first, custom_ok("src/app.py")).custom("call_2", second, custom_ok("src/app.py"))
+    guardian = guardian_of(root, head, SID, [first, second], final)
+    (root / "src" / "app.py").write_text(final)
+    if with_parent:
+        ingest_an_hour_apart(root, tmp_path, (SID, writer), (GUARDIAN, guardian))
+    else:
+        guardian.write(tmp_path / "sessions" / f"rollout-2025-11-22T21-00-00-{GUARDIAN}.jsonl")
+        run_engram(root, "init")
+        run_engram(root, "ingest", str(tmp_path / "sessions"))
+    meta = shown_events(root, GUARDIAN)[0]
+    assert (meta["subagent"], meta["parent_session"]) == ("guardian", SID)
+    start = len(APP.splitlines()) + 2
+    span = f"src/app.py:{start}-{start + len(FAREWELL) - 1}"
+    doc = json.loads(run_engram(root, "explain", span).stdout)
+    assert [s["session_id"] for s in doc["sessions"]] == ([SID] if with_parent else [GUARDIAN])
+    kinds_seen = {f["kind"] for f in doc["sessions"][0]["fragments"]}
+    assert kinds_seen == ({"tool.call", "code.edit"} if with_parent else {"msg.in"})
+    run_engram(root, "reindex")  # the rebuilt catalog knows the reviewer from its tape
+    assert json.loads(run_engram(root, "explain", span).stdout)["sessions"] == doc["sessions"]
 
 
 def test_a_subagents_report_is_evidence_in_the_session_it_reached(repo: tuple[Path, str], tmp_path: Path) -> None:

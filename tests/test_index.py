@@ -240,7 +240,7 @@ def test_schema_5_heads_are_migrated_and_continued_by_a_later_ingest(repo: Path,
     with db:  # the schema 5 layout: heads as blobs only, posting rows split by 16 key bits
         _to_schema_6_postings(db)
         db.execute("DROP TABLE head_fps; DROP TABLE tail_fps; ALTER TABLE tapes DROP COLUMN begins;"
-                   " DROP TABLE edit_postings; PRAGMA user_version=5;")
+                   " DROP TABLE edit_postings; DROP TABLE subagents; PRAGMA user_version=5;")
     db.close()
     run_engram(repo, "ingest", str(q))
     db = db_of(repo)
@@ -283,7 +283,7 @@ def test_schema_9_edit_postings_are_filled_and_lineage_still_finds_its_sources(t
     assert len(want) == 2 and all(want.values())
     db = db_of(store.root)
     with db:
-        db.execute("DROP TABLE edit_postings; PRAGMA user_version=9;")
+        db.execute("DROP TABLE edit_postings; DROP TABLE subagents; PRAGMA user_version=9;")
     db.close()
     w1 = block("w1", 10)
     later = tape(src, "later", "2026-03-01T10:00:00Z",
@@ -307,7 +307,8 @@ def test_schema_9_dates_a_later_segment_by_its_own_events(repo: Path, tmp_path: 
     run_engram(repo, "ingest", str(a))
     db = db_of(repo)
     with db:
-        db.execute("ALTER TABLE tapes DROP COLUMN begins; DROP TABLE edit_postings; PRAGMA user_version=8;")
+        db.execute("ALTER TABLE tapes DROP COLUMN begins; DROP TABLE edit_postings; DROP TABLE subagents;"
+                   " PRAGMA user_version=8;")
     db.close()
     run_engram(repo, "tapes")  # any command opens the store and migrates it
     query = "SELECT prev IS NULL, started, begins FROM tapes ORDER BY begins"

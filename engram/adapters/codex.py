@@ -553,6 +553,28 @@ def _header(rec: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _subagent(meta: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The kind of subagent a rollout is (`guardian`, `review`, `thread_spawn`…) and the session
+    of the thread that started it; (None, None) for a rollout a person started.
+
+    Codex writes `source` as a string for a person's session ("cli", "vscode") and as
+    `{"subagent": KIND}` for a subagent's, KIND a string or `{"other": NAME}` or `{NAME: {…}}`;
+    the parent is `parent_thread_id` (Codex 0.142), or inside `thread_spawn`."""
+    source = meta.get("source")
+    sub = source.get("subagent") if isinstance(source, dict) else None
+    if isinstance(sub, str) and sub:
+        kind: str | None = sub
+    elif isinstance(sub, dict) and isinstance(sub.get("other"), str) and sub["other"]:
+        kind = sub["other"]
+    elif isinstance(sub, dict) and len(sub) == 1:
+        kind = str(next(iter(sub)))
+    else:
+        return None, None
+    spawn = sub.get("thread_spawn") if isinstance(sub, dict) else None
+    parent = meta.get("parent_thread_id") or (spawn.get("parent_thread_id") if isinstance(spawn, dict) else None)
+    return kind, parent if isinstance(parent, str) and parent else None
+
+
 def _copied_history(lines: list[Line]) -> int:
     """How many of a forked thread's first lines are its parent's history (0 for a rollout that
     is not a fork).
@@ -716,6 +738,9 @@ class _Rollout:
         cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else None
         meta.update(harness_version=p.get("cli_version"), cwd=cwd, git_branch=git.get("branch"),
                     started=_started_at(p, ts), originator=p.get("originator"))
+        kind, parent = _subagent(p)
+        if kind is not None:
+            meta.update(subagent=kind, parent_session=parent)
         if isinstance(git.get("commit_hash"), str) and git["commit_hash"]:
             meta["git_head"] = git["commit_hash"]
             self.files.commit = git["commit_hash"]

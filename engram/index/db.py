@@ -252,7 +252,16 @@ def _v10(db: apsw.Connection) -> None:
         postings.write_sorted(db, seg, key[keep], frags[keep], table=postings.EDITS)
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
+def _v11(db: apsw.Connection) -> None:
+    """`subagents`: the tapes of sessions another agent started, with that agent's session.
+
+    A Codex `guardian` reviewer is sent its parent thread's history, planned patches included,
+    as one long prompt: it holds the parent's work as a copy (`engram.query.copies`). Tapes
+    captured before it have no such rows; nothing can be filled in from the index."""
+    db.execute("CREATE TABLE subagents(tape TEXT PRIMARY KEY, kind TEXT NOT NULL, parent_session TEXT) WITHOUT ROWID")
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 REWRITES = {7}  # schema versions whose migration rewrites the largest table: compact after it
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -16,7 +16,7 @@ from engram.tape.writer import TAPE_SUFFIX
 log = logging.getLogger(__name__)
 
 DERIVED = ("tapes", "captures", "files", "fragments", "postings", "edit_postings", "segments", "stoplist", "lineage",
-           "tombstones", "tombstone_fps", "continuations", "heads", "head_fps", "tail_fps", "state")
+           "tombstones", "tombstone_fps", "continuations", "heads", "head_fps", "tail_fps", "state", "subagents")
 
 
 def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Union
 
 import apsw
@@ -120,10 +120,12 @@ class Holders:
 
 def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
                 tokens: SpanTokens | None = None, snap: snapshot.Snapshot | None = None,
-                file: str | None = None, holders: Holders | None = None) -> dict[int, float]:
+                file: str | None = None, holders: Holders | None = None,
+                exclude: Sequence[int] = ()) -> dict[int, float]:
     """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default;
     `tokens`: those of `text`, when the caller has them; `snap`: the index state the caller's
-    query read; `file`: the repository path the text is at, when it is a file's span).
+    query read; `file`: the repository path the text is at, when it is a file's span; `exclude`:
+    fragments left out before anything is measured, ascending).
 
     Confidence is the share of the span's searched fingerprints a fragment holds — the winnowed
     ones (what a tape of the same text would hold) minus those the stop-list dropped — times its
@@ -133,14 +135,14 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
         k, w = snap.k, snap.w
     if isinstance(tokens, list) or (tokens is None and use_small(text)):
         return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap, file,
-                           holders)
+                           holders, exclude)
     from engram.query.direct_np import vector_hits  # noqa: PLC0415 - numpy
 
-    return vector_hits(db, text, k, w, tokens, snap, file, holders)
+    return vector_hits(db, text, k, w, tokens, snap, file, holders, exclude)
 
 
 def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: snapshot.Snapshot,
-                file: str | None, holders: Holders | None = None) -> dict[int, float]:
+                file: str | None, holders: Holders | None = None, exclude: Sequence[int] = ()) -> dict[int, float]:
     """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
@@ -153,6 +155,8 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         q = [fp for fp in q if fp in winnowed]
     keys = [key_of[fp] for fp in q]
     counts = Counter(layout.lookup_small(db, keys, snap.segs))
+    for f in exclude:
+        counts.pop(f, None)
     if holders is not None:
         holders.fill(counts)
     if not counts:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import apsw
@@ -30,7 +31,8 @@ _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, OTHER_WEIGHT) for i in range
 
 
 def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens | None,
-                snap: snapshot.Snapshot, file: str | None = None, holders: Holders | None = None) -> dict[int, float]:
+                snap: snapshot.Snapshot, file: str | None = None, holders: Holders | None = None,
+                exclude: Sequence[int] = ()) -> dict[int, float]:
     """`direct.direct_hits` with numpy."""
     kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
     q = arrays.unique(kgrams)
@@ -41,6 +43,9 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
         q = q[arrays.member(q, arrays.unique(winnowed))]
     held = postings.held_segments(db, snap.epoch, snap.segs, snap.seg_postings)
     keys, frags = postings.lookup(db, q, snap.segs, held)
+    if len(exclude):
+        mine = ~arrays.member(frags.astype(np.int64), np.asarray(exclude, dtype=np.int64))
+        keys, frags = keys[mine], frags[mine]
     if not len(frags):
         return {}
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.

@@ -32,7 +32,7 @@ from engram.index import snapshot
 from engram.index.db import int_array, reading
 from engram.index.edges import LINK_THRESHOLD
 from engram.index.kinds import KIND_NAME, KIND_NO
-from engram.query.copies import Event, copies
+from engram.query.copies import Event, copies, quoting_reviews
 from engram.query.direct import Holders, SpanTokens, direct_hits, span_tokens
 from engram.query.spans import Span, in_tree
 from engram.query.touches import touch_count
@@ -218,6 +218,12 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     holders = Holders()
     direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders)
     frags = _frag_rows(db, list(direct))
+    reviews = quoting_reviews(db, {fr.tape_no for fr in frags.values()})
+    if reviews:  # matched again without them: they may have set the floor their parent fell under
+        holders = Holders()
+        direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders,
+                             exclude=_fragments_of(db, reviews))
+        frags = _frag_rows(db, list(direct))
     for fid, conf in own_file_first(store.root, span, direct, frags).items():
         res.hits[fid] = Hit(fid, conf, "direct")
     if snap.links:
@@ -236,12 +242,22 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
 
 
 def drop_copies(db: apsw.Connection, res: Result) -> None:
-    """Leave out what a session holds only as a copy of a session it resumed (`copies`); a
-    session left without fragments leaves the answer."""
-    for fid in copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
-                           for f in res.hits if (fr := res.frags.get(f)) is not None)):
-        del res.hits[fid]
+    """Leave out what a session holds only as a copy of a session it resumed, or of the one
+    whose work it reviews (`copies`, `quoting_reviews`: the latter may still be reached along
+    lineage); a session left without fragments leaves the answer."""
+    reviews = quoting_reviews(db, {fr.tape_no for fr in res.frags.values()})
+    drop = {f for f, fr in res.frags.items() if fr.tape_no in reviews}
+    drop.update(copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
+                            for f in res.hits if f not in drop and (fr := res.frags.get(f)) is not None)))
+    for fid in drop:
+        res.hits.pop(fid, None)
         del res.frags[fid]
+
+
+def _fragments_of(db: apsw.Connection, tapes: set[int]) -> list[int]:
+    """Every fragment of `tapes` (`tapes.no`), ascending."""
+    return [f for (f,) in db.execute("SELECT id FROM fragments WHERE tape IN carray(?) ORDER BY id",
+                                     (int_array(sorted(tapes)),))]
 
 
 def own_file_first(root: Path, span: Span, direct: dict[int, float], frags: dict[int, Frag]) -> dict[int, float]:

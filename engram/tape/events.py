@@ -8,7 +8,8 @@ Kinds and their fields (beyond `kind` and `ts`, the source timestamp, and `id`, 
 record id when the harness has one):
 
 - `meta`       harness, harness_version, model, session_id, cwd, git_head, git_branch, started,
-               sources [{name, path, start, end, sha256, prefix_sha256}], prev (previous segment)
+               sources [{name, path, start, end, sha256, prefix_sha256}], prev (previous segment);
+               `subagent` (its kind) and `parent_session` for a session another agent started
 - `msg.in`     text (the user's words; `compact_summary`, `is_meta` flags copied from the source;
                `injected` for harness-injected context such as Codex's environment_context or AGENTS.md;
                `sender`, `recipient`, `encrypted` for a message between Codex agents of one team)
