@@ -1,8 +1,8 @@
 """What a query needs to know about the index before reading postings, in one statement.
 
 A warm explain at 1 GB takes about a millisecond; reading the fingerprint parameters, the
-index epoch, the stop-list generation, the segment list and whether any agent links exist as
-separate statements cost ~5% of it each. Reading them together also gives the query one
+index epoch, the stop-list generation, the segment list and whether any agent links (or
+subagents' tapes) exist as separate statements cost ~5% of it each. Reading them together also gives the query one
 consistent view of them.
 """
 
@@ -27,7 +27,8 @@ _PARAMS_SQL: Final = f"SELECT key, value FROM state WHERE key IN ({','.join(repr
 _SQL: Final = (f"SELECT key, value, NULL FROM state WHERE key IN "
                f"({','.join(repr(k) for k in (*PARAMS, 'epoch', 'stoplist_gen'))})"
                " UNION ALL SELECT 'seg', seg, postings FROM segments"
-               f" UNION ALL SELECT 'links', EXISTS(SELECT 1 FROM fragments WHERE kind = {KIND_NO[E.SPAN_LINK]}), NULL")
+               f" UNION ALL SELECT 'links', EXISTS(SELECT 1 FROM fragments WHERE kind = {KIND_NO[E.SPAN_LINK]}), NULL"
+               " UNION ALL SELECT 'subagents', EXISTS(SELECT 1 FROM subagents), NULL")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class Snapshot:
     # skips looking for links on its span (a join that cost ~4% of a warm explain).
     links: bool = True
     seg_postings: tuple[int, ...] = ()  # postings in each of `segs`
+    # Whether any tape is a subagent's: in most stores none is, and a query then skips asking
+    # whether its matches hold a reviewer's copy of its parent (`copies.quoting_reviews`).
+    subagents: bool = True
 
 
 def read(db: apsw.Connection) -> Snapshot:
@@ -54,7 +58,7 @@ def read(db: apsw.Connection) -> Snapshot:
     k, w = _params(got)
     segs.sort()
     return Snapshot(k, w, str(got.get("epoch", "")), int(got.get("stoplist_gen", 0)), tuple(s for s, _ in segs),
-                    bool(got.get("links", 1)), tuple(n for _, n in segs))
+                    bool(got.get("links", 1)), tuple(n for _, n in segs), bool(got.get("subagents", 1)))
 
 
 def stored_params(db: apsw.Connection) -> dict[str, Any]:

@@ -218,7 +218,7 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     holders = Holders()
     direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders)
     frags = _frag_rows(db, list(direct))
-    reviews = quoting_reviews(db, {fr.tape_no for fr in frags.values()})
+    reviews = quoting_reviews(db, {fr.tape_no for fr in frags.values()}) if snap.subagents else set()
     if reviews:  # matched again without them: they may have set the floor their parent fell under
         holders = Holders()
         direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders,
@@ -237,15 +237,16 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
             res.hits.setdefault(fid, Hit(fid, share, "tombstone"))
     res.frags = {f: frags[f] for f in res.hits if f in frags}
     res.frags.update(_frag_rows(db, [f for f in res.hits if f not in frags]))
-    drop_copies(db, res)
+    drop_copies(db, res, snap.subagents)
     return res
 
 
-def drop_copies(db: apsw.Connection, res: Result) -> None:
+def drop_copies(db: apsw.Connection, res: Result, subagents: bool) -> None:
     """Leave out what a session holds only as a copy of a session it resumed, or of the one
     whose work it reviews (`copies`, `quoting_reviews`: the latter may still be reached along
-    lineage); a session left without fragments leaves the answer."""
-    reviews = quoting_reviews(db, {fr.tape_no for fr in res.frags.values()})
+    lineage; `subagents`: whether the store holds any subagent's tape); a session left without
+    fragments leaves the answer."""
+    reviews = quoting_reviews(db, {fr.tape_no for fr in res.frags.values()}) if subagents else set()
     drop = {f for f, fr in res.frags.items() if fr.tape_no in reviews}
     drop.update(copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
                             for f in res.hits if f not in drop and (fr := res.frags.get(f)) is not None)))
