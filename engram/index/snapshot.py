@@ -2,8 +2,8 @@
 
 A warm explain at 1 GB takes about a millisecond; reading the fingerprint parameters, the
 index epoch, the stop-list generation, the segment list and whether any agent links (or
-subagents' tapes) exist as separate statements cost ~5% of it each. Reading them together also gives the query one
-consistent view of them.
+subagents' tapes) exist as separate statements cost ~5% of it each. Reading them together also
+gives the query one consistent view of them.
 """
 
 from __future__ import annotations
