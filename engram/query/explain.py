@@ -250,8 +250,8 @@ def drop_copies(db: apsw.Connection, res: Result, subagents: bool) -> None:
     drop = {f for f, fr in res.frags.items() if fr.tape_no in reviews}
     drop.update(copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
                             for f in res.hits if f not in drop and (fr := res.frags.get(f)) is not None)))
-    for fid in drop:
-        res.hits.pop(fid, None)
+    for fid in drop:  # (res.frags holds fragments of res.hits only)
+        del res.hits[fid]
         del res.frags[fid]
 
 
@@ -331,7 +331,8 @@ def sessions_of(res: Result, rank: str = "touches") -> list[dict[str, Any]]:
         last = max((fr.ts or "" for _, fr in items), default="")
         latest_tape = max(items, key=lambda x: (x[1].ts or "", x[1].tape_no))[1].tape
         sessions.append({"tape": latest_tape, "session_id": sid, "harness": harness,
-                         "model": items[0][1].model, "touches": touch_count((fr.kind, fr.file, fr.id) for _, fr in items),
+                         "model": items[0][1].model,
+                         "touches": touch_count((fr.kind, fr.file, fr.id) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
     if rank == "evidence":
