@@ -790,6 +790,48 @@ def test_a_span_whose_own_fingerprints_are_all_stop_listed_is_not_given_to_a_cha
                for s in doc["sessions"])
 
 
+def test_a_span_edited_on_every_line_is_found_through_its_stop_listed_fingerprints(repo: Path,
+                                                                                  tmp_path: Path) -> None:
+    """A block of config that a third of the sessions read (a reviewer is sent the whole file) is
+    stop-listed on a small store. Edited on every line, the span's own k-grams are mostly new and
+    find nothing, and what is left of its writer's text is stop-listed: the span was answered by
+    nobody (chikachow/cyspbot's token policy). Its winnowed k-grams finding nothing tells it is
+    edited, and the stop-listed ones are then looked up after all — in plain Python (this
+    command-line explain) and with numpy alike."""
+    from test_lineage import db, tape
+
+    from engram.anchor import definition
+    from engram.index import layout
+
+    rng = random.Random(5)
+    words = ["permissions", "contents", "pull_requests", "principalRef", "principalRepository", "resource"]
+    block = "".join(f'    {rng.choice(words)}_{i}: "{rng.choice(words)}/{rng.choice(words)}/{i}",\n' for i in range(10))
+    edited = "".join(line + "\n" for line in _mutate_tokens(block.splitlines(), 0.3, rng))
+    (repo / ".engram" / "config.toml").write_text("[index]\nstoplist_share = 0.2\nstoplist_min_tapes = 3\n")
+    (repo / "policy.ts").write_text(edited)
+    paths = [tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "policy.ts", "op": "create",
+         "before_range": None, "after_range": [1, 10], "before_text": "", "after_text": block},
+        {"kind": "code.read", "ts": "2026-01-01T00:00:02Z", "file": "policy.ts", "range": [1, 10], "text": block}])]
+    for i in range(4):
+        paths.append(tape(tmp_path, f"reviewer-{i}", "2026-01-02T00:00:00Z", [
+            {"kind": "code.read", "ts": "2026-01-02T00:00:01Z", "file": "policy.ts", "range": [1, 10], "text": block}]))
+    for i in range(10):
+        other = "".join(f"def helper_{i}_{j}(value):\n    return value * {i + j}\n" for j in range(4))
+        paths.append(tape(tmp_path, f"other-{i}", "2026-01-03T00:00:00Z", [
+            {"kind": "code.read", "ts": "2026-01-03T00:00:01Z", "file": f"lib/h{i}.py", "range": [1, 8], "text": other}]))
+    run_engram(repo, "ingest", *map(str, paths))
+    own = {layout.key(fp) for fp in definition.winnowed(definition.kgram_values(definition.token_hashes(block)))}
+    listed = {fp for (fp,) in db(repo).execute("SELECT fp FROM stoplist")}
+    assert len(own & listed) > len(own) // 2  # most of the block is stop-listed
+
+    doc = explain(repo, "policy.ts:1-10", "--brief")
+    assert [s["session_id"] for s in doc["sessions"]][:1] == ["writer"], doc["sessions"]
+    assert {f["kind"] for f in doc["sessions"][0]["fragments"]} == {"code.edit", "code.read"}
+    (small, vec), = direct_both(repo, [edited], ["policy.ts"])
+    assert small and list(small.items()) == list(vec.items())
+
+
 def test_a_resumed_session_does_not_take_the_work_it_copied(spotter: Path, tmp_path: Path) -> None:
     """`claude --resume` starts a new session file under a new id holding every record of the
     session it resumes. The work is the first session's: the resumed one must not be answered

@@ -35,14 +35,18 @@ def key(fp: int) -> int:
     return (u >> (64 - BUCKET_BITS)) << 32 | (u & _LOW)
 
 
-def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) -> list[int]:
+def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) -> tuple[list[int], set[int]]:
     """The fragment of every posting of the fingerprints with these keys (`key`) in these
-    segments: `postings.lookup`'s fragments (same multiset), for a query of a few hundred
-    fingerprints."""
+    segments — `postings.lookup`'s fragments (same multiset), for a query of a few hundred
+    fingerprints — and the keys that have any."""
     found: list[int] = []
-    for _row, lows, frags, wanted in _rows(db, keys, segs):
-        found += compress(frags, map(wanted.__contains__, lows))
-    return found
+    present: set[int] = set()
+    for row, lows, frags, wanted in _rows(db, keys, segs):
+        mine = list(map(wanted.__contains__, lows))
+        found += compress(frags, mine)
+        high = (row >> ROW_BITS) << 32
+        present.update(high | low for low in compress(lows, mine))
+    return found, present
 
 
 def lookup_pairs_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int],

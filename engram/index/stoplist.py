@@ -6,7 +6,9 @@ of tapes, and decoding those lists is what an explain spends its time on. Finger
 in more than `index.stoplist_share` of the tapes are listed with their tape counts, and a query
 drops them (`searchable`) — unless that would leave less than half of the span, in which case
 the least common of them are kept: the person asked about that text, and the tapes that hold its
-rarest parts are still the best evidence of where it came from.
+rarest parts are still the best evidence of where it came from. For the same reason, when the
+keys looked up find less than half of the span's own (it was edited), the least common of those
+dropped are looked up after all (`restored`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,36 @@ def searchable_among(stop: np.ndarray, tapes: np.ndarray, keys: np.ndarray) -> n
     counts = tapes[np.searchsorted(stop, cand)]
     extra = arrays.unique(cand[np.argsort(counts, kind="stable")[: want - len(kept)]])
     return mask | arrays.member(keys, extra)
+
+
+def restored(db: apsw.Connection, left_out: np.ndarray, searched: int, found: int,
+             snap: snapshot.Snapshot | None = None) -> np.ndarray:
+    """Mask of the stop-listed keys a query left out (`left_out`, from `searchable`) to look up
+    after all: none while at least half of the `searched` winnowed keys were `found` (have
+    postings); else the least common, as many as make them and the found keys half of the found
+    keys and those left out together.
+
+    `searchable` keeps half of a span's keys, but it cannot tell a key no tape holds from one a
+    tape does. A span edited on every line is mostly new k-grams: they count as searchable, and
+    find nothing. On a small store, where a tenth of the tapes is a few tapes, its writer's
+    surviving k-grams were then all stop-listed, and the span went unanswered
+    (chikachow/cyspbot, 80 rollouts, bench/README.md). Its winnowed keys tell the two apart: a
+    tape of the same text holds them. A span with no searched winnowed key at all is common
+    code, answered by its neighbours (`direct.expected_count`)."""
+    if found * 2 >= searched:
+        return np.zeros(len(left_out), dtype=bool)
+    stop, tapes = load(db, left_out, snap)
+    return restored_among(stop, tapes, left_out, found)
+
+
+def restored_among(stop: np.ndarray, tapes: np.ndarray, left_out: np.ndarray, found: int) -> np.ndarray:
+    """`restored`'s choice against a stop-list already loaded (`load`)."""
+    distinct = arrays.unique(left_out)
+    more = (found + len(distinct) + 1) // 2 - found
+    if more <= 0:
+        return np.zeros(len(left_out), dtype=bool)
+    counts = tapes[np.searchsorted(stop, distinct)]
+    return arrays.member(left_out, arrays.unique(distinct[np.argsort(counts, kind="stable")[:more]]))
 
 
 def rebuild(db: apsw.Connection, share: float, min_tapes: int,

@@ -147,16 +147,26 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
     key_of = {fp: layout.key(fp) for fp in set(kgrams)}
-    q = sorted(key_of)
-    q = [fp for fp, ok in zip(q, _searchable(db, [key_of[fp] for fp in q])) if ok]
+    every = sorted(key_of)
+    ok, stop = _searchable(db, [key_of[fp] for fp in every])
+    searched = [fp for fp, o in zip(every, ok) if o]
+    left_out = [fp for fp, o in zip(every, ok) if not o]
     winnowed = definition.winnowed(kgrams, w)
-    expected = expected_count(len(winnowed.intersection(q)), len(q))
+    own = winnowed.intersection(searched)
+    expected = expected_count(len(own), len(searched))
+    q = searched
     if expected >= WINNOWED_ONLY_FROM:
-        q = [fp for fp in q if fp in winnowed]
+        q, left_out = [fp for fp in q if fp in own], [fp for fp in left_out if fp in winnowed]
     keys = [key_of[fp] for fp in q]
-    counts = Counter(layout.lookup_small(db, keys, snap.segs))
-    for f in exclude:
-        counts.pop(f, None)
+    found, present = layout.lookup_small(db, keys, snap.segs)
+    counts = _without(Counter(found), exclude)
+    back = _restored(stop, [key_of[fp] for fp in left_out], len(own),
+                     len(present.intersection(key_of[fp] for fp in own)))
+    if back:
+        counts += _without(Counter(layout.lookup_small(db, back, snap.segs)[0]), exclude)
+        keys += back
+        searched += [fp for fp in left_out if key_of[fp] in back]
+        expected = expected_count(len(winnowed.intersection(searched)), len(searched))
     if holders is not None:
         holders.fill(counts)
     if not counts:
@@ -233,18 +243,36 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
     return joined
 
 
-def _searchable(db: apsw.Connection, keys: list[int]) -> list[bool]:
+def _searchable(db: apsw.Connection, keys: list[int]) -> tuple[list[bool], dict[int, int]]:
     """`stoplist.searchable` for a one-off query: which keys to look up — all but stop-listed ones,
-    keeping at least half of the distinct keys (the least common stop-listed ones first)."""
+    keeping at least half of the distinct keys (the least common stop-listed ones first) — and
+    the stop-listed ones among them, with their tape counts."""
     distinct = sorted(set(keys))
     stop: dict[int, int] = dict(db.execute("SELECT fp, tapes FROM stoplist WHERE fp IN carray(?)",
                                            (int_array(distinct),))) if distinct else {}
     mask = [key not in stop for key in keys]
     if not stop:
-        return mask
+        return mask, stop
     want = (len(distinct) + 1) // 2
     kept = len({key for key, ok in zip(keys, mask) if ok})
     if kept >= want:
-        return mask
+        return mask, stop
     extra = set(sorted(sorted(stop), key=stop.__getitem__)[: want - kept])
-    return [ok or key in extra for key, ok in zip(keys, mask)]
+    return [ok or key in extra for key, ok in zip(keys, mask)], stop
+
+
+def _without(counts: Counter[int], exclude: Sequence[int]) -> Counter[int]:
+    """`counts` without the fragments `exclude` (a guardian reviewer's, `explain.run`)."""
+    for f in exclude:
+        counts.pop(f, None)
+    return counts
+
+
+def _restored(stop: dict[int, int], left_out: list[int], searched: int, found: int) -> set[int]:
+    """`stoplist.restored` for a one-off query: which of the stop-listed keys `left_out` to look
+    up after all, when `found` of the `searched` winnowed keys have postings."""
+    if found * 2 >= searched:
+        return set()
+    distinct = sorted(set(left_out))
+    more = (found + len(distinct) + 1) // 2 - found
+    return set(sorted(distinct, key=stop.__getitem__)[:more]) if more > 0 else set()
