@@ -92,12 +92,11 @@ def searchable_among(stop: np.ndarray, tapes: np.ndarray, keys: np.ndarray) -> n
     return mask | arrays.member(keys, extra)
 
 
-def restored(db: apsw.Connection, left_out: np.ndarray, searched: int, found: int,
-             snap: snapshot.Snapshot | None = None) -> np.ndarray:
-    """Mask of the stop-listed keys a query left out (`left_out`, from `searchable`) to look up
-    after all: none while at least half of the `searched` winnowed keys were `found` (have
-    postings); else the least common, as many as make them and the found keys half of the found
-    keys and those left out together.
+def restored(stop: np.ndarray, tapes: np.ndarray, left_out: np.ndarray, searched: int, found: int) -> np.ndarray:
+    """Mask of the stop-listed keys a query left out (`left_out`, from `searchable_among` against
+    the same stop-list, `load`) to look up after all: none while at least half of the `searched`
+    winnowed keys were `found` (have postings); else the least common, as many as make them and
+    the found keys half of the found keys and those left out together.
 
     `searchable` keeps half of a span's keys, but it cannot tell a key no tape holds from one a
     tape does. A span edited on every line is mostly new k-grams: they count as searchable, and
@@ -106,18 +105,13 @@ def restored(db: apsw.Connection, left_out: np.ndarray, searched: int, found: in
     (chikachow/cyspbot, 80 rollouts, bench/README.md). Its winnowed keys tell the two apart: a
     tape of the same text holds them. A span with no searched winnowed key at all is common
     code, answered by its neighbours (`direct.expected_count`)."""
+    none = np.zeros(len(left_out), dtype=bool)
     if found * 2 >= searched:
-        return np.zeros(len(left_out), dtype=bool)
-    stop, tapes = load(db, left_out, snap)
-    return restored_among(stop, tapes, left_out, found)
-
-
-def restored_among(stop: np.ndarray, tapes: np.ndarray, left_out: np.ndarray, found: int) -> np.ndarray:
-    """`restored`'s choice against a stop-list already loaded (`load`)."""
+        return none
     distinct = arrays.unique(left_out)
     more = (found + len(distinct) + 1) // 2 - found
     if more <= 0:
-        return np.zeros(len(left_out), dtype=bool)
+        return none
     counts = tapes[np.searchsorted(stop, distinct)]
     return arrays.member(left_out, arrays.unique(distinct[np.argsort(counts, kind="stable")[:more]]))
 

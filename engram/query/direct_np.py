@@ -36,7 +36,9 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     """`direct.direct_hits` with numpy."""
     kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
     every = arrays.unique(kgrams)
-    ok = stoplist.searchable(db, postings.keys(every), snap)
+    span_keys = postings.keys(every)
+    stop = stoplist.load(db, span_keys, snap)  # once: a second load in a one-shot process reads it whole
+    ok = stoplist.searchable_among(*stop, span_keys)
     searched, left_out = every[ok], every[~ok]
     winnowed = winnowed_values(kgrams, w)
     own = searched[arrays.member(searched, winnowed)]
@@ -51,7 +53,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     ids, counts = arrays.unique_counts(frags.astype(np.int64))
     if len(left_out):
         found = _found(own, every_key, counts, only_own)
-        back = left_out[stoplist.restored(db, postings.keys(left_out), len(own), found, snap)]
+        back = left_out[stoplist.restored(*stop, postings.keys(left_out), len(own), found)]
         if len(back):
             more_keys, more_frags = _without(*postings.lookup(db, back, snap.segs, held), exclude)
             keys, frags = np.concatenate([keys, more_keys]), np.concatenate([frags, more_frags])
