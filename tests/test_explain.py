@@ -832,6 +832,55 @@ def test_a_span_edited_on_every_line_is_found_through_its_stop_listed_fingerprin
     assert small and list(small.items()) == list(vec.items())
 
 
+def test_the_writer_of_a_span_changed_since_comes_before_the_sessions_that_read_it_later(repo: Path,
+                                                                                          tmp_path: Path) -> None:
+    """A session wrote a file (its Write call and the edit); a person then changed three of its
+    lines, and three later sessions read the file as it is now. Their reads hold the whole span,
+    the writer's edit a little less. The writer's call, holding what its edit holds, used to fall
+    under the floor (0.8 of the reads) at a tool call's old weight, 0.85: the writer was left one
+    touch like each reader, and came last, being the oldest (bids-standard/bids-utils,
+    `src/bids_utils/migrate.py:40-60`, named its writer sixth of six)."""
+    from test_lineage import tape
+
+    rng = random.Random(7)
+    names = ["load", "save", "merge", "split", "index", "lookup", "flush", "close"]
+    lines: list[str] = []
+    for i in range(8):
+        a, b = rng.sample(names, 2)
+        lines += [f"def {a}_{i}(store, key, limit={i + 2}):", f"    rows = store.{b}(key)[:limit]",
+                  f"    return [row.{a} for row in rows if row.size > {i}]", ""]
+    written = "\n".join(lines) + "\n"
+    for n in (9, 13, 17):  # three helpers made to use the instance's store
+        lines[n] = lines[n].replace("rows = store", "rows = self.store")
+    now = "\n".join(lines) + "\n"
+    (repo / "rows.py").write_text(now)
+    paths = [tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
+        {"kind": "tool.call", "ts": "2026-01-01T00:00:01Z", "call_id": "w1", "name": "Write",
+         "input": {"file_path": "rows.py", "content": written}},
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "rows.py", "op": "create", "call_id": "w1",
+         "before_range": None, "after_range": [1, 32], "before_text": "", "after_text": written}])]
+    for i in range(3):
+        paths.append(tape(tmp_path, f"reader-{i}", f"2026-01-0{i + 2}T00:00:00Z", [
+            {"kind": "tool.call", "ts": f"2026-01-0{i + 2}T00:00:01Z", "call_id": f"r{i}", "name": "Read",
+             "input": {"file_path": "rows.py"}},
+            {"kind": "code.read", "ts": f"2026-01-0{i + 2}T00:00:02Z", "file": "rows.py", "range": [1, 32],
+             "text": now, "call_id": f"r{i}"}]))
+    run_engram(repo, "ingest", *map(str, paths))
+
+    doc = explain(repo, "rows.py:5-24", "--brief")
+    order = [s["session_id"] for s in doc["sessions"]]
+    assert sorted(order) == ["reader-0", "reader-1", "reader-2", "writer"]
+    best = {s["session_id"]: {f["kind"]: f["confidence"] for f in s["fragments"]} for s in doc["sessions"]}
+    assert all(best[f"reader-{i}"] == {"code.read": 1.0} for i in range(3))
+    edit = best["writer"]["code.edit"]
+    assert 0.8 / 0.9 <= edit < 0.8 / 0.85  # the case: its call passes the floor at 0.9, not at 0.85
+    assert order[0] == "writer" and doc["sessions"][0]["touches"] == 2
+    assert best["writer"]["tool.call"] == pytest.approx(0.9 * edit, abs=1e-3)
+    assert order[1:] == ["reader-2", "reader-1", "reader-0"]  # then the most recent touch
+    (small, vec), = direct_both(repo, ["".join(f"{ln}\n" for ln in lines[4:24])], ["rows.py"])
+    assert small and list(small.items()) == list(vec.items())
+
+
 def test_a_resumed_session_does_not_take_the_work_it_copied(spotter: Path, tmp_path: Path) -> None:
     """`claude --resume` starts a new session file under a new id holding every record of the
     session it resumes. The work is the first session's: the resumed one must not be answered
