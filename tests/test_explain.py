@@ -605,6 +605,70 @@ def test_the_same_lines_in_another_live_file_are_not_evidence(repo: Path, tmp_pa
     assert {s["session_id"] for s in explain(repo, "app.go:3-8", "--brief")["sessions"]} == {"writer", "other"}
 
 
+SET_UP = ['    with patch.dict("os.environ", {"AUDIO_DIR": str(tmp_path)}, clear=False):',
+          '        request = SynthesisRequest(text="hello", voice="joanna", rate=90)',
+          "        result = synthesize(request, output_dir=tmp_path)",
+          "        assert result.path.parent == tmp_path",
+          '        assert result.path.suffix == ".mp3"']
+
+
+def test_another_file_that_holds_a_little_more_of_a_span_does_not_outrank_its_writer(repo: Path,
+                                                                                     tmp_path: Path) -> None:
+    """Test set-up reads alike across a suite. A session wrote test_output.py; a person then
+    changed one of the span's lines, and a later session read two other test modules holding
+    the same set-up with another line changed. Each read held a little more of the span than
+    the writer's edit: matching the span no better than its own file's edit was not enough to
+    drop them, so the reader (two touches, more recent) came first (punt-labs/langlearn-tts,
+    `tests/test_output.py:19-21` edited on every line). Now another live file's match counts
+    only when better than the own file's by more than the floor's band."""
+    from test_lineage import tape
+
+    rng = random.Random(3)
+    names = ["voice", "rate", "pitch", "speed", "audio", "output", "engine", "cache", "region", "codec"]
+
+    def filler(tag: str, n: int) -> list[str]:
+        return [f"    {a}_{tag}{i} = configure_{b}({c}_{i}, limit={i * 3 + 1})"
+                for i, (a, b, c) in enumerate(rng.sample(names, 3) for _ in range(n))]
+
+    def module(head: list[str], changed: dict[int, str], tail: list[str]) -> str:
+        return "\n".join(head + [changed.get(i, ln) for i, ln in enumerate(SET_UP)] + tail) + "\n"
+
+    head, tail = filler("h", 8), filler("t", 8)
+    now = module(head, {}, tail)
+    written = module(head, {1: '        request = Request(text="hello", voice="amy", rate=90)'}, tail)
+    others = {f"test_{x}.py": module(filler(x, 6), {4: '        assert result.path.suffix == ".wav"'}, filler(x, 4))
+              for x in "ab"}
+    (repo / "test_output.py").write_text(now)
+    for name, text in others.items():
+        (repo / name).write_text(text)
+    writer = tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
+        {"kind": "tool.call", "ts": "2026-01-01T00:00:01Z", "call_id": "w1", "name": "Write",
+         "input": {"file_path": "test_output.py", "content": written}},
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "test_output.py", "op": "create",
+         "call_id": "w1", "before_range": None, "after_range": [1, 21], "before_text": "", "after_text": written}])
+    reader = tape(tmp_path, "reader", "2026-01-02T00:00:00Z", [
+        ev for j, (name, text) in enumerate(others.items()) for ev in (
+            {"kind": "tool.call", "ts": f"2026-01-02T00:00:0{2 * j + 1}Z", "call_id": f"r{j}", "name": "Read",
+             "input": {"file_path": name}},
+            {"kind": "code.read", "ts": f"2026-01-02T00:00:0{2 * j + 2}Z", "file": name, "range": [1, 15],
+             "text": text, "call_id": f"r{j}"})])
+    run_engram(repo, "ingest", str(writer), str(reader))
+
+    def answer() -> dict[str, dict[str, float]]:
+        doc = explain(repo, "test_output.py:9-13", "--brief")
+        return {s["session_id"]: {f"{f['kind']} {f.get('file')}": f["confidence"] for f in s["fragments"]}
+                for s in doc["sessions"]}
+
+    assert list(answer()) == ["writer"]
+    for name in others:  # gone from the tree, the modules may be where the lines came from: they count
+        (repo / name).unlink()
+    found = answer()
+    assert list(found) == ["reader", "writer"]  # two touches each (the writer's call and edit): the later first
+    edit = found["writer"]["code.edit test_output.py"]
+    reads = [found["reader"][f"code.read {name}"] for name in others]
+    assert all(edit < r <= edit / 0.8 for r in reads), (edit, reads)  # the case: better, within the band
+
+
 def test_a_command_line_explain_answers_without_importing_numpy(spotter: Path,
                                                                 spot_repo: tuple[Path, dict[str, str]]) -> None:
     """numpy's import is most of a command-line explain's time (50-100 ms here): a short span is
