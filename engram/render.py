@@ -17,8 +17,11 @@ def human_size(n: int) -> str:
 
 
 def tapes_table(rows: list[TapeRow]) -> str:
+    """The catalog for people; a subagent's harness reads `codex/guardian`, so a reviewer is not
+    taken for a session someone started."""
     head = ("TAPE", "HARNESS", "SESSION", "MODEL", "STARTED", "EVENTS", "EDITS", "READS", "SIZE")
-    body = [(r.id[:12], r.harness, r.session_id[:36], r.model or "-", (r.started or "-")[:16].replace("T", " "),
+    body = [(r.id[:12], f"{r.harness}/{r.subagent}" if r.subagent else r.harness, r.session_id[:36],
+             r.model or "-", (r.started or "-")[:16].replace("T", " "),
              str(r.events), str(r.edits), str(r.reads), human_size(r.size)) for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(c.ljust(w) if i < 5 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))

@@ -105,6 +105,8 @@ class TapeInfo(BaseModel):
     edits: int
     reads: int
     size: int
+    subagent: str | None = Field(default=None, description="set for a session another agent started: its kind")
+    parent_session: str | None = Field(default=None, description="the session that started this subagent")
 
 
 class TapeList(BaseModel):

@@ -841,6 +841,22 @@ def test_a_guardian_reviewer_is_left_out_while_its_parent_is_in_the_store(
     assert json.loads(run_engram(root, "explain", span).stdout)["sessions"] == doc["sessions"]
 
 
+def test_the_catalog_says_which_tapes_are_subagents(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A store of Codex sessions can hold more automatic reviewers than sessions a person started
+    (chikachow/cyspbot: 51 of 80 rollouts). `engram tapes` listed them all alike."""
+    root, head = repo
+    writer = Rollout().meta(root, head).turn(root).message("user", "add a farewell helper")
+    ingest_an_hour_apart(root, tmp_path, (SID, writer), (GUARDIAN, guardian_of(root, head, SID, [], APP)))
+    rows = {t["session_id"]: t for t in json.loads(run_engram(root, "tapes", "--json").stdout)}
+    assert (rows[GUARDIAN]["subagent"], rows[GUARDIAN]["parent_session"]) == ("guardian", SID)
+    assert (rows[SID]["subagent"], rows[SID]["parent_session"]) == (None, None)
+    table = run_engram(root, "tapes").stdout.splitlines()
+    harness = {line.split()[2]: line.split()[1] for line in table[1:]}
+    assert harness == {GUARDIAN: "codex/guardian", SID: "codex"}
+    codex = json.loads(run_engram(root, "tapes", "--json", "--harness", "codex").stdout)
+    assert {(t["session_id"], t["subagent"]) for t in codex} == {(GUARDIAN, "guardian"), (SID, None)}
+
+
 def test_a_subagents_report_is_evidence_in_the_session_it_reached(repo: tuple[Path, str], tmp_path: Path) -> None:
     """Codex agents of one team talk through `agent_message` response items: a subagent's task in
     its own rollout (payload encrypted, header readable) and its final answer in its parent's.

@@ -30,18 +30,23 @@ class TapeRow:
     size: int
     raw_bytes: int
     prev: str | None
+    subagent: str | None = None  # the kind of agent another session started (Codex `guardian`, …)
+    parent_session: str | None = None  # that session, when the harness says
 
     def as_dict(self) -> dict[str, Any]:
-        return {c: getattr(self, c) for c in COLUMNS}
+        return {c: getattr(self, c) for c in (*COLUMNS, "subagent", "parent_session")}
 
 
 def list_tapes(db: apsw.Connection, *, limit: int | None = None, harness: str | None = None) -> list[TapeRow]:
-    sql = f"SELECT {', '.join(COLUMNS)} FROM tapes"
+    """The catalog, newest first. A subagent's tape says so: a store of Codex sessions can hold
+    more automatic reviewers' tapes than sessions a person started (chikachow/cyspbot: 51 of 80)."""
+    cols = ", ".join(f"t.{c}" for c in COLUMNS)
+    sql = f"SELECT {cols}, s.kind, s.parent_session FROM tapes t LEFT JOIN subagents s ON s.tape = t.id"
     args: list[Any] = []
     if harness:
-        sql += " WHERE harness = ?"
+        sql += " WHERE t.harness = ?"
         args.append(harness)
-    sql += " ORDER BY started DESC, id"
+    sql += " ORDER BY t.started DESC, t.id"
     if limit:
         sql += " LIMIT ?"
         args.append(limit)
