@@ -74,6 +74,8 @@ def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
         srcs = ", ".join(f"{s['name']} {s['start']}-{s['end']}" for s in ev.get("sources") or [])
         detail = (f"{ev.get('harness')} {ev.get('harness_version') or ''} session {ev.get('session_id')} "
                   f"model {ev.get('model') or '-'} cwd {ev.get('cwd') or '-'} ({srcs})")
+        if ev.get("subagent"):
+            detail += f" · {ev['subagent']} subagent of {ev.get('parent_session') or 'an unknown session'}"
     elif kind in ("msg.in", "msg.out"):
         tag = " (thinking)" if ev.get("block") == "thinking" else ""
         tag += " (compaction summary)" if ev.get("compact_summary") else ""

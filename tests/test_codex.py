@@ -843,7 +843,8 @@ def test_a_guardian_reviewer_is_left_out_while_its_parent_is_in_the_store(
 
 def test_the_catalog_says_which_tapes_are_subagents(repo: tuple[Path, str], tmp_path: Path) -> None:
     """A store of Codex sessions can hold more automatic reviewers than sessions a person started
-    (chikachow/cyspbot: 51 of 80 rollouts). `engram tapes` listed them all alike."""
+    (chikachow/cyspbot: 51 of 80 rollouts). `engram tapes` and `engram show` showed them as
+    sessions of their own."""
     root, head = repo
     writer = Rollout().meta(root, head).turn(root).message("user", "add a farewell helper")
     ingest_an_hour_apart(root, tmp_path, (SID, writer), (GUARDIAN, guardian_of(root, head, SID, [], APP)))
@@ -855,6 +856,8 @@ def test_the_catalog_says_which_tapes_are_subagents(repo: tuple[Path, str], tmp_
     assert harness == {GUARDIAN: "codex/guardian", SID: "codex"}
     codex = json.loads(run_engram(root, "tapes", "--json", "--harness", "codex").stdout)
     assert {(t["session_id"], t["subagent"]) for t in codex} == {(GUARDIAN, "guardian"), (SID, None)}
+    assert f"· guardian subagent of {SID}" in run_engram(root, "show", GUARDIAN, "--limit", "1").stdout
+    assert "subagent of" not in run_engram(root, "show", SID, "--limit", "1").stdout
 
 
 def test_a_subagents_report_is_evidence_in_the_session_it_reached(repo: tuple[Path, str], tmp_path: Path) -> None:
