@@ -285,10 +285,10 @@ def own_file_first(root: Path, span: Span, direct: dict[int, float], frags: dict
     the sessions that read or wrote those files were returned beside the span's writer, often
     above it on touches: on entireio/cli, all 223 returned sessions that never touched the span
     matched it only in other files (bench/provenance.py). So once the span's own file has a code
-    fragment, a code fragment of another file that matches no clearly better (ELSEWHERE_MARGIN)
+    fragment, a code fragment of another file whose match is not clearly better (ELSEWHERE_MARGIN)
     is dropped; so are its session's tool calls and results (the calls that made those reads and
-    edits) when they match no clearly better either and nothing else of the session is left. A
-    file no longer in the tree is kept: it may be where the span lived before a rename."""
+    edits) when theirs is not either and nothing else of the session is left. A file no longer in
+    the tree is kept: it may be where the span lived before a rename."""
     own = [c for f, c in direct.items()
            if (fr := frags.get(f)) is not None and fr.kind in _CODE and fr.file == span.file]
     if not own:
