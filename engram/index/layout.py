@@ -41,10 +41,9 @@ def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) 
     fingerprints — and the keys that have any."""
     found: list[int] = []
     present: set[int] = set()
-    for row, lows, frags, wanted in _rows(db, keys, segs):
+    for high, lows, frags, wanted in _rows(db, keys, segs):
         mine = list(map(wanted.__contains__, lows))
         found += compress(frags, mine)
-        high = (row >> ROW_BITS) << 32
         present.update(high | low for low in compress(lows, mine))
     return found, present
 
@@ -54,16 +53,15 @@ def lookup_pairs_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[
     """(key, fragment) of the postings of these keys that belong to `frags`: which of a span's
     fingerprints each of a few fragments holds (`postings.lookup`'s pairs, for those fragments)."""
     out: list[tuple[int, int]] = []
-    for row, lows, row_frags, wanted in _rows(db, keys, segs):
-        high = (row >> ROW_BITS) << 32
+    for high, lows, row_frags, wanted in _rows(db, keys, segs):
         out += [(high | low, f) for low, f in zip(lows, row_frags) if f in frags and low in wanted]
     return out
 
 
 def _rows(db: apsw.Connection, keys: Iterable[int],
           segs: Sequence[int]) -> Iterator[tuple[int, array, array, set[int]]]:
-    """For each stored row holding some of these keys: its row number (without the segment), its
-    low halves, its fragments, and the low halves of the keys wanted from it."""
+    """For each stored row holding some of these keys: the high half its keys share (a key is
+    `high | low`), its low halves, its fragments, and the low halves of the keys wanted from it."""
     qkeys = set(keys)
     if not qkeys or not segs:
         return
@@ -78,4 +76,5 @@ def _rows(db: apsw.Connection, keys: Iterable[int],
             if byteorder == "big":
                 words.byteswap()
             n = len(words) // 2
-            yield rid & ROW_MASK, words[:n], words[n:], by_row[rid & ROW_MASK]
+            row = rid & ROW_MASK
+            yield (row >> ROW_BITS) << 32, words[:n], words[n:], by_row[row]
