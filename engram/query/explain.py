@@ -234,7 +234,8 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     holders = Holders()
     direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders)
     frags = _frag_rows(db, list(direct))
-    reviews = quoting_reviews(db, {fr.tape_no for fr in frags.values()}) if snap.subagents else set()
+    checked = {fr.tape_no for fr in frags.values()} if snap.subagents else set()
+    reviews = quoting_reviews(db, checked)
     if reviews:  # matched again without them: they may have set the floor their parent fell under
         holders = Holders()
         direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders,
@@ -253,16 +254,18 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
             res.hits.setdefault(fid, Hit(fid, share, "tombstone"))
     res.frags = {f: frags[f] for f in res.hits if f in frags}
     res.frags.update(_frag_rows(db, [f for f in res.hits if f not in frags]))
-    drop_copies(db, res, snap.subagents)
+    drop_copies(db, res, snap.subagents, checked, reviews)
     return res
 
 
-def drop_copies(db: apsw.Connection, res: Result, subagents: bool) -> None:
+def drop_copies(db: apsw.Connection, res: Result, subagents: bool, checked: set[int], reviews: set[int]) -> None:
     """Leave out what a session holds only as a copy of a session it resumed, or of the one
     whose work it reviews (`copies`, `quoting_reviews`: the latter may still be reached along
-    lineage; `subagents`: whether the store holds any subagent's tape); a session left without
-    fragments leaves the answer."""
-    reviews = quoting_reviews(db, {fr.tape_no for fr in res.frags.values()}) if subagents else set()
+    lineage; `subagents`: whether the store holds any subagent's tape; `checked`: tapes already
+    asked about, `reviews` the reviewers among them); a session left without fragments leaves
+    the answer."""
+    if subagents:
+        reviews = reviews | quoting_reviews(db, {fr.tape_no for fr in res.frags.values()} - checked)
     drop = {f for f, fr in res.frags.items() if fr.tape_no in reviews}
     drop.update(copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
                             for f in res.hits if f not in drop and (fr := res.frags.get(f)) is not None)))
