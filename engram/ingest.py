@@ -834,6 +834,17 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                     raise
 
 
+def ingest_paths(store: Store, paths: list[Path], maps: list[tuple[str, str]] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> IngestStats:
+    """Capture and index the transcripts at `paths` (files, or directories searched for them):
+    `engram ingest PATH...`, run here or by the language server it was handed to."""
+    from engram.index.build import Indexer  # noqa: PLC0415 - numpy, only once there is something to index
+
+    stats = IngestStats()
+    ingest(store, jobs_from_paths(paths, stats), maps=maps, stats=stats, progress=progress, after_tape=Indexer(store))
+    return stats
+
+
 def terminal_progress(label: str) -> Callable[[int, int], None] | None:
     """A one-line progress display on a terminal (stderr), nothing otherwise."""
     if not sys.stderr.isatty():

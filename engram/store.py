@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ class Store:
 
     root: Path  # the repository root (the directory holding .engram/)
     _config: dict[str, Any] | None = field(default=None, repr=False)
+    _loaded: tuple[tuple[int, int, int] | None, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def dir(self) -> Path:
@@ -100,9 +101,21 @@ class Store:
     def config_path(self) -> Path:
         return self.dir / "config.toml"
 
-    @cached_property
+    @property
     def config(self) -> dict[str, Any]:
-        return self._config if self._config is not None else load_config(self.config_path)
+        """config.toml as it is now: read again whenever the file changed, because a language
+        server or `engram watch` holds its Store for days, and must redact with the pattern the
+        user added a minute ago."""
+        if self._config is not None:
+            return self._config
+        try:
+            st = os.stat(self.config_path)
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if self._loaded is None or self._loaded[0] != stamp:
+            self._loaded = (stamp, load_config(self.config_path))
+        return self._loaded[1]
 
     def exists(self) -> bool:
         return self.dir.is_dir()

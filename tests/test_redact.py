@@ -599,3 +599,20 @@ def test_end_to_end_no_seeded_secret_reaches_a_tape_or_an_object(tmp_path: Path,
     for cls, *_ in cases:
         assert f"[REDACTED:{cls}]" in decoded, f"no {cls} marker in the store"
     assert "mix phx.server doesnt seem to start" in decoded, "ordinary text survives"
+
+
+def test_a_long_lived_store_redacts_with_the_pattern_added_after_it_started(spotter: Path, repo: Path) -> None:
+    """The language server, `engram watch` and the MCP endpoint hold one Store for days: a pattern
+    the user adds to config.toml meanwhile must apply to their next ingest."""
+    from conftest import SPOTTER_MAIN, SPOTTER_OTHER, shown_events
+
+    from engram.ingest import ingest_paths
+    from engram.store import Store
+
+    store = Store.discover(repo)
+    assert ingest_paths(store, [spotter / f"{SPOTTER_OTHER}.jsonl"]).tapes == 1
+    (store.config_path).write_text('[redact]\npatterns = [{name = "ticket", pattern = "spotter-gqc"}]\n')
+    stats = ingest_paths(store, [spotter / f"{SPOTTER_MAIN}.jsonl"])
+    assert stats.redactions["ticket"] >= 1
+    text = json.dumps(shown_events(repo, SPOTTER_MAIN))
+    assert (text.count("spotter-gqc"), "[REDACTED:ticket]" in text) == (0, True)
