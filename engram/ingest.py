@@ -845,6 +845,19 @@ def ingest_paths(store: Store, paths: list[Path], maps: list[tuple[str, str]] | 
     return stats
 
 
+def ingest_request(store: Store, params: dict[str, Any]) -> dict[str, Any]:
+    """What a running language server does with an `engram ingest PATH...` handed to it (see
+    engram.cli.cmd_ingest): the same capture, reported as the command would print it."""
+    paths, maps = params.get("paths"), params.get("maps") or []
+    if not (isinstance(paths, list) and paths and all(isinstance(p, str) and os.path.isabs(p) for p in paths)):
+        raise BadInput("ingest: `paths` must be a non-empty list of absolute paths")
+    if not (isinstance(maps, list) and all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)
+                                           for m in maps)):
+        raise BadInput("ingest: `maps` must be a list of [FROM, TO] pairs")
+    stats = ingest_paths(store, [Path(p) for p in paths], [(a, b) for a, b in maps])
+    return {"summary": stats.summary(), "tapes": stats.tapes, "sessions": stats.sessions}
+
+
 def terminal_progress(label: str) -> Callable[[int, int], None] | None:
     """A one-line progress display on a terminal (stderr), nothing otherwise."""
     if not sys.stderr.isatty():

@@ -61,6 +61,7 @@ class EngramLanguageServer(LanguageServer):
         self.editor_session = EditorSession()
         self.mcp_endpoint: Any = None
         self.mcp_starting: asyncio.Future[None] | None = None
+        self.background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ plumbing
 
@@ -70,6 +71,13 @@ class EngramLanguageServer(LanguageServer):
 
     async def off_loop_call(self, fn: Callable[[], T]) -> T:
         return await self.off_loop(fn)
+
+    def index_changed_soon(self) -> None:
+        """`index_changed` without waiting for it: an ingest handed over by the command line
+        answers it first (the loop keeps a reference, so the task is not collected half-way)."""
+        task = asyncio.ensure_future(self.index_changed())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     def conn(self, store: Store) -> apsw.Connection:
         """The worker thread's connection to a store (only ever called on that thread)."""
@@ -263,7 +271,7 @@ async def start_mcp(ls: EngramLanguageServer) -> None:
         return None
 
     mcp = build_mcp(lambda: store, ls.off_loop_call, unsaved)
-    queries = tools_mod.command_queries(lambda: store, ls.off_loop_call)
+    queries = tools_mod.command_queries(lambda: store, ls.off_loop_call, ls.index_changed_soon)
     try:
         ls.mcp_endpoint = await start_endpoint(mcp, store.run_dir / "mcp.json", queries)
     except Exception:  # noqa: BLE001 - the editor features must work even if the endpoint cannot start

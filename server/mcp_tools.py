@@ -383,9 +383,11 @@ def _db(store: Store):  # noqa: ANN202
 QueryHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-def command_queries(store_provider: StoreProvider, runner: Runner) -> dict[str, QueryHandler]:
-    """What a command-line `engram` may ask the endpoint (see engram.query.remote): the same
-    request it would answer itself, answered here on a warm index, from the files on disk."""
+def command_queries(store_provider: StoreProvider, runner: Runner,
+                    on_index_changed: Callable[[], None] | None = None) -> dict[str, QueryHandler]:
+    """What a command-line `engram` may hand the endpoint (see engram.query.remote): the same
+    request it would carry out itself, here on a warm index with the imports done.
+    `on_index_changed` runs (on the loop) after an ingest that wrote a tape."""
 
     async def explain(params: dict[str, Any]) -> dict[str, Any]:
         from engram.query.cli_commands import explain_request, index_captured  # noqa: PLC0415
@@ -397,7 +399,15 @@ def command_queries(store_provider: StoreProvider, runner: Runner) -> dict[str, 
 
         return await runner(work)
 
-    return {"explain": explain}
+    async def ingest(params: dict[str, Any]) -> dict[str, Any]:
+        from engram.ingest import ingest_request  # noqa: PLC0415
+
+        doc = await runner(lambda: ingest_request(store_provider(), params))
+        if doc["tapes"] and on_index_changed is not None:
+            on_index_changed()
+        return doc
+
+    return {"explain": explain, "ingest": ingest}
 
 
 def thread_runner() -> Runner:

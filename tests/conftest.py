@@ -88,8 +88,9 @@ def session_cwd(transcript: Path) -> str:
     raise AssertionError("no cwd")
 
 
-def build_spot_repo(spotter: Path, root: Path) -> dict[str, str]:
-    """A repository holding the final files both real sessions wrote, with every session ingested.
+def build_spot_repo(spotter: Path, root: Path, ingest: bool = True) -> dict[str, str]:
+    """A repository holding the final files both real sessions wrote, with every session ingested
+    (unless `ingest` is false: the store is then empty).
 
     Returns, for each file, the session that wrote its final version."""
     from engram.demo import final_files  # noqa: PLC0415
@@ -107,7 +108,8 @@ def build_spot_repo(spotter: Path, root: Path) -> dict[str, str]:
                 (root / rel).write_text(text)
                 writer[rel] = session
     run_engram(root, "init")
-    run_engram(root, "ingest", str(spotter))
+    if ingest:
+        run_engram(root, "ingest", str(spotter))
     return writer
 
 

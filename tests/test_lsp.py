@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
 import sys
 from pathlib import Path
 
+import httpx2
 import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from conftest import SPOTTER_MAIN, build_spot_repo, created_by, git, run_engram
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram
 
 SERVER = [sys.executable, "-m", "engram_server.entry", "lsp", "--stdio"]
 
@@ -211,6 +213,57 @@ async def test_ingest_reports_progress_and_refreshes(client: LanguageClient, spo
     kinds = [type(r).__name__ for reports in client.progress_reports.values() for r in reports]
     assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
     assert client.indexed and client.refreshes  # type: ignore[attr-defined]
+
+
+async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_lenses(
+        client: LanguageClient, spotter: Path, tmp_path: Path) -> None:
+    """`engram ingest FILE` while the editor is open: the server captures it (its imports and
+    index warm), tells the editor, and redacts with the configuration as it is now."""
+    root = tmp_path / "repo"
+    build_spot_repo(spotter, root, ingest=False)
+    rel = next(r for r, c in sorted(created_by(spotter, SPOTTER_MAIN).items())
+               if (root / r).read_text() == c and len(c.splitlines()) > 40)
+    await start(client, root)
+    uri = open_doc(client, root / rel)
+    assert await lenses(client, uri) == []
+    run_file = root / ".engram" / "run" / "mcp.json"
+    for _ in range(200):
+        if run_file.exists():
+            break
+        await asyncio.sleep(0.05)
+
+    def ingest(session: str) -> str:
+        proc = run_engram(root, "-v", "ingest", str(spotter / f"{session}.jsonl"), env={"ENGRAM_LOCAL": ""})
+        assert "answered by the language server" in proc.stderr, proc.stderr
+        assert proc.stdout.startswith("ingest: 1 sessions, 1 new tapes"), proc.stdout
+        return proc.stdout
+
+    await asyncio.to_thread(ingest, SPOTTER_OTHER)  # the server has read the configuration now
+    (root / ".engram" / "config.toml").write_text(
+        '[redact]\npatterns = [{name = "ticket", pattern = "spotter-gqc"}]\n')
+    client.indexed.clear()  # type: ignore[attr-defined]
+    await asyncio.to_thread(ingest, SPOTTER_MAIN)
+    for _ in range(200):
+        if client.indexed:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.05)
+    assert client.indexed, "the editor hears of the new tape"  # type: ignore[attr-defined]
+    found = await lenses(client, uri)
+    assert found, "the file its session wrote has lenses now"
+    resolved = await client.code_lens_resolve_async(found[0])
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="engram.explain", arguments=resolved.command.arguments))
+    assert result["result"]["sessions"][0]["session_id"] == SPOTTER_MAIN
+    shown = run_engram(root, "show", SPOTTER_MAIN, "--json").stdout
+    assert (shown.count("spotter-gqc"), "[REDACTED:ticket]" in shown) == (0, True)
+    # The route has the endpoint's guards, and takes absolute paths only.
+    info = json.loads(run_file.read_text())
+    url, auth = f"http://127.0.0.1:{info['port']}/engram/ingest", {"Authorization": f"Bearer {info['token']}"}
+    body = {"paths": [str(spotter / "subagent.jsonl")], "maps": []}
+    async with httpx2.AsyncClient() as h:
+        assert (await h.post(url, json=body)).status_code == 401
+        assert (await h.post(url, json={"paths": ["subagent.jsonl"]}, headers=auth)).status_code == 400
+    assert len(json.loads(run_engram(root, "tapes", "--json").stdout)) == 2
 
 
 async def test_settings_turn_lenses_and_hover_off(client: LanguageClient, spot: Path, agent_file: str) -> None:
