@@ -41,7 +41,9 @@ In one run it:
    big store with `engram --repo REPO ingest DIR` (CLI, includes interpreter start-up) and, for as
    many more, with engram.ingest.ingest + Indexer in this process (no start-up), and for as many
    more with `engram hook` given a Stop payload on stdin, as Claude Code runs it: the hook's own
-   time (what the agent waits for) and the time until the detached ingest has indexed the tape;
+   time (what the agent waits for) and the time until the detached ingest has indexed the tape,
+   and for as many more with the CLI again while `engram lsp` runs on the store (the command hands
+   the ingest to it; one more append first, reported apart, pays the server's first imports);
 11. `--profile`: cProfile of one warm explain pass and of one in-process append (saved under
    bench/out/), `--profile-ingest`: an extra full ingest under `py-spy record` (sampling).
 
@@ -607,50 +609,72 @@ def wait_indexed(repo: Path, session: str, timeout: float = 120.0) -> float:
 
 def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: Path,
             profile: Path | None = None) -> list[Append]:
-    from engram.index.build import Indexer
-    from engram.ingest import IngestStats, ingest, jobs_from_paths
-    from engram.store import Store
-
     out: list[Append] = []
     taken = captured_sessions(repo)
     seed = seed0
-    for i in range(3 * n):
-        d, raw, seed = new_session(tmp, seed, size, taken)
-        seed += 1
-        before = segments(repo)
-        indexed = None
-        if i >= 2 * n:  # what an agent's hook does: start the ingest detached, return at once
-            main = next((d / "projects" / gen_sessions.PROJECT_DIR).glob("*.jsonl"))
-            payload = json.dumps({"session_id": main.stem, "transcript_path": str(main), "cwd": str(repo),
-                                  "hook_event_name": "Stop"})
-            t0 = time.perf_counter()
-            subprocess.run([*engram, "hook"], input=payload, text=True, cwd=repo, check=True, capture_output=True)
-            wall, cpu = time.perf_counter() - t0, 0.0
-            indexed = wait_indexed(repo, main.stem) - t0
-            reap_orphans(60.0)  # the detached ingest ends (closing the index) before the next append
-            how = "hook"
-        elif i < n:  # the CLI, as a user (or a hook that waited) would run it
-            wall, cpu, proc = timed([*engram, "--repo", str(repo), "ingest", str(d / "projects")], repo, "append")
-            if " 1 new tapes" not in proc.stdout:
-                raise SystemExit(f"scale: append {d} wrote no tape: {proc.stdout}")
-            how = "CLI"
-        else:  # in-process: what the language server or a long-lived hook pays
-            store = Store.discover(repo)
-            stats = IngestStats()
-            prof = cProfile.Profile() if profile is not None and i == n else None
-            c0, t0 = time.process_time(), time.perf_counter()
-            if prof:
-                prof.enable()
-            ingest(store, jobs_from_paths([d / "projects"], stats), stats=stats, after_tape=Indexer(store))
-            if prof:
-                prof.disable()
-                prof.dump_stats(str(profile))
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            if stats.tapes != 1:
-                raise SystemExit(f"scale: in-process append {d} wrote {stats.tapes} tapes")
-            how = "in-process" + (" (cProfile)" if prof else "")
-        out.append(Append(how, raw, wall, cpu, before, segments(repo), indexed))
+    for phase in ("CLI", "in-process", "hook", "served"):
+        lsp = None
+        if phase == "served":
+            from lspclient import start_lsp
+
+            exe = shutil.which(engram[0]) or engram[0]
+            lsp, _ = start_lsp([exe, *engram[1:], "lsp"], repo, repo.parent / f"{repo.name}-lsp.log")
+        try:
+            for i in range(n + (phase == "served")):
+                d, raw, seed = new_session(tmp, seed, size, taken)
+                seed += 1
+                before = segments(repo)
+                got = append_one(engram, repo, d, phase, profile if phase == "in-process" and i == 0 else None)
+                how = f"{phase} (first after the server started: its imports)" if phase == "served" and i == 0 else phase
+                out.append(Append(how, raw, got[0], got[1], before, segments(repo), got[2]))
+        finally:
+            if lsp is not None:
+                lsp.close()
     return out
+
+
+def append_one(engram: list[str], repo: Path, d: Path, phase: str, profile: Path | None
+               ) -> tuple[float, float, float | None]:
+    """Ingest the session under `d` as `phase` says: (wall, CPU, seconds until indexed or None)."""
+    if phase == "hook":  # what an agent's hook does: start the ingest detached, return at once
+        main = next((d / "projects" / gen_sessions.PROJECT_DIR).glob("*.jsonl"))
+        payload = json.dumps({"session_id": main.stem, "transcript_path": str(main), "cwd": str(repo),
+                              "hook_event_name": "Stop"})
+        t0 = time.perf_counter()
+        subprocess.run([*engram, "hook"], input=payload, text=True, cwd=repo, check=True, capture_output=True,
+                       env={**os.environ, "ENGRAM_LOCAL": "1"})
+        wall = time.perf_counter() - t0
+        indexed = wait_indexed(repo, main.stem) - t0
+        reap_orphans(60.0)  # the detached ingest ends (closing the index) before the next append
+        return wall, 0.0, indexed
+    if phase in ("CLI", "served"):  # the command as a user (or a hook that waited) runs it
+        served = phase == "served"
+        verbose = ["-v"] if served else []  # (its log line says who ingested)
+        wall, cpu, proc = timed([*engram, "--repo", str(repo), *verbose, "ingest", str(d / "projects")], repo,
+                                "append", env={"ENGRAM_LOCAL": "" if served else "1"})
+        if " 1 new tapes" not in proc.stdout:
+            raise SystemExit(f"scale: append {d} wrote no tape: {proc.stdout}")
+        if served != ("answered by the language server" in proc.stderr):
+            raise SystemExit(f"scale: append {d} was {'not ' if served else ''}handed to the language server: "
+                             f"{proc.stderr[-500:]}")
+        return wall, cpu, None
+    # in-process: what the language server or a long-lived hook pays
+    from engram.ingest import ingest_paths
+    from engram.store import Store
+
+    store = Store.discover(repo)
+    prof = cProfile.Profile() if profile is not None else None
+    c0, t0 = time.process_time(), time.perf_counter()
+    if prof:
+        prof.enable()
+    stats = ingest_paths(store, [d / "projects"])
+    if prof:
+        prof.disable()
+        prof.dump_stats(str(profile))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if stats.tapes != 1:
+        raise SystemExit(f"scale: in-process append {d} wrote {stats.tapes} tapes")
+    return wall, cpu, None
 
 
 # ------------------------------------------------------------------ profiles
@@ -881,8 +905,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"CPU; segments {a.segs_before} -> {a.segs_after}", flush=True)
         cli_a = [a for a in apps if a.how == "CLI"]
         inp_a = [a for a in apps if a.how == "in-process"]
+        served_a = [a for a in apps if a.how == "served"]
         for label, group in (("append ~1 MB session, CLI `engram ingest FILE`", cli_a),
-                             ("append ~1 MB session, in-process ingest()", inp_a)):
+                             ("append ~1 MB session, in-process ingest()", inp_a),
+                             ("append ~1 MB session, the same CLI with `engram lsp` running (it ingests)", served_a)):
             if not group:
                 continue
             w = [a.wall for a in group]
