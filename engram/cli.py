@@ -106,6 +106,8 @@ def _hand_over_ingest(store: Store, paths: list[str], maps: list[tuple[str, str]
     A fresh process pays ~150 ms of imports (numpy's, the index's) before a 1 MB append's ~50 ms
     of work; the server has them loaded, and tells the editor to refresh its lenses after. A
     path that does not exist is left to the local path, which says so."""
+    if not (store.run_dir / "mcp.json").exists():  # no server: do not walk the paths for nothing
+        return None
     total = 0
     for p in paths:
         size = _transcript_bytes(Path(p))
@@ -121,13 +123,21 @@ def _hand_over_ingest(store: Store, paths: list[str], maps: list[tuple[str, str]
 def _transcript_bytes(path: Path) -> int:
     """The size of the transcripts at `path` (a file, or the *.jsonl under a directory); -1 when
     there is nothing there."""
-    if path.is_file():
-        return path.stat().st_size
-    if not path.is_dir():
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        if not path.is_dir():
+            return -1
+    except OSError:
         return -1
     total = 0
     for dirpath, _, names in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(dirpath, n)) for n in names if n.endswith(".jsonl"))
+        for name in names:
+            if name.endswith(".jsonl"):
+                try:
+                    total += os.stat(os.path.join(dirpath, name)).st_size
+                except OSError:  # a dangling link, or gone since listed: the ingest reports it
+                    continue
     return total
 
 

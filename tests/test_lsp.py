@@ -232,17 +232,21 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
             break
         await asyncio.sleep(0.05)
 
-    def ingest(session: str) -> str:
-        proc = run_engram(root, "-v", "ingest", str(spotter / f"{session}.jsonl"), env={"ENGRAM_LOCAL": ""})
+    def ingest(path: Path) -> str:
+        proc = run_engram(root, "-v", "ingest", str(path), env={"ENGRAM_LOCAL": ""})
         assert "answered by the language server" in proc.stderr, proc.stderr
         assert proc.stdout.startswith("ingest: 1 sessions, 1 new tapes"), proc.stdout
         return proc.stdout
 
-    await asyncio.to_thread(ingest, SPOTTER_OTHER)  # the server has read the configuration now
+    inbox = tmp_path / "inbox"  # a directory, with a link to a transcript deleted since
+    inbox.mkdir()
+    (inbox / f"{SPOTTER_OTHER}.jsonl").symlink_to(spotter / f"{SPOTTER_OTHER}.jsonl")
+    (inbox / "gone.jsonl").symlink_to(tmp_path / "deleted.jsonl")
+    await asyncio.to_thread(ingest, inbox)  # the server has read the configuration now
     (root / ".engram" / "config.toml").write_text(
         '[redact]\npatterns = [{name = "ticket", pattern = "spotter-gqc"}]\n')
     client.indexed.clear()  # type: ignore[attr-defined]
-    await asyncio.to_thread(ingest, SPOTTER_MAIN)
+    await asyncio.to_thread(ingest, spotter / f"{SPOTTER_MAIN}.jsonl")
     for _ in range(200):
         if client.indexed:  # type: ignore[attr-defined]
             break
