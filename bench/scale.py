@@ -71,6 +71,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -485,19 +487,26 @@ def compile_bytecode() -> None:
             subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=False, capture_output=True)
 
 
-def explain_cli_served(engram: list[str], repo: Path, cases: list[SpanCase], n: int) -> Lat:
-    """`engram explain` while `engram lsp` runs on the repository (the editor open)."""
+@contextmanager
+def language_server(engram: list[str], repo: Path) -> Iterator[None]:
+    """`engram lsp` running on the repository for the block (the editor open)."""
     from lspclient import start_lsp
 
     exe = shutil.which(engram[0]) or engram[0]
     lsp, _ = start_lsp([exe, *engram[1:], "lsp"], repo, repo.parent / f"{repo.name}-lsp.log")
     try:
+        yield
+    finally:
+        lsp.close()
+
+
+def explain_cli_served(engram: list[str], repo: Path, cases: list[SpanCase], n: int) -> Lat:
+    """`engram explain` while `engram lsp` runs on the repository (the editor open)."""
+    with language_server(engram, repo):
         for c in cases[:3]:  # the server's first queries load its copies of the stop-list and kinds
             timed([*engram, "--repo", str(repo), "explain", f"{c.rel}:{c.start}-{c.end}", "--brief"], repo,
                   "explain", env={"ENGRAM_LOCAL": ""})
         return explain_cli(engram, repo, cases, n, env={"ENGRAM_LOCAL": ""})[0]
-    finally:
-        lsp.close()
 
 
 def rg_reference(rg_exe: str, projects: Path, cases: list[SpanCase], n: int, ex: Explainer, passes: int,
@@ -613,23 +622,17 @@ def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: P
     taken = captured_sessions(repo)
     seed = seed0
     for phase in ("CLI", "in-process", "hook", "served"):
-        lsp = None
-        if phase == "served":
-            from lspclient import start_lsp
-
-            exe = shutil.which(engram[0]) or engram[0]
-            lsp, _ = start_lsp([exe, *engram[1:], "lsp"], repo, repo.parent / f"{repo.name}-lsp.log")
-        try:
+        with language_server(engram, repo) if phase == "served" else nullcontext():
             for i in range(n + (phase == "served")):
                 d, raw, seed = new_session(tmp, seed, size, taken)
                 seed += 1
                 before = segments(repo)
-                got = append_one(engram, repo, d, phase, profile if phase == "in-process" and i == 0 else None)
-                how = f"{phase} (first after the server started: its imports)" if phase == "served" and i == 0 else phase
+                prof = profile if phase == "in-process" and i == 0 else None
+                got = append_one(engram, repo, d, phase, prof)
+                how = phase + (" (cProfile)" if prof else "")
+                if phase == "served" and i == 0:
+                    how += " (first after the server started: its imports)"
                 out.append(Append(how, raw, got[0], got[1], before, segments(repo), got[2]))
-        finally:
-            if lsp is not None:
-                lsp.close()
     return out
 
 
