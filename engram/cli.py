@@ -7,12 +7,10 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
+from engram import handoff
 from engram.argtypes import positive
-
-if TYPE_CHECKING:
-    from engram.store import Store
 
 log = logging.getLogger("engram")
 
@@ -71,11 +69,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     store = _store(args)
     maps = _parse_maps(args.map)
     if args.paths and not args.watch:
-        handed = _hand_over_ingest(store, args.paths, maps)
+        handed = handoff.hand_over_ingest(str(store.root), args.paths, maps)
         if handed is not None:
             print(handed["summary"])
-            global _handed_over
-            _handed_over = True
             return 0
     from engram.ingest import IngestStats, discover, ingest, ingest_paths, terminal_progress
 
@@ -92,53 +88,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
         return watch(store, args, maps)
     return 0
-
-
-# The most transcript bytes `engram ingest PATH...` hands to a running language server: ~0.5 s of
-# its work at the measured 50 MB/s, shown without a progress bar and holding up the editor's
-# lenses meanwhile. Anything bigger is captured here, with progress on the terminal.
-HAND_OVER_BYTES = 32 << 20
-
-
-def _hand_over_ingest(store: Store, paths: list[str], maps: list[tuple[str, str]]) -> dict[str, Any] | None:
-    """The running language server's report of ingesting `paths`, or None to ingest here.
-
-    A fresh process pays ~150 ms of imports (numpy's, the index's) before a 1 MB append's ~50 ms
-    of work; the server has them loaded, and tells the editor to refresh its lenses after. A
-    path that does not exist is left to the local path, which says so."""
-    if not (store.run_dir / "mcp.json").exists():  # no server: do not walk the paths for nothing
-        return None
-    total = 0
-    for p in paths:
-        size = _transcript_bytes(Path(p))
-        total += size
-        if size < 0 or total > HAND_OVER_BYTES:
-            return None
-    from engram.query.remote import ask_language_server
-
-    return ask_language_server(store, "ingest", {"paths": [os.path.abspath(p) for p in paths],
-                                                 "maps": [list(m) for m in maps]})
-
-
-def _transcript_bytes(path: Path) -> int:
-    """The size of the transcripts at `path` (a file, or the *.jsonl under a directory); -1 when
-    there is nothing there."""
-    try:
-        if path.is_file():
-            return path.stat().st_size
-        if not path.is_dir():
-            return -1
-    except OSError:
-        return -1
-    total = 0
-    for dirpath, _, names in os.walk(path):
-        for name in names:
-            if name.endswith(".jsonl"):
-                try:
-                    total += os.stat(os.path.join(dirpath, name)).st_size
-                except OSError:  # a dangling link, or gone since listed: the ingest reports it
-                    continue
-    return total
 
 
 def _indexer(store):  # noqa: ANN001, ANN202
@@ -382,8 +331,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
         return _hook(argv[1] if len(argv) > 1 else None)
     parser = build_parser(plugins, only=_command_of(argv))
     args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    handoff.configure_logging(args.verbose)
     from engram.errors import EngramError
 
     try:
@@ -402,23 +350,14 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
 # interpreter's teardown does (freeing every module's objects, numpy's among them) matters to
 # anyone. It took 30-50 ms of a ~200 ms `engram explain` here (bench/README.md, "CLI exit").
 QUICK_EXIT_COMMANDS = frozenset({"explain", "view", "search"})
-# Set once a running language server has done a command's work: this process then opened and
-# started nothing either, and ends as a query does (15-20 ms of a ~100 ms `engram ingest FILE`).
-_handed_over = False
 
 
 def exit_process(argv: Sequence[str], code: int) -> NoReturn:
     """End a command-line run with `code`: a query (or a command a language server carried out)
     without the interpreter's teardown, its output and logs flushed first; any other normally."""
-    if _command_of(argv) not in QUICK_EXIT_COMMANDS and not _handed_over:
+    if _command_of(argv) not in QUICK_EXIT_COMMANDS and not handoff.answered:
         sys.exit(code)
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`| head`): the answer was not wanted
-            pass
-    os._exit(code)
+    handoff.leave(code)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,9 @@ from typing import Any
 
 from engram.config import load_config
 from engram.errors import StoreNotFound
+from engram.location import ENDPOINT_FILE, RUN_DIR, STORE_DIR, find_store_root
 
 log = logging.getLogger(__name__)
-
-STORE_DIR = ".engram"
 
 
 def find_repo_root(start: Path) -> Path | None:
@@ -91,7 +90,12 @@ class Store:
 
     @property
     def run_dir(self) -> Path:
-        return self.dir / "run"
+        return self.dir / RUN_DIR
+
+    @property
+    def endpoint_file(self) -> Path:
+        """Where a running language server advertises its endpoint (engram.location)."""
+        return self.run_dir / ENDPOINT_FILE
 
     @property
     def index_path(self) -> Path:
@@ -124,9 +128,9 @@ class Store:
     def discover(cls, start: Path | None = None) -> "Store":
         """The store of the repository containing `start` (default: the cwd)."""
         here = (start or Path.cwd()).resolve()
-        for d in [here, *here.parents]:
-            if (d / STORE_DIR).is_dir():
-                return cls(d)
+        root = find_store_root(str(here))
+        if root is not None:
+            return cls(Path(root))
         raise StoreNotFound(
             f"no {STORE_DIR}/ store in {here} or above; run `engram init` at the repository root"
         )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Sequence
 
-from engram.cli import exit_process
-from engram.cli import main as core_main
+TYPE_CHECKING = False  # (not typing's: see `console`)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 
 def _lsp(args: argparse.Namespace) -> int:
@@ -23,6 +23,8 @@ def _mcp(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    import argparse  # noqa: PLC0415
+
     s = sub.add_parser("lsp", help="run the language server (stdio; --tcp PORT for debugging)", add_help=False)
     s.add_argument("lsp_args", nargs=argparse.REMAINDER)
     s.set_defaults(func=_lsp)
@@ -32,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import argparse  # noqa: PLC0415
+
+    from engram.cli import main as core_main  # noqa: PLC0415
+
     args = list(sys.argv[1:] if argv is None else argv)
     # argparse's REMAINDER cannot take options first (`engram lsp --stdio`): route these directly.
     if args and args[0] == "lsp":
@@ -43,8 +49,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console() -> None:
     """The installed `engram` script (and `python -m engram_server.entry`): `main`, then the exit
-    the command allows (see `engram.cli.exit_process`)."""
+    the command allows (see `engram.cli.exit_process`).
+
+    An `engram ingest FILE` that a running language server can do whole is handed to it first,
+    before anything else is imported (`engram.handoff.quick`): the command line's own imports
+    would be a third of the time an agent's hook may take to append its session."""
     argv = sys.argv[1:]
+    from engram import handoff  # noqa: PLC0415
+
+    code = handoff.quick(argv)
+    if code is not None:
+        handoff.leave(code)
+    from engram.cli import exit_process  # noqa: PLC0415
+
     exit_process(argv, main(argv))
 
 

@@ -273,7 +273,7 @@ async def start_mcp(ls: EngramLanguageServer) -> None:
     mcp = build_mcp(lambda: store, ls.off_loop_call, unsaved)
     queries = tools_mod.command_queries(lambda: store, ls.off_loop_call, ls.index_changed_soon)
     try:
-        ls.mcp_endpoint = await start_endpoint(mcp, store.run_dir / "mcp.json", queries)
+        ls.mcp_endpoint = await start_endpoint(mcp, store.endpoint_file, queries)
     except Exception:  # noqa: BLE001 - the editor features must work even if the endpoint cannot start
         log.exception("MCP endpoint did not start")
 

@@ -385,7 +385,7 @@ QueryHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 def command_queries(store_provider: StoreProvider, runner: Runner,
                     on_index_changed: Callable[[], None] | None = None) -> dict[str, QueryHandler]:
-    """What a command-line `engram` may hand the endpoint (see engram.query.remote): the same
+    """What a command-line `engram` may hand the endpoint (see engram.handoff): the same
     request it would carry out itself, here on a warm index with the imports done.
     `on_index_changed` runs (on the loop) after an ingest that wrote a tape."""
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -215,6 +217,11 @@ async def test_ingest_reports_progress_and_refreshes(client: LanguageClient, spo
     assert client.indexed and client.refreshes  # type: ignore[attr-defined]
 
 
+def imported(importtime: str) -> set[str]:
+    """The modules `python -X importtime` reported loading."""
+    return {line.split("|")[-1].strip() for line in importtime.splitlines() if line.startswith("import time:")}
+
+
 async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_lenses(
         client: LanguageClient, spotter: Path, tmp_path: Path) -> None:
     """`engram ingest FILE` while the editor is open: the server captures it (its imports and
@@ -232,8 +239,16 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
             break
         await asyncio.sleep(0.05)
 
-    def ingest(path: Path) -> str:
-        proc = run_engram(root, "-v", "ingest", str(path), env={"ENGRAM_LOCAL": ""})
+    def ingest(path: Path, script: bool = False) -> str:
+        if script:  # as the installed `engram` runs it: handed over before the command line is built
+            proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "engram_server.entry", "-v", "ingest",
+                                   "--map", "/nowhere/else=/tmp", str(path)], cwd=root, capture_output=True,
+                                  text=True, env={**os.environ, "ENGRAM_LOCAL": ""}, timeout=600)
+            bare = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], capture_output=True, text=True)
+            loaded = imported(proc.stderr) - imported(bare.stderr)  # (site's own imports are not ours)
+            assert "engram.handoff" in loaded and not loaded & {"argparse", "numpy", "pathlib", "engram.cli"}, loaded
+        else:
+            proc = run_engram(root, "-v", "ingest", str(path), env={"ENGRAM_LOCAL": ""})
         assert "answered by the language server" in proc.stderr, proc.stderr
         assert proc.stdout.startswith("ingest: 1 sessions, 1 new tapes"), proc.stdout
         return proc.stdout
@@ -246,7 +261,7 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
     (root / ".engram" / "config.toml").write_text(
         '[redact]\npatterns = [{name = "ticket", pattern = "spotter-gqc"}]\n')
     client.indexed.clear()  # type: ignore[attr-defined]
-    await asyncio.to_thread(ingest, spotter / f"{SPOTTER_MAIN}.jsonl")
+    await asyncio.to_thread(ingest, spotter / f"{SPOTTER_MAIN}.jsonl", True)
     for _ in range(200):
         if client.indexed:  # type: ignore[attr-defined]
             break

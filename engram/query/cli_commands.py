@@ -78,9 +78,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if not args.span:
             raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
         params.update(span=args.span, cwd=os.getcwd())
-        from engram.query.remote import ask_language_server
+        from engram.handoff import ask_language_server
 
-        doc = ask_language_server(store, "explain", params)
+        doc = ask_language_server(store.endpoint_file, "explain", params)
     if doc is None:
         with closing(_ready_db(store)) as db:
             doc = explain_request(store, db, params)
