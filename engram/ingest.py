@@ -835,26 +835,50 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
 
 
 def ingest_paths(store: Store, paths: list[Path], maps: list[tuple[str, str]] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> IngestStats:
+                 progress: Callable[[int, int], None] | None = None, merge_later: bool = False) -> IngestStats:
     """Capture and index the transcripts at `paths` (files, or directories searched for them):
-    `engram ingest PATH...`, run here or by the language server it was handed to."""
+    `engram ingest PATH...`, run here or by the language server it was handed to (which passes
+    `merge_later`, see `merge_idle`)."""
     from engram.index.build import Indexer  # noqa: PLC0415 - numpy, only once there is something to index
 
     stats = IngestStats()
-    ingest(store, jobs_from_paths(paths, stats), maps=maps, stats=stats, progress=progress, after_tape=Indexer(store))
+    ingest(store, jobs_from_paths(paths, stats), maps=maps, stats=stats, progress=progress,
+           after_tape=Indexer(store, merge_later=merge_later))
     return stats
 
 
-def ingest_request(store: Store, params: dict[str, Any]) -> dict[str, Any]:
+def merge_idle(store: Store) -> int:
+    """Merge the posting segments that appends indexed with `merge_later` left beyond
+    MAX_SEGMENTS: what a language server does once no ingest has come for a while, so that the
+    command (an agent's hook) handing it an append never waits for a merge (40-70 ms at 1 GB on
+    every second append, bench/README.md "Merging when idle"). Returns the segments merged
+    away; 0 while an ingest runs, which merges as it needs."""
+    from engram.index import postings  # noqa: PLC0415
+
+    with ingest_lock_if_free(store) as got:
+        if not got:
+            return 0
+        db = open_db(store)
+        try:
+            with immediate(db):
+                before = int(db.execute("SELECT count(*) FROM segments").fetchall()[0][0])
+                postings.merge_segments(db)
+                after = int(db.execute("SELECT count(*) FROM segments").fetchall()[0][0])
+        finally:
+            db.close()
+    return before - after
+
+
+def ingest_request(store: Store, params: dict[str, Any], merge_later: bool = False) -> dict[str, Any]:
     """What a running language server does with an `engram ingest PATH...` handed to it (see
-    engram.cli.cmd_ingest): the same capture, reported as the command would print it."""
+    engram.handoff): the same capture, reported as the command would print it."""
     paths, maps = params.get("paths"), params.get("maps") or []
     if not (isinstance(paths, list) and paths and all(isinstance(p, str) and os.path.isabs(p) for p in paths)):
         raise BadInput("ingest: `paths` must be a non-empty list of absolute paths")
     if not (isinstance(maps, list) and all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)
                                            for m in maps)):
         raise BadInput("ingest: `maps` must be a list of [FROM, TO] pairs")
-    stats = ingest_paths(store, [Path(p) for p in paths], [(a, b) for a, b in maps])
+    stats = ingest_paths(store, [Path(p) for p in paths], [(a, b) for a, b in maps], merge_later=merge_later)
     return {"summary": stats.summary(), "tapes": stats.tapes, "sessions": stats.sessions}
 
 

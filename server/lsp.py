@@ -14,6 +14,7 @@ import logging
 import sys
 import threading
 import uuid
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -44,6 +45,10 @@ T = TypeVar("T")
 INDEX_CHANGED = "engram/indexChanged"
 COMMANDS = ("engram.explain", "engram.view", "engram.ingest", "engram.reindex", "engram.tapes")
 HOVER_SESSIONS = 3
+# Quiet time after an append handed over by the command line before the server merges the
+# segments appends left (engram.ingest.merge_idle): an agent's hook appends after every turn,
+# seconds apart, and none of them should wait for a merge.
+MERGE_IDLE_S = 2.0
 CONTEXT_LINES = 2
 
 
@@ -62,6 +67,7 @@ class EngramLanguageServer(LanguageServer):
         self.mcp_endpoint: Any = None
         self.mcp_starting: asyncio.Future[None] | None = None
         self.background: set[asyncio.Task[None]] = set()
+        self.merge_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ plumbing
 
@@ -75,7 +81,32 @@ class EngramLanguageServer(LanguageServer):
     def index_changed_soon(self) -> None:
         """`index_changed` without waiting for it: an ingest handed over by the command line
         answers it first (the loop keeps a reference, so the task is not collected half-way)."""
-        task = asyncio.ensure_future(self.index_changed())
+        self.in_background(self.index_changed())
+
+    def merge_when_idle(self, store: Store) -> None:
+        """Merge the segments of appends handed over by the command line once none has come for
+        MERGE_IDLE_S (each new one restarts the wait), on the index worker."""
+        if self.merge_timer is not None:
+            self.merge_timer.cancel()
+
+        async def merge() -> None:
+            from engram.ingest import merge_idle  # noqa: PLC0415
+
+            try:
+                await self.off_loop(merge_idle, store)
+            except Exception:  # noqa: BLE001 - the next append merges as it needs
+                log.exception("merging posting segments")
+
+        def start() -> None:
+            self.merge_timer = None
+            self.in_background(merge())
+
+        self.merge_timer = asyncio.get_running_loop().call_later(MERGE_IDLE_S, start)
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` on the loop without waiting for it (the loop keeps a reference, so the task
+        is not collected half-way)."""
+        task = asyncio.ensure_future(work)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
@@ -271,7 +302,7 @@ async def start_mcp(ls: EngramLanguageServer) -> None:
         return None
 
     mcp = build_mcp(lambda: store, ls.off_loop_call, unsaved)
-    queries = tools_mod.command_queries(lambda: store, ls.off_loop_call, ls.index_changed_soon)
+    queries = tools_mod.command_queries(lambda: store, ls.off_loop_call, ls.index_changed_soon, ls.merge_when_idle)
     try:
         ls.mcp_endpoint = await start_endpoint(mcp, store.endpoint_file, queries)
     except Exception:  # noqa: BLE001 - the editor features must work even if the endpoint cannot start

@@ -384,10 +384,12 @@ QueryHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def command_queries(store_provider: StoreProvider, runner: Runner,
-                    on_index_changed: Callable[[], None] | None = None) -> dict[str, QueryHandler]:
+                    on_index_changed: Callable[[], None] | None = None,
+                    merge_when_idle: Callable[[Store], None] | None = None) -> dict[str, QueryHandler]:
     """What a command-line `engram` may hand the endpoint (see engram.handoff): the same
     request it would carry out itself, here on a warm index with the imports done.
-    `on_index_changed` runs (on the loop) after an ingest that wrote a tape."""
+    `on_index_changed` runs (on the loop) after an ingest that wrote a tape; with
+    `merge_when_idle`, such an ingest leaves merging segments to it (engram.ingest.merge_idle)."""
 
     async def explain(params: dict[str, Any]) -> dict[str, Any]:
         from engram.query.cli_commands import explain_request, index_captured  # noqa: PLC0415
@@ -402,9 +404,12 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
     async def ingest(params: dict[str, Any]) -> dict[str, Any]:
         from engram.ingest import ingest_request  # noqa: PLC0415
 
-        doc = await runner(lambda: ingest_request(store_provider(), params))
+        store = store_provider()
+        doc = await runner(lambda: ingest_request(store, params, merge_later=merge_when_idle is not None))
         if doc["tapes"] and on_index_changed is not None:
             on_index_changed()
+        if doc["tapes"] and merge_when_idle is not None:
+            merge_when_idle(store)
         return doc
 
     return {"explain": explain, "ingest": ingest}

@@ -50,8 +50,9 @@ def test_a_run_file_whose_server_is_gone_or_deaf_leaves_the_ingest_here(repo: Pa
     locally, and asks the deaf server once, not again from the full command line."""
     run_file = repo / ".engram" / "run" / "mcp.json"
     run_file.parent.mkdir(parents=True, exist_ok=True)
-    dead_pid = subprocess.Popen(["true"]).pid  # noqa: S607
-    os.waitpid(dead_pid, 0)
+    gone = subprocess.Popen(["true"])  # noqa: S607
+    gone.wait()  # (Popen's wait: an event loop's child watcher left by another test may reap it first)
+    dead_pid = gone.pid
     session = spotter / f"{SPOTTER_OTHER}.jsonl"
     for pid, first in ((dead_pid, True), (os.getpid(), False)):  # this test's own pid is alive
         run_file.write_text(json.dumps({"port": closed_port(), "token": "t" * 40, "pid": pid}))

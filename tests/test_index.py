@@ -18,7 +18,7 @@ from engram.index import postings
 from engram.index.build import Indexer
 from engram.index.db import MIGRATIONS, int_array
 from engram.index.kinds import KIND_NO
-from engram.ingest import IngestStats, ingest, jobs_from_paths
+from engram.ingest import IngestStats, ingest, ingest_lock, ingest_paths, jobs_from_paths, merge_idle
 from engram.store import Store
 
 
@@ -153,6 +153,25 @@ def test_a_bulk_ingest_leaves_one_segment_and_appends_never_rewrite_it(tmp_path:
     assert len(segments(store)) == 1 and segments(store)[0][1] == total  # merges lost no posting
     assert edit_postings_by_event(store) == edits  # (a rebuild numbers fragments anew)
     assert {i: explain_text(store.root, text(block(f"w{i}", 10))) for i in range(34)} == before
+
+
+def test_an_idle_merge_leaves_a_running_ingest_alone_and_loses_no_posting(tmp_path: Path) -> None:
+    """Appends a language server indexed with merge_later leave more than MAX_SEGMENTS; its idle
+    merge does nothing while an ingest holds the lock, then brings them back under."""
+    store = _store_with(tmp_path / "repo")
+    src = tmp_path / "src"
+    src.mkdir()
+    n = postings.MAX_SEGMENTS + 3
+    for p in _sessions(src, n):
+        ingest_paths(store, [p], merge_later=True)
+    assert len(segments(store)) == n
+    total = sum(k for _, k in segments(store))
+    with ingest_lock(store):  # another ingest running: it merges as it needs
+        assert merge_idle(store) == 0 and len(segments(store)) == n
+    assert merge_idle(store) >= n - postings.MAX_SEGMENTS
+    assert len(segments(store)) <= postings.MAX_SEGMENTS and sum(k for _, k in segments(store)) == total
+    for i in (0, n - 1):
+        assert explain_text(store.root, text(block(f"w{i}", 10))) == [f"t{i:02d}"]
 
 
 def _to_schema_6_postings(db: apsw.Connection) -> None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import apsw
 import httpx2
 import pytest
 import pytest_lsp
@@ -18,6 +19,9 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram
+from test_lineage import block, edit, tape, text
+
+from engram.index import postings
 
 SERVER = [sys.executable, "-m", "engram_server.entry", "lsp", "--stdio"]
 
@@ -283,6 +287,60 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
         assert (await h.post(url, json=body)).status_code == 401
         assert (await h.post(url, json={"paths": ["subagent.jsonl"]}, headers=auth)).status_code == 400
     assert len(json.loads(run_engram(root, "tapes", "--json").stdout)) == 2
+
+
+async def run_file_of(root: Path) -> Path:
+    """The endpoint's run file, once the server has written it."""
+    run_file = root / ".engram" / "run" / "mcp.json"
+    for _ in range(200):
+        if run_file.exists():
+            break
+        await asyncio.sleep(0.05)
+    return run_file
+
+
+async def test_appends_handed_over_never_wait_for_a_merge_and_the_server_merges_when_idle(
+        client: LanguageClient, tmp_path: Path) -> None:
+    """An agent's hook hands the server an append after every turn: none of them merges
+    segments (40-70 ms at 1 GB), and once they stop the server merges them, losing nothing."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    src = tmp_path / "src"
+    src.mkdir()
+    n = postings.MAX_SEGMENTS + 3
+    sessions = [tape(src, f"t{i:02d}", f"2026-02-{i + 1:02d}T10:00:00Z",
+                     [edit(f"src/f{i}.py", [], block(f"w{i}", 10), f"2026-02-{i + 1:02d}T10:00:00Z", op="create")])
+                for i in range(n)]
+    await start(client, root)
+    await run_file_of(root)
+
+    def segments() -> int:
+        db = apsw.Connection(str(root / ".engram" / "index.sqlite"))
+        try:
+            return int(db.execute("SELECT count(*) FROM segments").fetchall()[0][0])
+        finally:
+            db.close()
+
+    def append(path: Path) -> int:
+        proc = run_engram(root, "-v", "ingest", str(path), env={"ENGRAM_LOCAL": ""})
+        assert "answered by the language server" in proc.stderr, proc.stderr
+        return segments()
+
+    seen = [await asyncio.to_thread(append, p) for p in sessions]
+    # Each append its own segment, none merged while they came (an idle gap could merge some, but
+    # not before more than MAX_SEGMENTS were there).
+    assert max(seen) > postings.MAX_SEGMENTS and max(seen) <= postings.MAX_SEGMENTS_UNMERGED, seen
+    for _ in range(200):  # the server merges once no append has come for MERGE_IDLE_S
+        if segments() <= postings.MAX_SEGMENTS:
+            break
+        await asyncio.sleep(0.05)
+    assert segments() <= postings.MAX_SEGMENTS
+    for i in (0, n // 2, n - 1):  # every session still found by the code it wrote
+        doc = json.loads(run_engram(root, "explain", "--brief", "--text", "-", input=text(block(f"w{i}", 10)).encode(),
+                                    env={"ENGRAM_LOCAL": "1"}).stdout)
+        assert [s["session_id"] for s in doc["sessions"]] == [f"t{i:02d}"]
 
 
 async def test_settings_turn_lenses_and_hover_off(client: LanguageClient, spot: Path, agent_file: str) -> None:

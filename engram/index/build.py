@@ -205,10 +205,13 @@ def small_pages() -> Iterator[None]:
 class Indexer:
     """Indexes tapes into `index.sqlite`; call `add` per tape, `flush` at the end."""
 
-    def __init__(self, store: Store, k: int | None = None, w: int | None = None) -> None:
+    def __init__(self, store: Store, k: int | None = None, w: int | None = None, merge_later: bool = False) -> None:
         """k and w default to the index's own (an existing index keeps its parameters until
-        `engram reindex`), or to the anchor defaults for a new index."""
+        `engram reindex`), or to the anchor defaults for a new index. `merge_later`: the caller
+        merges segments once it is idle (`merge_idle`), so a write merges only past
+        MAX_SEGMENTS_UNMERGED."""
         self.store = store
+        self.most_segments = postings.MAX_SEGMENTS_UNMERGED if merge_later else postings.MAX_SEGMENTS
         self.k, self.w = k, w  # type: ignore[assignment]
         self.pending: list[PendingTape] = []
         self.fps: list[np.ndarray] = []
@@ -268,7 +271,7 @@ class Indexer:
         postings.write_sorted(db, seg, self.run.keys, self.run.frags, table=postings.EDITS)  # the same runs' edits
         db.execute("INSERT INTO segments(seg, postings, tapes) VALUES(?, ?, ?)", (seg, len(key), tapes))
         db.execute("UPDATE tapes SET indexed=1 WHERE indexed=2")
-        self.newest = postings.merge_segments(db) or (key, frags)
+        self.newest = postings.merge_segments(db, self.most_segments) or (key, frags)
 
     def restore(self, db: apsw.Connection) -> int:
         """Take over the postings of tapes a dead run left at `indexed=2` (see the module

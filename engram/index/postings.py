@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 _SHIFT: Final = np.uint64(64 - BUCKET_BITS)
 _LOW: Final = np.uint64(0xFFFFFFFF)
 MAX_SEGMENTS: Final = 6
+# Segments an append may leave when a long-lived process merges them once it is idle (`Indexer`,
+# merge_later): its appends then never wait for a merge, and a burst of them still cannot leave
+# queries more than this many statements per lookup.
+MAX_SEGMENTS_UNMERGED: Final = 2 * MAX_SEGMENTS
 ALL: Final = "postings"
 EDITS: Final = "edit_postings"  # the code.edit fragments' postings (the module docstring)
 # Rows a lookup reads and matches at a time. A span of a whole large file (or a bulk run's
@@ -425,16 +429,16 @@ def forget_held() -> None:
     _held.clear()
 
 
-def merge_segments(db: apsw.Connection) -> tuple[np.ndarray, np.ndarray] | None:
+def merge_segments(db: apsw.Connection, most: int = MAX_SEGMENTS) -> tuple[np.ndarray, np.ndarray] | None:
     """Keep the number of segments small (inside the caller's write transaction).
 
-    Past MAX_SEGMENTS, the smallest segments are merged, together with any next one no more than
-    twice their total: appends then rewrite small segments only, and each posting is rewritten
-    O(log n) times as the store grows, never the whole index per append. Returns the merged
-    segment's postings in stored order, or None when nothing was merged.
+    Past `most` segments, the smallest are merged down to MAX_SEGMENTS, together with any next
+    one no more than twice their total: appends then rewrite small segments only, and each
+    posting is rewritten O(log n) times as the store grows, never the whole index per append.
+    Returns the merged segment's postings in stored order, or None when nothing was merged.
     """
     segs = db.execute("SELECT seg, postings FROM segments ORDER BY postings, seg").fetchall()
-    if len(segs) > MAX_SEGMENTS:
+    if len(segs) > most:
         j = len(segs) - MAX_SEGMENTS + 1
         total = sum(n for _, n in segs[:j])
         while j < len(segs) and segs[j][1] <= 2 * total:
