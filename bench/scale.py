@@ -617,10 +617,13 @@ def wait_indexed(repo: Path, session: str, timeout: float = 120.0) -> float:
 
 
 def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: Path,
-            profile: Path | None = None) -> list[Append]:
+            profile: Path | None = None) -> tuple[list[Append], str]:
+    """The appends of each phase, and what the language server did with the segments its appends
+    left once they stopped (it merges them when idle, not while they come)."""
     out: list[Append] = []
     taken = captured_sessions(repo)
     seed = seed0
+    idle = ""
     for phase in ("CLI", "in-process", "hook", "served"):
         with language_server(engram, repo) if phase == "served" else nullcontext():
             for i in range(n + (phase == "served")):
@@ -633,7 +636,25 @@ def appends(engram: list[str], repo: Path, n: int, size: int, seed0: int, tmp: P
                 if phase == "served" and i == 0:
                     how += " (first after the server started: its imports)"
                 out.append(Append(how, raw, got[0], got[1], before, segments(repo), got[2]))
-    return out
+            if phase == "served":
+                idle = idle_merge(repo)
+    return out, idle
+
+
+def idle_merge(repo: Path, timeout: float = 60.0) -> str:
+    """How long after the last append the language server had merged its appends' segments."""
+    from engram.index.postings import MAX_SEGMENTS
+
+    t0, before = time.perf_counter(), segments(repo)
+    while time.perf_counter() - t0 < timeout:
+        now = segments(repo)
+        if now <= MAX_SEGMENTS:
+            if now == before:
+                return f"{now} segments after the appends: nothing to merge"
+            return (f"the server merged {before} segments into {now} when idle, done "
+                    f"{time.perf_counter() - t0:.1f} s after the last append")
+        time.sleep(0.02)
+    return f"the server left {segments(repo)} segments unmerged {timeout:.0f} s after the last append"
 
 
 def append_one(engram: list[str], repo: Path, d: Path, phase: str, profile: Path | None
@@ -897,7 +918,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.appends:
         with tempfile.TemporaryDirectory(prefix="engram-scale-append-", dir=args.workdir) as tmp:
             prof_append = OUT_DIR / "append.prof" if args.profile else None
-            apps = appends(engram, repo, args.appends, args.append_size, 1000 + args.seed, Path(tmp), prof_append)
+            apps, idle = appends(engram, repo, args.appends, args.append_size, 1000 + args.seed, Path(tmp),
+                                 prof_append)
         for a in apps:
             if a.indexed is not None:
                 print(f"  append (hook): {a.raw / 1e6:.2f} MB; the hook returned in {a.wall * 1000:,.0f} ms, the tape "
@@ -906,6 +928,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"  append ({a.how}): {a.raw / 1e6:.2f} MB in {a.wall * 1000:,.0f} ms wall, {a.cpu * 1000:,.0f} ms "
                   f"CPU; segments {a.segs_before} -> {a.segs_after}", flush=True)
+        print(f"  append (served): {idle}", flush=True)
         cli_a = [a for a in apps if a.how == "CLI"]
         inp_a = [a for a in apps if a.how == "in-process"]
         served_a = [a for a in apps if a.how == "served"]
