@@ -582,6 +582,7 @@ def segments(repo: Path) -> int:
     import apsw
 
     db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    db.set_busy_timeout(5000)  # (a language server may be merging)
     try:
         return int(db.execute("SELECT count(*) FROM segments").fetchall()[0][0])
     finally:
