@@ -14,7 +14,7 @@ from typing import Any
 
 from engram.config import load_config
 from engram.errors import StoreNotFound
-from engram.location import ENDPOINT_FILE, RUN_DIR, STORE_DIR, find_store_root
+from engram.location import RUN_DIR, STORE_DIR, endpoint_file, find_store_root
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,9 @@ class Store:
 
     @property
     def endpoint_file(self) -> Path:
-        """Where a running language server advertises its endpoint (engram.location)."""
-        return self.run_dir / ENDPOINT_FILE
+        """Where a running language server advertises its endpoint (`engram.location`, which the
+        command line's quick path reads it by)."""
+        return Path(endpoint_file(str(self.root)))
 
     @property
     def index_path(self) -> Path:
@@ -127,13 +128,11 @@ class Store:
     @classmethod
     def discover(cls, start: Path | None = None) -> "Store":
         """The store of the repository containing `start` (default: the cwd)."""
-        here = (start or Path.cwd()).resolve()
-        root = find_store_root(str(here))
+        root = find_store_root(str(start or Path.cwd()))  # (it resolves symbolic links)
         if root is not None:
             return cls(Path(root))
-        raise StoreNotFound(
-            f"no {STORE_DIR}/ store in {here} or above; run `engram init` at the repository root"
-        )
+        here = (start or Path.cwd()).resolve()
+        raise StoreNotFound(f"no {STORE_DIR}/ store in {here} or above; run `engram init` at the repository root")
 
 
 def init_store(root: Path) -> tuple[Store, list[str]]:

@@ -406,10 +406,11 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
 
         store = store_provider()
         doc = await runner(lambda: ingest_request(store, params, merge_later=merge_when_idle is not None))
-        if doc["tapes"] and on_index_changed is not None:
-            on_index_changed()
-        if doc["tapes"] and merge_when_idle is not None:
-            merge_when_idle(store)
+        if doc["tapes"]:
+            if on_index_changed is not None:
+                on_index_changed()
+            if merge_when_idle is not None:
+                merge_when_idle(store)
         return doc
 
     return {"explain": explain, "ingest": ingest}
