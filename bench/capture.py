@@ -12,7 +12,7 @@ In one run it:
 4. creates a throw-away git repository, runs `engram init` there and times
    `engram --repo REPO ingest CORPUS/projects [--engram-args ...]` end to end (a subprocess of
    the installed `engram` command: interpreter start-up, discovery, parsing, tape writing,
-   catalog and — when engram.cli._indexer returns an indexer — indexing; `--split-index` also
+   catalog and — when engram.cli.main._indexer returns an indexer — indexing; `--split-index` also
    times an ingest with that hook disabled);
 5. prints raw MB, seconds, raw MB/s, events/s, tape bytes (.engram/tapes + .engram/objects) as %
    of raw, and the engram/rg time ratio, against the targets (>= 100 MB/s, tapes <= 10% of raw);
@@ -144,7 +144,7 @@ def fresh_repo(workdir: Path | None, engram: list[str]) -> Path:
     return repo
 
 
-NO_INDEX_SNIPPET = ("import sys, engram.cli as c; c._indexer = lambda store: None; "
+NO_INDEX_SNIPPET = ("import sys, engram.cli.main as c; c._indexer = lambda store: None; "
                     "sys.exit(c.main(sys.argv[1:]))")
 
 
@@ -172,10 +172,10 @@ def run_ingest(engram: list[str], repo: Path, projects: Path, extra: list[str], 
 
 
 def indexing_active(repo: Path) -> bool:
-    """Whether `engram ingest` indexes each new tape: asks the CLI's own hook (engram.cli._indexer)."""
+    """Whether `engram ingest` indexes each new tape: asks the CLI's own hook (engram.cli.main._indexer)."""
     try:
         from engram import cli
-        from engram.store import Store
+        from engram.store.repo import Store
     except ImportError:
         return False
     hook = getattr(cli, "_indexer", None)
@@ -328,7 +328,7 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
     return "\n".join(out)
 
 
-PROFILE_NO_INDEX = ("import cProfile, sys, engram.cli as c; c._indexer = lambda store: None; "
+PROFILE_NO_INDEX = ("import cProfile, sys, engram.cli.main as c; c._indexer = lambda store: None; "
                     "cProfile.run('c.main(sys.argv[2:])', sys.argv[1])")
 
 
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="where the throw-away repositories go (default: system temp)")
     ap.add_argument("--keep", action="store_true", help="keep the throw-away repositories")
     ap.add_argument("--split-index", action="store_true",
-                    help="also time an ingest with the index hook disabled (engram.cli._indexer patched in-process)")
+                    help="also time an ingest with the index hook disabled (engram.cli.main._indexer patched in-process)")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
     ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
                     help="profile the full ingest, capture only (index hook off), or both (default)")
@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(fmt_table(rows))
     if indexing:
-        print("\nnote: ingest's per-tape index hook (engram.cli._indexer) is active: the ingest figure includes indexing.")
+        print("\nnote: ingest's per-tape index hook (engram.cli.main._indexer) is active: the ingest figure includes indexing.")
     print("\nseekable-frame cost:")
     print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
 

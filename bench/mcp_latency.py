@@ -104,7 +104,7 @@ def run_core(repo: Path, cases: list[scale.SpanCase], rounds: int, warmup: int) 
     from engram.index.db import open_db
     from engram.query.explain import Options, explain
     from engram.query.spans import read_span
-    from engram.store import Store
+    from engram.store.repo import Store
 
     store = Store.discover(repo)
     db = open_db(store)
@@ -176,7 +176,7 @@ async def floor(client: Any, name: str, calls: int, server_pid: int | None) -> S
 async def run_memory(repo: Path, cases: list[scale.SpanCase], rounds: int, warmup: int) -> list[Series]:
     from mcp import Client
 
-    from engram.store import Store
+    from engram.store.repo import Store
     from engram_server.mcp_tools import build_mcp, thread_runner
 
     server = build_mcp(lambda: Store.discover(repo), thread_runner())

@@ -19,7 +19,7 @@ finds in the project's git history (checked hunk by hunk). The run:
    created file are written; context lines keep their flag; lines that changed between the
    session's last known version and the next `originalFile` (a formatter, the user, git) are not
    the session's. Paths are made repository-relative by stripping each session's `cwd`; the
-   replayed final files must equal engram.demo.final_files (checked);
+   replayed final files must equal engram.cli.demo.final_files (checked);
 2. builds ONE git repository with the final files of both sessions: one commit per session in
    time order (author = session id), so when both wrote a path the later session's version is
    kept and spans there are attributed to it (the earlier session is a real distractor);
@@ -389,7 +389,7 @@ def load_session(main: Path, history: History | None = None, copied: set[str] | 
                 state[rel] = got
     for rel, (lines, fl) in state.items():
         if rel in own:
-            s.final[rel] = "\n".join(lines) + "\n" if lines else ""  # an empty Write, as engram.demo.final_files
+            s.final[rel] = "\n".join(lines) + "\n" if lines else ""  # an empty Write, as engram.cli.demo.final_files
             s.flags[rel] = fl
     return s
 
@@ -1013,8 +1013,10 @@ def touched_sessions(sessions: list[Session], span: SpanRef, repo_lines: list[st
 
 
 def engram_env(repo: Path, transcripts: list[Path], maps: list[tuple[str, str]] | None = None) -> Any:
-    from engram.ingest import IngestStats, ingest, jobs_from_paths
-    from engram.store import init_store
+    from engram.capture.discovery import jobs_from_paths
+    from engram.capture.pipeline import ingest
+    from engram.capture.stats import IngestStats
+    from engram.store.repo import init_store
 
     store, _ = init_store(repo)
     stats = IngestStats()
@@ -1064,7 +1066,7 @@ def _writer_edits(res: Any, writer: str) -> int:
 def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
     """Each mutated span as `engram explain FILE:START-END` reads it, with its file's lines (which
     the command passes on, so that a span can take in its neighbours): the mutation is written to
-    the working tree, read back as engram.query.cli_commands.explain_request reads it, and the
+    the working tree, read back as engram.query.requests.explain_request reads it, and the
     file restored."""
     from engram.query.spans import read_span
 
@@ -1121,7 +1123,7 @@ _SWEEP: dict[str, Any] = {}  # what forked sweep workers inherit (queries hold w
 
 def _sweep_one(kw: tuple[int, int]) -> tuple[int, int, int, float, dict[str, float], dict[str, float]]:
     """Index a private copy of the store with (k, w) and score engram on every query."""
-    from engram.store import Store
+    from engram.store.repo import Store
 
     k, w = kw
     root = _SWEEP["work"] / f"sweep-k{k}-w{w}"
@@ -1277,10 +1279,10 @@ def prepare(work: Path, spans_per_size: int, seed: int, source: Path | None = No
             raise SystemExit(f"{source}: no session there wrote a file (Write/Edit results) to take spans from")
     print(f"{len(sessions)} sessions, {len(writers)} wrote code: " +
           ", ".join(f"{s.sid[:8]} ({len(s.final)} files)" for s in writers))
-    from engram.demo import final_files
-    for s in writers:  # the replay of Claude Code sessions must agree with engram.demo.final_files
+    from engram.cli.demo import final_files
+    for s in writers:  # the replay of Claude Code sessions must agree with engram.cli.demo.final_files
         if s.harness != "claude":
-            continue  # engram.demo replays Claude Code sessions only
+            continue  # engram.cli.demo replays Claude Code sessions only
         # (the replay ends every file with a newline; a Write may not: entireio/skills' waiting.html)
         ff = {r: t if t.endswith("\n") or not t else t + "\n"
               for p, t in final_files(s.files[0]).items() if (r := _rel(s.cwd, p))}

@@ -11,7 +11,7 @@ In one run it:
 2. ingest + index, cold start to committed index: a fresh git repository, `engram init`, then
    `engram --repo REPO ingest CORPUS/projects` (indexing runs inside ingest), `--ingest-runs`
    times, each into its own fresh repository; wall and CPU time (user+sys of the child);
-3. the split (`--split`): capture only (`engram.cli._indexer` patched to None, in-process, nothing
+3. the split (`--split`): capture only (`engram.cli.main._indexer` patched to None, in-process, nothing
    in engram/ changed) into another fresh repository, then `engram --repo REPO index` there,
    which indexes every tape the capture left unindexed;
 4. sizes: index.sqlite (+ -wal, -shm) and tapes + objects, as shares of the raw JSONL;
@@ -39,7 +39,7 @@ In one run it:
    step 6's warm p50 is printed beside it;
 10. appending: `--appends` new ~1 MB sessions generated with other seeds, each ingested into the
    big store with `engram --repo REPO ingest DIR` (CLI, includes interpreter start-up) and, for as
-   many more, with engram.ingest.ingest + Indexer in this process (no start-up), and for as many
+   many more, with engram.capture.pipeline.ingest + Indexer in this process (no start-up), and for as many
    more with `engram hook` given a Stop payload on stdin, as Claude Code runs it: the hook's own
    time (what the agent waits for) and the time until the detached ingest has indexed the tape,
    and for as many more with the CLI again while `engram lsp` runs on the store (the command hands
@@ -89,7 +89,7 @@ OUT_DIR = Path(__file__).resolve().parent / "out"
 SPAN_DIR = "_scale_spans"
 SPAN_LINES = 20
 SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
-NO_INDEX_SNIPPET = ("import sys, engram.cli as c; c._indexer = lambda store: None; "
+NO_INDEX_SNIPPET = ("import sys, engram.cli.main as c; c._indexer = lambda store: None; "
                     "sys.exit(c.main(sys.argv[1:]))")
 
 TARGETS = {
@@ -247,7 +247,7 @@ def sample_spans(repo: Path, n: int, seed: int, lines: int = SPAN_LINES, per_tap
     """`n` spans of `lines` lines from code.edit after-texts of random tapes, written into the tree.
 
     With `corpus`, only tapes captured from files under it (not, say, sessions appended earlier)."""
-    from engram.store import Store
+    from engram.store.repo import Store
     from engram.tape.reader import TapeReader
     from engram.tape.writer import TAPE_SUFFIX
 
@@ -341,7 +341,7 @@ class Explainer:
     def __init__(self, repo: Path, brief: bool) -> None:
         from engram.index.db import open_db
         from engram.query.explain import Options
-        from engram.store import Store
+        from engram.store.repo import Store
 
         self.repo = repo
         self.store = Store.discover(repo)
@@ -430,7 +430,7 @@ def explain_cold(repo: Path, cases: list[SpanCase], n: int, mode: str) -> tuple[
     from engram.index.memo import forget
     from engram.query.explain import Options, explain
     from engram.query.spans import read_span
-    from engram.store import Store
+    from engram.store.repo import Store
 
     store = Store.discover(repo)
     files = engram_files(store.dir)
@@ -684,8 +684,8 @@ def append_one(engram: list[str], repo: Path, d: Path, phase: str, profile: Path
                              f"{proc.stderr[-500:]}")
         return wall, cpu, None
     # in-process: what the language server or a long-lived hook pays
-    from engram.ingest import ingest_paths
-    from engram.store import Store
+    from engram.capture.pipeline import ingest_paths
+    from engram.store.repo import Store
 
     store = Store.discover(repo)
     prof = cProfile.Profile() if profile is not None else None

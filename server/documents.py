@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engram.query.regions import Region, RegionSession
-from engram.store import Store
+from engram.store.repo import Store
 
 
 @dataclass

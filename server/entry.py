@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse  # noqa: PLC0415
 
-    from engram.cli import main as core_main  # noqa: PLC0415
+    from engram.cli.main import main as core_main  # noqa: PLC0415
 
     args = list(sys.argv[1:] if argv is None else argv)
     # argparse's REMAINDER cannot take options first (`engram lsp --stdio`): route these directly.
@@ -49,18 +49,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console() -> None:
     """The installed `engram` script (and `python -m engram_server.entry`): `main`, then the exit
-    the command allows (see `engram.cli.exit_process`).
+    the command allows (see `engram.cli.main.exit_process`).
 
     An `engram ingest FILE` that a running language server can do whole is handed to it first,
-    before anything else is imported (`engram.handoff.quick`): the command line's own imports
+    before anything else is imported (`engram.cli.running_server.quick`): the command line's own imports
     would be a third of the time an agent's hook may take to append its session."""
     argv = sys.argv[1:]
-    from engram import handoff  # noqa: PLC0415
+    from engram.cli import running_server  # noqa: PLC0415
 
-    code = handoff.quick(argv)
+    code = running_server.quick(argv)
     if code is not None:
-        handoff.leave(code)
-    from engram.cli import exit_process  # noqa: PLC0415
+        running_server.leave(code)
+    from engram.cli.main import exit_process  # noqa: PLC0415
 
     exit_process(argv, main(argv))
 

@@ -26,12 +26,12 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from engram import __version__
-from engram.editor_tape import EditorSession, record_save
+from engram.capture.editor_tape import EditorSession, record_save
 from engram.errors import EngramError
 from engram.index.db import open_db
 from engram.query.regions import evidence_regions
 from engram.query.story import touch_story
-from engram.store import STORE_DIR, Store, find_repo_root
+from engram.store.repo import STORE_DIR, Store, find_repo_root
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
 
@@ -46,7 +46,7 @@ INDEX_CHANGED = "engram/indexChanged"
 COMMANDS = ("engram.explain", "engram.view", "engram.ingest", "engram.reindex", "engram.tapes")
 HOVER_SESSIONS = 3
 # Quiet time after an append handed over by the command line before the server merges the
-# segments appends left (engram.ingest.merge_idle): an agent's hook appends after every turn,
+# segments appends left (engram.capture.pipeline.merge_idle): an agent's hook appends after every turn,
 # seconds apart, and none of them should wait for a merge.
 MERGE_IDLE_S = 2.0
 CONTEXT_LINES = 2
@@ -90,7 +90,7 @@ class EngramLanguageServer(LanguageServer):
             self.merge_timer.cancel()
 
         async def merge() -> None:
-            from engram.ingest import merge_idle  # noqa: PLC0415
+            from engram.capture.pipeline import merge_idle  # noqa: PLC0415
 
             try:
                 await self.off_loop(merge_idle, store)
@@ -543,7 +543,7 @@ async def cmd_view(ls: EngramLanguageServer, *args: Any) -> dict:
     offset, before, after = _int(offset, 0), _int(before, 5), _int(after, 5)
     store = _any_store(ls, uri)
     from engram.index.catalog import resolve_tape  # noqa: PLC0415
-    from engram.render import events_view  # noqa: PLC0415
+    from engram.query.render import events_view  # noqa: PLC0415
 
     def work() -> dict:
         try:
@@ -611,7 +611,9 @@ async def cmd_ingest(ls: EngramLanguageServer, *args: Any) -> dict:
 
     def work() -> dict:
         from engram.index.build import Indexer  # noqa: PLC0415
-        from engram.ingest import IngestStats, discover, ingest  # noqa: PLC0415
+        from engram.capture.discovery import discover  # noqa: PLC0415
+        from engram.capture.pipeline import ingest  # noqa: PLC0415
+        from engram.capture.stats import IngestStats  # noqa: PLC0415
 
         stats = IngestStats()
         jobs = discover(store.root, None, None, stats)

@@ -1,6 +1,6 @@
 """The companion MCP endpoint inside the language server: streamable HTTP on 127.0.0.1.
 
-It also answers the command line (`POST /engram/explain`, see engram.handoff), so
+It also answers the command line (`POST /engram/explain`, see engram.cli.running_server), so
 `engram explain` in a terminal gets the warm index instead of a cold start.
 
 Security: a random bearer token (32 bytes, compared in constant time) on every request, Host
@@ -58,7 +58,7 @@ class BearerGate:
 
 
 class CommandRoutes:
-    """ASGI: `POST /engram/<query>` for the command line (engram.handoff), the rest to MCP.
+    """ASGI: `POST /engram/<query>` for the command line (engram.cli.running_server), the rest to MCP.
 
     Inside the bearer gate; Host and Origin are checked here as the SDK checks them for /mcp
     (421 / 403), so a web page can no more reach these routes than the MCP one."""

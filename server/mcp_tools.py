@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from engram import __version__
 from engram.errors import EngramError
-from engram.store import Store
+from engram.store.repo import Store
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -314,7 +314,9 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         """Capture this repository's new Claude Code and Codex sessions (and new parts of live
         ones) into the store and index them. Safe to call repeatedly."""
         from engram.index.build import Indexer  # noqa: PLC0415
-        from engram.ingest import IngestStats, discover, ingest as core_ingest  # noqa: PLC0415
+        from engram.capture.discovery import discover  # noqa: PLC0415
+        from engram.capture.pipeline import ingest as core_ingest  # noqa: PLC0415
+        from engram.capture.stats import IngestStats  # noqa: PLC0415
 
         def work() -> IngestResult:
             store = store_provider()
@@ -329,7 +331,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
     async def tape_resource(tape_id: str) -> str:
         """A compact, readable view of a tape (first 200 events)."""
         from engram.index.catalog import resolve_tape, tape_file  # noqa: PLC0415
-        from engram.render import events_view  # noqa: PLC0415
+        from engram.query.render import events_view  # noqa: PLC0415
         from engram.tape.reader import TapeReader  # noqa: PLC0415
 
         def work() -> str:
@@ -386,13 +388,13 @@ QueryHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 def command_queries(store_provider: StoreProvider, runner: Runner,
                     on_index_changed: Callable[[], None] | None = None,
                     merge_when_idle: Callable[[Store], None] | None = None) -> dict[str, QueryHandler]:
-    """What a command-line `engram` may hand the endpoint (see engram.handoff): the same
+    """What a command-line `engram` may hand the endpoint (see engram.cli.running_server): the same
     request it would carry out itself, here on a warm index with the imports done.
     `on_index_changed` runs (on the loop) after an ingest that wrote a tape; with
-    `merge_when_idle`, such an ingest leaves merging segments to it (engram.ingest.merge_idle)."""
+    `merge_when_idle`, such an ingest leaves merging segments to it (engram.capture.pipeline.merge_idle)."""
 
     async def explain(params: dict[str, Any]) -> dict[str, Any]:
-        from engram.query.cli_commands import explain_request, index_captured  # noqa: PLC0415
+        from engram.query.requests import explain_request, index_captured  # noqa: PLC0415
 
         def work() -> dict[str, Any]:
             with _opened(store_provider) as (store, db):
@@ -402,7 +404,7 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
         return await runner(work)
 
     async def ingest(params: dict[str, Any]) -> dict[str, Any]:
-        from engram.ingest import ingest_request  # noqa: PLC0415
+        from engram.capture.pipeline import ingest_request  # noqa: PLC0415
 
         store = store_provider()
         doc = await runner(lambda: ingest_request(store, params, merge_later=merge_when_idle is not None))

@@ -93,7 +93,7 @@ def build_spot_repo(spotter: Path, root: Path, ingest: bool = True) -> dict[str,
     (unless `ingest` is false: the store is then empty).
 
     Returns, for each file, the session that wrote its final version."""
-    from engram.demo import final_files  # noqa: PLC0415
+    from engram.cli.demo import final_files  # noqa: PLC0415
 
     root.mkdir(parents=True)
     git(root, "init", "-q")

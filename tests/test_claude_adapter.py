@@ -14,7 +14,7 @@ import zstandard
 from conftest import FIXTURES, SPOTTER_MAIN, SPOTTER_OTHER, run_engram
 from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
-from engram.store import Store
+from engram.store.repo import Store
 from engram.tape.reader import TapeReader
 
 EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
@@ -461,7 +461,7 @@ def test_structured_patch_hunks_rebuild_the_file_and_say_where_each_line_came_fr
 def test_a_session_id_prefix_must_name_one_session(tmp_path: Path) -> None:
     from engram.errors import UnknownTape
     from engram.index.catalog import resolve_tapes
-    from engram.store import init_store
+    from engram.store.repo import init_store
 
     store, _ = init_store(tmp_path)
     db = open_db(store)

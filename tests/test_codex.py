@@ -18,7 +18,8 @@ import pytest
 from conftest import git, run_engram, shown_events
 from engram.adapters.base import Capture, SourceSpan
 from engram.adapters.codex import parse_output, read_spec, shell_effect
-from engram.ingest import Job, detect_format, parse_job
+from engram.capture.discovery import Job, detect_format
+from engram.capture.pipeline import parse_job
 
 FIXTURE = Path(__file__).parent / "fixtures" / "codex" / "codex_small_schema_coverage.jsonl"
 SID = "019a0000-0000-7000-8000-0000000000aa"
@@ -943,7 +944,7 @@ def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, st
                      str(root / "src" / "app.py"): {"type": "update", "unified_diff": diff, "move_path": None},
                      str(root / "README.md"): "garbled", "/elsewhere/x.py": {"type": "add", "content": "y\n"}})
     cap = capture(r.write(tmp_path / "s.jsonl"), root)
-    from engram.render import event_line  # noqa: PLC0415
+    from engram.query.render import event_line  # noqa: PLC0415
 
     (call,) = kinds(cap, "tool.call")  # the compact view shows the script, which names no file
     assert "exec const patch = \"*** Begin Patch" in event_line(3, call)

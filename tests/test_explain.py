@@ -310,7 +310,7 @@ def test_search_fills_its_page_when_a_session_was_resumed_many_times(repo: Path,
 
 def test_a_query_ends_without_teardown_yet_delivers_everything(spotter: Path,
                                                                spot_repo: tuple[Path, dict[str, str]]) -> None:
-    """Queries leave with os._exit (engram.cli.exit_process): an answer far larger than a pipe's
+    """Queries leave with os._exit (engram.cli.main.exit_process): an answer far larger than a pipe's
     buffer and one small enough to sit in the stream's buffer both arrive whole, the exit status
     and message of an error survive, and the index is left closed (no -wal file for the next
     process to recover)."""
@@ -459,7 +459,7 @@ def direct_both(root: Path, texts: list[str],
     from engram.index import snapshot  # noqa: PLC0415
     from engram.index.db import open_db  # noqa: PLC0415
     from engram.query.direct import direct_hits  # noqa: PLC0415
-    from engram.store import Store  # noqa: PLC0415
+    from engram.store.repo import Store  # noqa: PLC0415
 
     db = open_db(Store.discover(root), readonly=True)
     try:
@@ -990,7 +990,7 @@ def test_a_resumed_session_does_not_take_the_work_it_copied(spotter: Path, tmp_p
     # the editor's lenses count the same way: the resumed session touched the file once
     from engram.index.db import open_db
     from engram.query.regions import evidence_regions
-    from engram.store import Store
+    from engram.store.repo import Store
 
     db = open_db(Store(root))
     regions = [r for r in evidence_regions(db, text) if r.start <= a - 1 and r.end >= b - 1]

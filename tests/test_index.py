@@ -16,10 +16,14 @@ from test_lineage import block, edit, tape, text
 
 from engram.index import postings
 from engram.index.build import Indexer
-from engram.index.db import MIGRATIONS, int_array
+from engram.index.schema import MIGRATIONS
+from engram.index.sql import int_array
 from engram.index.kinds import KIND_NO
-from engram.ingest import IngestStats, ingest, ingest_lock, ingest_paths, jobs_from_paths, merge_idle
-from engram.store import Store
+from engram.capture.discovery import jobs_from_paths
+from engram.capture.pipeline import ingest, ingest_paths, merge_idle
+from engram.capture.stats import IngestStats
+from engram.store.lock import ingest_lock
+from engram.store.repo import Store
 
 
 ROW_IDS = (1 << postings.ROW_KEY_BITS) - 1  # a posting row's id without its segment
@@ -504,7 +508,8 @@ def test_small_segments_held_in_memory_answer_as_read(tmp_path: Path) -> None:
     rebuilt)."""
     from engram.anchor import kgram_fingerprints  # noqa: PLC0415
     from engram.index import memo, snapshot  # noqa: PLC0415
-    from engram.index.db import open_db, reading  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.index.sql import reading  # noqa: PLC0415
     from engram.query.direct import direct_hits  # noqa: PLC0415
 
     store = _store_with(tmp_path / "s")
@@ -586,7 +591,8 @@ def test_runs_merged_in_parts_write_the_rows_one_merge_writes(tmp_path: Path, mo
     cuts must fall between rows (a row split in two would be two rows with one id), and the
     segment must be the one a single merge of all runs writes, with its postings returned in
     stored order."""
-    from engram.index.db import immediate, open_db  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.index.sql import immediate  # noqa: PLC0415
     from engram.index.layout import ROW_BITS  # noqa: PLC0415
 
     monkeypatch.setattr(postings, "PARALLEL_POSTINGS", 1)

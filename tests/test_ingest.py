@@ -21,7 +21,7 @@ from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
 from engram.index.kinds import KIND_NO
 from engram.query.direct import KIND_WEIGHT
-from engram.store import Store
+from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
 
@@ -274,7 +274,7 @@ def test_a_recorded_change_in_two_places_is_indexed_as_those_places() -> None:
     run from the first change to the last, with `hunks` saying where the changes are, so the
     index takes their lines only (not the untouched lines between them)."""
     from engram.index.kinds import edit_texts
-    from engram.record import diff_edits
+    from engram.capture.record import diff_edits
 
     old = "".join(f"line {i}\n" for i in range(1, 31))
     new = old.replace("line 2\n", "line two\n").replace("line 29\n", "line twenty-nine\n")
@@ -407,7 +407,7 @@ def test_large_outputs_become_shared_objects_and_gc_keeps_them(repo: Path, tmp_p
 def test_the_format_is_found_past_a_first_record_longer_than_the_first_read(tmp_path: Path) -> None:
     """detect_format decides on the first 16 KB when a whole record there names the harness and
     reads up to 256 KB otherwise: a long first record, lines of noise and text stay detected."""
-    from engram.ingest import detect_format  # noqa: PLC0415
+    from engram.capture.discovery import detect_format  # noqa: PLC0415
 
     record = {"type": "user", "sessionId": "s1", "uuid": "u1", "message": {"content": "x"}}
     long_first = {"type": "progress", "data": "y" * 40_000}
@@ -429,7 +429,8 @@ def test_the_start_a_run_orders_sessions_by_is_the_start_their_tapes_record(
         spotter: Path, claude_schema: Path, repo: Path, tmp_path: Path) -> None:
     """A run captures sessions in `start_hint` order so that it indexes them in the order
     `engram reindex` does (by the catalog's `started`): the two must agree for every format."""
-    from engram.ingest import IngestStats, jobs_from_paths, start_hint  # noqa: PLC0415
+    from engram.capture.discovery import jobs_from_paths, start_hint  # noqa: PLC0415
+    from engram.capture.stats import IngestStats  # noqa: PLC0415
 
     src = tmp_path / "src"
     shutil.copytree(spotter, src / "spotter")

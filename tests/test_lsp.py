@@ -251,7 +251,7 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
             bare = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], capture_output=True, text=True,
                                   check=True)
             loaded = imported(proc.stderr) - imported(bare.stderr)  # (site's own imports are not ours)
-            assert "engram.handoff" in loaded and not loaded & {"argparse", "numpy", "pathlib", "engram.cli"}, loaded
+            assert "engram.cli.running_server" in loaded and not loaded & {"argparse", "numpy", "pathlib", "engram.cli.main"}, loaded
         else:
             proc = run_engram(root, "-v", "ingest", str(path), env={"ENGRAM_LOCAL": ""})
         assert "answered by the language server" in proc.stderr, proc.stderr

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engram.errors import BadInput
-from engram.redact import Redactor, looks_random, name_kind
+from engram.capture.redact import Redactor, looks_random, name_kind
 from engram.tape.reader import TapeReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -393,7 +393,7 @@ def test_strings_of_one_event_never_combine() -> None:
 
 def test_both_scanners_find_the_same_needles() -> None:
     """Short texts are scanned with one alternation, long ones pattern by pattern: same needles."""
-    from engram.redact import _SCANNER, _SCANNERS
+    from engram.capture.redact import _SCANNER, _SCANNERS
 
     texts = [text for _, text, _, _ in CASES] + [text for _, text in NEAR_MISSES] + BENIGN
     for text in texts:
@@ -557,7 +557,7 @@ def _seeded_session(src: Path, dst: Path, payload: str) -> None:
 
 def test_end_to_end_no_seeded_secret_reaches_a_tape_or_an_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from engram.cli import main
+    from engram.cli.main import main
 
     cases = secret_cases(seed=7)
     payload = "\n".join(text for _, text, _, _ in cases)
@@ -606,8 +606,8 @@ def test_a_long_lived_store_redacts_with_the_pattern_added_after_it_started(spot
     the user adds to config.toml meanwhile must apply to their next ingest."""
     from conftest import SPOTTER_MAIN, SPOTTER_OTHER, shown_events
 
-    from engram.ingest import ingest_paths
-    from engram.store import Store
+    from engram.capture.pipeline import ingest_paths
+    from engram.store.repo import Store
 
     store = Store.discover(repo)
     assert ingest_paths(store, [spotter / f"{SPOTTER_OTHER}.jsonl"]).tapes == 1

@@ -16,8 +16,21 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable
 
-from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, posix_path, read_jsonl
-from engram.adapters.unified import apply_hunks, changes_from_hunks, edit_ranges, join_lines, split_lines
+from engram.adapters.base import (
+    Capture,
+    Line,
+    PathMapper,
+    SourceSpan,
+    posix_path,
+    read_jsonl,
+)
+from engram.adapters.unified import (
+    apply_hunks,
+    changes_from_hunks,
+    edit_ranges,
+    join_lines,
+    split_lines,
+)
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)

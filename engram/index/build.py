@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -28,7 +28,6 @@ import numpy as np
 from engram.anchor import fingerprints_many
 from engram.arrays import member
 from engram.index import memo, postings, stoplist
-from engram.index.db import immediate
 from engram.index.kinds import (
     KIND_NO,
     TEXT_VERSION,
@@ -38,8 +37,10 @@ from engram.index.kinds import (
     fragment_lines,
 )
 from engram.index.lineage import RunEdits, edit_confidences
+from engram.index.pending import PendingEdit, PendingTape
 from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
-from engram.store import Store
+from engram.index.sql import immediate
+from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
@@ -49,32 +50,6 @@ log = logging.getLogger(__name__)
 FLUSH_POSTINGS = 4_000_000
 HEAD_TAIL_CHARS = 6000
 _EMPTY = np.empty(0, np.int64)
-
-
-@dataclass
-class PendingEdit:
-    offset: int  # index into the batch's fragment list
-    file: str
-    before: np.ndarray  # winnowed fingerprints: source lookup, tombstones, re-insertion
-    after: np.ndarray
-    confidence: float  # how much of the before-text survived into the after-text (see lineage.edit_confidence)
-    before_range: list[int] | None
-    after_range: list[int] | None
-    ts: str | None
-    op: str
-
-
-@dataclass
-class PendingTape:
-    id: str
-    frags: list[tuple[int, int, str | None, str | None, int, int | None, int | None]] = field(default_factory=list)
-    fts: list[tuple[int, str]] = field(default_factory=list)  # (fragment index, text)
-    edits: list[PendingEdit] = field(default_factory=list)
-    links: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    head: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    tail: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    marker: str | None = None
-    session_id: str = ""
 
 
 def batch_fingerprints(texts: list[str], k: int, w: int) -> tuple[np.ndarray, np.ndarray]:

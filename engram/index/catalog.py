@@ -1,16 +1,25 @@
-"""Looking tapes up in the catalog: by id prefix or by the harness's session id."""
+"""The catalog of tapes: registering a written tape (its row, sources, subagent link), finding
+tapes on disk the catalog missed, and looking tapes up by id prefix or by session id."""
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apsw
 
-from engram.errors import EngramError, UnknownTape
-from engram.store import Store
-from engram.tape.writer import tape_path
+from engram.errors import CorruptTape, EngramError, UnknownTape
+from engram.index.sql import immediate
+from engram.fsutil import names_in, remove_stale_temps
+from engram.store.repo import Store
+from engram.tape import events as E
+from engram.tape.reader import TapeReader
+from engram.tape.writer import TAPE_SUFFIX, tape_path
+
+log = logging.getLogger(__name__)
 
 COLUMNS = ("id", "harness", "session_id", "model", "started", "ended", "events", "edits", "reads", "size",
            "raw_bytes", "prev")
@@ -122,3 +131,88 @@ def require_tapes(db: apsw.Connection, store: Store, ingest_hint: str) -> None:
         raise EngramError(f"the index lists no tapes but {store.tapes_dir} holds {on_disk}: "
                           "run `engram reindex` to rebuild it from them")
     raise EngramError(f"the store is empty: {ingest_hint} first")
+
+
+# ---------------------------------------------------------------- registering tapes
+
+
+def catalog_row(tape_id: str, events: list[dict[str, Any]], size: int, raw_bytes: int) -> dict[str, Any]:
+    meta = events[0]
+    kinds = Counter(ev.get("kind") for ev in events)
+    return {
+        "id": tape_id, "harness": meta.get("harness") or "", "session_id": meta.get("session_id") or "",
+        "model": meta.get("model"), "started": meta.get("started"), "ended": meta.get("ended"),
+        "begins": begins(events),
+        "events": len(events), "edits": kinds[E.CODE_EDIT], "reads": kinds[E.CODE_READ],
+        "size": size, "raw_bytes": raw_bytes, "prev": meta.get("prev"),
+        "subagent": meta.get("subagent"), "parent_session": meta.get("parent_session"),
+    }
+
+
+def begins(events: list[dict[str, Any]]) -> str | None:
+    """When a tape's content begins, the key tapes are indexed by (`tapes.begins`): the session's
+    start for its first tape; for a later segment, its earliest event time (else the start)."""
+    meta = events[0]
+    if meta.get("prev") is None:
+        return meta.get("started")
+    times = [ts for ev in events[1:] if isinstance(ts := ev.get("ts"), str) and ts]
+    return min(times) if times else meta.get("started")
+
+
+def register(db: apsw.Connection, row: dict[str, Any], sources: list[dict[str, Any]]) -> None:
+    """Add a written tape to the catalog (inside the caller's transaction)."""
+    db.execute(
+        "INSERT OR IGNORE INTO tapes(id, harness, session_id, model, started, ended, begins, events, edits, reads,"
+        " size, raw_bytes, prev) VALUES(:id, :harness, :session_id, :model, :started, :ended, :begins, :events,"
+        " :edits, :reads, :size, :raw_bytes, :prev)",
+        row,
+    )
+    if isinstance(row.get("subagent"), str):
+        db.execute("INSERT OR IGNORE INTO subagents(tape, kind, parent_session) VALUES(?, ?, ?)",
+                   (row["id"], row["subagent"], row.get("parent_session")))
+    for s in sources:
+        db.execute(
+            "INSERT OR IGNORE INTO captures(tape, harness, session_id, source, path, start, end, prefix_sha256)"
+            " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+            (row["id"], row["harness"], row["session_id"], s["name"], s["path"], s["start"], s["end"],
+             s["prefix_sha256"]),
+        )
+
+
+def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
+    """Catalog a tape from its own content (used by reconcile and reindex)."""
+    with TapeReader(path, store.objects_dir) as r:
+        evs = list(r.events())
+        raw = sum(len(line) + 1 for line in r.raw_lines())
+        row = catalog_row(r.id, evs, r.size, raw)
+    register(db, row, evs[0].get("sources") or [])
+    return row["id"]
+
+
+def reconcile(db: apsw.Connection, store: Store) -> int:
+    """Catalog tapes that reached the disk but not the catalog (a crash between the two)."""
+    names = names_in(store.tapes_dir)
+    remove_stale_temps(store.tapes_dir, names)
+    on_disk = {n[: -len(TAPE_SUFFIX)] for n in names if n.endswith(TAPE_SUFFIX)}
+    known = {r[0] for r in db.execute("SELECT id FROM tapes")}
+    missing = sorted(on_disk - known)
+    if missing:
+        with immediate(db):
+            damaged = register_intact(db, store, [store.tapes_dir / f"{tid}{TAPE_SUFFIX}" for tid in missing])
+        log.info("catalogued %d tapes left by an interrupted ingest", len(missing) - len(damaged))
+    return len(missing)
+
+
+def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> list[str]:
+    """`register_from_file` for each tape that reads, in order; a damaged one is left out with a
+    warning, so that one bad file does not stop every later ingest or rebuild (its session is
+    captured again when its transcript is next ingested: the damaged file is then rewritten).
+    Returns the ids of the tapes left out."""
+    damaged = []
+    for path in paths:
+        try:
+            register_from_file(db, store, path)
+        except CorruptTape as exc:
+            log.warning("left out a damaged tape: %s", exc)
+            damaged.append(path.name[: -len(TAPE_SUFFIX)])
+    return damaged

@@ -9,7 +9,7 @@ from typing import Any, Final
 import apsw
 
 from engram.adapters.apply_patch import patch_text
-from engram.index.db import int_array
+from engram.index.sql import int_array
 from engram.tape import events as E
 
 KIND_NO: Final = {E.MSG_IN: 1, E.MSG_OUT: 2, E.TOOL_CALL: 3, E.TOOL_RESULT: 4, E.CODE_READ: 5, E.CODE_EDIT: 6,

@@ -14,7 +14,7 @@ from typing import Final
 
 import apsw
 
-from engram.index.db import int_array
+from engram.index.sql import int_array
 
 # The key: 16 top bits of the fingerprint above its low 32.
 BUCKET_BITS: Final = 16

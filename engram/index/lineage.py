@@ -17,13 +17,13 @@ from engram.anchor import all_kgrams, iter_token_chunks, kgram_hashes, similarit
 from engram.anchor.winnow import text_groups
 from engram.arrays import equal_runs, ranges, unique, within_runs
 from engram.index import postings, stoplist
-from engram.index.db import int_array
 from engram.index.edges import LINK_THRESHOLD, REINSERT_SIMILARITY
 from engram.index.kinds import KIND_NO
+from engram.index.sql import int_array
 from engram.tape import events as E
 
 if TYPE_CHECKING:
-    from engram.index.build import PendingTape
+    from engram.index.pending import PendingTape
 
 log = logging.getLogger(__name__)
 

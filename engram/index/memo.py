@@ -8,6 +8,8 @@ starts from an empty state table), so a rebuilt index is never answered from a s
 
 from __future__ import annotations
 
+from typing import Callable
+
 import apsw
 import numpy as np
 
@@ -15,16 +17,21 @@ from engram.index.kinds import kinds_of
 
 _kinds: dict[tuple[str, str], np.ndarray] = {}
 _used: set[tuple[object, ...]] = set()
+_forgetters: list[Callable[[], None]] = []
+
+
+def on_forget(drop: Callable[[], None]) -> None:
+    """Have `forget` call `drop` too: the modules holding copies of their own (postings, the
+    stop-list) register here, so this module, below them, never imports them."""
+    _forgetters.append(drop)
 
 
 def forget() -> None:
     """Drop every per-process copy, as a new process would start (benchmarks of cold queries)."""
     _kinds.clear()
     _used.clear()
-    from engram.index import postings, stoplist  # noqa: PLC0415
-
-    stoplist.forget()
-    postings.forget_held()
+    for drop in _forgetters:
+        drop()
 
 
 def first_use(key: tuple[object, ...]) -> bool:

@@ -35,8 +35,9 @@ import apsw
 import numpy as np
 
 from engram import arrays
-from engram.index.db import int_array
+from engram.index import memo
 from engram.index.layout import BUCKET_BITS, ROW_BITS, ROW_KEY_BITS, ROW_MASK
+from engram.index.sql import int_array
 
 log = logging.getLogger(__name__)
 
@@ -394,8 +395,6 @@ def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int], sizes: S
     Copies are made only inside a transaction (a query's `db.reading`): `segs` and the rows
     copied must come from one state of the index, or a merge committed in between would leave
     an empty copy of a segment the list still names."""
-    from engram.index import memo  # noqa: PLC0415
-
     if not db.in_transaction:
         return None
     small: list[tuple[int, int]] = []
@@ -427,6 +426,9 @@ def held_segments(db: apsw.Connection, epoch: str, segs: Sequence[int], sizes: S
 
 def forget_held() -> None:
     _held.clear()
+
+
+memo.on_forget(forget_held)
 
 
 def merge_segments(db: apsw.Connection, most: int = MAX_SEGMENTS) -> tuple[np.ndarray, np.ndarray] | None:

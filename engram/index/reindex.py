@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from engram.index.catalog import register_intact
+from engram.errors import DamagedIndex
 from engram.index import stoplist
 from engram.index.build import Indexer, small_pages
-from engram.errors import DamagedIndex
-from engram.index.db import immediate, open_db, set_aside
-from engram.ingest import ingest_lock, register_intact
-from engram.store import Store
+from engram.index.db import open_db, set_aside
+from engram.index.sql import immediate
+from engram.store.lock import ingest_lock
+from engram.store.repo import Store
 from engram.tape.writer import TAPE_SUFFIX
 
 log = logging.getLogger(__name__)

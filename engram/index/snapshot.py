@@ -14,8 +14,8 @@ from typing import Any, Final
 import apsw
 
 from engram.anchor.definition import DEFAULT_K, DEFAULT_W
-from engram.index.layout import BUCKET_BITS
 from engram.index.kinds import KIND_NO
+from engram.index.layout import BUCKET_BITS
 from engram.tape import events as E
 
 # Bump when the tokenizer or hash definitions in engram/anchor change: stored fingerprints

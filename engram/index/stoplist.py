@@ -21,8 +21,8 @@ import numpy as np
 
 from engram import arrays
 from engram.index import memo, postings, snapshot
-from engram.index.db import immediate, int_array
-from engram.store import Store
+from engram.index.sql import immediate, int_array
+from engram.store.repo import Store
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,9 @@ def load(db: apsw.Connection, keys: np.ndarray | None = None,
 
 def forget() -> None:
     _cache.clear()
+
+
+memo.on_forget(forget)
 
 
 def _arrays(rows: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

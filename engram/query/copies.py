@@ -29,7 +29,7 @@ from typing import Any, Final, NamedTuple
 
 import apsw
 
-from engram.index.db import int_array
+from engram.index.sql import int_array
 
 #: Subagent kinds sent their parent's history as their prompt. Codex's `review` subagent is not
 #: one: it is told to run `git diff` itself, and its reads are its own.

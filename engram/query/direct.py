@@ -19,7 +19,7 @@ import apsw
 
 from engram.anchor import definition
 from engram.index import layout, snapshot
-from engram.index.db import int_array
+from engram.index.sql import int_array
 from engram.index.kinds import KIND_NO, kinds_of
 from engram.tape import events as E
 

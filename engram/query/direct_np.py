@@ -10,9 +10,15 @@ import apsw
 import numpy as np
 
 from engram import arrays
-from engram.anchor import Tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
+from engram.anchor import (
+    Tokens,
+    kgram_fingerprints,
+    kgram_fingerprints_from_tokens,
+    tokenize,
+    winnowed_values,
+)
 from engram.index import memo, postings, snapshot, stoplist
-from engram.index.db import int_array
+from engram.index.sql import int_array
 from engram.query.direct import (
     EDIT,
     JOIN_MIN_SHARE_NO_EDIT,

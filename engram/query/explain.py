@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 
 from engram.index import snapshot
-from engram.index.db import int_array, reading
+from engram.index.sql import int_array, reading
 from engram.index.edges import LINK_THRESHOLD
 from engram.index.kinds import KIND_NAME, KIND_NO
 from engram.query.copies import Event, copies, quoting_reviews
@@ -42,7 +42,7 @@ from engram.query.direct import (
 )
 from engram.query.spans import Span, in_tree
 from engram.query.touches import touch_count
-from engram.store import Store
+from engram.store.repo import Store
 from engram.tape import events as E
 
 if TYPE_CHECKING:

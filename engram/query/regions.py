@@ -17,9 +17,9 @@ import numpy as np
 
 from engram.anchor import kgram_hashes, tokenize
 from engram.index import postings, stoplist
-from engram.index.snapshot import index_params
-from engram.index.db import int_array, reading
+from engram.index.sql import int_array, reading
 from engram.index.kinds import KIND_NAME
+from engram.index.snapshot import index_params
 from engram.query.copies import Event, copies
 from engram.query.touches import touch_count
 

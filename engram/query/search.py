@@ -8,7 +8,7 @@ import apsw
 
 from engram.index.kinds import KIND_NAME, event_text
 from engram.query.copies import Event, copies
-from engram.store import Store
+from engram.store.repo import Store
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
 

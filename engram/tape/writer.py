@@ -16,10 +16,10 @@ from typing import Callable, Iterable
 import zstandard
 
 from engram.fsutil import atomic_write
-from engram.tape.reader import intact
 from engram.tape import frames as fr
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
+from engram.tape.reader import intact
 
 log = logging.getLogger(__name__)
 

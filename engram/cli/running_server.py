@@ -1,4 +1,4 @@
-"""Handing a command-line request to a running language server.
+"""Sending a command-line request to the language server running on this repository, over its local endpoint.
 
 A command-line `engram explain` pays for a Python start and numpy's import (~150 ms here) before
 its few milliseconds of work, and `engram ingest FILE` as much before a 1 MB append's ~50 ms.
@@ -12,7 +12,7 @@ gives (including an error about the request) is final. `ENGRAM_LOCAL=1` always w
 the command line is even built: argparse, logging, pathlib and typing, which every other command
 imports, cost ~30 ms here, a third of the 100 ms an append may take (bench/README.md, "The quick
 path"). It knows only the plain forms of that one command; anything else (an option it does not
-know, no store, no server, more than HAND_OVER_BYTES) goes to the full command line, which hands
+know, no store, no server, more than SERVER_INGEST_MAX_BYTES) goes to the full command line, which hands
 over through the same functions. So this module imports os, sys and json at run time, socket
 when a server is there, logging only when something configured it.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 
-from engram.location import endpoint_file, find_store_root
+from engram.store.location import endpoint_file, find_store_root
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs the quick path ~10 ms)
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ TIMEOUT_S = 30.0
 # The most transcript bytes `engram ingest PATH...` hands to a running language server: ~0.5 s of
 # its work at the measured 50 MB/s, shown without a progress bar and holding up the editor's
 # lenses meanwhile. Anything bigger is captured by the command, with progress on the terminal.
-HAND_OVER_BYTES = 32 << 20
+SERVER_INGEST_MAX_BYTES = 32 << 20
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 answered = False  # a language server has carried out this process's command
@@ -76,7 +76,7 @@ def ask_language_server(endpoint: str | os.PathLike[str], what: str, params: dic
     return doc
 
 
-def hand_over_ingest(root: str, paths: Sequence[str], maps: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
+def ingest_via_server(root: str, paths: Sequence[str], maps: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
     """The report of the language server serving the store at `root` on ingesting `paths`, or
     None to ingest here.
 
@@ -90,7 +90,7 @@ def hand_over_ingest(root: str, paths: Sequence[str], maps: Sequence[tuple[str, 
     for p in paths:
         size = transcript_bytes(p)
         total += size
-        if size < 0 or total > HAND_OVER_BYTES:
+        if size < 0 or total > SERVER_INGEST_MAX_BYTES:
             return None
     return ask_language_server(endpoint, "ingest", {"paths": [os.path.abspath(p) for p in paths],
                                                     "maps": [list(m) for m in maps]})
@@ -132,7 +132,7 @@ def quick(argv: Sequence[str]) -> int | None:
     from engram.errors import EngramError  # noqa: PLC0415 - (a few classes: no imports)
 
     try:
-        doc = hand_over_ingest(root, paths, maps)
+        doc = ingest_via_server(root, paths, maps)
     except EngramError as exc:  # the server's answer about the request: final, as on the full path
         print(f"engram: {exc}", file=sys.stderr)
         return 1

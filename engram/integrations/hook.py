@@ -30,8 +30,8 @@ def parse_payload(raw: str) -> dict[str, Any] | None:
 
 def ingest_command(payload: dict[str, Any]) -> tuple[Path, list[str]] | None:
     """(repository root, arguments for `engram`) for a payload, or None when there is nothing to do."""
-    from engram.store import Store  # noqa: PLC0415
     from engram.errors import StoreNotFound  # noqa: PLC0415
+    from engram.store.repo import Store  # noqa: PLC0415
 
     cwd = payload.get("cwd")
     if not isinstance(cwd, str) or not os.path.isdir(cwd):

@@ -22,9 +22,11 @@ from typing import Any, BinaryIO, Callable
 import apsw
 
 from engram.adapters.unified import join_lines, split_lines
+from engram.capture.discovery import EVENTS, RAW, Job, detect_format, job_for_file
+from engram.capture.pipeline import ingest, store_events
+from engram.capture.stats import IngestStats
 from engram.errors import BadInput
-from engram.ingest import EVENTS, RAW, IngestStats, Job, detect_format, ingest, job_for_file, store_events
-from engram.store import Store
+from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.writer import WrittenTape
 

@@ -7,20 +7,10 @@ import os
 import sys
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from engram.argtypes import count, positive, share
-
-if TYPE_CHECKING:
-    import apsw
-
-    from engram.store import Store
-
-
-def _store(args: argparse.Namespace):  # noqa: ANN202
-    from engram.store import Store
-
-    return Store.discover(Path(args.repo) if getattr(args, "repo", None) else None)
+from engram.cli.argtypes import count, positive, share
+from engram.cli.context import store_of
 
 
 def _out(doc: Any) -> None:
@@ -31,6 +21,7 @@ def _out(doc: Any) -> None:
 
 def _ready_db(store):  # noqa: ANN001, ANN202
     """The index, with anything captured but not yet indexed indexed first."""
+    from engram.query.requests import index_captured
     from engram.errors import EngramError
     from engram.index.catalog import require_tapes
     from engram.index.db import open_db
@@ -45,22 +36,10 @@ def _ready_db(store):  # noqa: ANN001, ANN202
     return db
 
 
-def index_captured(store: Store, db: apsw.Connection) -> None:
-    """Index tapes captured but not indexed yet (an ingest interrupted before indexing, or before
-    writing its postings), so a query answers from everything captured."""
-    if db.execute("SELECT 1 FROM tapes WHERE indexed IN (0, 2) LIMIT 1").fetchall():
-        from engram.index.build import index_pending
-        from engram.ingest import ingest_lock_if_free
-
-        with ingest_lock_if_free(store) as free:
-            if free:  # else a running ingest indexes them: answer from what is indexed now
-                index_pending(store, db)
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
     from engram.errors import BadInput
 
-    store = _store(args)
+    store = store_of(args)
     cfg = store.config["explain"]
     params: dict[str, Any] = {
         "before": args.before if args.before is not None else int(cfg["window"]["before"]),
@@ -78,14 +57,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if not args.span:
             raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
         params.update(span=args.span, cwd=os.getcwd())
-        from engram.handoff import ask_language_server
+        from engram.cli.running_server import ask_language_server
 
         doc = ask_language_server(store.endpoint_file, "explain", params)
     if doc is None:
         with closing(_ready_db(store)) as db:
+            from engram.query.requests import explain_request
+
             doc = explain_request(store, db, params)
     if args.pretty:
-        from engram.query.render import explain_pretty  # (~30 ms of imports a JSON answer does not need)
+        from engram.query.render import (
+            explain_pretty,  # (~30 ms of imports a JSON answer does not need)
+        )
 
         print(explain_pretty(doc))
     else:
@@ -109,34 +92,14 @@ def _text_to_explain(source: str) -> str:
     return text
 
 
-def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
-    """The explain document for a request of `engram explain` (from the command line, or sent by
-    one to a running language server, which answers it the same way)."""
-    from engram.config import choice
-    from engram.query.explain import Options, explain
-    from engram.query.spans import parse_span, read_span, text_span
-
-    opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
-                   include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
-                   min_confidence=float(params["min_confidence"]), rank=choice("explain.rank", params.get("rank", "touches")))
-    file_lines = None
-    if params.get("text") is not None:
-        span = text_span(str(params["text"]))
-    else:
-        path, start, end = parse_span(str(params["span"]))
-        span = read_span(store.root, path, start, end, Path(params["cwd"]) if params.get("cwd") else None)
-        file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
-    return explain(store, db, span, opts, expand_until=params.get("expand_until"), file_lines=file_lines)
-
-
 def cmd_view(args: argparse.Namespace) -> int:
     from engram.errors import BadInput
     from engram.index.catalog import resolve_tape, tape_file
     from engram.query.explain import _trim
-    from engram.render import events_view
+    from engram.query.render import events_view
     from engram.tape.reader import TapeReader
 
-    store = _store(args)
+    store = store_of(args)
     with closing(_ready_db(store)) as db:
         row = resolve_tape(db, args.tape)
     with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
@@ -154,7 +117,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from engram.query.search import search
 
-    store = _store(args)
+    store = store_of(args)
     with closing(_ready_db(store)) as db:
         hits = search(store, db, args.query, limit=args.limit)
     if args.pretty:
@@ -166,11 +129,17 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from engram.index.build import Indexer, index_pending, older_text_note, out_of_order_note
+    from engram.index.catalog import reconcile
+    from engram.index.build import (
+        Indexer,
+        index_pending,
+        older_text_note,
+        out_of_order_note,
+    )
     from engram.index.db import open_db
-    from engram.ingest import ingest_lock, reconcile
+    from engram.store.lock import ingest_lock
 
-    store = _store(args)
+    store = store_of(args)
     db = open_db(store)
     indexer = Indexer(store)
     with ingest_lock(store):
@@ -187,7 +156,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from engram.index.reindex import reindex
 
-    stats = reindex(_store(args))
+    stats = reindex(store_of(args))
     print(f"reindex: {stats['tapes']} tapes, {stats['fragments']} fragments, {stats['stoplist']} stop-listed "
           f"fingerprints (threshold {stats['stoplist_share']:.0%} of tapes, at least {stats['stoplist_min_tapes']} tapes)")
     if stats["damaged"]:
@@ -197,7 +166,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from engram.config import CHOICES
+    from engram.store.config import CHOICES
 
     s = sub.add_parser("explain", help="which sessions wrote, read or discussed FILE:START-END")
     s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive) in the working tree")

@@ -15,7 +15,7 @@ import tempfile
 from contextlib import chdir
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 import zstandard
@@ -108,9 +108,9 @@ def demo_span(repo: Path, transcript: Path) -> str | None:
     return None
 
 
-def run_demo(target: Path | None, keep: bool = False) -> int:
-    from engram.cli import main  # noqa: PLC0415
-
+def run_demo(target: Path | None, keep: bool = False, *, run: Callable[[list[str]], int]) -> int:
+    """Build the demo repository and show `engram` on it: each step is `run(argv)` (the command
+    line's own `main`, passed in so this module does not import it)."""
     base = target or Path(tempfile.mkdtemp(prefix="engram-demo-"))
     try:
         repo, transcript = build_demo(base)
@@ -123,7 +123,7 @@ def run_demo(target: Path | None, keep: bool = False) -> int:
                 steps.append(["explain", span, "--pretty", "--before", "2", "--after", "2"])
             for step in steps:
                 print(f"$ engram {' '.join(step)}", flush=True)
-                code = main(step)
+                code = run(step)
                 print(flush=True)
                 if code != 0:
                     return code

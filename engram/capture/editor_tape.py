@@ -14,10 +14,10 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+from engram.capture.pipeline import store_events
+from engram.capture.record import diff_edits
 from engram.index.build import Indexer
-from engram.ingest import store_events
-from engram.record import diff_edits
-from engram.store import Store
+from engram.store.repo import Store
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)

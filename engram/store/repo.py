@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engram.config import load_config
 from engram.errors import StoreNotFound
-from engram.location import RUN_DIR, STORE_DIR, endpoint_file, find_store_root
+from engram.store.config import load_config
+from engram.store.location import RUN_DIR, STORE_DIR, endpoint_file, find_store_root
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class Store:
 
     @property
     def endpoint_file(self) -> Path:
-        """Where a running language server advertises its endpoint (`engram.location`, which the
+        """Where a running language server advertises its endpoint (`engram.store.location`, which the
         command line's quick path reads it by)."""
         return Path(endpoint_file(str(self.root)))
 
@@ -169,9 +169,6 @@ def init_store(root: Path) -> tuple[Store, list[str]]:
         warnings.append(
             f"{root} is not a git repository: {STORE_DIR}/ was created but could not be excluded from version control"
         )
-    from engram.index.db import open_db  # noqa: PLC0415 - keeps `engram --help` fast
-
-    open_db(store).close()
     return store, warnings
 
 

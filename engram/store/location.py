@@ -1,7 +1,7 @@
 """Where a repository's `.engram/` store is, found with `os.path` alone.
 
 `Store` (store.py) builds every path under `.engram/` from these names. They sit apart so that
-a command handed whole to a running language server (handoff.py) can find the server's run file
+a command handed whole to a running language server (running_server.py) can find the server's run file
 without importing pathlib and dataclasses: ~15 ms of a process that is otherwise done in ~25.
 """
 

@@ -1,5 +1,5 @@
 """Which command lines are handed whole to a running language server, and what happens when the
-server named in the run file cannot take them (engram/handoff.py; the hand-over itself is in
+server named in the run file cannot take them (engram/cli/running_server.py; the request itself is in
 test_lsp.py, against a real server)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SPOTTER_OTHER
-from engram.handoff import _ingest_args
+from engram.cli.running_server import _ingest_args
 
 
 @pytest.mark.parametrize(("argv", "parsed"), [

@@ -6,8 +6,8 @@ import logging
 
 from engram.errors import CorruptTape
 from engram.fsutil import remove_stale_temps
-from engram.ingest import ingest_lock
-from engram.store import Store
+from engram.store.lock import ingest_lock
+from engram.store.repo import Store
 from engram.tape.objects import referenced_objects
 from engram.tape.reader import TapeReader
 from engram.tape.writer import TAPE_SUFFIX

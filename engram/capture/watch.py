@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from typing import Any, Callable
 from pathlib import Path
 
-from engram.ingest import IngestStats, Job, discover, ingest, jobs_from_paths
-from engram.store import Store
+from engram.capture.discovery import Job, discover, jobs_from_paths
+from engram.capture.pipeline import ingest
+from engram.capture.stats import IngestStats
+from engram.store.repo import Store
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +33,10 @@ def _signature(job: Job) -> tuple[tuple[str, int, int], ...]:
     return tuple(sig)
 
 
-def watch(store: Store, args: argparse.Namespace, maps: list[tuple[str, str]], interval: float = 2.0) -> int:
-    from engram.cli import _indexer  # noqa: PLC0415
-
+def watch(store: Store, args: argparse.Namespace, maps: list[tuple[str, str]], interval: float = 2.0, *,
+          indexer_for: Callable[[Store], Any] = lambda store: None) -> int:
+    """Capture changed sessions every `interval` seconds until interrupted; `indexer_for(store)`
+    gives what indexes each new tape (the command line's, so a benchmark can turn it off)."""
     seen: dict[Path, tuple] = {}
     print("watching for session changes (Ctrl-C to stop)", flush=True)
     try:
@@ -50,7 +54,7 @@ def watch(store: Store, args: argparse.Namespace, maps: list[tuple[str, str]], i
                     seen[job.main] = sig
                     changed.append(job)
             if changed:
-                ingest(store, changed, maps=maps, stats=stats, after_tape=_indexer(store))
+                ingest(store, changed, maps=maps, stats=stats, after_tape=indexer_for(store))
                 if stats.tapes:
                     print(stats.summary(), flush=True)
             time.sleep(interval)

@@ -1,0 +1,63 @@
+"""What one ingest did, summed over its sessions: the line `engram ingest` prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class IngestStats:
+    sessions: int = 0
+    tapes: int = 0
+    events: int = 0
+    edits: int = 0
+    reads: int = 0
+    raw_bytes: int = 0
+    tape_bytes: int = 0
+    unchanged: int = 0
+    as_text: int = 0  # sessions with no record a harness adapter reads (adapters/raw.py)
+    skipped: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
+    redactions: Counter[str] = field(default_factory=Counter)
+    written: list[str] = field(default_factory=list)
+    out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
+    older_text: str | None = None  # the note when the index reads events an older way (build.older_text_note)
+
+    def merge(self, other: "IngestStats") -> None:
+        for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged", "as_text"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.skipped.update(other.skipped)
+        self.ignored.update(other.ignored)
+        self.redactions.update(other.redactions)
+        self.written.extend(other.written)
+
+    def summary(self) -> str:
+        skipped = sum(self.skipped.values())
+        parts = [
+            f"{self.sessions} sessions",
+            f"{self.tapes} new tapes",
+            f"{self.events} events",
+            f"{self.edits} edits",
+            f"{self.reads} reads",
+            f"{sum(self.redactions.values())} secrets redacted",
+            f"{skipped} skipped",
+        ]
+        line = "ingest: " + ", ".join(parts)
+        if self.unchanged:
+            line += f" ({self.unchanged} sessions unchanged)"
+        if self.as_text:
+            files = "1 file holds" if self.as_text == 1 else f"{self.as_text} files hold"
+            line += (f"\n  note: {files} no Claude Code or Codex records: read as plain text (JSON as the strings "
+                     "it holds), so their sessions have no edits, reads or times and are named raw-…")
+        if self.out_of_order:
+            from engram.index.build import out_of_order_note  # noqa: PLC0415
+
+            line += "\n  " + out_of_order_note(self.out_of_order)
+        if self.older_text:
+            line += "\n  " + self.older_text
+        if skipped:
+            line += "\n  skipped: " + "; ".join(f"{n} × {reason}" for reason, n in self.skipped.most_common())
+        return line
+
+

@@ -1,0 +1,126 @@
+"""Commands that capture: `engram init`, `engram ingest`, `engram record`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engram.cli import running_server
+from engram.cli.context import store_of
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from engram.store.repo import find_repo_root, init_store
+
+    here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
+    root = (here / args.path).resolve() if args.path else (find_repo_root(here) or here)
+    store, warnings = init_store(root)
+    from engram.index.db import open_db
+
+    open_db(store).close()  # the index exists from the start: a read-only query never creates it
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"initialised {store.dir}")
+    return 0
+
+
+def _parse_maps(items: list[str] | None) -> list[tuple[str, str]]:
+    from engram.errors import BadInput
+
+    maps = []
+    for item in items or []:
+        if "=" not in item:
+            raise BadInput(f"--map {item!r}: expected FROM=TO")
+        a, b = item.split("=", 1)
+        if not a:
+            raise BadInput(f"--map {item!r}: FROM is empty; give the path prefix the sessions recorded")
+        maps.append((a, b))
+    return maps
+
+
+def _harness_dir(value: str | None, option: str) -> Path | None:
+    """The directory given with --claude or --codex: a typo must not read as "no sessions"."""
+    from engram.errors import BadInput
+
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise BadInput(f"{option} {value}: no such directory")
+    return path
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    store = store_of(args)
+    maps = _parse_maps(args.map)
+    if args.paths and not args.watch:
+        handed = running_server.ingest_via_server(str(store.root), args.paths, maps)
+        if handed is not None:
+            print(handed["summary"])
+            return 0
+    from engram.capture.discovery import discover
+    from engram.capture.pipeline import ingest, ingest_paths, terminal_progress
+    from engram.capture.stats import IngestStats
+
+    progress = terminal_progress("ingest")
+    if args.paths:
+        stats = ingest_paths(store, [Path(p) for p in args.paths], maps, progress)
+    else:
+        stats = IngestStats()
+        jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats)
+        ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store))
+    print(stats.summary())
+    if args.watch:
+        from engram.capture.watch import watch
+
+        return watch(store, args, maps, indexer_for=_indexer)
+    return 0
+
+
+def _indexer(store):  # noqa: ANN001, ANN202
+    """Indexing runs as part of capture: each new tape is indexed, in batches."""
+    from engram.index.build import Indexer
+
+    return Indexer(store)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from engram.capture.record import record_command, record_stdin
+
+    store = store_of(args)
+    if args.stdin:
+        stats = record_stdin(store, args.format, sys.stdin.buffer, after_tape=_indexer(store))
+        print(stats.summary())
+        return 0
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        from engram.errors import BadInput
+
+        raise BadInput("nothing to record: give a command after `--`, or --stdin")
+    code, tape = record_command(store, cmd, after_tape=_indexer(store))
+    print(f"recorded tape {tape[:12]} (exit status {code})", file=sys.stderr)
+    return code
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the capture commands to the command line."""
+    s = sub.add_parser("init", help="create .engram/ in this repository")
+    s.add_argument("path", nargs="?", help="repository root (default: the enclosing repository)")
+    s.set_defaults(func=cmd_init)
+
+    s = sub.add_parser("ingest", help="capture agent sessions as tapes (and index them)")
+    s.add_argument("paths", nargs="*", help="transcript files or directories (default: discover this repo's sessions)")
+    s.add_argument("--claude", metavar="DIR", help="Claude Code projects directory (default ~/.claude/projects)")
+    s.add_argument("--codex", metavar="DIR", help="Codex sessions directory (default ~/.codex)")
+    s.add_argument("--map", action="append", metavar="FROM=TO", help="rewrite session paths starting with FROM")
+    s.add_argument("--watch", action="store_true", help="keep following live session files")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("record", help="record a command (or a transcript on stdin) as a tape")
+    s.add_argument("--stdin", action="store_true", help="read a transcript from standard input")
+    s.add_argument("--format", choices=["claude", "codex", "events", "raw"], help="stdin format (default: detect)")
+    s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    s.set_defaults(func=cmd_record)

@@ -1,0 +1,86 @@
+"""Commands over the stored tapes: `engram tapes`, `engram show`, `engram gc`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engram.cli.argtypes import positive
+from engram.cli.context import store_of
+
+
+def cmd_tapes(args: argparse.Namespace) -> int:
+    from engram.index.catalog import list_tapes
+    from engram.index.db import open_db
+    from engram.query.render import tapes_table
+
+    store = store_of(args)
+    db = open_db(store)
+    rows = list_tapes(db, limit=args.limit, harness=args.harness)
+    if args.json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps([r.as_dict() for r in rows], option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif rows:
+        print(tapes_table(rows))
+    elif args.harness and list_tapes(db, limit=1):
+        print(f"no tapes from harness {args.harness!r}; `engram tapes` lists them all", file=sys.stderr)
+    else:
+        print("no tapes yet: run `engram ingest`", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from engram.index.catalog import resolve_tapes, tape_file
+    from engram.index.db import open_db
+    from engram.query.render import events_view
+    from engram.tape.reader import TapeReader
+
+    store = store_of(args)
+    db = open_db(store)
+    rows = resolve_tapes(db, args.tape)
+    import orjson
+
+    out = sys.stdout
+    for row in rows:
+        with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
+            stop = args.limit if args.limit else None
+            if args.raw:
+                for line in r.raw_lines(0, stop):
+                    out.write(line.decode("utf-8") + "\n")
+            elif args.json:
+                evs = list(r.events(0, stop, resolve_objects=True))
+                out.write(orjson.dumps({"tape": row.id, "events": evs}).decode() + "\n")
+            else:
+                print(f"tape {row.id}  ({row.events} events, {row.edits} edits, {row.reads} reads)")
+                print(events_view(enumerate(r.events(0, stop))))
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from engram.store.gc import collect
+
+    removed, kept = collect(store_of(args), dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"gc: {verb} {removed} unreferenced objects, kept {kept}; tapes are never removed")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the tape commands to the command line."""
+    s = sub.add_parser("tapes", help="list tapes")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--limit", type=positive)
+    s.add_argument("--harness")
+    s.set_defaults(func=cmd_tapes)
+
+    s = sub.add_parser("show", help="show a tape (id prefix or session id)")
+    s.add_argument("tape")
+    s.add_argument("--raw", action="store_true", help="the stored JSONL, verbatim")
+    s.add_argument("--json", action="store_true", help="one JSON document, objects resolved")
+    s.add_argument("--limit", type=positive, help="only the first N events")
+    s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("gc", help="remove objects no tape refers to (never a tape)")
+    s.add_argument("--dry-run", action="store_true")
+    s.set_defaults(func=cmd_gc)

@@ -1,0 +1,48 @@
+"""The store's ingest lock: one writer of new tapes at a time.
+
+Capture, `engram gc` and `engram reindex` all take it; it lives with the store, below every
+layer that takes it, so gc need not import the capture pipeline."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import contextmanager
+from typing import Iterator
+
+from engram.store.repo import Store
+
+
+@contextmanager
+def ingest_lock(store: Store) -> Iterator[None]:
+    """One ingest per store at a time: two would capture the same new bytes twice."""
+    with _locked(store, wait=True):
+        yield
+
+
+@contextmanager
+def ingest_lock_if_free(store: Store) -> Iterator[bool]:
+    """The ingest lock if no ingest holds it (True), else nothing (False): a query should not
+    wait for a running ingest, which indexes what it captured itself."""
+    with _locked(store, wait=False) as got:
+        yield got
+
+
+@contextmanager
+def _locked(store: Store, wait: bool) -> Iterator[bool]:
+    store.run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store.run_dir / "ingest.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    got = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            got = True
+        except BlockingIOError:
+            pass
+        yield got
+    finally:
+        if got:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
