@@ -1,13 +1,14 @@
-"""Throughput of anchoring (tokenize + k-gram hash + winnow) on realistic transcript text.
+"""Measures the throughput of anchoring (tokenize + k-gram hash + winnow) on realistic transcript
+text, against the obvious pure-Python implementation (regex tokens, one xxh3 call per token and
+per k-gram, a min() per window) timed in the same run on a 2 MB slice.
 
-Usage:  python bench/anchor_speed.py [--mb 50] [--repeat 3] [--k 5] [--w 4]
+    python bench/anchor_speed.py [--mb 50] [--repeat 3] [--k 5] [--w 4]
 
 The text is the decoded message and tool text of the real Claude Code sessions in
 /work/shared/fixtures/transcripts/claude-spotter (prose, code, Read results with
 ``cat -n`` arrows, shell output), repeated up to --mb megabytes.  Rows for many small
-texts show the per-call overhead that ``fingerprints_many`` removes.  The reference row is
-the obvious pure-Python implementation (regex tokens, one xxh3 call per token and per
-k-gram, a min() per window) on a 2 MB slice, to show what vectorising buys.
+texts show the per-call overhead that ``fingerprints_many`` removes.  The reference row
+shows what vectorising buys.
 Prints a table with wall-clock and CPU-time throughput; the best of --repeat runs
 counts (other processes may share the machine: the load average is printed too).
 """
@@ -20,28 +21,19 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 import xxhash
 
-from engram.anchor import DEFAULT_K, DEFAULT_W, fingerprints, fingerprints_bytes, fingerprints_many, tokenize_bytes
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import best_of, json_strings  # noqa: E402
+from engram.anchor import (DEFAULT_K, DEFAULT_W, fingerprints, fingerprints_bytes, fingerprints_many,  # noqa: E402
+                           tokenize_bytes)
 
 FIXTURES = os.environ.get("ENGRAM_SPOTTER", "/work/shared/fixtures/transcripts/claude-spotter")
-
-
-def _strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, list):
-        for v in value:
-            _strings(v, out)
-    elif isinstance(value, dict):
-        for key, v in value.items():
-            if key not in ("id", "tool_use_id", "signature", "type"):
-                _strings(v, out)
+NOT_TEXT = frozenset({"id", "tool_use_id", "signature", "type"})
 
 
 def corpus_texts() -> list[str]:
@@ -58,7 +50,7 @@ def corpus_texts() -> list[str]:
                 continue
             msg = rec.get("message")
             if isinstance(msg, dict):
-                _strings(msg.get("content"), out)
+                json_strings(msg.get("content"), out, NOT_TEXT)
     return out
 
 
@@ -80,20 +72,8 @@ def naive(text: str, k: int, w: int) -> list[int]:
     return [kg[p] for p in picked]
 
 
-def best(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
-    """Best wall time and best CPU time of `repeat` runs (CPU time shows the cost when
-    other processes compete for the cores; wall time is what a user waits)."""
-    walls, cpus, result = [], [], None
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        result = fn()
-        cpus.append(time.process_time() - c0)
-        walls.append(time.perf_counter() - w0)
-    return min(walls), min(cpus), result
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=50.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--k", type=int, default=DEFAULT_K)
@@ -111,18 +91,18 @@ def main() -> None:
     slice_mb = len(slice_text.encode("utf-8", "surrogatepass")) / 1e6
 
     rows: list[tuple[str, float, float, float, str]] = []
-    t, c, fp = best(lambda: fingerprints(text, args.k, args.w), args.repeat)
+    t, c, fp = best_of(lambda: fingerprints(text, args.k, args.w), args.repeat)
     rows.append(("fingerprints(str): encode+tokenize+winnow", mb, t, c, f"{len(fp):,} fingerprints"))
-    t, c, fp = best(lambda: fingerprints_bytes(data, args.k, args.w), args.repeat)
+    t, c, fp = best_of(lambda: fingerprints_bytes(data, args.k, args.w), args.repeat)
     rows.append(("fingerprints_bytes(bytes): tokenize+winnow", mb, t, c, f"{len(fp):,} fingerprints"))
-    t, c, tok = best(lambda: tokenize_bytes(data), args.repeat)
+    t, c, tok = best_of(lambda: tokenize_bytes(data), args.repeat)
     rows.append(("tokenize_bytes(bytes) only", mb, t, c, f"{len(tok):,} tokens"))
     many = items * times
-    t, c, fp = best(lambda: fingerprints_many(many, args.k, args.w), args.repeat)
+    t, c, fp = best_of(lambda: fingerprints_many(many, args.k, args.w), args.repeat)
     rows.append((f"fingerprints_many: {len(many):,} event texts", mb, t, c, f"{len(fp):,} fingerprints"))
-    t, c, _ = best(lambda: [fingerprints(x, args.k, args.w) for x in items], args.repeat)
+    t, c, _ = best_of(lambda: [fingerprints(x, args.k, args.w) for x in items], args.repeat)
     rows.append((f"fingerprints() per event: {len(items):,} texts", base_mb, t, c, "one call per text"))
-    t, c, ref = best(lambda: naive(slice_text, args.k, args.w), 1)
+    t, c, ref = best_of(lambda: naive(slice_text, args.k, args.w), 1)
     rows.append(("naive per-token Python (regex+xxh3), 2 MB", slice_mb, t, c, f"{len(ref):,} fingerprints"))
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

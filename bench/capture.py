@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Capture benchmark: `engram ingest` throughput and tape size on a generated corpus.
+"""Measures `engram ingest` throughput and tape size on a generated corpus, against ripgrep
+(`rg -F -c toolUseResult` over the same files) timed in the same run.
 
     python bench/capture.py --corpus bench/data/c100m --size 100MB
     python bench/capture.py --corpus bench/data/c1g --size 1GB --profile
@@ -12,7 +13,7 @@ In one run it:
 4. creates a throw-away git repository, runs `engram init` there and times
    `engram --repo REPO ingest CORPUS/projects [--engram-args ...]` end to end (a subprocess of
    the installed `engram` command: interpreter start-up, discovery, parsing, tape writing,
-   catalog and — when engram.cli.main._indexer returns an indexer — indexing; `--split-index` also
+   catalog and — when engram.cli.capture._indexer returns an indexer — indexing; `--split-index` also
    times an ingest with that hook disabled);
 5. prints raw MB, seconds, raw MB/s, events/s, tape bytes (.engram/tapes + .engram/objects) as %
    of raw, and the engram/rg time ratio, against the targets (>= 100 MB/s, tapes <= 10% of raw);
@@ -31,33 +32,25 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import pstats
 import random
-import re
-import resource
 import shlex
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import gen_sessions  # noqa: E402
+from common import (NO_INDEX_SNIPPET, SUMMARY_RE, add_corpus_arguments, best_of, child_cpu, dir_bytes,  # noqa: E402
+                    engram_version, ensure_corpus, fmt_table, fresh_repo, index_bytes, ingest_summary, load,
+                    require_rg, timed, top_functions, verdict, warm_cache)
 
 TARGET_MBPS = 100.0
 TARGET_RATIO = 0.10
 RG_NEEDLE = "toolUseResult"
-SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
-
-
-def _child_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 @dataclass
@@ -77,89 +70,21 @@ class IngestResult:
     repo: Path = field(default_factory=Path)
 
 
-def corpus_files(projects: Path) -> list[Path]:
-    return sorted(p for p in projects.rglob("*.jsonl") if p.is_file())
-
-
-def add_corpus_arguments(ap: argparse.ArgumentParser, *, seed_help: str) -> None:
-    """The options every corpus benchmark takes: which corpus (generated when missing), which engram."""
-    ap.add_argument("--corpus", required=True, type=Path, help="corpus directory (CORPUS/projects/...)")
-    ap.add_argument("--size", default="100MB", type=gen_sessions.parse_size,
-                    help="corpus size to generate when CORPUS holds no sessions (default 100MB)")
-    ap.add_argument("--seed", type=int, default=1, help=seed_help)
-    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="generator worker processes")
-    ap.add_argument("--engram", default="engram", help="the engram command (default: the installed `engram`)")
-
-
-def ensure_corpus(args: argparse.Namespace) -> tuple[Path, list[Path]]:
-    """CORPUS/projects and its session files, generating the corpus first when it holds none."""
-    args.corpus = args.corpus.resolve()
-    projects = args.corpus / "projects"
-    files = corpus_files(projects) if projects.is_dir() else []
-    if not files:
-        print(f"generating {args.size / 1e6:.0f} MB corpus in {args.corpus} (seed {args.seed}) ...", flush=True)
-        st = gen_sessions.generate(args.corpus, args.size, args.seed, args.jobs)
-        print(f"  {st.sessions} sessions, {st.files} files, {st.records} records, {st.bytes / 1e6:.1f} MB "
-              f"in {st.seconds:.1f}s", flush=True)
-        files = corpus_files(projects)
-    return projects, files
-
-
-def warm_cache(files: list[Path]) -> float:
-    """Read every file once; returns seconds (a cold-cache read, for the record)."""
-    t0 = time.perf_counter()
-    for p in files:
-        with p.open("rb") as f:
-            while f.read(1 << 24):
-                pass
-    return time.perf_counter() - t0
-
-
 def time_rg(projects: Path, runs: int) -> tuple[float, float, str]:
     """Best wall time and CPU time of `rg -F -c NEEDLE projects`, and its total match count."""
-    rg = shutil.which("rg")
-    if rg is None:
-        raise SystemExit("capture: ripgrep (rg) is not installed; apt-get install ripgrep")
-    best = best_cpu = float("inf")
-    out = ""
-    for _ in range(runs):
-        c0 = _child_cpu()
-        t0 = time.perf_counter()
-        proc = subprocess.run([rg, "-F", "-c", RG_NEEDLE, str(projects)], capture_output=True, text=True, check=False)
-        best = min(best, time.perf_counter() - t0)
-        best_cpu = min(best_cpu, _child_cpu() - c0)
-        out = proc.stdout
+    rg = require_rg("the reference row needs it")
+    best, best_cpu, proc = best_of(lambda: subprocess.run([rg, "-F", "-c", RG_NEEDLE, str(projects)],
+                                                          capture_output=True, text=True, check=False),
+                                   runs, cpu=child_cpu)
+    out = proc.stdout if proc is not None else ""
     matches = sum(int(line.rsplit(":", 1)[1]) for line in out.splitlines() if ":" in line)
     return best, best_cpu, f"{matches} matching lines"
-
-
-def dir_bytes(d: Path) -> int:
-    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) if d.is_dir() else 0
-
-
-def fresh_repo(workdir: Path | None, engram: list[str]) -> Path:
-    repo = Path(tempfile.mkdtemp(prefix="engram-bench-", dir=workdir))
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
-    return repo
-
-
-NO_INDEX_SNIPPET = ("import sys, engram.cli.main as c; c._indexer = lambda store: None; "
-                    "sys.exit(c.main(sys.argv[1:]))")
 
 
 def run_ingest(engram: list[str], repo: Path, projects: Path, extra: list[str], *, no_index: bool = False) -> IngestResult:
     if no_index:  # the same CLI in-process with its per-tape index hook replaced by None
         engram = [sys.executable, "-c", NO_INDEX_SNIPPET]
-    cmd = [*engram, "--repo", str(repo), "ingest", str(projects), *extra]
-    c0 = _child_cpu()
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=False)
-    secs = time.perf_counter() - t0
-    cpu = _child_cpu() - c0
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout + proc.stderr)
-        raise SystemExit(f"capture: `{shlex.join(cmd)}` failed with exit status {proc.returncode}")
+    secs, cpu, proc = timed([*engram, "--repo", str(repo), "ingest", str(projects), *extra], repo, "ingest")
     res = IngestResult(secs, cpu, proc.stdout, proc.stderr, repo=repo)
     m = SUMMARY_RE.search(proc.stdout)
     if m:
@@ -167,14 +92,14 @@ def run_ingest(engram: list[str], repo: Path, projects: Path, extra: list[str], 
     store = repo / ".engram"
     res.tape_bytes = dir_bytes(store / "tapes")
     res.object_bytes = dir_bytes(store / "objects")
-    res.index_bytes = sum(p.stat().st_size for p in store.glob("index.sqlite*"))
+    res.index_bytes = sum(index_bytes(store).values())
     return res
 
 
 def indexing_active(repo: Path) -> bool:
-    """Whether `engram ingest` indexes each new tape: asks the CLI's own hook (engram.cli.main._indexer)."""
+    """Whether `engram ingest` indexes each new tape: asks the CLI's own hook (engram.cli.capture._indexer)."""
     try:
-        from engram import cli
+        from engram.cli import capture as cli
         from engram.store.repo import Store
     except ImportError:
         return False
@@ -186,30 +111,6 @@ def indexing_active(repo: Path) -> bool:
             return False
     spec = importlib.util.find_spec("engram.index.build")
     return bool(spec and spec.origin and "def index_new_tape" in Path(spec.origin).read_text(errors="replace"))
-
-
-def engram_version() -> str:
-    """The engram source under test: git commit of its checkout, and whether engram/ has local changes."""
-    try:
-        import engram
-    except ImportError:
-        return "engram not importable"
-    src = Path(engram.__file__).resolve().parent
-    try:
-        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=False).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
-                               text=True, check=False).stdout.strip()
-    except OSError:
-        return str(src)
-    return f"{src} at {head or '?'}{' + uncommitted changes in engram/' if dirty else ''}"
-
-
-def fmt_table(rows: list[tuple[str, str]]) -> str:
-    w = max(len(k) for k, _ in rows)
-    out = [f"| {'metric'.ljust(w)} | value |", f"|{'-' * (w + 2)}|-------|"]
-    out += [f"| {k.ljust(w)} | {v} |" for k, v in rows]
-    return "\n".join(out)
 
 
 def seek_section(store: Path, sample: int, picks: int, seed: int) -> str:
@@ -291,7 +192,7 @@ def seek_section(store: Path, sample: int, picks: int, seed: int) -> str:
                                  f"{statistics.median(big_window) * ms:.3f} ms vs whole decode {big_full * ms:.1f} ms "
                                  f"({big_full / statistics.median(big_window):.0f}x)"),
     ]
-    return fmt_table(rows) + "\n\n" + frame_sweep(chosen, objects)
+    return fmt_table(["metric", "value"], rows, pad_last=False) + "\n\n" + frame_sweep(chosen, objects)
 
 
 def frame_sweep(chosen: list[Path], objects: Path) -> str:
@@ -328,8 +229,8 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
     return "\n".join(out)
 
 
-PROFILE_NO_INDEX = ("import cProfile, sys, engram.cli.main as c; c._indexer = lambda store: None; "
-                    "cProfile.run('c.main(sys.argv[2:])', sys.argv[1])")
+PROFILE_NO_INDEX = ("import cProfile, sys, engram.cli.capture as c, engram.cli.main as m; "
+                    "c._indexer = lambda store: None; cProfile.run('m.main(sys.argv[2:])', sys.argv[1])")
 
 
 def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top: int, *, no_index: bool = False) -> str:
@@ -342,28 +243,9 @@ def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top:
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
     secs = time.perf_counter() - t0
-    st = pstats.Stats(str(out))
-    rows = []
-    for (fname, line, func), (cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
-        rows.append((ct, tt, nc, f"{_short(fname)}:{line}({func})"))
     what = "capture only, index hook off" if no_index else "full ingest"
-    lines = [f"profiled ingest ({what}): {secs:.1f}s under cProfile (profile saved to {out})", "",
-             "top by cumulative time (engram code):",
-             f"{'cum s':>8} {'own s':>8} {'calls':>10}  function"]
-    eng = [r for r in rows if "engram/" in r[3] or "engram_" in r[3]]
-    for ct, tt, nc, name in sorted(eng, reverse=True)[:top]:
-        lines.append(f"{ct:8.2f} {tt:8.2f} {nc:10d}  {name}")
-    lines += ["", "top by own time (all code):", f"{'own s':>8} {'cum s':>8} {'calls':>10}  function"]
-    for ct, tt, nc, name in sorted(rows, key=lambda r: r[1], reverse=True)[:top]:
-        lines.append(f"{tt:8.2f} {ct:8.2f} {nc:10d}  {name}")
-    return "\n".join(lines)
-
-
-def _short(fname: str) -> str:
-    i = fname.find("engram/")
-    if i >= 0:
-        return fname[i:]
-    return fname if fname.startswith("<") or fname == "~" else Path(fname).name
+    return (f"profiled ingest ({what}): {secs:.1f}s under cProfile (profile saved to {out})\n\n"
+            + top_functions(out, top))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="where the throw-away repositories go (default: system temp)")
     ap.add_argument("--keep", action="store_true", help="keep the throw-away repositories")
     ap.add_argument("--split-index", action="store_true",
-                    help="also time an ingest with the index hook disabled (engram.cli.main._indexer patched in-process)")
+                    help="also time an ingest with the index hook disabled (engram.cli.capture._indexer patched in-process)")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
     ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
                     help="profile the full ingest, capture only (index hook off), or both (default)")
@@ -394,18 +276,17 @@ def main(argv: list[str] | None = None) -> int:
     cold = warm_cache(files)
     print(f"corpus: {projects} — {len(files)} files, {raw_mb:.1f} MB (first read {cold:.2f}s; timings below are warm-cache)")
 
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
+    print(f"load average before: {load()} on {os.cpu_count()} CPUs "
           "(other processes on the machine slow every figure below)")
     rg_s, rg_cpu, rg_note = time_rg(projects, args.rg_runs)
     print(f"rg -F -c {RG_NEEDLE}: {rg_s:.2f}s, {rg_note}", flush=True)
     print(f"engram under test: {engram_version()}")
 
-    repo = fresh_repo(args.workdir, engram)
+    repo = fresh_repo(args.workdir, "engram-bench-", engram)
     indexing = indexing_active(repo)
     print(f"engram ingest into {repo} ...", flush=True)
     res = run_ingest(engram, repo, projects, extra)
-    summary = next((ln for ln in res.stdout.splitlines() if ln.startswith("ingest:")), res.stdout.strip())
-    print(f"  {summary}")
+    print(f"  {ingest_summary(res.stdout)}")
     stored = res.tape_bytes + res.object_bytes
     mbps = raw_mb / res.seconds
     rows = [
@@ -413,28 +294,28 @@ def main(argv: list[str] | None = None) -> int:
         ("engram ingest wall time", f"{res.seconds:.2f} s" + (" (includes indexing)" if indexing else " (no indexing step present)")),
         ("engram ingest CPU time (user+sys)", f"{res.cpu:.2f} s"),
         ("capture throughput", f"{mbps:,.1f} MB/s raw by wall time, {raw_mb / res.cpu:,.1f} MB/s by CPU time — target >= "
-                               f"{TARGET_MBPS:.0f}: {'PASS' if mbps >= TARGET_MBPS else 'FAIL'}"),
+                               f"{TARGET_MBPS:.0f}: {verdict(mbps >= TARGET_MBPS)}"),
         ("events/s", f"{res.events / res.seconds:,.0f} ({res.events:,} events, {res.sessions} sessions, {res.tapes} tapes)"),
         ("tape bytes (tapes + objects)", f"{stored:,} B = {stored / raw:.2%} of raw — target <= {TARGET_RATIO:.0%}: "
-                                         f"{'PASS' if stored / raw <= TARGET_RATIO else 'FAIL'}"),
+                                         f"{verdict(stored / raw <= TARGET_RATIO)}"),
         ("  of which objects", f"{res.object_bytes:,} B"),
         ("index.sqlite (catalog + index, not counted)", f"{res.index_bytes:,} B"),
         ("rg -F -c reference", f"{rg_s:.2f} s wall = {raw_mb / rg_s:,.0f} MB/s ({rg_cpu:.2f} s CPU over its threads)"),
         ("engram / rg time", f"{res.seconds / rg_s:.1f}x (wall)"),
     ]
     if args.split_index:
-        nrepo = fresh_repo(args.workdir, engram)
+        nrepo = fresh_repo(args.workdir, "engram-bench-", engram)
         nres = run_ingest(engram, nrepo, projects, extra, no_index=True)
         shutil.rmtree(nrepo, ignore_errors=True)
         rows.insert(4, ("  capture only (index hook off)", f"{nres.seconds:.2f} s wall ({raw_mb / nres.seconds:,.1f} MB/s), "
                                                             f"{nres.cpu:.2f} s CPU ({raw_mb / nres.cpu:,.1f} MB/s); indexing "
                                                             f"adds ~{res.seconds - nres.seconds:.2f} s wall, "
                                                             f"{res.cpu - nres.cpu:.2f} s CPU"))
-    rows.append(("load average after", " ".join(f"{x:.2f}" for x in os.getloadavg())))
+    rows.append(("load average after", load()))
     print()
-    print(fmt_table(rows))
+    print(fmt_table(["metric", "value"], rows, pad_last=False))
     if indexing:
-        print("\nnote: ingest's per-tape index hook (engram.cli.main._indexer) is active: the ingest figure includes indexing.")
+        print("\nnote: ingest's per-tape index hook (engram.cli.capture._indexer) is active: the ingest figure includes indexing.")
     print("\nseekable-frame cost:")
     print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
 
@@ -442,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         args.profile_out.parent.mkdir(parents=True, exist_ok=True)
         modes = {"full": [False], "capture": [True], "both": [False, True]}[args.profile_mode]
         for no_index in modes:
-            prepo = fresh_repo(args.workdir, engram)
+            prepo = fresh_repo(args.workdir, "engram-bench-", engram)
             out = args.profile_out.with_name(args.profile_out.stem + ("-capture" if no_index else "") + args.profile_out.suffix)
             print()
             print(profile_ingest(prepo, projects, extra, out, args.profile_top, no_index=no_index))

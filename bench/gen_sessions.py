@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Generate a seeded, deterministic corpus of realistic Claude Code session transcripts.
+"""Generates a seeded, deterministic corpus of realistic Claude Code session transcripts; measures
+nothing itself and has no reference: capture.py and scale.py measure on what it writes (and run
+it when their corpus is missing). `--check` verifies every generated structuredPatch.
 
-    python bench/gen_sessions.py --out bench/data/c100m --size 100MB [--seed 1] [--jobs 2]
+    python bench/gen_sessions.py --out bench/data/c100m --size 100MB [--seed 1] [--jobs 2] [--check]
 
 Layout written (the shape of `~/.claude/projects/`)::
 

@@ -1,4 +1,7 @@
-"""Huge pages or not: the bulk writer's array work on fresh memory, with and without numpy's THP advice.
+"""Measures the bulk writer's array work on fresh memory with numpy's transparent-huge-page advice,
+against the same work with that advice off, the two alternated run by run in one invocation.
+
+    python bench/hugepages.py [--postings 25000000] [--runs 3]
 
 numpy advises transparent huge pages (madvise) for every array of 4 MB or more. This script
 times the steps `engram.index.postings` runs at the end of a 1 GB bulk ingest (merge the
@@ -6,8 +9,6 @@ batches' sorted postings, lay the rows out) on N postings, in a fresh process pe
 memory it has not used before, as the writer does; runs alternate between
 `NUMPY_MADVISE_HUGEPAGE=1` and `=0` so a change in the machine's speed hits both alike.
 `engram.index.build.small_pages` is what the ingest does about it (bench/README.md).
-
-    python bench/hugepages.py [--postings 25000000] [--runs 3]
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""MCP tool-call latency of `explain` (20-line spans, default windows) over stdio and HTTP.
+"""Measures the MCP tool-call latency of `explain` (20-line spans, default windows) over stdio and
+HTTP, against the in-process explain on one open connection (the floor) and each transport's
+`tapes(limit=1)` call (its own cost), measured in the same run.
 
     python bench/mcp_latency.py --repo /tmp/engram-scale-run0-XXXX            # a store scale.py kept
     python bench/mcp_latency.py --corpus bench/data/c100m                      # builds a 100 MB store first
@@ -36,12 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import scale  # noqa: E402
-from lspclient import start_lsp  # noqa: E402
+from common import (SPAN_LINES, SpanCase, cold_start_ingest, engram_command, engram_files,  # noqa: E402
+                    engram_version, fmt_table, index_bytes, index_readonly, load, machine, pct, sample_spans,
+                    start_lsp, verdict, warm_cache)
 
 TARGET_HTTP_P99_MS = 30.0
 FLOOR_CALLS = 100
@@ -86,21 +87,20 @@ class Series:
     note: str = ""
 
     def cells(self) -> list[str]:
-        w = np.asarray(self.wall) * 1000
         n = max(1, len(self.wall))
         server = f"{self.server_cpu / n * 1000:.2f} ms" if self.server_cpu is not None else "-"
-        return [self.name, f"{np.percentile(w, 50):.2f} ms", f"{np.percentile(w, 90):.2f} ms",
-                f"{np.percentile(w, 99):.2f} ms", f"{self.client_cpu / n * 1000:.2f} ms", server,
+        return [self.name, f"{pct(self.wall, 50) * 1000:.2f} ms", f"{pct(self.wall, 90) * 1000:.2f} ms",
+                f"{pct(self.wall, 99) * 1000:.2f} ms", f"{self.client_cpu / n * 1000:.2f} ms", server,
                 f"{self.top1}/{self.n_checked}", str(len(self.wall)) + (f", {self.errors} errors" if self.errors else "")]
 
 
-def args_of(c: scale.SpanCase) -> dict[str, Any]:
+def args_of(c: SpanCase) -> dict[str, Any]:
     return {"file": c.rel, "start_line": c.start, "end_line": c.end}
 
 
 # ------------------------------------------------------------------ in-process
 
-def run_core(repo: Path, cases: list[scale.SpanCase], rounds: int, warmup: int) -> Series:
+def run_core(repo: Path, cases: list[SpanCase], rounds: int, warmup: int) -> Series:
     from engram.index.db import open_db
     from engram.query.explain import Options, explain
     from engram.query.spans import read_span
@@ -128,7 +128,7 @@ def run_core(repo: Path, cases: list[scale.SpanCase], rounds: int, warmup: int) 
     return s
 
 
-async def drive(client: Any, name: str, cases: list[scale.SpanCase], rounds: int, warmup: int,
+async def drive(client: Any, name: str, cases: list[SpanCase], rounds: int, warmup: int,
                 server_pid: int | None) -> Series:
     s = Series(name)
     for c in cases[:warmup]:
@@ -173,7 +173,7 @@ async def floor(client: Any, name: str, calls: int, server_pid: int | None) -> S
     return s
 
 
-async def run_memory(repo: Path, cases: list[scale.SpanCase], rounds: int, warmup: int) -> list[Series]:
+async def run_memory(repo: Path, cases: list[SpanCase], rounds: int, warmup: int) -> list[Series]:
     from mcp import Client
 
     from engram.store.repo import Store
@@ -185,13 +185,13 @@ async def run_memory(repo: Path, cases: list[scale.SpanCase], rounds: int, warmu
         return [await drive(c, name, cases, rounds, warmup, None), await floor(c, name, FLOOR_CALLS, None)]
 
 
-async def run_stdio(repo: Path, engram: list[str], cases: list[scale.SpanCase], rounds: int, warmup: int) -> list[Series]:
+async def run_stdio(repo: Path, engram: list[str], cases: list[SpanCase], rounds: int, warmup: int) -> list[Series]:
     from mcp import Client, StdioServerParameters
 
-    exe = shutil.which(engram[0]) or engram[0]
+    exe, *rest = engram_command(engram)
     # The SDK passes only a few variables (HOME, PATH, ...) by default: give the server this process's
     # environment, so it runs the same engram (PYTHONPATH) as the other rows.
-    params = StdioServerParameters(command=exe, args=[*engram[1:], "mcp", "--repo", str(repo)], cwd=str(repo),
+    params = StdioServerParameters(command=exe, args=[*rest, "mcp", "--repo", str(repo)], cwd=str(repo),
                                    env=dict(os.environ))
     async with Client(params) as c:
         await c.list_tools()
@@ -206,14 +206,13 @@ async def run_stdio(repo: Path, engram: list[str], cases: list[scale.SpanCase], 
 
 # ------------------------------------------------------------------ HTTP via the language server
 
-async def run_http(repo: Path, engram: list[str], cases: list[scale.SpanCase], rounds: int, warmup: int,
+async def run_http(repo: Path, engram: list[str], cases: list[SpanCase], rounds: int, warmup: int,
                    log: Path) -> list[Series]:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    exe = shutil.which(engram[0]) or engram[0]
-    lsp, info = await asyncio.to_thread(start_lsp, [exe, *engram[1:], "lsp"], repo, log)
+    lsp, info = await asyncio.to_thread(start_lsp, [*engram_command(engram), "lsp"], repo, log)
     try:
         headers = {"Authorization": f"Bearer {info['token']}"}
         async with httpx2.AsyncClient(headers=headers) as http:
@@ -251,25 +250,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.repo is None:
         if projects is None:
             raise SystemExit("mcp_latency: give --repo (an ingested repository) or --corpus")
-        run = scale.cold_start_ingest(None, engram, projects, "mcp")
+        run = cold_start_ingest(None, engram, projects, "mcp")
         made = args.repo = run.repo
         print(f"ingested {projects} into {run.repo}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU; {run.summary}")
     repo = args.repo.resolve()
-    import apsw
-
-    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
-    n_tapes = db.execute("SELECT count(*) FROM tapes").fetchall()[0][0]
-    raw_bytes = db.execute("SELECT sum(end - start) FROM captures").fetchall()[0][0]  # source bytes captured
-    db.close()
-    idx = sum(p.stat().st_size for p in (repo / ".engram").glob("index.sqlite*"))
-    print(f"machine: {scale.machine()}")
-    print(f"engram under test: {scale.engram_version()}")
+    with index_readonly(repo) as db:
+        n_tapes = db.execute("SELECT count(*) FROM tapes").fetchall()[0][0]
+        raw_bytes = db.execute("SELECT sum(end - start) FROM captures").fetchall()[0][0]  # source bytes captured
+    idx = sum(index_bytes(repo / ".engram").values())
+    print(f"machine: {machine()}")
+    print(f"engram under test: {engram_version()}")
     print(f"store: {repo}: {n_tapes} tapes from {(raw_bytes or 0) / 1e6:,.0f} MB of transcripts, "
           f"index {idx / 1e6:,.0f} MB")
-    cases = scale.sample_spans(repo, args.spans, args.seed, span_dir=SPAN_DIR, corpus=projects)
-    scale.warm_cache(scale.engram_files(repo / ".engram"))
-    print(f"spans: {len(cases)} x {scale.SPAN_LINES} lines; {args.rounds} rounds after {args.warmup} warm-up calls "
-          f"per transport; load average {scale.load()}", flush=True)
+    cases = sample_spans(repo, args.spans, args.seed, span_dir=SPAN_DIR, corpus=projects)
+    warm_cache(engram_files(repo / ".engram"))
+    print(f"spans: {len(cases)} x {SPAN_LINES} lines; {args.rounds} rounds after {args.warmup} warm-up calls "
+          f"per transport; load average {load()}", flush=True)
 
     series: list[Series] = []
     log = Path(tempfile.gettempdir()) / f"engram-mcp-latency-lsp-{os.getpid()}.log"
@@ -283,23 +279,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             got = asyncio.run(run_http(repo, engram, cases, args.rounds, args.warmup, log))
         for s in got:
-            print(f"  {s.name}: p50 {np.percentile(s.wall, 50) * 1000:.2f} ms, p99 "
-                  f"{np.percentile(s.wall, 99) * 1000:.2f} ms (load {scale.load()}){' ' + s.note if s.note else ''}",
+            print(f"  {s.name}: p50 {pct(s.wall, 50) * 1000:.2f} ms, p99 "
+                  f"{pct(s.wall, 99) * 1000:.2f} ms (load {load()}){' ' + s.note if s.note else ''}",
                   flush=True)
         series.extend(got)
 
     print()
     print(f"## MCP `explain` latency: {n_tapes} tapes / {(raw_bytes or 0) / 1e6:,.0f} MB of transcripts, "
-          f"{scale.machine()}")
-    print(f"engram: {scale.engram_version()}; load average at the end: {scale.load()}")
+          f"{machine()}")
+    print(f"engram: {engram_version()}; load average at the end: {load()}")
     print()
-    print(scale.fmt_table(["path", "p50", "p90", "p99", "client CPU/call", "server CPU/call", "recall@1", "calls"],
-                          [s.cells() for s in series]))
+    print(fmt_table(["path", "p50", "p90", "p99", "client CPU/call", "server CPU/call", "recall@1", "calls"],
+                    [s.cells() for s in series]))
     http = next((s for s in series if s.name.startswith("HTTP") and "floor" not in s.name), None)
     if http is not None:
-        p99 = float(np.percentile(http.wall, 99)) * 1000
+        p99 = pct(http.wall, 99) * 1000
         print(f"\nHTTP p99 {p99:.1f} ms — target <= {TARGET_HTTP_P99_MS:.0f} ms: "
-              f"{scale.verdict(p99 <= TARGET_HTTP_P99_MS)}")
+              f"{verdict(p99 <= TARGET_HTTP_P99_MS)}")
     shutil.rmtree(repo / SPAN_DIR, ignore_errors=True)
     if made is not None:
         print(f"\nrepository kept: {made}")

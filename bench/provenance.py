@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Provenance accuracy benchmark: does `engram explain` find the session that wrote a span?
+"""Measures provenance accuracy: does `engram explain` find the session that wrote a span? Against
+`git blame` (plain, and `-w -M -C`) and a fixed-string line grep of the transcripts, scored in the
+same run on the very same mutated spans.
 
     python bench/provenance.py [--spans-per-size 60] [--seed 1] [--k 5 --w 4] [--sweep]
                                [--set RELATIVE_FLOOR=0.8] [--distractors DIR] [--sessions DIR]
@@ -84,6 +86,10 @@ from typing import Any, Iterable
 import orjson
 import zstandard
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import checkout_state, json_strings  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude"
 WRITERS = ("258c7280-ae70-4798-800f-63464d01a85d", "4d5611e5-241a-462a-8d15-5122611a9569")
@@ -136,17 +142,6 @@ def _records(path: Path) -> list[dict[str, Any]]:
         if isinstance(rec, dict):
             out.append(rec)
     return out
-
-
-def _strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _strings(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _strings(v, out)
 
 
 # A git worktree nested in the checkout (Claude Code's `.claude/worktrees/<name>`, the common
@@ -270,7 +265,7 @@ def _transcript_text(s: Session, recs: Iterable[dict[str, Any]]) -> None:
     """Every JSON string value of the records, one per line: what the grep reference searches."""
     strings: list[str] = []
     for rec in recs:
-        _strings(rec, strings)
+        json_strings(rec, strings)
     s.text = "\n".join(strings)
     s.lines = {x.strip() for x in s.text.split("\n")}
 
@@ -1401,10 +1396,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"override: engram.query.explain.{name} = {getattr(X, name)!r}")
     t_start = time.perf_counter()
     try:
-        head = git(ROOT, "rev-parse", "--short", "HEAD").strip()
-        dirty = git(ROOT, "status", "--porcelain", "--", "engram").strip()
-        print(f"engram at {head}{' + uncommitted changes in engram/' if dirty else ''}")
-    except (OSError, subprocess.CalledProcessError):
+        print(f"engram at {checkout_state(ROOT / 'engram')}")
+    except OSError:
         pass
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="engram-provenance-"))
     if args.keep and work.exists():

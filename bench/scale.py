@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Scale benchmark: the whole pipeline and `engram explain` on a generated corpus (100 MB or 1 GB).
+"""Measures the whole pipeline (ingest + index, sizes, appends) and `engram explain` latency on a
+generated corpus (100 MB or 1 GB), against ripgrep (`rg -F -l` for each span's longest line over
+the raw transcripts) timed in the same run, paired span block by span block.
 
     python bench/scale.py --corpus bench/data/c100m --size 100MB            # quick run
     python bench/scale.py --corpus bench/data/c1g   --size 1GB --keep       # the target run
@@ -11,7 +13,7 @@ In one run it:
 2. ingest + index, cold start to committed index: a fresh git repository, `engram init`, then
    `engram --repo REPO ingest CORPUS/projects` (indexing runs inside ingest), `--ingest-runs`
    times, each into its own fresh repository; wall and CPU time (user+sys of the child);
-3. the split (`--split`): capture only (`engram.cli.main._indexer` patched to None, in-process, nothing
+3. the split (`--split`): capture only (`engram.cli.capture._indexer` patched to None, in-process, nothing
    in engram/ changed) into another fresh repository, then `engram --repo REPO index` there,
    which indexes every tape the capture left unindexed;
 4. sizes: index.sqlite (+ -wal, -shm) and tapes + objects, as shares of the raw JSONL;
@@ -59,11 +61,7 @@ import cProfile
 import importlib.util
 import json
 import os
-import platform
-import pstats
-import random
 import re
-import resource
 import shlex
 import shutil
 import statistics
@@ -71,26 +69,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_sessions  # noqa: E402
-from capture import add_corpus_arguments, dir_bytes, engram_version, ensure_corpus, warm_cache  # noqa: E402
+from common import (SPAN_DIR, SPAN_LINES, Explainer, Lat, Run, SpanCase, add_corpus_arguments,  # noqa: E402
+                    any_session, child_cpu, cold_start_ingest, dir_bytes, engram_command, engram_files,
+                    engram_version, ensure_corpus, explain_block, fmt_table, fresh_repo, index_bytes,
+                    index_readonly, language_server, load, machine, ms, pct, reap_orphans, require_rg, rg_files,
+                    sample_spans, timed, top_functions, top_session, verdict, warm_cache)
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
-SPAN_DIR = "_scale_spans"
-SPAN_LINES = 20
-SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
-NO_INDEX_SNIPPET = ("import sys, engram.cli.main as c; c._indexer = lambda store: None; "
-                    "sys.exit(c.main(sys.argv[1:]))")
 
 TARGETS = {
     "mbps": 40.0, "index_share": 0.25, "tape_share": 0.10, "warm_p50_ms": 2.0, "warm_p99_ms": 10.0,
@@ -98,12 +90,7 @@ TARGETS = {
 }
 
 
-# ------------------------------------------------------------------ small helpers
-
-def child_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
+# ------------------------------------------------------------------ worker processes
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux PR_SET_CHILD_SUBREAPER), so that worker processes `engram ingest`
@@ -117,254 +104,7 @@ def become_subreaper() -> bool:
         return False
 
 
-def reap_orphans(timeout: float = 2.0) -> int:
-    """Wait for adopted descendants still running after the command returned (a forkserver winding down)."""
-    n = 0
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            time.sleep(0.01)
-            continue
-        n += 1
-    return n
-
-
-def pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs, dtype=float), q)) if xs else float("nan")
-
-
-def ms(x: float) -> str:
-    return f"{x * 1000:.2f} ms" if x < 1 else f"{x * 1000:,.0f} ms"
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
-def machine() -> str:
-    model = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
-        mem = f"{kb / 1024 ** 2:.1f} GiB"
-    except (OSError, StopIteration, ValueError):
-        pass
-    return (f"{os.cpu_count()} CPUs ({model}), {mem} RAM, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
-
-
-def index_bytes(store_dir: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_size for p in sorted(store_dir.glob("index.sqlite*"))}
-
-
-def fmt_table(header: list[str], rows: list[list[str]]) -> str:
-    w = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "| " + " | ".join(str(c).ljust(w[i]) for i, c in enumerate(r)) + " |"  # noqa: E731
-    return "\n".join([line(header), "|" + "|".join("-" * (x + 2) for x in w) + "|", *map(line, rows)])
-
-
-# ------------------------------------------------------------------ ingest
-
-@dataclass
-class Run:
-    wall: float
-    cpu: float
-    stdout: str
-    repo: Path
-    summary: str = ""
-
-
-def fresh_repo(workdir: Path | None, engram: list[str], tag: str) -> Path:
-    repo = Path(tempfile.mkdtemp(prefix=f"engram-scale-{tag}-", dir=workdir))
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    return repo
-
-
-def timed(cmd: list[str], cwd: Path, what: str, env: dict[str, str] | None = None
-          ) -> tuple[float, float, subprocess.CompletedProcess[str]]:
-    c0 = child_cpu()
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False,
-                          env={**os.environ, **env} if env else None)
-    wall = time.perf_counter() - t0
-    reap_orphans()
-    cpu = child_cpu() - c0
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
-        raise SystemExit(f"scale: {what}: `{shlex.join(cmd)}` exited {proc.returncode}")
-    return wall, cpu, proc
-
-
-def cold_start_ingest(workdir: Path | None, engram: list[str], projects: Path, tag: str, *,
-                      no_index: bool = False) -> Run:
-    """Fresh git repo, `engram init`, `engram ingest CORPUS`: timed from `engram init` to exit."""
-    repo = fresh_repo(workdir, engram, tag)
-    ingest = [sys.executable, "-c", NO_INDEX_SNIPPET] if no_index else engram
-    c0 = child_cpu()
-    t0 = time.perf_counter()
-    subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
-    _, _, proc = timed([*ingest, "--repo", str(repo), "ingest", str(projects)], repo, "ingest")
-    wall, cpu = time.perf_counter() - t0, child_cpu() - c0  # timed() reaped the workers: CPU counted
-    summary = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ingest:")), proc.stdout.strip())
-    return Run(wall, cpu, proc.stdout, repo, summary)
-
-
-# ------------------------------------------------------------------ spans
-
-@dataclass
-class SpanCase:
-    rel: str  # repository-relative file holding the after-text
-    start: int
-    end: int
-    text: str
-    session: str  # the session of the tape the span came from
-    tape: str
-    offset: int
-    needle: str  # longest line of the span, JSON-escaped as it appears in the raw transcripts
-
-
-def json_escaped(line: str) -> str:
-    return orjson.dumps(line).decode()[1:-1]
-
-
-def sample_spans(repo: Path, n: int, seed: int, lines: int = SPAN_LINES, per_tape: int = 2,
-                 span_dir: str = SPAN_DIR, corpus: Path | None = None) -> list[SpanCase]:
-    """`n` spans of `lines` lines from code.edit after-texts of random tapes, written into the tree.
-
-    With `corpus`, only tapes captured from files under it (not, say, sessions appended earlier)."""
-    from engram.store.repo import Store
-    from engram.tape.reader import TapeReader
-    from engram.tape.writer import TAPE_SUFFIX
-
-    store = Store.discover(repo)
-    tapes = sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
-    rng = random.Random(seed)
-    rng.shuffle(tapes)
-    out_dir = repo / span_dir
-    shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.mkdir(parents=True)
-    cases: list[SpanCase] = []
-    pools: list[tuple[Path, str, list[tuple[int, dict[str, Any], list[str]]]]] = []
-    used: set[tuple[str, int]] = set()
-
-    def take(p: Path, session: str, edits: list[tuple[int, dict[str, Any], list[str]]], limit: int) -> None:
-        taken = 0
-        for off, ev, tl in edits:
-            if taken >= limit or len(cases) >= n:
-                return
-            if (p.name, off) in used:
-                continue
-            a = rng.randrange(len(tl) - lines + 1)
-            chunk = tl[a:a + lines]
-            if sum(len(x.strip()) for x in chunk) < 200:  # mostly blank: not a meaningful span
-                continue
-            used.add((p.name, off))
-            name = Path(str(ev.get("file") or "f.txt")).name
-            rel = f"{span_dir}/{len(cases):03d}-{name}"
-            (repo / rel).write_text("\n".join(tl) + "\n", encoding="utf-8")
-            cases.append(SpanCase(rel, a + 1, a + lines, "\n".join(chunk) + "\n", session, p.name.split(".")[0],
-                                  off, json_escaped(max(chunk, key=len))))
-            taken += 1
-
-    for p in tapes:  # first pass: at most `per_tape` spans per tape, so many sessions are covered
-        if len(cases) >= n:
-            break
-        with TapeReader(p, store.objects_dir) as r:
-            meta = r.meta()
-            session = str(meta.get("session_id") or "")
-            if corpus is not None and not all(str(src.get("path", "")).startswith(str(corpus) + os.sep)
-                                              for src in meta.get("sources") or [{}]):
-                continue
-            edits = []
-            for off, ev in enumerate(r.events(resolve_objects=True)):
-                if ev.get("kind") != "code.edit":
-                    continue
-                text = ev.get("after_text")
-                if not isinstance(text, str):
-                    continue
-                tl = text.splitlines()
-                if len(tl) >= lines:
-                    edits.append((off, ev, tl))
-        rng.shuffle(edits)
-        pools.append((p, session, edits))
-        take(p, session, edits, per_tape)
-    for p, session, edits in pools:  # a small corpus: more spans per tape
-        if len(cases) >= n:
-            break
-        take(p, session, edits, n)
-    return cases
-
-
-def top_session(doc: dict[str, Any]) -> str | None:
-    s = doc.get("sessions") or []
-    return s[0]["session_id"] if s else None
-
-
-def any_session(doc: dict[str, Any], sid: str) -> bool:
-    return any(s["session_id"] == sid for s in doc.get("sessions") or [])
-
-
 # ------------------------------------------------------------------ explain timings
-
-@dataclass
-class Lat:
-    wall: list[float] = field(default_factory=list)
-    cpu: list[float] = field(default_factory=list)
-    top1: int = 0
-    anyhit: int = 0
-    n: int = 0
-    sessions: list[int] = field(default_factory=list)
-
-    def row(self) -> str:
-        return (f"p50 {ms(pct(self.wall, 50))}, p90 {ms(pct(self.wall, 90))}, p99 {ms(pct(self.wall, 99))} wall; "
-                f"CPU p50 {ms(pct(self.cpu, 50))}, p99 {ms(pct(self.cpu, 99))} (n={len(self.wall)})")
-
-
-class Explainer:
-    """In-process explain on one open connection: what a language server or MCP endpoint does."""
-
-    def __init__(self, repo: Path, brief: bool) -> None:
-        from engram.index.db import open_db
-        from engram.query.explain import Options
-        from engram.store.repo import Store
-
-        self.repo = repo
-        self.store = Store.discover(repo)
-        cfg = self.store.config["explain"]
-        self.opts = Options(before=int(cfg["window"]["before"]), after=int(cfg["window"]["after"]), brief=brief)
-        self.db = open_db(self.store)
-
-    def __call__(self, c: SpanCase) -> dict[str, Any]:
-        from engram.query.explain import explain
-        from engram.query.spans import read_span
-
-        return explain(self.store, self.db, read_span(self.repo, c.rel, c.start, c.end, self.repo), self.opts)
-
-    def timed(self, c: SpanCase, lat: Lat) -> dict[str, Any]:
-        c0, t0 = time.process_time(), time.perf_counter()
-        doc = self(c)
-        lat.wall.append(time.perf_counter() - t0)
-        lat.cpu.append(time.process_time() - c0)
-        return doc
-
-    def close(self) -> None:
-        self.db.close()
-
 
 def explain_inprocess(ex: Explainer, cases: list[SpanCase], passes: int, profile: Path | None = None) -> Lat:
     lat = Lat()
@@ -386,14 +126,6 @@ def explain_inprocess(ex: Explainer, cases: list[SpanCase], passes: int, profile
         prof.disable()
         prof.dump_stats(str(profile))
     return lat
-
-
-def engram_files(store_dir: Path) -> list[Path]:
-    files = list(store_dir.glob("index.sqlite*"))
-    files += [p for p in (store_dir / "tapes").iterdir() if p.is_file()]
-    if (store_dir / "objects").is_dir():
-        files += [p for p in (store_dir / "objects").rglob("*") if p.is_file()]
-    return files
 
 
 def evict(files: list[Path]) -> None:
@@ -487,19 +219,6 @@ def compile_bytecode() -> None:
             subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=False, capture_output=True)
 
 
-@contextmanager
-def language_server(engram: list[str], repo: Path) -> Iterator[None]:
-    """`engram lsp` running on the repository for the block (the editor open)."""
-    from lspclient import start_lsp
-
-    exe = shutil.which(engram[0]) or engram[0]
-    lsp, _ = start_lsp([exe, *engram[1:], "lsp"], repo, repo.parent / f"{repo.name}-lsp.log")
-    try:
-        yield
-    finally:
-        lsp.close()
-
-
 def explain_cli_served(engram: list[str], repo: Path, cases: list[SpanCase], n: int) -> Lat:
     """`engram explain` while `engram lsp` runs on the repository (the editor open)."""
     with language_server(engram, repo):
@@ -529,21 +248,6 @@ def rg_reference(rg_exe: str, projects: Path, cases: list[SpanCase], n: int, ex:
     return lat, found, paired
 
 
-def rg_files(rg_exe: str, projects: Path, needle: str) -> subprocess.CompletedProcess[str]:
-    """The reference search: the files under `projects` holding `needle` verbatim."""
-    return subprocess.run([rg_exe, "-F", "-l", "--no-messages", "--", needle, str(projects)],
-                          capture_output=True, text=True, check=False)
-
-
-def explain_block(ex: Explainer, group: list[SpanCase], passes: int, lat: Lat) -> None:
-    """A block of the paired measure: one untimed explain pass over `group`, then `passes` timed."""
-    for c in group:
-        ex(c)
-    for _ in range(passes):
-        for c in group:
-            ex.timed(c, lat)
-
-
 # ------------------------------------------------------------------ appending
 
 def make_session(out: Path, seed: int, size: int) -> int:
@@ -556,13 +260,8 @@ def make_session(out: Path, seed: int, size: int) -> int:
 
 
 def captured_sessions(repo: Path) -> set[str]:
-    import apsw
-
-    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
+    with index_readonly(repo) as db:
         return {r[0] for r in db.execute("SELECT session_id FROM tapes")}
-    finally:
-        db.close()
 
 
 def new_session(tmp: Path, seed: int, size: int, taken: set[str]) -> tuple[Path, int, int]:
@@ -579,14 +278,8 @@ def new_session(tmp: Path, seed: int, size: int, taken: set[str]) -> tuple[Path,
 
 
 def segments(repo: Path) -> int:
-    import apsw
-
-    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
-    db.set_busy_timeout(5000)  # (a language server may be merging)
-    try:
+    with index_readonly(repo, busy_ms=5000) as db:  # (a language server may be merging)
         return int(db.execute("SELECT count(*) FROM segments").fetchall()[0][0])
-    finally:
-        db.close()
 
 
 @dataclass
@@ -602,18 +295,12 @@ class Append:
 
 def wait_indexed(repo: Path, session: str, timeout: float = 120.0) -> float:
     """perf_counter() when the session's tape is indexed (polled every 5 ms, read-only)."""
-    import apsw
-
-    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
-    db.set_busy_timeout(1000)
-    try:
+    with index_readonly(repo, busy_ms=1000) as db:
         end = time.perf_counter() + timeout
         while time.perf_counter() < end:
             if db.execute("SELECT 1 FROM tapes WHERE session_id=? AND indexed=1", (session,)).fetchall():
                 return time.perf_counter()
             time.sleep(0.005)
-    finally:
-        db.close()
     raise SystemExit(f"scale: the session {session} `engram hook` started was not indexed in {timeout:.0f} s")
 
 
@@ -704,34 +391,13 @@ def append_one(engram: list[str], repo: Path, d: Path, phase: str, profile: Path
 
 # ------------------------------------------------------------------ profiles
 
-def top_functions(prof: Path, top: int, only_engram: bool = True) -> str:
-    st = pstats.Stats(str(prof))
-    rows = []
-    for (fname, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
-        i = fname.find("engram/")
-        name = (fname[i:] if i >= 0 else Path(fname).name) + f":{line}({func})"
-        rows.append((ct, tt, nc, name, i >= 0 or "server/" in fname))
-    lines = [f"{'cum s':>8} {'own s':>8} {'calls':>9}  function (engram code, by cumulative time)"]
-    for ct, tt, nc, name, eng in sorted(rows, reverse=True):
-        if eng or not only_engram:
-            lines.append(f"{ct:8.3f} {tt:8.3f} {nc:9d}  {name}")
-        if len(lines) > top:
-            break
-    lines.append(f"{'own s':>8} {'cum s':>8} {'calls':>9}  function (all code, by own time)")
-    for ct, tt, nc, name, _ in sorted(rows, key=lambda r: r[1], reverse=True)[:top]:
-        lines.append(f"{tt:8.3f} {ct:8.3f} {nc:9d}  {name}")
-    return "\n".join(lines)
-
-
 def pyspy_ingest(workdir: Path | None, engram: list[str], projects: Path, out: Path, rate: int) -> str:
     """A full cold-start ingest under `py-spy record` (raw collapsed stacks), summarised by function."""
     if not shutil.which("py-spy"):
         return "py-spy is not installed (pip install py-spy): ingest profile skipped"
-    repo = fresh_repo(workdir, engram, "pyspy")
-    subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
-    exe = shutil.which(engram[0]) or engram[0]
-    cmd = ["py-spy", "record", "--nonblocking", "-r", str(rate), "-f", "raw", "-o", str(out), "--", exe,
-           *engram[1:], "--repo", str(repo), "ingest", str(projects)]
+    repo = fresh_repo(workdir, "engram-scale-pyspy-", engram)
+    cmd = ["py-spy", "record", "--nonblocking", "-r", str(rate), "-f", "raw", "-o", str(out), "--",
+           *engram_command(engram), "--repo", str(repo), "ingest", str(projects)]
     wall, cpu, _ = timed(cmd, repo, "py-spy ingest")
     shutil.rmtree(repo, ignore_errors=True)
     return (f"ingest under py-spy --nonblocking at {rate} Hz: {wall:,.1f} s wall, {cpu:,.1f} s CPU (engram + py-spy)\n"
@@ -792,10 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("engram") is None:  # before minutes of ingest, not after them
         raise SystemExit("scale: this Python cannot import engram, which the in-process rows measure: "
                          "run `pip install -e .` from the checkout first")
-    rg_exe = shutil.which("rg")
-    if rg_exe is None:  # the reference rows come after minutes of ingest
-        raise SystemExit("scale: ripgrep (rg) is not installed, and the reference rows need it: "
-                         "install it (apt-get install ripgrep)")
+    rg_exe = require_rg()  # the reference rows come after minutes of ingest
     subreaper = become_subreaper()
     projects, files = ensure_corpus(args)
     raw = sum(p.stat().st_size for p in files)

@@ -1,0 +1,611 @@
+"""Helpers the benchmark scripts share; not a benchmark itself (nothing to run).
+
+The scripts in bench/ are run as scripts (`python bench/scale.py ...`), so bench/ is first on
+sys.path and they import this module as `common` (and gen_sessions as `gen_sessions`). What is
+here is what more than one script needs, kept in one place so that two scripts measure the same
+thing the same way: the machine and engram version lines, timing (child CPU, best of n,
+percentiles), tables, the generated corpus, throw-away repositories and cold-start ingests, the
+ripgrep reference, the sampled 20-line spans and in-process explains, cProfile listings, and a
+minimal LSP client that starts `engram lsp` on a repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import pstats
+import random
+import re
+import resource
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import orjson
+
+import gen_sessions
+
+T = TypeVar("T")
+
+SPAN_DIR = "_scale_spans"
+SPAN_LINES = 20
+SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
+# `engram ...` in a fresh interpreter with the CLI's per-tape index hook replaced by None: capture only.
+NO_INDEX_SNIPPET = ("import sys, engram.cli.capture as c, engram.cli.main as m; c._indexer = lambda store: None; "
+                    "sys.exit(m.main(sys.argv[1:]))")
+
+
+def _prog() -> str:
+    """The running script's name, to prefix its error messages."""
+    return Path(sys.argv[0]).stem or "bench"
+
+
+# ------------------------------------------------------------------ the machine and the code under test
+
+def machine() -> str:
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
+        mem = f"{kb / 1024 ** 2:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return (f"{os.cpu_count()} CPUs ({model}), {mem} RAM, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages: the machine is shared, and other load slows every figure."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def checkout_state(src: Path) -> str:
+    """The short commit of the git checkout holding `src`, and whether `src` has local changes
+    ('?' when git cannot tell): which engram a figure was measured on."""
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
+                           text=True, check=False).stdout.strip()
+    return f"{head or '?'}{' + uncommitted changes in engram/' if dirty else ''}"
+
+
+def engram_version() -> str:
+    """The engram source under test: git commit of its checkout, and whether engram/ has local changes."""
+    try:
+        import engram
+    except ImportError:
+        return "engram not importable"
+    src = Path(engram.__file__).resolve().parent
+    try:
+        return f"{src} at {checkout_state(src)}"
+    except OSError:
+        return str(src)
+
+
+# ------------------------------------------------------------------ timing
+
+def child_cpu() -> float:
+    """user+sys CPU seconds of the reaped child processes so far (take the difference around a run)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def best_of(fn: Callable[[], T], repeat: int, cpu: Callable[[], float] = time.process_time
+            ) -> tuple[float, float, T | None]:
+    """Best wall time and best CPU time of `repeat` runs, and the last run's result. CPU time shows
+    the cost when other processes compete for the cores; wall time is what a user waits. `cpu`:
+    the clock, this process's by default, `child_cpu` for a subprocess."""
+    walls, cpus, result = [], [], None
+    for _ in range(repeat):
+        w0, c0 = time.perf_counter(), cpu()
+        result = fn()
+        cpus.append(cpu() - c0)
+        walls.append(time.perf_counter() - w0)
+    return min(walls, default=float("inf")), min(cpus, default=float("inf")), result
+
+
+def pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs, dtype=float), q)) if xs else float("nan")
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.2f} ms" if x < 1 else f"{x * 1000:,.0f} ms"
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def reap_orphans(timeout: float = 2.0) -> int:
+    """Wait for adopted descendants still running after the command returned (a forkserver winding down)."""
+    n = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.01)
+            continue
+        n += 1
+    return n
+
+
+def run_timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, *, reap: bool = False
+              ) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Run `cmd` (with `env` added to this process's environment): (wall s, child CPU s, the process).
+    `reap`: wait for the workers it left behind first, so that their CPU is counted when this
+    process is their subreaper (the wall time stops when the command returns)."""
+    c0 = child_cpu()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False,
+                          env={**os.environ, **env} if env else None)
+    wall = time.perf_counter() - t0
+    if reap:
+        reap_orphans()
+    return wall, child_cpu() - c0, proc
+
+
+def timed(cmd: list[str], cwd: Path, what: str, env: dict[str, str] | None = None
+          ) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """`run_timed` with the workers reaped, and the script stopped when the command fails."""
+    wall, cpu, proc = run_timed(cmd, cwd, env, reap=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        raise SystemExit(f"{_prog()}: {what}: `{shlex.join(cmd)}` exited {proc.returncode}")
+    return wall, cpu, proc
+
+
+# ------------------------------------------------------------------ tables
+
+def fmt_table(header: list[str], rows: list[list[str]] | list[tuple[str, ...]], pad_last: bool = True) -> str:
+    """A Markdown table, columns padded to their widest cell (the last one too unless `pad_last` is off)."""
+    n = len(header)
+    w = [max(len(str(r[i])) for r in [header, *rows]) for i in range(n)]
+    if not pad_last:
+        w[-1] = len(header[-1])
+
+    def line(r: list[str] | tuple[str, ...]) -> str:
+        return "| " + " | ".join(str(c) if i == n - 1 and not pad_last else str(c).ljust(w[i])
+                                 for i, c in enumerate(r)) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("-" * (x + 2) for x in w) + "|", *map(line, rows)])
+
+
+# ------------------------------------------------------------------ the generated corpus
+
+def corpus_files(projects: Path) -> list[Path]:
+    return sorted(p for p in projects.rglob("*.jsonl") if p.is_file())
+
+
+def add_corpus_arguments(ap: argparse.ArgumentParser, *, seed_help: str) -> None:
+    """The options every corpus benchmark takes: which corpus (generated when missing), which engram."""
+    ap.add_argument("--corpus", required=True, type=Path, help="corpus directory (CORPUS/projects/...)")
+    ap.add_argument("--size", default="100MB", type=gen_sessions.parse_size,
+                    help="corpus size to generate when CORPUS holds no sessions (default 100MB)")
+    ap.add_argument("--seed", type=int, default=1, help=seed_help)
+    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="generator worker processes")
+    ap.add_argument("--engram", default="engram", help="the engram command (default: the installed `engram`)")
+
+
+def ensure_corpus(args: argparse.Namespace) -> tuple[Path, list[Path]]:
+    """CORPUS/projects and its session files, generating the corpus first when it holds none."""
+    args.corpus = args.corpus.resolve()
+    projects = args.corpus / "projects"
+    files = corpus_files(projects) if projects.is_dir() else []
+    if not files:
+        print(f"generating {args.size / 1e6:.0f} MB corpus in {args.corpus} (seed {args.seed}) ...", flush=True)
+        st = gen_sessions.generate(args.corpus, args.size, args.seed, args.jobs)
+        print(f"  {st.sessions} sessions, {st.files} files, {st.records} records, {st.bytes / 1e6:.1f} MB "
+              f"in {st.seconds:.1f}s", flush=True)
+        files = corpus_files(projects)
+    return projects, files
+
+
+def warm_cache(files: list[Path]) -> float:
+    """Read every file once; returns seconds (a cold-cache read, for the record)."""
+    t0 = time.perf_counter()
+    for p in files:
+        with p.open("rb") as f:
+            while f.read(1 << 24):
+                pass
+    return time.perf_counter() - t0
+
+
+def json_strings(value: Any, out: list[str], skip: frozenset[str] = frozenset()) -> None:
+    """Every string in a parsed JSON value, in document order, into `out`; the values of the keys
+    in `skip` are left out (ids and signatures are not text anyone searches for)."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            json_strings(v, out, skip)
+    elif isinstance(value, dict):
+        for key, v in value.items():
+            if key not in skip:
+                json_strings(v, out, skip)
+
+
+# ------------------------------------------------------------------ repositories, stores, ingests
+
+def engram_command(engram: list[str]) -> list[str]:
+    """The engram command with its executable resolved on PATH (for runners that do not search it)."""
+    return [shutil.which(engram[0]) or engram[0], *engram[1:]]
+
+
+def fresh_repo(workdir: Path | None, prefix: str, engram: list[str] | None = None) -> Path:
+    """A new empty git repository in a temporary directory under `workdir` (the system's by
+    default); with `engram`, `engram init` has run in it."""
+    repo = Path(tempfile.mkdtemp(prefix=prefix, dir=workdir))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    if engram is not None:
+        subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+def dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) if d.is_dir() else 0
+
+
+def index_bytes(store_dir: Path) -> dict[str, int]:
+    """index.sqlite and its -wal and -shm files, by name: bytes."""
+    return {p.name: p.stat().st_size for p in sorted(store_dir.glob("index.sqlite*"))}
+
+
+def engram_files(store_dir: Path) -> list[Path]:
+    """What an explain reads: the index, the tapes and the objects."""
+    files = list(store_dir.glob("index.sqlite*"))
+    files += [p for p in (store_dir / "tapes").iterdir() if p.is_file()]
+    if (store_dir / "objects").is_dir():
+        files += [p for p in (store_dir / "objects").rglob("*") if p.is_file()]
+    return files
+
+
+@contextmanager
+def index_readonly(repo: Path, busy_ms: int | None = None) -> Iterator[Any]:
+    """The repository's index.sqlite opened read-only with apsw, beside whatever engram process
+    writes it; `busy_ms`: how long a query waits for that writer (a language server merging)."""
+    import apsw
+
+    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    if busy_ms is not None:
+        db.set_busy_timeout(busy_ms)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def ingest_summary(stdout: str) -> str:
+    """The `ingest: N sessions, ...` line of `engram ingest`'s output (all of it when there is none)."""
+    return next((ln for ln in stdout.splitlines() if ln.startswith("ingest:")), stdout.strip())
+
+
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    stdout: str
+    repo: Path
+    summary: str = ""
+
+
+def cold_start_ingest(workdir: Path | None, engram: list[str], projects: Path, tag: str, *,
+                      no_index: bool = False) -> Run:
+    """Fresh git repo, `engram init`, `engram ingest CORPUS`: timed from `engram init` to exit."""
+    repo = fresh_repo(workdir, f"engram-scale-{tag}-")
+    ingest = [sys.executable, "-c", NO_INDEX_SNIPPET] if no_index else engram
+    c0 = child_cpu()
+    t0 = time.perf_counter()
+    subprocess.run([*engram, "init"], cwd=repo, check=True, capture_output=True)
+    _, _, proc = timed([*ingest, "--repo", str(repo), "ingest", str(projects)], repo, "ingest")
+    wall, cpu = time.perf_counter() - t0, child_cpu() - c0  # timed() reaped the workers: CPU counted
+    return Run(wall, cpu, proc.stdout, repo, ingest_summary(proc.stdout))
+
+
+# ------------------------------------------------------------------ the ripgrep reference
+
+def require_rg(why: str = "the reference rows need it") -> str:
+    """The rg executable; the script stops at once when ripgrep is missing, not after minutes of work."""
+    rg = shutil.which("rg")
+    if rg is None:
+        raise SystemExit(f"{_prog()}: ripgrep (rg) is not installed, and {why}: install it (apt-get install ripgrep)")
+    return rg
+
+
+def rg_files(rg_exe: str, projects: Path, needle: str) -> subprocess.CompletedProcess[str]:
+    """The reference search: the files under `projects` holding `needle` verbatim."""
+    return subprocess.run([rg_exe, "-F", "-l", "--no-messages", "--", needle, str(projects)],
+                          capture_output=True, text=True, check=False)
+
+
+# ------------------------------------------------------------------ spans and in-process explains
+
+@dataclass
+class SpanCase:
+    rel: str  # repository-relative file holding the after-text
+    start: int
+    end: int
+    text: str
+    session: str  # the session of the tape the span came from
+    tape: str
+    offset: int
+    needle: str  # longest line of the span, JSON-escaped as it appears in the raw transcripts
+
+
+def json_escaped(line: str) -> str:
+    return orjson.dumps(line).decode()[1:-1]
+
+
+def sample_spans(repo: Path, n: int, seed: int, lines: int = SPAN_LINES, per_tape: int = 2,
+                 span_dir: str = SPAN_DIR, corpus: Path | None = None) -> list[SpanCase]:
+    """`n` spans of `lines` lines from code.edit after-texts of random tapes, written into the tree.
+
+    With `corpus`, only tapes captured from files under it (not, say, sessions appended earlier)."""
+    from engram.store.repo import Store
+    from engram.tape.reader import TapeReader
+    from engram.tape.writer import TAPE_SUFFIX
+
+    store = Store.discover(repo)
+    tapes = sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
+    rng = random.Random(seed)
+    rng.shuffle(tapes)
+    out_dir = repo / span_dir
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    cases: list[SpanCase] = []
+    pools: list[tuple[Path, str, list[tuple[int, dict[str, Any], list[str]]]]] = []
+    used: set[tuple[str, int]] = set()
+
+    def take(p: Path, session: str, edits: list[tuple[int, dict[str, Any], list[str]]], limit: int) -> None:
+        taken = 0
+        for off, ev, tl in edits:
+            if taken >= limit or len(cases) >= n:
+                return
+            if (p.name, off) in used:
+                continue
+            a = rng.randrange(len(tl) - lines + 1)
+            chunk = tl[a:a + lines]
+            if sum(len(x.strip()) for x in chunk) < 200:  # mostly blank: not a meaningful span
+                continue
+            used.add((p.name, off))
+            name = Path(str(ev.get("file") or "f.txt")).name
+            rel = f"{span_dir}/{len(cases):03d}-{name}"
+            (repo / rel).write_text("\n".join(tl) + "\n", encoding="utf-8")
+            cases.append(SpanCase(rel, a + 1, a + lines, "\n".join(chunk) + "\n", session, p.name.split(".")[0],
+                                  off, json_escaped(max(chunk, key=len))))
+            taken += 1
+
+    for p in tapes:  # first pass: at most `per_tape` spans per tape, so many sessions are covered
+        if len(cases) >= n:
+            break
+        with TapeReader(p, store.objects_dir) as r:
+            meta = r.meta()
+            session = str(meta.get("session_id") or "")
+            if corpus is not None and not all(str(src.get("path", "")).startswith(str(corpus) + os.sep)
+                                              for src in meta.get("sources") or [{}]):
+                continue
+            edits = []
+            for off, ev in enumerate(r.events(resolve_objects=True)):
+                if ev.get("kind") != "code.edit":
+                    continue
+                text = ev.get("after_text")
+                if not isinstance(text, str):
+                    continue
+                tl = text.splitlines()
+                if len(tl) >= lines:
+                    edits.append((off, ev, tl))
+        rng.shuffle(edits)
+        pools.append((p, session, edits))
+        take(p, session, edits, per_tape)
+    for p, session, edits in pools:  # a small corpus: more spans per tape
+        if len(cases) >= n:
+            break
+        take(p, session, edits, n)
+    return cases
+
+
+def top_session(doc: dict[str, Any]) -> str | None:
+    s = doc.get("sessions") or []
+    return s[0]["session_id"] if s else None
+
+
+def any_session(doc: dict[str, Any], sid: str) -> bool:
+    return any(s["session_id"] == sid for s in doc.get("sessions") or [])
+
+
+@dataclass
+class Lat:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    top1: int = 0
+    anyhit: int = 0
+    n: int = 0
+    sessions: list[int] = field(default_factory=list)
+
+    def row(self) -> str:
+        return (f"p50 {ms(pct(self.wall, 50))}, p90 {ms(pct(self.wall, 90))}, p99 {ms(pct(self.wall, 99))} wall; "
+                f"CPU p50 {ms(pct(self.cpu, 50))}, p99 {ms(pct(self.cpu, 99))} (n={len(self.wall)})")
+
+
+class Explainer:
+    """In-process explain on one open connection: what a language server or MCP endpoint does."""
+
+    def __init__(self, repo: Path, brief: bool) -> None:
+        from engram.index.db import open_db
+        from engram.query.explain import Options
+        from engram.store.repo import Store
+
+        self.repo = repo
+        self.store = Store.discover(repo)
+        cfg = self.store.config["explain"]
+        self.opts = Options(before=int(cfg["window"]["before"]), after=int(cfg["window"]["after"]), brief=brief)
+        self.db = open_db(self.store)
+
+    def __call__(self, c: SpanCase) -> dict[str, Any]:
+        from engram.query.explain import explain
+        from engram.query.spans import read_span
+
+        return explain(self.store, self.db, read_span(self.repo, c.rel, c.start, c.end, self.repo), self.opts)
+
+    def timed(self, c: SpanCase, lat: Lat) -> dict[str, Any]:
+        c0, t0 = time.process_time(), time.perf_counter()
+        doc = self(c)
+        lat.wall.append(time.perf_counter() - t0)
+        lat.cpu.append(time.process_time() - c0)
+        return doc
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def explain_block(ex: Explainer, group: list[SpanCase], passes: int, lat: Lat) -> None:
+    """A block of the paired measure: one untimed explain pass over `group`, then `passes` timed."""
+    for c in group:
+        ex(c)
+    for _ in range(passes):
+        for c in group:
+            ex.timed(c, lat)
+
+
+# ------------------------------------------------------------------ profiles
+
+def top_functions(prof: Path, top: int, only_engram: bool = True) -> str:
+    """A cProfile file's hottest functions: engram's by cumulative time, then all by own time."""
+    st = pstats.Stats(str(prof))
+    rows = []
+    for (fname, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+        i = fname.find("engram/")
+        name = (fname[i:] if i >= 0 else Path(fname).name) + f":{line}({func})"
+        rows.append((ct, tt, nc, name, i >= 0 or "server/" in fname))
+    lines = [f"{'cum s':>8} {'own s':>8} {'calls':>9}  function (engram code, by cumulative time)"]
+    for ct, tt, nc, name, eng in sorted(rows, reverse=True):
+        if eng or not only_engram:
+            lines.append(f"{ct:8.3f} {tt:8.3f} {nc:9d}  {name}")
+        if len(lines) > top:
+            break
+    lines.append(f"{'own s':>8} {'cum s':>8} {'calls':>9}  function (all code, by own time)")
+    for ct, tt, nc, name, _ in sorted(rows, key=lambda r: r[1], reverse=True)[:top]:
+        lines.append(f"{tt:8.3f} {ct:8.3f} {nc:9d}  {name}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ a minimal LSP client for `engram lsp`
+
+class MiniLsp:
+    """Just enough of an LSP client: framed JSON-RPC over a subprocess's stdin/stdout."""
+
+    def __init__(self, cmd: list[str], cwd: Path, log: Path) -> None:
+        self.log = log.open("wb")
+        self.proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.responses: dict[int, dict[str, Any]] = {}
+        self.cond = threading.Condition()
+        self.next_id = 1
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        body = json.dumps(msg).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = None
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                line = line.strip()
+                if not line:
+                    break
+                k, _, v = line.partition(b":")
+                if k.lower() == b"content-length":
+                    length = int(v)
+            if length is None:
+                continue
+            msg = json.loads(out.read(length))
+            if "method" in msg and "id" in msg:  # a request from the server: answer null
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
+            elif "id" in msg:
+                with self.cond:
+                    self.responses[msg["id"]] = msg
+                    self.cond.notify_all()
+
+    def request(self, method: str, params: Any, timeout: float = 60) -> dict[str, Any]:
+        i = self.next_id
+        self.next_id += 1
+        self._send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+        with self.cond:
+            if not self.cond.wait_for(lambda: i in self.responses, timeout):
+                raise TimeoutError(f"LSP {method}: no response in {timeout}s")
+            return self.responses.pop(i)
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def close(self) -> None:
+        try:
+            self.request("shutdown", None, timeout=10)
+            self.notify("exit", None)
+            self.proc.wait(10)
+        except Exception:  # noqa: BLE001 - whatever state it is in, it goes
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def start_lsp(cmd: list[str], repo: Path, log: Path, timeout: float = 60) -> tuple[MiniLsp, dict[str, Any]]:
+    """`engram lsp` initialised on `repo`, once its endpoint's run file names it; (client, run file)."""
+    lsp = MiniLsp(cmd, repo, log)
+    init = lsp.request("initialize", {"processId": os.getpid(), "rootUri": repo.as_uri(), "capabilities": {},
+                                      "workspaceFolders": [{"uri": repo.as_uri(), "name": repo.name}]})
+    if "error" in init:
+        lsp.close()
+        raise SystemExit(f"LSP initialize failed: {init['error']}")
+    lsp.notify("initialized", {})
+    run_file = repo / ".engram" / "run" / "mcp.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            info = json.loads(run_file.read_text())
+            if info.get("pid") == lsp.proc.pid:
+                return lsp, info
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    lsp.close()
+    raise SystemExit(f"the language server wrote no {run_file} within {timeout:.0f}s (log: {log})")
+
+
+@contextmanager
+def language_server(engram: list[str], repo: Path) -> Iterator[None]:
+    """`engram lsp` running on the repository for the block (the editor open)."""
+    lsp, _ = start_lsp([*engram_command(engram), "lsp"], repo, repo.parent / f"{repo.name}-lsp.log")
+    try:
+        yield
+    finally:
+        lsp.close()
