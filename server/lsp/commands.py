@@ -1,0 +1,185 @@
+"""workspace/executeCommand: the `engram.*` commands editors bind (explain a range, view a tape,
+list tapes, ingest, reindex). Each parses its arguments, runs the core on the worker thread and
+returns plain JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any, Callable
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from engram.errors import EngramError
+from engram.tape.reader import TapeReader
+from engram.tape.writer import tape_path
+
+from . import regions
+from .server import EngramLanguageServer
+
+log = logging.getLogger(__name__)
+
+
+def _range_lines(rng: Any, n_lines: int) -> tuple[int, int]:
+    """0-based inclusive lines of an LSP range given as a dict (end at character 0 excludes its line)."""
+    try:
+        s, e = rng["start"], rng["end"]
+        start, end = int(s["line"]), int(e["line"])
+        if int(e.get("character", 0)) == 0 and end > start:
+            end -= 1
+    except (TypeError, KeyError, ValueError) as exc:
+        raise JsonRpcInvalidParams("range must be {start: {line, character}, end: {line, character}}") from exc
+    if start < 0 or end < start:
+        raise JsonRpcInvalidParams(f"range {start}-{end} is not a forward range")
+    if end >= n_lines:
+        raise JsonRpcInvalidParams(f"range ends at line {end + 1}, past the end of the document ({n_lines} lines)")
+    return start, end
+
+
+def _args(args: tuple[Any, ...], n: int) -> list[Any]:
+    """Command arguments padded to `n` (clients may leave optional ones out)."""
+    return (list(args) + [None] * n)[:n]
+
+
+def _int(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise JsonRpcInvalidParams(f"expected a number, got {value!r}") from exc
+
+
+async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
+    """[uri, range, options?] → the explain document, its markdown and the span's text."""
+    uri, rng, options = _args(args, 3)
+    if not isinstance(uri, str):
+        raise JsonRpcInvalidParams("engram.explain needs [uri, range]")
+    state = ls.doc_state(uri)
+    if state.store is None:
+        raise JsonRpcInvalidParams(f"{uri} is not in a repository with an Engram store; run `engram init`")
+    text = ls.text_of(uri)
+    lines = text.splitlines()
+    if rng is None:
+        raise JsonRpcInvalidParams("engram.explain needs a range")
+    start, end = _range_lines(rng, len(lines))
+    opts = options if isinstance(options, dict) else {}
+    from engram.query.explain import Options, explain  # noqa: PLC0415
+    from engram.query.render import explain_markdown  # noqa: PLC0415
+    from engram.query.spans import Span  # noqa: PLC0415
+
+    rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()
+    span = Span(rel, start + 1, end + 1, "\n".join(lines[start:end + 1]) + "\n")
+    o = Options(before=int(opts.get("before", ls.settings.window_before)),
+                after=int(opts.get("after", ls.settings.window_after)),
+                min_confidence=float(opts.get("minConfidence", ls.settings.min_confidence)),
+                brief=bool(opts.get("brief", False)), rank=str(state.store.config["explain"]["rank"]))
+    store = state.store
+    doc = await ls.off_loop(lambda: explain(store, ls.conn(store), span, o, file_lines=lines))
+    return {"result": doc, "markdown": explain_markdown(doc), "text": span.text}
+
+
+async def cmd_view(ls: EngramLanguageServer, *args: Any) -> dict:
+    """[tape, offset, before?, after?, uri?] → events around the offset."""
+    tape, offset, before, after, uri = _args(args, 5)
+    offset, before, after = _int(offset, 0), _int(before, 5), _int(after, 5)
+    store = ls.any_store(uri)
+    from engram.index.catalog import resolve_tape  # noqa: PLC0415
+    from engram.query.render import events_view  # noqa: PLC0415
+
+    def work() -> dict:
+        try:
+            row = resolve_tape(ls.conn(store), str(tape))
+        except EngramError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from exc
+        with TapeReader(tape_path(store.tapes_dir, row.id), store.objects_dir) as r:
+            at = max(0, min(int(offset), len(r) - 1))
+            window = r.window(at, int(before), min(int(after), 100000))
+        return {"tape": row.id, "session_id": row.session_id, "at": at,
+                "events": [{"offset": o, **ev} for o, ev in window], "markdown": events_view(window)}
+
+    return await ls.off_loop(work)
+
+
+async def cmd_tapes(ls: EngramLanguageServer, *args: Any) -> list[dict]:
+    (uri,) = _args(args, 1)
+    store = ls.any_store(uri)
+    from engram.index.catalog import list_tapes  # noqa: PLC0415
+
+    return await ls.off_loop(lambda: [r.as_dict() for r in list_tapes(ls.conn(store))])
+
+
+class _Cancelled(Exception):
+    pass
+
+
+async def cmd_ingest(ls: EngramLanguageServer, *args: Any) -> dict:
+    (uri,) = _args(args, 1)
+    store = ls.any_store(uri)
+    token = str(uuid.uuid4())
+    try:
+        await ls.work_done_progress.create_async(token)
+    except Exception:  # noqa: BLE001 - clients without progress support still get the result
+        log.debug("progress not supported", exc_info=True)
+    ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title="Engram: ingesting sessions",
+                                                                   cancellable=True, percentage=0))
+    loop = asyncio.get_running_loop()
+
+    def progress(done: int, total: int) -> None:
+        fut = ls.work_done_progress.tokens.get(token)
+        if fut is not None and fut.cancelled():
+            raise _Cancelled()
+        pct = int(100 * done / max(total, 1))
+        loop.call_soon_threadsafe(ls.work_done_progress.report, token,
+                                  types.WorkDoneProgressReport(message=f"{done}/{total} sessions", percentage=pct))
+
+    def work() -> dict:
+        from engram.index.build import Indexer  # noqa: PLC0415
+        from engram.capture.discovery import discover  # noqa: PLC0415
+        from engram.capture.pipeline import ingest  # noqa: PLC0415
+        from engram.capture.stats import IngestStats  # noqa: PLC0415
+
+        stats = IngestStats()
+        jobs = discover(store.root, None, None, stats)
+        try:
+            ingest(store, jobs, stats=stats, progress=progress, after_tape=Indexer(store))
+        except _Cancelled:
+            return {"cancelled": True, "summary": stats.summary()}
+        return {"cancelled": False, "summary": stats.summary(), "tapes": stats.tapes}
+
+    result = await ls.off_loop(work)
+    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(
+        message="cancelled" if result["cancelled"] else result["summary"]))
+    await regions.index_changed(ls)
+    return result
+
+
+async def cmd_reindex(ls: EngramLanguageServer, *args: Any) -> dict:
+    (uri,) = _args(args, 1)
+    store = ls.any_store(uri)
+    from engram.index.reindex import reindex  # noqa: PLC0415
+
+    def work() -> dict:
+        ls.close_conn(store)
+        return reindex(store)
+
+    result = await ls.off_loop(work)
+    await regions.index_changed(ls)
+    return result
+
+
+# The command names the server advertises (executeCommandProvider), in this order.
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "engram.explain": cmd_explain,
+    "engram.view": cmd_view,
+    "engram.tapes": cmd_tapes,
+    "engram.ingest": cmd_ingest,
+    "engram.reindex": cmd_reindex,
+}
+
+
+def register(server: EngramLanguageServer) -> None:
+    for name, handler in COMMANDS.items():
+        server.command(name)(handler)
