@@ -2,7 +2,7 @@
 """Explain's answers span by span, as JSON lines, so that two versions of engram can be diffed.
 
     python bench/rankings.py prepare DIR [--spans-per-size 60] [--seed 1] [--sessions SRC [--history GIT_DIR]]
-    python bench/rankings.py sample REPO [--spans 200] [--seed 1]
+    python bench/rankings.py sample REPO [--spans 200] [--seed 1] [--edited]
     python bench/rankings.py answer DIR [--engine numpy|plain|cli] [--rank touches|evidence] > A.jsonl
     PYTHONPATH=OTHER_CHECKOUT python bench/rankings.py answer DIR ... > B.jsonl && diff A.jsonl B.jsonl
 
@@ -17,7 +17,8 @@ output on the very same store and spans, line for line.
   to explain and the files the mutation changed.
 - `sample REPO` takes spans of a store already ingested (say a corpus of bench/gen_sessions.py
   ingested with `engram ingest`) as bench/scale.py takes them: 20-line spans of code.edit
-  after-texts, each written into the working tree under `_scale_spans/`. It writes
+  after-texts, each written into the working tree under `_scale_spans/` (`--edited`: each also
+  edited as bench/provenance.py's edit30-spread edits, whole and 3 lines of it). It writes
   REPO/.engram-rankings/queries.jsonl; `answer REPO` then reads it.
 - `answer DIR` (DIR from `prepare`, or a REPO from `sample`) prints, for each query in order, what
   `engram explain FILE:A-B --brief` answers, in full (sessions in rank order, each with its
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -83,19 +85,32 @@ def prepare(args: argparse.Namespace) -> int:
 
 
 def sample(args: argparse.Namespace) -> int:
-    """Spans of an ingested store, as bench/scale.py samples them."""
+    """Spans of an ingested store, as bench/scale.py samples them; with `--edited`, each also with
+    30% of its tokens replaced on every line, and 3 lines of its middle so edited."""
     sys.path.insert(0, str(HERE))
-    import scale  # noqa: PLC0415 - a bench script beside this one
+    import provenance  # noqa: PLC0415 - bench scripts beside this one
+    import scale  # noqa: PLC0415
 
     repo: Path = args.repo.resolve()
     cases = scale.sample_spans(repo, args.spans, args.seed)
+    rng = random.Random(args.seed)
+    queries = []
+    for c in cases:
+        queries.append({"span": f"{c.rel}:{c.start}-{c.end}", "mutation": "none", "files": {}})
+        if not args.edited:
+            continue
+        lines = (repo / c.rel).read_text(encoding="utf-8").splitlines()
+        mid = (c.start + c.end) // 2
+        for a, b in ((c.start, c.end), (mid - 1, mid + 1)):
+            block, _ = provenance.edit_tokens(lines[a - 1:b], 0.3, spread=True, rng=rng)
+            queries.append({"span": f"{c.rel}:{a}-{b}", "mutation": "edit30-spread",
+                            "files": {c.rel: "\n".join([*lines[:a - 1], *block, *lines[b:]]) + "\n"}})
     out = repo / SAMPLE_DIR
     out.mkdir(exist_ok=True)
     with (out / QUERIES).open("wb") as f:
-        for i, c in enumerate(cases):
-            f.write(orjson.dumps({"query": i, "span": f"{c.rel}:{c.start}-{c.end}", "mutation": "none",
-                                  "size": c.end - c.start + 1, "files": {}}) + b"\n")
-    print(f"{len(cases)} spans in {out / QUERIES}")
+        for i, q in enumerate(queries):
+            f.write(orjson.dumps({"query": i, **q}) + b"\n")
+    print(f"{len(queries)} queries ({len(cases)} spans) in {out / QUERIES}")
     return 0
 
 
@@ -198,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("repo", type=Path)
     p.add_argument("--spans", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--edited", action="store_true",
+                   help="also each span, and 3 lines of it, with 30%% of the tokens replaced on every line")
     p.set_defaults(func=sample)
     p = sub.add_parser("answer", help="explain's answer to every query, as JSON lines")
     p.add_argument("dir", type=Path, help="a prepared DIR, or a sampled REPO")

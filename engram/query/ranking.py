@@ -213,8 +213,10 @@ RELATIVE_FLOOR: Final = 0.8
 # pick (bench/provenance.py, 3-line spans edited 20% on every line: R@1 0.82 with every k-gram,
 # 0.73 with the winnowed ones only; from 24 on, every figure there is unchanged).
 WINNOWED_ONLY_FROM: Final = 24
-# At most this many fragments are weighed, the most matched first (a bound on a query's work:
-# the kinds of the candidates are read from the index).
+# At most this many fragments are weighed, the most matched first: a bound on a query's work (the
+# kinds of the candidates are read from the index), set in the first version and not measured.
+# It bites on common code in a large store: 17 of the 1,200 queries of `bench/rankings.py sample
+# --edited` on a 1 GB bench/gen_sessions.py corpus (`candidate_cap`), none of the shipped ones.
 MAX_CANDIDATES: Final = 2000
 
 
@@ -492,9 +494,10 @@ def copies_to_drop(db: apsw.Connection, hits: Iterable[int], frags: dict[int, Fr
 
 
 # `rank="evidence"` leaves out a session whose strongest match is under this share of the top
-# session's (bench/provenance.py's `proposed_order`, where it was chosen: with it, every target
-# held on six sets, against pres missing on three under touches; spotter's e20s 0.981 → 0.972
-# and cipher-box's R@3 0.988 → 0.975 fell: bench/README.md, "`--rank evidence`").
+# session's: proposed with that order in bench/provenance.py's simulation of it (bench/README.md,
+# "Failure patterns seen in explain"). With it `--rank evidence` meets every target on six sets
+# where the default order misses pres on three; it costs cipher-box's R@3 0.988 → 0.975, where it
+# leaves out sessions that did touch the span (bench/README.md, "`--rank evidence`").
 EVIDENCE_SESSION_FLOOR: Final = 0.8
 
 
