@@ -91,6 +91,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from engram.query.render import explain_pretty  # (~30 ms of imports a JSON answer does not need)
 
         print(explain_pretty(doc))
+        if args.debug:
+            print("\nranking rules that changed the answer (engram.query.ranking):")
+            print("\n".join(f"  {r['rule']}: {r['effect']}" for r in doc.get("ranking", [])) or "  none")
     else:
         _out(doc)
     return 0
