@@ -1000,3 +1000,94 @@ def test_a_resumed_session_does_not_take_the_work_it_copied(spotter: Path, tmp_p
         order = [s.session_id for s in r.sessions]
         assert order.index(SPOTTER_MAIN) < order.index(resumed_id)
         assert [s.touches for s in r.sessions if s.session_id == resumed_id] == [1]
+
+
+def test_debug_lists_the_ranking_rules_that_changed_the_answer(repo: Path, tmp_path: Path) -> None:
+    """`--debug` adds `ranking`: the rules of engram.query.ranking that changed the answer, here
+    own-file-first dropping lib.go's copy of app.go's import block; the document is otherwise the
+    default one, which has no such field (agents and the editors read it as it is)."""
+    app = "package app\n\n" + IMPORTS + "\nfunc Run(name string) error {\n\treturn exec.Command(name).Run()\n}\n"
+    lib = "package app\n\n" + IMPORTS + "\nfunc Split(line string) []string {\n\treturn strings.Fields(line)\n}\n"
+    (repo / "app.go").write_text(app)
+    (repo / "lib.go").write_text(lib)
+    from test_lineage import tape  # noqa: PLC0415
+
+    writer = tape(tmp_path, "writer", "2026-01-01T00:00:00Z", [
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "app.go", "op": "create",
+         "before_range": None, "after_range": [1, 12], "before_text": "", "after_text": app}])
+    other = tape(tmp_path, "other", "2026-01-02T00:00:00Z", [
+        {"kind": "code.edit", "ts": "2026-01-02T00:00:01Z", "file": "lib.go", "op": "create",
+         "before_range": None, "after_range": [1, 12], "before_text": "", "after_text": lib}])
+    run_engram(repo, "ingest", str(writer), str(other))
+
+    plain = run_engram(repo, "explain", "app.go:3-8", "--brief").stdout
+    default = json.loads(plain)
+    assert "ranking" not in default and [s["session_id"] for s in default["sessions"]] == ["writer"]
+    debug = explain(repo, "app.go:3-8", "--brief", "--debug")
+    rules = {r["rule"]: r["effect"] for r in debug.pop("ranking")}
+    assert "lib.go" in rules["own_file_first"] and "app.go" not in rules["own_file_first"]
+    assert json.dumps(debug, indent=2) == json.dumps(default, indent=2)  # the same document, keys in order
+
+    (repo / "lib.go").unlink()  # gone from the tree, lib.go may be where the lines came from: no rule drops it
+    debug = explain(repo, "app.go:3-8", "--brief", "--debug")
+    assert {s["session_id"] for s in debug["sessions"]} == {"writer", "other"}
+    assert "own_file_first" not in {r["rule"] for r in debug["ranking"]}
+    assert "by_touches" in {r["rule"] for r in debug["ranking"]}  # two sessions, one touch each: by recency
+
+
+def test_debug_names_a_resumed_sessions_copy_as_dropped(repo: Path, tmp_path: Path) -> None:
+    """A session holding another's edit as a copy (same kind, time, file and lines; `claude
+    --resume`) is answered only for what it did itself, and `--debug` says the copy was left out."""
+    text = "".join(f"def step_{i}(value):\n    return transform_{i}(value) + offset_{i}\n" for i in range(6))
+    (repo / "steps.py").write_text(text)
+    from test_lineage import tape  # noqa: PLC0415
+
+    edit = {"kind": "code.edit", "ts": "2026-01-01T00:00:01Z", "file": "steps.py", "op": "create",
+            "before_range": None, "after_range": [1, 12], "before_text": "", "after_text": text}
+    first = tape(tmp_path, "first", "2026-01-01T00:00:00Z", [edit])
+    resumed = tape(tmp_path, "resumed", "2026-01-01T00:00:00Z", [
+        edit, {"kind": "code.read", "ts": "2026-01-03T00:00:00Z", "file": "steps.py", "range": [1, 12], "text": text}])
+    run_engram(repo, "ingest", str(first), str(resumed))
+
+    doc = explain(repo, "steps.py:3-8", "--brief", "--debug")
+    kinds = {s["session_id"]: [f["kind"] for f in s["fragments"]] for s in doc["sessions"]}
+    assert kinds == {"first": ["code.edit"], "resumed": ["code.read"]}
+    rules = {r["rule"]: r["effect"] for r in doc["ranking"]}
+    assert rules["drop_copies"].startswith("1 fragment(s) held only as a copy")
+    assert "ranking" not in explain(repo, "steps.py:3-8", "--brief")
+
+
+def test_debug_notes_are_the_same_in_plain_python_and_with_numpy(spotter: Path,
+                                                                spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """The match's rules are noted from the same figures whichever way it runs (direct.py,
+    direct_np.py), edited spans (weak evidence, the stop-list's rules) included."""
+    from engram.anchor import definition, tokenize  # noqa: PLC0415
+    from engram.index import snapshot  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.query.ranking import Trace  # noqa: PLC0415
+    from engram.store import Store  # noqa: PLC0415
+
+    root, _ = spot_repo
+    rng = random.Random(5)
+    spans = []
+    for rel in sorted(created_by_main(spotter))[:12]:
+        lines = (root / rel).read_text().splitlines()
+        for size in (3, 30):
+            if len(lines) > size:
+                a = rng.randrange(len(lines) - size)
+                spans += [("\n".join(lines[a:a + size]) + "\n", rel),
+                          ("\n".join(_mutate_tokens(lines[a:a + size], 0.3, rng)) + "\n", rel)]
+    db = open_db(Store.discover(root), readonly=True)
+    try:
+        snap = snapshot.read(db)
+        fired = set()
+        for text, rel in spans:
+            small, vec = Trace(), Trace()
+            direct_hits(db, text, tokens=definition.token_hashes(text), snap=snap, file=rel, trace=small)
+            direct_hits(db, text, tokens=tokenize(text), snap=snap, file=rel, trace=vec)
+            assert small.fired == vec.fired, text
+            fired.update(r["rule"] for r in small.fired)
+    finally:
+        db.close()
+    assert {"kind_weight", "floor_of", "winnowed_only"} <= fired

@@ -48,6 +48,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         "min_confidence": args.min_confidence if args.min_confidence is not None else float(cfg["min_confidence"]),
         "expand_until": args.expand_until, "rank": args.rank or str(cfg["rank"]),
     }
+    if args.debug:
+        params["debug"] = True
     doc = None
     if args.text is not None:
         if args.span and args.span != "-":
@@ -57,9 +59,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if not args.span:
             raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
         params.update(span=args.span, cwd=os.getcwd())
-        from engram.cli.running_server import ask_language_server
+        if not args.debug:  # (a running server may be of another version: the rules listed are this one's)
+            from engram.cli.running_server import ask_language_server
 
-        doc = ask_language_server(store.endpoint_file, "explain", params)
+            doc = ask_language_server(store.endpoint_file, "explain", params)
     if doc is None:
         with closing(_ready_db(store)) as db:
             from engram.query.requests import explain_request
@@ -71,6 +74,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         )
 
         print(explain_pretty(doc))
+        if args.debug:
+            print("\nranking rules that changed the answer (engram.query.ranking):")
+            print("\n".join(f"  {r['rule']}: {r['effect']}" for r in doc.get("ranking", [])) or "  none")
     else:
         _out(doc)
     return 0
@@ -182,6 +188,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="order sessions by touches, then recency (the default; config explain.rank), "
                         "or by their strongest match")
     s.add_argument("--pretty", action="store_true", help="for people, not programs")
+    s.add_argument("--debug", action="store_true",
+                   help="also list the ranking rules that changed the answer (\"ranking\", engram.query.ranking)")
     s.set_defaults(func=cmd_explain)
 
     s = sub.add_parser("view", help="events of a tape around an offset")

@@ -1,5 +1,6 @@
-"""The direct-match rule of `direct.py`, with numpy: for processes that have numpy loaded anyway
-(the language server, the MCP endpoint, a bulk run) and for long spans."""
+"""The direct match of `direct.py`, with numpy: for processes that have numpy loaded anyway
+(the language server, the MCP endpoint, a bulk run) and for long spans. The rules it applies are
+engram.query.ranking's, as in plain Python."""
 
 from __future__ import annotations
 
@@ -10,16 +11,10 @@ import apsw
 import numpy as np
 
 from engram import arrays
-from engram.anchor import (
-    Tokens,
-    kgram_fingerprints,
-    kgram_fingerprints_from_tokens,
-    tokenize,
-    winnowed_values,
-)
+from engram.anchor import Tokens, kgram_fingerprints, kgram_fingerprints_from_tokens, tokenize, winnowed_values
 from engram.index import memo, postings, snapshot, stoplist
 from engram.index.sql import int_array
-from engram.query.direct import (
+from engram.query.ranking import (
     EDIT,
     JOIN_MIN_SHARE_NO_EDIT,
     KIND_WEIGHT,
@@ -27,10 +22,13 @@ from engram.query.direct import (
     OTHER_WEIGHT,
     WINNOWED_ONLY_FROM,
     Holders,
+    Trace,
     candidate_bar,
     expected_count,
     floor_of,
     joined_edits,
+    note_lookup,
+    note_scoring,
 )
 
 _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, OTHER_WEIGHT) for i in range(128)], dtype=np.float64)
@@ -38,7 +36,7 @@ _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, OTHER_WEIGHT) for i in range
 
 def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens | None,
                 snap: snapshot.Snapshot, file: str | None = None, holders: Holders | None = None,
-                exclude: Sequence[int] = ()) -> dict[int, float]:
+                exclude: Sequence[int] = (), trace: Trace | None = None) -> dict[int, float]:
     """`direct.direct_hits` with numpy."""
     kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
     every = arrays.unique(kgrams)
@@ -46,6 +44,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     stop = stoplist.load(db, span_keys, snap)  # once: a second load in a one-shot process reads it whole
     ok = stoplist.searchable_among(*stop, span_keys)
     searched, left_out = every[ok], every[~ok]
+    first_searched = len(searched)
     winnowed = winnowed_values(kgrams, w)
     own = searched[arrays.member(searched, winnowed)]
     expected = expected_count(len(own), len(searched))
@@ -57,6 +56,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     keys, frags = _without(every_key, every_frag, exclude)
     # Postings are distinct (fingerprint, fragment) pairs: a fragment's count is its shared fingerprints.
     ids, counts = arrays.unique_counts(frags.astype(np.int64))
+    back = left_out[:0]
     if len(left_out):
         found = _found(own, every_key, counts, only_own)
         back = left_out[stoplist.restored(*stop, postings.keys(left_out), len(own), found)]
@@ -66,6 +66,10 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
             ids, counts = arrays.unique_counts(frags.astype(np.int64))
             searched = arrays.unique(np.concatenate([searched, back]))
             expected = expected_count(int(arrays.member(winnowed, searched).sum()), len(searched))
+    if trace is not None:
+        note_lookup(trace, searched=first_searched, winnowed=len(own), winnowed_only=only_own,
+                    restored=len(back), all_kgrams=bool(len(searched)) and not arrays.member(winnowed, searched).any(),
+                    expected=expected)
     if not len(frags):
         return {}
     if holders is not None:
@@ -79,6 +83,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     possible = share >= candidate_bar(float(share.max()))
     all_ids, all_share, all_counts = ids, share, counts
     ids, counts = ids[possible], counts[possible]
+    weighable = len(ids)
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
         ids, counts = ids[top], counts[top]
@@ -93,18 +98,22 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     below = ~keep & edit
     passing = ids[keep & edit].tolist()
     out = {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
-    if file is None or (below.sum() < 2 and passing):
-        return out
-    small = {} if passing else _weak(all_ids, all_share, all_counts, possible)
+    small: dict[int, float] = {}
+    joined: set[int] = set()
+    if file is not None and not (below.sum() < 2 and passing):
+        small = {} if passing else _weak(all_ids, all_share, all_counts, possible)
 
-    def pairs(frs: set[int]) -> list[tuple[int, int]]:
-        mine = arrays.member(frags, np.array(sorted(frs), dtype=frags.dtype))
-        return list(zip(keys[mine].tolist(), frags[mine].tolist()))
+        def pairs(frs: set[int]) -> list[tuple[int, int]]:
+            mine = arrays.member(frags, np.array(sorted(frs), dtype=frags.dtype))
+            return list(zip(keys[mine].tolist(), frags[mine].tolist()))
 
-    under_ids, under_conf = ids[below], conf[below]
-    order = np.argsort(under_ids, kind="stable")
-    under = dict(zip(under_ids[order].tolist(), under_conf[order].tolist()))
-    joined = joined_edits(db, file, under, small, passing, expected, floor, pairs)
+        under_ids, under_conf = ids[below], conf[below]
+        order = np.argsort(under_ids, kind="stable")
+        under = dict(zip(under_ids[order].tolist(), under_conf[order].tolist()))
+        joined = joined_edits(db, file, under, small, passing, expected, floor, pairs)
+    if trace is not None:
+        note_scoring(trace, kinds=kinds.tolist(), cut=weighable - len(ids), best=best, floor=floor,
+                     kept=int(keep.sum()), joined=len(joined))
     if not joined:
         return out
     scored = [*zip(ids.tolist(), conf.tolist()), *small.items()]
@@ -138,7 +147,7 @@ def _without(keys: np.ndarray, frags: np.ndarray, exclude: Sequence[int]) -> tup
 
 def _weak(ids: np.ndarray, share: np.ndarray, counts: np.ndarray, possible: np.ndarray) -> dict[int, float]:
     """Fragment → share for those under the candidate bar that could still be joined as edits
-    when no edit passes (`direct.JOIN_MIN_SHARE_NO_EDIT`), the most matched MAX_CANDIDATES of them,
+    when no edit passes (`ranking.JOIN_MIN_SHARE_NO_EDIT`), the most matched MAX_CANDIDATES of them,
     in ascending id order (as `direct._small_hits` takes them)."""
     low = (share >= JOIN_MIN_SHARE_NO_EDIT) & ~possible
     some, some_share = ids[low], share[low]

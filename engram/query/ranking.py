@@ -1,0 +1,560 @@
+"""How `engram explain` decides what it answers and in what order: every rule in one place.
+
+Each rule below was chosen on measured data; its docstring or comment names the measurement
+(`python bench/provenance.py …` unless it says otherwise; the figures are pres / e20s / e30s /
+rename / precision, R@1 of the writing session under the token-preserving mutations, with 20%
+and 30% of tokens edited on every line and after a rename, then precision; bench/README.md has
+the tables). The lookup and the arithmetic stay where they run fastest (`direct.py` in plain
+Python, `direct_np.py` with numpy, `explain.lineage_walk`); this module holds what decides which
+fragments and sessions are kept and in what order. `explain.resolve` and `explain.run` apply the
+rules in this order, and `engram explain FILE:A-B --debug` lists those that changed the answer
+(`Trace`), under these names:
+
+The span asked (explain.resolve)
+  too_few_tokens         a span with no guaranteed fingerprint takes in its neighbours
+  widen_for_evidence     so does one with no or weak evidence of its own (WEAK_EVIDENCE, MAX_WIDEN_LINES)
+  expand_until           `--expand-until N` (asked for, not a measured rule)
+Fragments matched directly (direct.direct_hits)
+  winnowed_only          a long span looks up its own winnowed fingerprints only (WINNOWED_ONLY_FROM)
+  stop_list_restored     stop-listed fingerprints looked up after all for an edited span
+                         (engram.index.stoplist.restored; direct._restored in plain Python)
+  expected_count         a span whose winnowed fingerprints are all stop-listed counts every k-gram
+  reviewers              a reviewer quoting its parent is matched away while the parent is stored
+  kind_weight            a fragment's share of the span is weighed by its kind (KIND_WEIGHT)
+  candidate_cap          at most MAX_CANDIDATES fragments are weighed
+  floor_of               fragments under RELATIVE_FLOOR of the best are dropped
+  joined_edits           a session's edits of the span's file that hold it together are kept
+  own_file_first         another live file's copy of the span drops out (ELSEWHERE_MARGIN)
+Fragments reached along lineage (explain.lineage_walk)
+  lineage_holders        an edge leads only to a fragment holding some of the span (Holders)
+  lineage_location_only  location-only edges are followed with `--forensics` only
+  lineage_min_confidence edges under `--min-confidence` are not followed
+Sessions (explain.sessions_of)
+  drop_copies            a resumed session's copy of another's events, and a reviewer reached
+                         along lineage, leave the answer
+  reads_once             a session's reads of one file are one touch (engram.query.touches)
+  by_touches             most touches first, then the most recent touch (the default order)
+  by_evidence            `--rank evidence`: the strongest match first (EVIDENCE_SESSION_FLOOR)
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeVar
+
+import apsw
+
+from engram.index.sql import int_array
+from engram.index.edges import LINK_THRESHOLD
+from engram.index.kinds import KIND_NAME, KIND_NO
+from engram.query.copies import Event, copies, quoting_reviews
+from engram.query.spans import in_tree
+from engram.tape import events as E
+
+EDIT: Final = KIND_NO[E.CODE_EDIT]
+_READ: Final = KIND_NO[E.CODE_READ]
+CODE: Final = frozenset({EDIT, _READ})
+CALLS: Final = frozenset({KIND_NO[E.TOOL_CALL], KIND_NO[E.TOOL_RESULT]})
+
+
+class Trace:
+    """The rules that changed an answer, in the order they ran: what `--debug` reports as
+    `ranking`. Only made when asked for: the default answer computes none of it."""
+
+    def __init__(self) -> None:
+        self.fired: list[dict[str, str]] = []
+
+    def note(self, rule: str, effect: str) -> None:
+        self.fired.append({"rule": rule, "effect": effect})
+
+
+class Fragment(Protocol):
+    """What the rules read of a matched fragment (`explain.Frag`)."""
+
+    kind: int
+    file: str | None
+    ts: str | None
+    line0: int | None
+    line1: int | None
+    tape_no: int
+    session_id: str
+    harness: str
+
+
+class Hit(Protocol):
+    """What the rules read of a fragment's evidence (`explain.Hit`)."""
+
+    confidence: float
+    via: str
+
+
+R = TypeVar("R")
+
+
+# --------------------------------------------------------------------------- the span asked
+
+
+# A span with no evidence, or only weak evidence, of its own takes in up to this many lines above
+# and below, one a side at a time, until the neighbours have evidence (`widen_for_evidence`).
+# Chosen on bench/provenance.py's unseen repositories (spans with no evidence): 2 and 3 lines
+# found the writer as often, within one query; 5 and 8 widened 2 more of entireio/cli's 1,560
+# queries (one more writer found with 20% and with 30% of tokens edited) and none more on
+# FSM1/cipher-box; further out, the neighbours are more often another writer's code.
+MAX_WIDEN_LINES: Final = 3
+# Weak: the strongest match holds less than this share of the span (weighted by kind). Chosen
+# with bench/provenance.py on five sets of sessions, trying 0 (off) / 0.2 / 0.3 / 0.4 / 0.5: no
+# figure fell against 0 at any of them; summed over the sets, R@1 with 20% and 30% of tokens
+# edited on every line plus precision came to 14.03 / 14.20 / 14.23 / 14.23 / 14.18, and each
+# set's figures at 0.3 and 0.4 were within a query or two of each other (bench/README.md, "A span
+# with no or weak evidence of its own").
+WEAK_EVIDENCE: Final = 0.3
+
+
+def too_few_tokens(tokens: int, k: int, w: int) -> bool:
+    """Has a span of `tokens` tokens no guaranteed fingerprint (fewer than k + w - 1)? Then it
+    takes in neighbouring lines until it has (`explain.widen_short`). Such spans failed even
+    unmutated: `resources_test.exs:13-15` is 5 tokens, one k-gram, which winnowing need not
+    keep (bench/README.md, "Failure patterns seen in explain", 4; 1.7% of the shipped spans
+    at k=5, w=4)."""
+    return tokens < k + w - 1
+
+
+def widen_for_evidence(res: R, strength: Callable[[R], float], ask: Callable[[int, int], R],
+                       start: int, end: int, last: int, trace: Trace | None = None) -> R:
+    """The answer for lines `start`-`end` (`res`, of strength `strength(res)`), or for the span
+    with a line more above and below, up to MAX_WIDEN_LINES a side (`ask(a, b)`: the answer for
+    lines a-b, `last` the file's last line), when the span's own evidence is missing or weak:
+    the first wider span whose strongest match reaches WEAK_EVIDENCE; when none does, the one
+    with the strongest match (`res` when no wider span's is stronger).
+
+    Three lines a person rewrote (a fifth or more of their tokens, on every line) keep few or no
+    k-grams of the text the agent wrote: the answer was empty, or made of matches on a k-gram or
+    two that many files share; the code around them usually came from the same session. On the
+    unseen repositories of bench/provenance.py this found the writer first for most such spans
+    (entireio/cli: R@1 with 20% of tokens edited on every line 0.833 → 0.908, 30%: 0.792 →
+    0.917, precision 0.927 → 0.932) and no figure fell on any set. The answer names the wider
+    span and why.
+
+    A span with no evidence at all used to stop at the first wider span with any match, often
+    one line more holding a k-gram that messages of other sessions share, though the writer's
+    edit held more of a span a line or two wider. Going on to the strongest wider span gave R@1
+    at 30% 0.704 → 0.778 on chikachow/cyspbot and 0.869 → 0.897 on savekirk/session-bridge, up
+    or level on the five other sets tried; two figures lost one query each, cyspbot's rename (of
+    54) and FSM1/cipher-box's R@1 at 30% (of 120) (bench/README.md, "The strongest wider span")."""
+    top = first = strength(res)
+    if top >= WEAK_EVIDENCE:
+        return res
+    best, lines, tried = res, (start, end), (start, end)
+    for step in range(1, MAX_WIDEN_LINES + 1):
+        a, b = max(1, start - step), min(last, end + step)
+        if (a, b) == tried:
+            break  # the whole file, already asked
+        tried = (a, b)
+        wide = ask(a, b)
+        wide_strength = strength(wide)
+        if wide_strength >= WEAK_EVIDENCE:
+            best, top, lines = wide, wide_strength, (a, b)
+            break
+        if wide_strength > top:
+            best, top, lines = wide, wide_strength, (a, b)
+    if trace is not None:
+        if lines == (start, end):
+            trace.note("widen_for_evidence", f"strongest own match {first:.4g} < {WEAK_EVIDENCE}; no span up to "
+                                             f"{MAX_WIDEN_LINES} lines wider a side had stronger evidence: kept")
+        else:
+            trace.note("widen_for_evidence", f"strongest own match {first:.4g} < {WEAK_EVIDENCE}: answered for "
+                                             f"lines {lines[0]}-{lines[1]} (strongest match {top:.4g})")
+    return best
+
+
+def strongest(hits: Iterable[Hit]) -> float:
+    """A span's own evidence: its strongest direct match or agent link (lineage and tombstones
+    are reached through those, or are about deleted text)."""
+    return max((h.confidence for h in hits if h.via in ("direct", "agent_link")), default=0.0)
+
+
+# --------------------------------------------------------------------------- direct matches
+
+
+# A tool call weighs 0.9: under an edit or a read of the same text, as the specification has it,
+# but close enough that the call of a writer's edit (a Write's content, an Edit's new string, a
+# patch's code) still passes the floor beside its edit when a later reader holds a little more
+# of the span. At 0.85 it fell under whenever the span had changed since: the writer was left
+# one touch, tied with every reader, and came after them, being the oldest (bench/README.md,
+# "A tool call's weight": R@1 over every mutation up on 8 of 10 repositories, down on none).
+KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND_NO[E.TOOL_CALL]: 0.9,
+                      KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
+                      KIND_NO[E.SPAN_LINK]: 1.0}
+OTHER_WEIGHT: Final = 0.6  # any other kind, and a fragment missing from the index
+MIN_WEIGHT: Final = min(OTHER_WEIGHT, *KIND_WEIGHT.values())
+MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch
+# An edit holding at least this share of a span may be kept with its session's other edits of
+# the file (`joined_edits`), though under the floor alone: one that would be a touch on its own.
+# (bench/provenance.py, as the only tier: 0.1 shows the writer's edit in 6 more of 2,290
+# queries, 0.3 in 1 fewer, every other figure the same; 0.05 for every span weighed more
+# candidates in every query, p50 +0.3 ms on the 1 GB store's spans.)
+JOIN_MIN_SHARE: Final = MIN_CONFIDENCE_DIRECT
+# ... and when no edit passes at all (the span is held only by reads, messages or tool calls),
+# an edit holding this share: a long span, a whole file, is written in many small edits. Only
+# then are the fragments under the candidate bar weighed (bench/provenance.py: the writer's edit
+# shown in 2,284 of 2,290 queries, against 2,275 with one tier; every other figure the same).
+JOIN_MIN_SHARE_NO_EDIT: Final = 0.05
+# ... nor one weaker than this share of the best fragment: chosen with bench/provenance.py, where
+# 0.35 let sessions with many weak matches (shared test boilerplate) outvote the writer (k=4,
+# w=3: precision 0.865 at 0.35; with 0.8, pres 0.983, e20s 0.939, e30s 0.889, precision 0.972:
+# bench/README.md, "Floor only" and "Failure patterns seen in explain", 2).
+RELATIVE_FLOOR: Final = 0.8
+# A span with at least this many searchable winnowed fingerprints looks up only those: the ones a
+# tape of the same text holds wherever a winnowing window lies inside the span. That halves the
+# posting rows a 20-line span reads (warm explain at 1 GB: 0.98 → 0.80 ms). Shorter spans look up
+# every k-gram: edited, they keep the writer found through k-grams the tape's windows happened to
+# pick (bench/provenance.py, 3-line spans edited 20% on every line: R@1 0.82 with every k-gram,
+# 0.73 with the winnowed ones only; from 24 on, every figure there is unchanged).
+WINNOWED_ONLY_FROM: Final = 24
+# At most this many fragments are weighed, the most matched first: a bound on a query's work (the
+# kinds of the candidates are read from the index), set in the first version and not measured.
+# It bites on common code in a large store: 17 of the 1,200 queries of `bench/rankings.py sample
+# --edited` on a 1 GB bench/gen_sessions.py corpus (`candidate_cap`), none of the shipped ones.
+MAX_CANDIDATES: Final = 2000
+
+
+def expected_count(winnowed_searched: int, searched: int) -> int:
+    """How many of the searched fingerprints a tape holding the span's text is sure to hold: its
+    winnowed ones. When the stop-list dropped every one of those (a short span of common code,
+    `let timer = null;` twice), nothing is sure; then all `searched` k-grams count, so one shared
+    k-gram is a weak match rather than a whole one. Counting it whole let any session holding
+    that k-gram in another file take the answer at 1.0 while the writer, whose text the winnowing
+    had sampled elsewhere, held none of them; now such a span is answered as one with weak
+    evidence of its own, by its neighbours (`widen_for_evidence`). On
+    blackgirlbytes/planetfall-seed-signalkit pres 0.895 → 0.902, precision 0.962 → 0.966;
+    entireio/cli sessions per answer 2.74 → 2.39; seven other sets unchanged (283a584)."""
+    return winnowed_searched if winnowed_searched else max(1, searched)
+
+
+def candidate_bar(best_share: float) -> float:
+    """The least share a fragment needs to be considered at all: what could pass the floor as the
+    weakest kind, or be joined as an edit. (Exact: skipping the others left `direct_hits`
+    identical on 581 spans of the 1 GB store, 3e6d769.)"""
+    return min(RELATIVE_FLOOR * MIN_WEIGHT * best_share, JOIN_MIN_SHARE)
+
+
+def floor_of(best: float) -> float:
+    """The weakest confidence kept when the strongest is `best` (RELATIVE_FLOOR of it, and
+    MIN_CONFIDENCE_DIRECT scaled down for a weak best: an absolute floor loses the writer of an
+    edited span, whose best match is itself low)."""
+    return min(best, max(MIN_CONFIDENCE_DIRECT * min(1.0, best / 0.5), RELATIVE_FLOOR * best))
+
+
+def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float], small: dict[int, float],
+                 passing: list[int], expected: int, floor: float,
+                 pairs: Callable[[set[int]], Iterable[tuple[int, int]]]) -> set[int]:
+    """Edits kept though under the floor: those of the span's own `file` whose session's edits of
+    it hold `floor` of the span together, in a session none of whose edits passes on its own.
+
+    `below`: code.edit fragments under the floor → confidence (their share); `small`: fragments
+    of any kind under the candidate bar → share, given when no edit passes (`passing` is empty);
+    both in ascending id order. A member holds at least JOIN_MIN_SHARE, or JOIN_MIN_SHARE_NO_EDIT
+    when no edit passes.
+
+    A span written by two edits (a function, then the one added after it) is held whole only by
+    what came later, typically a read of the file: alone, each edit falls under the floor, and
+    the session that wrote the span was shown by its read only, or, when another session read the
+    file, not at all. A session with an edit that passes is already shown writing the span, and
+    edits of other files are weaker evidence: joining either let a session that wrote the same
+    3 lines of test boilerplate elsewhere outrank the span's writer on touches
+    (bench/provenance.py: the writer's edit shown in 0.989 → 0.993 of the shipped queries that
+    return the writer, every other figure unchanged, 07a8f93). Each kept edit keeps its own
+    confidence. `pairs(frags)`: the (key, fragment) postings of the span's searched fingerprints
+    that these fragments hold."""
+    least = JOIN_MIN_SHARE if passing else JOIN_MIN_SHARE_NO_EDIT
+    members = {f: c for f, c in [*below.items(), *small.items()] if c >= least}
+    if len(members) < 2 or file is None or sum(members.values()) < floor:
+        return set()  # (no group can hold more than the sum of its members)
+    found: dict[tuple[str, str], list[int]] = defaultdict(list)
+    writing: set[tuple[str, str]] = set()
+    for fid, kind, harness, session, same_file in db.execute(
+            "SELECT f.id, f.kind, t.harness, t.session_id, f.file = (SELECT id FROM files WHERE path = ?)"
+            " FROM fragments f JOIN tapes t ON t.no = f.tape WHERE f.id IN carray(?) ORDER BY f.id",
+            (file, int_array([*members, *passing]))):
+        if fid not in members:
+            writing.add((harness, session))
+        elif same_file and kind == EDIT:
+            found[(harness, session)].append(fid)
+    groups = {g: group for g, group in found.items() if len(group) > 1 and g not in writing}
+    if not groups:
+        return set()
+    held: dict[int, set[int]] = defaultdict(set)
+    for key, frag in pairs({f for group in groups.values() for f in group}):
+        held[frag].add(key)
+    joined: set[int] = set()
+    for group in groups.values():
+        together = set().union(*(held[f] for f in group))
+        if min(1.0, len(together) / expected) * KIND_WEIGHT[EDIT] >= floor:
+            joined.update(group)
+    return joined
+
+
+def note_lookup(trace: Trace | None, *, searched: int, winnowed: int, winnowed_only: bool, restored: int,
+                all_kgrams: bool, expected: int) -> None:
+    """What the lookup rules did to a direct match (`searched`: the searchable k-grams, `winnowed`
+    the span's winnowed ones among them, `restored` the stop-listed ones looked up after all,
+    `all_kgrams`: whether a share is of every searched k-gram (`expected_count`), `expected` the
+    count a share is of); the same figures from either implementation."""
+    if trace is None:
+        return
+    if winnowed_only:
+        trace.note("winnowed_only", f"looked up the span's {winnowed} winnowed fingerprints only, not all "
+                                    f"{searched} searchable k-grams (at least {WINNOWED_ONLY_FROM})")
+    if restored:
+        trace.note("stop_list_restored", f"{restored} stop-listed fingerprint(s) looked up after all: under half "
+                                         "of the span's winnowed ones have postings")
+    if all_kgrams:
+        trace.note("expected_count", f"every winnowed fingerprint of the span is stop-listed: a share is of "
+                                     f"all {expected} searched k-grams")
+
+
+def note_scoring(trace: Trace | None, *, kinds: Iterable[int], cut: int, best: float, floor: float, kept: int,
+                 joined: int) -> None:
+    """What the scoring rules did to a direct match (`kinds`: the kinds of the fragments weighed,
+    `cut` those left unweighed by the cap, `kept` those at or over the floor, `joined` those kept
+    under it); the same figures from either implementation."""
+    if trace is None:
+        return
+    by_kind = Counter(kinds)
+    weighed = sum(by_kind.values())
+    lower = {k: n for k, n in sorted(by_kind.items()) if KIND_WEIGHT.get(k, OTHER_WEIGHT) < 1.0}
+    if lower:
+        trace.note("kind_weight", f"{sum(lower.values())} of {weighed} fragment(s) weighed under an edit or a read: "
+                   + ", ".join(f"{KIND_NAME.get(k, 'other')} ×{KIND_WEIGHT.get(k, OTHER_WEIGHT)} ({n})"
+                               for k, n in lower.items()))
+    if cut:
+        trace.note("candidate_cap", f"{cut} fragment(s) matching least left unweighed (at most {MAX_CANDIDATES})")
+    if weighed > kept:
+        trace.note("floor_of", f"{weighed - kept} of {weighed} fragment(s) under the floor {floor:.4g} "
+                               f"(strongest {best:.4g}) dropped")
+    if joined:
+        trace.note("joined_edits", f"{joined} edit(s) of the span's file kept under the floor: together, their "
+                                   "session's edits hold the span")
+
+
+# --------------------------------------------------------------------------- after the match
+
+
+def reviewers(db: apsw.Connection, tapes: set[int], trace: Trace | None = None) -> set[int]:
+    """The tapes among `tapes` (`tapes.no`) of reviewers that quote their parent session, while
+    that session is in the store (`copies.quoting_reviews`): the match is made again without
+    them, as they may have set the floor their parent fell under. On chikachow/cyspbot (51 of 80
+    rollouts are Codex guardians) e20s 0.833 → 0.852, e30s 0.778 → 0.815, precision 0.887 → 0.914
+    (rename 0.870 → 0.852); savekirk/session-bridge unchanged (bench/README.md, "Codex's automatic
+    reviewers")."""
+    found = quoting_reviews(db, tapes)
+    if found and trace is not None:
+        trace.note("reviewers", f"matched again without {len(found)} reviewer tape(s) quoting a session in the store")
+    return found
+
+
+# Once the span's own file has a code match, another live file's match counts only if it is
+# better than this many times the own file's best (`own_file_first`): the inverse of the
+# relative floor, within whose band every match kept is as good as the best. At 1.0 (no better
+# at all), edited test set-up matched in other modules a k-gram or two more than its writer's
+# edit, and a reader of two of them outnumbered the writer on touches. 1.25 and 1.5 gave the
+# same figures on eleven sets: none lower than at 1.0, R@1 higher on five (bench/README.md,
+# "Another file's match"). As every direct match is within this band of the best, an own-file
+# match that passes the floor leaves no other live file's; the margin decides only beside
+# own-file edits kept under the floor by joining (`joined_edits`).
+ELSEWHERE_MARGIN: Final = 1 / RELATIVE_FLOOR
+
+
+def own_file_first(root: Path, file: str, direct: dict[int, float], frags: dict[int, Fragment],
+                   trace: Trace | None = None) -> dict[int, float]:
+    """`direct` without what matches the span (of `file`) only as text another file of the
+    working tree holds (`root`: the working tree; `frags`: the rows of `direct`'s fragments).
+
+    A short span (an import block, a guard clause, test set-up) reads alike in many files, and
+    the sessions that read or wrote those files were returned beside the span's writer, often
+    above it on touches: on entireio/cli, all 223 returned sessions that never touched the span
+    matched it only in other files (bench/provenance.py; pres 0.890 → 0.905, precision 0.894 →
+    0.927, no figure fell on seven sets: bench/README.md, "Another live file's copy of the
+    span"). So once the span's own file has a code fragment, a code fragment of another file
+    whose match is not clearly better (ELSEWHERE_MARGIN) is dropped; so are its session's tool
+    calls and results (the calls that made those reads and edits) when theirs is not either and
+    nothing else of the session is left. A file no longer in the tree is kept: it may be where
+    the span lived before a rename."""
+    own = [c for f, c in direct.items()
+           if (fr := frags.get(f)) is not None and fr.kind in CODE and fr.file == file]
+    if not own:
+        return direct
+    bar = max(own) * ELSEWHERE_MARGIN
+    live: dict[str, bool] = {}
+
+    def elsewhere(fr: Fragment) -> bool:
+        if fr.kind not in CODE or fr.file is None or fr.file == file:
+            return False
+        if fr.file not in live:
+            live[fr.file] = in_tree(root, fr.file)
+        return live[fr.file]
+
+    drop = {f for f, c in direct.items() if c <= bar and (fr := frags.get(f)) is not None and elsewhere(fr)}
+    if not drop:
+        return direct
+    rest: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for f in direct:
+        if f not in drop and (fr := frags.get(f)) is not None:
+            rest[(fr.harness, fr.session_id)].append(f)
+    for key in {(frags[f].harness, frags[f].session_id) for f in drop}:
+        if all(frags[g].kind in CALLS and direct[g] <= bar for g in rest[key]):
+            drop.update(rest[key])
+    if trace is not None:
+        files = sorted({fr.file for f in drop if (fr := frags[f]).kind in CODE and fr.file})
+        trace.note("own_file_first", f"{len(drop)} fragment(s) dropped that match the span only as another live "
+                                     f"file's text, no better than {ELSEWHERE_MARGIN:g}× the own file's best "
+                                     f"{max(own):.4g}: {', '.join(files)}")
+    return {f: c for f, c in direct.items() if f not in drop}
+
+
+def follow_edge(src: int, confidence: float, agent_link: bool, holders: Holders | None, min_confidence: float,
+                forensics: bool) -> tuple[str | None, str]:
+    """How the lineage walk takes an edge into `src`: (its `via`, "") when it follows it, (None,
+    the rule) when it does not.
+
+    An agent link is always followed. A location-only edge (under the link threshold) only with
+    `--forensics`; an edge under `min_confidence` not at all. An edge leads only to a fragment
+    holding some of the span's searched fingerprints (`holders`): an edit that appended code to a
+    file is linked to the file's earlier writers, who never held the span; on
+    Ri5ha6h/tan-mapper-app two earlier writers of a file came back for most spans a later Write
+    added. Precision there 0.900 → 0.912; 82 of the 93 sessions it left out of answers on four
+    sets had not touched the span (5f2e683)."""
+    if agent_link:
+        return "agent_link", ""
+    if confidence < LINK_THRESHOLD:
+        return ("location_only", "") if forensics else (None, "lineage_location_only")
+    if confidence < min_confidence:
+        return None, "lineage_min_confidence"
+    if holders is not None and src not in holders:
+        return None, "lineage_holders"
+    return "lineage", ""
+
+
+def note_edges(trace: Trace | None, refused: Counter[str]) -> None:
+    """The lineage edges not followed, by the rule that refused them."""
+    if trace is None:
+        return
+    why = {"lineage_holders": "their source holds none of the span's searched fingerprints",
+           "lineage_location_only": "location only (followed with --forensics)",
+           "lineage_min_confidence": "under --min-confidence"}
+    for rule, n in sorted(refused.items()):
+        trace.note(rule, f"{n} lineage edge(s) not followed: {why[rule]}")
+
+
+class Holders:
+    """The fragments holding any of a span's searched fingerprints, however few: what a lineage
+    walk may step back to (`follow_edge`). Filled by `direct.direct_hits`."""
+
+    def __init__(self) -> None:
+        self._ids: Any = ()  # as the lookup left them: a Counter, or an ascending numpy array
+
+    def fill(self, ids: Any) -> None:
+        self._ids = ids  # kept, not copied: a large span is held by many fragments
+
+    def __contains__(self, frag: int) -> bool:
+        if hasattr(self._ids, "searchsorted"):
+            i = int(self._ids.searchsorted(frag))
+            return i < len(self._ids) and int(self._ids[i]) == frag
+        return frag in self._ids
+
+
+def copies_to_drop(db: apsw.Connection, hits: Iterable[int], frags: dict[int, Fragment], subagents: bool,
+                   checked: set[int], reviews: set[int], trace: Trace | None = None) -> set[int]:
+    """The fragments among `hits` that a session holds only as a copy of a session it resumed
+    (`copies.copies`), or of the one whose work it reviews (`quoting_reviews`, here reached along
+    lineage); `subagents`: whether the store holds any subagent's tape; `checked`: tapes already
+    asked about, `reviews` the reviewers among them. A session left without fragments leaves the
+    answer.
+
+    `claude --resume` starts a new session file holding every record of the one it resumes: both
+    were answered with the same touches, the copy (more recent) first. On
+    JanDeDobbeleer/oh-my-posh (7 groups of resumed sessions among 48) R@1 and precision went
+    from 0.776 / 0.767 / 0.750 / 0.767 / 0.927 to 0.965 / 0.965 / 0.965 / 0.956 / 0.903 (with the
+    bench's ground truth for resumed sessions; 654e5b4, 4c95035; bench/README.md, "Four more")."""
+    if subagents:
+        reviews = reviews | quoting_reviews(db, {fr.tape_no for fr in frags.values()} - checked)
+    drop = {f for f, fr in frags.items() if fr.tape_no in reviews}
+    by_review = len(drop)
+    drop.update(copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
+                            for f in hits if f not in drop and (fr := frags.get(f)) is not None)))
+    if drop and trace is not None:
+        trace.note("drop_copies", f"{len(drop) - by_review} fragment(s) held only as a copy of a resumed "
+                                  f"session's events, {by_review} of reviewers quoting their parent: left out")
+    return drop
+
+
+# --------------------------------------------------------------------------- the order of sessions
+
+
+# `rank="evidence"` leaves out a session whose strongest match is under this share of the top
+# session's: proposed with that order in bench/provenance.py's simulation of it (bench/README.md,
+# "Failure patterns seen in explain"). With it `--rank evidence` meets every target on six sets
+# where the default order misses pres on three; it costs cipher-box's R@3 0.988 → 0.975, where it
+# leaves out sessions that did touch the span (bench/README.md, "`--rank evidence`").
+EVIDENCE_SESSION_FLOOR: Final = 0.8
+
+
+def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
+                   trace: Trace | None = None) -> list[dict[str, Any]]:
+    """`sessions` (each with its "touches", "last_touch" and "_items", its (Hit, Fragment) pairs)
+    in rank order.
+
+    "touches" (the specification's): most touches first (engram.query.touches), then the most
+    recent touch. A session that read the span in several files, or discussed it at length, can
+    still come before the one that wrote it in one edit (bench/README.md). "evidence": the session
+    with the strongest match first, then its strongest code.edit, then whether it read or edited
+    the span's own file, then touches and recency; a session whose strongest match is under
+    EVIDENCE_SESSION_FLOOR of the top one's is left out."""
+    note_reads(trace, sessions)
+    if rank == "evidence":
+        return _by_evidence(sessions, file, trace)
+    sessions.sort(key=lambda s: (-s["touches"], _neg_time(s["last_touch"]), s["session_id"]))
+    if trace is not None and len(sessions) > 1:
+        ties = sum(1 for a, b in zip(sessions, sessions[1:]) if a["touches"] == b["touches"])
+        trace.note("by_touches", f"{len(sessions)} sessions by touches ({', '.join(str(s['touches']) for s in sessions)})"
+                                 f"{f'; {ties} tie(s) broken by the most recent touch' if ties else ''}")
+    return sessions
+
+
+def note_reads(trace: Trace | None, sessions: list[dict[str, Any]]) -> None:
+    """Where a session's reads of one file counted as one touch (engram.query.touches: on
+    ShamsiievDmytro/entire-bmad R@1 0.640 → 0.994 on unmutated spans, bench/README.md, "A file's
+    reads are one touch")."""
+    if trace is None:
+        return
+    reads = files = 0
+    for s in sessions:
+        read = [fr.file for _, fr in s["_items"] if fr.kind == _READ and fr.file is not None]
+        if len(read) > len(set(read)):
+            reads, files = reads + len(read), files + len(set(read))
+    if reads:
+        trace.note("reads_once", f"{reads} reads of {files} file(s) counted as {files} touch(es)")
+
+
+def _by_evidence(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:
+    best = {id(s): max(h.confidence for h, _ in s["_items"]) for s in sessions}
+
+    def key(s: dict[str, Any]) -> tuple[Any, ...]:
+        items = s["_items"]
+        best_edit = max((h.confidence for h, fr in items if fr.kind == EDIT), default=0.0)
+        own = any(fr.kind in CODE and fr.file == file for _, fr in items)
+        return (-best[id(s)], -best_edit, not own, -s["touches"], _neg_time(s["last_touch"]), s["session_id"])
+
+    top = max(best.values(), default=0.0)
+    kept = sorted((s for s in sessions if best[id(s)] >= EVIDENCE_SESSION_FLOOR * top), key=key)
+    if trace is not None and sessions:
+        left = len(sessions) - len(kept)
+        trace.note("by_evidence", f"{len(kept)} session(s) by strongest match (top {top:.4g})"
+                   + (f"; {left} left out under {EVIDENCE_SESSION_FLOOR} of it" if left else ""))
+    return kept
+
+
+def _neg_time(ts: str | None) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in (ts or ""))
