@@ -4,7 +4,7 @@
 same run on the very same mutated spans.
 
     python bench/provenance.py [--spans-per-size 60] [--seed 1] [--k 5 --w 4] [--sweep]
-                               [--set RELATIVE_FLOOR=0.8] [--distractors DIR] [--sessions DIR]
+                               [--set WEAK_EVIDENCE=0.4] [--distractors DIR] [--sessions DIR]
                                [--history GIT_DIR] [--map FROM=TO]
 
 Ground truth comes from the real Claude Code sessions shipped in tests/fixtures/claude/
@@ -1379,21 +1379,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="as `engram ingest --map`: session paths under FROM are read as under TO (e.g. a worktree "
                          "the sessions used that no longer exists, as on the user's machine after it was removed)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="overrides",
-                    help="override a constant of engram.query.explain for this run, e.g. RELATIVE_FLOOR=0.8 "
-                         "(what-if runs without editing engram/)")
+                    help="override a constant of engram.query.ranking (the rules explain applies) for this run, "
+                         "e.g. WEAK_EVIDENCE=0.4 (what-if runs without editing engram/; a constant another module "
+                         "imported by name keeps its value there)")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary directory)")
     ap.add_argument("--tree-with-reads", action="store_true",
                     help="also put the files the sessions only read into the test working tree (as in the "
                          "project's own tree; by default it holds the written files only)")
     args = ap.parse_args(argv)
-    import engram.query.explain as X
+    import engram.query.ranking as rules
 
     for item in args.overrides:
         name, _, value = item.partition("=")
-        if not hasattr(X, name):
-            ap.error(f"--set {item}: engram.query.explain has no {name}")
-        setattr(X, name, type(getattr(X, name))(value))
-        print(f"override: engram.query.explain.{name} = {getattr(X, name)!r}")
+        if not hasattr(rules, name):
+            ap.error(f"--set {item}: engram.query.ranking has no {name}")
+        setattr(rules, name, type(getattr(rules, name))(value))
+        print(f"override: engram.query.ranking.{name} = {getattr(rules, name)!r}")
     t_start = time.perf_counter()
     try:
         print(f"engram at {checkout_state(ROOT / 'engram')}")

@@ -142,7 +142,7 @@ def _span_chars(repo: Path, q: dict[str, Any]) -> int:
 
 
 def _params(store: Any, q: dict[str, Any], repo: Path, rank: str | None, debug: bool) -> dict[str, Any]:
-    """What `engram explain FILE:A-B --brief` sends `explain_request` (engram.cli.query)."""
+    """What `engram explain FILE:A-B --brief` sends `explain_request` (engram.query.requests)."""
     cfg = store.config["explain"]
     return {"before": int(cfg["window"]["before"]), "after": int(cfg["window"]["after"]), "brief": True,
             "include_deleted": False, "forensics": False, "min_confidence": float(cfg["min_confidence"]),
@@ -162,9 +162,9 @@ def answer(args: argparse.Namespace) -> int:
     if args.engine == "numpy":
         import numpy  # noqa: F401, PLC0415 - matched with numpy, as a long-lived process does
     from engram.index.db import open_db  # noqa: PLC0415
-    from engram.cli.query import explain_request  # noqa: PLC0415
+    from engram.query.requests import explain_request  # noqa: PLC0415
     from engram.query.direct import SMALL_TEXT  # noqa: PLC0415
-    from engram.store import Store  # noqa: PLC0415
+    from engram.store.repo import Store  # noqa: PLC0415
 
     repo, path = _repo_and_queries(args.dir.resolve())
     queries = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

@@ -1066,7 +1066,7 @@ def test_debug_notes_are_the_same_in_plain_python_and_with_numpy(spotter: Path,
     from engram.index.db import open_db  # noqa: PLC0415
     from engram.query.direct import direct_hits  # noqa: PLC0415
     from engram.query.ranking import Trace  # noqa: PLC0415
-    from engram.store import Store  # noqa: PLC0415
+    from engram.store.repo import Store  # noqa: PLC0415
 
     root, _ = spot_repo
     rng = random.Random(5)

@@ -9,22 +9,21 @@ from typing import Any
 import apsw
 import numpy as np
 import pytest
-
 from conftest import run_engram
 from test_explain import direct_both
 from test_lineage import block, edit, tape, text
 
-from engram.index import postings
-from engram.index.build import Indexer
-from engram.index.schema import MIGRATIONS
-from engram.index.sql import int_array
-from engram.index.kinds import KIND_NO
 from engram.capture.discovery import jobs_from_paths
 from engram.capture.pipeline import ingest, ingest_paths, merge_idle
 from engram.capture.stats import IngestStats
+from engram.index import postings
+from engram.index.build import Indexer
+from engram.index.db import BUSY_TIMEOUT_MS
+from engram.index.kinds import KIND_NO
+from engram.index.schema import MIGRATIONS
+from engram.index.sql import int_array
 from engram.store.lock import ingest_lock
 from engram.store.repo import Store
-
 
 ROW_IDS = (1 << postings.ROW_KEY_BITS) - 1  # a posting row's id without its segment
 
@@ -39,7 +38,11 @@ def read(file: str, lines: list[str], ts: str) -> dict[str, Any]:
 
 
 def db_of(repo: Path) -> apsw.Connection:
-    return apsw.Connection(str(repo / ".engram" / "index.sqlite"))
+    """The index as a test reads it beside engram's own processes: with engram's busy timeout, so
+    a test's read waits for a writer (a merge, an append) instead of failing "database is locked"."""
+    conn = apsw.Connection(str(repo / ".engram" / "index.sqlite"))
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return conn
 
 
 def six_sessions(tmp_path: Path) -> list[Path]:
@@ -592,8 +595,8 @@ def test_runs_merged_in_parts_write_the_rows_one_merge_writes(tmp_path: Path, mo
     segment must be the one a single merge of all runs writes, with its postings returned in
     stored order."""
     from engram.index.db import open_db  # noqa: PLC0415
-    from engram.index.sql import immediate  # noqa: PLC0415
     from engram.index.layout import ROW_BITS  # noqa: PLC0415
+    from engram.index.sql import immediate  # noqa: PLC0415
 
     monkeypatch.setattr(postings, "PARALLEL_POSTINGS", 1)
     rng = np.random.default_rng(3)

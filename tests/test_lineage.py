@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-
 from conftest import run_engram
+
+from engram.index.db import BUSY_TIMEOUT_MS
 
 
 def block(tag: str, n: int, start: int = 0) -> list[str]:
@@ -39,7 +40,11 @@ def ingest(repo: Path, *paths: Path) -> None:
 
 
 def db(repo: Path) -> apsw.Connection:
-    return apsw.Connection(str(repo / ".engram" / "index.sqlite"))
+    """The index as a test reads it beside engram's own processes: with engram's busy timeout, so
+    a test's read waits for a writer (a merge, an append) instead of failing "database is locked"."""
+    conn = apsw.Connection(str(repo / ".engram" / "index.sqlite"))
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return conn
 
 
 def edges(repo: Path) -> list[tuple]:
@@ -412,8 +417,8 @@ def test_lineage_sources_are_the_earlier_edits_holding_half_of_the_before_text(s
     import random  # noqa: PLC0415
 
     import numpy as np  # noqa: PLC0415
-
     from conftest import build_spot_repo  # noqa: PLC0415
+
     from engram.index import postings  # noqa: PLC0415
     from engram.index.kinds import KIND_NO  # noqa: PLC0415
     from engram.index.lineage import MAX_SOURCES, SOURCE_CONTAINMENT, source_candidates  # noqa: PLC0415

@@ -15,13 +15,20 @@ import apsw
 import httpx2
 import pytest
 import pytest_lsp
+from conftest import (
+    SPOTTER_MAIN,
+    SPOTTER_OTHER,
+    build_spot_repo,
+    created_by,
+    git,
+    run_engram,
+)
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram
 from test_lineage import block, edit, tape, text
 
 from engram.index import postings
+from engram.index.db import BUSY_TIMEOUT_MS
 
 SERVER = [sys.executable, "-m", "engram_server.entry", "lsp", "--stdio"]
 
@@ -319,6 +326,7 @@ async def test_appends_handed_over_never_wait_for_a_merge_and_the_server_merges_
 
     def segments() -> int:
         db = apsw.Connection(str(root / ".engram" / "index.sqlite"))
+        db.set_busy_timeout(BUSY_TIMEOUT_MS)  # the server merges these segments meanwhile
         try:
             return int(db.execute("SELECT count(*) FROM segments").fetchall()[0][0])
         finally:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, running_server, tapes
+from engram.cli import agents, capture, query, running_server, tapes
 
 log = logging.getLogger("engram")
 
@@ -89,20 +89,12 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     s.add_argument("--keep", action="store_true", help="keep the temporary repository")
     s.set_defaults(func=cmd_demo)
     agents.register(sub)
-    _register_index_commands(sub)
+    query.register(sub)
     for plugin in plugins:
         plugin(sub)
     if isinstance(sub, _OnlyCommand) and not sub.found:
         return build_parser(plugins)  # not a command: the full parser says which ones exist
     return p
-
-
-def _register_index_commands(sub: argparse._SubParsersAction) -> None:
-    try:
-        from engram.cli.query import register
-    except ImportError:
-        return
-    register(sub)
 
 
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:

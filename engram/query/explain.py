@@ -37,7 +37,7 @@ from engram.query.direct import SpanTokens, direct_hits, span_tokens
 from engram.query.ranking import Holders, Trace
 from engram.query.spans import Span
 from engram.query.touches import touch_count
-from engram.store import Store
+from engram.store.repo import Store
 from engram.tape import events as E
 
 if TYPE_CHECKING:
