@@ -243,11 +243,14 @@ def test_shell_command_string_heredoc_with_cd_moves_a_file(repo: tuple[Path, str
     args = {"command": f"cd src && apply_patch <<'EOF'\n{body}EOF", "workdir": str(root), "timeout_ms": 120000}
     r = Rollout().meta(root, head).turn(root).function("call_5", "shell_command", args,
                                                         shell_out(0, "Success. Updated the following files:\nM src/cli.py\n"))
-    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
-    assert (edit["op"], edit["file"], edit["to_file"]) == ("move", "src/app.py", "src/cli.py")
+    edit, gone = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    # Filed under the destination, where explain asks for it; the source is removed.
+    assert (edit["op"], edit["file"], edit["from_file"]) == ("move", "src/cli.py", "src/app.py")
     assert edit["before_range"] == [1, 1] and edit["after_range"] == [1, 1]
     assert (edit["before_text"], edit["after_text"]) == ("import os\n", "import os.path\n")
     assert edit["file_after_sha"] == blob(APP.replace("import os\n", "import os.path\n", 1))
+    assert (gone["op"], gone["file"], gone["moved_to"], gone["after_text"]) == ("delete", "src/app.py", "src/cli.py", "")
+    assert gone["file_before_sha"] == blob(APP) and gone["call_id"] == "call_5"
 
 
 def test_exec_command_heredoc_with_header_anchor(repo: tuple[Path, str], tmp_path: Path) -> None:
@@ -364,6 +367,8 @@ def test_compaction_keeps_earlier_edits(repo: tuple[Path, str], tmp_path: Path) 
 
 
 def test_unlocatable_hunk_records_null_ranges(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A hunk no known state of its file holds gets no ranges; the session's later patches of the
+    file are placed by their context in the last state it had, and say so."""
     root, head = repo
     stale = patch("*** Update File: src/app.py", "@@", "     x = compute()", "-    return 42", "+    return 43")
     fine = patch("*** Update File: src/app.py", "@@", "-import os", "+import os.path")
@@ -373,8 +378,11 @@ def test_unlocatable_hunk_records_null_ranges(repo: tuple[Path, str], tmp_path: 
     assert first["before_range"] is None and first["after_range"] is None
     assert (first["before_text"], first["after_text"]) == ("    return 42\n", "    return 43\n")
     assert first["file_before_sha"] == blob(APP) and first["file_after_sha"] is None
-    # After an edit we could not replay, the file's lines are unknown: no guessing for later ones.
-    assert second["before_range"] is None and second["after_range"] is None
+    # After an edit we could not replay, the file itself is unknown: later patches are placed by
+    # their context in its last known state, marked as such, without file hashes.
+    assert second["before_range"] == [1, 1] and second["after_range"] == [1, 1]
+    assert second["placed"] == "earlier in the session" and "placed" not in first
+    assert second["file_before_sha"] is None and second["file_after_sha"] is None
 
 
 def test_base_is_the_session_commit_not_the_working_tree(repo: tuple[Path, str], tmp_path: Path) -> None:
@@ -428,9 +436,11 @@ def test_shell_rewrites_make_our_copy_unknown(repo: tuple[Path, str], tmp_path: 
     r.function("fmt", "shell_command", {"command": "git checkout -- ."}, shell_out(0, ""))
     r.custom("p3", notes.replace("+run", "+go").replace("-step", "-run"), custom_ok("docs/notes.md"))
     app, notes_ok, notes_after_checkout = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
-    assert app["before_range"] is None  # sed -i inserted a line we cannot see
-    assert notes_ok["before_range"] == [5, 5]  # a file the command did not name is still known
-    assert notes_after_checkout["before_range"] is None
+    # sed -i inserted a line we cannot see (before the session read the file): the patch is placed
+    # by its context in the working tree, marked as such, and our copy stays unknown.
+    assert (app["before_range"], app["placed"], app["file_before_sha"]) == ([8, 8], "working tree", None)
+    assert notes_ok["before_range"] == [5, 5] and "placed" not in notes_ok  # a file the command did not name is known
+    assert (notes_after_checkout["before_range"], notes_after_checkout["placed"]) == ([5, 5], "earlier in the session")
 
 
 def test_patch_apply_end_diff_places_an_edit_our_copy_cannot(repo: tuple[Path, str], tmp_path: Path) -> None:
@@ -473,7 +483,7 @@ def test_paths_outside_the_repository_stay_tool_events(repo: tuple[Path, str], t
     r = Rollout().meta(root, head).turn(root).custom("c", body, custom_ok("x.txt", "sibling.txt", "inside.txt"))
     cap = capture(r.write(tmp_path / "s.jsonl"), root)
     assert [e["file"] for e in kinds(cap, "code.edit")] == ["inside.txt"]
-    assert cap.ignored["edit outside the repository"] == 2
+    assert cap.dropped == {"outside the repository": 2}  # counted for the ingest summary
     assert len(kinds(cap, "tool.call")) == 1 and len(kinds(cap, "tool.result")) == 1
 
 
@@ -949,7 +959,7 @@ def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, st
     (call,) = kinds(cap, "tool.call")  # the compact view shows the script, which names no file
     assert "exec const patch = \"*** Begin Patch" in event_line(3, call)
     assert cap.skipped["applied change that is not an object"] == 1
-    assert cap.ignored["edit outside the repository"] == 1
+    assert cap.dropped == {"outside the repository": 1, "applied change that is not an object": 1}
     edits = {e["file"]: e for e in kinds(cap, "code.edit")}
     assert set(edits) == {"src/extra.py", "src/app.py"}
     assert edits["src/extra.py"]["op"] == "create" and edits["src/extra.py"]["after_text"] == "X = 1\n"
