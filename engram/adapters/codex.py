@@ -86,7 +86,8 @@ _SCRIPT_RUNNERS: Final = frozenset({"python", "python3", "node", "ruby", "perl",
 _FORMATTERS: Final = frozenset({"black", "isort", "autopep8", "yapf", "rustfmt", "gofmt", "goimports", "clang-format",
                                 "pre-commit", "autoflake", "pyupgrade"})
 _GIT_REWRITES: Final = frozenset({"checkout", "restore", "reset", "stash", "pull", "merge", "rebase", "apply", "am",
-                                  "cherry-pick", "revert", "switch", "mv", "rm"})
+                                  "cherry-pick", "revert", "switch"})
+_GIT_FILE_WRITES: Final = frozenset({"mv", "rm"})  # git commands that change only the files they name
 _PREFIXES: Final = frozenset({"sudo", "time", "env", "nice", "xargs", "npx", "exec", "command"})
 _REDIRECT_RE: Final = re.compile(r"(?<![0-9&<>])>{1,2}\s*(?!&|/dev/null\b)[^\s>]")
 _PIECE_SPLIT_RE: Final = re.compile(r"&&|\|\||[;&|\n()`]")
@@ -381,6 +382,8 @@ def shell_effect(script: str) -> str:
                 return "all"
             effect = "files" if inner == "files" else effect
         elif head in _FILE_WRITERS or "-exec" in args or "-execdir" in args:
+            effect = "files"
+        elif head == "git" and _git_subcommand(args) in _GIT_FILE_WRITES:
             effect = "files"
         elif head in ("sed", "perl") and any(a.startswith("-") and not a.startswith("--") and "i" in a for a in args):
             effect = "files"
