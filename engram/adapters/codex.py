@@ -7,12 +7,17 @@ agent_reasoning), kept only when no response_item carries the same text.
 Edits come from `apply_patch`, whichever way it reached the tool (see apply_patch.py), and
 only when the call's output (or a `patch_apply_end` event) says it succeeded. Patches carry no
 line numbers, so we keep our own copy of every file the session touched — starting from the
-file at the session's git commit — and replay each successful patch on it, the way Codex
-does. Where a hunk cannot be placed on our copy, the `unified_diff` of the call's
-`patch_apply_end` (newer Codex versions), which Codex computed on the real file, gives the
-ranges; without one the edit is still recorded, with unknown (null) ranges: a wrong range would
-be worse than none. Shell commands that may rewrite files behind our back (sed -i,
-redirections, formatters, git checkout…) make our copy of those files unknown.
+file at the session's git commit (without one this repository has, at its newest commit before
+the file was first touched) — and replay each successful patch on it, the way Codex does.
+Where a hunk cannot be placed on our copy, the `unified_diff` of the call's `patch_apply_end`
+(newer Codex versions), which Codex computed on the real file, gives the ranges; without one
+the patch is placed by its context in the nearest other state of the file we know (`placed`:
+the session's last copy, the history at the edit's time, the working tree), and only when none
+holds its context is the edit recorded with unknown (null) ranges. Shell commands that may
+rewrite files behind our back (sed -i, redirections, formatters, git checkout…) make our copy
+of those files unknown; `mv` / `git mv` move it (and are recorded as moves). Edits the rollout
+shows and no code.edit holds (a redacted patch, one outside the repository) are counted by
+reason (`Capture.drop`).
 """
 
 from __future__ import annotations
