@@ -1004,7 +1004,8 @@ def test_a_shell_mv_moves_our_copy_and_is_an_edit_of_the_destination(repo: tuple
     root, head = repo
     later = patch("*** Update File: src/cli.py", "@@", " import os", "+import sys")
     r = Rollout().meta(root, head).turn(root)
-    r.function("mv", "shell_command", {"command": "git mv src/app.py src/cli.py", "workdir": str(root)}, shell_out(0, ""))
+    r.function("mv", "shell_command", {"command": "git mv src/app.py src/cli.py", "workdir": str(root)},
+               shell_out(0, ""))
     r.custom("p", later, custom_ok("src/cli.py"))
     r.function("mv2", "exec_command", {"cmd": "mv -v README.md docs", "workdir": str(root)}, exec_out(0, "renamed"))
     r.function("mv3", "exec_command", {"cmd": "mv src/gone.py src/new.py"}, exec_out(1, "No such file"))
@@ -1114,7 +1115,8 @@ def test_a_redacted_patch_codex_reports_applying_is_recovered_from_its_changes(r
     root, head = repo
     r = Rollout().meta(root, head).turn(root).custom("red", "*** Begin Patch\n[REDACTED]", None)
     r.event("patch_apply_end", call_id="red", success=True, stdout="", stderr="", changes={
-        str(root / "README.md"): {"type": "update", "unified_diff": "@@ -2 +2 @@\n-world\n+there\n", "move_path": None}})
+        str(root / "README.md"): {"type": "update", "unified_diff": "@@ -2 +2 @@\n-world\n+there\n",
+                                  "move_path": None}})
     r.add("response_item", {"type": "custom_tool_call_output", "call_id": "red", "output": custom_ok("README.md")})
     cap = capture(r.write(tmp_path / "s.jsonl"), root)
     (edit,) = kinds(cap, "code.edit")

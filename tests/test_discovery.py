@@ -222,8 +222,9 @@ def claude_writes(cwd: str, session: str, writes: list[tuple[str, str]]) -> list
                               "input": {"file_path": path, "content": content}}]}})
         recs.append({**base, "type": "user", "uuid": f"{session}-{i}r", "parentUuid": recs[-1]["uuid"],
                      "timestamp": f"2026-03-01T10:00:{i:02d}Z",
-                     "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{session}_{i}",
-                                                               "content": f"File created successfully at: {path}"}]},
+                     "message": {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": f"toolu_{session}_{i}",
+                          "content": f"File created successfully at: {path}"}]},
                      "toolUseResult": {"type": "create", "filePath": path, "content": content, "structuredPatch": [],
                                        "originalFile": None}})
     return recs
@@ -268,7 +269,8 @@ def test_files_under_dot_git_are_never_code(tmp_path: Path) -> None:
     run_engram(repo, "init")
     hook = "#!/bin/sh\nexec make lint\n"
     writes = [(str(repo / ".git" / "hooks" / "pre-commit"), hook), (str(repo / "Makefile"), "lint:\n\truff .\n")]
-    out = run_engram(repo, "ingest", str(write_session(tmp_path / "s.jsonl", claude_writes(str(repo), "s-git", writes)))).stdout
+    session = write_session(tmp_path / "s.jsonl", claude_writes(str(repo), "s-git", writes))
+    out = run_engram(repo, "ingest", str(session)).stdout
     assert edited_files(repo, "s-git") == ["Makefile"]
     assert "1 × a file under .git/ (git's own, not code)" in out, out
 

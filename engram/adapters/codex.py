@@ -40,8 +40,8 @@ from engram.adapters.apply_patch import (
     apply_update,
     patch_changes,
     patch_from_argv,
-    patch_from_custom,
     patch_attempt,
+    patch_from_custom,
     patch_from_function,
     shell_script,
 )
@@ -224,9 +224,10 @@ class Files:
     """Our copy of the files a session touched, as text; None where we do not know it.
 
     A file's first version is its blob at the session's commit (when this repository has
-    that commit), else the file on disk now, else unknown. After that only our replay of the
-    session's patches changes it. `last` keeps the nearest state we had of each file once our
-    copy is forgotten, for placing a patch by its context (`nearby`).
+    that commit; else at the newest commit before the moment it is first touched), else the file
+    on disk now, else unknown. After that only our replay of the session's patches changes it.
+    `last` keeps the nearest state we had of each file once our copy is forgotten, for placing
+    a patch by its context (`nearby`).
     """
 
     def __init__(self, repo_root: Path) -> None:
@@ -600,6 +601,7 @@ class _Call:
     unparsed: bool = False  # meant to apply a patch, which we cannot read (`patch_attempt`)
     answered: bool = False  # its output came
     item: int = 0  # how many response items came before it
+    at: tuple[int, int] = (0, 0)  # its source line (`Capture.cursor`)
     moves: list[tuple[str | None, str | None, str | None]] = field(default_factory=list)  # `mv`: (src, dst, text)
 
 
@@ -1000,7 +1002,7 @@ class _Rollout:
             call.workdir = _str(args.get("workdir"))
             call.moves = self.shell_moves(call)
             self.invalidate(call)
-        call.item = self.items
+        call.item, call.at = self.items, self.cap.cursor
         self.st.calls[call_id] = call
         self.add(ts, E.TOOL_CALL, call_id=call_id, name=name, input=call.input)
 
@@ -1074,8 +1076,8 @@ class _Rollout:
             target_rel is not None and (self.files.root / target_rel).is_dir())
         moves: list[tuple[str | None, str | None, str | None]] = []
         for src in sources:
-            s = mapper.to_repo(src, base=base)
-            d = mapper.to_repo(posixpath.join(target, posixpath.basename(src.rstrip("/"))) if into else target, base=base)
+            into_path = posixpath.join(target, posixpath.basename(src.rstrip("/"))) if into else target
+            s, d = mapper.to_repo(src, base=base), mapper.to_repo(into_path, base=base)
             if s is None and d is None:
                 continue
             if s is not None and ((self.files.root / s).is_dir() or any(k.startswith(s + "/") for k in self.files.text)):
@@ -1111,7 +1113,7 @@ class _Rollout:
             if (call.patch is None and not call.unparsed) or call_id in self.st.settled or call.item >= self.items:
                 continue
             n = len(call.patch.ops) if call.patch is not None else 1
-            self.cap.drop(UNCLEAR if call.answered else NO_RESULT, n)
+            self.cap.drop(UNCLEAR if call.answered else NO_RESULT, n, at=call.at)
 
     # ------------------------------------------------------------ event messages
 

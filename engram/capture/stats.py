@@ -81,7 +81,8 @@ class IngestStats:
                          "matched by their text only")
         out = "".join(f"\n  edits: {n}" for n in notes)
         if self.dropped:
-            out += "\n  edits not recorded: " + "; ".join(f"{n} × {reason}" for reason, n in self.dropped.most_common())
+            reasons = "; ".join(f"{n} × {reason}" for reason, n in self.dropped.most_common())
+            out += "\n  edits not recorded: " + reasons
             if any(reason.startswith(OUTSIDE) for reason in self.dropped):
                 out += ("\n  note: edits outside the repository are left as tool calls; if some are the repository's "
                         "under another path (recorded on another machine), pass --map FROM=TO")
