@@ -17,6 +17,7 @@ from engram.adapters.apply_patch import (
     apply_update,
     heredoc_patch,
     parse_patch,
+    patch_attempt,
     patch_changes,
     patch_from_argv,
     patch_from_custom,
@@ -350,3 +351,20 @@ def test_replayed_ranges_agree_with_both_files(case: tuple[list[str], list[Chunk
         pos = c.old_start - 1 + len(c.old_lines)
         assert c.new_start == len(rebuilt) - len(c.new_lines) + 1
     assert rebuilt + old[pos:] == new
+
+
+@pytest.mark.parametrize(("name", "payload", "meant"), [
+    ("apply_patch", "[REDACTED]", True),  # the freeform tool, its text lost
+    ("apply_patch", {"input": "*** Begin Patch\n*** Update File: a.py"}, True),
+    ("shell", {"command": ["apply_patch", "<redacted>"]}, True),
+    ("shell", {"command": ["bash", "-lc", "cd src && apply_patch <<'EOF'\n[REDACTED]\nEOF"]}, True),
+    ("shell_command", {"command": "apply_patch <<'EOF'\n*** Begin Patch\n"}, True),
+    ("exec_command", {"cmd": "applypatch <<EOF\nx\nEOF"}, True),
+    ("custom", "*** Begin Patch\n*** Frobnicate File: x", True),
+    ("shell_command", {"command": "grep -rn apply_patch src"}, False),
+    ("shell", {"command": ["bash", "-lc", "echo apply_patch"]}, False),
+    ("exec", "await tools.apply_patch(p)", False),  # code mode: its patches come as patch_apply_end
+    ("shell", None, False),
+])
+def test_patch_attempt_knows_a_call_meant_to_apply_a_patch(name: str, payload: object, meant: bool) -> None:
+    assert patch_attempt(name, payload) is meant

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -243,11 +244,14 @@ def test_shell_command_string_heredoc_with_cd_moves_a_file(repo: tuple[Path, str
     args = {"command": f"cd src && apply_patch <<'EOF'\n{body}EOF", "workdir": str(root), "timeout_ms": 120000}
     r = Rollout().meta(root, head).turn(root).function("call_5", "shell_command", args,
                                                         shell_out(0, "Success. Updated the following files:\nM src/cli.py\n"))
-    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
-    assert (edit["op"], edit["file"], edit["to_file"]) == ("move", "src/app.py", "src/cli.py")
+    edit, gone = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    # Filed under the destination, where explain asks for it; the source is removed.
+    assert (edit["op"], edit["file"], edit["from_file"]) == ("move", "src/cli.py", "src/app.py")
     assert edit["before_range"] == [1, 1] and edit["after_range"] == [1, 1]
     assert (edit["before_text"], edit["after_text"]) == ("import os\n", "import os.path\n")
     assert edit["file_after_sha"] == blob(APP.replace("import os\n", "import os.path\n", 1))
+    assert (gone["op"], gone["file"], gone["moved_to"], gone["after_text"]) == ("delete", "src/app.py", "src/cli.py", "")
+    assert gone["file_before_sha"] == blob(APP) and gone["call_id"] == "call_5"
 
 
 def test_exec_command_heredoc_with_header_anchor(repo: tuple[Path, str], tmp_path: Path) -> None:
@@ -364,6 +368,8 @@ def test_compaction_keeps_earlier_edits(repo: tuple[Path, str], tmp_path: Path) 
 
 
 def test_unlocatable_hunk_records_null_ranges(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A hunk no known state of its file holds gets no ranges; the session's later patches of the
+    file are placed by their context in the last state it had, and say so."""
     root, head = repo
     stale = patch("*** Update File: src/app.py", "@@", "     x = compute()", "-    return 42", "+    return 43")
     fine = patch("*** Update File: src/app.py", "@@", "-import os", "+import os.path")
@@ -373,8 +379,11 @@ def test_unlocatable_hunk_records_null_ranges(repo: tuple[Path, str], tmp_path: 
     assert first["before_range"] is None and first["after_range"] is None
     assert (first["before_text"], first["after_text"]) == ("    return 42\n", "    return 43\n")
     assert first["file_before_sha"] == blob(APP) and first["file_after_sha"] is None
-    # After an edit we could not replay, the file's lines are unknown: no guessing for later ones.
-    assert second["before_range"] is None and second["after_range"] is None
+    # After an edit we could not replay, the file itself is unknown: later patches are placed by
+    # their context in its last known state, marked as such, without file hashes.
+    assert second["before_range"] == [1, 1] and second["after_range"] == [1, 1]
+    assert second["placed"] == "earlier in the session" and "placed" not in first
+    assert second["file_before_sha"] is None and second["file_after_sha"] is None
 
 
 def test_base_is_the_session_commit_not_the_working_tree(repo: tuple[Path, str], tmp_path: Path) -> None:
@@ -428,9 +437,11 @@ def test_shell_rewrites_make_our_copy_unknown(repo: tuple[Path, str], tmp_path: 
     r.function("fmt", "shell_command", {"command": "git checkout -- ."}, shell_out(0, ""))
     r.custom("p3", notes.replace("+run", "+go").replace("-step", "-run"), custom_ok("docs/notes.md"))
     app, notes_ok, notes_after_checkout = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
-    assert app["before_range"] is None  # sed -i inserted a line we cannot see
-    assert notes_ok["before_range"] == [5, 5]  # a file the command did not name is still known
-    assert notes_after_checkout["before_range"] is None
+    # sed -i inserted a line we cannot see (before the session read the file): the patch is placed
+    # by its context in the working tree, marked as such, and our copy stays unknown.
+    assert (app["before_range"], app["placed"], app["file_before_sha"]) == ([8, 8], "working tree", None)
+    assert notes_ok["before_range"] == [5, 5] and "placed" not in notes_ok  # a file the command did not name is known
+    assert (notes_after_checkout["before_range"], notes_after_checkout["placed"]) == ([5, 5], "earlier in the session")
 
 
 def test_patch_apply_end_diff_places_an_edit_our_copy_cannot(repo: tuple[Path, str], tmp_path: Path) -> None:
@@ -473,7 +484,7 @@ def test_paths_outside_the_repository_stay_tool_events(repo: tuple[Path, str], t
     r = Rollout().meta(root, head).turn(root).custom("c", body, custom_ok("x.txt", "sibling.txt", "inside.txt"))
     cap = capture(r.write(tmp_path / "s.jsonl"), root)
     assert [e["file"] for e in kinds(cap, "code.edit")] == ["inside.txt"]
-    assert cap.ignored["edit outside the repository"] == 2
+    assert cap.dropped == {"outside the repository": 2}  # counted for the ingest summary
     assert len(kinds(cap, "tool.call")) == 1 and len(kinds(cap, "tool.result")) == 1
 
 
@@ -949,7 +960,7 @@ def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, st
     (call,) = kinds(cap, "tool.call")  # the compact view shows the script, which names no file
     assert "exec const patch = \"*** Begin Patch" in event_line(3, call)
     assert cap.skipped["applied change that is not an object"] == 1
-    assert cap.ignored["edit outside the repository"] == 1
+    assert cap.dropped == {"outside the repository": 1, "applied change that is not an object": 1}
     edits = {e["file"]: e for e in kinds(cap, "code.edit")}
     assert set(edits) == {"src/extra.py", "src/app.py"}
     assert edits["src/extra.py"]["op"] == "create" and edits["src/extra.py"]["after_text"] == "X = 1\n"
@@ -981,3 +992,142 @@ def test_a_forked_thread_does_not_take_its_parents_edits(repo: tuple[Path, str],
     assert [e["file"] for e in kinds(cap, "code.edit")] == ["src/review.md"]
     assert cap.ignored["copied from the parent thread (fork)"] == 1
     assert cap.session_id == SID
+
+
+# ---------------------------------------------------------------- moves
+
+
+def test_a_shell_mv_moves_our_copy_and_is_an_edit_of_the_destination(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """`git mv` / `mv` in a shell call moves the file: the move is filed under the new path (the
+    source removed), and later patches of the new path are replayed on the moved copy instead of
+    being left without ranges (the new path was in no commit and, after a later rename, not on disk)."""
+    root, head = repo
+    later = patch("*** Update File: src/cli.py", "@@", " import os", "+import sys")
+    r = Rollout().meta(root, head).turn(root)
+    r.function("mv", "shell_command", {"command": "git mv src/app.py src/cli.py", "workdir": str(root)},
+               shell_out(0, ""))
+    r.custom("p", later, custom_ok("src/cli.py"))
+    r.function("mv2", "exec_command", {"cmd": "mv -v README.md docs", "workdir": str(root)}, exec_out(0, "renamed"))
+    r.function("mv3", "exec_command", {"cmd": "mv src/gone.py src/new.py"}, exec_out(1, "No such file"))
+    moved, gone, edit, readme, readme_gone = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (moved["op"], moved["file"], moved["from_file"], moved["tool"]) == ("move", "src/cli.py", "src/app.py",
+                                                                                "shell_command")
+    assert moved["after_range"] == [1, 8] and moved["after_text"] == APP and moved["call_id"] == "mv"
+    assert (gone["op"], gone["file"], gone["moved_to"]) == ("delete", "src/app.py", "src/cli.py")
+    assert (edit["file"], edit["before_range"], edit["after_range"]) == ("src/cli.py", [2, 1], [2, 2])
+    assert "placed" not in edit and edit["file_before_sha"] == blob(APP)  # our copy moved with the file
+    # `mv FILE DIR` moves it into the directory; the failed mv moved nothing.
+    assert (readme["file"], readme["from_file"], gone["op"]) == ("docs/README.md", "README.md", "delete")
+    assert readme_gone["moved_to"] == "docs/README.md"
+
+
+def test_a_move_out_of_the_repository_removes_the_file(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root)
+    r.function("mv", "shell_command", {"command": f"mv README.md {tmp_path / 'attic'}/", "workdir": str(root)},
+               shell_out(0, ""))
+    (edit,) = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (edit["op"], edit["file"], edit["before_range"], edit["before_text"]) == ("delete", "README.md", [1, 2],
+                                                                                     README)
+
+
+# ---------------------------------------------------------------- placing without the commit
+
+
+def commit_at(root: Path, when: str, message: str) -> str:
+    """Commit everything with author and committer dates `when` (as the rollout's clock says)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", message], cwd=root, check=True, env=env)
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def test_without_its_commit_a_patch_is_replayed_on_the_history_at_its_time(tmp_path: Path) -> None:
+    """An exported rollout has no session_meta, or names a commit this clone lacks. The file as
+    the repository's history had it when the session ran is its base, not the working tree, where
+    later work moved the lines (the patch's context still matches there, two lines lower)."""
+    root = (tmp_path / "repo").resolve()
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text(APP)
+    git(root, "init", "-q")
+    commit_at(root, "2025-11-22T19:00:00Z", "before the session")
+    (root / "src" / "app.py").write_text("# added by a later session\n# and another line\n" + APP)
+    commit_at(root, "2025-11-23T09:00:00Z", "after the session")
+    body = patch("*** Update File: src/app.py", "@@", "-    return 0", "+    return 5")
+    for label, r in (("no session_meta", Rollout().turn(root)),
+                     ("unknown commit", Rollout().meta(root, "0123456789abcdef0123456789abcdef01234567").turn(root))):
+        r.custom("c", body, custom_ok("src/app.py"))
+        (edit,) = kinds(capture(r.write(tmp_path / f"{label}.jsonl"), root), "code.edit")
+        assert (edit["before_range"], edit["after_range"]) == ([8, 8], [8, 8]), label
+        assert edit["file_before_sha"] == blob(APP) and "placed" not in edit, label
+
+
+def test_a_patch_our_copy_cannot_take_is_placed_by_its_context_in_the_working_tree(tmp_path: Path) -> None:
+    """The session's commit is missing and the file is in no commit before the session (another
+    session created it, uncommitted): the patch is placed where Codex found it, by its context, in
+    the working tree — and marked as placed so, its file hashes unknown."""
+    root = (tmp_path / "repo").resolve()
+    root.mkdir()
+    (root / "README.md").write_text(README)
+    git(root, "init", "-q")
+    commit_at(root, "2025-11-22T19:00:00Z", "base")
+    (root / "tool.py").write_text("import json\n\ndef load(path):\n    return json.load(open(path))\n")
+    first = patch("*** Update File: tool.py", "@@", " import json", "+import sys", "@@ def load(path):",
+                  "-    return json.load(open(path))", "+    return json.load(open(path, encoding='utf-8'))")
+    stale = patch("*** Update File: tool.py", "@@", "-    return json.load(open(path, encoding='utf-8'))",
+                  "+    with open(path, encoding='utf-8') as f:", "+        return json.load(f)")
+    r = Rollout().meta(root, "0123456789abcdef0123456789abcdef01234567").turn(root)
+    r.function("fmt", "shell_command", {"command": "black tool.py"}, shell_out(0, "reformatted tool.py"))
+    r.custom("one", first, custom_ok("tool.py")).custom("two", stale, custom_ok("tool.py"))
+    one, two = kinds(capture(r.write(tmp_path / "s.jsonl"), root), "code.edit")
+    assert (one["before_range"], one["after_range"], one["placed"]) == ([2, 4], [2, 5], "working tree")
+    assert one["file_before_sha"] is None and one["file_after_sha"] is None
+    # The next patch of the file takes the state the first one was placed to.
+    assert (two["before_range"], two["after_range"], two["placed"]) == ([5, 5], [5, 6], "earlier in the session")
+
+
+# ---------------------------------------------------------------- dropped edits, counted
+
+
+def test_edits_that_cannot_be_recorded_are_counted_by_reason(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A patch whose text the transcript lost (redacted on export, cut short) that Codex applied,
+    and a patch call whose outcome the rollout never says, are edits without a code.edit: each is
+    counted by reason for the ingest summary. A patch Codex rejected too loses nothing."""
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root)
+    r.custom("redacted", "[REDACTED]", custom_ok("src/app.py", "README.md"))
+    r.custom("rejected", "*** Begin Patch\n*** Frobnicate File: x\n*** End Patch\n", custom_fail("invalid patch"))
+    r.function("cut", "shell_command", {"command": "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: READ",
+                                        "workdir": str(root)},
+               shell_out(0, "Success. Updated the following files:\nM README.md\n"))
+    r.custom("interrupted", MULTI_HUNK, None)
+    r.message("assistant", "Done; the last patch was interrupted.")
+    r.custom("running", patch("*** Add File: src/late.py", "+x = 1"), None)  # the rollout ends here: still running
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert kinds(cap, "code.edit") == []
+    assert cap.dropped == {"apply_patch input redacted or unparseable": 3,
+                           "apply_patch call without a result (interrupted?)": 1}
+
+
+def test_a_redacted_patch_codex_reports_applying_is_recovered_from_its_changes(repo: tuple[Path, str],
+                                                                                tmp_path: Path) -> None:
+    root, head = repo
+    r = Rollout().meta(root, head).turn(root).custom("red", "*** Begin Patch\n[REDACTED]", None)
+    r.event("patch_apply_end", call_id="red", success=True, stdout="", stderr="", changes={
+        str(root / "README.md"): {"type": "update", "unified_diff": "@@ -2 +2 @@\n-world\n+there\n",
+                                  "move_path": None}})
+    r.add("response_item", {"type": "custom_tool_call_output", "call_id": "red", "output": custom_ok("README.md")})
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    (edit,) = kinds(cap, "code.edit")
+    assert (edit["file"], edit["before_range"], edit["after_text"]) == ("README.md", [2, 2], "there\n")
+    assert not cap.dropped
+
+
+def test_paths_under_dot_git_are_not_code(repo: tuple[Path, str], tmp_path: Path) -> None:
+    root, head = repo
+    body = patch("*** Add File: .git/hooks/pre-commit", "+#!/bin/sh", "+make lint", "*** Add File: src/ok.py", "+x = 1")
+    r = Rollout().meta(root, head).turn(root).custom("c", body, custom_ok(".git/hooks/pre-commit", "src/ok.py"))
+    cap = capture(r.write(tmp_path / "s.jsonl"), root)
+    assert [e["file"] for e in kinds(cap, "code.edit")] == ["src/ok.py"]
+    assert cap.dropped == {"a file under .git/ (git's own, not code)": 1}

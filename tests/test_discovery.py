@@ -204,3 +204,93 @@ def test_a_pipe_given_as_a_transcript_is_named_for_what_it_is(repo: Path, tmp_pa
     proc = run_engram(repo, "ingest", str(fifo), check=False)
     assert proc.returncode == 1 and "not a regular file or a directory" in proc.stderr
     assert "no such file" not in proc.stderr
+
+
+def claude_writes(cwd: str, session: str, writes: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A Claude Code session (recorded elsewhere: `cwd` need not exist here) that creates files
+    by absolute path with Write, each call followed by its result."""
+    base = {"cwd": cwd, "sessionId": session, "version": "2.1.39", "gitBranch": "main", "userType": "external",
+            "isSidechain": False}
+    recs: list[dict[str, Any]] = [{**base, "type": "user", "uuid": f"{session}-0", "parentUuid": None,
+                                   "timestamp": "2026-03-01T10:00:00Z",
+                                   "message": {"role": "user", "content": "set these up"}}]
+    for i, (path, content) in enumerate(writes, 1):
+        recs.append({**base, "type": "assistant", "uuid": f"{session}-{i}a", "parentUuid": recs[-1]["uuid"],
+                     "timestamp": f"2026-03-01T10:00:{i:02d}Z", "message": {
+                         "model": "claude-opus-4-6", "role": "assistant", "content": [
+                             {"type": "tool_use", "id": f"toolu_{session}_{i}", "name": "Write",
+                              "input": {"file_path": path, "content": content}}]}})
+        recs.append({**base, "type": "user", "uuid": f"{session}-{i}r", "parentUuid": recs[-1]["uuid"],
+                     "timestamp": f"2026-03-01T10:00:{i:02d}Z",
+                     "message": {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": f"toolu_{session}_{i}",
+                          "content": f"File created successfully at: {path}"}]},
+                     "toolUseResult": {"type": "create", "filePath": path, "content": content, "structuredPatch": [],
+                                       "originalFile": None}})
+    return recs
+
+
+def write_session(path: Path, recs: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def edited_files(repo: Path, session: str) -> list[str]:
+    return [e["file"] for e in shown_events(repo, session) if e["kind"] == "code.edit"]
+
+
+HOME_WRITES = [("/Users/alice/bin/backup.sh", "#!/bin/sh\nrsync -a ~/src /Volumes/backup\n"),
+               ("/Users/alice/.ssh/config", "Host build\n  HostName build.example.com\n"),
+               ("/Users/alice/Applications/Notes.app/Contents/notes.txt", "remember the milk\n"),
+               ("/Users/alice/src/proj/app.py", "print('hello')\n")]
+
+
+def test_a_session_started_in_the_home_directory_edits_no_repository_file_unmapped(tmp_path: Path) -> None:
+    """A session whose cwd was the home directory edited dotfiles and tools beside the project.
+    A home directory is no repository's root: `~/bin/backup.sh` is not the repository's
+    `bin/backup.sh`. Such edits stay tool calls, counted in the summary; the project's own file
+    lands where `--map` puts it."""
+    repo = committed_repo(tmp_path / "proj")
+    run_engram(repo, "init")
+    plain = write_session(tmp_path / "s" / "home.jsonl", claude_writes("/Users/alice", "s-home", HOME_WRITES))
+    out = run_engram(repo, "ingest", str(plain)).stdout
+    assert edited_files(repo, "s-home") == []
+    assert "edits not recorded: 4 × outside the repository" in out, out
+    assert "--map FROM=TO" in out
+    mapped = write_session(tmp_path / "m" / "home.jsonl", claude_writes("/Users/alice", "s-mapped", HOME_WRITES))
+    out = run_engram(repo, "ingest", "--map", f"/Users/alice/src/proj={repo}", str(mapped)).stdout
+    assert edited_files(repo, "s-mapped") == ["app.py"]
+    assert "edits not recorded: 3 × outside the repository" in out, out
+
+
+def test_files_under_dot_git_are_never_code(tmp_path: Path) -> None:
+    repo = committed_repo(tmp_path / "proj")
+    run_engram(repo, "init")
+    hook = "#!/bin/sh\nexec make lint\n"
+    writes = [(str(repo / ".git" / "hooks" / "pre-commit"), hook), (str(repo / "Makefile"), "lint:\n\truff .\n")]
+    session = write_session(tmp_path / "s.jsonl", claude_writes(str(repo), "s-git", writes))
+    out = run_engram(repo, "ingest", str(session)).stdout
+    assert edited_files(repo, "s-git") == ["Makefile"]
+    assert "1 × a file under .git/ (git's own, not code)" in out, out
+
+
+def test_a_macos_path_in_another_case_is_the_same_file(tmp_path: Path) -> None:
+    """macOS (and Windows) file names ignore case: an agent that typed `~/documents/proj/SRC/App.py`
+    wrote the real `~/Documents/proj/src/app.py`. Recorded so, with the checkout mapped in the
+    case of the other spelling, it is still the repository's `src/app.py`."""
+    repo = committed_repo(tmp_path / "proj")
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("print('old')\n")
+    run_engram(repo, "init")
+    writes = [("/Users/alice/documents/proj/SRC/App.py", "print('new')\n"),
+              ("/Users/alice/Documents/proj/docs/new.md", "# New\n")]
+    recs = claude_writes("/Users/alice/Documents/proj", "s-case", writes)
+    out = run_engram(repo, "ingest", "--map", f"/users/alice/DOCUMENTS/proj={repo}",
+                     str(write_session(tmp_path / "s.jsonl", recs))).stdout
+    assert edited_files(repo, "s-case") == ["src/app.py", "docs/new.md"]  # an existing file takes its real case
+    assert "not recorded" not in out, out
+    # Without --map, paths are taken relative to the recorded cwd, case-insensitively too.
+    recs = claude_writes("/Users/alice/Documents/proj", "s-case-2", writes)
+    run_engram(repo, "ingest", str(write_session(tmp_path / "s2.jsonl", recs)))
+    assert edited_files(repo, "s-case-2") == ["src/app.py", "docs/new.md"]

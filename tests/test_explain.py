@@ -1091,3 +1091,38 @@ def test_debug_notes_are_the_same_in_plain_python_and_with_numpy(spotter: Path,
     finally:
         db.close()
     assert {"kind_weight", "floor_of", "winnowed_only"} <= fired
+
+
+def test_explaining_a_moved_files_lines_finds_the_move_as_an_edit(tmp_path: Path) -> None:
+    """A Codex patch that moves a file (`*** Move to:`) and rewrites part of it: explaining the
+    rewritten lines at the new path finds the session through its edit of that path, not only
+    through the patch's text in the call."""
+    from test_codex import Rollout, custom_ok, patch  # noqa: PLC0415
+
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    old = "".join(f"def legacy_{i}(rows):\n    return [r for r in rows if r.ok_{i}]\n" for i in range(8))
+    (root / "src" / "legacy.py").write_text(old)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "base")
+    head = git(root, "rev-parse", "HEAD").strip()
+    scoring = [ln for i in range(4) for ln in (f"def score_{i}(rows, weight={i + 2}):",
+                                                f"    total = sum(r.value_{i} * weight for r in rows)",
+                                                f"    return round(total / max(len(rows), 1), {i % 3})")]
+    body = [f"-{ln}" for ln in old.splitlines()[-4:]] + [f"+{ln}" for ln in scoring]
+    rewrite = patch("*** Update File: src/legacy.py", "*** Move to: src/engine.py", "@@", *body)
+    r = Rollout().meta(root, head).turn(root).message("user", "move legacy.py to engine.py and add scoring")
+    r.custom("mv", rewrite, custom_ok("src/engine.py"))
+    rollout = r.write(tmp_path / "sessions" / "rollout-2025-11-22T20-00-00-019a0000-0000-7000-8000-0000000000aa.jsonl")
+    after = old.splitlines()[:-4] + [ln[1:] for ln in body if ln.startswith("+")]
+    (root / "src" / "legacy.py").unlink()
+    (root / "src" / "engine.py").write_text("\n".join(after) + "\n")
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(rollout))
+    start = len(old.splitlines()) - 4 + 1
+    doc = explain(root, f"src/engine.py:{start}-{start + 7}", "--brief")
+    first = doc["sessions"][0]
+    assert first["session_id"] == "019a0000-0000-7000-8000-0000000000aa"
+    edits = [f for f in first["fragments"] if f["kind"] == "code.edit"]
+    assert edits and edits[0]["file"] == "src/engine.py", first["fragments"]

@@ -500,3 +500,32 @@ def test_a_session_recorded_on_windows_lands_on_repository_paths(spotter: Path, 
     first = doc["sessions"][0]
     assert first["session_id"] == SPOTTER_MAIN
     assert any(f["kind"] == "code.edit" and f["file"] == rel for f in first["fragments"])
+
+
+def test_the_summary_counts_every_edit_not_recorded_by_reason_once(tmp_path: Path) -> None:
+    """`engram ingest` says what became of edits it could not index: patches whose text the
+    transcript lost (counted per file Codex reported), patches no known state of their file
+    places (recorded without line ranges). A grown session's next ingest counts only its new
+    lines' edits: the earlier ones were reported with the earlier tape."""
+    from test_codex import Rollout, custom_ok, patch  # noqa: PLC0415
+
+    root = new_repo(tmp_path, "repo")
+    (root / "app.py").write_text("def main():\n    return 0\n")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "base")
+    head = git(root, "rev-parse", "HEAD").strip()
+    r = Rollout().meta(root, head).turn(root)
+    r.custom("lost", "[REDACTED]", custom_ok("app.py", "cli.py"))
+    r.custom("nowhere", patch("*** Update File: app.py", "@@", "-    x = compute()", "+    x = 2"), custom_ok("app.py"))
+    r.custom("fine", patch("*** Update File: app.py", "@@", "-    return 0", "+    return 1"), custom_ok("app.py"))
+    path = r.write(tmp_path / "sessions" / "rollout-2025-11-22T20-00-00-019a0000-0000-7000-8000-0000000000aa.jsonl")
+    out = run_engram(root, "ingest", str(path)).stdout
+    assert "2 edits" in out
+    assert "edits: 1 without line ranges" in out, out
+    assert "edits: 1 placed by their context" in out, out  # the one after: on the state the session last knew
+    assert "edits not recorded: 2 × apply_patch input redacted or unparseable" in out, out
+    r.custom("lost-again", "*** Begin Patch\n[REDACTED]\n", custom_ok("app.py"))
+    r.write(path)
+    again = run_engram(root, "ingest", str(path)).stdout
+    assert "1 new tapes" in again and "without line ranges" not in again, again
+    assert "edits not recorded: 1 × apply_patch input redacted or unparseable" in again, again

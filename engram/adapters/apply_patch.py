@@ -367,6 +367,29 @@ def patch_from_custom(name: str, raw: str) -> PatchCall | None:
     return patch_from_function(name, args) if isinstance(args, dict) else None
 
 
+_RUNS_APPLY_PATCH: Final = re.compile(r"\A\s*(?:cd\s+\S+\s*&&\s*)?(?:apply_patch|applypatch)\b")
+
+
+def patch_attempt(name: str, payload: Any) -> bool:
+    """Whether a call that holds no readable patch was meant to apply one: the `apply_patch` tool
+    by name, a command vector starting with it, or a shell script running it (`[cd DIR &&]
+    apply_patch …`). Such a call's edits are lost when it succeeded (a transcript exported with
+    its patches redacted, a patch cut short): counted, not silently dropped."""
+    if name in APPLY_PATCH_COMMANDS:
+        return True
+    if isinstance(payload, str):
+        payload = _load_json(payload) if payload.lstrip().startswith("{") else payload
+        if isinstance(payload, str):
+            return payload.lstrip().startswith(BEGIN_PATCH)
+    if not isinstance(payload, dict):
+        return False
+    cmd = payload.get("command") if payload.get("command") is not None else payload.get("cmd")
+    if isinstance(cmd, list) and cmd:
+        script = shell_script(cmd)
+        return (cmd[0] in APPLY_PATCH_COMMANDS) if script is None else bool(_RUNS_APPLY_PATCH.match(script))
+    return isinstance(cmd, str) and bool(_RUNS_APPLY_PATCH.match(cmd))
+
+
 # ---------------------------------------------------------------- replaying an Update
 
 

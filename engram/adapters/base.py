@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -49,12 +50,21 @@ class Capture:
     events: list[Event] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)  # malformed input, by reason
     ignored: Counter[str] = field(default_factory=Counter)  # well-formed records not worth a tape event
+    dropped: Counter[str] = field(default_factory=Counter)  # edits the session made that no code.edit holds, by reason
+    dropped_at: list[tuple[tuple[int, int], str]] = field(default_factory=list)  # (source line, reason) of each
     positions: list[tuple[int, int]] = field(default_factory=list)  # (source index, line offset) per event
     cursor: tuple[int, int] = (0, 0)  # the line being read
 
     def add(self, event: Event) -> None:
         self.events.append(event)
         self.positions.append(self.cursor)
+
+    def drop(self, reason: str, n: int = 1, at: tuple[int, int] | None = None) -> None:
+        """Count `n` edits the transcript shows and no code.edit will hold, and why (the ingest
+        summary lists them: `IngestStats.edits_note`); `at`: the source line (default: the one
+        being read), so a later segment of a growing session does not count them again."""
+        self.dropped[reason] += n
+        self.dropped_at += [(at or self.cursor, reason)] * n
 
 
 @dataclass
@@ -210,17 +220,66 @@ def is_windows_path(path: PurePosixPath | None) -> bool:
     return (len(s) >= 3 and s[0] == "/" and s[1].isalpha() and s[2] == ":") or s.startswith("//")
 
 
+#: Why `PathMapper.to_repo` gave no repository path (`PathMapper.drop_reason`).
+OUTSIDE: Final = "outside the repository"
+GIT_DIR: Final = "a file under .git/ (git's own, not code)"
+
+# Where a session may be started that is no repository: the file system's root, a home directory
+# (`/Users/x`, `/home/x`, `/root`, `C:\\Users\\x`) and the temporary directory.
+_NO_REPOSITORY_RE: Final = re.compile(
+    r"^(?:/|/root|/var/root|/(?:Users|home)(?:/[^/]+)?|/(?:private/)?tmp|/[A-Za-z]:(?:/Users(?:/[^/]+)?)?)/?$")
+
+
+def holds_no_repository(cwd: PurePosixPath) -> bool:
+    """Whether a recorded cwd is a directory no repository's paths are taken from: the file
+    system's root, a home directory, the temporary directory.
+
+    Why: a session's paths are taken relative to its cwd when that is not a work tree of this
+    repository (a session recorded on another machine). Sessions started in the home directory
+    edited `~/bin/backup.sh`, `~/.ssh/config` and `~/Applications/…`: taken relative to the home
+    directory, they were indexed as the repository's `bin/backup.sh`, `.ssh/config`, …"""
+    return bool(_NO_REPOSITORY_RE.match(str(cwd)))
+
+
+def folds_case(cwd: PurePosixPath | None) -> bool:
+    """Whether a session's paths name files case-insensitively: recorded on macOS (`/Users/…`,
+    `/Volumes/…`) or Windows, whose file systems ignore case by default, or read on one.
+
+    Why: an agent there may type `~/documents/app/x.py` for the real `~/Documents/app/x.py`, and
+    both name the same file; compared as text, the edit fell outside the repository."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    s = str(cwd) if cwd is not None else ""
+    return is_windows_path(cwd) or s.startswith(("/Users/", "/Volumes/"))
+
+
+def relative_to(path: PurePosixPath, root: PurePosixPath, fold: bool = False) -> PurePosixPath | None:
+    """`path` relative to `root`, None when `root` does not hold it; `fold` compares names
+    case-insensitively (the relative part keeps the case `path` has)."""
+    if not fold:
+        try:
+            return path.relative_to(root)
+        except ValueError:
+            return None
+    n = len(root.parts)
+    if len(path.parts) < n or [x.casefold() for x in path.parts[:n]] != [x.casefold() for x in root.parts]:
+        return None
+    return PurePosixPath(*path.parts[n:]) if len(path.parts) > n else PurePosixPath(".")
+
+
 @dataclass
 class PathMapper:
     """Maps a session's file paths onto this repository.
 
-    A path inside the session's tree (its git root when known, else its recorded cwd), this
-    repository's root or another work tree of this repository is taken relative to the innermost
-    of them that holds it, so a session started in one worktree that edits a file in another, or
-    in a worktree nested in the checkout (`.claude/worktrees/x`), lands on the repository path.
-    `--map FROM=TO` pairs are applied first. Paths outside all of them map to None: the event stays
-    a tool event. A session recorded on Windows has its paths read in POSIX form (`posix_path`);
-    their case is kept as recorded, so a file named in two cases is two files.
+    A path inside the session's tree (its git root when known, else its recorded cwd, unless that
+    is a home directory or the like: `holds_no_repository`), this repository's root or another
+    work tree of this repository is taken relative to the innermost of them that holds it, so a
+    session started in one worktree that edits a file in another, or in a worktree nested in the
+    checkout (`.claude/worktrees/x`), lands on the repository path. `--map FROM=TO` pairs are
+    applied first. Paths outside all of them, and files under `.git/`, map to None (the event
+    stays a tool event; `drop_reason` says why). A session recorded on Windows has its paths read
+    in POSIX form (`posix_path`); one recorded on macOS or Windows has them compared without case
+    (`folds_case`), and a path that names an existing file in another case takes the file's.
     """
 
     repo_root: Path
@@ -228,43 +287,85 @@ class PathMapper:
     cwd: PurePosixPath | None
     maps: list[tuple[str, str]] = field(default_factory=list)
     trees: tuple[PurePosixPath, ...] = ()  # every work tree of this repository
+    fold: bool | None = None  # compare names case-insensitively; None: `folds_case(cwd)`
+
+    def __post_init__(self) -> None:
+        if self.fold is None:
+            self.fold = folds_case(self.cwd)
+        if self.session_root is not None and holds_no_repository(self.session_root):
+            self.session_root = None
 
     def to_repo(self, path: str, base: str | None = None) -> str | None:
         """Repository-relative POSIX path for `path` (absolute, or relative to `base`/cwd)."""
+        return self._placed(path, base)[0]
+
+    def drop_reason(self, path: str, base: str | None = None) -> str:
+        """Why `to_repo` gives None for `path`: OUTSIDE or GIT_DIR ("" when it does not)."""
+        return self._placed(path, base)[1]
+
+    def _placed(self, path: str, base: str | None) -> tuple[str | None, str]:
         if not path:
-            return None
+            return None, OUTSIDE
         cache = self.__dict__.setdefault("_cache", {})
         key = (path, base)
         if key not in cache:
-            cache[key] = self._to_repo(path, base)
+            rel = self._to_repo(path, base)
+            if rel is None:
+                cache[key] = (None, OUTSIDE)
+            elif ".git" in PurePosixPath(rel).parts:
+                cache[key] = (None, GIT_DIR)
+            else:
+                cache[key] = (rel, "")
         return cache[key]
 
     def _to_repo(self, path: str, base: str | None) -> str | None:
         windows = is_windows_path(self.cwd)
-        p = PurePosixPath(apply_maps(posix_path(path, windows), self.maps))
+        fold = bool(self.fold)
+        p = PurePosixPath(apply_maps(posix_path(path, windows), self.maps, fold))
         if not p.is_absolute():
             anchor = PurePosixPath(posix_path(base, windows)) if base else self.cwd
             if anchor is None:
                 return _clean_relative(p)
             if not anchor.is_absolute() and self.cwd is not None:
                 anchor = self.cwd / anchor
-            p = PurePosixPath(apply_maps(str(anchor / p), self.maps))  # the session root is the mapped cwd's
+            # the session root is the mapped cwd's
+            p = PurePosixPath(apply_maps(str(anchor / p), self.maps, fold))
         p = PurePosixPath(os.path.normpath(str(p)))
         best: PurePosixPath | None = None
         best_root: PurePosixPath | None = None
         for root in (PurePosixPath(str(self.repo_root)), self.session_root, *self.trees):
             if root is None:
                 continue
-            try:
-                rel = p.relative_to(root)
-            except ValueError:
+            rel = relative_to(p, root, fold)
+            if rel is None:
                 continue
             if best is None or len(rel.parts) < len(best.parts):
                 best, best_root = rel, root
         if best is None or best_root is None:
             return None
-        gone = removed_worktree(best_root, p)
-        return _clean_relative(p.relative_to(gone) if gone is not None else best)
+        gone = removed_worktree(best_root, best_root / best)
+        found = _clean_relative((best_root / best).relative_to(gone) if gone is not None else best)
+        return self._real_case(found) if fold and found is not None else found
+
+    def _real_case(self, rel: str) -> str:
+        """`rel` spelled as the repository's files are, when it names one in another case."""
+        here = Path(self.repo_root)
+        if (here / rel).exists():
+            return rel
+        names = self.__dict__.setdefault("_names", {})
+        out: list[str] = []
+        for part in PurePosixPath(rel).parts:
+            if here not in names:
+                try:
+                    names[here] = {n.casefold(): n for n in os.listdir(here)} if here.is_dir() else {}
+                except OSError:
+                    names[here] = {}
+            real = names[here].get(part.casefold())
+            if real is None:
+                return rel  # a file the session created: its own spelling
+            out.append(real)
+            here = here / real
+        return "/".join(out)
 
 
 # Where worktrees are made inside a checkout, by convention: the common `.worktrees/<name>` and
@@ -288,11 +389,14 @@ def removed_worktree(tree: PurePosixPath, path: PurePosixPath) -> PurePosixPath 
     return None
 
 
-def apply_maps(path: str, maps: list[tuple[str, str]]) -> str:
-    """`path` (POSIX form) with the first `--map FROM=TO` pair that holds it applied."""
+def apply_maps(path: str, maps: list[tuple[str, str]], fold: bool = False) -> str:
+    """`path` (POSIX form) with the first `--map FROM=TO` pair that holds it applied; `fold`
+    (a session recorded on macOS or Windows, `folds_case`) compares FROM without case."""
     for src, dst in maps:
         src = posix_path(src).rstrip("/")
-        if path == src or path.startswith(src + "/"):
+        head = path[:len(src)]
+        if (head == src or (fold and head.casefold() == src.casefold())) and (len(path) == len(src)
+                                                                              or path[len(src)] == "/"):
             return dst.rstrip("/") + path[len(src):]
     return path
 

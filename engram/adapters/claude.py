@@ -444,7 +444,7 @@ def _edit(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | No
     path = tur.get("filePath") or inp.get("file_path") or inp.get("notebook_path") or ""
     rel = mapper.to_repo(str(path))
     if rel is None:
-        cap.ignored["edit outside the repository"] += 1
+        cap.drop(mapper.drop_reason(str(path)))  # counted in the ingest summary
         return None
     ev = _base(rec, agent, E.CODE_EDIT)
     ev.update(file=rel, tool=name, call_id=call_id)

@@ -7,12 +7,17 @@ agent_reasoning), kept only when no response_item carries the same text.
 Edits come from `apply_patch`, whichever way it reached the tool (see apply_patch.py), and
 only when the call's output (or a `patch_apply_end` event) says it succeeded. Patches carry no
 line numbers, so we keep our own copy of every file the session touched — starting from the
-file at the session's git commit — and replay each successful patch on it, the way Codex
-does. Where a hunk cannot be placed on our copy, the `unified_diff` of the call's
-`patch_apply_end` (newer Codex versions), which Codex computed on the real file, gives the
-ranges; without one the edit is still recorded, with unknown (null) ranges: a wrong range would
-be worse than none. Shell commands that may rewrite files behind our back (sed -i,
-redirections, formatters, git checkout…) make our copy of those files unknown.
+file at the session's git commit (without one this repository has, at its newest commit before
+the file was first touched) — and replay each successful patch on it, the way Codex does.
+Where a hunk cannot be placed on our copy, the `unified_diff` of the call's `patch_apply_end`
+(newer Codex versions), which Codex computed on the real file, gives the ranges; without one
+the patch is placed by its context in the nearest other state of the file we know (`placed`:
+the session's last copy, the history at the edit's time, the working tree), and only when none
+holds its context is the edit recorded with unknown (null) ranges. Shell commands that may
+rewrite files behind our back (sed -i, redirections, formatters, git checkout…) make our copy
+of those files unknown; `mv` / `git mv` move it (and are recorded as moves). Edits the rollout
+shows and no code.edit holds (a redacted patch, one outside the repository) are counted by
+reason (`Capture.drop`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Final, Iterable
+from typing import Any, Callable, Final, Iterable, Iterator
 
 from engram.adapters.apply_patch import (
     FileOp,
@@ -35,11 +40,12 @@ from engram.adapters.apply_patch import (
     apply_update,
     patch_changes,
     patch_from_argv,
+    patch_attempt,
     patch_from_custom,
     patch_from_function,
     shell_script,
 )
-from engram.adapters.base import Capture, Line, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.base import OUTSIDE, Capture, Line, PathMapper, SourceSpan, read_jsonl
 from engram.adapters.unified import (
     Change,
     apply_hunks,
@@ -85,7 +91,8 @@ _SCRIPT_RUNNERS: Final = frozenset({"python", "python3", "node", "ruby", "perl",
 _FORMATTERS: Final = frozenset({"black", "isort", "autopep8", "yapf", "rustfmt", "gofmt", "goimports", "clang-format",
                                 "pre-commit", "autoflake", "pyupgrade"})
 _GIT_REWRITES: Final = frozenset({"checkout", "restore", "reset", "stash", "pull", "merge", "rebase", "apply", "am",
-                                  "cherry-pick", "revert", "switch", "mv", "rm"})
+                                  "cherry-pick", "revert", "switch"})
+_GIT_FILE_WRITES: Final = frozenset({"mv", "rm"})  # git commands that change only the files they name
 _PREFIXES: Final = frozenset({"sudo", "time", "env", "nice", "xargs", "npx", "exec", "command"})
 _REDIRECT_RE: Final = re.compile(r"(?<![0-9&<>])>{1,2}\s*(?!&|/dev/null\b)[^\s>]")
 _PIECE_SPLIT_RE: Final = re.compile(r"&&|\|\||[;&|\n()`]")
@@ -207,30 +214,82 @@ def patch_status(out: Output) -> bool | None:
 # ---------------------------------------------------------------- file contents
 
 
+# Where a patch our copy could not place was placed by its context instead (a code.edit's `placed`).
+EARLIER: Final = "earlier in the session"  # the file as this session last knew it
+HISTORY: Final = "git history"  # the file in this repository's newest commit before the edit
+TREE: Final = "working tree"  # the file as it is now
+
+
 class Files:
     """Our copy of the files a session touched, as text; None where we do not know it.
 
     A file's first version is its blob at the session's commit (when this repository has
-    that commit), else the file on disk now, else unknown. After that only our replay of the
-    session's patches changes it.
+    that commit; else at the newest commit before the moment it is first touched), else the file
+    on disk now, else unknown. After that only our replay of the session's patches changes it.
+    `last` keeps the nearest state we had of each file once our copy is forgotten, for placing
+    a patch by its context (`nearby`).
     """
 
     def __init__(self, repo_root: Path) -> None:
         self.root = repo_root
         self.text: dict[str, str | None] = {}
+        self.last: dict[str, str] = {}  # the last text each file had in our copy (exact or placed by context)
         self.commit: str | None = None
+        self.now: Any = None  # the time of the record being read
         self.frozen = False  # something rewrote unknown files: stop trusting first versions
         self.tainted: list[str] = []  # scripts that may have rewritten the files they name
         self._commit_ok: bool | None = None
+        self._before: dict[str, str | None] = {}  # time -> the newest commit before it
 
     def get(self, rel: str) -> str | None:
         if rel not in self.text:
             stale = self.frozen or any(_named_in(rel, script) for script in self.tainted)
-            self.text[rel] = None if stale else self._first_version(rel)
+            self.set(rel, None if stale else self._first_version(rel))
         return self.text[rel]
 
     def set(self, rel: str, text: str | None) -> None:
         self.text[rel] = text
+        if text is not None:
+            self.last[rel] = text
+
+    def nearby(self, rel: str, tried: str | None) -> Iterator[tuple[str, str]]:
+        """States of `rel` near the one a patch was applied to, nearest first, with where each
+        came from (EARLIER, HISTORY, TREE); none equal to `tried` or to one given before.
+
+        For a patch our copy cannot place: the file at the session's commit when this
+        repository lacks that commit (exported rollouts, a colleague's branch), or once a command
+        rewrote it. Codex found the patch's lines by their context in the real file; one of
+        these usually still holds them."""
+        seen = {tried}
+        candidates: list[tuple[str, Callable[[], str | None]]] = [
+            (EARLIER, lambda: self.last.get(rel)),
+            (HISTORY, lambda: self._at_time(rel, self.now)),
+            (TREE, lambda: self._on_disk(rel)),
+        ]
+        for where, load in candidates:
+            text = load()
+            if text is not None and text not in seen:
+                seen.add(text)
+                yield where, text
+
+    def _at_time(self, rel: str, when: Any) -> str | None:
+        """`rel` in the newest commit of this repository's HEAD made before `when`."""
+        if not isinstance(when, str) or not when or not (self.root / ".git").exists():
+            return None
+        key = when[:16]  # to the minute: one git call per minute of edits
+        if key not in self._before:
+            out = self._git("log", "-1", "--format=%H", f"--before={when}", "HEAD")
+            self._before[key] = out.decode().strip() or None if out is not None else None
+        commit = self._before[key]
+        blob = self._git("cat-file", "blob", f"{commit}:{rel}") if commit else None
+        return _decode(blob) if blob is not None else None
+
+    def _on_disk(self, rel: str) -> str | None:
+        path = self.root / rel
+        try:
+            return _decode(path.read_bytes()) if path.is_file() else None
+        except OSError:
+            return None
 
     def forget_named_in(self, script: str) -> None:
         """Forget every file `script` names (by path or file name), now and when first loaded later."""
@@ -245,15 +304,23 @@ class Files:
         self.frozen = True
 
     def _first_version(self, rel: str) -> str | None:
+        """The file when the session first touched it: at the session's commit; without one
+        this repository has, in its newest commit before that moment (exported rollouts have
+        no `session_meta`; a colleague's commit may be on a branch never fetched here); else
+        the file on disk now.
+
+        Why the history before the disk: the working tree is the file after every later
+        session, on which a patch's context often still matches, in another place: replayed
+        on it, a third of one set's exported edits were placed at the wrong lines."""
         if self.commit and self._has_commit():
-            blob = self._git("show", f"{self.commit}:{rel}")
+            blob = self._git("cat-file", "blob", f"{self.commit}:{rel}")
             if blob is not None:
                 return _decode(blob)
-        path = self.root / rel
-        try:
-            return _decode(path.read_bytes()) if path.is_file() else None
-        except OSError:
-            return None
+        else:
+            text = self._at_time(rel, self.now)
+            if text is not None:
+                return text
+        return self._on_disk(rel)
 
     def _has_commit(self) -> bool:
         if self._commit_ok is None:
@@ -321,6 +388,8 @@ def shell_effect(script: str) -> str:
                 return "all"
             effect = "files" if inner == "files" else effect
         elif head in _FILE_WRITERS or "-exec" in args or "-execdir" in args:
+            effect = "files"
+        elif head == "git" and _git_subcommand(args) in _GIT_FILE_WRITES:
             effect = "files"
         elif head in ("sed", "perl") and any(a.startswith("-") and not a.startswith("--") and "i" in a for a in args):
             effect = "files"
@@ -529,6 +598,48 @@ class _Call:
     patch: PatchCall | None = None
     command: Any = None
     workdir: str | None = None
+    unparsed: bool = False  # meant to apply a patch, which we cannot read (`patch_attempt`)
+    answered: bool = False  # its output came
+    item: int = 0  # how many response items came before it
+    at: tuple[int, int] = (0, 0)  # its source line (`Capture.cursor`)
+    moves: list[tuple[str | None, str | None, str | None]] = field(default_factory=list)  # `mv`: (src, dst, text)
+
+
+# Why an edit the transcript shows has no code.edit (`Capture.drop`).
+UNPARSED: Final = "apply_patch input redacted or unparseable"
+NO_RESULT: Final = "apply_patch call without a result (interrupted?)"
+UNCLEAR: Final = "apply_patch result that does not say whether it applied"
+MOVED_UNKNOWN: Final = "file moved by a command, its content unknown"
+_LISTED_RE: Final = re.compile(r"^[AMD] \S", re.M)
+_MV_FLAGS: Final = frozenset("finvk")
+
+
+def mv_command(cmd: Any) -> tuple[list[str], str, str | None] | None:
+    """`(sources, target, cd)` of `mv [-finv] SRC... DST` or `git mv [-fkv] SRC... DST`, run alone
+    or after `cd DIR &&`; None for any other command (globs, pipes, several commands)."""
+    if isinstance(cmd, list):
+        script = shell_script(cmd)
+        words = [str(c) for c in cmd] if script is None else _tokens(script)
+    elif isinstance(cmd, str):
+        words = _tokens(cmd)
+    else:
+        return None
+    if not words:
+        return None
+    cd = None
+    if len(words) > 3 and words[0] == "cd" and words[2] == "&&":
+        cd, words = words[1], words[3:]
+    if words[:2] == ["git", "mv"]:
+        args = words[2:]
+    elif words[:1] == ["mv"]:
+        args = words[1:]
+    else:
+        return None
+    paths = [a for a in args if not a.startswith("-")]
+    flags = "".join(a[1:] for a in args if a.startswith("-") and a != "--")
+    if not set(flags) <= _MV_FLAGS or len(paths) < 2 or any(c in a for a in paths for c in "*?[{$`;&|<>()"):
+        return None
+    return paths[:-1], paths[-1], cd
 
 
 def started(records: Iterable[dict[str, Any]]) -> str | None:
@@ -625,6 +736,22 @@ def _edit_event(fields: dict[str, Any], ts: Any, call_id: str) -> dict[str, Any]
             "before_sha": E.sha256_text(fields["before_text"]), "after_sha": E.sha256_text(fields["after_text"])}
 
 
+def _edit_events(fields: dict[str, Any], ts: Any, call_id: str) -> list[dict[str, Any]]:
+    """The code.edits of one file operation: one, or for a move two: the edit under its
+    destination (`from_file` names the source), then the source's removal (`moved_to`).
+
+    Why: the index files an edit under its `file`; a moved file's edit filed under the path it
+    left was found by `explain` on the new path only through the patch's text."""
+    if fields.get("op") != "move" or not fields.get("to_file"):
+        return [_edit_event(fields, ts, call_id)]
+    src, dst = fields["file"], fields["to_file"]
+    moved = {k: v for k, v in fields.items() if k != "to_file"} | {"file": dst, "from_file": src}
+    gone = {"file": src, "op": "delete", "moved_to": dst, "before_range": None, "after_range": [1, 0],
+            "before_text": "", "after_text": "", "file_before_sha": fields.get("file_before_sha"),
+            "file_after_sha": None}
+    return [_edit_event(moved, ts, call_id), _edit_event(gone, ts, call_id)]
+
+
 def _started_at(header: dict[str, Any], ts: Any) -> Any:
     return header.get("timestamp") or ts
 
@@ -666,6 +793,8 @@ class _Rollout:
         self.mapper_for = mapper_for
         self.st = _State()
         self.files = Files(repo_root)
+        self.outside = OUTSIDE  # why the file operation being read has no repository path
+        self.items = 0  # response items read so far
 
     def run(self, lines: list[Line]) -> None:
         self.st.echoes = _echoes(lines)
@@ -675,10 +804,12 @@ class _Rollout:
             if rec is None:
                 continue
             self.cap.cursor = (0, line.offset)
+            self.files.now = rec.get("timestamp") or self.files.now
             if i < copied:
                 self.copied(rec)
             else:
                 self.record(rec)
+        self.unsettled()
 
     def copied(self, rec: dict[str, Any]) -> None:
         """A record of the parent's history a forked thread starts with: not this session's work.
@@ -766,6 +897,7 @@ class _Rollout:
     # ------------------------------------------------------------ response items
 
     def response_item(self, p: dict[str, Any], ts: Any) -> None:
+        self.items += 1
         t = p.get("type") if isinstance(p.get("type"), str) else None
         if t == "message":
             self.message(p, ts)
@@ -863,10 +995,14 @@ class _Rollout:
             args = _json_dict(raw_args) if isinstance(raw_args, str) else raw_args if isinstance(raw_args, dict) else None
             call.input = args if args is not None else {"arguments": raw_args}
             call.patch = patch_from_function(name, args)
+        if call.patch is None:
+            call.unparsed = patch_attempt(name, p.get("input") if t == "custom_tool_call" else args)
         if args is not None and call.patch is None:
             call.command = args.get("command") if args.get("command") is not None else args.get("cmd")
             call.workdir = _str(args.get("workdir"))
+            call.moves = self.shell_moves(call)
             self.invalidate(call)
+        call.item, call.at = self.items, self.cap.cursor
         self.st.calls[call_id] = call
         self.add(ts, E.TOOL_CALL, call_id=call_id, name=name, input=call.input)
 
@@ -894,6 +1030,8 @@ class _Rollout:
         ev: dict[str, Any] = {"kind": E.TOOL_RESULT, "ts": ts, "call_id": call_id, "name": call.name if call else "",
                               "is_error": out.failed, "exit_code": out.exit_code, "stdout": out.text, "stderr": ""}
         derived: list[dict[str, Any]] = []
+        if call is not None:
+            call.answered = True
         if call is not None and call.patch is not None:
             status = patch_status(out)
             ev["is_error"] = status is False
@@ -901,6 +1039,10 @@ class _Rollout:
                 self.st.settled.add(call_id)
                 if status:
                     derived = self.edits(call, call_id, ts)
+        elif call is not None and call.unparsed:
+            self.unparsed_result(call_id, out)
+        elif call is not None and call.moves and out.ok:
+            derived = self.moved(call, call_id, ts)
         elif call is not None and call.command is not None and out.ok and not out.truncated:
             read = self.read(call, call_id, out, ts)
             if read is not None:
@@ -909,6 +1051,69 @@ class _Rollout:
         self.cap.add(ev)
         for d in derived:
             self.cap.add(d)
+
+    def unparsed_result(self, call_id: str, out: Output) -> None:
+        """A patch we cannot read whose output came: counted as dropped edits when Codex applied
+        it (one per file its output lists); a `patch_apply_end` may still bring its changes."""
+        status = patch_status(out)
+        if call_id in self.st.settled or status is None:
+            return
+        self.st.settled.add(call_id)
+        if status:
+            self.cap.drop(UNPARSED, len(_LISTED_RE.findall(out.text)) or 1)
+
+    def shell_moves(self, call: _Call) -> list[tuple[str | None, str | None, str | None]]:
+        """The files a `mv` / `git mv` command would move, as repository paths (None: outside),
+        with the source's text as our copy has it now (before `invalidate` forgets it)."""
+        found = mv_command(call.command)
+        if found is None:
+            return []
+        sources, target, cd = found
+        mapper = self.mapper_for(call.cwd)
+        base = _join(call.workdir, cd)
+        target_rel = mapper.to_repo(target, base=base)
+        into = target.endswith("/") or len(sources) > 1 or (
+            target_rel is not None and (self.files.root / target_rel).is_dir())
+        moves: list[tuple[str | None, str | None, str | None]] = []
+        for src in sources:
+            into_path = posixpath.join(target, posixpath.basename(src.rstrip("/"))) if into else target
+            s, d = mapper.to_repo(src, base=base), mapper.to_repo(into_path, base=base)
+            if s is None and d is None:
+                continue
+            if s is not None and ((self.files.root / s).is_dir() or any(k.startswith(s + "/") for k in self.files.text)):
+                return []  # a directory: its files are forgotten, not moved one by one
+            moves.append((s, d, self.files.get(s) if s is not None else None))
+        return moves
+
+    def moved(self, call: _Call, call_id: str, ts: Any) -> list[dict[str, Any]]:
+        """The code.edits of a successful `mv`: each file moved, as an apply_patch move of it
+        without changes; a file moved out of the repository is deleted from it."""
+        out: list[dict[str, Any]] = []
+        for src, dst, text in call.moves:
+            fields: dict[str, Any]
+            if src is not None and dst is None:
+                fields = self.delete_known(src, text)
+            elif src is None or text is None:
+                self.cap.drop(MOVED_UNKNOWN if src is not None else OUTSIDE)
+                continue
+            else:
+                self.files.set(src, None)
+                self.files.set(dst, text)
+                lines = split_lines(text)
+                fields = {"file": src, "op": "move", "to_file": dst, **_ranges([], lines, lines),
+                          "file_before_sha": E.git_blob_sha(text), "file_after_sha": E.git_blob_sha(text)}
+            for ev in _edit_events(fields, ts, call_id):
+                out.append(ev | {"tool": call.name})
+        return out
+
+    def unsettled(self) -> None:
+        """Count the patch calls the rollout never says the outcome of, once it is over: their
+        edits are not recorded (a call the rollout ends with may still be running: not yet)."""
+        for call_id, call in self.st.calls.items():
+            if (call.patch is None and not call.unparsed) or call_id in self.st.settled or call.item >= self.items:
+                continue
+            n = len(call.patch.ops) if call.patch is not None else 1
+            self.cap.drop(UNCLEAR if call.answered else NO_RESULT, n, at=call.at)
 
     # ------------------------------------------------------------ event messages
 
@@ -946,6 +1151,15 @@ class _Rollout:
             for ev in self.applied_edits(call_id, p.get("changes"), ts):
                 self.cap.add(ev)
             return
+        if call is not None and call.unparsed and call_id not in self.st.settled and isinstance(p.get("success"), bool):
+            self.st.settled.add(call_id)
+            if p["success"]:  # what Codex applied, though the input it was given is unreadable here
+                applied = self.applied_edits(call_id, p.get("changes"), ts)
+                if not applied and not p.get("changes"):
+                    self.cap.drop(UNPARSED)
+                for ev in applied:
+                    self.cap.add(ev)
+            return
         if call is None or call.patch is None or call_id in self.st.settled or not isinstance(p.get("success"), bool):
             return
         self.st.settled.add(call_id)
@@ -965,10 +1179,11 @@ class _Rollout:
         for path, ch in changes.items() if isinstance(changes, dict) else ():
             if not isinstance(ch, dict):
                 self.cap.skipped["applied change that is not an object"] += 1
+                self.cap.drop("applied change that is not an object")
                 continue
             rel = mapper.to_repo(str(path))
             if rel is None:
-                self.cap.ignored["edit outside the repository"] += 1
+                self.cap.drop(mapper.drop_reason(str(path)))
                 continue
             fields: dict[str, Any] | None = None
             if ch.get("type") == "add" and isinstance(ch.get("content"), str):
@@ -979,9 +1194,9 @@ class _Rollout:
                 moved = mapper.to_repo(str(ch["move_path"])) if isinstance(ch.get("move_path"), str) else None
                 fields = self.diff_update(rel, moved, ch["unified_diff"])
             if fields is None:
-                self.cap.ignored["applied change without its text"] += 1
+                self.cap.drop("applied change without its text")
                 continue
-            out.append(_edit_event(fields, ts, call_id))
+            out += _edit_events(fields, ts, call_id)
         return out
 
     def diff_update(self, src: str, moved: str | None, diff: str) -> dict[str, Any] | None:
@@ -1065,10 +1280,11 @@ class _Rollout:
         for op in call.patch.ops:
             src = mapper.to_repo(op.path, base=call.patch.workdir)
             dst = mapper.to_repo(op.move_to, base=call.patch.workdir) if op.move_to else src
+            self.outside = mapper.drop_reason(op.move_to or op.path, base=call.patch.workdir) or OUTSIDE
             fields = self.edit(op, src, dst, diffs.get(src) if src is not None else None)
             if fields is None:
                 continue
-            out.append(_edit_event(fields, ts, call_id))
+            out += _edit_events(fields, ts, call_id)
         return out
 
     def edit(self, op: FileOp, src: str | None, dst: str | None, diff: str | None = None) -> dict[str, Any] | None:
@@ -1083,7 +1299,8 @@ class _Rollout:
         else:
             return self.update(op, src, dst, diff)
         if fields is None:
-            self.cap.ignored["edit outside the repository"] += 1
+            self.cap.drop(self.outside)
+            log.debug("%s: %s", op.move_to or op.path, self.outside)
         return fields
 
     def update(self, op: FileOp, src: str, dst: str | None, diff: str | None = None) -> dict[str, Any] | None:
@@ -1106,6 +1323,10 @@ class _Rollout:
             if placed:
                 fields.update(edit_ranges(placed))  # where Codex itself applied it
                 return fields
+            by_context = self.place_by_context(op, src, dst, old)
+            if by_context is not None:
+                fields.update(by_context)
+                return fields
             if result is not None:
                 log.info("%s: cannot place the patch (%s); recording the edit without ranges", src, result.error)
             removed, added = patch_changes(op.chunks)
@@ -1118,6 +1339,22 @@ class _Rollout:
         assert old is not None
         fields.update(_ranges(result.changes, split_lines(old), split_lines(new)))
         return fields
+
+    def place_by_context(self, op: FileOp, src: str, dst: str, tried: str | None) -> dict[str, Any] | None:
+        """The ranges and texts of an update our copy of `src` cannot place (`tried`: that copy),
+        found the way Codex found them, by the patch's context, in a nearby state of the file
+        (`Files.nearby`); `placed` says which. None when no state holds the context.
+
+        The state is near the real one, not the real one: the ranges can be off by the lines
+        that changed in between, so the file hashes stay unknown and our copy too; the result
+        is kept (`Files.last`) only to place this session's later patches of the file."""
+        for where, text in self.files.nearby(src, tried):
+            result = apply_update(text, op.chunks)
+            if result.new_text is None or not (result.changes or dst != src):
+                continue
+            self.files.last[dst] = result.new_text
+            return {**_ranges(result.changes, split_lines(text), split_lines(result.new_text)), "placed": where}
+        return None
 
     def create(self, rel: str, content: str) -> dict[str, Any]:
         self.files.set(rel, content)

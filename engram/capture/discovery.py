@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
-from engram.adapters.base import SourceSpan, is_windows_path, posix_path
+from engram.adapters.base import SourceSpan, folds_case, is_windows_path, posix_path, relative_to
 from engram.capture.stats import IngestStats
 from engram.errors import BadInput
 from engram.store.repo import git_toplevel, git_worktrees
@@ -227,7 +227,10 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
     trees = [str(t) for t in repo_trees(repo_root)]
 
     def ours(cwd: str | None) -> bool:
-        return cwd is not None and any(cwd == t or cwd.startswith(t.rstrip("/") + "/") for t in trees)
+        if cwd is None:
+            return False
+        p = PurePosixPath(posix_path(cwd))
+        return any(relative_to(p, PurePosixPath(t), folds_case(p)) is not None for t in trees)
 
     jobs: list[Job] = []
     cdir = claude_dir or claude_home() / "projects"
@@ -258,7 +261,8 @@ def session_root_for(repo_root: Path, cwd: str | None) -> PurePosixPath | None:
     if not cwd:
         return None
     p = PurePosixPath(posix_path(cwd))
-    holding = [t for t in repo_trees(repo_root) if p == t or t in p.parents]
+    fold = folds_case(p)  # `/Users/x/documents/app` is the work tree `/Users/x/Documents/app`
+    holding = [t for t in repo_trees(repo_root) if relative_to(p, t, fold) is not None]
     if holding:
         return max(holding, key=lambda t: len(t.parts))
     if is_windows_path(p):

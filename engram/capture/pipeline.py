@@ -28,6 +28,7 @@ from engram.adapters.base import (
     PathMapper,
     SourceSpan,
     apply_maps,
+    folds_case,
     posix_path,
 )
 from engram.capture.discovery import (
@@ -60,10 +61,11 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
     roots: dict[str | None, PurePosixPath | None] = {}
 
     def mapper_for(cwd: str | None) -> PathMapper:
+        recorded = PurePosixPath(posix_path(cwd)) if cwd else None
         if cwd not in roots:  # a session recorded elsewhere has its tree found where `--map` puts it
-            roots[cwd] = session_root_for(repo_root, apply_maps(posix_path(cwd), maps) if cwd else None)
-        return PathMapper(repo_root, roots[cwd], PurePosixPath(posix_path(cwd)) if cwd else None, maps,
-                          repo_trees(repo_root))
+            mapped = apply_maps(posix_path(cwd), maps, folds_case(recorded)) if cwd else None
+            roots[cwd] = session_root_for(repo_root, mapped)
+        return PathMapper(repo_root, roots[cwd], recorded, maps, repo_trees(repo_root))
 
     if job.harness == CLAUDE:
         from engram.adapters.claude import parse_session  # noqa: PLC0415
@@ -177,9 +179,24 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     stats.events += row["events"]  # as `engram tapes` counts them: the tape's meta event #0 included
     stats.edits += row["edits"]
     stats.reads += row["reads"]
+    count_edits(stats, cap, events, starts)
     stats.raw_bytes += sum(s.end - st for s, st in zip(cap.sources, starts))
     stats.tape_bytes += written.size
     return Captured(stats, written, row, events[0]["sources"])
+
+
+def count_edits(stats: IngestStats, cap: Capture, events: list[dict[str, Any]], starts: list[int]) -> None:
+    """What became of the edits of the lines this tape captures (`IngestStats.edits_note`): the
+    code.edits placed only by their context or without line ranges, and the edits no code.edit
+    holds, by reason (those the adapter counted at lines an earlier tape captured are counted
+    there)."""
+    for ev in events:
+        if ev.get("kind") == E.CODE_EDIT:
+            stats.unplaced += ev.get("after_range") is None
+            stats.by_context += bool(ev.get("placed"))
+    for (si, off), reason in cap.dropped_at:
+        if off >= starts[si]:
+            stats.dropped[reason] += 1
 
 
 def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from engram.adapters.base import OUTSIDE
+
 
 @dataclass
 class IngestStats:
@@ -17,18 +19,23 @@ class IngestStats:
     tape_bytes: int = 0
     unchanged: int = 0
     as_text: int = 0  # sessions with no record a harness adapter reads (adapters/raw.py)
+    unplaced: int = 0  # code.edits written without line ranges (a patch no known state of its file places)
+    by_context: int = 0  # code.edits placed by their context in a nearby state of the file (`placed`)
     skipped: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)  # edits no code.edit holds, by reason (Capture.dropped)
     redactions: Counter[str] = field(default_factory=Counter)
     written: list[str] = field(default_factory=list)
     out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
     older_text: str | None = None  # the note when the index reads events an older way (build.older_text_note)
 
     def merge(self, other: "IngestStats") -> None:
-        for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged", "as_text"):
+        for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged", "as_text",
+                     "unplaced", "by_context"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.ignored.update(other.ignored)
+        self.dropped.update(other.dropped)
         self.redactions.update(other.redactions)
         self.written.extend(other.written)
 
@@ -58,6 +65,27 @@ class IngestStats:
             line += "\n  " + self.older_text
         if skipped:
             line += "\n  skipped: " + "; ".join(f"{n} × {reason}" for reason, n in self.skipped.most_common())
-        return line
+        return line + self.edits_note()
+
+    def edits_note(self) -> str:
+        """What became of the edits the sessions made, where not every one is a code.edit with
+        line ranges: edits placed only approximately, without ranges, or not recorded at all,
+        each counted by reason. Never left out: a summary saying nothing of them read as if
+        every edit had been indexed (dozens of redacted patches in one real set)."""
+        notes: list[str] = []
+        if self.by_context:
+            notes.append(f"{self.by_context} placed by their context in a nearby state of their file (the file "
+                         "they changed is unknown: a commit not in this repository's history, or a command rewrote it)")
+        if self.unplaced:
+            notes.append(f"{self.unplaced} without line ranges (no known state of their file holds their context): "
+                         "matched by their text only")
+        out = "".join(f"\n  edits: {n}" for n in notes)
+        if self.dropped:
+            reasons = "; ".join(f"{n} × {reason}" for reason, n in self.dropped.most_common())
+            out += "\n  edits not recorded: " + reasons
+            if any(reason.startswith(OUTSIDE) for reason in self.dropped):
+                out += ("\n  note: edits outside the repository are left as tool calls; if some are the repository's "
+                        "under another path (recorded on another machine), pass --map FROM=TO")
+        return out
 
 

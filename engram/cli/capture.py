@@ -115,7 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("paths", nargs="*", help="transcript files or directories (default: discover this repo's sessions)")
     s.add_argument("--claude", metavar="DIR", help="Claude Code projects directory (default ~/.claude/projects)")
     s.add_argument("--codex", metavar="DIR", help="Codex sessions directory (default ~/.codex)")
-    s.add_argument("--map", action="append", metavar="FROM=TO", help="rewrite session paths starting with FROM")
+    s.add_argument("--map", action="append", metavar="FROM=TO", help="rewrite session paths starting with FROM (without case for sessions recorded on macOS or "
+                   "Windows)")
     s.add_argument("--watch", action="store_true", help="keep following live session files")
     s.set_defaults(func=cmd_ingest)
 

@@ -34,6 +34,7 @@ from engram.index.kinds import (
     conversational_text,
     edit_texts,
     event_text,
+    fragment_file,
     fragment_lines,
 )
 from engram.index.lineage import RunEdits, edit_confidences
@@ -127,7 +128,7 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
             continue
         fi = len(pt.frags)
         line0, line1 = fragment_lines(ev)
-        file = ev.get("file") if kind in (E.CODE_READ, E.CODE_EDIT, E.SPAN_LINK) else None
+        file = fragment_file(ev) if kind in (E.CODE_READ, E.CODE_EDIT, E.SPAN_LINK) else None
         pt.frags.append((off, KIND_NO[kind], file, ev.get("ts"), 0, line0, line1))
         texts.append(text)
         if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():

@@ -120,6 +120,16 @@ def conversational_text(ev: dict[str, Any]) -> str:
     return _BOILERPLATE.sub(" ", event_text(ev))
 
 
+def fragment_file(ev: dict[str, Any]) -> Any:
+    """The file a code event is indexed under: its `file`, except for a move in a tape written
+    before moves were filed under their destination (`file` the source, `to_file` the
+    destination), whose text and `after_range` are the destination's."""
+    if ev.get("kind") == E.CODE_EDIT and ev.get("op") == "move" and isinstance(ev.get("to_file"), str) \
+            and not ev.get("from_file"):
+        return ev["to_file"]
+    return ev.get("file")
+
+
 def fragment_lines(ev: dict[str, Any]) -> tuple[int | None, int | None]:
     r = ev.get("after_range") if ev.get("kind") == E.CODE_EDIT else ev.get("range")
     if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r):

@@ -98,8 +98,10 @@ def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
         b, a = ev.get("before_range"), ev.get("after_range")
         fmt = lambda r: "?" if not r else (f"{r[0]}-{r[1]}" if r[1] >= r[0] else f"∅@{r[0]}")  # noqa: E731
         detail = f"{ev.get('op')} {ev.get('file')} {fmt(b)} → {fmt(a)}"
-        if ev.get("to_file"):
-            detail += f" (moved to {ev['to_file']})"
+        if ev.get("from_file"):
+            detail += f" (moved from {ev['from_file']})"
+        elif ev.get("to_file") or ev.get("moved_to"):
+            detail += f" (moved to {ev.get('to_file') or ev['moved_to']})"
     elif kind == "compact":
         detail = f"compaction ({ev.get('trigger') or '?'}, {ev.get('pre_tokens') or '?'} tokens before)"
     else:
