@@ -1302,12 +1302,19 @@ class LineState:
 
 
 def _apply_maps(path: str, maps: list[tuple[str, str]]) -> str:
-    """`--map FROM=TO` on a recorded path (the first pair that holds it)."""
+    """`--map FROM=TO` on a recorded path (the first pair that holds it); a macOS or Windows FROM
+    matches without case, as those file systems do (`/Users/x/documents/...` is `Documents`)."""
     for src, dst in maps:
         src = _posix(src).rstrip("/")
-        if path == src or path.startswith(src + "/"):
+        if path == src or path.startswith(src + "/") or (_case_blind(src) and (
+                path.lower() == src.lower() or path.lower().startswith(src.lower() + "/"))):
             return dst.rstrip("/") + path[len(src):]
     return path
+
+
+def _case_blind(path: str) -> bool:
+    """A path on a file system that ignores case by default (macOS home, Windows drive)."""
+    return path.startswith("/Users/") or (len(path) > 3 and path[0] == "/" and path[2] == ":")
 
 
 def _hunks_of_diff(diff: str) -> list[dict[str, Any]]:
@@ -1503,7 +1510,7 @@ def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]
 def _under(path: str, root: str) -> str | None:
     """`path` relative to `root`, or None; a macOS or Windows path compares without case."""
     root = root.rstrip("/")
-    fold = root.startswith("/Users/") or (len(root) > 3 and root[2] == ":")
+    fold = _case_blind(root)
     p, r = (path.lower(), root.lower()) if fold else (path, root)
     if p.startswith(r + "/"):
         return path[len(root) + 1:]
@@ -1696,6 +1703,38 @@ class MultiSpan:
         return "carried" if self.carriers else "regular"
 
 
+def _one_per_session(sessions: list[Session], replay: MultiReplay, maps: list[tuple[str, str]]) -> list[Session]:
+    """One Session per session id (an old-style `agent-*.jsonl` beside its session is that session
+    too), touches keyed by project path; the grep reference then sees every transcript of a session."""
+    by: dict[str, Session] = {}
+    for s in sessions:
+        touched = _project_touches(s, replay, maps)
+        if s.sid not in by:
+            s.touched = touched
+            by[s.sid] = s
+            continue
+        first = by[s.sid]
+        first.files += s.files
+        first.text += "\n" + s.text
+        first.lines |= s.lines
+        for rel, lines in touched.items():
+            first.touched.setdefault(rel, set()).update(lines)
+    return list(by.values())
+
+
+def _project_touches(s: Session, replay: MultiReplay, maps: list[tuple[str, str]]) -> dict[str, set[str]]:
+    """A session's touched lines (load_session: keyed by the path from its own cwd) keyed by the
+    replay's project path instead: a home-directory session's `M-Claude/x.py` is the project's `x.py`."""
+    out: dict[str, set[str]] = defaultdict(set)
+    cwd = _apply_maps(_posix(s.cwd), maps)
+    for rel, lines in s.touched.items():
+        full = _apply_maps(_posix(s.cwd).rstrip("/") + "/" + rel, maps)
+        got = replay.rel(full, cwd)
+        if got is not None:
+            out[got] |= lines
+    return out
+
+
 def multi_candidates(replay: MultiReplay, n: int) -> tuple[list[SpanRef], dict[tuple[str, int], MultiSpan], int]:
     """Every n-line window of one writer with ≥60% substantive lines, and its carriers. Files whose
     text a reader splits into other lines than the replay's (a stray \\r, U+2028) are left out
@@ -1728,10 +1767,12 @@ class MultiRun:
     queries: list[Query]
     truth: list[set[str]]
     info: list[MultiSpan]  # per query
+    sid_of: dict[str, str]  # transcript path -> session id (the truth's)
+    labels: dict[str, set[str]] = field(default_factory=dict)  # truth's id -> other ids engram gave its transcripts
 
 
 def prepare_multi(work: Path, spans_per_class: int, seed: int, source: Path, history: Path | None,
-                  maps: list[tuple[str, str]], tree_with_reads: bool = False) -> MultiRun:
+                  maps: list[tuple[str, str]], tree_with_reads: bool = False, root: str | None = None) -> MultiRun:
     """Transcripts, the all-sessions replay, its git history, the sampled 5-line spans (regular and
     carried apart) and their mutated queries with the references' answers."""
     mains = prepare_transcripts(work / "transcripts", source)
@@ -1742,6 +1783,8 @@ def prepare_multi(work: Path, spans_per_class: int, seed: int, source: Path, his
     edits: list[FileEdit] = []
     harness: dict[str, str] = {}
     unread: Counter[str] = Counter()
+    extra = 0  # transcripts of a session already read (old-style agent-*.jsonl beside it, a copy)
+    sid_of: dict[str, str] = {}  # transcript path -> the session it is (the truth's identity)
     for p in mains:
         s = load_session(p, hist, copies.get(p), calls)
         recs = _records(p)
@@ -1756,11 +1799,14 @@ def prepare_multi(work: Path, spans_per_class: int, seed: int, source: Path, his
             per_file = [recs] + [_records(f) for f in (sorted(sub.glob("*.jsonl")) if sub.is_dir() else [])]
             edits += claude_edits(per_file, sid, copies.get(p) or set(), maps)
         if sid in harness:
-            unread["a second transcript of a session already read (its edits replayed as the same session)"] += 1
+            extra += 1
         harness[sid] = s.harness
+        for f in s.files:
+            sid_of[str(f)] = sid
         sessions.append(s)
-    root = multi_root(edits)
+    root = _posix(root).rstrip("/") if root else multi_root(edits)
     replay = MultiReplay(hist, root)
+    sessions = _one_per_session(sessions, replay, maps)
     for e in sorted(edits, key=lambda e: (e.when, e.sid, e.seq)):
         replay.apply(e)
     replay.finish()
@@ -1769,7 +1815,8 @@ def prepare_multi(work: Path, spans_per_class: int, seed: int, source: Path, his
     attributed = sum(w is not None for st in replay.files.values() for w in st.writer)
     total = sum(len(st.lines) for st in replay.files.values())
     carried = sum(bool(c) for st in replay.files.values() for w, c in zip(st.writer, st.carriers) if w)
-    print(f"{len(sessions)} sessions ({by_h.get('claude', 0)} claude-code, {by_h.get('codex', 0)} codex); "
+    print(f"{len(harness)} sessions ({by_h.get('claude', 0)} claude-code, {by_h.get('codex', 0)} codex) in "
+          f"{len(mains)} transcripts ({extra} more of a session already read: replayed as that session); "
           f"project root {root}; {len(writers)} sessions wrote lines still present")
     print(f"replay: {sum(replay.applied.values())} edits applied ({dict(replay.applied)}); {len(edits)} recorded; "
           f"{replay.rebased} found the file changed outside the sessions; {len(replay.files)} files, {total} lines, "
@@ -1819,7 +1866,7 @@ def prepare_multi(work: Path, spans_per_class: int, seed: int, source: Path, his
           f"{time.perf_counter() - t0:.1f}s")
     if tree_with_reads:
         print(f"working tree: {add_read_files(repo, sessions)} files the sessions only read added (untracked)")
-    return MultiRun(sessions, harness, replay, repo, queries, truth, per_query)
+    return MultiRun(sessions, harness, replay, repo, queries, truth, per_query, sid_of)
 
 
 def _store_census(store: Any, run: MultiRun) -> list[str]:
@@ -1845,6 +1892,10 @@ def _store_census(store: Any, run: MultiRun) -> list[str]:
             continue
         meta = evs[0] if evs else {}
         sid = str(meta.get("session_id") or "")
+        for src in meta.get("sources") or []:
+            mine = run.sid_of.get(str((src or {}).get("path")))
+            if mine is not None and mine != sid:
+                run.labels.setdefault(mine, set()).add(sid)
         h = str(meta.get("harness") or "?")
         seen.add(sid)
         for ev in evs:
@@ -1858,7 +1909,10 @@ def _store_census(store: Any, run: MultiRun) -> list[str]:
                 gitdir += 1
             elif f and f not in run.replay.edited and f not in run.replay.files:
                 foreign[f.split("/")[0]] += 1
-    out = [f"engram's tapes: {len(seen)} session ids; not in the truth: {len(seen - known)} "
+    out = [f"engram's tapes: {len(seen)} session ids; transcripts filed under another session's id: "
+           f"{sum(len(v) for v in run.labels.values())} ("
+           + ", ".join(f"{a[:8]} as {'/'.join(x[:8] for x in sorted(b))}" for a, b in sorted(run.labels.items())[:6])
+           + f"); ids not in the truth: {len(seen - known)} "
            f"({', '.join(sorted(s[:8] for s in seen - known)[:6])}); truth's sessions without a tape: "
            f"{len(known - seen)} ({', '.join(sorted(s[:8] for s in known - seen)[:6])})",
            f"code.edit events: {dict(edits)}; without a line range: {dict(no_range)}; under .git/: {gitdir}; "
@@ -1867,18 +1921,23 @@ def _store_census(store: Any, run: MultiRun) -> list[str]:
     return out
 
 
-def _miss_cause(q: Query, o: Outcome, sids: list[str], mi: MultiSpan, true_set: set[str], known: set[str]) -> str:
+def _miss_cause(q: Query, o: Outcome, sids: list[str], mi: MultiSpan, true_set: set[str], known: set[str],
+                labels: dict[str, set[str]]) -> str:
     """Why the writer is not first: what came first instead."""
     if not sids:
         return "no session"
     top = sids[0]
     where = "writer lower" if q.span.writer in sids else "writer absent"
+    if top in labels.get(q.span.writer, ()):
+        return f"the writer's transcript under another id first, {where}"
     if top in mi.carriers:
         return f"a carrier first, {where}"
     if top not in known:
         return f"an id no transcript has first, {where}"
     if top in true_set:
         return f"a reader first, {where}"
+    if any(top in v for v in labels.values()):
+        return f"an id engram also gave other sessions' transcripts first, {where}"
     return f"a session that never touched the span first, {where}"
 
 
@@ -1967,9 +2026,11 @@ def run_multi(args: argparse.Namespace, work: Path) -> None:
     """`--multi`: prepare, ingest every session into one store, explain every query, report."""
     if args.sessions is None:
         raise SystemExit("--multi needs --sessions DIR")
-    run = prepare_multi(work, args.spans_per_size, args.seed, args.sessions, args.history, args.maps,
-                        args.tree_with_reads)
-    store = engram_env(run.repo, [work / "transcripts", *args.distractors], args.maps)
+    here = str((work / "repo").resolve())  # `{repo}` in --map and --root: the test repository
+    maps = [(a.replace("{repo}", here), b.replace("{repo}", here)) for a, b in args.maps]
+    run = prepare_multi(work, args.spans_per_size, args.seed, args.sessions, args.history, maps,
+                        args.tree_with_reads, args.root.replace("{repo}", here) if args.root else None)
+    store = engram_env(run.repo, [work / "transcripts", *args.distractors], maps)
     db, npost, secs = build_index(store, args.k, args.w)
     spans = read_spans(run.repo, run.queries)
     sids: list[list[str]] = []
@@ -1991,10 +2052,18 @@ def run_multi(args: argparse.Namespace, work: Path) -> None:
     causes: Counter[tuple[str, str]] = Counter()
     for q, o, s, mi, t in zip(run.queries, outs, sids, run.info, run.truth):
         if not o.r1:
-            causes[(mi.cls, _miss_cause(q, o, s, mi, t, known))] += 1
+            causes[(mi.cls, _miss_cause(q, o, s, mi, t, known, run.labels))] += 1
     print("\nengram misses at rank 1 (span class, what came first):")
     for (c, why), k in sorted(causes.items(), key=lambda x: (x[0][0] != "regular", -x[1])):
-        print(f"  {c:8} {why:60} x{k}")
+        print(f"  {c:8} {why:72} x{k}")
+    shown = 0
+    for q, o, s, mi, t in zip(run.queries, outs, sids, run.info, run.truth):
+        if not o.r1 and q.mutation == "none" and shown < args.examples:
+            shown += 1
+            rank = s.index(q.span.writer) + 1 if q.span.writer in s else None
+            print(f"    e.g. {q.span.file}:{q.span.start}-{q.span.end} ({mi.cls}) writer {q.span.writer[:8]} "
+                  f"{f'at rank {rank}' if rank else 'absent'}; first {s[0][:8] if s else '-'}"
+                  f"{' (a carrier)' if s and s[0] in mi.carriers else ''}; returned {len(s)}")
     moved = [o for q, o in zip(run.queries, outs) if q.span.file in run.replay.moved]
     if moved:
         print(f"  spans in files a Codex move put in place: {len(moved)} queries, R@1 {_mean([o.r1 for o in moved]):.3f}")
@@ -2141,6 +2210,12 @@ def main(argv: list[str] | None = None) -> int:
                          "writer = the session that last changed a line, carriers = later sessions whose edit covered "
                          "it unchanged; 5-line spans of one writer, regular and carried reported apart, by harness "
                          "(--spans-per-size is then the number of spans per class)")
+    ap.add_argument("--root", metavar="PATH",
+                    help="--multi: the project's root as the sessions recorded it (after --map; default: the cwd "
+                         "most edits were made from); `{repo}` in --root and in --map's TO is the test repository, "
+                         "so sessions from several machines or a home-directory cwd can be mapped onto it")
+    ap.add_argument("--examples", type=int, default=8, metavar="N",
+                    help="--multi: list N unmutated spans whose writer is not first (default %(default)s)")
     ap.add_argument("--name", help="the set's name on --multi's summary line (default: the folder holding --sessions)")
     ap.add_argument("--extract-entire", nargs=2, type=Path, metavar=("GIT_DIR", "OUT"),
                     help="write the Claude Code sessions and Codex rollouts an Entire CLI checkpoint history holds "
