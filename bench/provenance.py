@@ -66,6 +66,7 @@ Definitions (also in bench/README.md):
 from __future__ import annotations
 
 import argparse
+import bisect
 import difflib
 import functools
 import math
@@ -1286,6 +1287,7 @@ class FileEdit:
     original: list[str] | None = None  # the file just before, when the transcript says (Claude's originalFile)
     dest: str | None = None  # a Codex `*** Move to:` destination (absolute)
     strings: tuple[str, str, bool] | None = None  # a Claude Edit's old_string, new_string, replace_all
+    context: frozenset[str] = frozenset()  # a Codex patch's context and `@@` anchor lines for this file, as sent
 
 
 @dataclass
@@ -1404,6 +1406,21 @@ def _diff_origin(old: list[str], new: list[str]) -> list[int]:
     return out
 
 
+def _sent_context(lines: list[str], origin: list[int], context: frozenset[str], reach: int = 8) -> set[int]:
+    """Unchanged lines near a change (within `reach`) whose text the patch sent as context."""
+    marks = [i for i, o in enumerate(origin) if o < 0 or (i and origin[i - 1] >= 0 and o > origin[i - 1] + 1)]
+    if not marks:
+        return set()
+    out = set()
+    for i, (text, o) in enumerate(zip(lines, origin)):
+        if o >= 0 and text.strip() in context:
+            k = bisect.bisect_left(marks, i)
+            near = min(abs(marks[j] - i) for j in (k - 1, k) if 0 <= j < len(marks))
+            if near <= reach:
+                out.add(i)
+    return out
+
+
 class MultiHistory(History):
     """History whose check that hunks fit a version is the bench's own `place_hunks`."""
 
@@ -1464,6 +1481,26 @@ def claude_edits(per_file: list[list[dict[str, Any]]], sid: str, copied: set[str
     return out
 
 
+def _patch_context(patch: str, cwd: str) -> dict[str, frozenset[str]]:
+    """Per file of an `apply_patch` input (absolute path), its context lines and `@@` anchors: the
+    lines the session sent back unchanged. Codex records the applied change with one line of
+    context (`patch_apply_end`); the patch itself usually carries three."""
+    out: dict[str, set[str]] = {}
+    cur: set[str] | None = None
+    for line in patch.split("\n"):
+        if line.startswith("*** Update File: "):
+            path = _posix(line[len("*** Update File: "):].strip())
+            full = path if path.startswith("/") else os.path.normpath(os.path.join(_posix(cwd), path))
+            cur = out.setdefault(full, set())
+        elif line.startswith("*** "):
+            cur = None if not line.startswith("*** Move to: ") else cur
+        elif cur is not None and line.startswith("@@") and line[2:].strip():
+            cur.add(line[2:].strip())
+        elif cur is not None and line.startswith(" "):
+            cur.add(line[1:].strip())
+    return {k: frozenset(x for x in v if x) for k, v in out.items()}
+
+
 def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]],
                 parents: dict[str, set[str]]) -> list[FileEdit]:
     """Every change of a successful Codex `patch_apply_end`: add (a write), delete, update (its
@@ -1474,14 +1511,26 @@ def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]
     theirs = parents.get(meta.get("forked_from_id") or "", set()) if isinstance(meta.get("forked_from_id"), str) else set()
     cwd = str(meta.get("cwd") or "/")
     out: list[FileEdit] = []
+    sent: dict[str, dict[str, frozenset[str]]] = {}  # call id -> its apply_patch input's context per file
     for rec in recs:
         p = rec.get("payload")
         if not isinstance(p, dict) or p.get("call_id") in theirs:
             continue
         if rec.get("type") == "turn_context" and isinstance(p.get("cwd"), str):
             cwd = p["cwd"]
+        if p.get("type") in ("custom_tool_call", "function_call") and p.get("name") == "apply_patch":
+            text = p.get("input")
+            if not isinstance(text, str):
+                try:
+                    text = (orjson.loads(p.get("arguments") or "{}") or {}).get("input")
+                except (orjson.JSONDecodeError, AttributeError):
+                    text = None
+            if isinstance(text, str):
+                sent[str(p.get("call_id"))] = _patch_context(text, cwd)
+            continue
         if p.get("type") != "patch_apply_end" or not p.get("success") or not isinstance(p.get("changes"), dict):
             continue
+        context = sent.get(str(p.get("call_id")), {})
         when = _when(str(rec.get("timestamp") or ""))
         for path, ch in p["changes"].items():
             if not isinstance(ch, dict):
@@ -1489,7 +1538,8 @@ def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]
             full = _posix(str(path))
             if not full.startswith("/"):
                 full = os.path.normpath(os.path.join(_posix(cwd), full))
-            e = FileEdit(when, len(out), sid, "codex", _apply_maps(full, maps), _apply_maps(_posix(cwd), maps), "patch")
+            e = FileEdit(when, len(out), sid, "codex", _apply_maps(full, maps), _apply_maps(_posix(cwd), maps), "patch",
+                         context=context.get(full, frozenset()))
             kind = ch.get("type")
             if kind == "add" and isinstance(ch.get("content"), str):
                 e.op, e.content = "write", split_lines(ch["content"])
@@ -1621,6 +1671,8 @@ class MultiReplay:
             self._dirty[rel] = None
             return None
         lines, origin, covered = got
+        if e.context:
+            covered = covered | _sent_context(lines, origin, e.context)
         return self._changed(st, origin, lines, e.sid, cover_all=False, covered=covered)
 
     @staticmethod
@@ -2238,7 +2290,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"override: engram.query.explain.{name} = {getattr(X, name)!r}")
     t_start = time.perf_counter()
     try:
-        print(f"engram at {checkout_state(ROOT / 'engram')}")
+        import engram  # the engram measured is the one imported (PYTHONPATH), not necessarily this script's checkout
+
+        print(f"engram at {checkout_state(Path(engram.__file__).resolve().parent)} ({Path(engram.__file__).parent})")
     except OSError:
         pass
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="engram-provenance-"))
