@@ -718,3 +718,41 @@ def _loads(raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
+
+
+def history_jsonl(git_dir: Path, out: Path, prefixes: list[str]) -> tuple[int, int]:
+    """The newest stored version of every `.jsonl` file ever committed under `prefixes` (any branch),
+    written to `out` with its path below the prefix: transcripts a repository moved between folders
+    or rewrote (redaction) come out once, as last published. Returns (written, absent from the clone)."""
+    log = subprocess.run(["git", f"--git-dir={git_dir}", "log", "--all", "--no-abbrev", "--raw", "--format=C %ct"],
+                         capture_output=True, check=True).stdout.decode("utf-8", "replace")
+    newest: dict[str, tuple[int, str]] = {}
+    when = 0
+    for line in log.splitlines():
+        if line.startswith("C "):
+            when = int(line[2:])
+            continue
+        if not line.startswith(":") or not line.endswith(".jsonl"):
+            continue
+        meta, _, path = line.partition("\t")
+        fields = meta.split()
+        if fields[4][:1] not in ("A", "M"):
+            continue
+        for pre in prefixes:
+            pre = pre.rstrip("/") + "/"
+            if path.startswith(pre):
+                rel = path[len(pre):]
+                if rel not in newest or when >= newest[rel][0]:
+                    newest[rel] = (when, fields[3])
+                break
+    written = absent = 0
+    for rel, (_, blob) in sorted(newest.items()):
+        r = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "blob", blob], capture_output=True)
+        if r.returncode != 0:
+            absent += 1
+            continue
+        dest = out / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(r.stdout)
+        written += 1
+    return written, absent

@@ -2272,7 +2272,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extract-entire", nargs=2, type=Path, metavar=("GIT_DIR", "OUT"),
                     help="write the Claude Code sessions and Codex rollouts an Entire CLI checkpoint history holds "
                          "(entire/checkpoints/v1, or refs/entire/checkpoints/*) to OUT/<session id>.jsonl, and stop")
+    ap.add_argument("--extract-history", nargs="+", metavar=("GIT_DIR OUT", "PREFIX"),
+                    help="write the newest version of every .jsonl ever committed under each PREFIX (any branch) "
+                         "to OUT, and stop (sessions a repository keeps beside its code)")
     args = ap.parse_args(argv)
+    if args.extract_history:
+        from common import history_jsonl
+
+        if len(args.extract_history) < 3:
+            ap.error("--extract-history GIT_DIR OUT PREFIX [PREFIX ...]")
+        git_dir, out, *prefixes = args.extract_history
+        n, gone = history_jsonl(Path(git_dir), Path(out), prefixes)
+        print(f"{out}: {n} .jsonl files written; {gone} absent from the clone")
+        return 0
     if args.extract_entire:
         from common import entire_sessions
 
