@@ -6,6 +6,7 @@ same run on the very same mutated spans.
     python bench/provenance.py [--spans-per-size 60] [--seed 1] [--k 5 --w 4] [--sweep]
                                [--set RELATIVE_FLOOR=0.8] [--distractors DIR] [--sessions DIR]
                                [--history GIT_DIR] [--map FROM=TO]
+    python bench/provenance.py --multi --sessions DIR [--history GIT_DIR] [--map FROM=TO] [--root PATH]
 
 Ground truth comes from the real Claude Code sessions shipped in tests/fixtures/claude/
 (spotter 258c7280-… and 4d5611e5-… wrote code; subagent.jsonl, tool_heavy.jsonl and short.jsonl
@@ -38,6 +39,21 @@ finds in the project's git history (checked hunk by hunk). The run:
 6. with `--sweep`, indexes the same tapes for every k x w of --sweep-k/--sweep-w (default
    {3..7} x {2,3,4,6,8}, in parallel processes) and prints engram's scores and the index size
    (postings) per setting.
+
+With --multi (and --sessions DIR [--history GIT_DIR] [--map FROM=TO] [--root PATH]), every session
+under DIR is ingested into one store and the truth is all of them replayed together in time order
+(Claude Code Write/Edit/MultiEdit results, main transcript and subagents; Codex patch_apply_end
+changes, moves included), by the script's own hunk placement: a line's *writer* is the session
+that last changed it; a later session whose edit covered the line unchanged (a patch or Edit
+hunk's context line, the context its apply_patch input sent, an unchanged line of a whole-file
+Write) is a *carrier*. 5-line spans of one writer are sampled (seeded), --spans-per-size of them
+with no carrier (*regular*) and as many with one (*carried*), mutated plain / shift / reindent /
+ren20 (edit20-spread: 20% of tokens renamed, one per line at least). Scores per class and by the
+writer's harness, with git blame over a history of one commit per run of one session's edits;
+the misses at rank 1 are named by what came first (a carrier, a reader, an id engram gave another
+session's transcript...), and a census of engram's tapes counts mislabelled transcripts, code.edit
+events without a line range, and edits filed under paths no session changed in the project.
+`--extract-entire` and `--extract-history` prepare such directories (bench/README.md).
 
 explain's run() calls direct_hits() without k/w, so the script replaces
 engram.query.explain.direct_hits for the duration of a run by a wrapper passing this run's k and
@@ -1424,6 +1440,13 @@ def _sent_context(lines: list[str], origin: list[int], context: frozenset[str], 
 class MultiHistory(History):
     """History whose check that hunks fit a version is the bench's own `place_hunks`."""
 
+    def paths(self) -> set[str]:
+        """Every path the history ever held (any branch)."""
+        if self.git_dir is None:
+            return set()
+        out = self._git("log", "--all", "--name-only", "--format=") or ""
+        return {x for x in out.splitlines() if x}
+
     def original(self, rel: str, when: float, hunks: list[dict[str, Any]]) -> list[str] | None:
         if self.git_dir is None:
             return None
@@ -1453,11 +1476,11 @@ def claude_edits(per_file: list[list[dict[str, Any]]], sid: str, copied: set[str
     """Every successful Write/Edit/MultiEdit of a Claude Code session, main transcript and
     subagents (a subagent's edits are its session's), records copied from a resumed session left out."""
     out: list[FileEdit] = []
+    # The session's first cwd is where paths are read from (a later `cd assets` does not make the
+    # checkout a folder holding another: see MultiReplay.learn_checkouts); the paths are absolute.
+    cwd = next((r["cwd"] for recs in per_file for r in recs if isinstance(r.get("cwd"), str)), "/")
     for recs in per_file:
-        cwd = next((r["cwd"] for r in recs if isinstance(r.get("cwd"), str)), "/")
         for rec in recs:
-            if isinstance(rec.get("cwd"), str):
-                cwd = rec["cwd"]
             tur = rec.get("toolUseResult")
             if rec.get("uuid") in copied or not isinstance(tur, dict) or not isinstance(tur.get("structuredPatch"), list):
                 continue
@@ -1509,7 +1532,8 @@ def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]
     meta = next((r["payload"] for r in recs if r.get("type") == "session_meta" and isinstance(r.get("payload"), dict)),
                 {})
     theirs = parents.get(meta.get("forked_from_id") or "", set()) if isinstance(meta.get("forked_from_id"), str) else set()
-    cwd = str(meta.get("cwd") or "/")
+    cwd = str(meta.get("cwd") or "/")  # where relative paths are from (turn_context may move it)
+    home = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None  # the session's cwd (learn_checkouts)
     out: list[FileEdit] = []
     sent: dict[str, dict[str, frozenset[str]]] = {}  # call id -> its apply_patch input's context per file
     for rec in recs:
@@ -1518,6 +1542,7 @@ def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]
             continue
         if rec.get("type") == "turn_context" and isinstance(p.get("cwd"), str):
             cwd = p["cwd"]
+            home = home or cwd
         if p.get("type") in ("custom_tool_call", "function_call") and p.get("name") == "apply_patch":
             text = p.get("input")
             if not isinstance(text, str):
@@ -1538,8 +1563,8 @@ def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]
             full = _posix(str(path))
             if not full.startswith("/"):
                 full = os.path.normpath(os.path.join(_posix(cwd), full))
-            e = FileEdit(when, len(out), sid, "codex", _apply_maps(full, maps), _apply_maps(_posix(cwd), maps), "patch",
-                         context=context.get(full, frozenset()))
+            e = FileEdit(when, len(out), sid, "codex", _apply_maps(full, maps), _apply_maps(_posix(home or cwd), maps),
+                         "patch", context=context.get(full, frozenset()))
             kind = ch.get("type")
             if kind == "add" and isinstance(ch.get("content"), str):
                 e.op, e.content = "write", split_lines(ch["content"])
@@ -1581,17 +1606,41 @@ class MultiReplay:
         self.moved: set[str] = set()  # files a Codex move put where they are
         self.edited: set[str] = set()  # every project path any session changed
         self.commits: list[tuple[str, float, dict[str, str | None]]] = []
+        self.checkouts: set[str] = set()  # other cwds that are checkouts of the project (learn_checkouts)
         self._dirty: dict[str, None] = {}
         self._who: str | None = None
         self._when = 0.0
 
+    def learn_checkouts(self, edits: list[FileEdit], history_paths: set[str], sources: list[str]) -> None:
+        """Which other cwds are checkouts of the project (another machine, a worktree outside the
+        root), so that paths are read from them: every cwd that is neither above the root nor a
+        folder holding another session's cwd or a --map source (a home directory: `~/.ssh/config`
+        read from `~` is not the project's `.ssh/config`), and, when the history is known, whose
+        edited paths include one it ever held (another project's folder edits none)."""
+        cwds = {e.cwd.rstrip("/") for e in edits}
+        anchors = cwds | {_posix(x).rstrip("/") for x in sources} | {self.root}
+        by_cwd: dict[str, set[str]] = defaultdict(set)
+        for e in edits:
+            cwd = e.cwd.rstrip("/")
+            if cwd and cwd != self.root and _under(cwd, self.root) is None and _under(self.root, cwd) is None:
+                r = _under(e.path, cwd)
+                by_cwd[cwd].add(project_path(r) if r else "")
+        self.checkouts = set()
+        for c, rels in by_cwd.items():
+            if any(a != c and _under(a, c) is not None for a in anchors):
+                continue
+            rels.discard("")
+            if history_paths and not rels & history_paths:
+                continue
+            self.checkouts.add(c)
+
     def rel(self, path: str, cwd: str) -> str | None:
         """The project path of a recorded path: from the project root, or from the session's own
-        cwd when that is another checkout (not a folder above the root, such as a home directory);
-        the innermost holding it wins, out of a nested worktree. None: outside the project."""
+        cwd when that is another checkout of the project (`learn_checkouts`); the innermost holding
+        it wins, out of a nested worktree. None: outside the project."""
         cwd = cwd.rstrip("/")
         roots = [self.root]
-        if cwd and _under(self.root, cwd) is None and cwd != self.root:
+        if cwd in self.checkouts:
             roots.append(cwd)
             roots.append(cwd + ".worktrees/*")
         roots.append(self.root + ".worktrees/*")
@@ -1613,6 +1662,7 @@ class MultiReplay:
         if rel is None:
             self.outside[e.sid] += 1
             return
+        self.edited.add(rel)  # a project file some session changed, whether or not the replay could follow it
         if self._who is not None and self._who != e.sid:
             self._commit()
         self._who, self._when = e.sid, max(self._when, e.when)
@@ -1631,7 +1681,6 @@ class MultiReplay:
             new = self._patch(st, rel, e)
             if new is None:
                 return
-        self.edited.add(rel)
         self.applied[e.harness] += 1
         dest = self.rel(e.dest, e.cwd) if e.dest else None
         if e.dest and dest is None:
@@ -1858,6 +1907,10 @@ def prepare_multi(work: Path, spans_per_class: int, seed: int, source: Path, his
         sessions.append(s)
     root = _posix(root).rstrip("/") if root else multi_root(edits)
     replay = MultiReplay(hist, root)
+    replay.learn_checkouts(edits, hist.paths(), [src for src, _ in maps])
+    if replay.checkouts:
+        print(f"  other checkouts of the project (paths read from them): {', '.join(sorted(replay.checkouts)[:6])}"
+              f"{' ...' if len(replay.checkouts) > 6 else ''}")
     sessions = _one_per_session(sessions, replay, maps)
     for e in sorted(edits, key=lambda e: (e.when, e.sid, e.seq)):
         replay.apply(e)
