@@ -1613,10 +1613,11 @@ class MultiReplay:
 
     def learn_checkouts(self, edits: list[FileEdit], history_paths: set[str], sources: list[str]) -> None:
         """Which other cwds are checkouts of the project (another machine, a worktree outside the
-        root), so that paths are read from them: every cwd that is neither above the root nor a
-        folder holding another session's cwd or a --map source (a home directory: `~/.ssh/config`
-        read from `~` is not the project's `.ssh/config`), and, when the history is known, whose
-        edited paths include one it ever held (another project's folder edits none)."""
+        root), so that paths are read from them; not a folder above the root. With the project's
+        history: a cwd at least half of whose edited paths, read from it, are paths the history
+        ever held (a home directory's `.ssh/config`, `.config/...` are not; a checkout's files
+        are, even when it holds its own `.worktrees/`). Without: a cwd that holds no other
+        session's cwd and no --map source (a home directory holds the project)."""
         cwds = {e.cwd.rstrip("/") for e in edits}
         anchors = cwds | {_posix(x).rstrip("/") for x in sources} | {self.root}
         by_cwd: dict[str, set[str]] = defaultdict(set)
@@ -1627,12 +1628,12 @@ class MultiReplay:
                 by_cwd[cwd].add(project_path(r) if r else "")
         self.checkouts = set()
         for c, rels in by_cwd.items():
-            if any(a != c and _under(a, c) is not None for a in anchors):
-                continue
             rels.discard("")
-            if history_paths and not rels & history_paths:
-                continue
-            self.checkouts.add(c)
+            if history_paths:  # a checkout's edits are mostly of files the project's history holds
+                if rels and 2 * len(rels & history_paths) >= len(rels):
+                    self.checkouts.add(c)
+            elif not any(a != c and _under(a, c) is not None for a in anchors):
+                self.checkouts.add(c)
 
     def rel(self, path: str, cwd: str) -> str | None:
         """The project path of a recorded path: from the project root, or from the session's own
