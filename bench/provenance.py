@@ -2027,7 +2027,7 @@ def _store_census(store: Any, run: MultiRun) -> list[str]:
     return out
 
 
-def _miss_cause(q: Query, o: Outcome, sids: list[str], mi: MultiSpan, true_set: set[str], known: set[str],
+def _miss_cause(q: Query, sids: list[str], mi: MultiSpan, true_set: set[str], known: set[str],
                 labels: dict[str, set[str]]) -> str:
     """Why the writer is not first: what came first instead."""
     if not sids:
@@ -2158,7 +2158,7 @@ def run_multi(args: argparse.Namespace, work: Path) -> None:
     causes: Counter[tuple[str, str]] = Counter()
     for q, o, s, mi, t in zip(run.queries, outs, sids, run.info, run.truth):
         if not o.r1:
-            causes[(mi.cls, _miss_cause(q, o, s, mi, t, known, run.labels))] += 1
+            causes[(mi.cls, _miss_cause(q, s, mi, t, known, run.labels))] += 1
     print("\nengram misses at rank 1 (span class, what came first):")
     for (c, why), k in sorted(causes.items(), key=lambda x: (x[0][0] != "regular", -x[1])):
         print(f"  {c:8} {why:72} x{k}")
