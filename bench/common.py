@@ -609,3 +609,150 @@ def language_server(engram: list[str], repo: Path) -> Iterator[None]:
         yield
     finally:
         lsp.close()
+
+
+# ------------------------------------------------------------------ session sets: Entire checkpoint branches
+
+@dataclass
+class EntireExtract:
+    """What `entire_sessions` wrote and what it left out (counted, never silently dropped)."""
+    sessions: dict[str, str] = field(default_factory=dict)  # session id -> "claude" | "codex"
+    pieces: int = 0  # distinct full.jsonl versions read
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> pieces
+
+
+def _entire_key(raw: bytes, rec: Any) -> bytes:
+    """What makes two lines of two pieces of one session the same line: a Claude Code record's
+    uuid and type; any other line (Codex rollouts have no uuid) its bytes."""
+    if isinstance(rec, dict) and isinstance(rec.get("uuid"), str):
+        return f"{rec['uuid']}/{rec.get('type')}".encode()
+    return raw
+
+
+def _entire_identity(lines: list[bytes]) -> tuple[str, str] | None:
+    """(session id, harness) of a checkpoint's full.jsonl, from its own records."""
+    for raw in lines[:200]:
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(rec, dict):
+            return None  # a JSON document other than a transcript line (OpenCode's export)
+        if rec.get("type") == "session_meta" and isinstance(rec.get("payload"), dict) \
+                and isinstance(rec["payload"].get("id"), str):
+            return rec["payload"]["id"], "codex"
+        if isinstance(rec.get("sessionId"), str) and "uuid" in rec:
+            return rec["sessionId"], "claude"
+    return None
+
+
+def entire_sessions(git_dir: Path, out: Path) -> EntireExtract:
+    """Rebuild every Claude Code session and Codex rollout an Entire CLI checkpoint history holds
+    (the `entire/checkpoints/v1` branch, or one ref per checkpoint under refs/entire/checkpoints/)
+    into `out/<session id>.jsonl`.
+
+    A checkpoint's `full.jsonl` is sometimes the whole session so far and sometimes only the part
+    since the previous checkpoint, and a later commit may overwrite it: every version of every
+    `full.jsonl` in the history is read, grouped by the session id its records carry, and merged in
+    commit-time order, lines verbatim: a piece that starts with everything merged so far replaces
+    it; otherwise its lines are appended, except a line an earlier piece already had (same
+    uuid and type for Claude Code records, same bytes otherwise). Pieces that are not a Claude
+    Code or Codex transcript (OpenCode's JSON export) are counted in `skipped`."""
+    def git(*args: str, inp: bytes | None = None) -> bytes:
+        return subprocess.run(["git", f"--git-dir={git_dir}", *args], input=inp, capture_output=True,
+                              check=True).stdout
+
+    refs = [r for r in git("for-each-ref", "--format=%(refname)").decode().split() if "entire/checkpoints" in r]
+    if not refs:
+        raise SystemExit(f"{git_dir}: no entire/checkpoints ref (is this an Entire CLI repository's git dir?)")
+    log = git("log", "--reverse", "--no-abbrev", "--raw", "--format=C %ct", "--stdin", inp="\n".join(refs).encode())
+    order: list[tuple[int, int, str]] = []  # (commit time, position, blob)
+    seen_blobs: set[str] = set()
+    when = 0
+    for line in log.decode("utf-8", "replace").splitlines():
+        if line.startswith("C "):
+            when = int(line[2:])
+        elif line.startswith(":") and (line.endswith("/full.jsonl") or line.endswith("\tfull.jsonl")):
+            meta, _, _path = line.partition("\t")
+            fields = meta.split()
+            blob, status = fields[3], fields[4]
+            if status[:1] in ("A", "M") and blob not in seen_blobs:
+                seen_blobs.add(blob)
+                order.append((when, len(order), blob))
+    order.sort()
+    res = EntireExtract(pieces=len(order))
+    merged: dict[str, list[bytes]] = {}
+    keys: dict[str, set[bytes]] = {}
+    for _, _, blob in order:
+        try:
+            lines = [x for x in git("cat-file", "blob", blob).split(b"\n") if x.strip()]
+        except subprocess.CalledProcessError:  # snapshots leave out files of 4 MiB and more
+            res.skipped["blob absent from the clone"] = res.skipped.get("blob absent from the clone", 0) + 1
+            continue
+        ident = _entire_identity(lines)
+        if ident is None:
+            res.skipped["not a Claude Code or Codex transcript"] = \
+                res.skipped.get("not a Claude Code or Codex transcript", 0) + 1
+            continue
+        sid, harness = ident
+        res.sessions[sid] = harness
+        have = merged.setdefault(sid, [])
+        if lines[:len(have)] == have:
+            merged[sid] = lines
+            keys[sid] = {_entire_key(x, _loads(x)) for x in lines}
+            continue
+        ks = keys.setdefault(sid, set())
+        for raw in lines:
+            k = _entire_key(raw, _loads(raw))
+            if k not in ks:
+                ks.add(k)
+                have.append(raw)
+    out.mkdir(parents=True, exist_ok=True)
+    for sid, lines in merged.items():
+        (out / f"{sid}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return res
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def history_jsonl(git_dir: Path, out: Path, prefixes: list[str]) -> tuple[int, int]:
+    """The newest stored version of every `.jsonl` file ever committed under `prefixes` (any branch),
+    written to `out` with its path below the prefix: transcripts a repository moved between folders
+    or rewrote (redaction) come out once, as last published. Returns (written, absent from the clone)."""
+    log = subprocess.run(["git", f"--git-dir={git_dir}", "log", "--all", "--no-abbrev", "--raw", "--format=C %ct"],
+                         capture_output=True, check=True).stdout.decode("utf-8", "replace")
+    newest: dict[str, tuple[int, str]] = {}
+    when = 0
+    for line in log.splitlines():
+        if line.startswith("C "):
+            when = int(line[2:])
+            continue
+        if not line.startswith(":") or not line.endswith(".jsonl"):
+            continue
+        meta, _, path = line.partition("\t")
+        fields = meta.split()
+        if fields[4][:1] not in ("A", "M"):
+            continue
+        for pre in prefixes:
+            pre = pre.rstrip("/") + "/"
+            if path.startswith(pre):
+                rel = path[len(pre):]
+                if rel not in newest or when >= newest[rel][0]:
+                    newest[rel] = (when, fields[3])
+                break
+    written = absent = 0
+    for rel, (_, blob) in sorted(newest.items()):
+        r = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "blob", blob], capture_output=True)
+        if r.returncode != 0:
+            absent += 1
+            continue
+        dest = out / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(r.stdout)
+        written += 1
+    return written, absent

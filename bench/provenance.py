@@ -6,6 +6,7 @@ same run on the very same mutated spans.
     python bench/provenance.py [--spans-per-size 60] [--seed 1] [--k 5 --w 4] [--sweep]
                                [--set WEAK_EVIDENCE=0.4] [--distractors DIR] [--sessions DIR]
                                [--history GIT_DIR] [--map FROM=TO]
+    python bench/provenance.py --multi --sessions DIR [--history GIT_DIR] [--map FROM=TO] [--root PATH]
 
 Ground truth comes from the real Claude Code sessions shipped in tests/fixtures/claude/
 (spotter 258c7280-… and 4d5611e5-… wrote code; subagent.jsonl, tool_heavy.jsonl and short.jsonl
@@ -39,6 +40,21 @@ finds in the project's git history (checked hunk by hunk). The run:
    {3..7} x {2,3,4,6,8}, in parallel processes) and prints engram's scores and the index size
    (postings) per setting.
 
+With --multi (and --sessions DIR [--history GIT_DIR] [--map FROM=TO] [--root PATH]), every session
+under DIR is ingested into one store and the truth is all of them replayed together in time order
+(Claude Code Write/Edit/MultiEdit results, main transcript and subagents; Codex patch_apply_end
+changes, moves included), by the script's own hunk placement: a line's *writer* is the session
+that last changed it; a later session whose edit covered the line unchanged (a patch or Edit
+hunk's context line, the context its apply_patch input sent, an unchanged line of a whole-file
+Write) is a *carrier*. 5-line spans of one writer are sampled (seeded), --spans-per-size of them
+with no carrier (*regular*) and as many with one (*carried*), mutated plain / shift / reindent /
+ren20 (edit20-spread: 20% of tokens renamed, one per line at least). Scores per class and by the
+writer's harness, with git blame over a history of one commit per run of one session's edits;
+the misses at rank 1 are named by what came first (a carrier, a reader, an id engram gave another
+session's transcript...), and a census of engram's tapes counts mislabelled transcripts, code.edit
+events without a line range, and edits filed under paths no session changed in the project.
+`--extract-entire` and `--extract-history` prepare such directories (bench/README.md).
+
 explain's run() calls direct_hits() without k/w, so the script replaces
 engram.query.explain.direct_hits for the duration of a run by a wrapper passing this run's k and
 w, and indexes with Indexer(store, k, w); engram/ itself is not modified.
@@ -66,6 +82,7 @@ Definitions (also in bench/README.md):
 from __future__ import annotations
 
 import argparse
+import bisect
 import difflib
 import functools
 import math
@@ -1084,7 +1101,8 @@ def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
 
 
 def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries: list[Query],
-               truth: list[set[str]], k: int, w: int) -> tuple[list[Outcome], list[Outcome]]:
+               truth: list[set[str]], k: int, w: int, sids: list[list[str]] | None = None
+               ) -> tuple[list[Outcome], list[Outcome]]:
     """engram explain as shipped (brief, with the file's lines as the command passes them), and
     the same evidence in `--rank evidence` order (`resolve` then `to_json` is what explain() does).
 
@@ -1105,7 +1123,10 @@ def run_engram(store: Any, db: Any, spans: list[tuple[Any, list[str]]], queries:
             res = X.resolve(store, db, span, opts, file_lines=lines)
             doc = X.to_json(store, res, opts)
             edits = _writer_edits(res, q.span.writer)
-            outs.append(_outcome([s["session_id"] for s in doc["sessions"]], q.span.writer, true_set, edits))
+            returned = [s["session_id"] for s in doc["sessions"]]
+            if sids is not None:  # the multi-session mode says what came first when the writer did not
+                sids.append(returned)
+            outs.append(_outcome(returned, q.span.writer, true_set, edits))
             evid.append(_outcome([s["session_id"] for s in X.sessions_of(res, "evidence")], q.span.writer, true_set,
                                  edits))
     finally:
@@ -1251,6 +1272,911 @@ def failures(queries: list[Query], outs: list[Outcome], limit: int = 14) -> str:
     return "\n".join(f"  {m:15} {n:2} lines  {why:13} x{k}" for (m, n, why), k in c.most_common(limit))
 
 
+# --------------------------------------------------------------------------- multi-session mode
+#
+# `--multi`: every session under --sessions ingested into one store, and the truth taken from all
+# of them replayed together in time order. A line's *writer* is the session that last changed it
+# (added it, or replaced what was there); a later session whose edit covered the line without
+# changing it (a patch's context line, an unchanged line of a whole-file Write) *carried* it. The
+# replay is the script's own (hunks placed and applied here, paths read here), so that what
+# engram/ does with the same transcripts is what is measured, never what the truth is.
+
+MULTI_SIZE = 5
+MULTI_MUTATIONS = ("none", "shift", "reindent", "edit20-spread")
+MULTI_LABELS = {"none": "plain", "shift": "shift", "reindent": "reindent", "edit20-spread": "ren20"}
+HARNESS_NAMES = {"claude": "claude-code", "codex": "codex"}
+_UNIFIED_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+@dataclass
+class FileEdit:
+    """One successful change of one file by one session, as its transcript recorded it."""
+    when: float
+    seq: int  # order within the session's transcripts (ties of `when`)
+    sid: str
+    harness: str
+    path: str  # absolute, as recorded (--map applied)
+    cwd: str
+    op: str  # "patch" | "write" | "delete"
+    hunks: list[dict[str, Any]] | None = None
+    content: list[str] | None = None  # a write's whole new file
+    original: list[str] | None = None  # the file just before, when the transcript says (Claude's originalFile)
+    dest: str | None = None  # a Codex `*** Move to:` destination (absolute)
+    strings: tuple[str, str, bool] | None = None  # a Claude Edit's old_string, new_string, replace_all
+    context: frozenset[str] = frozenset()  # a Codex patch's context and `@@` anchor lines for this file, as sent
+
+
+@dataclass
+class LineState:
+    """A file as the replay has it: per line, its writer (None: not known to be any session's) and
+    the later sessions that carried it since it was last changed."""
+    lines: list[str]
+    writer: list[str | None]
+    carriers: list[frozenset[str]]
+
+    @classmethod
+    def unknown(cls, lines: list[str]) -> "LineState":
+        return cls(list(lines), [None] * len(lines), [frozenset()] * len(lines))
+
+
+def _apply_maps(path: str, maps: list[tuple[str, str]]) -> str:
+    """`--map FROM=TO` on a recorded path (the first pair that holds it); a macOS or Windows FROM
+    matches without case, as those file systems do (`/Users/x/documents/...` is `Documents`)."""
+    for src, dst in maps:
+        src = _posix(src).rstrip("/")
+        if path == src or path.startswith(src + "/") or (_case_blind(src) and (
+                path.lower() == src.lower() or path.lower().startswith(src.lower() + "/"))):
+            return dst.rstrip("/") + path[len(src):]
+    return path
+
+
+def _case_blind(path: str) -> bool:
+    """A path on a file system that ignores case by default (macOS home, Windows drive)."""
+    return path.startswith("/Users/") or (len(path) > 3 and path[0] == "/" and path[2] == ":")
+
+
+def _hunks_of_diff(diff: str) -> list[dict[str, Any]]:
+    """A unified diff's hunks in structuredPatch's shape (the bench's own reading)."""
+    hunks: list[dict[str, Any]] = []
+    for line in diff.split("\n"):
+        m = _UNIFIED_HEADER.match(line)
+        if m:
+            hunks.append({"oldStart": int(m[1]), "oldLines": int(m[2] if m[2] is not None else 1),
+                          "newStart": int(m[3]), "newLines": int(m[4] if m[4] is not None else 1), "lines": []})
+        elif hunks and line[:1] in (" ", "+", "-", "\\"):
+            hunks[-1]["lines"].append(line)
+    return hunks
+
+
+def _hunk_body(h: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """(tag, text) per line of a hunk; None when a line has no tag (redacted whole)."""
+    out = []
+    for ln in h.get("lines") or []:
+        if not isinstance(ln, str) or ln.startswith("\\"):
+            continue
+        if ln == "":
+            out.append((" ", ""))
+        elif ln[0] in " -+":
+            out.append((ln[0], ln[1:]))
+        else:
+            return None
+    return out
+
+
+def place_hunks(original: list[str], hunks: list[dict[str, Any]]
+                ) -> tuple[list[str], list[int], set[int]] | None:
+    """Apply hunks: (new lines, each new line's index in `original` or -1 when the hunk added it,
+    the new indices of the hunks' context lines). A hunk goes where its header says, one line
+    either side, or else at the nearest place after the previous hunk where its old side is found
+    (as a patch tool places a hunk whose file moved on); None when it fits nowhere."""
+    result: list[str] = []
+    origin: list[int] = []
+    covered: set[int] = set()
+    pos = 0
+    for h in hunks:
+        body = _hunk_body(h)
+        if body is None:
+            return None
+        expect = [t for tag, t in body if tag != "+"]
+        n = len(expect)
+        try:
+            stated = int(h.get("oldStart") or 0) - (1 if int(h.get("oldLines") or 0) else 0)
+        except (TypeError, ValueError):
+            return None
+        stated = min(max(stated, pos), len(original))
+        start = next((s for s in (stated, stated + 1, stated - 1)
+                      if pos <= s <= len(original) - n and original[s:s + n] == expect), None)
+        if start is None:
+            fits = [s for s in range(pos, len(original) - n + 1) if original[s:s + n] == expect]
+            if not fits:
+                return None
+            start = min(fits, key=lambda s: abs(s - stated))
+        result.extend(original[pos:start])
+        origin.extend(range(pos, start))
+        pos = start
+        for tag, text in body:
+            if tag == "+":
+                result.append(text)
+                origin.append(-1)
+            elif tag == "-":
+                pos += 1
+            else:
+                covered.add(len(result))
+                result.append(text)
+                origin.append(pos)
+                pos += 1
+    result.extend(original[pos:])
+    origin.extend(range(pos, len(original)))
+    return result, origin, covered
+
+
+def _diff_origin(old: list[str], new: list[str]) -> list[int]:
+    """Each line of `new`: its index in `old` when diffing keeps it, else -1."""
+    out = [-1] * len(new)
+    if old == new:
+        return list(range(len(new)))
+    sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, a0, a1, b0, b1 in sm.get_opcodes():
+        if tag == "equal":
+            out[b0:b1] = range(a0, a1)
+    return out
+
+
+def _sent_context(lines: list[str], origin: list[int], context: frozenset[str], reach: int = 8) -> set[int]:
+    """Unchanged lines near a change (within `reach`) whose text the patch sent as context."""
+    marks = [i for i, o in enumerate(origin) if o < 0 or (i and origin[i - 1] >= 0 and o > origin[i - 1] + 1)]
+    if not marks:
+        return set()
+    out = set()
+    for i, (text, o) in enumerate(zip(lines, origin)):
+        if o >= 0 and text.strip() in context:
+            k = bisect.bisect_left(marks, i)
+            near = min(abs(marks[j] - i) for j in (k - 1, k) if 0 <= j < len(marks))
+            if near <= reach:
+                out.add(i)
+    return out
+
+
+class MultiHistory(History):
+    """History whose check that hunks fit a version is the bench's own `place_hunks`."""
+
+    def paths(self) -> set[str]:
+        """Every path the history ever held (any branch)."""
+        if self.git_dir is None:
+            return set()
+        out = self._git("log", "--all", "--name-only", "--format=") or ""
+        return {x for x in out.splitlines() if x}
+
+    def original(self, rel: str, when: float, hunks: list[dict[str, Any]]) -> list[str] | None:
+        if self.git_dir is None:
+            return None
+        if rel not in self._versions:
+            out = self._git("log", "--all", "--format=%H %ct", "--", rel) or ""
+            self._versions[rel] = [(int(t), c) for c, t in (x.split() for x in out.splitlines() if x.strip())]
+        versions = self._versions[rel]
+        before = sorted((v for v in versions if v[0] <= when), reverse=True)
+        after = sorted(v for v in versions if v[0] > when)
+        for _, commit in (before + after)[:40]:
+            text = self._git("show", f"{commit}:{rel}")
+            if text is not None and place_hunks(split_lines(text), hunks) is not None:
+                return split_lines(text)
+        return None
+
+
+def claude_identity(recs: list[dict[str, Any]], copied: set[str], fallback: str) -> str:
+    """The session a Claude Code transcript is: the sessionId most of its own records carry (a
+    plan-implementation session may start with a line copied from the planning session; a resumed
+    one with the records of the session it resumes)."""
+    c = Counter(r["sessionId"] for r in recs if isinstance(r.get("sessionId"), str) and r.get("uuid") not in copied)
+    return c.most_common(1)[0][0] if c else fallback
+
+
+def claude_edits(per_file: list[list[dict[str, Any]]], sid: str, copied: set[str],
+                 maps: list[tuple[str, str]]) -> list[FileEdit]:
+    """Every successful Write/Edit/MultiEdit of a Claude Code session, main transcript and
+    subagents (a subagent's edits are its session's), records copied from a resumed session left out."""
+    out: list[FileEdit] = []
+    # The session's first cwd is where paths are read from (a later `cd assets` does not make the
+    # checkout a folder holding another: see MultiReplay.learn_checkouts); the paths are absolute.
+    cwd = next((r["cwd"] for recs in per_file for r in recs if isinstance(r.get("cwd"), str)), "/")
+    for recs in per_file:
+        for rec in recs:
+            tur = rec.get("toolUseResult")
+            if rec.get("uuid") in copied or not isinstance(tur, dict) or not isinstance(tur.get("structuredPatch"), list):
+                continue
+            path = tur.get("filePath")
+            if not isinstance(path, str) or not path:
+                continue
+            when = _when(str(rec.get("timestamp") or ""))
+            orig = tur.get("originalFile", tur.get("originalFileContents"))
+            e = FileEdit(when, len(out), sid, "claude", _apply_maps(_posix(path), maps), _apply_maps(_posix(cwd), maps),
+                         "patch", original=split_lines(orig) if isinstance(orig, str) else None)
+            content = tur.get("content")
+            if tur.get("type") in ("create", "update") and isinstance(content, str):
+                e.op, e.content = "write", split_lines(content)
+                if tur.get("type") == "create":
+                    e.original = []
+            else:
+                e.hunks = tur["structuredPatch"]
+                if isinstance(tur.get("oldString"), str) and isinstance(tur.get("newString"), str):
+                    e.strings = (tur["oldString"], tur["newString"], bool(tur.get("replaceAll")))
+            out.append(e)
+    return out
+
+
+def _patch_context(patch: str, cwd: str) -> dict[str, frozenset[str]]:
+    """Per file of an `apply_patch` input (absolute path), its context lines and `@@` anchors: the
+    lines the session sent back unchanged. Codex records the applied change with one line of
+    context (`patch_apply_end`); the patch itself usually carries three."""
+    out: dict[str, set[str]] = {}
+    cur: set[str] | None = None
+    for line in patch.split("\n"):
+        if line.startswith("*** Update File: "):
+            path = _posix(line[len("*** Update File: "):].strip())
+            full = path if path.startswith("/") else os.path.normpath(os.path.join(_posix(cwd), path))
+            cur = out.setdefault(full, set())
+        elif line.startswith("*** "):
+            cur = None if not line.startswith("*** Move to: ") else cur
+        elif cur is not None and line.startswith("@@") and line[2:].strip():
+            cur.add(line[2:].strip())
+        elif cur is not None and line.startswith(" "):
+            cur.add(line[1:].strip())
+    return {k: frozenset(x for x in v if x) for k, v in out.items()}
+
+
+def codex_edits(recs: list[dict[str, Any]], sid: str, maps: list[tuple[str, str]],
+                parents: dict[str, set[str]]) -> list[FileEdit]:
+    """Every change of a successful Codex `patch_apply_end`: add (a write), delete, update (its
+    unified diff's hunks; `move_path` its destination). A forked thread's copy of its parent's
+    history is left out (its call ids are the parent's)."""
+    meta = next((r["payload"] for r in recs if r.get("type") == "session_meta" and isinstance(r.get("payload"), dict)),
+                {})
+    theirs = parents.get(meta.get("forked_from_id") or "", set()) if isinstance(meta.get("forked_from_id"), str) else set()
+    cwd = str(meta.get("cwd") or "/")  # where relative paths are from (turn_context may move it)
+    home = meta.get("cwd") if isinstance(meta.get("cwd"), str) else None  # the session's cwd (learn_checkouts)
+    out: list[FileEdit] = []
+    sent: dict[str, dict[str, frozenset[str]]] = {}  # call id -> its apply_patch input's context per file
+    for rec in recs:
+        p = rec.get("payload")
+        if not isinstance(p, dict) or p.get("call_id") in theirs:
+            continue
+        if rec.get("type") == "turn_context" and isinstance(p.get("cwd"), str):
+            cwd = p["cwd"]
+            home = home or cwd
+        if p.get("type") in ("custom_tool_call", "function_call") and p.get("name") == "apply_patch":
+            text = p.get("input")
+            if not isinstance(text, str):
+                try:
+                    text = (orjson.loads(p.get("arguments") or "{}") or {}).get("input")
+                except (orjson.JSONDecodeError, AttributeError):
+                    text = None
+            if isinstance(text, str):
+                sent[str(p.get("call_id"))] = _patch_context(text, cwd)
+            continue
+        if p.get("type") != "patch_apply_end" or not p.get("success") or not isinstance(p.get("changes"), dict):
+            continue
+        context = sent.get(str(p.get("call_id")), {})
+        when = _when(str(rec.get("timestamp") or ""))
+        for path, ch in p["changes"].items():
+            if not isinstance(ch, dict):
+                continue
+            full = _posix(str(path))
+            if not full.startswith("/"):
+                full = os.path.normpath(os.path.join(_posix(cwd), full))
+            e = FileEdit(when, len(out), sid, "codex", _apply_maps(full, maps), _apply_maps(_posix(home or cwd), maps),
+                         "patch", context=context.get(full, frozenset()))
+            kind = ch.get("type")
+            if kind == "add" and isinstance(ch.get("content"), str):
+                e.op, e.content = "write", split_lines(ch["content"])
+            elif kind == "delete":
+                e.op = "delete"
+            elif kind == "update" and isinstance(ch.get("unified_diff"), str):
+                e.hunks = _hunks_of_diff(ch["unified_diff"])
+                if ch.get("move_path"):
+                    mp = _posix(str(ch["move_path"]))
+                    e.dest = _apply_maps(mp if mp.startswith("/") else os.path.normpath(os.path.join(_posix(cwd), mp)),
+                                         maps)
+            else:
+                continue
+            out.append(e)
+    return out
+
+
+def _under(path: str, root: str) -> str | None:
+    """`path` relative to `root`, or None; a macOS or Windows path compares without case."""
+    root = root.rstrip("/")
+    fold = _case_blind(root)
+    p, r = (path.lower(), root.lower()) if fold else (path, root)
+    if p.startswith(r + "/"):
+        return path[len(root) + 1:]
+    return None
+
+
+class MultiReplay:
+    """All sessions' edits applied in time order to one set of files (see the section comment)."""
+
+    def __init__(self, history: MultiHistory, root: str) -> None:
+        self.history = history
+        self.root = root.rstrip("/")
+        self.files: dict[str, LineState] = {}
+        self.skipped: Counter[str] = Counter()  # edits not replayed, by reason
+        self.outside: Counter[str] = Counter()  # sid -> edits of files outside the project
+        self.applied: Counter[str] = Counter()  # harness -> edits replayed
+        self.rebased = 0  # edits before which the file differed from the replay (a person, a formatter, git)
+        self.moved: set[str] = set()  # files a Codex move put where they are
+        self.edited: set[str] = set()  # every project path any session changed
+        self.commits: list[tuple[str, float, dict[str, str | None]]] = []
+        self.checkouts: set[str] = set()  # other cwds that are checkouts of the project (learn_checkouts)
+        self._dirty: dict[str, None] = {}
+        self._who: str | None = None
+        self._when = 0.0
+
+    def learn_checkouts(self, edits: list[FileEdit], history_paths: set[str], sources: list[str]) -> None:
+        """Which other cwds are checkouts of the project (another machine, a worktree outside the
+        root), so that paths are read from them; not a folder above the root. With the project's
+        history: a cwd at least half of whose edited paths, read from it, are paths the history
+        ever held (a home directory's `.ssh/config`, `.config/...` are not; a checkout's files
+        are, even when it holds its own `.worktrees/`). Without: a cwd that holds no other
+        session's cwd and no --map source (a home directory holds the project)."""
+        cwds = {e.cwd.rstrip("/") for e in edits}
+        anchors = cwds | {_posix(x).rstrip("/") for x in sources} | {self.root}
+        by_cwd: dict[str, set[str]] = defaultdict(set)
+        for e in edits:
+            cwd = e.cwd.rstrip("/")
+            if cwd and cwd != self.root and _under(cwd, self.root) is None and _under(self.root, cwd) is None:
+                r = _under(e.path, cwd)
+                by_cwd[cwd].add(project_path(r) if r else "")
+        self.checkouts = set()
+        for c, rels in by_cwd.items():
+            rels.discard("")
+            if history_paths:  # a checkout's edits are mostly of files the project's history holds
+                if rels and 2 * len(rels & history_paths) >= len(rels):
+                    self.checkouts.add(c)
+            elif not any(a != c and _under(a, c) is not None for a in anchors):
+                self.checkouts.add(c)
+
+    def rel(self, path: str, cwd: str) -> str | None:
+        """The project path of a recorded path: from the project root, or from the session's own
+        cwd when that is another checkout of the project (`learn_checkouts`); the innermost holding
+        it wins, out of a nested worktree. None: outside the project."""
+        cwd = cwd.rstrip("/")
+        roots = [self.root]
+        if cwd in self.checkouts:
+            roots.append(cwd)
+            roots.append(cwd + ".worktrees/*")
+        roots.append(self.root + ".worktrees/*")
+        best: str | None = None
+        for r in roots:
+            if r.endswith("/*"):
+                rel = _under(path, r[:-2])
+                rel = rel.partition("/")[2] if rel else None
+            else:
+                rel = _under(path, r)
+            if rel and (best is None or rel.count("/") < best.count("/")):
+                best = rel
+        if best is None or best == ".git" or best.startswith(".git/"):
+            return None
+        return project_path(best)
+
+    def apply(self, e: FileEdit) -> None:
+        rel = self.rel(e.path, e.cwd)
+        if rel is None:
+            self.outside[e.sid] += 1
+            return
+        self.edited.add(rel)  # a project file some session changed, whether or not the replay could follow it
+        if self._who is not None and self._who != e.sid:
+            self._commit()
+        self._who, self._when = e.sid, max(self._when, e.when)
+        st = self.files.get(rel)
+        if e.original is not None:
+            st = self._rebase(st, e.original)
+        if e.op == "delete":
+            if self.files.pop(rel, None) is not None:
+                self._dirty[rel] = None
+            self.applied[e.harness] += 1
+            return
+        if e.op == "write":
+            st = st or LineState.unknown([])
+            new = self._changed(st, _diff_origin(st.lines, e.content or []), e.content or [], e.sid, cover_all=True)
+        else:
+            new = self._patch(st, rel, e)
+            if new is None:
+                return
+        self.applied[e.harness] += 1
+        dest = self.rel(e.dest, e.cwd) if e.dest else None
+        if e.dest and dest is None:
+            self.outside[e.sid] += 1
+        if dest and dest != rel:
+            self.files.pop(rel, None)
+            self._dirty[rel] = None
+            self.moved.add(dest)
+            self.edited.add(dest)
+            rel = dest
+        self.files[rel] = new
+        self._dirty[rel] = None
+
+    def _patch(self, st: LineState | None, rel: str, e: FileEdit) -> LineState | None:
+        hunks = e.hunks or []
+        if st is None:
+            orig = self.history.original(rel, e.when, hunks)
+            if orig is None:
+                self.skipped[f"{HARNESS_NAMES[e.harness]}: update of a file whose original is unknown"] += 1
+                return None
+            st = LineState.unknown(orig)
+        got = place_hunks(st.lines, hunks)
+        if got is None and e.strings is not None:  # hunks redacted or unplaceable: the Edit's own strings
+            old, new, every = e.strings
+            text = "\n".join(st.lines) + "\n"
+            if old and old in text:
+                after = split_lines(text.replace(old, new) if every else text.replace(old, new, 1))
+                return self._changed(st, _diff_origin(st.lines, after), after, e.sid, cover_all=False)
+        if got is None:
+            orig = self.history.original(rel, e.when, hunks)
+            if orig is not None:
+                st = self._rebase(st, orig)
+                got = place_hunks(st.lines, hunks)
+        if got is None:
+            self.skipped[f"{HARNESS_NAMES[e.harness]}: patch does not apply to the replayed file"] += 1
+            self.files.pop(rel, None)  # its lines are unknown from here
+            self._dirty[rel] = None
+            return None
+        lines, origin, covered = got
+        if e.context:
+            covered = covered | _sent_context(lines, origin, e.context)
+        return self._changed(st, origin, lines, e.sid, cover_all=False, covered=covered)
+
+    @staticmethod
+    def _changed(st: LineState, origin: list[int], lines: list[str], sid: str, *, cover_all: bool,
+                 covered: set[int] | None = None) -> LineState:
+        writer: list[str | None] = []
+        carriers: list[frozenset[str]] = []
+        for i, o in enumerate(origin):
+            if o < 0:
+                writer.append(sid)
+                carriers.append(frozenset())
+                continue
+            w, c = st.writer[o], st.carriers[o]
+            if (cover_all or (covered is not None and i in covered)) and w != sid:
+                c = c | {sid}
+            writer.append(w)
+            carriers.append(c)
+        return LineState(lines, writer, carriers)
+
+    def _rebase(self, st: LineState | None, base: list[str]) -> LineState:
+        """The replay's file realigned onto what a transcript says the file was: lines that
+        differ (changed outside the sessions) are nobody's known writing."""
+        if st is None:
+            return LineState.unknown(base)
+        if st.lines == base:
+            return st
+        self.rebased += 1
+        origin = _diff_origin(st.lines, base)
+        return LineState(list(base), [st.writer[o] if o >= 0 else None for o in origin],
+                         [st.carriers[o] if o >= 0 else frozenset() for o in origin])
+
+    def _commit(self) -> None:
+        if self._who is not None and self._dirty:
+            snap = {rel: ("\n".join(self.files[rel].lines) + "\n" if self.files[rel].lines else "")
+                    if rel in self.files else None for rel in self._dirty}
+            self.commits.append((self._who, self._when, snap))
+        self._dirty = {}
+
+    def finish(self) -> None:
+        self._commit()
+        self._who = None
+
+
+def multi_root(edits: list[FileEdit]) -> str:
+    """The project's root: the cwd most edits were made from."""
+    c = Counter(e.cwd.rstrip("/") for e in edits)
+    return c.most_common(1)[0][0] if c else "/"
+
+
+def build_multi_repo(repo: Path, replay: MultiReplay) -> str:
+    """The replay as a git history: one commit per run of one session's edits (author = its id),
+    so that `git blame` sees each change where the session made it; the working tree is the end."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    chunks: list[bytes] = []
+    for i, (sid, when, snap) in enumerate(replay.commits):
+        t = int(when) if when > 0 else 1_700_000_000 + i
+        chunks.append(f"commit refs/heads/main\nauthor {sid} <{sid}@bench.invalid> {t} +0000\n"
+                      f"committer {sid} <{sid}@bench.invalid> {t} +0000\ndata 8\nsessions\n".encode())
+        for rel, text in snap.items():
+            if text is None:
+                chunks.append(f"D {rel}\n".encode())
+            else:
+                data = text.encode("utf-8")
+                chunks.append(f"M 100644 inline {rel}\ndata {len(data)}\n".encode() + data + b"\n")
+        chunks.append(b"\n")
+    git(repo, "fast-import", "--quiet", inp=b"".join(chunks))
+    git(repo, "checkout", "-q", "-f", "main")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@dataclass
+class MultiSpan:
+    """A sampled span's truth beyond SpanRef: the later sessions that carried it, the writer's harness."""
+    carriers: frozenset[str]
+    harness: str
+
+    @property
+    def cls(self) -> str:
+        return "carried" if self.carriers else "regular"
+
+
+def _one_per_session(sessions: list[Session], replay: MultiReplay, maps: list[tuple[str, str]]) -> list[Session]:
+    """One Session per session id (an old-style `agent-*.jsonl` beside its session is that session
+    too), touches keyed by project path; the grep reference then sees every transcript of a session."""
+    by: dict[str, Session] = {}
+    for s in sessions:
+        touched = _project_touches(s, replay, maps)
+        if s.sid not in by:
+            s.touched = touched
+            by[s.sid] = s
+            continue
+        first = by[s.sid]
+        first.files += s.files
+        first.text += "\n" + s.text
+        first.lines |= s.lines
+        for rel, lines in touched.items():
+            first.touched.setdefault(rel, set()).update(lines)
+    return list(by.values())
+
+
+def _project_touches(s: Session, replay: MultiReplay, maps: list[tuple[str, str]]) -> dict[str, set[str]]:
+    """A session's touched lines (load_session: keyed by the path from its own cwd) keyed by the
+    replay's project path instead: a home-directory session's `M-Claude/x.py` is the project's `x.py`."""
+    out: dict[str, set[str]] = defaultdict(set)
+    cwd = _apply_maps(_posix(s.cwd), maps)
+    for rel, lines in s.touched.items():
+        full = _apply_maps(_posix(s.cwd).rstrip("/") + "/" + rel, maps)
+        got = replay.rel(full, cwd)
+        if got is not None:
+            out[got] |= lines
+    return out
+
+
+def multi_candidates(replay: MultiReplay, n: int) -> tuple[list[SpanRef], dict[tuple[str, int], MultiSpan], int]:
+    """Every n-line window of one writer with ≥60% substantive lines, and its carriers. Files whose
+    text a reader splits into other lines than the replay's (a stray \\r, U+2028) are left out
+    (returned: how many)."""
+    out: list[SpanRef] = []
+    info: dict[tuple[str, int], MultiSpan] = {}
+    odd = 0
+    for rel, st in sorted(replay.files.items()):
+        text = "\n".join(st.lines) + "\n" if st.lines else ""
+        if text.splitlines() != st.lines:
+            odd += 1
+            continue
+        for i in range(0, len(st.lines) - n + 1):
+            w = st.writer[i]
+            if w is None or any(x != w for x in st.writer[i:i + n]):
+                continue
+            if sum(substantive(x) for x in st.lines[i:i + n]) < math.ceil(0.6 * n):
+                continue
+            out.append(SpanRef(rel, i + 1, i + n, w))
+            info[(rel, i + 1)] = MultiSpan(frozenset().union(*st.carriers[i:i + n]), "")
+    return out, info, odd
+
+
+@dataclass
+class MultiRun:
+    sessions: list[Session]
+    harness: dict[str, str]  # sid -> claude | codex
+    replay: MultiReplay
+    repo: Path
+    queries: list[Query]
+    truth: list[set[str]]
+    info: list[MultiSpan]  # per query
+    sid_of: dict[str, str]  # transcript path -> session id (the truth's)
+    labels: dict[str, set[str]] = field(default_factory=dict)  # truth's id -> other ids engram gave its transcripts
+
+
+def prepare_multi(work: Path, spans_per_class: int, seed: int, source: Path, history: Path | None,
+                  maps: list[tuple[str, str]], tree_with_reads: bool = False, root: str | None = None) -> MultiRun:
+    """Transcripts, the all-sessions replay, its git history, the sampled 5-line spans (regular and
+    carried apart) and their mutated queries with the references' answers."""
+    mains = prepare_transcripts(work / "transcripts", source)
+    hist = MultiHistory(history)
+    copies = resumed_copies(mains)
+    calls = codex_call_ids(mains)
+    sessions: list[Session] = []
+    edits: list[FileEdit] = []
+    harness: dict[str, str] = {}
+    unread: Counter[str] = Counter()
+    extra = 0  # transcripts of a session already read (old-style agent-*.jsonl beside it, a copy)
+    sid_of: dict[str, str] = {}  # transcript path -> the session it is (the truth's identity)
+    for p in mains:
+        s = load_session(p, hist, copies.get(p), calls)
+        recs = _records(p)
+        if s.harness == "codex":
+            sid = s.sid
+            edits += codex_edits(recs, sid, maps, calls)
+        else:
+            if not any(isinstance(r.get("sessionId"), str) for r in recs):
+                unread["neither a Claude Code transcript nor a Codex rollout"] += 1
+            sid = s.sid = claude_identity(recs, copies.get(p) or set(), p.stem)
+            sub = p.with_suffix("") / "subagents"
+            per_file = [recs] + [_records(f) for f in (sorted(sub.glob("*.jsonl")) if sub.is_dir() else [])]
+            edits += claude_edits(per_file, sid, copies.get(p) or set(), maps)
+        if sid in harness:
+            extra += 1
+        harness[sid] = s.harness
+        for f in s.files:
+            sid_of[str(f)] = sid
+        sessions.append(s)
+    root = _posix(root).rstrip("/") if root else multi_root(edits)
+    replay = MultiReplay(hist, root)
+    replay.learn_checkouts(edits, hist.paths(), [src for src, _ in maps])
+    if replay.checkouts:
+        print(f"  other checkouts of the project (paths read from them): {', '.join(sorted(replay.checkouts)[:6])}"
+              f"{' ...' if len(replay.checkouts) > 6 else ''}")
+    sessions = _one_per_session(sessions, replay, maps)
+    for e in sorted(edits, key=lambda e: (e.when, e.sid, e.seq)):
+        replay.apply(e)
+    replay.finish()
+    by_h = Counter(harness.values())
+    writers = {w for st in replay.files.values() for w in st.writer if w}
+    attributed = sum(w is not None for st in replay.files.values() for w in st.writer)
+    total = sum(len(st.lines) for st in replay.files.values())
+    carried = sum(bool(c) for st in replay.files.values() for w, c in zip(st.writer, st.carriers) if w)
+    print(f"{len(harness)} sessions ({by_h.get('claude', 0)} claude-code, {by_h.get('codex', 0)} codex) in "
+          f"{len(mains)} transcripts ({extra} more of a session already read: replayed as that session); "
+          f"project root {root}; {len(writers)} sessions wrote lines still present")
+    print(f"replay: {sum(replay.applied.values())} edits applied ({dict(replay.applied)}); {len(edits)} recorded; "
+          f"{replay.rebased} found the file changed outside the sessions; {len(replay.files)} files, {total} lines, "
+          f"{attributed} with a writer, {carried} of them carried")
+    for reason, k in sorted({**replay.skipped, **unread}.items()):
+        print(f"  not replayed: {k} x {reason}")
+    if replay.outside:
+        print(f"  edits of files outside the project: {sum(replay.outside.values())} "
+              f"(by {len(replay.outside)} sessions: " + ", ".join(f"{s[:8]} {k}" for s, k in replay.outside.most_common(5))
+              + ")")
+    if replay.moved:
+        print(f"  files put in place by a Codex move: {len(replay.moved)}")
+    repo = work / "repo"
+    build_multi_repo(repo, replay)
+    cands, info, odd = multi_candidates(replay, MULTI_SIZE)
+    if odd:
+        print(f"  {odd} files left out of sampling (a line separator other than \\n in them)")
+    for c in cands:
+        info[(c.file, c.start)].harness = harness.get(c.writer, "claude")
+    rng = random.Random(seed)
+    regular = [c for c in cands if not info[(c.file, c.start)].carriers]
+    carried_c = [c for c in cands if info[(c.file, c.start)].carriers]
+    picked = sample_spans(regular, spans_per_class, rng) + sample_spans(carried_c, spans_per_class, rng)
+    if not picked:
+        raise SystemExit(f"{source}: no {MULTI_SIZE}-line span with one writer in the replayed files")
+    for name, pool in (("regular", regular), ("carried", carried_c)):
+        got = [c for c in picked if bool(info[(c.file, c.start)].carriers) == (name == "carried")]
+        print(f"{MULTI_SIZE}-line spans, {name}: {len(pool)} eligible windows, sampled {len(got)} "
+              f"({dict(Counter(HARNESS_NAMES[info[(c.file, c.start)].harness] for c in got))}; "
+              f"{len({c.writer for c in got})} writers)")
+    queries: list[Query] = []
+    truth: list[set[str]] = []
+    per_query: list[MultiSpan] = []
+    for si, sp in enumerate(picked):
+        repo_lines = (repo / sp.file).read_text(encoding="utf-8").splitlines()
+        mi = info[(sp.file, sp.start)]
+        t = touched_sessions(sessions, sp, repo_lines) | mi.carriers
+        for m in MULTI_MUTATIONS:
+            qrng = random.Random(f"{seed}/multi/{si}/{m}")
+            queries.append(mutate(sp, MULTI_SIZE, m, repo, qrng, len(queries)))
+            truth.append(t)
+            per_query.append(mi)
+    t0 = time.perf_counter()
+    run_blame(repo, git(repo, "rev-parse", "HEAD").strip(), queries)
+    run_grep(sessions, queries)
+    print(f"{len(queries)} queries ({len(MULTI_MUTATIONS)} mutations); git blame and grep references in "
+          f"{time.perf_counter() - t0:.1f}s")
+    if tree_with_reads:
+        print(f"working tree: {add_read_files(repo, sessions)} files the sessions only read added (untracked)")
+    return MultiRun(sessions, harness, replay, repo, queries, truth, per_query, sid_of)
+
+
+def _store_census(store: Any, run: MultiRun) -> list[str]:
+    """What engram's tapes hold against the truth: sessions it names that the truth does not (or
+    lost), code.edit events without a line range, edits filed under paths no session changed in the
+    project (outside paths, `.git/`), moves."""
+    from engram.tape.reader import TapeReader
+
+    known = set(run.harness)
+    seen: set[str] = set()
+    edits: Counter[str] = Counter()
+    no_range: Counter[str] = Counter()
+    foreign: Counter[str] = Counter()
+    gitdir = 0
+    for path in sorted(store.tapes_dir.rglob("*")):
+        if not path.is_file():
+            continue
+        try:
+            with TapeReader(path, store.objects_dir) as r:
+                evs = list(r.events())
+        except Exception:  # noqa: BLE001 - a census, not a check: an unreadable tape is counted
+            foreign["(unreadable tape)"] += 1
+            continue
+        meta = evs[0] if evs else {}
+        sid = str(meta.get("session_id") or "")
+        for src in meta.get("sources") or []:
+            mine = run.sid_of.get(str((src or {}).get("path")))
+            if mine is not None and mine != sid:
+                run.labels.setdefault(mine, set()).add(sid)
+        h = str(meta.get("harness") or "?")
+        seen.add(sid)
+        for ev in evs:
+            if ev.get("kind") != "code.edit":
+                continue
+            edits[h] += 1
+            if ev.get("after_range") is None and ev.get("op") != "delete":
+                no_range[h] += 1
+            f = str(ev.get("file") or "")
+            if f.startswith(".git/"):
+                gitdir += 1
+            elif f and f not in run.replay.edited and f not in run.replay.files:
+                foreign[f.split("/")[0]] += 1
+    out = [f"engram's tapes: {len(seen)} session ids; transcripts filed under another session's id: "
+           f"{sum(len(v) for v in run.labels.values())} ("
+           + ", ".join(f"{a[:8]} as {'/'.join(x[:8] for x in sorted(b))}" for a, b in sorted(run.labels.items())[:6])
+           + f"); ids not in the truth: {len(seen - known)} "
+           f"({', '.join(sorted(s[:8] for s in seen - known)[:6])}); truth's sessions without a tape: "
+           f"{len(known - seen)} ({', '.join(sorted(s[:8] for s in known - seen)[:6])})",
+           f"code.edit events: {dict(edits)}; without a line range: {dict(no_range)}; under .git/: {gitdir}; "
+           f"under paths no session changed in the project: {sum(foreign.values())} "
+           f"(top folders: {', '.join(f'{k} {v}' for k, v in foreign.most_common(5))})"]
+    return out
+
+
+def _miss_cause(q: Query, sids: list[str], mi: MultiSpan, true_set: set[str], known: set[str],
+                labels: dict[str, set[str]]) -> str:
+    """Why the writer is not first: what came first instead."""
+    if not sids:
+        return "no session"
+    top = sids[0]
+    where = "writer lower" if q.span.writer in sids else "writer absent"
+    if top in labels.get(q.span.writer, ()):
+        return f"the writer's transcript under another id first, {where}"
+    if top in mi.carriers:
+        return f"a carrier first, {where}"
+    if top not in known:
+        return f"an id no transcript has first, {where}"
+    if top in true_set:
+        return f"a reader first, {where}"
+    if any(top in v for v in labels.values()):
+        return f"an id engram also gave other sessions' transcripts first, {where}"
+    return f"a session that never touched the span first, {where}"
+
+
+def multi_tables(run: MultiRun, outs: list[Outcome]) -> str:
+    """Per harness of the writer (and all): per mutation, regular and carried spans apart, R@1,
+    R@3, precision of engram next to git blame, git blame -w -M -C and the line grep."""
+    cols = ["R@1", "R@3", "prec", "blame", "b-wMC", "grep"]
+    lines: list[str] = []
+    for h in ("claude", "codex", None):
+        sel_h = [i for i, mi in enumerate(run.info) if h is None or mi.harness == h]
+        if not sel_h:
+            continue
+        n = {c: len({(run.queries[i].span.file, run.queries[i].span.start) for i in sel_h if run.info[i].cls == c})
+             for c in ("regular", "carried")}
+        lines.append(f"\nwriter's harness: {HARNESS_NAMES[h] if h else 'all'} "
+                     f"({n['regular']} regular spans, {n['carried']} carried)")
+        head1 = f"{'mutation':10}" + "".join(f"| {c + ' spans':^{6 * len(cols) - 1}}" for c in ("regular", "carried"))
+        head2 = f"{'':10}" + ("| " + " ".join(f"{c:>5}" for c in cols)) * 2
+        lines += [head1, head2, "-" * len(head2)]
+        for m in (*MULTI_MUTATIONS, None):
+            row = f"{MULTI_LABELS[m] if m else 'all':10}"
+            for c in ("regular", "carried"):
+                sel = [i for i in sel_h if run.info[i].cls == c and (m is None or run.queries[i].mutation == m)]
+                o = [outs[i] for i in sel]
+                vals = [_mean([x.r1 for x in o]), _mean([x.r3 for x in o]),
+                        _mean([x.prec for x in o if x.prec is not None]),
+                        _mean([float(run.queries[i].blame) for i in sel]),
+                        _mean([float(run.queries[i].blame_wmc) for i in sel]),
+                        _mean([run.queries[i].grep_r1 for i in sel])]
+                row += "| " + " ".join(f"{_f(v):>5}" for v in vals)
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def multi_summary(run: MultiRun, outs: list[Outcome]) -> dict[str, Any]:
+    def r1(cls: str, ms: tuple[str, ...] = MULTI_MUTATIONS, h: str | None = None) -> float:
+        return _mean([o.r1 for q, o, mi in zip(run.queries, outs, run.info)
+                      if mi.cls == cls and q.mutation in ms and (h is None or mi.harness == h)])
+
+    def ref(attr: str, cls: str) -> float:
+        return _mean([float(getattr(q, attr)) for q, mi in zip(run.queries, run.info)
+                      if mi.cls == cls and q.mutation == "none"])
+
+    spans = {c: len({(q.span.file, q.span.start) for q, mi in zip(run.queries, run.info) if mi.cls == c})
+             for c in ("regular", "carried")}
+    writers = {w for st in run.replay.files.values() for w in st.writer if w}
+    sm: dict[str, Any] = {"sessions": len(run.sessions), "writers": len(writers),
+                          "regular": spans["regular"], "carried": spans["carried"]}
+    for m in MULTI_MUTATIONS:
+        sm[f"reg_{MULTI_LABELS[m]}"] = r1("regular", (m,))
+    sm["reg_all"] = r1("regular")
+    sm["car_all"] = r1("carried")
+    for m in MULTI_MUTATIONS:
+        sm[f"car_{MULTI_LABELS[m]}"] = r1("carried", (m,))
+    sm["R@3"] = _mean([o.r3 for o in outs])
+    sm["prec"] = _mean([o.prec for o in outs if o.prec is not None])
+    for h in ("claude", "codex"):
+        sm[f"reg_{h}"] = r1("regular", h=h)
+        sm[f"car_{h}"] = r1("carried", h=h)
+    for c in ("regular", "carried"):
+        sm[f"blame_{c}"] = ref("blame", c)
+        sm[f"bwmc_{c}"] = ref("blame_wmc", c)
+        sm[f"grep_{c}"] = _mean([q.grep_r1 for q, mi in zip(run.queries, run.info) if mi.cls == c and q.mutation == "none"])
+    return sm
+
+
+def multi_verdict(sm: dict[str, Any]) -> str:
+    checks = [(f"reg_{MULTI_LABELS[m]}", 0.95) for m in MULTI_MUTATIONS] + [("car_all", 0.90), ("prec", 0.90)]
+    return "  ".join(f"{k}>={t}:{'ok' if sm[k] >= t else ('n/a' if sm[k] != sm[k] else 'MISS')}" for k, t in checks)
+
+
+def fmt_multi_summary(name: str, sm: dict[str, Any]) -> str:
+    """The one line run_multi.sh greps for."""
+    def f(x: float) -> str:
+        return "n/a" if x != x else f"{x:.3f}"
+
+    return (f"MULTI {name}: sessions={sm['sessions']} writers={sm['writers']} spans={sm['regular']}/{sm['carried']} "
+            f"R@1reg plain/shift/reindent/ren20={'/'.join(f(sm[f'reg_{MULTI_LABELS[m]}']) for m in MULTI_MUTATIONS)} "
+            f"R@1car={f(sm['car_all'])} R@3={f(sm['R@3'])} prec={f(sm['prec'])} "
+            f"cc/codex reg={f(sm['reg_claude'])}/{f(sm['reg_codex'])} car={f(sm['car_claude'])}/{f(sm['car_codex'])} "
+            f"blame reg/car={f(sm['blame_regular'])}/{f(sm['blame_carried'])} "
+            f"b-wMC={f(sm['bwmc_regular'])}/{f(sm['bwmc_carried'])} grep={f(sm['grep_regular'])}/{f(sm['grep_carried'])}")
+
+
+def run_multi(args: argparse.Namespace, work: Path) -> None:
+    """`--multi`: prepare, ingest every session into one store, explain every query, report."""
+    if args.sessions is None:
+        raise SystemExit("--multi needs --sessions DIR")
+    here = str((work / "repo").resolve())  # `{repo}` in --map and --root: the test repository
+    maps = [(a.replace("{repo}", here), b.replace("{repo}", here)) for a, b in args.maps]
+    run = prepare_multi(work, args.spans_per_size, args.seed, args.sessions, args.history, maps,
+                        args.tree_with_reads, args.root.replace("{repo}", here) if args.root else None)
+    store = engram_env(run.repo, [work / "transcripts", *args.distractors], maps)
+    db, npost, secs = build_index(store, args.k, args.w)
+    spans = read_spans(run.repo, run.queries)
+    sids: list[list[str]] = []
+    t0 = time.perf_counter()
+    outs, evid = run_engram(store, db, spans, run.queries, run.truth, args.k, args.w, sids)
+    qs = (time.perf_counter() - t0) / len(run.queries)
+    db.close()
+    print(f"\nk={args.k} w={args.w}: index {npost} postings ({secs:.1f}s), explain + run {1000 * qs:.1f} ms/query")
+    for line in _store_census(store, run):
+        print(line)
+    print(f"\nengram explain FILE:A-B --brief (default order) vs git blame, git blame -w -M -C and a line grep; "
+          f"{MULTI_SIZE}-line spans of one writer; regular = no later session carried a line of it, carried = one did:")
+    print(multi_tables(run, outs))
+    sm, se = multi_summary(run, outs), multi_summary(run, evid)
+    print(f"\nengram explain         : {multi_verdict(sm)}")
+    print(f"engram --rank evidence : {multi_verdict(se)}  (R@1 regular {se['reg_all']:.3f}, carried "
+          f"{se['car_all']:.3f}, prec {se['prec']:.3f})")
+    known = set(run.harness)
+    causes: Counter[tuple[str, str]] = Counter()
+    for q, o, s, mi, t in zip(run.queries, outs, sids, run.info, run.truth):
+        if not o.r1:
+            causes[(mi.cls, _miss_cause(q, s, mi, t, known, run.labels))] += 1
+    print("\nengram misses at rank 1 (span class, what came first):")
+    for (c, why), k in sorted(causes.items(), key=lambda x: (x[0][0] != "regular", -x[1])):
+        print(f"  {c:8} {why:72} x{k}")
+    shown = 0
+    for q, o, s, mi, t in zip(run.queries, outs, sids, run.info, run.truth):
+        if not o.r1 and q.mutation == "none" and shown < args.examples:
+            shown += 1
+            rank = s.index(q.span.writer) + 1 if q.span.writer in s else None
+            print(f"    e.g. {q.span.file}:{q.span.start}-{q.span.end} ({mi.cls}) writer {q.span.writer[:8]} "
+                  f"{f'at rank {rank}' if rank else 'absent'}; first {s[0][:8] if s else '-'}"
+                  f"{' (a carrier)' if s and s[0] in mi.carriers else ''}; returned {len(s)}")
+    moved = [o for q, o in zip(run.queries, outs) if q.span.file in run.replay.moved]
+    if moved:
+        print(f"  spans in files a Codex move put in place: {len(moved)} queries, R@1 {_mean([o.r1 for o in moved]):.3f}")
+    name = args.name or args.sessions.resolve().parent.name
+    print("\n" + fmt_multi_summary(name, sm))
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -1386,7 +2312,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree-with-reads", action="store_true",
                     help="also put the files the sessions only read into the test working tree (as in the "
                          "project's own tree; by default it holds the written files only)")
+    ap.add_argument("--multi", action="store_true",
+                    help="multi-session mode: every session under --sessions replayed together in time order; "
+                         "writer = the session that last changed a line, carriers = later sessions whose edit covered "
+                         "it unchanged; 5-line spans of one writer, regular and carried reported apart, by harness "
+                         "(--spans-per-size is then the number of spans per class)")
+    ap.add_argument("--root", metavar="PATH",
+                    help="--multi: the project's root as the sessions recorded it (after --map; default: the cwd "
+                         "most edits were made from); `{repo}` in --root and in --map's TO is the test repository, "
+                         "so sessions from several machines or a home-directory cwd can be mapped onto it")
+    ap.add_argument("--examples", type=int, default=8, metavar="N",
+                    help="--multi: list N unmutated spans whose writer is not first (default %(default)s)")
+    ap.add_argument("--name", help="the set's name on --multi's summary line (default: the folder holding --sessions)")
+    ap.add_argument("--extract-entire", nargs=2, type=Path, metavar=("GIT_DIR", "OUT"),
+                    help="write the Claude Code sessions and Codex rollouts an Entire CLI checkpoint history holds "
+                         "(entire/checkpoints/v1, or refs/entire/checkpoints/*) to OUT/<session id>.jsonl, and stop")
+    ap.add_argument("--extract-history", nargs="+", metavar=("GIT_DIR OUT", "PREFIX"),
+                    help="write the newest version of every .jsonl ever committed under each PREFIX (any branch) "
+                         "to OUT, and stop (sessions a repository keeps beside its code)")
     args = ap.parse_args(argv)
+    if args.extract_history:
+        from common import history_jsonl
+
+        if len(args.extract_history) < 3:
+            ap.error("--extract-history GIT_DIR OUT PREFIX [PREFIX ...]")
+        git_dir, out, *prefixes = args.extract_history
+        n, gone = history_jsonl(Path(git_dir), Path(out), prefixes)
+        print(f"{out}: {n} .jsonl files written; {gone} absent from the clone")
+        return 0
+    if args.extract_entire:
+        from common import entire_sessions
+
+        res = entire_sessions(*args.extract_entire)
+        print(f"{args.extract_entire[1]}: {len(res.sessions)} sessions ({dict(Counter(res.sessions.values()))}) "
+              f"from {res.pieces} full.jsonl versions; left out: {res.skipped or 'none'}")
+        return 0
     import engram.query.ranking as rules
 
     for item in args.overrides:
@@ -1397,13 +2357,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"override: engram.query.ranking.{name} = {getattr(rules, name)!r}")
     t_start = time.perf_counter()
     try:
-        print(f"engram at {checkout_state(ROOT / 'engram')}")
+        import engram  # the engram measured is the one imported (PYTHONPATH), not necessarily this script's checkout
+
+        print(f"engram at {checkout_state(Path(engram.__file__).resolve().parent)} ({Path(engram.__file__).parent})")
     except OSError:
         pass
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="engram-provenance-"))
     if args.keep and work.exists():
         shutil.rmtree(work)
     try:
+        if args.multi:
+            run_multi(args, work)
+            print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+            return 0
         sessions, repo, queries, truth = prepare(work, args.spans_per_size, args.seed, args.sessions, args.history,
                                                   args.tree_with_reads)
         store = engram_env(repo, [work / "transcripts", *args.distractors], args.maps)
