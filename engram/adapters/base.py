@@ -49,6 +49,7 @@ class Capture:
     events: list[Event] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)  # malformed input, by reason
     ignored: Counter[str] = field(default_factory=Counter)  # well-formed records not worth a tape event
+    copied: Counter[str] = field(default_factory=Counter)  # records of other sessions the file repeats, by session
     positions: list[tuple[int, int]] = field(default_factory=list)  # (source index, line offset) per event
     cursor: tuple[int, int] = (0, 0)  # the line being read
 

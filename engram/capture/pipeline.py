@@ -174,6 +174,11 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     if written.created:
         stats.tapes += 1
         stats.written.append(written.id)
+        if cap.copied and prev is None:
+            stats.copying += 1
+            stats.copied.update(cap.copied)
+        if "cwd_inferred" in cap.meta and prev is None:
+            stats.inferred_cwd[cap.meta["cwd_inferred"] or ""] += 1
     stats.events += row["events"]  # as `engram tapes` counts them: the tape's meta event #0 included
     stats.edits += row["edits"]
     stats.reads += row["reads"]
