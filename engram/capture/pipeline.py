@@ -266,6 +266,7 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
                 if finish is not None:
                     finish(db)
             stats.out_of_order += getattr(after_tape, "out_of_order", 0)
+            stats.copied_uncaptured = _uncaptured(db, list(stats.copied))
             if hasattr(after_tape, "accept"):
                 from engram.index.build import older_text_note  # noqa: PLC0415
 
@@ -273,6 +274,16 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
         finally:
             db.close()
     return stats
+
+
+def _uncaptured(db: apsw.Connection, sessions: list[str]) -> list[str]:
+    """Those of `sessions` the store has no tape of: sessions whose records other sessions' files
+    repeat, whose own file was never captured here (Claude Code deletes old ones)."""
+    if not sessions:
+        return []
+    have = {r[0] for r in db.execute(f"SELECT DISTINCT session_id FROM tapes WHERE session_id IN "
+                                     f"({','.join('?' * len(sessions))})", sessions)}
+    return sorted(s for s in sessions if s not in have)
 
 
 def _ingest_serial(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,

@@ -23,6 +23,7 @@ class IngestStats:
     copied: Counter[str] = field(default_factory=Counter)  # session -> its records other sessions' files repeat
     copying: int = 0  # sessions whose file starts with another session's records (resumed, plan hand-over)
     inferred_cwd: Counter[str] = field(default_factory=Counter)  # cwd ("" for none) of rollouts that record none
+    copied_uncaptured: list[str] = field(default_factory=list)  # of `copied`, those the store has no tape of
     written: list[str] = field(default_factory=list)
     out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
     older_text: str | None = None  # the note when the index reads events an older way (build.older_text_note)
@@ -60,6 +61,11 @@ class IngestStats:
             n = sum(self.copied.values())
             line += (f"\n  note: {self.copying} session files repeat {n} records of {len(self.copied)} other sessions "
                      "(a resumed conversation, a plan handed over): they count once, for the sessions that made them")
+            if self.copied_uncaptured:
+                k = len(self.copied_uncaptured)
+                line += (f"; {k} of those {'is' if k == 1 else 'are'} not captured here (their own files were not "
+                         f"ingested; Claude Code deletes old ones): {', '.join(self.copied_uncaptured[:3])}"
+                         f"{', …' if k > 3 else ''}")
         line += self._inferred_note()
         if self.out_of_order:
             from engram.index.build import out_of_order_note  # noqa: PLC0415
