@@ -202,11 +202,14 @@ def test_a_resumed_session_and_its_original_are_two_tapes_linked(repo: Path, tmp
     resumed.records[0]["parentUuid"] = original.records[-1]["uuid"]
     (repo / "lib").mkdir()
     (repo / "lib" / "parser.ex").write_text(after)
-    resumed_file = resumed.save(tmp_path / "s", original.records + resumed.records)
+    resumed_file = resumed.save(tmp_path / "s", original.records)  # just resumed: nothing of its own yet
     alone = run_engram(repo, "ingest", str(resumed_file)).stdout  # Claude Code may have deleted the original
     assert "note: 1 session files repeat 64 records of 1 other sessions" in alone
     assert f"1 of those is not captured here (their own files were not ingested; Claude Code deletes old ones): " \
            f"{ORIGINAL}" in alone
+    assert "1 sessions, 0 new tapes" in alone  # no record of its own: nothing to tape yet
+    resumed.save(tmp_path / "s", original.records + resumed.records)
+    assert "1 new tapes" in run_engram(repo, "ingest", str(resumed_file)).stdout  # its own records, appended
     assert listed_sessions(repo) == [RESUMED]
 
     original.save(tmp_path / "s")

@@ -139,8 +139,9 @@ def own_session(records: Iterable[dict[str, Any]], stem: str) -> str | None:
     and `--continue` write a new file that repeats the resumed session's records (keeping their
     `sessionId`) before its own; a session implementing a plan accepted with "clear context"
     starts with a line of the planning session. The session is the one the file is named after
-    when a record carries that id, else the one its last records carry: a session's own records
-    follow whatever it copied. Progress records, never read (`_unparsed`), do not count."""
+    (Claude Code names it by the session id), even before a record of its own is written; for a
+    file named otherwise (saved by hand, exported), the one its last records carry: a session's
+    own records follow whatever it copied. Progress records, never read (`_unparsed`), do not count."""
     last: str | None = None
     for rec in records:
         sid = _session_of(rec)
@@ -149,7 +150,10 @@ def own_session(records: Iterable[dict[str, Any]], stem: str) -> str | None:
         if sid == stem:
             return sid
         last = sid
-    return last
+    return stem if _SESSION_NAME.fullmatch(stem) else last
+
+
+_SESSION_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
 def _session_of(rec: dict[str, Any]) -> str | None:
@@ -307,9 +311,9 @@ def started(records: Iterable[dict[str, Any]], stem: str | None = None) -> str |
     """When the session began, as its capture's `started` will say: the time of its head record
     (`head_record` of the session `own_session` names) among `records`, the file's first ones.
 
-    `records` is read lazily and only as far as needed: up to the first record of the session
-    `stem` names that has a cwd, however many copied records come before it (pass all the file's
-    records when the name is a session id). Without such a record, all of `records` are read and
+    `records`: the file's first records, or for a file named by its session id those from the
+    first line naming it (past the records a resumed session repeats first), read lazily up to
+    that session's first record with a cwd. For a file named otherwise, all of them are read and
     the session is the one the last of them carries."""
     firsts: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}  # session -> (first, first with cwd)
     last: str | None = None
@@ -324,8 +328,8 @@ def started(records: Iterable[dict[str, Any]], stem: str | None = None) -> str |
         last = sid
         if sid == stem and with_cwd is not None:
             break
-    own = stem if stem in firsts else last
-    if own is None:
+    own = stem if stem is not None and (stem in firsts or _SESSION_NAME.fullmatch(stem)) else last
+    if own is None or own not in firsts:
         return None
     first, with_cwd = firsts[own]
     ts = (with_cwd or first).get("timestamp")

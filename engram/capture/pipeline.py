@@ -166,6 +166,9 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     if len(events) == 1 and prev is not None:
         stats.unchanged += 1  # only records we do not keep (progress, snapshots) were appended
         return Captured(stats)
+    if len(events) == 1 and cap.copied:  # only another session's records yet: a session just resumed
+        _note_first_capture(stats, cap)
+        return Captured(stats)
     before = Counter(redactor.counts)
     written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
                          object_threshold=int(cfg["object_threshold"]))
@@ -174,17 +177,24 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     if written.created:
         stats.tapes += 1
         stats.written.append(written.id)
-        if cap.copied and prev is None:
-            stats.copying += 1
-            stats.copied.update(cap.copied)
-        if "cwd_inferred" in cap.meta and prev is None:
-            stats.inferred_cwd[cap.meta["cwd_inferred"] or ""] += 1
+        if prev is None:
+            _note_first_capture(stats, cap)
     stats.events += row["events"]  # as `engram tapes` counts them: the tape's meta event #0 included
     stats.edits += row["edits"]
     stats.reads += row["reads"]
     stats.raw_bytes += sum(s.end - st for s, st in zip(cap.sources, starts))
     stats.tape_bytes += written.size
     return Captured(stats, written, row, events[0]["sources"])
+
+
+def _note_first_capture(stats: IngestStats, cap: Capture) -> None:
+    """What the summary says of a session captured from its start: records it repeats of other
+    sessions (left to them), a working directory inferred."""
+    if cap.copied:
+        stats.copying += 1
+        stats.copied.update(cap.copied)
+    if "cwd_inferred" in cap.meta:
+        stats.inferred_cwd[cap.meta["cwd_inferred"] or ""] += 1
 
 
 def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,

@@ -412,11 +412,12 @@ class Continuations:
 
 
 def continued_session(meta: dict[str, Any]) -> tuple[str, str] | None:
-    """(session, how) for a session's first tape whose meta says it continues another one
-    (`continues`, `continues_via`: a Claude Code session resumed from another, or implementing a
-    plan another accepted); None for any other tape, later segments included."""
+    """(session, how) for a tape whose meta says its session continues another one (`continues`,
+    `continues_via`: a Claude Code session resumed from another, or implementing a plan another
+    accepted); None for any other tape. Every segment of such a session says so (its first may
+    not: captured before any record of its own was written)."""
     other = meta.get("continues")
-    if meta.get("prev") is not None or not isinstance(other, str) or not other:
+    if not isinstance(other, str) or not other:
         return None
     return other, str(meta.get("continues_via") or "resume")
 
