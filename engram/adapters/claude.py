@@ -101,6 +101,7 @@ def parse_session(
     sources = [src for src, _ in parsed]
     main_records = [line.record for line in parsed[0][1] if line.record] if parsed else []
     session_id = own_session(main_records, sources[0].path.stem) or sources[0].path.stem
+    copies_apart = _real_session_ids(main_records)
     first = head_record(main_records, session_id)
     cap = Capture(HARNESS, session_id, sources, skipped=skipped, ignored=ignored)
     cwd = first.get("cwd")
@@ -114,7 +115,7 @@ def parse_session(
         "started": first.get("timestamp"),
         "slug": first.get("slug"),
     }
-    continues = _continued_session(main_records, session_id)
+    continues = _continued_session(main_records, session_id) if copies_apart else None
     if continues is not None:
         cap.meta.update(continues=continues[0], continues_via=continues[1])
     state = _State(with_files)
@@ -125,7 +126,7 @@ def parse_session(
                 continue
             cap.cursor = (si, line.offset)
             other = _session_of(line.record)
-            if other is not None and other != session_id:
+            if other is not None and other != session_id and copies_apart:
                 _copied(cap, state, line.record, other)
             else:
                 _record(cap, state, mapper, line.record, agent)
@@ -141,7 +142,12 @@ def own_session(records: Iterable[dict[str, Any]], stem: str) -> str | None:
     starts with a line of the planning session. The session is the one the file is named after
     (Claude Code names it by the session id), even before a record of its own is written; for a
     file named otherwise (saved by hand, exported), the one its last records carry: a session's
-    own records follow whatever it copied. Progress records, never read (`_unparsed`), do not count."""
+    own records follow whatever it copied. Progress records, never read (`_unparsed`), do not count.
+
+    Only Claude Code's own session ids (UUIDs) are told apart so: a file whose records carry other
+    ids was made or trimmed by hand (a fixture, a redacted export) and is one session, the one its
+    head record names (`_real_session_ids`)."""
+    records = list(records)
     last: str | None = None
     for rec in records:
         sid = _session_of(rec)
@@ -150,10 +156,18 @@ def own_session(records: Iterable[dict[str, Any]], stem: str) -> str | None:
         if sid == stem:
             return sid
         last = sid
+    if not _real_session_ids(records):
+        return _session_of(head_record(records))
     return stem if _SESSION_NAME.fullmatch(stem) else last
 
 
 _SESSION_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+def _real_session_ids(records: list[dict[str, Any]]) -> bool:
+    """Whether every session id the records carry is one Claude Code makes (a UUID): only then
+    are records of another session told apart from the file's own (`own_session`)."""
+    return all(_SESSION_NAME.fullmatch(sid) for rec in records if (sid := _session_of(rec)) is not None)
 
 
 def _session_of(rec: dict[str, Any]) -> str | None:
@@ -314,13 +328,19 @@ def started(records: Iterable[dict[str, Any]], stem: str | None = None) -> str |
     `records`: the file's first records, or for a file named by its session id those from the
     first line naming it (past the records a resumed session repeats first), read lazily up to
     that session's first record with a cwd. For a file named otherwise, all of them are read and
-    the session is the one the last of them carries."""
+    the session is the one the last of them carries; a file whose records carry ids Claude Code
+    does not make is one session, whose head record is the first of all (see `own_session`)."""
     firsts: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}  # session -> (first, first with cwd)
     last: str | None = None
+    head: dict[str, Any] = {}  # `head_record` of all of them, the session of a file not told apart
+    real = True
     for rec in records:
         sid = _session_of(rec)
         if sid is None or rec.get("type") == "progress":
             continue
+        real = real and bool(_SESSION_NAME.fullmatch(sid))
+        if not head.get("cwd") and (not head or rec.get("cwd")):
+            head = rec
         first, with_cwd = firsts.get(sid, (rec, None))
         if with_cwd is None and rec.get("cwd"):
             with_cwd = rec
@@ -328,6 +348,9 @@ def started(records: Iterable[dict[str, Any]], stem: str | None = None) -> str |
         last = sid
         if sid == stem and with_cwd is not None:
             break
+    if not real and (stem is None or stem not in firsts):
+        ts = head.get("timestamp")
+        return ts if isinstance(ts, str) else None
     own = stem if stem is not None and (stem in firsts or _SESSION_NAME.fullmatch(stem)) else last
     if own is None or own not in firsts:
         return None
