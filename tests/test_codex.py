@@ -687,6 +687,63 @@ def test_session_id_falls_back_to_the_file_name(tmp_path: Path) -> None:
     assert capture(path, root).session_id == "019a0000-0000-7000-8000-0000000000bb"
 
 
+def exported(elsewhere: str, *, workdir: bool = True) -> Rollout:
+    """A rollout exported without its session_meta and turn_context lines (as some tools share
+    them), made on another machine in `elsewhere`: its paths are absolute, there."""
+    r = Rollout().message("user", "make greet friendlier")
+    if workdir:
+        r.function("call_0", "shell_command", {"command": "sed -n '1,40p' src/app.py", "workdir": elsewhere},
+                   shell_out(0, APP))
+    abs_patch = MULTI_HUNK.replace("*** Update File: src/app.py", f"*** Update File: {elsewhere}/src/app.py")
+    return r.custom("call_1", abs_patch, custom_ok(f"{elsewhere}/src/app.py"))
+
+
+def test_an_exported_rollout_gets_a_stable_id_from_its_content_and_a_cwd_from_its_paths(
+        repo: tuple[Path, str], tmp_path: Path) -> None:
+    """Without session_meta, nothing in the file names the session, and its absolute paths are
+    another machine's: the id comes from its content (a copy of it is the same session, so
+    ingesting it again adds nothing), the working directory from the directory its shell calls
+    ran in, which puts its edit on the repository's file; the summary says it was inferred."""
+    root, _ = repo
+    run_engram(root, "init")
+    first = exported("/home/dev/proj").write(tmp_path / "a" / "session.jsonl")
+    out = run_engram(root, "ingest", str(first)).stdout
+    assert "1 edits" in out
+    assert "note: 1 Codex rollout records no working directory: inferred from the paths edited, /home/dev/proj (1)" \
+        in out
+    (tape,) = json.loads(run_engram(root, "tapes", "--json").stdout)
+    assert tape["session_id"].startswith("codex-") and "session" not in tape["session_id"]
+    meta = shown_events(root, tape["session_id"])[0]
+    assert (meta["cwd"], meta["cwd_inferred"]) == ("/home/dev/proj", "/home/dev/proj")
+    doc = json.loads(run_engram(root, "explain", "src/app.py:2-8", "--brief").stdout)
+    assert [x["session_id"] for x in doc["sessions"]] == [tape["session_id"]]
+
+    copy = tmp_path / "b" / "session.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(first.read_bytes())
+    again = run_engram(root, "ingest", str(copy)).stdout
+    assert "0 new tapes" in again and "(1 sessions unchanged)" in again
+    other = exported("/home/dev/proj").message("user", "thanks")
+    other.records[0]["payload"]["content"][0]["text"] = "make greet friendlier, please"
+    assert capture(other.write(tmp_path / "c" / "session.jsonl"), root).session_id != tape["session_id"]
+
+
+def test_a_cwd_is_inferred_only_from_paths_that_name_one(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """Patched files alone point at their own directory, not at the session's: the ancestor from
+    which they are this repository's files is taken. Paths with nothing in common but `/` name
+    no working directory, and the summary says so."""
+    root, _ = repo
+    cap = capture(exported("/home/dev/proj", workdir=False).write(tmp_path / "only-patch.jsonl"), root)
+    assert cap.meta["cwd_inferred"] == "/home/dev/proj"  # not /home/dev/proj/src
+    assert [e["file"] for e in kinds(cap, "code.edit")] == ["src/app.py"]
+
+    scattered = Rollout().function("c", "shell_command", {"command": "ls", "workdir": "/etc"}, shell_out(0, "hosts"))
+    scattered.function("d", "shell_command", {"command": "ls", "workdir": "/var/log"}, shell_out(0, "syslog"))
+    run_engram(root, "init")
+    out = run_engram(root, "ingest", str(scattered.write(tmp_path / "scattered.jsonl"))).stdout
+    assert "note: 1 Codex rollout records no working directory and no path that names one" in out
+
+
 def test_truncated_last_line_is_left_for_the_next_ingest(repo: tuple[Path, str], tmp_path: Path) -> None:
     root, head = repo
     r = Rollout().meta(root, head).turn(root).custom("c", MULTI_HUNK, custom_ok("src/app.py"))

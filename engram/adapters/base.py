@@ -52,6 +52,7 @@ class Capture:
     ignored: Counter[str] = field(default_factory=Counter)  # well-formed records not worth a tape event
     dropped: Counter[str] = field(default_factory=Counter)  # edits the session made that no code.edit holds, by reason
     dropped_at: list[tuple[tuple[int, int], str]] = field(default_factory=list)  # (source line, reason) of each
+    copied: Counter[str] = field(default_factory=Counter)  # records of other sessions the file repeats, by session
     positions: list[tuple[int, int]] = field(default_factory=list)  # (source index, line offset) per event
     cursor: tuple[int, int] = (0, 0)  # the line being read
 

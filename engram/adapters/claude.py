@@ -99,8 +99,10 @@ def parse_session(
             parsed.append((src, lines))
     parsed += subagents
     sources = [src for src, _ in parsed]
-    first = head_record(line.record for line in parsed[0][1] if line.record) if parsed else {}
-    session_id = str(first.get("sessionId") or sources[0].path.stem)
+    main_records = [line.record for line in parsed[0][1] if line.record] if parsed else []
+    session_id = own_session(main_records, sources[0].path.stem) or sources[0].path.stem
+    copies_apart = _real_session_ids(main_records)
+    first = head_record(main_records, session_id)
     cap = Capture(HARNESS, session_id, sources, skipped=skipped, ignored=ignored)
     cwd = first.get("cwd")
     mapper = _with_entered_worktrees(mapper_for(cwd), parsed[0][1] if parsed else [])
@@ -113,6 +115,9 @@ def parse_session(
         "started": first.get("timestamp"),
         "slug": first.get("slug"),
     }
+    continues = _continued_session(main_records, session_id) if copies_apart else None
+    if continues is not None:
+        cap.meta.update(continues=continues[0], continues_via=continues[1])
     state = _State(with_files)
     for si, (src, lines) in enumerate(parsed):
         agent = None if src.name == "main" else _agent_id(src)
@@ -120,8 +125,115 @@ def parse_session(
             if line.record is None:
                 continue
             cap.cursor = (si, line.offset)
-            _record(cap, state, mapper, line.record, agent)
+            other = _session_of(line.record)
+            if other is not None and other != session_id and copies_apart:
+                _copied(cap, state, line.record, other)
+            else:
+                _record(cap, state, mapper, line.record, agent)
     return cap
+
+
+def own_session(records: Iterable[dict[str, Any]], stem: str) -> str | None:
+    """The session whose records a file holds, which is not always the first record's.
+
+    Claude Code starts a session's file with records of another session in two cases: `--resume`
+    and `--continue` write a new file that repeats the resumed session's records (keeping their
+    `sessionId`) before its own; a session implementing a plan accepted with "clear context"
+    starts with a line of the planning session. The session is the one the file is named after
+    (Claude Code names it by the session id), even before a record of its own is written; for a
+    file named otherwise (saved by hand, exported), the one its last records carry: a session's
+    own records follow whatever it copied. Progress records, never read (`_unparsed`), do not count.
+
+    Only Claude Code's own session ids (UUIDs) are told apart so: a file whose records carry other
+    ids was made or trimmed by hand (a fixture, a redacted export) and is one session, the one its
+    head record names (`_real_session_ids`)."""
+    records = list(records)
+    last: str | None = None
+    for rec in records:
+        sid = _session_of(rec)
+        if sid is None or rec.get("type") == "progress":
+            continue
+        if sid == stem:
+            return sid
+        last = sid
+    if not _real_session_ids(records):
+        return _session_of(head_record(records))
+    return stem if _SESSION_NAME.fullmatch(stem) else last
+
+
+_SESSION_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+def _real_session_ids(records: list[dict[str, Any]]) -> bool:
+    """Whether every session id the records carry is one Claude Code makes (a UUID): only then
+    are records of another session told apart from the file's own (`own_session`)."""
+    return all(_SESSION_NAME.fullmatch(sid) for rec in records if (sid := _session_of(rec)) is not None)
+
+
+def _session_of(rec: dict[str, Any]) -> str | None:
+    sid = rec.get("sessionId") if isinstance(rec, dict) else None
+    return sid if isinstance(sid, str) and sid else None
+
+
+_PLAN_PROMPT = "Implement the following plan:"
+
+
+def _continued_session(records: list[dict[str, Any]], session_id: str) -> tuple[str, str] | None:
+    """(session, "plan" or "resume") when this session continues another one: the session of the
+    last copied record before its own (see `own_session`), or the planning session its first
+    prompt names. How: "plan" when that prompt is a plan another session accepted (Claude Code
+    hands it over as "Implement the following plan:", with the plan in `planContent` and, since
+    2.1, the path of the planning session's transcript), else "resume"."""
+    before: str | None = None
+    for i, rec in enumerate(records):
+        sid = _session_of(rec)
+        if sid is None or rec.get("type") == "progress":
+            continue
+        if sid != session_id:
+            before = sid
+            continue
+        plan = _plan_handover(records[i:i + 20], session_id)
+        if before is not None:
+            return before, "plan" if plan is not None else "resume"
+        return (plan, "plan") if plan and plan != session_id else None
+    return None
+
+
+_PLAN_TRANSCRIPT = re.compile(r"read the full transcript at: \S*?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                              r"[0-9a-f]{12})\.jsonl")
+
+
+def _plan_handover(records: list[dict[str, Any]], session_id: str) -> str | None:
+    """When the session's first prompt (among `records`, its first) is the plan another session
+    accepted: the planning session its transcript path names, else "" (None: not a plan)."""
+    for rec in records:
+        if rec.get("type") != "user" or rec.get("isMeta") or _session_of(rec) != session_id:
+            continue
+        content = (rec.get("message") or {}).get("content") if isinstance(rec.get("message"), dict) else None
+        text = content if isinstance(content, str) else _text_of(content)
+        if rec.get("planContent") or text.startswith(_PLAN_PROMPT):
+            m = _PLAN_TRANSCRIPT.search(text)
+            return m.group(1) if m else ""
+        if text and not text.startswith("<"):  # a prompt the user typed; `<command-name>` and the like are not
+            return None
+    return None
+
+
+def _copied(cap: Capture, st: _State, rec: dict[str, Any], other: str) -> None:
+    """A record of another session the file repeats (see `own_session`): that session's
+    evidence, which its own file holds, not this session's. It still names the tool calls whose
+    results may follow among this session's records, and its uuid marks later copies of it."""
+    uuid = rec.get("uuid")
+    if isinstance(uuid, str):
+        st.seen.add(uuid)
+    msg = rec.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if rec.get("type") == "assistant" and isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                inp = block.get("input") if isinstance(block.get("input"), dict) else {}
+                st.calls[str(block.get("id") or "")] = (str(block.get("name") or ""), inp)
+    cap.copied[other] += 1
 
 
 def _read_subagent(src: SourceSpan, max_line_bytes: int, skipped: Counter[str],
@@ -193,13 +305,15 @@ def _unparsed_but_agents_without(with_files: frozenset[str]) -> Callable[[bytes]
     return skip
 
 
-def head_record(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The record a session's id, cwd and start time are read from: the first with a session id
-    and a cwd, else the first with a session id. Progress records never count: `parse_session`
-    does not read them (`_unparsed`), and `started` (read before parsing) must agree with it."""
+def head_record(records: Iterable[dict[str, Any]], session: str | None = None) -> dict[str, Any]:
+    """The record a session's cwd and start time are read from: the first of `session` (any
+    session when None) with a cwd, else the first of it. Progress records never count:
+    `parse_session` does not read them (`_unparsed`), and `started` (read before parsing) must
+    agree with it."""
     fallback: dict[str, Any] = {}
     for rec in records:
-        if not isinstance(rec, dict) or rec.get("type") == "progress" or not rec.get("sessionId"):
+        sid = _session_of(rec)
+        if sid is None or rec.get("type") == "progress" or (session is not None and sid != session):
             continue
         if rec.get("cwd"):
             return rec
@@ -207,9 +321,41 @@ def head_record(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return fallback
 
 
-def started(records: Iterable[dict[str, Any]]) -> str | None:
-    """When the session began, as its capture's `started` will say, from its first records."""
-    ts = head_record(records).get("timestamp")
+def started(records: Iterable[dict[str, Any]], stem: str | None = None) -> str | None:
+    """When the session began, as its capture's `started` will say: the time of its head record
+    (`head_record` of the session `own_session` names) among `records`, the file's first ones.
+
+    `records`: the file's first records, or for a file named by its session id those from the
+    first line naming it (past the records a resumed session repeats first), read lazily up to
+    that session's first record with a cwd. For a file named otherwise, all of them are read and
+    the session is the one the last of them carries; a file whose records carry ids Claude Code
+    does not make is one session, whose head record is the first of all (see `own_session`)."""
+    firsts: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}  # session -> (first, first with cwd)
+    last: str | None = None
+    head: dict[str, Any] = {}  # `head_record` of all of them, the session of a file not told apart
+    real = True
+    for rec in records:
+        sid = _session_of(rec)
+        if sid is None or rec.get("type") == "progress":
+            continue
+        real = real and bool(_SESSION_NAME.fullmatch(sid))
+        if not head.get("cwd") and (not head or rec.get("cwd")):
+            head = rec
+        first, with_cwd = firsts.get(sid, (rec, None))
+        if with_cwd is None and rec.get("cwd"):
+            with_cwd = rec
+        firsts[sid] = (first, with_cwd)
+        last = sid
+        if sid == stem and with_cwd is not None:
+            break
+    if not real and (stem is None or stem not in firsts):
+        ts = head.get("timestamp")
+        return ts if isinstance(ts, str) else None
+    own = stem if stem is not None and (stem in firsts or _SESSION_NAME.fullmatch(stem)) else last
+    if own is None or own not in firsts:
+        return None
+    first, with_cwd = firsts[own]
+    ts = (with_cwd or first).get("timestamp")
     return ts if isinstance(ts, str) else None
 
 

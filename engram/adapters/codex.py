@@ -22,6 +22,7 @@ reason (`Capture.drop`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import posixpath
@@ -31,7 +32,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Final, Iterable, Iterator
 
 from engram.adapters.apply_patch import (
@@ -45,7 +46,7 @@ from engram.adapters.apply_patch import (
     patch_from_function,
     shell_script,
 )
-from engram.adapters.base import OUTSIDE, Capture, Line, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.base import OUTSIDE, Capture, Line, PathMapper, SourceSpan, posix_path, read_jsonl
 from engram.adapters.unified import (
     Change,
     apply_hunks,
@@ -777,12 +778,133 @@ def parse_rollout(
     skipped: Counter[str] = Counter()
     lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped)
     m = _UUID_RE.findall(src.path.name)
-    cap = Capture(HARNESS, m[-1] if m else src.path.stem, sources, skipped=skipped)
+    cap = Capture(HARNESS, m[-1] if m else content_id(lines), sources, skipped=skipped)
     cap.meta = {"harness_version": None, "model": None, "cwd": None, "git_head": None, "git_branch": None,
                 "started": None, "originator": None}
     reader = _Rollout(cap, mapper_for, repo_root)
+    if not _records_cwd(lines):
+        cwd = inferred_cwd(lines, mapper_for, repo_root)
+        cap.meta["cwd_inferred"] = cwd  # None: the rollout names no working directory, nor do its paths
+        cap.meta["cwd"] = reader.st.cwd = cwd
     reader.run(lines)
     return cap
+
+
+CONTENT_ID_PREFIX: Final = "codex-"
+
+
+def content_id(lines: list[Line]) -> str:
+    """A session id for a rollout whose name and records carry none (an exported rollout without
+    its `session_meta`), from its content, not its path: the same rollout copied elsewhere or
+    ingested again is the same session. Its first records, up to the first with a time (a
+    session's first line names a moment, to the millisecond), decide it; what is appended
+    later does not change it."""
+    h = hashlib.sha256()
+    for line in lines:
+        if line.record is None:
+            continue
+        h.update(json.dumps(line.record, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if line.record.get("timestamp"):
+            break
+    return CONTENT_ID_PREFIX + h.hexdigest()[:16]
+
+
+def _records_cwd(lines: list[Line]) -> bool:
+    """Whether a record names the session's working directory (`session_meta`, `turn_context`)."""
+    for line in lines:
+        rec = line.record
+        payload = rec.get("payload") if isinstance(rec, dict) else None
+        header = payload if isinstance(payload, dict) and rec.get("type") in ("session_meta", "turn_context") else \
+            (_header(rec) if isinstance(rec, dict) else None)
+        if isinstance(header, dict) and isinstance(header.get("cwd"), str) and header["cwd"]:
+            return True
+    return False
+
+
+def inferred_cwd(lines: list[Line], mapper_for: Callable[[str | None], PathMapper], repo_root: Path) -> str | None:
+    """The working directory of a rollout that records none, from the absolute paths its calls
+    name: the `workdir` most of its shell calls ran in, else the longest common directory of
+    those and of the files it patched, or the ancestor of that under which the patched files
+    are this repository's files (a session that only patched files in `src/` ran above it).
+    None when they name none, or only a directory no project is (`/`, `/home`): patches'
+    relative paths are then taken from the repository root."""
+    workdirs: Counter[PurePosixPath] = Counter()
+    files: list[PurePosixPath] = []
+    for item, applied in _call_items(lines):
+        patch, workdir = _call_paths(item) if item is not None else (None, None)
+        base = PurePosixPath(posix_path(workdir)) if workdir else None
+        if base is not None and base.is_absolute():
+            workdirs[base] += 1
+        named = [p for op in patch.ops for p in (op.path, op.move_to) if p] if patch is not None else applied
+        for path in named:
+            p = PurePosixPath(posix_path(path))
+            if not p.is_absolute() and base is not None and base.is_absolute():
+                p = base / p
+            if p.is_absolute():
+                files.append(p)
+    if workdirs:
+        # Codex runs a shell call in the session's directory unless told otherwise.
+        top, n = workdirs.most_common(1)[0]
+        if 2 * n > sum(workdirs.values()) and len(top.parts) >= 3:
+            return str(top)
+    dirs = [*workdirs, *(f.parent for f in files)]
+    if not dirs:
+        return None
+    common = PurePosixPath(posixpath.commonpath([str(d) for d in dirs]))
+    if len(common.parts) < 3:  # "/", "/home", "/Users", a Windows drive: no project's directory
+        return None
+    return str(_holding_root(common, [str(f) for f in files], mapper_for, repo_root))
+
+
+def _holding_root(common: PurePosixPath, files: list[str], mapper_for: Callable[[str | None], PathMapper],
+                  repo_root: Path) -> PurePosixPath:
+    """`common` or the ancestor of it (at least two levels deep) from which most of `files` map
+    onto files of this repository, the deepest of those; `common` when none maps onto any."""
+    best, hits = common, 0
+    for cand in (common, *common.parents):
+        if len(cand.parts) < 3:
+            break
+        mapper = mapper_for(str(cand))
+        n = sum(1 for f in files if (rel := mapper.to_repo(f)) is not None and (repo_root / rel).is_file())
+        if n > hits:
+            best, hits = cand, n
+    return best
+
+
+def _call_items(lines: list[Line]) -> Iterable[tuple[dict[str, Any] | None, list[str]]]:
+    """The tool calls of a rollout, enveloped or bare (pre-envelope), as (call, []), and the
+    files of patches Codex applied (`patch_apply_end`), as (None, paths)."""
+    for line in lines:
+        rec = line.record
+        if not isinstance(rec, dict):
+            continue
+        item = rec.get("payload") if rec.get("type") in ("response_item", "event_msg") else rec if "payload" not in rec \
+            else None
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in ("function_call", "custom_tool_call", "local_shell_call"):
+            yield item, []
+        elif item.get("type") == "patch_apply_end" and isinstance(item.get("changes"), dict):
+            yield None, [str(path) for path in item["changes"]]
+
+
+def _call_paths(item: dict[str, Any]) -> tuple[PatchCall | None, str | None]:
+    """The patch a call makes, if any, and its `workdir`, read as `_Rollout.call` reads them."""
+    name = str(item.get("name") or "")
+    if item.get("type") == "custom_tool_call":
+        raw = item.get("input") if isinstance(item.get("input"), str) else ""
+        patch = patch_from_custom(name, raw)
+        return patch, patch.workdir if patch is not None else None
+    if item.get("type") == "local_shell_call":
+        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        workdir = _str(action.get("working_directory"))
+        cmd = action.get("command")
+        return (patch_from_argv(cmd, workdir) if isinstance(cmd, list) else None), workdir
+    raw_args = item.get("arguments")
+    args = _json_dict(raw_args) if isinstance(raw_args, str) else raw_args if isinstance(raw_args, dict) else None
+    patch = patch_from_function(name, args)
+    workdir = patch.workdir if patch is not None else _str(args.get("workdir")) if args is not None else None
+    return patch, workdir
 
 
 class _Rollout:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator
@@ -158,7 +159,7 @@ HEAD_RECORDS = 50  # records read from a session's start to find its cwd or star
 
 def _head_records(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
     """The JSON objects among the first HEAD_RECORDS lines of `path` from byte `offset` (a line
-    start), none if unreadable."""
+    start), none if unreadable. Lazy: lines are read as they are taken."""
     try:
         with path.open("rb") as f:
             f.seek(offset)
@@ -171,6 +172,28 @@ def _head_records(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
                     yield rec
     except OSError:
         return
+
+
+def _first_line_with(path: Path, needle: bytes, chunk: int = 1 << 20) -> int | None:
+    """The offset of the start of the first line of `path` holding `needle`, found without
+    parsing (a resumed session's copied records can be most of a large file); None if absent."""
+    line_start = 0
+    try:
+        with path.open("rb") as f:
+            at, tail = 0, b""  # `tail`: the end of the previous block, where a needle may begin
+            while block := f.read(chunk):
+                data, base = tail + block, at - len(tail)
+                hit = data.find(needle)
+                nl = data.rfind(b"\n", 0, hit if hit >= 0 else len(data))
+                if nl >= 0:
+                    line_start = max(line_start, base + nl + 1)
+                if hit >= 0:
+                    return line_start
+                tail = data[len(data) - len(needle) + 1:]
+                at += len(block)
+    except OSError:
+        return None
+    return None
 
 
 def _first_cwd(path: Path, fmt: str) -> str | None:
@@ -198,7 +221,7 @@ def start_hint(job: Job, captured: int = 0) -> str:
         first = next((ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)), None)
         if first:
             return first
-    at = _adapter_started(job.harness, _head_records(job.main))  # read lazily: it stops at the deciding record
+    at = _adapter_started(job.harness, job.main)
     if at:
         return at
     # Without a stated start, a tape starts at its earliest event (`build_tape_events`).
@@ -210,10 +233,20 @@ def _time_of(rec: dict[str, Any]) -> Any:
     return rec.get("timestamp") or rec.get("ts")
 
 
-def _adapter_started(fmt: str, records: Iterable[dict[str, Any]]) -> str | None:
+_UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+def _adapter_started(fmt: str, path: Path) -> str | None:
+    """The session's start as its adapter will record it, read lazily: the adapter stops at the
+    deciding record. A Claude Code session named by its id is read up to its own first record,
+    past the records of another session a resumed session repeats first (`claude.own_session`)."""
+    records: Iterable[dict[str, Any]] = _head_records(path)
     if fmt == CLAUDE:
-        from engram.adapters.claude import started  # noqa: PLC0415
-    elif fmt == CODEX:
+        from engram.adapters.claude import started as claude_started  # noqa: PLC0415
+
+        at = _first_line_with(path, path.stem.encode()) if _UUID_NAME.fullmatch(path.stem) else None
+        return claude_started(_head_records(path, at) if at else records, stem=path.stem)
+    if fmt == CODEX:
         from engram.adapters.codex import started  # noqa: PLC0415
     elif fmt == EVENTS:
         from engram.adapters.events import started  # noqa: PLC0415

@@ -168,6 +168,9 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     if len(events) == 1 and prev is not None:
         stats.unchanged += 1  # only records we do not keep (progress, snapshots) were appended
         return Captured(stats)
+    if len(events) == 1 and cap.copied:  # only another session's records yet: a session just resumed
+        _note_first_capture(stats, cap)
+        return Captured(stats)
     before = Counter(redactor.counts)
     written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
                          object_threshold=int(cfg["object_threshold"]))
@@ -176,6 +179,8 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
     if written.created:
         stats.tapes += 1
         stats.written.append(written.id)
+        if prev is None:
+            _note_first_capture(stats, cap)
     stats.events += row["events"]  # as `engram tapes` counts them: the tape's meta event #0 included
     stats.edits += row["edits"]
     stats.reads += row["reads"]
@@ -197,6 +202,16 @@ def count_edits(stats: IngestStats, cap: Capture, events: list[dict[str, Any]], 
     for (si, off), reason in cap.dropped_at:
         if off >= starts[si]:
             stats.dropped[reason] += 1
+
+
+def _note_first_capture(stats: IngestStats, cap: Capture) -> None:
+    """What the summary says of a session captured from its start: records it repeats of other
+    sessions (left to them), a working directory inferred."""
+    if cap.copied:
+        stats.copying += 1
+        stats.copied.update(cap.copied)
+    if "cwd_inferred" in cap.meta:
+        stats.inferred_cwd[cap.meta["cwd_inferred"] or ""] += 1
 
 
 def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,
@@ -278,6 +293,7 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
                 if finish is not None:
                     finish(db)
             stats.out_of_order += getattr(after_tape, "out_of_order", 0)
+            stats.copied_uncaptured = _uncaptured(db, list(stats.copied))
             if hasattr(after_tape, "accept"):
                 from engram.index.build import older_text_note  # noqa: PLC0415
 
@@ -285,6 +301,16 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
         finally:
             db.close()
     return stats
+
+
+def _uncaptured(db: apsw.Connection, sessions: list[str]) -> list[str]:
+    """Those of `sessions` the store has no tape of: sessions whose records other sessions' files
+    repeat, whose own file was never captured here (Claude Code deletes old ones)."""
+    if not sessions:
+        return []
+    have = {r[0] for r in db.execute(f"SELECT DISTINCT session_id FROM tapes WHERE session_id IN "
+                                     f"({','.join('?' * len(sessions))})", sessions)}
+    return sorted(s for s in sessions if s not in have)
 
 
 def _ingest_serial(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,

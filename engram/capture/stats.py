@@ -25,18 +25,24 @@ class IngestStats:
     ignored: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)  # edits no code.edit holds, by reason (Capture.dropped)
     redactions: Counter[str] = field(default_factory=Counter)
+    copied: Counter[str] = field(default_factory=Counter)  # session -> its records other sessions' files repeat
+    copying: int = 0  # sessions whose file starts with another session's records (resumed, plan hand-over)
+    inferred_cwd: Counter[str] = field(default_factory=Counter)  # cwd ("" for none) of rollouts that record none
+    copied_uncaptured: list[str] = field(default_factory=list)  # of `copied`, those the store has no tape of
     written: list[str] = field(default_factory=list)
     out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
     older_text: str | None = None  # the note when the index reads events an older way (build.older_text_note)
 
     def merge(self, other: "IngestStats") -> None:
         for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged", "as_text",
-                     "unplaced", "by_context"):
+                     "unplaced", "by_context", "copying"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.ignored.update(other.ignored)
         self.dropped.update(other.dropped)
         self.redactions.update(other.redactions)
+        self.copied.update(other.copied)
+        self.inferred_cwd.update(other.inferred_cwd)
         self.written.extend(other.written)
 
     def summary(self) -> str:
@@ -57,6 +63,16 @@ class IngestStats:
             files = "1 file holds" if self.as_text == 1 else f"{self.as_text} files hold"
             line += (f"\n  note: {files} no Claude Code or Codex records: read as plain text (JSON as the strings "
                      "it holds), so their sessions have no edits, reads or times and are named raw-…")
+        if self.copying:
+            n = sum(self.copied.values())
+            line += (f"\n  note: {self.copying} session files repeat {n} records of {len(self.copied)} other sessions "
+                     "(a resumed conversation, a plan handed over): they count once, for the sessions that made them")
+            if self.copied_uncaptured:
+                k = len(self.copied_uncaptured)
+                line += (f"; {k} of those {'is' if k == 1 else 'are'} not captured here (their own files were not "
+                         f"ingested; Claude Code deletes old ones): {', '.join(self.copied_uncaptured[:3])}"
+                         f"{', …' if k > 3 else ''}")
+        line += self._inferred_note()
         if self.out_of_order:
             from engram.index.build import out_of_order_note  # noqa: PLC0415
 
@@ -88,4 +104,16 @@ class IngestStats:
                         "under another path (recorded on another machine), pass --map FROM=TO")
         return out
 
-
+    def _inferred_note(self) -> str:
+        """What the summary says of rollouts that record no working directory (exported ones)."""
+        found = {cwd: n for cwd, n in self.inferred_cwd.items() if cwd}
+        out = ""
+        if found:
+            n = sum(found.values())
+            out += (f"\n  note: {n} Codex {'rollout records' if n == 1 else 'rollouts record'} no working directory: "
+                    "inferred from the paths edited, " + ", ".join(f"{cwd} ({k})" for cwd, k in sorted(found.items())))
+        if self.inferred_cwd[""]:
+            n = self.inferred_cwd[""]
+            out += (f"\n  note: {n} Codex {'rollout records' if n == 1 else 'rollouts record'} no working directory and "
+                    "no path that names one: their relative paths are taken from the repository root")
+        return out

@@ -37,7 +37,7 @@ from engram.index.kinds import (
     fragment_file,
     fragment_lines,
 )
-from engram.index.lineage import RunEdits, edit_confidences
+from engram.index.lineage import RunEdits, continued_session, edit_confidences
 from engram.index.pending import PendingEdit, PendingTape
 from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
 from engram.index.sql import immediate
@@ -116,6 +116,7 @@ class Prepared:
 def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> Prepared:
     """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events."""
     pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
+    pt.continues = continued_session(events[0])
     texts: list[str] = []
     edit_pairs: list[str] = []  # each edit's removed text, then its written text
     for off, ev in enumerate(events):

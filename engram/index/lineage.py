@@ -6,6 +6,7 @@ follow, at what confidence — happens at query time (engram.query.explain).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Final
@@ -393,6 +394,10 @@ class Continuations:
             _, _, o_head, o_marker = meta[other]
             self._edge(db, no, other, n, o_head, o_marker)
 
+        if pt.continues is not None:
+            _stated_continuation(db, no, *pt.continues)
+        _continued_later(db, no, pt.session_id)
+
     @staticmethod
     def _edge(db: apsw.Connection, src: int, dst: int, shared: int, head_size: int, marker: str | None) -> None:
         if shared < CONTINUATION_MIN_SHARED:
@@ -404,6 +409,55 @@ class Continuations:
             return
         db.execute("INSERT OR REPLACE INTO continuations(src_tape, dst_tape, confidence, marker) VALUES(?, ?, ?, ?)",
                    (src, dst, round(min(1.0, conf), 4), marker))
+
+
+def continued_session(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """(session, how) for a tape whose meta says its session continues another one (`continues`,
+    `continues_via`: a Claude Code session resumed from another, or implementing a plan another
+    accepted); None for any other tape. Every segment of such a session says so (its first may
+    not: captured before any record of its own was written)."""
+    other = meta.get("continues")
+    if not isinstance(other, str) or not other:
+        return None
+    return other, str(meta.get("continues_via") or "resume")
+
+
+def _stated_continuation(db: apsw.Connection, no: int, session: str, how: str) -> None:
+    """The edge from the session this tape's session continues (its latest tape begun before
+    this one) to this tape. The copied records that say so are left out of this tape, so its
+    head shares no text with that session's tail for `Continuations` to find. A session not
+    indexed yet (captured later) is waited for: `_continued_later` adds the edge."""
+    begins = db.execute("SELECT coalesce(begins, started, '') FROM tapes WHERE no=?", (no,)).fetchall()[0][0]
+    rows = db.execute("SELECT no FROM tapes WHERE session_id=? AND no IS NOT NULL AND no != ? "
+                      "AND coalesce(begins, started, '') <= ? ORDER BY coalesce(begins, started, '') DESC, no DESC "
+                      "LIMIT 1", (session, no, begins)).fetchall()
+    if rows:
+        _stated_edge(db, rows[0][0], no, how)
+        return
+    key = _WAITING + session
+    waiting = db.execute("SELECT value FROM state WHERE key=?", (key,)).fetchall()
+    pairs = json.loads(waiting[0][0]) if waiting else []
+    if [no, how] not in pairs:
+        db.execute("INSERT OR REPLACE INTO state(key, value) VALUES(?, ?)", (key, json.dumps([*pairs, [no, how]])))
+
+
+_WAITING: Final = "continued_by:"  # state key prefix: tapes whose session continues a session not indexed yet
+
+
+def _continued_later(db: apsw.Connection, no: int, session: str) -> None:
+    """Edges from this tape to the tapes, indexed before it, whose session continues its session."""
+    key = _WAITING + session
+    waiting = db.execute("SELECT value FROM state WHERE key=?", (key,)).fetchall()
+    if not waiting:
+        return
+    for dst, how in json.loads(waiting[0][0]):
+        _stated_edge(db, no, int(dst), str(how))
+    db.execute("DELETE FROM state WHERE key=?", (key,))
+
+
+def _stated_edge(db: apsw.Connection, src: int, dst: int, how: str) -> None:
+    db.execute("INSERT OR REPLACE INTO continuations(src_tape, dst_tape, confidence, marker) VALUES(?, ?, 1.0, ?)",
+               (src, dst, how))
 
 
 def _shared(db: apsw.Connection, table: str, other: str, values: np.ndarray) -> dict[int, int]:

@@ -34,3 +34,4 @@ class PendingTape:
     tail: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     marker: str | None = None
     session_id: str = ""
+    continues: tuple[str, str] | None = None  # (session, how) a session's first tape says it continues
