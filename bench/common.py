@@ -756,3 +756,20 @@ def history_jsonl(git_dir: Path, out: Path, prefixes: list[str]) -> tuple[int, i
         dest.write_bytes(r.stdout)
         written += 1
     return written, absent
+
+
+@contextmanager
+def written(repo: Path, files: dict[str, str]) -> Iterator[None]:
+    """The working tree with `files` (repository path → content) written into it, then restored."""
+    backup = {p: ((repo / p).read_bytes() if (repo / p).exists() else None) for p in files}
+    try:
+        for p, content in files.items():
+            (repo / p).parent.mkdir(parents=True, exist_ok=True)
+            (repo / p).write_text(content, encoding="utf-8")
+        yield
+    finally:
+        for p, old in backup.items():
+            if old is None:
+                (repo / p).unlink()
+            else:
+                (repo / p).write_bytes(old)

@@ -105,7 +105,7 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import checkout_state, json_strings  # noqa: E402
+from common import checkout_state, json_strings, written  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude"
@@ -462,9 +462,13 @@ class History:
             if text is None:
                 continue
             lines = split_lines(text)
-            if _apply_flagged(lines, [False] * len(lines), hunks) is not None:
+            if self.fits(lines, hunks):
                 return lines
         return None
+
+    def fits(self, lines: list[str], hunks: list[dict[str, Any]]) -> bool:
+        """Whether `hunks` apply to this version of the file."""
+        return _apply_flagged(lines, [False] * len(lines), hunks) is not None
 
 
 def _codex_rel(cwd: str, path: str) -> str | None:
@@ -1084,19 +1088,9 @@ def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
 
     out = []
     for q in queries:
-        backup = {p: ((repo / p).read_bytes() if (repo / p).exists() else None) for p in q.files}
-        try:
-            for p, content in q.files.items():
-                (repo / p).parent.mkdir(parents=True, exist_ok=True)
-                (repo / p).write_text(content, encoding="utf-8")
+        with written(repo, q.files):
             span = read_span(repo, q.path, q.start, q.end, cwd=repo)
             out.append((span, (repo / span.file).read_text(encoding="utf-8", errors="replace").splitlines()))
-        finally:
-            for p, old in backup.items():
-                if old is None:
-                    (repo / p).unlink()
-                else:
-                    (repo / p).write_bytes(old)
     return out
 
 
@@ -1447,20 +1441,8 @@ class MultiHistory(History):
         out = self._git("log", "--all", "--name-only", "--format=") or ""
         return {x for x in out.splitlines() if x}
 
-    def original(self, rel: str, when: float, hunks: list[dict[str, Any]]) -> list[str] | None:
-        if self.git_dir is None:
-            return None
-        if rel not in self._versions:
-            out = self._git("log", "--all", "--format=%H %ct", "--", rel) or ""
-            self._versions[rel] = [(int(t), c) for c, t in (x.split() for x in out.splitlines() if x.strip())]
-        versions = self._versions[rel]
-        before = sorted((v for v in versions if v[0] <= when), reverse=True)
-        after = sorted(v for v in versions if v[0] > when)
-        for _, commit in (before + after)[:40]:
-            text = self._git("show", f"{commit}:{rel}")
-            if text is not None and place_hunks(split_lines(text), hunks) is not None:
-                return split_lines(text)
-        return None
+    def fits(self, lines: list[str], hunks: list[dict[str, Any]]) -> bool:
+        return place_hunks(lines, hunks) is not None
 
 
 def claude_identity(recs: list[dict[str, Any]], copied: set[str], fallback: str) -> str:

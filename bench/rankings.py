@@ -116,7 +116,10 @@ def sample(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _written(repo: Path, files: dict[str, str]) -> Iterator[None]:
-    """The working tree with `files` (repository path → content) written into it, then restored."""
+    """The working tree with `files` (repository path → content) written into it, then restored.
+
+    `common.written` does the same, but importing `common` loads numpy, which `--engine plain`
+    must answer without."""
     backup = {p: ((repo / p).read_bytes() if (repo / p).exists() else None) for p in files}
     try:
         for p, content in files.items():

@@ -439,9 +439,10 @@ def _tokens(script: str) -> list[str] | None:
         return None
 
 
-def read_spec(cmd: Any) -> ReadSpec | None:
-    """Recognise `cat F`, `sed -n 'A,Bp' F`, `head -n N F`, `tail -n N F`, `nl -ba F`, `cat -n F`
-    (optionally after `cd DIR &&` and piped through sed/head/tail), else None."""
+def _words_after_cd(cmd: Any) -> tuple[list[str], str | None] | None:
+    """A shell command's words (a `bash -lc SCRIPT` call's script split as the shell would) and the
+    directory of a leading `cd DIR &&`, taken off; None for no command. What `read_spec` and
+    `mv_command` both recognise commands from."""
     if isinstance(cmd, list):
         script = shell_script(cmd)
         words = [str(c) for c in cmd] if script is None else _tokens(script)
@@ -454,6 +455,16 @@ def read_spec(cmd: Any) -> ReadSpec | None:
     cd = None
     if len(words) > 3 and words[0] == "cd" and words[2] == "&&":
         cd, words = words[1], words[3:]
+    return words, cd
+
+
+def read_spec(cmd: Any) -> ReadSpec | None:
+    """Recognise `cat F`, `sed -n 'A,Bp' F`, `head -n N F`, `tail -n N F`, `nl -ba F`, `cat -n F`
+    (optionally after `cd DIR &&` and piped through sed/head/tail), else None."""
+    got = _words_after_cd(cmd)
+    if got is None:
+        return None
+    words, cd = got
     words = _drop_stderr_redirect(words)
     stages: list[list[str]] = [[]]
     for w in words:
@@ -618,18 +629,10 @@ _MV_FLAGS: Final = frozenset("finvk")
 def mv_command(cmd: Any) -> tuple[list[str], str, str | None] | None:
     """`(sources, target, cd)` of `mv [-finv] SRC... DST` or `git mv [-fkv] SRC... DST`, run alone
     or after `cd DIR &&`; None for any other command (globs, pipes, several commands)."""
-    if isinstance(cmd, list):
-        script = shell_script(cmd)
-        words = [str(c) for c in cmd] if script is None else _tokens(script)
-    elif isinstance(cmd, str):
-        words = _tokens(cmd)
-    else:
+    got = _words_after_cd(cmd)
+    if got is None:
         return None
-    if not words:
-        return None
-    cd = None
-    if len(words) > 3 and words[0] == "cd" and words[2] == "&&":
-        cd, words = words[1], words[3:]
+    words, cd = got
     if words[:2] == ["git", "mv"]:
         args = words[2:]
     elif words[:1] == ["mv"]:
