@@ -29,15 +29,19 @@ from engram.anchor import fingerprints_many
 from engram.arrays import member
 from engram.index import memo, postings, stoplist
 from engram.index.kinds import (
+    CODE_CARRIED,
     KIND_NO,
     TEXT_VERSION,
+    Hunk,
+    carried_runs,
     conversational_text,
-    edit_texts,
+    edit_hunks,
     event_text,
     fragment_lines,
+    line_range,
 )
 from engram.index.lineage import RunEdits, edit_confidences
-from engram.index.pending import PendingEdit, PendingTape
+from engram.index.pending import PendingEdit, PendingPart, PendingTape
 from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
 from engram.index.sql import immediate
 from engram.store.repo import Store
@@ -113,16 +117,20 @@ class Prepared:
 
 
 def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> Prepared:
-    """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events."""
+    """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events.
+
+    A code.edit is a fragment of the lines it changed (`kinds.edit_hunks`) and, when it held
+    others without changing them, a `code.carried` fragment of those (`kinds.carried_runs`) right
+    after it: the session had them in hand, it did not write them."""
     pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
     texts: list[str] = []
-    edit_pairs: list[str] = []  # each edit's removed text, then its written text
+    lineage = _EditTexts()
     for off, ev in enumerate(events):
         kind = ev.get("kind")
         if kind not in KIND_NO:
             continue
-        pair = edit_texts(ev) if kind == E.CODE_EDIT else None
-        text = pair[1] if pair is not None else event_text(ev)
+        hunks = edit_hunks(ev) if kind == E.CODE_EDIT else None
+        text = "".join(h.after for h in hunks) if hunks is not None else event_text(ev)
         if not text.strip() and kind != E.CODE_EDIT:
             continue
         fi = len(pt.frags)
@@ -132,22 +140,63 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
         texts.append(text)
         if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
             pt.fts.append((fi, text))
-        if pair is not None and isinstance(file, str):
-            edit_pairs += pair
-            pt.edits.append(PendingEdit(
-                fi, file, _EMPTY, _EMPTY, 0.0,
-                ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
+        if hunks is not None and isinstance(file, str):
+            edit = lineage.add(fi, file, ev, hunks)
+            pt.edits.append(edit)
+            runs = carried_runs(ev, hunks)
+            if runs:
+                edit.carried = len(pt.frags)
+                pt.frags.append((off, KIND_NO[CODE_CARRIED], file, ev.get("ts"), 0, runs[0][0], runs[-1][1]))
+                texts.append("".join(body for _, _, body in runs))
+                lineage.carry(edit, runs)
         if kind == E.SPAN_LINK:
             pt.links.append((fi, ev))
-    sets = fingerprint_sets(edit_pairs, k, w)
-    confidences = edit_confidences(list(zip(edit_pairs[::2], edit_pairs[1::2])))
-    for i, e in enumerate(pt.edits):
-        e.before, e.after, e.confidence = sets[2 * i], sets[2 * i + 1], confidences[i]
+    lineage.fingerprint(k, w)
     vals, owner = batch_fingerprints(texts, k, w)
     counts = np.bincount(owner, minlength=len(texts)) if len(owner) else np.zeros(len(texts), np.int64)
     pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
     pt.head, pt.tail, pt.marker = _tail_head(events, k, w)
     return Prepared(pt, vals, owner)
+
+
+class _EditTexts:
+    """The texts of a tape's edits that lineage compares, fingerprinted together at the end: each
+    edit's changed regions together and, when it changed several, each alone; each run of the
+    lines it carried."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.pairs: list[tuple[str, str]] = []  # (removed, written) of each part, for its confidence
+        self.parts: list[tuple[PendingPart, int, int]] = []  # part, its texts' index, its pair's index
+        self.runs: list[tuple[PendingEdit, int, list[int]]] = []  # edit, its text's index, its lines
+
+    def part(self, h: Hunk) -> PendingPart:
+        p = PendingPart(_EMPTY, _EMPTY, 0.0, h.before_range, h.after_range)
+        self.parts.append((p, len(self.texts), len(self.pairs)))
+        self.texts += [h.before, h.after]
+        self.pairs.append((h.before, h.after))
+        return p
+
+    def add(self, fi: int, file: str, ev: dict[str, Any], hunks: list[Hunk]) -> PendingEdit:
+        whole = Hunk("".join(h.before for h in hunks), "".join(h.after for h in hunks),
+                     line_range(ev.get("before_range")), line_range(ev.get("after_range")))
+        edit = PendingEdit(fi, file, ev.get("ts"), str(ev.get("op") or "update"), self.part(whole))
+        if len(hunks) > 1:
+            edit.hunks = [self.part(h) for h in hunks]
+        return edit
+
+    def carry(self, edit: PendingEdit, runs: list[tuple[int, int, str]]) -> None:
+        for first, last, body in runs:
+            self.runs.append((edit, len(self.texts), [first, last]))
+            self.texts.append(body)
+
+    def fingerprint(self, k: int, w: int) -> None:
+        sets = fingerprint_sets(self.texts, k, w)
+        confidences = edit_confidences(self.pairs)
+        for p, at, pair in self.parts:
+            p.before, p.after, p.confidence = sets[at], sets[at + 1], confidences[pair]
+        for edit, at, lines in self.runs:
+            edit.runs.append((sets[at], lines))
 
 
 @contextmanager
@@ -362,15 +411,17 @@ class Indexer:
         is_edit = member(frag_ids, edit_ids)  # edit_ids ascending: fragment ids grow with the batch
         self.run.add(postings.keys(kept[is_edit]), frag_ids[is_edit])
         stop = stoplist.load(db)
-        from engram.index.lineage import Continuations, add_lineage, source_candidates  # noqa: PLC0415
+        from engram.index.lineage import Continuations, add_lineage, lookups, source_candidates  # noqa: PLC0415
 
-        sources = source_candidates(db, [(fb + e.offset, e.before) for pt, fb in zip(self.pending, frag_base)
-                                         if fb >= 0 for e in pt.edits if len(e.before)], stop, self.run)
+        looks = [lookups(pt, fb) if fb >= 0 else [] for pt, fb in zip(self.pending, frag_base)]
+        found = source_candidates(db, [(lk.dst, lk.fps) for tape in looks for lk in tape], stop, self.run)
         conts = Continuations()
-        for pt, no, fb in zip(self.pending, tape_nos, frag_base):
+        at = 0
+        for pt, no, fb, tape in zip(self.pending, tape_nos, frag_base, looks):
             if no < 0:
                 continue
-            add_lineage(db, pt, fb, sources)
+            add_lineage(db, pt, fb, tape, found[at:at + len(tape)])
+            at += len(tape)
             conts.add(db, pt, no)
             db.execute("UPDATE tapes SET indexed=2 WHERE id=?", (pt.id,))  # postings pending
 

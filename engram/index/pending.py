@@ -11,16 +11,26 @@ import numpy as np
 
 
 @dataclass
-class PendingEdit:
-    offset: int  # index into the batch's fragment list
-    file: str
-    before: np.ndarray  # winnowed fingerprints: source lookup, tombstones, re-insertion
-    after: np.ndarray
+class PendingPart:
+    """An edit's changed regions together, or one of them (a hunk)."""
+
+    before: np.ndarray  # winnowed fingerprints of the removed text: source lookup, tombstones
+    after: np.ndarray  # of the written text: re-insertion
     confidence: float  # how much of the before-text survived into the after-text (see lineage.edit_confidence)
     before_range: list[int] | None
     after_range: list[int] | None
+
+
+@dataclass
+class PendingEdit:
+    offset: int  # index into the batch's fragment list
+    file: str
     ts: str | None
     op: str
+    whole: PendingPart  # every changed region of the edit together
+    hunks: list[PendingPart] = field(default_factory=list)  # each region alone, when it changed several
+    carried: int | None = None  # the fragment index of the lines it held unchanged (kinds.carried_runs)
+    runs: list[tuple[np.ndarray, list[int]]] = field(default_factory=list)  # their runs: fingerprints, lines
 
 
 @dataclass

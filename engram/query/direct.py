@@ -20,7 +20,7 @@ import apsw
 from engram.anchor import definition
 from engram.index import layout, snapshot
 from engram.index.sql import int_array
-from engram.index.kinds import KIND_NO, kinds_of
+from engram.index.kinds import CODE_CARRIED, KIND_NO, kinds_of
 from engram.tape import events as E
 
 if TYPE_CHECKING:
@@ -35,9 +35,12 @@ SpanTokens = Union["Tokens", list[int]]
 # of the span. At 0.85 it fell under whenever the span had changed since: the writer was left
 # one touch, tied with every reader, and came after them, being the oldest (bench/README.md,
 # "A tool call's weight": R@1 over every mutation up on 8 of 10 repositories, down on none).
+# The lines an edit held without changing them (`code.carried`: a patch's context, what a
+# whole-file Write kept) weigh what the edit's call holding them weighs: at most a read's, and
+# never more than the call that carried them already did (a Write's call holds the whole file).
 KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND_NO[E.TOOL_CALL]: 0.9,
                       KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
-                      KIND_NO[E.SPAN_LINK]: 1.0}
+                      KIND_NO[E.SPAN_LINK]: 1.0, KIND_NO[CODE_CARRIED]: 0.9}
 OTHER_WEIGHT: Final = 0.6  # any other kind, and a fragment missing from the index
 EDIT: Final = KIND_NO[E.CODE_EDIT]
 MIN_WEIGHT: Final = min(OTHER_WEIGHT, *KIND_WEIGHT.values())

@@ -31,7 +31,7 @@ import apsw
 from engram.index import snapshot
 from engram.index.sql import int_array, reading
 from engram.index.edges import LINK_THRESHOLD
-from engram.index.kinds import KIND_NAME, KIND_NO
+from engram.index.kinds import CODE_CARRIED, KIND_NAME, KIND_NO
 from engram.query.copies import Event, copies, quoting_reviews
 from engram.query.direct import (
     RELATIVE_FLOOR,
@@ -83,7 +83,7 @@ EVIDENCE_SESSION_FLOOR: Final = 0.8
 # match that passes the floor leaves no other live file's; the margin decides only beside
 # own-file edits kept under the floor by joining (`direct.joined_edits`).
 ELSEWHERE_MARGIN: Final = 1 / RELATIVE_FLOOR
-_CODE: Final = frozenset({KIND_NO[E.CODE_EDIT], KIND_NO[E.CODE_READ]})
+_CODE: Final = frozenset({KIND_NO[E.CODE_EDIT], KIND_NO[E.CODE_READ], KIND_NO[CODE_CARRIED]})
 _CALLS: Final = frozenset({KIND_NO[E.TOOL_CALL], KIND_NO[E.TOOL_RESULT]})
 
 

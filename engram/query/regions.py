@@ -132,7 +132,7 @@ def _regions(line_frags: dict[int, set[int]], meta: dict[int, tuple], n_lines: i
     return [Region(a, b, _rank(frs, meta)) for a, b, frs in merged]
 
 
-_TELLING = {"code.edit": 3, "tool.call": 2, "code.read": 1}
+_TELLING = {"code.edit": 3, "tool.call": 2, "code.read": 1, "code.carried": 1}
 
 
 def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:

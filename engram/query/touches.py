@@ -13,15 +13,17 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import Final
 
-from engram.index.kinds import KIND_NO
+from engram.index.kinds import CODE_CARRIED, KIND_NO
 from engram.tape import events as E
 
-_READ: Final = KIND_NO[E.CODE_READ]
+# The lines an edit carried unchanged (`code.carried`) are read-strength evidence: counted with
+# the session's reads of the file, not as an edit of its own.
+_READS: Final = frozenset({KIND_NO[E.CODE_READ], KIND_NO[CODE_CARRIED]})
 
 
 def touch_key(kind: int, file: Hashable | None, fragment: int) -> tuple[str, Hashable]:
     """Fragments of one session with equal keys are one touch (`file`: its path or its id)."""
-    return ("read", file) if kind == _READ and file is not None else ("event", fragment)
+    return ("read", file) if kind in _READS and file is not None else ("event", fragment)
 
 
 def touch_count(fragments: Iterable[tuple[int, Hashable | None, int]]) -> int:
