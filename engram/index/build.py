@@ -38,10 +38,9 @@ from engram.index.kinds import (
     edit_hunks,
     event_text,
     fragment_lines,
-    line_range,
 )
-from engram.index.lineage import RunEdits, edit_confidences
-from engram.index.pending import PendingEdit, PendingPart, PendingTape
+from engram.index.lineage import PART_MIN_FPS, RunEdits, edit_confidences
+from engram.index.pending import PendingCarried, PendingEdit, PendingTape
 from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
 from engram.index.sql import immediate
 from engram.store.repo import Store
@@ -119,9 +118,10 @@ class Prepared:
 def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> Prepared:
     """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events.
 
-    A code.edit is a fragment of the lines it changed (`kinds.edit_hunks`) and, when it held
-    others without changing them, a `code.carried` fragment of those (`kinds.carried_runs`) right
-    after it: the session had them in hand, it did not write them."""
+    A code.edit is a fragment per region it changed (`kinds.edit_hunks`: its lines there, its
+    range there) and a `code.carried` fragment per run of lines it held without changing them
+    (`kinds.carried_runs`), all at the edit's offset: the session had those in hand, it did not
+    write them."""
     pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
     texts: list[str] = []
     lineage = _EditTexts()
@@ -129,26 +129,19 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
         kind = ev.get("kind")
         if kind not in KIND_NO:
             continue
-        hunks = edit_hunks(ev) if kind == E.CODE_EDIT else None
-        text = "".join(h.after for h in hunks) if hunks is not None else event_text(ev)
-        if not text.strip() and kind != E.CODE_EDIT:
+        if kind == E.CODE_EDIT:
+            _add_edit(pt, texts, lineage, off, ev)
+            continue
+        text = event_text(ev)
+        if not text.strip():
             continue
         fi = len(pt.frags)
         line0, line1 = fragment_lines(ev)
-        file = ev.get("file") if kind in (E.CODE_READ, E.CODE_EDIT, E.SPAN_LINK) else None
+        file = ev.get("file") if kind in (E.CODE_READ, E.SPAN_LINK) else None
         pt.frags.append((off, KIND_NO[kind], file, ev.get("ts"), 0, line0, line1))
         texts.append(text)
-        if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
+        if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL):
             pt.fts.append((fi, text))
-        if hunks is not None and isinstance(file, str):
-            edit = lineage.add(fi, file, ev, hunks)
-            pt.edits.append(edit)
-            runs = carried_runs(ev, hunks)
-            if runs:
-                edit.carried = len(pt.frags)
-                pt.frags.append((off, KIND_NO[CODE_CARRIED], file, ev.get("ts"), 0, runs[0][0], runs[-1][1]))
-                texts.append("".join(body for _, _, body in runs))
-                lineage.carry(edit, runs)
         if kind == E.SPAN_LINK:
             pt.links.append((fi, ev))
     lineage.fingerprint(k, w)
@@ -159,44 +152,62 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
     return Prepared(pt, vals, owner)
 
 
+def _add_edit(pt: PendingTape, texts: list[str], lineage: "_EditTexts", off: int, ev: dict[str, Any]) -> None:
+    """A code.edit's fragments: one per changed region, then one per run of carried lines. An edit
+    with nothing written (a deletion) is still a fragment: its tombstone's."""
+    file = ev.get("file") if isinstance(ev.get("file"), str) else None
+    hunks = edit_hunks(ev)
+    first = len(pt.frags)
+    ts = ev.get("ts")
+    for h in hunks:
+        line0, line1 = h.after_range if h.after_range is not None else (None, None)
+        if file is not None:
+            pt.edits.append(lineage.edit(len(pt.frags), first, file, ts, h))
+        pt.frags.append((off, KIND_NO[E.CODE_EDIT], file, ts, 0, line0, line1))
+        texts.append(h.after)
+    for lo, hi, body in carried_runs(ev, hunks) if file is not None else ():
+        pt.carried.append(lineage.carried(len(pt.frags), first, file, body, [lo, hi]))
+        pt.frags.append((off, KIND_NO[CODE_CARRIED], file, ts, 0, lo, hi))
+        texts.append(body)
+
+
 class _EditTexts:
     """The texts of a tape's edits that lineage compares, fingerprinted together at the end: each
-    edit's changed regions together and, when it changed several, each alone; each run of the
-    lines it carried."""
+    changed region's removed and written text, each run of carried lines."""
 
     def __init__(self) -> None:
         self.texts: list[str] = []
-        self.pairs: list[tuple[str, str]] = []  # (removed, written) of each part, for its confidence
-        self.parts: list[tuple[PendingPart, int, int]] = []  # part, its texts' index, its pair's index
-        self.runs: list[tuple[PendingEdit, int, list[int]]] = []  # edit, its text's index, its lines
+        self.pairs: list[tuple[str, str]] = []  # (removed, written) of each region, for its confidence
+        self.edits: list[tuple[PendingEdit, int]] = []  # each with the index of its removed text
+        self.carry: list[tuple[PendingCarried, int]] = []  # each with the index of its text
 
-    def part(self, h: Hunk) -> PendingPart:
-        p = PendingPart(_EMPTY, _EMPTY, 0.0, h.before_range, h.after_range)
-        self.parts.append((p, len(self.texts), len(self.pairs)))
+    def edit(self, fi: int, first: int, file: str, ts: str | None, h: Hunk) -> PendingEdit:
+        e = PendingEdit(fi, first, file, ts, _EMPTY, _EMPTY, 0.0, h.before_range, h.after_range)
+        self.edits.append((e, len(self.texts)))
         self.texts += [h.before, h.after]
         self.pairs.append((h.before, h.after))
-        return p
+        return e
 
-    def add(self, fi: int, file: str, ev: dict[str, Any], hunks: list[Hunk]) -> PendingEdit:
-        whole = Hunk("".join(h.before for h in hunks), "".join(h.after for h in hunks),
-                     line_range(ev.get("before_range")), line_range(ev.get("after_range")))
-        edit = PendingEdit(fi, file, ev.get("ts"), str(ev.get("op") or "update"), self.part(whole))
-        if len(hunks) > 1:
-            edit.hunks = [self.part(h) for h in hunks]
-        return edit
-
-    def carry(self, edit: PendingEdit, runs: list[tuple[int, int, str]]) -> None:
-        for first, last, body in runs:
-            self.runs.append((edit, len(self.texts), [first, last]))
-            self.texts.append(body)
+    def carried(self, fi: int, first: int, file: str, body: str, lines: list[int]) -> PendingCarried:
+        c = PendingCarried(fi, first, file, _EMPTY, lines)
+        self.carry.append((c, len(self.texts)))
+        self.texts.append(body)
+        return c
 
     def fingerprint(self, k: int, w: int) -> None:
         sets = fingerprint_sets(self.texts, k, w)
         confidences = edit_confidences(self.pairs)
-        for p, at, pair in self.parts:
-            p.before, p.after, p.confidence = sets[at], sets[at + 1], confidences[pair]
-        for edit, at, lines in self.runs:
-            edit.runs.append((sets[at], lines))
+        for (e, at), conf in zip(self.edits, confidences):
+            e.before, e.after, e.confidence = sets[at], sets[at + 1], conf
+        for c, at in self.carry:
+            c.fps = sets[at]
+        regions: dict[int, list[PendingEdit]] = {}
+        for e, _ in self.edits:
+            regions.setdefault(e.first, []).append(e)
+        for group in regions.values():  # of an edit of several regions, those too small to look up alone
+            if len(group) > 1:
+                for e in group:
+                    e.alone = len(e.before) >= PART_MIN_FPS
 
 
 @contextmanager
@@ -414,7 +425,7 @@ class Indexer:
         from engram.index.lineage import Continuations, add_lineage, lookups, source_candidates  # noqa: PLC0415
 
         looks = [lookups(pt, fb) if fb >= 0 else [] for pt, fb in zip(self.pending, frag_base)]
-        found = source_candidates(db, [(lk.dst, lk.fps) for tape in looks for lk in tape], stop, self.run)
+        found = source_candidates(db, [(lk.bound, lk.fps) for tape in looks for lk in tape], stop, self.run)
         conts = Continuations()
         at = 0
         for pt, no, fb, tape in zip(self.pending, tape_nos, frag_base, looks):

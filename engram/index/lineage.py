@@ -24,7 +24,7 @@ from engram.index.sql import int_array
 from engram.tape import events as E
 
 if TYPE_CHECKING:
-    from engram.index.pending import PendingEdit, PendingPart, PendingTape
+    from engram.index.pending import PendingEdit, PendingTape
 
 log = logging.getLogger(__name__)
 
@@ -191,9 +191,9 @@ class RunEdits:
 
 def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: tuple[np.ndarray, np.ndarray],
                       run: RunEdits | None = None) -> list[list[tuple[int, float]]]:
-    """For each (fragment, fingerprints) lookup: the earlier edit fragments holding at least
-    SOURCE_CONTAINMENT of the fingerprints, best first (one list per lookup, in their order; a
-    fragment may have several lookups, one per hunk). One postings lookup for the whole batch;
+    """For each (bound, fingerprints) lookup: the edit fragments before fragment `bound` holding
+    at least SOURCE_CONTAINMENT of the fingerprints, best first (one list per lookup, in their
+    order; several lookups may share a bound). One postings lookup for the whole batch;
     with `run`, the run's own postings come from memory (SQLite holds only what earlier runs wrote).
 
     `stop` is the stop-list (keys, tape counts): an edit of common code keeps the least common
@@ -282,88 +282,87 @@ def _contained(packed: np.ndarray, qe: np.ndarray, qrank: np.ndarray, lo: np.nda
 
 @dataclass(frozen=True)
 class Lookup:
-    """One search for the sources of an edit's text: the edit's changed regions together (its
-    lineage as one edit), one hunk of it, or a run of the lines it carried."""
+    """One search for the sources of a text an edit removed (or, for a carried run, kept)."""
 
-    dst: int  # the fragment the edges lead from
-    fps: np.ndarray  # the text's fingerprints: the removed text of a change, the run's own text
-    confidence: float | None  # the edge's; None: how much of the text the source holds (a carried run)
-    lines: list[int] | None  # where the text was (before the edit; a carried run: after it)
+    bound: int  # sources are fragments before this one: the edit's first (its own regions are never its sources)
+    fps: np.ndarray  # the text's fingerprints
+    # The fragments the edges lead from, each with the edge's confidence (None: the share of the
+    # text the source holds, for a carried run) and where its text was, for the location.
+    edges: tuple[tuple[int, float | None, list[int] | None], ...]
     file: str
     note: str | None = None
 
 
 def lookups(pt: "PendingTape", frag_base: int) -> list[Lookup]:
-    """The source lookups of a tape's edits.
+    """The source lookups of a tape's edits, region by region (`frag_base`: the id of the tape's
+    first fragment).
 
-    Hunk by hunk as well as whole: an edit whose hunks change code of two earlier sessions holds
-    less than SOURCE_CONTAINMENT of each in its removed text taken together, and was linked to
-    neither. A carried run is looked up too, and linked to what wrote it: a span that straddles a
-    line a later edit deleted is held whole by that edit's context, and matched weakly by the
-    block's creator, whose edit (one line more) fell under the floor and out of the answer. A hunk
-    or run with fewer than PART_MIN_FPS fingerprints is not looked up alone: one or two shared
-    k-grams say little about where a line came from."""
+    Each changed region is a fragment with edges of its own: an edit whose regions changed code of
+    two earlier sessions held less than SOURCE_CONTAINMENT of either in its removed text taken
+    together and was linked to neither, and a span of one region reached the sources of the other.
+    Regions of one edit with fewer than PART_MIN_FPS fingerprints each (one or two shared k-grams
+    say little about where a line came from) are looked up together, as the edit's one text was.
+    Each run of carried lines is looked up too, and linked to what wrote it: a span of two lines
+    that a later deletion brought together is held whole by the deleting edit's context, and in
+    part by the block's writer, whose edit fell under the floor and out of the answer."""
     out: list[Lookup] = []
+    small: dict[int, list["PendingEdit"]] = {}
     for e in pt.edits:
-        dst = frag_base + e.offset
-        if len(e.whole.before):
-            out.append(Lookup(dst, e.whole.before, e.whole.confidence, e.whole.before_range, e.file))
-        for h in e.hunks:
-            if len(h.before) >= PART_MIN_FPS:
-                out.append(Lookup(dst, h.before, h.confidence, h.before_range, e.file))
-        if e.carried is not None:
-            for fps, lines in e.runs:
-                if len(fps) >= PART_MIN_FPS:
-                    out.append(Lookup(frag_base + e.carried, fps, None, lines, e.file, "carried"))
+        if not len(e.before):
+            continue
+        if e.alone:
+            out.append(Lookup(frag_base + e.first, e.before, ((frag_base + e.offset, e.confidence, e.before_range),),
+                              e.file))
+        else:
+            small.setdefault(e.first, []).append(e)
+    for first, group in small.items():
+        out.append(Lookup(frag_base + first, unique(np.concatenate([e.before for e in group])),
+                          tuple((frag_base + e.offset, e.confidence, e.before_range) for e in group), group[0].file))
+    for c in pt.carried:
+        if len(c.fps) >= PART_MIN_FPS:
+            out.append(Lookup(frag_base + c.first, c.fps, ((frag_base + c.offset, None, c.lines),), c.file, "carried"))
     return out
 
 
 def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int, looks: list[Lookup],
                 found: list[list[tuple[int, float]]]) -> None:
     """A tape's lineage: edges to the sources `found` for its lookups (`looks`), tombstones of
-    the text its edits deleted (hunk by hunk), edges from re-inserted text to its tombstones, and
-    its agent links."""
+    the text each changed region deleted, edges from re-inserted text to its tombstones, and the
+    tape's agent links."""
     _link_sources(db, looks, found)
     for e in pt.edits:
         dst = frag_base + e.offset
-        for part in e.hunks or [e.whole]:
-            if len(part.before) and not len(part.after):
-                _tombstone(db, dst, e, part)
-        if len(e.whole.after) and (not len(e.whole.before) or e.whole.confidence < LINK_THRESHOLD):
-            _relink_reinsertion(db, dst, e.file, e.whole)
-        for part in e.hunks:
-            if len(part.after) >= PART_MIN_FPS and (not len(part.before) or part.confidence < LINK_THRESHOLD):
-                _relink_reinsertion(db, dst, e.file, part)
+        if len(e.before) and not len(e.after):
+            r = e.before_range or [None, None]
+            db.execute("INSERT INTO tombstones(frag, file, line0, line1, ts, anchors) VALUES(?, "
+                       "(SELECT id FROM files WHERE path=?), ?, ?, ?, ?)",
+                       (dst, e.file, r[0], r[1], e.ts, e.before.astype("<i8").tobytes()))
+            tomb = db.last_insert_rowid()
+            db.executemany("INSERT OR IGNORE INTO tombstone_fps(fp, tomb) VALUES(?, ?)",
+                           ((v, tomb) for v in e.before.tolist()))
+        if len(e.after) and (not len(e.before) or e.confidence < LINK_THRESHOLD):
+            _relink_reinsertion(db, dst, e)
     for fi, ev in pt.links:
         _agent_link(db, frag_base + fi, ev)
 
 
-def _tombstone(db: apsw.Connection, dst: int, e: "PendingEdit", part: "PendingPart") -> None:
-    r = part.before_range or [None, None]
-    db.execute("INSERT INTO tombstones(frag, file, line0, line1, ts, anchors) VALUES(?, "
-               "(SELECT id FROM files WHERE path=?), ?, ?, ?, ?)",
-               (dst, e.file, r[0], r[1], e.ts, part.before.astype("<i8").tobytes()))
-    tomb = db.last_insert_rowid()
-    db.executemany("INSERT OR IGNORE INTO tombstone_fps(fp, tomb) VALUES(?, ?)",
-                   ((v, tomb) for v in part.before.tolist()))
-
-
 def _link_sources(db: apsw.Connection, looks: list[Lookup], found: list[list[tuple[int, float]]]) -> None:
-    """Write the edges of a tape's lookups: per fragment and source, the strongest of its
-    lookups' (a source of several hunks is one edge)."""
-    best: dict[int, dict[int, tuple[float, float, Lookup]]] = {}
+    """Write the edges of a tape's lookups (for a fragment and a source reached by two lookups,
+    the stronger)."""
+    best: dict[int, dict[int, tuple[float, float, str, list[int] | None, str | None]]] = {}
     for lk, sources in zip(looks, found):
         for src, contain in sources:
-            conf = contain if lk.confidence is None else lk.confidence
-            have = best.setdefault(lk.dst, {}).get(src)
-            if have is None or (conf, contain) > have[:2]:
-                best[lk.dst][src] = (conf, contain, lk)
+            for dst, conf, lines in lk.edges:
+                c = contain if conf is None else conf
+                have = best.setdefault(dst, {}).get(src)
+                if have is None or (c, contain) > have[:2]:
+                    best[dst][src] = (c, contain, lk.file, lines, lk.note)
     if not best:
         return
     info = _fragment_info(db, sorted({src for chosen in best.values() for src in chosen}))
-    for dst, chosen in best.items():
+    for dst, chosen in sorted(best.items()):
         card = "N:1" if len(chosen) > 1 else "1:1"
-        for src, (conf, contain_v, lk) in sorted(chosen.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        for src, (conf, contain_v, file, lines, note) in sorted(chosen.items(), key=lambda kv: (-kv[1][0], kv[0])):
             f, l0, l1 = info.get(src, (None, None, None))
             if card == "1:1" and db.execute("SELECT count(*) FROM lineage WHERE src=?", (src,)).fetchall()[0][0]:
                 card_v = "1:N"
@@ -372,20 +371,20 @@ def _link_sources(db: apsw.Connection, looks: list[Lookup], found: list[list[tup
                 card_v = card
             db.execute("INSERT OR REPLACE INTO lineage(dst, src, confidence, containment, location_delta, cardinality,"
                        " agent_link, note) VALUES(?, ?, ?, ?, ?, ?, 0, ?)",
-                       (dst, src, round(conf, 4), round(contain_v, 4),
-                        location_delta(f, (l0, l1), lk.file, lk.lines), card_v, lk.note))
+                       (dst, src, round(conf, 4), round(contain_v, 4), location_delta(f, (l0, l1), file, lines),
+                        card_v, note))
 
 
-def _relink_reinsertion(db: apsw.Connection, dst: int, file: str, part: "PendingPart") -> None:
+def _relink_reinsertion(db: apsw.Connection, dst: int, e: "PendingEdit") -> None:
     """Text put back verbatim after a deletion rejoins the chain of the code it was.
 
     Candidates come from the tombstones' fingerprints (a lookup), and only those sharing enough
     fingerprints to possibly reach the similarity threshold are compared in full."""
-    if not len(part.after):
+    if not len(e.after):
         return
-    need = int(REINSERT_SIMILARITY * len(part.after))
+    need = int(REINSERT_SIMILARITY * len(e.after))
     candidates = [t for t, n in db.execute("SELECT tomb, count(*) FROM tombstone_fps WHERE fp IN carray(?)"
-                                           " GROUP BY tomb", (int_array(part.after),)) if n >= need]
+                                           " GROUP BY tomb", (int_array(e.after),)) if n >= need]
     if not candidates:
         return
     for tid, frag, path, l0, l1, anchors in db.execute(
@@ -393,12 +392,11 @@ def _relink_reinsertion(db: apsw.Connection, dst: int, file: str, part: "Pending
             "LEFT JOIN files ON files.id = t.file WHERE t.frag < ? AND t.id IN carray(?)",
             (dst, int_array(candidates))).fetchall():
         old = np.frombuffer(anchors, dtype="<i8")
-        sim = similarity(old, part.after)
+        sim = similarity(old, e.after)
         if sim >= REINSERT_SIMILARITY:
             db.execute("INSERT OR REPLACE INTO lineage(dst, src, confidence, containment, location_delta, cardinality,"
                        " agent_link, note) VALUES(?, ?, ?, ?, ?, '1:1', 0, 'reinserted')",
-                       (dst, frag, round(sim, 4), round(sim, 4),
-                        location_delta(path, (l0, l1), file, part.after_range)))
+                       (dst, frag, round(sim, 4), round(sim, 4), location_delta(path, (l0, l1), e.file, e.after_range)))
 
 
 def _agent_link(db: apsw.Connection, dst: int, ev: dict[str, Any]) -> None:
