@@ -14,7 +14,7 @@ from engram.index.sql import int_array
 from engram.tape import events as E
 
 # Not an event kind: the lines a code.edit held without changing them (`carried_runs`), indexed
-# as a fragment of their own at the edit's offset, right after the edit's.
+# as fragments at the edit's offset, after the fragments of the regions it changed.
 CODE_CARRIED: Final = "code.carried"
 KIND_NO: Final = {E.MSG_IN: 1, E.MSG_OUT: 2, E.TOOL_CALL: 3, E.TOOL_RESULT: 4, E.CODE_READ: 5, E.CODE_EDIT: 6,
                   E.SPAN_LINK: 7, CODE_CARRIED: 8}
@@ -171,14 +171,16 @@ def carried_runs(ev: dict[str, Any], hunks: list[Hunk] | None = None) -> list[tu
     is, never that it wrote them: a later session that rewrote a file and kept most of it, or
     patched beside a block, came first as the block's writer."""
     hunks = edit_hunks(ev) if hunks is None else hunks
-    changed: set[int] = set()
-    for h in hunks:
-        if h.after_range is None:
-            return []  # where its changes are is not known, nor then what it kept
-        changed.update(range(h.after_range[0], h.after_range[1] + 1))
+    if any(h.after_range is None for h in hunks):
+        return []  # where its changes are is not known, nor then what it kept
     held = _context_lines(ev)
     if held is None:
         held = _between_hunks(ev, hunks)
+    if not held:
+        return []
+    changed: set[int] = set()
+    for h in hunks:
+        changed.update(range(h.after_range[0], h.after_range[1] + 1))  # type: ignore[index]
     runs: list[tuple[int, int, str]] = []
     for line, text in held:
         if line in changed:
@@ -202,7 +204,9 @@ def _context_lines(ev: dict[str, Any]) -> list[tuple[int, str]] | None:
         return None
     lines = _lines(text)
     numbers = [n for r in spans if r is not None for n in range(r[0], r[1] + 1)]
-    return sorted(zip(numbers, lines)) if len(numbers) == len(lines) else None
+    if len(numbers) != len(lines) or len(set(numbers)) != len(numbers):
+        return None
+    return sorted(zip(numbers, lines))
 
 
 def _between_hunks(ev: dict[str, Any], hunks: list[Hunk]) -> list[tuple[int, str]]:

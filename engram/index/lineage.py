@@ -404,7 +404,7 @@ def _agent_link(db: apsw.Connection, dst: int, ev: dict[str, Any]) -> None:
     src = None
     if isinstance(target, dict) and "tape" in target and "offset" in target:
         row = db.execute("SELECT f.id FROM fragments f JOIN tapes t ON t.no = f.tape WHERE t.id LIKE ? AND f.offset=?"
-                         " ORDER BY f.id LIMIT 1",  # (an edit's carried lines are a second fragment)
+                         " ORDER BY f.id LIMIT 1",  # (an edit is several fragments: its first region)
                          (str(target["tape"]) + "%", int(target["offset"]))).fetchall()
         src = row[0][0] if row else None
     elif isinstance(target, dict) and "file" in target:
