@@ -476,3 +476,106 @@ def test_a_session_id_prefix_must_name_one_session(tmp_path: Path) -> None:
     with pytest.raises(UnknownTape, match="'aa0' matches 2 tapes"):  # a tape id prefix is still tried first
         resolve_tapes(db, "aa0")
     db.close()
+
+
+# ------------------------------------------------------------------ what an edit changed, hunk by hunk
+
+def _session_edits(repo: Path, tmp_path: Path, s: "Session") -> list[dict[str, Any]]:
+    run_engram(repo, "ingest", str(s.save(tmp_path / "t")), "--map", f"{s.cwd}={repo}")
+    return [e for e in tape_events(repo, s.session_id) if e["kind"] == "code.edit"]
+
+
+def _module(n: int = 30) -> list[str]:
+    from claude_shapes import code_lines
+
+    return ["def run(config):", *code_lines("m", n - 2), "    return config"]
+
+
+def test_a_write_over_a_file_is_an_edit_of_the_lines_it_changed(repo: Path, tmp_path: Path) -> None:
+    """A Write replacing a file that it mostly keeps: the event says which lines changed (its
+    `hunks`, from the result's patch) and that the tool held the whole new file (`context`), whether
+    or not the result kept `originalFile` (the patch undone gives the file before)."""
+    from claude_shapes import Session, joined
+
+    old = _module()
+    new = [*old]
+    new[4] = "    limit = max(config.limit, 10)"
+    new[25:27] = ["    total = sum(config.values)"]  # two lines become one
+    edits = {}
+    for keep in (True, False):
+        s = Session(Path("/home/u/proj"), f"{'ab'[keep]}bbbbbbb-2222-4222-8222-00000000000{int(keep)}")
+        s.files["app.py"] = joined(old)
+        s.prompt("tidy app.py")
+        s.write("app.py", joined(new), keep_original=keep)
+        (edits[keep],) = _session_edits(repo, tmp_path / str(keep), s)
+    for ev in edits.values():
+        assert ev["op"] == "update" and ev["tool"] == "Write"
+        assert ev["before_range"] == [5, 27] and ev["after_range"] == [5, 26]
+        assert ev["hunks"] == [[5, 5, 5, 5], [26, 27, 26, 26]]
+        assert ev["context"] == [[1, 29]] and ev["context_text"] == joined(new)
+    assert edits[True]["file_before_sha"] is not None and edits[False]["file_before_sha"] is None
+    assert {k: v for k, v in edits[True].items() if k not in ("file_before_sha", "id", "parent", "ts", "call_id")} \
+        == {k: v for k, v in edits[False].items() if k not in ("file_before_sha", "id", "parent", "ts", "call_id")}
+
+
+def test_a_write_without_its_patch_is_diffed_against_what_the_session_last_saw(repo: Path, tmp_path: Path) -> None:
+    """A result without `originalFile` nor `structuredPatch` (a trimmed transcript): the Write is
+    compared with the file as the session last knew it (here, after its own Edit). Without that,
+    it stays what it looks like: a file written whole."""
+    from claude_shapes import Session, joined
+
+    s = Session(Path("/home/u/proj"), "cccccccc-3333-4333-8333-000000000003")
+    s.files["app.py"] = joined(_module())
+    s.prompt("tidy app.py")
+    s.edit("app.py", "    return config\n", "    return dict(config)\n")
+    s.write("app.py", s.files["app.py"].replace("result_m3 =", "value_m3 ="), keep_original=False, keep_patch=False)
+    s.files["other.py"] = joined(_module(8))
+    s.write("other.py", joined(_module(9)), keep_original=False, keep_patch=False)
+    edit, write, blind = _session_edits(repo, tmp_path, s)
+    assert edit["tool"] == "Edit" and write["tool"] == "Write"
+    assert write["op"] == "update" and write["before_range"] == write["after_range"] == [5, 5]
+    assert write["after_text"].startswith("    value_m3 =") and write["context"] == [[1, 30]]
+    assert blind["op"] == "create" and blind["after_range"] == [1, 9] and "context" not in blind
+
+
+def test_an_edit_keeps_its_patch_context_as_carried_lines(repo: Path, tmp_path: Path) -> None:
+    """An Edit's result patch holds three lines of context around its change: the event keeps
+    where they are in the file after it (`context`, with the changed lines), so the index can
+    tell the lines the session held from those it wrote. A MultiEdit's hunks alike."""
+    from claude_shapes import Session, joined
+
+    lines = _module()
+    s = Session(Path("/home/u/proj"), "dddddddd-4444-4444-8444-000000000004")
+    s.files["app.py"] = joined(lines)
+    s.prompt("drop one check, change two")
+    s.edit("app.py", joined(lines[9:12]), joined([lines[9], lines[11]]))  # deletes line 11
+    s.multi_edit("app.py", [(lines[3], "    first = 1"), (lines[20], "    second = 2")])
+    edit, multi = _session_edits(repo, tmp_path, s)
+    assert edit["before_range"] == [11, 11] and edit["after_range"] == [11, 10] and edit["after_text"] == ""
+    after = s.files["app.py"].splitlines()
+    assert edit["context"] == [[8, 13]]  # three lines either side of the deleted one
+    assert multi["hunks"] == [[4, 4, 4, 4], [20, 20, 20, 20]]
+    assert multi["context"] == [[1, 7], [17, 23]]
+    assert multi["context_text"] == joined(after[0:7] + after[16:23])
+
+
+def test_a_notebook_cell_edit_is_the_lines_that_changed(repo: Path, tmp_path: Path) -> None:
+    """A NotebookEdit result with the cell's source before: the edit is the lines from the first
+    that differs to the last (no ranges: where the cell is in the notebook's JSON is not known)."""
+    from claude_shapes import Session
+
+    s = Session(Path("/home/u/proj"), "eeeeeeee-5555-4555-8555-000000000005")
+    path = str(s.cwd / "nb.ipynb")
+    old = "import pandas as pd\nframe = pd.read_csv('a.csv')\nframe.describe()\n"
+    new = "import pandas as pd\nframe = pd.read_csv('b.csv', sep=';')\nframe.describe()\n"
+    tur = {"new_source": new, "old_source": old, "cell_type": "code", "language": "python", "edit_mode": "replace",
+           "cell_id": "c1", "error": "", "notebook_path": path}
+    s.prompt("read b.csv")
+    s._call("NotebookEdit", {"notebook_path": path, "cell_id": "c1", "new_source": new}, "Updated cell c1", tur)
+    s._call("NotebookEdit", {"notebook_path": path, "cell_id": "c2", "new_source": "x = 1\n", "edit_mode": "insert"},
+            "Inserted cell c2", {**tur, "new_source": "x = 1\n", "old_source": None, "cell_id": "c2",
+                                 "edit_mode": "insert"})
+    changed, inserted = _session_edits(repo, tmp_path, s)
+    assert changed["before_text"] == "frame = pd.read_csv('a.csv')\n"
+    assert changed["after_text"] == "frame = pd.read_csv('b.csv', sep=';')\n"
+    assert changed["after_range"] is None and inserted["after_text"] == "x = 1\n"

@@ -1188,3 +1188,69 @@ def test_paths_under_dot_git_are_not_code(repo: tuple[Path, str], tmp_path: Path
     cap = capture(r.write(tmp_path / "s.jsonl"), root)
     assert [e["file"] for e in kinds(cap, "code.edit")] == ["src/ok.py"]
     assert cap.dropped == {"a file under .git/ (git's own, not code)": 1}
+
+
+def test_every_hunk_of_every_file_of_a_patch_is_its_own_edit_and_lineage(repo: tuple[Path, str],
+                                                                          tmp_path: Path) -> None:
+    """One session added src/lib.py's alpha helpers, a second appended the beta ones; a third
+    patched one line of an alpha helper and a beta helper's two lines, added a file and deleted
+    another, in one patch with context lines. Each file is an edit; the update keeps where its
+    chunks landed (`context`). Its context lines are not its writing, and each hunk is linked to
+    the code it changed: the alpha line to the first session, though the patch's removed lines
+    are mostly the second's (taken together, they linked it to the second only)."""
+    root, _ = repo
+    alpha = [ln for i in range(3) for ln in (f"def alpha_{i}(value):",
+                                             f"    return scale_alpha(value, {i}) + offset_alpha_{i} * {i + 3}")]
+    beta = [ln for i in range(3) for ln in (f"def beta_{i}(value):",
+                                            f"    return scale_beta(value, {i + 10}) + offset_beta_{i} * {i + 5}")]
+    sids = [SID, "019a0000-0000-7000-8000-0000000000b2", "019a0000-0000-7000-8000-0000000000c3"]
+    rollouts: list[Rollout] = []
+    files = [alpha, alpha + beta]
+    patches = [patch("*** Add File: src/lib.py", *("+" + ln for ln in alpha)),
+               patch("*** Update File: src/lib.py", "@@", " " + alpha[-1], *("+" + ln for ln in beta))]
+    for i, (sid, body) in enumerate(zip(sids, patches)):
+        r = Rollout().meta(root, git(root, "rev-parse", "HEAD").strip(), id=sid).turn(root).message("user", "helpers")
+        rollouts.append(r.custom(f"call_{i}", body, custom_ok("src/lib.py")))
+        (root / "src" / "lib.py").write_text("".join(ln + "\n" for ln in files[i]))
+        git(root, "add", "src/lib.py")
+        git(root, "commit", "-qm", f"helpers {i}")
+    later = Rollout().meta(root, git(root, "rev-parse", "HEAD").strip(), id=sids[2]).turn(root)
+    later.message("user", "bias alpha_0, scale beta_1, add extra.py, drop the README")
+    later.custom("call_2", patch(
+        "*** Update File: src/lib.py",
+        "@@", " " + alpha[0], "-" + alpha[1], "+" + alpha[1] + " + bias_correction(value, window=4)", " " + alpha[2],
+        "@@", " " + beta[0], " " + beta[1], "-" + beta[2], "-" + beta[3],
+        "+def beta_1(value, factor):", "+    return scale_beta(value * factor, 11) + offset_beta_1 * 6", " " + beta[4],
+        "*** Add File: src/extra.py", "+def extra(value):", "+    return value",
+        "*** Delete File: README.md"), custom_ok("src/lib.py", "src/extra.py", "README.md"))
+    rollouts.append(later)
+    final = [alpha[0], alpha[1] + " + bias_correction(value, window=4)", *alpha[2:], *beta[:2], "def beta_1(value, factor):",
+             "    return scale_beta(value * factor, 11) + offset_beta_1 * 6", *beta[4:]]
+    (root / "src" / "lib.py").write_text("".join(ln + "\n" for ln in final))
+    sessions = tmp_path / "sessions"
+    for hour, (sid, r) in enumerate(zip(sids, rollouts), 20):
+        for rec in r.records:
+            rec["timestamp"] = rec["timestamp"].replace("T20:", f"T{hour}:")
+        r.write(sessions / f"rollout-2025-11-22T{hour}-00-00-{sid}.jsonl")
+    run_engram(root, "init")
+    run_engram(root, "ingest", str(sessions))
+
+    edits = {e["file"]: e for e in shown_events(root, sids[2]) if e["kind"] == "code.edit"}
+    assert {f: e["op"] for f, e in edits.items()} == {"src/lib.py": "update", "src/extra.py": "create",
+                                                      "README.md": "delete"}
+    lib = edits["src/lib.py"]
+    assert lib["hunks"] == [[2, 2, 2, 2], [9, 10, 9, 10]]
+    assert lib["context"] == [[1, 3], [7, 11]]
+    assert lib["context_text"] == "".join(ln + "\n" for ln in final[0:3] + final[6:11])
+
+    def answer(span: str, *args: str) -> dict[str, dict[str, str]]:
+        doc = json.loads(run_engram(root, "explain", "--brief", span, *args).stdout)
+        return {s["session_id"]: {f["kind"]: f["via"] for f in s["fragments"]} for s in doc["sessions"]}
+
+    context = answer("src/lib.py:7-8")  # beta_0: context of the second hunk
+    assert context[sids[1]]["code.edit"] == "direct"
+    assert "code.edit" not in context[sids[2]] and context[sids[2]]["code.carried"] == "direct"
+    biased = answer("src/lib.py:2-2")
+    assert biased[sids[2]]["code.edit"] == "direct"
+    assert biased[sids[0]] == {"code.edit": "lineage"}, "the hunk that changed alpha's line leads to its writer"
+    assert sids[1] not in biased

@@ -273,7 +273,7 @@ def test_a_recorded_change_in_two_places_is_indexed_as_those_places() -> None:
     """`engram record` diffs the tree: a change at both ends of a file is one edit whose texts
     run from the first change to the last, with `hunks` saying where the changes are, so the
     index takes their lines only (not the untouched lines between them)."""
-    from engram.index.kinds import edit_texts
+    from engram.index.kinds import carried_runs, edit_texts
     from engram.capture.record import diff_edits
 
     old = "".join(f"line {i}\n" for i in range(1, 31))
@@ -281,9 +281,12 @@ def test_a_recorded_change_in_two_places_is_indexed_as_those_places() -> None:
     (ev,) = diff_edits({"f.txt": old}, {"f.txt": new}, "2026-01-01T00:00:00Z")
     assert ev["after_range"] == [2, 29] and ev["hunks"] == [[2, 2, 2, 2], [29, 29, 29, 29]]
     assert edit_texts(ev) == ("line 2\nline 29\n", "line two\nline twenty-nine\n")
-    # A Claude Code Write holds the whole new file: every line of it is the agent's writing.
+    assert carried_runs(ev) == [], "a recorded change held nothing but what it changed"
+    # A Claude Code Write held the whole new file, but wrote only what it changed: the lines
+    # between (all it is known to have held, on a tape without `context`) are carried.
     written = {**ev, "tool": "Write"}
-    assert edit_texts(written) == (ev["before_text"], ev["after_text"]) and ev["after_text"].count("\n") == 28
+    assert edit_texts(written) == edit_texts(ev)
+    assert carried_runs(written) == [(3, 28, "".join(f"line {i}\n" for i in range(3, 29)))]
 
 
 def test_record_stdin_detects_the_format_and_is_idempotent(spotter: Path, repo: Path) -> None:

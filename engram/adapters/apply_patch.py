@@ -99,10 +99,13 @@ class PatchCall:
 
 @dataclass(slots=True)
 class Placement:
-    """Where one chunk landed: its changed runs, 1-based, in the old and the new file."""
+    """Where one chunk landed: its changed runs, 1-based, in the old and the new file, and the
+    chunk's lines in the new file (context and added lines) from line `new_start` on."""
 
     chunk: int
     changes: list[Change] = field(default_factory=list)
+    new_start: int = 0
+    new_lines: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -524,7 +527,8 @@ def _replace(lines: list[str], reps: list[_Replacement]) -> UpdateResult:
             return UpdateResult(None, error=f"hunk {rep.chunk + 1} overlaps an earlier hunk")
         out.extend(lines[pos:rep.start])
         segment = lines[rep.start:rep.start + rep.old_len]
-        placement = Placement(rep.chunk, _runs(rep, segment, old_base=rep.start + 1, new_base=len(out) + 1))
+        placement = Placement(rep.chunk, _runs(rep, segment, old_base=rep.start + 1, new_base=len(out) + 1),
+                              len(out) + 1, list(rep.new))
         placements.append(placement)
         out.extend(rep.new)
         pos = rep.start + rep.old_len

@@ -27,9 +27,14 @@ from engram.adapters.base import (
 from engram.adapters.unified import (
     apply_hunks,
     changes_from_hunks,
+    context_fields,
+    diff_hunks,
     edit_ranges,
+    hunk_extents,
     join_lines,
+    reverse_hunks,
     split_lines,
+    whole_file_context,
 )
 from engram.tape import events as E
 
@@ -71,6 +76,10 @@ class _State:
         self.seen: set[str] = set()
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self.agents_with_files = agents_with_files
+        # What each agent (None: the main one) last knew of a file, whole: after its creates and
+        # edits whose result file is known, and its reads of a whole file. A Write whose result
+        # holds neither `originalFile` nor its patch is diffed against it.
+        self.files: dict[tuple[str | None, str], str] = {}
 
 
 def parse_session(
@@ -526,11 +535,12 @@ def _tool_result(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, An
             ev.update(stdout=tur.get("stdout") or "", stderr=tur.get("stderr") or "",
                       exit_code=None if tur.get("interrupted") else 0)
         elif name in EDIT_TOOLS or "structuredPatch" in tur:
-            derived = _edit(cap, mapper, rec, agent, call_id, name, inp, tur)
+            derived = _edit(cap, st, mapper, rec, agent, call_id, name, inp, tur)
         elif isinstance(tur.get("file"), dict) and tur.get("type") in ("text", None):
             derived = _read(cap, mapper, rec, agent, call_id, tur["file"])
             if derived is not None:
                 ev["stdout"] = None  # the code.read right after holds the text, once
+                _remember_read(st, agent, derived, tur["file"])
     elif name == "Read" and not failed:
         derived = _read_from_output(cap, mapper, rec, agent, call_id, inp, output)
         if derived is not None:
@@ -585,8 +595,8 @@ def _read_from_output(cap: Capture, mapper: PathMapper, rec: dict[str, Any], age
     return ev
 
 
-def _edit(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | None, call_id: str, name: str,
-          inp: dict[str, Any], tur: dict[str, Any]) -> dict[str, Any] | None:
+def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], agent: str | None, call_id: str,
+          name: str, inp: dict[str, Any], tur: dict[str, Any]) -> dict[str, Any] | None:
     path = tur.get("filePath") or inp.get("file_path") or inp.get("notebook_path") or ""
     rel = mapper.to_repo(str(path))
     if rel is None:
@@ -598,18 +608,20 @@ def _edit(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | No
     original = tur.get("originalFile")
     if original is None:
         original = tur.get("originalFileContents")
-    if tur.get("type") == "create" or (name == "Write" and original is None and isinstance(tur.get("content"), str)):
-        content = tur.get("content") if isinstance(tur.get("content"), str) else ""
+    content = tur.get("content") if isinstance(tur.get("content"), str) else None
+    exact = isinstance(original, str)  # the file before is the tool's own word, not our reconstruction
+    if name == "Write" and tur.get("type") != "create" and content is not None and (original is None or not hunks):
+        original, hunks = _write_base(st, agent, rel, content, original, hunks)
+    if tur.get("type") == "create" or (name == "Write" and original is None and content is not None):
+        content = content or ""
         lines = split_lines(content)
+        st.files[(agent, rel)] = content
         ev.update(op="create", before_range=[1, 0], after_range=[1, len(lines)], before_text="",
                   after_text=join_lines(lines), file_before_sha=None, file_after_sha=E.git_blob_sha(content))
         return _hash_texts(ev)
     if not hunks:
         if name == "NotebookEdit":
-            src = inp.get("new_source") if isinstance(inp.get("new_source"), str) else ""
-            ev.update(op="update", before_range=None, after_range=None, before_text="",
-                      after_text=src, file_before_sha=None, file_after_sha=None)
-            return _hash_texts(ev)
+            return _notebook_edit(cap, ev, inp, tur)
         cap.ignored["edit that changed nothing"] += 1
         return None
     changes = changes_from_hunks(hunks)
@@ -619,8 +631,8 @@ def _edit(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | No
     old_lines = split_lines(original) if isinstance(original, str) else None
     new_lines: list[str] | None = None
     after_file: str | None = None
-    if isinstance(tur.get("content"), str) and tur.get("type") == "update":
-        after_file = tur["content"]
+    if content is not None and tur.get("type") == "update":
+        after_file = content
         new_lines = split_lines(after_file)
     elif old_lines is not None:
         new_lines = apply_hunks(old_lines, hunks)
@@ -628,11 +640,75 @@ def _edit(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | No
             trailing = original.endswith("\n") if original else True
             after_file = "\n".join(new_lines) + ("\n" if trailing and new_lines else "")
     ev.update(op="update", **edit_ranges(changes, old_lines, new_lines),
-              file_before_sha=E.git_blob_sha(original) if isinstance(original, str) else None,
+              file_before_sha=E.git_blob_sha(original) if exact and isinstance(original, str) else None,
               file_after_sha=E.git_blob_sha(after_file) if after_file is not None else None)
+    # What the tool held besides the lines it changed: a Write, the whole file; an Edit, its
+    # patch's context (the index keeps those lines as carried, not as written).
+    ev.update(whole_file_context(new_lines) if name == "Write" and new_lines is not None
+              else context_fields(hunk_extents(hunks)))
+    if after_file is not None:
+        st.files[(agent, rel)] = after_file
+    else:
+        st.files.pop((agent, rel), None)
     if tur.get("userModified"):
         ev["user_modified"] = True
     return _hash_texts(ev)
+
+
+def _write_base(st: _State, agent: str | None, rel: str, content: str, original: Any,
+                hunks: list[Any]) -> tuple[str | None, list[Any]]:
+    """The file a Write replaced, and the hunks that changed it, when its result lacks one of them.
+
+    Some results keep the patch but not `originalFile` (trimmed or older transcripts): the patch
+    undone on the new content gives the file before. A result with neither is diffed against
+    what this session last knew of the file (its earlier edits and whole reads). Without any of
+    these the Write stays a creation: every line of it counts as written, as nothing says which
+    lines it kept."""
+    new = split_lines(content)
+    if original is None and hunks:
+        back = reverse_hunks(hunks)
+        old = apply_hunks(new, back) if back is not None else None
+        return (join_lines(old), hunks) if old is not None else (None, hunks)
+    if original is None:
+        original = st.files.get((agent, rel))
+    if not isinstance(original, str):
+        return None, hunks
+    return original, diff_hunks(split_lines(original), new)
+
+
+def _remember_read(st: _State, agent: str | None, ev: dict[str, Any], f: dict[str, Any]) -> None:
+    """A read of a whole file is what the session knew of it (`_State.files`)."""
+    total, start = f.get("totalLines"), ev["range"][0]
+    if isinstance(total, int) and start == 1 and ev["range"][1] >= total - 1:
+        st.files[(ev.get("agent"), ev["file"])] = ev["text"]
+
+
+def _notebook_edit(cap: Capture, ev: dict[str, Any], inp: dict[str, Any], tur: dict[str, Any]) -> dict[str, Any] | None:
+    """A notebook cell's edit: the cell's changed lines, from the first to the last that differ
+    from its source before (`old_source`, when the result has it; else the whole new cell).
+    Its place in the notebook's JSON is not known: no ranges."""
+    src = inp.get("new_source") if isinstance(inp.get("new_source"), str) else ""
+    if isinstance(tur.get("new_source"), str):
+        src = tur["new_source"]
+    old = tur.get("old_source") if isinstance(tur.get("old_source"), str) else None
+    before, after = ([], split_lines(src)) if old is None else _changed_middle(split_lines(old), split_lines(src))
+    if old is not None and not before and not after:
+        cap.ignored["edit that changed nothing"] += 1
+        return None
+    ev.update(op="update", before_range=None, after_range=None, before_text=join_lines(before),
+              after_text=join_lines(after), file_before_sha=None, file_after_sha=None)
+    return _hash_texts(ev)
+
+
+def _changed_middle(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+    """`old` and `new` without the lines they start and end with alike."""
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return old[head:len(old) - tail], new[head:len(new) - tail]
 
 
 def _hash_texts(ev: dict[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,9 @@ from engram.adapters.unified import (
     Change,
     apply_hunks,
     changes_from_hunks,
+    context_fields,
     edit_ranges,
+    hunk_extents,
     hunks_from_diff,
     join_lines,
     split_lines,
@@ -1341,11 +1343,13 @@ class _Rollout:
         if old is None or new_lines is None:
             self.files.set(dst, None)
             fields.update(edit_ranges(changes), file_before_sha=None, file_after_sha=None)
+            fields.update(context_fields(hunk_extents(hunks)))
             return fields
         new = join_lines(new_lines)
         self.files.set(dst, new)
         fields.update(edit_ranges(changes, split_lines(old), new_lines),
                       file_before_sha=E.git_blob_sha(old), file_after_sha=E.git_blob_sha(new))
+        fields.update(context_fields(hunk_extents(hunks)))
         return fields
 
     # ------------------------------------------------------------ reads
@@ -1444,9 +1448,11 @@ class _Rollout:
         if moved:
             fields["to_file"] = dst
         if result is None or new is None:
-            placed = changes_from_hunks(hunks_from_diff(diff)) if diff else []
+            hunks = hunks_from_diff(diff) if diff else []
+            placed = changes_from_hunks(hunks)
             if placed:
                 fields.update(edit_ranges(placed))  # where Codex itself applied it
+                fields.update(context_fields(hunk_extents(hunks)))
                 return fields
             by_context = self.place_by_context(op, src, dst, old)
             if by_context is not None:
@@ -1463,6 +1469,8 @@ class _Rollout:
             return None
         assert old is not None
         fields.update(_ranges(result.changes, split_lines(old), split_lines(new)))
+        if result.changes:  # the patch's own lines where they landed: its context is carried
+            fields.update(context_fields([(p.new_start, p.new_lines) for p in result.placements]))
         return fields
 
     def place_by_context(self, op: FileOp, src: str, dst: str, tried: str | None) -> dict[str, Any] | None:

@@ -143,6 +143,82 @@ def changes_from_tagged(tagged: list[tuple[str, str]], old: int, new: int) -> li
     return out
 
 
+def context_fields(extents: list[tuple[int, list[str]]]) -> dict[str, Any]:
+    """A code.edit's `context` and `context_text` from where its hunks lie in the file after the
+    edit: each extent is (first line, the hunk's lines there: context and new lines alike).
+
+    The lines a tool held besides those it changed (a patch's context, a whole-file Write's
+    unchanged lines) are what the edit *carried*: the index keeps them as evidence of reading
+    strength, apart from the changed lines it keeps as the edit (engram.index.kinds). Adjacent
+    extents are merged; an extent without lines (a deletion's new side) holds nothing."""
+    ranges: list[list[int]] = []
+    text: list[str] = []
+    for first, lines in sorted(((f, ls) for f, ls in extents if ls), key=lambda e: e[0]):
+        last = first + len(lines) - 1
+        if ranges and first <= ranges[-1][1]:
+            return {}  # overlapping hunks: not a placement anything can trust
+        if ranges and first == ranges[-1][1] + 1:
+            ranges[-1][1] = last
+        else:
+            ranges.append([first, last])
+        text.append(join_lines(lines))
+    return {"context": ranges, "context_text": "".join(text)} if ranges else {}
+
+
+def hunk_extents(hunks: list[dict[str, Any]]) -> list[tuple[int, list[str]]]:
+    """Each hunk's new side (its context and added lines) and where it starts in the new file."""
+    out: list[tuple[int, list[str]]] = []
+    for h in hunks:
+        tagged = hunk_lines(h)
+        if tagged is None:
+            continue
+        new = [text for tag, text in tagged if tag != "-"]
+        start = int(h.get("newStart") or 0)
+        if new and start > 0:
+            out.append((start, new))
+    return out
+
+
+def whole_file_context(new_lines: list[str]) -> dict[str, Any]:
+    """The `context` of an edit whose tool held the whole new file (a Claude Code Write)."""
+    return context_fields([(1, new_lines)])
+
+
+def reverse_hunks(hunks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Hunks that turn the new file back into the old one (None when a hunk's lines cannot be
+    read): a Write whose result kept its patch but not `originalFile` still gives the file before."""
+    out: list[dict[str, Any]] = []
+    flip = {"-": "+", "+": "-", " ": " "}
+    for h in hunks:
+        tagged = hunk_lines(h)
+        if tagged is None:
+            return None
+        out.append({"oldStart": h.get("newStart"), "oldLines": h.get("newLines"), "newStart": h.get("oldStart"),
+                    "newLines": h.get("oldLines"), "lines": [flip[tag] + text for tag, text in tagged]})
+    return out
+
+
+def diff_hunks(old: list[str], new: list[str], context: int = 3) -> list[dict[str, Any]]:
+    """The hunks (structuredPatch's shape, `context` lines around each change) that turn `old`
+    into `new`: for a Write known only by its new content and the file the session last saw."""
+    import difflib  # noqa: PLC0415 - only Writes without their patch need it
+
+    hunks: list[dict[str, Any]] = []
+    for group in difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(context):
+        i1, j1 = group[0][1], group[0][3]
+        i2, j2 = group[-1][2], group[-1][4]
+        lines: list[str] = []
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                lines += [" " + x for x in old[a1:a2]]
+                continue
+            lines += ["-" + x for x in old[a1:a2]]
+            lines += ["+" + x for x in new[b1:b2]]
+        hunks.append({"oldStart": i1 + 1, "oldLines": i2 - i1, "newStart": j1 + 1, "newLines": j2 - j1,
+                      "lines": lines})
+    return hunks
+
+
 def apply_hunks(original: list[str], hunks: list[dict[str, Any]]) -> list[str] | None:
     """The file after the hunks, or None when their context does not match `original`."""
     traced = trace_hunks(original, hunks)

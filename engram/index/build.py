@@ -29,16 +29,19 @@ from engram.anchor import fingerprints_many
 from engram.arrays import member
 from engram.index import memo, postings, stoplist
 from engram.index.kinds import (
+    CODE_CARRIED,
     KIND_NO,
     TEXT_VERSION,
+    Hunk,
+    carried_runs,
     conversational_text,
-    edit_texts,
+    edit_hunks,
     event_text,
     fragment_file,
     fragment_lines,
 )
-from engram.index.lineage import RunEdits, continued_session, edit_confidences
-from engram.index.pending import PendingEdit, PendingTape
+from engram.index.lineage import PART_MIN_FPS, RunEdits, continued_session, edit_confidences
+from engram.index.pending import PendingCarried, PendingEdit, PendingTape
 from engram.index.snapshot import ANCHOR_VERSION, index_params, stored_params
 from engram.index.sql import immediate
 from engram.store.repo import Store
@@ -114,42 +117,100 @@ class Prepared:
 
 
 def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> Prepared:
-    """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events."""
+    """Fragments, fingerprints, edit fingerprints and head/tail of one tape's events.
+
+    A code.edit is a fragment per region it changed (`kinds.edit_hunks`: its lines there, its
+    range there) and a `code.carried` fragment per run of lines it held without changing them
+    (`kinds.carried_runs`), all at the edit's offset: the session had those in hand, it did not
+    write them."""
     pt = PendingTape(tape_id, session_id=str(events[0].get("session_id") or ""))
     pt.continues = continued_session(events[0])
     texts: list[str] = []
-    edit_pairs: list[str] = []  # each edit's removed text, then its written text
+    lineage = _EditTexts()
     for off, ev in enumerate(events):
         kind = ev.get("kind")
         if kind not in KIND_NO:
             continue
-        pair = edit_texts(ev) if kind == E.CODE_EDIT else None
-        text = pair[1] if pair is not None else event_text(ev)
-        if not text.strip() and kind != E.CODE_EDIT:
+        if kind == E.CODE_EDIT:
+            _add_edit(pt, texts, lineage, off, ev)
+            continue
+        text = event_text(ev)
+        if not text.strip():
             continue
         fi = len(pt.frags)
         line0, line1 = fragment_lines(ev)
-        file = fragment_file(ev) if kind in (E.CODE_READ, E.CODE_EDIT, E.SPAN_LINK) else None
+        file = ev.get("file") if kind in (E.CODE_READ, E.SPAN_LINK) else None
         pt.frags.append((off, KIND_NO[kind], file, ev.get("ts"), 0, line0, line1))
         texts.append(text)
-        if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL) and text.strip():
+        if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL):
             pt.fts.append((fi, text))
-        if pair is not None and isinstance(file, str):
-            edit_pairs += pair
-            pt.edits.append(PendingEdit(
-                fi, file, _EMPTY, _EMPTY, 0.0,
-                ev.get("before_range"), ev.get("after_range"), ev.get("ts"), str(ev.get("op") or "update")))
         if kind == E.SPAN_LINK:
             pt.links.append((fi, ev))
-    sets = fingerprint_sets(edit_pairs, k, w)
-    confidences = edit_confidences(list(zip(edit_pairs[::2], edit_pairs[1::2])))
-    for i, e in enumerate(pt.edits):
-        e.before, e.after, e.confidence = sets[2 * i], sets[2 * i + 1], confidences[i]
+    lineage.fingerprint(k, w)
     vals, owner = batch_fingerprints(texts, k, w)
     counts = np.bincount(owner, minlength=len(texts)) if len(owner) else np.zeros(len(texts), np.int64)
     pt.frags = [(o, kd, f, ts, int(c), a, b) for (o, kd, f, ts, _, a, b), c in zip(pt.frags, counts)]
     pt.head, pt.tail, pt.marker = _tail_head(events, k, w)
     return Prepared(pt, vals, owner)
+
+
+def _add_edit(pt: PendingTape, texts: list[str], lineage: "_EditTexts", off: int, ev: dict[str, Any]) -> None:
+    """A code.edit's fragments: one per changed region, then one per run of carried lines. An edit
+    with nothing written (a deletion) is still a fragment: its tombstone's."""
+    file = fragment_file(ev)
+    file = file if isinstance(file, str) else None
+    hunks = edit_hunks(ev)
+    first = len(pt.frags)
+    ts = ev.get("ts")
+    for h in hunks:
+        line0, line1 = h.after_range if h.after_range is not None else (None, None)
+        if file is not None:
+            pt.edits.append(lineage.edit(len(pt.frags), first, file, ts, h))
+        pt.frags.append((off, KIND_NO[E.CODE_EDIT], file, ts, 0, line0, line1))
+        texts.append(h.after)
+    for lo, hi, body in carried_runs(ev, hunks) if file is not None else ():
+        pt.carried.append(lineage.carried(len(pt.frags), first, file, body, [lo, hi]))
+        pt.frags.append((off, KIND_NO[CODE_CARRIED], file, ts, 0, lo, hi))
+        texts.append(body)
+
+
+class _EditTexts:
+    """The texts of a tape's edits that lineage compares, fingerprinted together at the end: each
+    changed region's removed and written text, each run of carried lines."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.pairs: list[tuple[str, str]] = []  # (removed, written) of each region, for its confidence
+        self.edits: list[tuple[PendingEdit, int]] = []  # each with the index of its removed text
+        self.carry: list[tuple[PendingCarried, int]] = []  # each with the index of its text
+
+    def edit(self, fi: int, first: int, file: str, ts: str | None, h: Hunk) -> PendingEdit:
+        e = PendingEdit(fi, first, file, ts, _EMPTY, _EMPTY, 0.0, h.before_range, h.after_range)
+        self.edits.append((e, len(self.texts)))
+        self.texts += [h.before, h.after]
+        self.pairs.append((h.before, h.after))
+        return e
+
+    def carried(self, fi: int, first: int, file: str, body: str, lines: list[int]) -> PendingCarried:
+        c = PendingCarried(fi, first, file, _EMPTY, lines)
+        self.carry.append((c, len(self.texts)))
+        self.texts.append(body)
+        return c
+
+    def fingerprint(self, k: int, w: int) -> None:
+        sets = fingerprint_sets(self.texts, k, w)
+        confidences = edit_confidences(self.pairs)
+        for (e, at), conf in zip(self.edits, confidences):
+            e.before, e.after, e.confidence = sets[at], sets[at + 1], conf
+        for c, at in self.carry:
+            c.fps = sets[at]
+        regions: dict[int, list[PendingEdit]] = {}
+        for e, _ in self.edits:
+            regions.setdefault(e.first, []).append(e)
+        for group in regions.values():  # of an edit of several regions, those too small to look up alone
+            if len(group) > 1:
+                for e in group:
+                    e.alone = len(e.before) >= PART_MIN_FPS
 
 
 @contextmanager
@@ -364,15 +425,17 @@ class Indexer:
         is_edit = member(frag_ids, edit_ids)  # edit_ids ascending: fragment ids grow with the batch
         self.run.add(postings.keys(kept[is_edit]), frag_ids[is_edit])
         stop = stoplist.load(db)
-        from engram.index.lineage import Continuations, add_lineage, source_candidates  # noqa: PLC0415
+        from engram.index.lineage import Continuations, add_lineage, lookups, source_candidates  # noqa: PLC0415
 
-        sources = source_candidates(db, [(fb + e.offset, e.before) for pt, fb in zip(self.pending, frag_base)
-                                         if fb >= 0 for e in pt.edits if len(e.before)], stop, self.run)
+        looks = [lookups(pt, fb) if fb >= 0 else [] for pt, fb in zip(self.pending, frag_base)]
+        found = source_candidates(db, [(lk.bound, lk.fps) for tape in looks for lk in tape], stop, self.run)
         conts = Continuations()
-        for pt, no, fb in zip(self.pending, tape_nos, frag_base):
+        at = 0
+        for pt, no, fb, tape in zip(self.pending, tape_nos, frag_base, looks):
             if no < 0:
                 continue
-            add_lineage(db, pt, fb, sources)
+            add_lineage(db, pt, fb, tape, found[at:at + len(tape)])
+            at += len(tape)
             conts.add(db, pt, no)
             db.execute("UPDATE tapes SET indexed=2 WHERE id=?", (pt.id,))  # postings pending
 

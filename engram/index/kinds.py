@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import apsw
@@ -12,8 +13,11 @@ from engram.adapters.apply_patch import patch_text
 from engram.index.sql import int_array
 from engram.tape import events as E
 
+# Not an event kind: the lines a code.edit held without changing them (`carried_runs`), indexed
+# as fragments at the edit's offset, after the fragments of the regions it changed.
+CODE_CARRIED: Final = "code.carried"
 KIND_NO: Final = {E.MSG_IN: 1, E.MSG_OUT: 2, E.TOOL_CALL: 3, E.TOOL_RESULT: 4, E.CODE_READ: 5, E.CODE_EDIT: 6,
-                  E.SPAN_LINK: 7}
+                  E.SPAN_LINK: 7, CODE_CARRIED: 8}
 KIND_NAME: Final = {v: k for k, v in KIND_NO.items()}
 
 # What `event_text` and `edit_texts` give the index. An index keeps the version it was first
@@ -21,8 +25,10 @@ KIND_NAME: Final = {v: k for k, v in KIND_NO.items()}
 # the old way, and ingest says so. Bump it when a change alters what an event is indexed as.
 # 1: every index filled before the version was kept. 2: a Codex apply_patch call is read as
 # the code it carries (e7c100e); an edit of separate regions as those regions (1a16413);
-# Codex agent messages are tape events (860fa69; a re-ingest captures them).
-TEXT_VERSION: Final = 2
+# Codex agent messages are tape events (860fa69; a re-ingest captures them). 3: an edit is its
+# changed lines only, a whole-file Write too, its lineage is looked up hunk by hunk, and the
+# lines it held unchanged are a `code.carried` fragment.
+TEXT_VERSION: Final = 3
 
 
 def kinds_of(db: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
@@ -72,43 +78,147 @@ def event_text(ev: dict[str, Any]) -> str:
     return ""
 
 
-#: Tools whose call holds the whole new file: every line of it is the agent's writing, changed
-#: or not, so their edits keep the text from the first change to the last.
+#: Tools whose call holds the whole new file. A tape written before edits kept their `context`
+#: (see `carried_runs`) says what such an edit carried only through its hunks: the lines between
+#: them.
 WHOLE_FILE_TOOLS: Final = frozenset({"Write"})
 
 
-def edit_texts(ev: dict[str, Any]) -> tuple[str, str]:
-    """The text a code.edit removed and the text it wrote: of an edit that changed separate
-    regions (`hunks`), those regions' lines only, as an edit of one region holds — unless its
-    tool wrote the whole file (`WHOLE_FILE_TOOLS`).
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One changed region of a code.edit: the lines it removed and those it wrote there, with
+    their ranges in the file before and after (None when the edit has no ranges)."""
 
-    Why: the event's texts run from its first change to its last, so a patch touching lines 10
-    and 900 of a file held the 890 lines between as its own writing, matched every span there in
-    full, and linked to every earlier edit of them (savekirk/session-bridge: a later Codex
-    session's two-hunk patch answered first, as the writer, for code another session wrote)."""
+    before: str
+    after: str
+    before_range: list[int] | None
+    after_range: list[int] | None
+
+
+def line_range(value: Any) -> list[int] | None:
+    """A [first, last] range of an event, or None when it is not one."""
+    ok = isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) for x in value)
+    return list(value) if ok else None
+
+
+def edit_hunks(ev: dict[str, Any]) -> list[Hunk]:
+    """The changed regions of a code.edit, each with its own text and ranges: its `hunks` when it
+    changed separate regions, else the whole edit as one.
+
+    An edit's texts run from its first change to its last (or hold its changes one after another
+    when the adapter did not know the file): the lines between its hunks are not its writing.
+    Indexed as such, a whole-file Write or a patch touching lines 10 and 900 of a file held the
+    lines between as its own, matched every span there in full, and linked to every earlier edit
+    of them (savekirk/session-bridge: a later Codex session's two-hunk patch answered first, as
+    the writer, for code another session wrote). An edit whose texts fit neither layout is one
+    region."""
     before, after = ev.get("before_text"), ev.get("after_text")
     before, after = (before if isinstance(before, str) else ""), (after if isinstance(after, str) else "")
+    whole = [Hunk(before, after, line_range(ev.get("before_range")), line_range(ev.get("after_range")))]
     hunks = ev.get("hunks")
-    if not isinstance(hunks, list) or len(hunks) < 2 or ev.get("tool") in WHOLE_FILE_TOOLS:
-        return before, after
-    quads = [h for h in hunks if isinstance(h, list) and len(h) == 4]
-    return (_regions(before, ev.get("before_range"), [h[:2] for h in quads]),
-            _regions(after, ev.get("after_range"), [h[2:] for h in quads]))
+    if not isinstance(hunks, list) or len(hunks) < 2:
+        return whole
+    quads = [[int(x) for x in h] for h in hunks
+             if isinstance(h, list) and len(h) == 4 and all(isinstance(x, int) for x in h)]
+    if len(quads) != len(hunks) or any(q[1] < q[0] - 1 or q[3] < q[2] - 1 for q in quads):
+        return whole
+    olds = _split_regions(before, line_range(ev.get("before_range")), [q[:2] for q in quads])
+    news = _split_regions(after, line_range(ev.get("after_range")), [q[2:] for q in quads])
+    if olds is None or news is None:
+        return whole
+    return [Hunk(o, n, q[:2], q[2:]) for o, n, q in zip(olds, news, quads)]
 
 
-def _regions(text: str, rng: Any, parts: list[list[Any]]) -> str:
-    """The lines of `text` (lines `rng` of a file) inside the ranges `parts`; `text` itself when
-    it does not hold exactly the lines of `rng` (an edit recorded without its file)."""
-    if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng)):
-        return text
-    lines = text.splitlines(keepends=True)
+def _split_regions(text: str, rng: list[int] | None, parts: list[list[int]]) -> list[str] | None:
+    """The text of each of `parts` (line ranges) in `text`, which holds either lines `rng` of the
+    file or the parts' lines one after another; None when it holds neither."""
+    lines = _lines(text)
+    sizes = [last - first + 1 for first, last in parts]
+    if rng is not None and len(lines) == rng[1] - rng[0] + 1 and all(
+            rng[0] <= first and last <= rng[1] for first, last in parts if last >= first):
+        return ["".join(lines[first - rng[0]:last - rng[0] + 1]) for first, last in parts]
+    if len(lines) == sum(sizes):
+        out, at = [], 0
+        for n in sizes:
+            out.append("".join(lines[at:at + n]))
+            at += n
+        return out
+    return None
+
+
+def _lines(text: str) -> list[str]:
+    """`text`'s lines with their newlines, split at newlines only (as the adapters split files)."""
+    out = [line + "\n" for line in text.split("\n")]
+    out[-1] = out[-1][:-1]
+    return out if out[-1] else out[:-1]
+
+
+def edit_texts(ev: dict[str, Any]) -> tuple[str, str]:
+    """The text a code.edit removed and the text it wrote: its changed regions' lines only
+    (`edit_hunks`), one region after another."""
+    hunks = edit_hunks(ev)
+    return "".join(h.before for h in hunks), "".join(h.after for h in hunks)
+
+
+def carried_runs(ev: dict[str, Any], hunks: list[Hunk] | None = None) -> list[tuple[int, int, str]]:
+    """The lines a code.edit held without changing them, as runs of consecutive lines of the file
+    after it: (first line, last line, text). A deletion does not end a run (nothing of it is left
+    in the file), a written line does.
+
+    They come from its `context` (each hunk's context lines; a whole-file Write, every line it
+    kept); an edit recorded before `context` was, from a whole-file tool, carried the lines
+    between its hunks. Such lines are evidence that the session had the code in hand, as a read
+    is, never that it wrote them: a later session that rewrote a file and kept most of it, or
+    patched beside a block, came first as the block's writer."""
+    hunks = edit_hunks(ev) if hunks is None else hunks
+    if any(h.after_range is None for h in hunks):
+        return []  # where its changes are is not known, nor then what it kept
+    held = _context_lines(ev)
+    if held is None:
+        held = _between_hunks(ev, hunks)
+    if not held:
+        return []
+    changed: set[int] = set()
+    for h in hunks:
+        changed.update(range(h.after_range[0], h.after_range[1] + 1))  # type: ignore[index]
+    runs: list[tuple[int, int, str]] = []
+    for line, text in held:
+        if line in changed:
+            continue
+        if runs and runs[-1][1] == line - 1:
+            first, _, body = runs[-1]
+            runs[-1] = (first, line, body + text)
+        else:
+            runs.append((line, line, text))
+    return runs
+
+
+def _context_lines(ev: dict[str, Any]) -> list[tuple[int, str]] | None:
+    """(line, text) of each line of an edit's `context`; None when it has none (or one whose text
+    does not hold its ranges' lines)."""
+    ranges, text = ev.get("context"), ev.get("context_text")
+    if not isinstance(ranges, list) or not isinstance(text, str):
+        return None
+    spans = [line_range(r) for r in ranges]
+    if any(r is None or r[1] < r[0] for r in spans):
+        return None
+    lines = _lines(text)
+    numbers = [n for r in spans if r is not None for n in range(r[0], r[1] + 1)]
+    if len(numbers) != len(lines) or len(set(numbers)) != len(numbers):
+        return None
+    return sorted(zip(numbers, lines))
+
+
+def _between_hunks(ev: dict[str, Any], hunks: list[Hunk]) -> list[tuple[int, str]]:
+    """The lines between an old whole-file edit's hunks (see `carried_runs`)."""
+    rng = line_range(ev.get("after_range"))
+    after = ev.get("after_text")
+    if ev.get("tool") not in WHOLE_FILE_TOOLS or len(hunks) < 2 or rng is None or not isinstance(after, str):
+        return []
+    lines = _lines(after)
     if len(lines) != rng[1] - rng[0] + 1:
-        return text
-    out: list[str] = []
-    for first, last in parts:
-        if isinstance(first, int) and isinstance(last, int):
-            out += lines[max(first - rng[0], 0):max(last - rng[0] + 1, 0)]
-    return "".join(out)
+        return []
+    return [(rng[0] + i, line) for i, line in enumerate(lines)]
 
 
 def conversational_text(ev: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import apsw
@@ -24,12 +25,13 @@ from engram.index.sql import int_array
 from engram.tape import events as E
 
 if TYPE_CHECKING:
-    from engram.index.pending import PendingTape
+    from engram.index.pending import PendingEdit, PendingTape
 
 log = logging.getLogger(__name__)
 
 SOURCE_CONTAINMENT: Final = 0.50  # share of an edit's before-text found in an earlier edit's after-text
 MAX_SOURCES: Final = 3
+PART_MIN_FPS: Final = 3  # a hunk or carried run with fewer fingerprints is not looked up alone
 ADJACENT_LINES: Final = 10
 CONTINUATION_MIN_SHARED: Final = 5
 CONTINUATION_MIN_CONFIDENCE: Final = 0.15
@@ -189,25 +191,29 @@ class RunEdits:
 
 
 def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], stop: tuple[np.ndarray, np.ndarray],
-                      run: RunEdits | None = None) -> dict[int, list[tuple[int, float]]]:
-    """For each (edit fragment, before-text fingerprints): earlier edit fragments holding at least
-    SOURCE_CONTAINMENT of them, best first. One postings lookup for the whole batch; with `run`,
-    the run's own postings come from memory (SQLite holds only what earlier runs wrote).
+                      run: RunEdits | None = None) -> list[list[tuple[int, float]]]:
+    """For each (bound, fingerprints) lookup: the edit fragments before fragment `bound` holding
+    at least SOURCE_CONTAINMENT of the fingerprints, best first (one list per lookup, in their
+    order; several lookups may share a bound). One postings lookup for the whole batch;
+    with `run`, the run's own postings come from memory (SQLite holds only what earlier runs wrote).
 
     `stop` is the stop-list (keys, tape counts): an edit of common code keeps the least common
     half of its before-text, as a query does, so its lineage is still found."""
-    q_edit: list[np.ndarray] = []
+    out: list[list[tuple[int, float]]] = [[] for _ in edits]
+    q_id: list[np.ndarray] = []
+    q_dst: list[np.ndarray] = []
     q_keys: list[np.ndarray] = []
-    for dst, before in edits:
+    for i, (dst, before) in enumerate(edits):
         k = unique(postings.keys(before))
         if len(stop[0]):
             k = k[stoplist.searchable_among(stop[0], stop[1], k)]
         if len(k):
-            q_edit.append(np.full(len(k), dst, dtype=np.int64))
+            q_id.append(np.full(len(k), i, dtype=np.int64))
+            q_dst.append(np.full(len(k), dst, dtype=np.int64))
             q_keys.append(k)
     if not q_keys:
-        return {}
-    qe, qk = np.concatenate(q_edit), np.concatenate(q_keys)
+        return out
+    qi, qe, qk = np.concatenate(q_id), np.concatenate(q_dst), np.concatenate(q_keys)
     uq = unique(qk)
     # Only code.edit fragments can be sources: their postings are kept apart (postings.EDITS).
     pk, pf = postings.lookup(db, postings.key_to_fp(uq), table=postings.EDITS)
@@ -216,29 +222,28 @@ def source_candidates(db: apsw.Connection, edits: list[tuple[int, np.ndarray]], 
         mk, mf = run.lookup(uq)
         pk, pf = np.concatenate((pk, mk)), np.concatenate((pf, mf))
     if not len(pk):
-        return {}
+        return out
     # Each posting as one int64 (rank of its key among the query keys, fragment), sorted: a query
-    # key's postings are one run, fragments ascending, so those of fragments before the edit are
-    # a prefix found by binary search, and later ones are never paired.
+    # key's postings are one run, fragments ascending, so those of fragments before the lookup's
+    # own fragment are a prefix found by binary search, and later ones are never paired.
     packed = np.sort((np.searchsorted(uq, pk) << 32) | pf)
     qrank = np.searchsorted(uq, qk) << 32
     lo = np.searchsorted(packed, qrank, "left")
     n = np.searchsorted(packed, qrank | qe, "left") - lo  # earlier fragments holding each query key
     if not n.any():
-        return {}
-    ue, uf, share = _contained(packed, qe, qrank, lo, n)
+        return out
+    ue, uf, share = _contained(packed, qi, qrank, lo, n)
     good = share >= SOURCE_CONTAINMENT
     ue, uf, share = ue[good], uf[good], share[good]
     if not len(ue):
-        return {}
-    # Best first (share, then the later fragment), MAX_SOURCES per edit.
+        return out
+    # Best first (share, then the later fragment), MAX_SOURCES per lookup.
     order = np.lexsort((-uf, -share, ue))
     ue, uf, share = ue[order], uf[order], share[order]
     _, per_edit = equal_runs(ue)
     top = within_runs(per_edit) < MAX_SOURCES
-    out: dict[int, list[tuple[int, float]]] = {}
     for d, f, c in zip(ue[top].tolist(), uf[top].tolist(), share[top].tolist()):
-        out.setdefault(d, []).append((f, c))
+        out[d].append((f, c))
     return out
 
 
@@ -276,13 +281,58 @@ def _contained(packed: np.ndarray, qe: np.ndarray, qrank: np.ndarray, lo: np.nda
     return held >> 32, frag, (count + found) / size[group].astype(np.float64)
 
 
-def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int,
-                sources: dict[int, list[tuple[int, float]]]) -> None:
+@dataclass(frozen=True)
+class Lookup:
+    """One search for the sources of a text an edit removed (or, for a carried run, kept)."""
+
+    bound: int  # sources are fragments before this one: the edit's first (its own regions are never its sources)
+    fps: np.ndarray  # the text's fingerprints
+    # The fragments the edges lead from, each with the edge's confidence (None: the share of the
+    # text the source holds, for a carried run) and where its text was, for the location.
+    edges: tuple[tuple[int, float | None, list[int] | None], ...]
+    file: str
+    note: str | None = None
+
+
+def lookups(pt: "PendingTape", frag_base: int) -> list[Lookup]:
+    """The source lookups of a tape's edits, region by region (`frag_base`: the id of the tape's
+    first fragment).
+
+    Each changed region is a fragment with edges of its own: an edit whose regions changed code of
+    two earlier sessions held less than SOURCE_CONTAINMENT of either in its removed text taken
+    together and was linked to neither, and a span of one region reached the sources of the other.
+    Regions of one edit with fewer than PART_MIN_FPS fingerprints each (one or two shared k-grams
+    say little about where a line came from) are looked up together, as the edit's one text was.
+    Each run of carried lines is looked up too, and linked to what wrote it: a span of two lines
+    that a later deletion brought together is held whole by the deleting edit's context, and in
+    part by the block's writer, whose edit fell under the floor and out of the answer."""
+    out: list[Lookup] = []
+    small: dict[int, list["PendingEdit"]] = {}
+    for e in pt.edits:
+        if not len(e.before):
+            continue
+        if e.alone:
+            out.append(Lookup(frag_base + e.first, e.before, ((frag_base + e.offset, e.confidence, e.before_range),),
+                              e.file))
+        else:
+            small.setdefault(e.first, []).append(e)
+    for first, group in small.items():
+        out.append(Lookup(frag_base + first, unique(np.concatenate([e.before for e in group])),
+                          tuple((frag_base + e.offset, e.confidence, e.before_range) for e in group), group[0].file))
+    for c in pt.carried:
+        if len(c.fps) >= PART_MIN_FPS:
+            out.append(Lookup(frag_base + c.first, c.fps, ((frag_base + c.offset, None, c.lines),), c.file, "carried"))
+    return out
+
+
+def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int, looks: list[Lookup],
+                found: list[list[tuple[int, float]]]) -> None:
+    """A tape's lineage: edges to the sources `found` for its lookups (`looks`), tombstones of
+    the text each changed region deleted, edges from re-inserted text to its tombstones, and the
+    tape's agent links."""
+    _link_sources(db, looks, found)
     for e in pt.edits:
         dst = frag_base + e.offset
-        conf = e.confidence
-        if dst in sources:
-            _link_sources(db, dst, e, conf, sources[dst])
         if len(e.before) and not len(e.after):
             r = e.before_range or [None, None]
             db.execute("INSERT INTO tombstones(frag, file, line0, line1, ts, anchors) VALUES(?, "
@@ -291,29 +341,42 @@ def add_lineage(db: apsw.Connection, pt: "PendingTape", frag_base: int,
             tomb = db.last_insert_rowid()
             db.executemany("INSERT OR IGNORE INTO tombstone_fps(fp, tomb) VALUES(?, ?)",
                            ((v, tomb) for v in e.before.tolist()))
-        if len(e.after) and (not len(e.before) or conf < LINK_THRESHOLD):
+        if len(e.after) and (not len(e.before) or e.confidence < LINK_THRESHOLD):
             _relink_reinsertion(db, dst, e)
     for fi, ev in pt.links:
         _agent_link(db, frag_base + fi, ev)
 
 
-def _link_sources(db: apsw.Connection, dst: int, e: Any, conf: float, chosen: list[tuple[int, float]]) -> None:
-    info = _fragment_info(db, [c for c, _ in chosen])
-    card = "N:1" if len(chosen) > 1 else "1:1"
-    for src, contain_v in chosen:
-        f, l0, l1 = info.get(src, (None, None, None))
-        if card == "1:1" and db.execute("SELECT count(*) FROM lineage WHERE src=?", (src,)).fetchall()[0][0]:
-            card_v = "1:N"
-            db.execute("UPDATE lineage SET cardinality='1:N' WHERE src=? AND cardinality='1:1'", (src,))
-        else:
-            card_v = card
-        db.execute("INSERT OR REPLACE INTO lineage(dst, src, confidence, containment, location_delta, cardinality,"
-                   " agent_link, note) VALUES(?, ?, ?, ?, ?, ?, 0, NULL)",
-                   (dst, src, round(conf, 4), round(contain_v, 4),
-                    location_delta(f, (l0, l1), e.file, e.before_range), card_v))
+def _link_sources(db: apsw.Connection, looks: list[Lookup], found: list[list[tuple[int, float]]]) -> None:
+    """Write the edges of a tape's lookups (for a fragment and a source reached by two lookups,
+    the stronger)."""
+    best: dict[int, dict[int, tuple[float, float, str, list[int] | None, str | None]]] = {}
+    for lk, sources in zip(looks, found):
+        for src, contain in sources:
+            for dst, conf, lines in lk.edges:
+                c = contain if conf is None else conf
+                have = best.setdefault(dst, {}).get(src)
+                if have is None or (c, contain) > have[:2]:
+                    best[dst][src] = (c, contain, lk.file, lines, lk.note)
+    if not best:
+        return
+    info = _fragment_info(db, sorted({src for chosen in best.values() for src in chosen}))
+    for dst, chosen in sorted(best.items()):
+        card = "N:1" if len(chosen) > 1 else "1:1"
+        for src, (conf, contain_v, file, lines, note) in sorted(chosen.items(), key=lambda kv: (-kv[1][0], kv[0])):
+            f, l0, l1 = info.get(src, (None, None, None))
+            if card == "1:1" and db.execute("SELECT count(*) FROM lineage WHERE src=?", (src,)).fetchall()[0][0]:
+                card_v = "1:N"
+                db.execute("UPDATE lineage SET cardinality='1:N' WHERE src=? AND cardinality='1:1'", (src,))
+            else:
+                card_v = card
+            db.execute("INSERT OR REPLACE INTO lineage(dst, src, confidence, containment, location_delta, cardinality,"
+                       " agent_link, note) VALUES(?, ?, ?, ?, ?, ?, 0, ?)",
+                       (dst, src, round(conf, 4), round(contain_v, 4), location_delta(f, (l0, l1), file, lines),
+                        card_v, note))
 
 
-def _relink_reinsertion(db: apsw.Connection, dst: int, e: Any) -> None:
+def _relink_reinsertion(db: apsw.Connection, dst: int, e: "PendingEdit") -> None:
     """Text put back verbatim after a deletion rejoins the chain of the code it was.
 
     Candidates come from the tombstones' fingerprints (a lookup), and only those sharing enough
@@ -341,7 +404,8 @@ def _agent_link(db: apsw.Connection, dst: int, ev: dict[str, Any]) -> None:
     target = ev.get("target") or {}
     src = None
     if isinstance(target, dict) and "tape" in target and "offset" in target:
-        row = db.execute("SELECT f.id FROM fragments f JOIN tapes t ON t.no = f.tape WHERE t.id LIKE ? AND f.offset=?",
+        row = db.execute("SELECT f.id FROM fragments f JOIN tapes t ON t.no = f.tape WHERE t.id LIKE ? AND f.offset=?"
+                         " ORDER BY f.id LIMIT 1",  # (an edit is several fragments: its first region)
                          (str(target["tape"]) + "%", int(target["offset"]))).fetchall()
         src = row[0][0] if row else None
     elif isinstance(target, dict) and "file" in target:

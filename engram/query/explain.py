@@ -265,7 +265,7 @@ def sessions_of(res: Result, rank: str = "touches", trace: Trace | None = None) 
         latest_tape = max(items, key=lambda x: (x[1].ts or "", x[1].tape_no))[1].tape
         sessions.append({"tape": latest_tape, "session_id": sid, "harness": harness,
                          "model": items[0][1].model,
-                         "touches": touch_count((fr.kind, fr.file, fr.id) for _, fr in items),
+                         "touches": touch_count((fr.kind, fr.file, (fr.tape_no, fr.offset)) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
     return ranking.order_sessions(sessions, rank, res.span.file, trace)

@@ -48,14 +48,14 @@ import apsw
 
 from engram.index.sql import int_array
 from engram.index.edges import LINK_THRESHOLD
-from engram.index.kinds import KIND_NAME, KIND_NO
+from engram.index.kinds import CODE_CARRIED, KIND_NAME, KIND_NO
 from engram.query.copies import Event, copies, quoting_reviews
 from engram.query.spans import in_tree
 from engram.tape import events as E
 
 EDIT: Final = KIND_NO[E.CODE_EDIT]
 _READ: Final = KIND_NO[E.CODE_READ]
-CODE: Final = frozenset({EDIT, _READ})
+CODE: Final = frozenset({EDIT, _READ, KIND_NO[CODE_CARRIED]})
 CALLS: Final = frozenset({KIND_NO[E.TOOL_CALL], KIND_NO[E.TOOL_RESULT]})
 
 
@@ -184,9 +184,12 @@ def strongest(hits: Iterable[Hit]) -> float:
 # of the span. At 0.85 it fell under whenever the span had changed since: the writer was left
 # one touch, tied with every reader, and came after them, being the oldest (bench/README.md,
 # "A tool call's weight": R@1 over every mutation up on 8 of 10 repositories, down on none).
+# The lines an edit held without changing them (`code.carried`: a patch's context, what a
+# whole-file Write kept) weigh what the edit's call holding them weighs: at most a read's, and
+# never more than the call that carried them already did (a Write's call holds the whole file).
 KIND_WEIGHT: Final = {KIND_NO[E.CODE_EDIT]: 1.0, KIND_NO[E.CODE_READ]: 1.0, KIND_NO[E.TOOL_CALL]: 0.9,
                       KIND_NO[E.MSG_OUT]: 0.7, KIND_NO[E.MSG_IN]: 0.7, KIND_NO[E.TOOL_RESULT]: 0.6,
-                      KIND_NO[E.SPAN_LINK]: 1.0}
+                      KIND_NO[E.SPAN_LINK]: 1.0, KIND_NO[CODE_CARRIED]: 0.9}
 OTHER_WEIGHT: Final = 0.6  # any other kind, and a fragment missing from the index
 MIN_WEIGHT: Final = min(OTHER_WEIGHT, *KIND_WEIGHT.values())
 MIN_CONFIDENCE_DIRECT: Final = 0.2  # a fragment weaker than this is not a touch

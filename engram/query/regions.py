@@ -132,12 +132,12 @@ def _regions(line_frags: dict[int, set[int]], meta: dict[int, tuple], n_lines: i
     return [Region(a, b, _rank(frs, meta)) for a, b, frs in merged]
 
 
-_TELLING = {"code.edit": 3, "tool.call": 2, "code.read": 1}
+_TELLING = {"code.edit": 3, "tool.call": 2, "code.read": 1, "code.carried": 1}
 
 
 def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:
     by: dict[str, RegionSession] = {}
-    touched: dict[str, list[tuple[int, int | None, int]]] = {}  # (kind, file id, fragment) per session
+    touched: dict[str, list[tuple[int, int | None, tuple[str, int]]]] = {}  # (kind, file id, event) per session
     for f in sorted(frag_ids):
         if f not in meta:
             continue
@@ -145,7 +145,7 @@ def _rank(frag_ids: set[int], meta: dict[int, tuple]) -> list[RegionSession]:
         s = by.get(session)
         if s is None:
             s = by[session] = RegionSession(session, harness, model, tape, 0, None)
-        touched.setdefault(session, []).append((kind, file, f))
+        touched.setdefault(session, []).append((kind, file, (tape, offset)))
         if ts and (s.last_touch is None or ts > s.last_touch):
             s.last_touch = ts
         name = KIND_NAME.get(kind, "?")

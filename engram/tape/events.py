@@ -19,11 +19,13 @@ record id when the harness has one):
 - `code.read`  file (repository-relative), range [first, last] (1-based inclusive), text, call_id
 - `code.edit`  file, op (create | update | delete | move), before_range, after_range,
                before_text, after_text, before_sha, after_sha, file_before_sha, file_after_sha,
-               hunks (when the edit changed separate regions), call_id; a move is filed under
-               its destination with `from_file` (older tapes: `file` the source, `to_file` the
-               destination) and followed by a delete of the source with `moved_to`; `placed`
-               (earlier in the session | git history | working tree) when a patch was placed by
-               its context in a state of the file other than the one it was applied to
+               hunks (when the edit changed separate regions), context and context_text (the
+               lines of the file after the edit its tool held, changed ones included: [first,
+               last] ranges and their text), call_id; a move is filed under its destination with
+               `from_file` (older tapes: `file` the source, `to_file` the destination) and
+               followed by a delete of the source with `moved_to`; `placed` (earlier in the
+               session | git history | working tree) when a patch was placed by its context in a
+               state of the file other than the one it was applied to
 - `compact`    trigger, pre_tokens, message (a harness compaction boundary; Codex's summary in message)
 - `span.link`  file, range, target {file, range} or {tape, offset}, note
 
