@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import git, run_engram
+from test_lineage import db, edit, ingest, tape
 
 from engram.anchor.definition import token_hashes
 from engram.errors import BadInput
@@ -154,9 +155,7 @@ def test_reindented_and_rewrapped_code_is_intact(repo: Path) -> None:
 def test_a_fifth_of_the_tokens_edited_is_edited_with_the_share_retained(repo: Path) -> None:
     a = retry_span(repo)
     body = lines_of(PARSER, a.start, a.end)
-    edited = (body.replace("base_delay", "initial").replace("ValueError", "RuntimeError").replace("7919", "104729")
-              .replace("jitter", "spread").replace("attempt", "tries").replace("ceiling", "cap")
-              .replace("0.5", "0.25").replace("100.0", "1000.0"))
+    edited = twenty_percent_edit(body)
     old, new = token_hashes(body), token_hashes(edited)
     assert len(old) == len(new) and sum(x != y for x, y in zip(old, new)) / len(old) == 0.2, "a fifth of the tokens"
     (repo / "pkg" / "http.py").write_text(PARSER.replace(body, edited))
@@ -233,3 +232,48 @@ def test_tracked_files_read_from_each_index_version(repo: Path, version: str) ->
     git(repo, "update-index", "--index-version", version)
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=repo, capture_output=True, check=True).stdout
     assert tracked_files(repo) == [p.decode() for p in listed.split(b"\0") if p]
+
+
+def twenty_percent_edit(body: str) -> str:
+    return (body.replace("base_delay", "initial").replace("ValueError", "RuntimeError").replace("7919", "104729")
+            .replace("jitter", "spread").replace("attempt", "tries").replace("ceiling", "cap")
+            .replace("0.5", "0.25").replace("100.0", "1000.0"))
+
+
+def test_with_the_index_the_session_whose_edit_changed_the_code_is_named(repo: Path, tmp_path: Path) -> None:
+    run_engram(repo, "init")
+    a = retry_span(repo)
+    old = split_lines(a.text)
+    new = split_lines(twenty_percent_edit(a.text))
+    ingest(repo, tape(tmp_path, "writer", "2026-01-01T00:00:00Z",
+                      [edit("pkg/http.py", [], split_lines(PARSER), "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "fixer", "2026-01-02T00:00:00Z",
+                [edit("pkg/http.py", old, new, "2026-01-02T00:00:01Z", line=a.start)]))
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, twenty_percent_edit(a.text)))
+    index = db(repo)
+    r = resolve(repo, a, db=index)
+    assert (r.state, r.session) == ("edited", "fixer")
+    assert r.edit is not None and r.edit["timestamp"] == "2026-01-02T00:00:01Z"
+    assert resolve(repo, retry_span(repo), db=index).session is None, "intact: nothing to explain"
+
+
+def test_with_the_index_a_move_and_a_deletion_name_their_sessions(repo: Path, tmp_path: Path) -> None:
+    run_engram(repo, "init")
+    a = retry_span(repo)
+    body = split_lines(a.text)
+    backoff = ["MAX_ATTEMPTS = 5", "", "", *body]
+    ingest(repo, tape(tmp_path, "writer", "2026-01-01T00:00:00Z",
+                      [edit("pkg/http.py", [], split_lines(PARSER), "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "mover", "2026-01-02T00:00:00Z",
+                [edit("pkg/http.py", body, [], "2026-01-02T00:00:01Z", line=a.start),
+                 edit("pkg/backoff.py", [], backoff, "2026-01-02T00:00:02Z", op="create")]))
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, ""))
+    (repo / "pkg" / "backoff.py").write_text("".join(line + "\n" for line in backoff))
+    index = db(repo)
+    moved = resolve(repo, a, db=index)  # backoff.py is untracked: found through the index's sessions
+    assert (moved.state, moved.file, moved.start, moved.session) == ("moved", "pkg/backoff.py", 4, "mover")
+    (repo / "pkg" / "backoff.py").unlink()
+    ingest(repo, tape(tmp_path, "remover", "2026-01-03T00:00:00Z",
+                      [edit("pkg/backoff.py", backoff, [], "2026-01-03T00:00:01Z")]))
+    gone = resolve(repo, a, db=index)
+    assert (gone.state, gone.session) == ("vanished", "remover"), "the last edit that deleted it"

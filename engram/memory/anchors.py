@@ -32,7 +32,7 @@ import re
 import stat
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
@@ -662,9 +662,131 @@ def _rare_identifiers(text: str) -> list[str]:
 
 
 def _written_into(db: apsw.Connection | None, anchor: Anchor) -> list[str]:
-    """Files that captured sessions wrote or read this code in (none without an index)."""
-    return []
+    """Files other than the anchor's own where captured sessions wrote or read this code, best
+    match first: where a session moved it (the index holds transcripts, not the working tree, so
+    these are candidates to read, not answers)."""
+    if db is None or not anchor.text:
+        return []
+    from engram.index.sql import reading  # noqa: PLC0415 - only with an index
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.query.ranking import CODE  # noqa: PLC0415
+
+    with reading(db):
+        hits = direct_hits(db, anchor.text, file=anchor.file)
+        rows = _fragments(db, list(hits))
+    files = sorted(((hits[f], r.file) for f, r in rows.items() if r.file and r.file != anchor.file
+                    and r.kind in CODE), key=lambda t: -t[0])
+    return list(dict.fromkeys(f for _, f in files))[:MAX_ALIGNED]
+
+
+@dataclass(frozen=True)
+class _Frag:
+    kind: int
+    file: str | None
+    ts: str
+    tape: str
+    offset: int
+    session: str
+    harness: str
+
+
+def _fragments(db: apsw.Connection, ids: list[int]) -> dict[int, _Frag]:
+    if not ids:
+        return {}
+    from engram.index.sql import int_array  # noqa: PLC0415
+
+    return {r[0]: _Frag(r[1], r[2], r[3] or "", *r[4:]) for r in db.execute(
+        "SELECT f.id, f.kind, files.path, f.ts, t.id, f.offset, t.session_id, t.harness FROM fragments f"
+        " JOIN tapes t ON t.no = f.tape LEFT JOIN files ON files.id = f.file WHERE f.id IN carray(?)",
+        (int_array(ids),))}
 
 
 def _with_session(db: apsw.Connection | None, anchor: Anchor, res: Resolution, text: str | None) -> Resolution:
-    return res
+    """`res` naming the captured session whose code.edit explains the change (see `_explaining`)."""
+    if db is None or res.state == "intact" or not anchor.text:
+        return res
+    now = None
+    if res.start is not None and text is not None:
+        now = _span_text(split_lines(text)[res.start - 1:res.end])
+    from engram.index.sql import reading  # noqa: PLC0415
+
+    with reading(db):
+        found = _explaining(db, anchor, res, now)
+    if found is None:
+        return res
+    fid, fr = found
+    return replace(res, session=fr.session, edit={"tape": fr.tape, "offset": fr.offset, "timestamp": fr.ts or None,
+                                                   "harness": fr.harness, "fragment": fid})
+
+
+def _explaining(db: apsw.Connection, anchor: Anchor, res: Resolution, now: str | None) -> tuple[int, _Frag] | None:
+    """The latest code.edit that made the change `res` reports, by the index's own evidence:
+
+    * edited: an edit holding today's text better than the anchored one (its after-text is
+      the new version), preferring one whose lineage comes from a fragment holding the anchored
+      text;
+    * moved: an edit writing the code into its new file after a session had it in the old one,
+      or, within the file, one whose lineage says the code came from elsewhere ("moved");
+    * vanished: the last edit that deleted the text (a tombstone), in any file it had reached, or
+      one whose lineage comes from the anchored text and that no longer holds it.
+    """
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.query.ranking import EDIT  # noqa: PLC0415
+
+    old = direct_hits(db, anchor.text, file=anchor.file)
+    new = direct_hits(db, now, file=res.file) if now is not None else {}
+    frags = _fragments(db, sorted(set(old) | set(new)))
+    edits = [f for f in new if f in frags and frags[f].kind == EDIT]
+    if res.state == "vanished":
+        return _vanished_by(db, anchor, old, frags)
+    sources = _sources(db, edits)
+    if res.state == "edited":
+        better = [f for f in edits if new[f] > old.get(f, 0.0)]
+        preferred = [f for f in better if sources.get(f, set()) & set(old)] or better
+        return _latest(preferred, frags)
+    if res.file != anchor.file:
+        had = [frags[f].ts for f in old if f in frags and frags[f].file == anchor.file]
+        return _latest([f for f in edits if frags[f].file == res.file and any(t < frags[f].ts for t in had)], frags)
+    moved = {d for d, in db.execute(
+        "SELECT DISTINCT dst FROM lineage WHERE location_delta = 'moved' AND dst IN carray(?)",
+        (_ids(edits),))} if edits else set()
+    return _latest([f for f in edits if f in moved and frags[f].file == res.file], frags)
+
+
+def _vanished_by(db: apsw.Connection, anchor: Anchor, old: dict[int, float],
+                 frags: dict[int, _Frag]) -> tuple[int, _Frag] | None:
+    from engram.query.direct_np import tombstone_hits  # noqa: PLC0415
+
+    deleting = list(tombstone_hits(db, anchor.text))
+    rewrote = [d for d, srcs in _sources(db, _edits_from(db, list(old))).items()
+               if srcs & set(old) and d not in old]
+    cands = deleting + rewrote
+    frags = {**frags, **_fragments(db, [f for f in cands if f not in frags])}
+    return _latest([f for f in cands if f in frags], frags)  # the last place it was deleted from
+
+
+def _edits_from(db: apsw.Connection, srcs: list[int]) -> list[int]:
+    if not srcs:
+        return []
+    return [d for d, in db.execute("SELECT DISTINCT dst FROM lineage WHERE src IN carray(?)", (_ids(srcs),))]
+
+
+def _sources(db: apsw.Connection, dsts: list[int]) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = {}
+    if dsts:
+        for d, s in db.execute("SELECT dst, src FROM lineage WHERE dst IN carray(?)", (_ids(dsts),)):
+            out.setdefault(d, set()).add(s)
+    return out
+
+
+def _ids(values: list[int]) -> Any:
+    from engram.index.sql import int_array  # noqa: PLC0415
+
+    return int_array(values)
+
+
+def _latest(ids: list[int], frags: dict[int, _Frag]) -> tuple[int, _Frag] | None:
+    if not ids:
+        return None
+    best = max(ids, key=lambda f: (frags[f].ts, f))
+    return best, frags[best]
