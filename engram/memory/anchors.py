@@ -31,8 +31,10 @@ import os
 import re
 import stat
 import struct
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from difflib import Match
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
@@ -396,14 +398,15 @@ class _Tree:
         self.buffers = buffers or {}
         self.scanned = 0  # bytes read from disk
 
-    def read(self, rel: str) -> str | None:
+    def read(self, rel: str, limit: int | None = None) -> str | None:
         if rel in self.buffers:
             return self.buffers[rel]
-        data = self.raw(rel)
+        data = self.raw(rel, limit)
         return None if data is None else data.decode("utf-8", "replace")
 
-    def raw(self, rel: str) -> bytes | None:
-        """The file's bytes; None for a missing, binary or huge file, or one outside the root."""
+    def raw(self, rel: str, limit: int | None = MAX_FILE_BYTES) -> bytes | None:
+        """The file's bytes; None for a missing or binary file, one outside the root, or one larger
+        than `limit` (the scan for a moved anchor skips huge files; its own file is always read)."""
         if rel in self.buffers:
             return self.buffers[rel].encode("utf-8", "surrogatepass")
         if os.path.isabs(rel) or ".." in PurePosixPath(rel).parts:
@@ -414,7 +417,7 @@ class _Tree:
             if stat.S_ISLNK(st.st_mode):
                 repo_relative(self.root, rel, cwd=self.root)  # refuses a link leading out
                 st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
                 return None
             with open(path, "rb") as f:
                 data = f.read()
@@ -528,12 +531,13 @@ class _Probe:
         if not hit.size:
             return None
         near = int(np.searchsorted(tok.lines, near_line - 1)) if near_line is not None else -1
-        width = 2 * max(len(self.hashes), len(self.seeds)) + 16
+        width = 2 * len(self.hashes) + 16 if self.hashes else 4 * len(self.seeds) + 16
         lo, hi, distinct = _densest(hit.tolist(), kg[hit].tolist(), width, near)
         if self.fingerprint_only:
             a, b = int(hit[lo]), int(hit[hi]) + self.k - 1
-            share = round(distinct / len(self.seeds), 3)
-            return _Match(file, int(tok.lines[a]) + 1, int(tok.lines[b]) + 1, share, False, {"fingerprints": share})
+            share = round(distinct / len(self.seeds), 3)  # all of them together: taken as the same code
+            return _Match(file, int(tok.lines[a]) + 1, int(tok.lines[b]) + 1, share, share == 1.0,
+                          {"fingerprints": share})
         margin = len(self.hashes) // 4 + 4
         a = max(0, int(hit[lo]) - margin)
         b = min(n, int(hit[hi]) + self.k + margin)
@@ -541,11 +545,7 @@ class _Probe:
 
     def _aligned(self, file: str, tok: Any, a: int, b: int) -> _Match | None:
         """Align the anchor's tokens with tokens a..b-1 of the text; the matched stretch."""
-        from difflib import SequenceMatcher  # noqa: PLC0415
-
-        blocks = [m for m in SequenceMatcher(None, self.hashes, tok.hashes[a:b].tolist(),
-                                             autojunk=False).get_matching_blocks() if m.size]
-        blocks = _trim(blocks)
+        blocks = _trim(_align(self.hashes, self.lines, tok.hashes[a:b].tolist(), tok.lines[a:b].tolist()))
         if not blocks:
             return None
         at = [-1] * len(self.hashes)  # where each anchor token went (-1: lost)
@@ -586,10 +586,54 @@ def _densest(pos: list[int], vals: list[int], width: int, near: int) -> tuple[in
         key = (len(counts), -abs(pos[left] - near) if near >= 0 else 0, left, right)
         if key[:2] > best[:2]:
             best = key
-    return best[2], best[3], best[0]
+    first, last = best[2], best[3]
+    inside = Counter(vals[first:last + 1])
+    while last > first and inside[vals[last]] > 1:  # hits at the ends that add no seed
+        inside[vals[last]] -= 1
+        last -= 1
+    while first < last and inside[vals[first]] > 1:
+        inside[vals[first]] -= 1
+        first += 1
+    return first, last, best[0]
 
 
-def _trim(blocks: list[Any]) -> list[Any]:
+def _align(a: list[int], a_lines: list[int], b: list[int], b_lines: list[int]) -> list[Match]:
+    """Matching blocks of token sequences `a` and `b` (each token with its line), in order.
+
+    Lines first, then tokens within the lines that differ: a diff of a 400-line span's tokens
+    (5,000 of them, a third of them brackets and dots) took SequenceMatcher most of a second,
+    a diff of its lines a millisecond, and the changed lines are few."""
+    from difflib import SequenceMatcher  # noqa: PLC0415
+
+    a_rows, b_rows = _rows(a_lines), _rows(b_lines)
+    a_keys = [hash(tuple(a[i:j])) for i, j in a_rows]
+    b_keys = [hash(tuple(b[i:j])) for i, j in b_rows]
+    blocks: list[Match] = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, a_keys, b_keys, autojunk=False).get_opcodes():
+        if i1 == i2 or j1 == j2:
+            continue
+        lo_a, hi_a = a_rows[i1][0], a_rows[i2 - 1][1]
+        lo_b, hi_b = b_rows[j1][0], b_rows[j2 - 1][1]
+        if op == "equal":
+            blocks.append(Match(lo_a, lo_b, hi_a - lo_a))
+            continue
+        blocks += [Match(lo_a + m.a, lo_b + m.b, m.size) for m in SequenceMatcher(
+            None, a[lo_a:hi_a], b[lo_b:hi_b], autojunk=False).get_matching_blocks() if m.size]
+    return blocks
+
+
+def _rows(lines: list[int]) -> list[tuple[int, int]]:
+    """[start, end) token indices of each line, in order (`lines`: the line of each token)."""
+    rows: list[tuple[int, int]] = []
+    for i, line in enumerate(lines):
+        if i and line == lines[i - 1]:
+            rows[-1] = (rows[-1][0], i + 1)
+        else:
+            rows.append((i, i + 1))
+    return rows
+
+
+def _trim(blocks: list[Match]) -> list[Match]:
     """Matching blocks without stray short matches at either end (a lone `)` a few tokens off)."""
     while len(blocks) > 1 and blocks[0].size < 3 and blocks[1].b - (blocks[0].b + blocks[0].size) > 3:
         blocks = blocks[1:]
@@ -662,7 +706,7 @@ def _candidates(tree: _Tree, anchor: Anchor, db: apsw.Connection | None) -> list
     for rel in [*tree.buffers, *_written_into(db, anchor)]:
         if rel not in seen:
             seen.add(rel)
-            text = tree.read(rel)
+            text = tree.read(rel, MAX_FILE_BYTES)
             if text is not None:
                 found.append((len(rare) + 1, rel, text))
     suffix = PurePosixPath(anchor.file).suffix
