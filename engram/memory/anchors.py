@@ -54,13 +54,14 @@ ANCHOR_VERSION: Final = 1
 #: An anchor has vanished when less than VANISHED_BELOW of its tokens and less than
 #: VANISHED_LINES_BELOW of its lines (each line's tokens all there, none inserted between them)
 #: are found together; other files are searched only then. Chosen with bench/anchors.py on
-#: psf/requests and junegunn/fzf (docs/anchors.md): the rule reporting the most dead spans
-#: vanished (0.55 of them, all k) while at least 0.97 of the spans alive in git's line tracking
-#: are found at their place at every k (the 0.95 target plus two standard errors of 150 spans).
-#: Most dead spans it keeps were rewritten around (a reflowed comment, renamed parameters): they
-#: keep most of their tokens, and a memory should follow them as `edited`.
-VANISHED_BELOW: Final = 0.7
-VANISHED_LINES_BELOW: Final = 0.6
+#: psf/requests and junegunn/fzf (docs/anchors.md): of the rules that find at least 0.97 of the
+#: spans alive in git's line tracking at their place at every k (the 0.95 target plus two standard
+#: errors of 150 spans), and keep a fifth of the tokens edited all over a span `edited` with a
+#: margin (tokens below 0.8), the one reporting the most dead spans vanished (0.57, all k). Most
+#: dead spans it keeps were rewritten around (a reflowed comment, renamed parameters, moved to
+#: another file): a memory should follow them.
+VANISHED_BELOW: Final = 0.75
+VANISHED_LINES_BELOW: Final = 0.5
 #: A match in another file replaces the own file's only when it retains this much more.
 ELSEWHERE_MARGIN: Final = 0.1
 #: A best partial match below this share is noise (a shared `return None`), not named.
