@@ -1,12 +1,12 @@
 """Anchor survival on real histories: do memories' anchors (`engram.memory.anchors`) follow code
 through a repository's own commits?
 
-    python bench/anchors.py MIRROR... [--tune NAME,NAME] [--spans 300] [--seed 1] [--workdir DIR]
+    python bench/anchors.py MIRROR[@N]... [--tune NAME,NAME] [--spans 300] [--seed 1] [--workdir DIR]
 
 Each MIRROR is a git directory (a bare mirror: bench/README.md says how to get them). For each:
 
-1. N is a seeded commit of the first-parent chain with 200 first-parent commits after it; N+k is
-   the k-th of them, for k in 10, 50, 200.
+1. N is a seeded commit of the first-parent chain with 200 first-parent commits after it (or the
+   one MIRROR@N names); N+k is the k-th of them, for k in 10, 50, 200.
 2. Truth, from git's own line tracking: every line of N's source files is mapped through each
    first-parent commit's diff (`git log -p --first-parent -M -w -U0`: renames followed, whitespace
    ignored, so a reindented line survives); a line touched by a hunk dies. A span is alive at N+k
@@ -43,7 +43,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -289,14 +288,19 @@ def overlaps(file: str | None, start: int | None, end: int | None, true_file: st
     return any(start <= ln <= end for ln in survivors)
 
 
-def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, algorithm: str = "myers"
-             ) -> dict[int, list[Row]]:
+def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, algorithm: str = "myers",
+             at: str | None = None) -> dict[int, list[Row]]:
     rng = random.Random(f"{seed}:{name}")
     chain = first_parent_chain(mirror)
     if len(chain) < max(KS) + 2:
         sys.exit(f"{name}: {len(chain)} first-parent commits, fewer than {max(KS) + 2}")
     lo = len(chain) // 2 if len(chain) // 2 < len(chain) - max(KS) - 1 else 0
-    i = rng.randint(lo, len(chain) - max(KS) - 1)
+    i = rng.randint(lo, len(chain) - max(KS) - 1)  # drawn even when `at` pins N: the same spans follow
+    if at is not None:
+        full = git(mirror, "rev-parse", "--verify", f"{at}^{{commit}}").decode().strip()
+        if full not in chain[:len(chain) - max(KS)]:
+            sys.exit(f"{name}: {at} is not a first-parent commit with {max(KS)} after it")
+        i = chain.index(full)
     base, tip = chain[i], chain[i + max(KS)]
     clone = workdir / name.replace("/", "+")
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(mirror), str(clone)], check=True)
@@ -432,7 +436,9 @@ def engram_score(rows: list[Row], rule: tuple[float, float] | None = None) -> Sc
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mirrors", nargs="+", type=Path, help="git directories (bare mirrors) of the repositories")
+    ap.add_argument("mirrors", nargs="+", metavar="MIRROR[@N]",
+                    help="git directories (bare mirrors) of the repositories; @N pins the first commit "
+                         "(default: drawn with the seed from the second half of the first-parent chain)")
     ap.add_argument("--tune", default="", help="comma-separated names (owner/repo) the thresholds were tuned on")
     ap.add_argument("--spans", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
@@ -454,10 +460,13 @@ def main() -> None:
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        for mirror in args.mirrors:
+        for arg in args.mirrors:
+            path, _, at = arg.partition("@")
+            mirror = Path(path)
             name = _name(mirror)
             try:
-                results[name] = run_repo(mirror.resolve(), name, args.spans, args.seed, Path(tmp), args.diff_algorithm)
+                results[name] = run_repo(mirror.resolve(), name, args.spans, args.seed, Path(tmp), args.diff_algorithm,
+                                         at or None)
             except (subprocess.CalledProcessError, BadInput) as exc:
                 sys.exit(f"{name}: {exc}")
     print_table(results, tune)
