@@ -49,6 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import engram_version, fmt_table, load, machine, pct  # noqa: E402
+from engram.capture.record import snapshot  # noqa: E402
 from engram.errors import BadInput  # noqa: E402
 from engram.memory import anchors  # noqa: E402
 from engram.memory.anchors import Anchor, Resolution, capture, resolve  # noqa: E402
@@ -217,34 +218,21 @@ def first_parent_chain(repo: Path) -> list[str]:
     return git(repo, "rev-list", "--first-parent", "--reverse", "HEAD").decode().split()
 
 
-def source_files(repo: Path) -> dict[str, int]:
-    """Source files of the checkout (tracked, text, at most MAX_BYTES): path → line count."""
-    out: dict[str, int] = {}
-    for rel in anchors.tracked_files(repo) or []:
-        if Path(rel).suffix not in SOURCE:
-            continue
-        p = repo / rel
-        try:
-            if p.is_symlink() or p.stat().st_size > MAX_BYTES:
-                continue
-            data = p.read_bytes()
-        except OSError:
-            continue
-        if b"\0" in data[:8192]:
-            continue
-        out[rel] = len(anchors.split_lines(data.decode("utf-8", "replace")))
-    return out
+def source_files(repo: Path) -> dict[str, str]:
+    """Source files of the checkout (tracked, text, at most MAX_BYTES, not links): path → text."""
+    return {rel: text for rel, text in snapshot(repo).items()
+            if Path(rel).suffix in SOURCE and len(text) <= MAX_BYTES and not (repo / rel).is_symlink()}
 
 
-def sample(repo: Path, files: dict[str, int], final: dict[str, Tracked], n: int, rng: random.Random) -> list[Span]:
+def sample(files: dict[str, str], final: dict[str, Tracked], n: int, rng: random.Random) -> list[Span]:
     """Half dead, half alive at N+200 (as far as there are), from files the commits touched;
     5-15 lines with some code. Candidates: CANDIDATES random spans of each touched file, and as
     many around lines that died (most spans of a file are alive: dead ones would be few)."""
     found: dict[bool, dict[tuple[str, int, int], Span]] = {True: {}, False: {}}
     touched = [p for p in sorted(files) if final[p].path != p
-               or not np.array_equal(final[p].pos, np.arange(1, files[p] + 1))]
+               or not np.array_equal(final[p].pos, np.arange(1, len(final[p].pos) + 1))]
     for rel in touched:
-        lines = anchors.split_lines((repo / rel).read_bytes().decode("utf-8", "replace"))
+        lines = anchors.split_lines(files[rel])
         died = np.flatnonzero(final[rel].pos == 0) + 1
         for j in range(2 * CANDIDATES):
             size = rng.randint(5, 15)
@@ -311,8 +299,8 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
     commits = parse_log(raw)
     assert [c for c, _ in commits] == chain[i + 1:i + 1 + max(KS)], "the log is the first-parent chain"
     files = source_files(clone)
-    truth = replay(files, commits)
-    spans = sample(clone, files, truth[max(KS)], n_spans, rng)
+    truth = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()}, commits)
+    spans = sample(files, truth[max(KS)], n_spans, rng)
     for s in spans:
         s.anchor = capture(clone, s.file, s.start, s.end)
     print(f"{name}: N = {base[:10]} ({i + 1} of {len(chain)} first-parent commits), {len(files)} source files, "
