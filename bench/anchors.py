@@ -24,10 +24,15 @@ lines rewritten inside it; vanished only when it becomes empty). The tracker use
 diffs, so its right-place share is near 1 by construction: it is the ceiling of what following
 diffs gives, and its vanished share shows what it cannot tell.
 
-Diffs cannot see code moved between files (not renamed): it is dead in the truth. Dead spans the
-resolver still finds whole (retained 1.0) are counted apart ("dead, found whole") so a reader can
-judge them. `--tune` names the repositories the thresholds were chosen on; the sweep table shows
-the choice on them, the others are reported apart.
+Diffs cannot see code moved between files (not renamed), and cut hunks where their alignment
+falls: such code is dead in the truth. Two columns let a reader judge: dead spans the resolver
+found whole ("found whole"), and dead spans with at least half their lines verbatim in the file
+("text still there", measured without engram). The truth checks itself: every line it says
+survived must hold its old text at its new place (printed per repository and k).
+
+`--tune` names the repositories the thresholds were chosen on; the sweep table shows the choice on
+them, the others are reported apart. `--set NAME=VALUE` overrides a constant of the resolver for a
+run; `--diff-algorithm` changes git's (the truth's and the tracker's).
 """
 
 from __future__ import annotations
@@ -501,8 +506,8 @@ def print_table(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> Non
 def _cells(name: str, label: str, k: int, sc: list[Score], times: list[float]) -> list[str]:
     e, fl, tr = sc
     return [name, label, str(k), str(e.alive), share(e.right, e.alive), str(e.dead), share(e.vanished, e.dead),
-            str(e.found_whole), str(e.text_there), share(fl.right, fl.alive), share(fl.vanished, fl.dead), share(tr.right, tr.alive),
-            share(tr.vanished, tr.dead), f"{pct(times, 50):.1f}/{pct(times, 99):.1f}"]
+            str(e.found_whole), str(e.text_there), share(fl.right, fl.alive), share(fl.vanished, fl.dead),
+            share(tr.right, tr.alive), share(tr.vanished, tr.dead), f"{pct(times, 50):.1f}/{pct(times, 99):.1f}"]
 
 
 def print_states(results: dict[str, dict[int, list[Row]]]) -> None:

@@ -16,10 +16,10 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
 only then token matching in the file (k-gram seeds from `engram.anchor`, then an alignment of the
-tokens), and only when the anchor would vanish from its file, other files: the files the evidence index saw
-sessions write this code into, and tracked files of the same extension that contain the span's
-rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their measurement:
-docs/anchors.md and bench/anchors.py.
+tokens), and only when the anchor would vanish from its file, other files: those the evidence
+index saw sessions write this code into, and tracked files of the same extension that contain
+the span's rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their
+measurement: docs/anchors.md and bench/anchors.py.
 """
 
 from __future__ import annotations
@@ -487,9 +487,9 @@ class _Match:
     file: str
     start: int  # 1-based, inclusive
     end: int
-    retained: float  # the share `retained_share` makes of `shares`
+    retained: float  # the share of the anchor's tokens (of its fingerprints, for a purged anchor)
     same_tokens: bool  # exactly the anchor's tokens, nothing added inside
-    shares: dict[str, float]  # every measure `_shares` takes (benchmarks compare them)
+    shares: dict[str, float]  # what `_vanishes` decides on: `_Probe._shares`, or {"fingerprints": …}
 
 
 @dataclass
