@@ -613,6 +613,10 @@ SET_UP = ['    with patch.dict("os.environ", {"AUDIO_DIR": str(tmp_path)}, clear
           '        assert result.path.suffix == ".mp3"']
 
 
+def explain_rank(repo: Path, span: str, rank: str) -> list[str]:
+    return [s["session_id"] for s in explain(repo, span, "--brief", "--rank", rank)["sessions"]]
+
+
 def test_another_file_that_holds_a_little_more_of_a_span_does_not_outrank_its_writer(repo: Path,
                                                                                      tmp_path: Path) -> None:
     """Test set-up reads alike across a suite. A session wrote test_output.py; a person then
@@ -664,7 +668,8 @@ def test_another_file_that_holds_a_little_more_of_a_span_does_not_outrank_its_wr
     for name in others:  # gone from the tree, the modules may be where the lines came from: they count
         (repo / name).unlink()
     found = answer()
-    assert list(found) == ["reader", "writer"]  # two touches each (the writer's call and edit): the later first
+    assert list(found) == ["writer", "reader"]  # the writer first; by touches (two each) the later came first
+    assert explain_rank(repo, "test_output.py:9-13", "touches") == ["reader", "writer"]
     edit = found["writer"]["code.edit test_output.py"]
     reads = [found["reader"][f"code.read {name}"] for name in others]
     assert all(edit < r <= edit / 0.8 for r in reads), (edit, reads)  # the case: better, within the band
