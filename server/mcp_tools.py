@@ -209,12 +209,13 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         min_confidence: float = Field(default=0.5, ge=0.0, le=1.0,
                                       description="lineage edges below this confidence are not followed"),
         include_deleted: bool = Field(default=False, description="also match code that was deleted (tombstones)"),
-        rank: Literal["touches", "evidence"] | None = Field(
-            default=None, description="order sessions by touches, then recency, or by their strongest match "
-                                      "(default: the repository's explain.rank setting, else touches)"),
+        rank: Literal["writer", "touches", "evidence"] | None = Field(
+            default=None, description="writer: the sessions that changed these lines first, latest first; touches: most "
+                                      "touches, then recency; evidence: strongest match (default: the "
+                                      "repository's explain.rank setting, else writer)"),
     ) -> ExplainResult:
         """Return the sessions (Claude Code, Codex, editor...) that wrote, read or discussed lines
-        start_line..end_line of `file` in the working tree, ranked (most touches first), each with
+        start_line..end_line of `file` in the working tree, ranked (the sessions that wrote the lines first), each with
         windows of its transcript around every touch: the request, the reasoning, the edit, the
         test run that followed. Works after the code was shifted, edited, moved or reformatted.
         Call it before changing code whose purpose you do not know."""

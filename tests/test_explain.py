@@ -613,6 +613,10 @@ SET_UP = ['    with patch.dict("os.environ", {"AUDIO_DIR": str(tmp_path)}, clear
           '        assert result.path.suffix == ".mp3"']
 
 
+def explain_rank(repo: Path, span: str, rank: str) -> list[str]:
+    return [s["session_id"] for s in explain(repo, span, "--brief", "--rank", rank)["sessions"]]
+
+
 def test_another_file_that_holds_a_little_more_of_a_span_does_not_outrank_its_writer(repo: Path,
                                                                                      tmp_path: Path) -> None:
     """Test set-up reads alike across a suite. A session wrote test_output.py; a person then
@@ -664,7 +668,8 @@ def test_another_file_that_holds_a_little_more_of_a_span_does_not_outrank_its_wr
     for name in others:  # gone from the tree, the modules may be where the lines came from: they count
         (repo / name).unlink()
     found = answer()
-    assert list(found) == ["reader", "writer"]  # two touches each (the writer's call and edit): the later first
+    assert list(found) == ["writer", "reader"]  # the writer first; by touches (two each) the later came first
+    assert explain_rank(repo, "test_output.py:9-13", "touches") == ["reader", "writer"]
     edit = found["writer"]["code.edit test_output.py"]
     reads = [found["reader"][f"code.read {name}"] for name in others]
     assert all(edit < r <= edit / 0.8 for r in reads), (edit, reads)  # the case: better, within the band
@@ -777,7 +782,7 @@ def test_a_session_that_read_a_file_again_and_again_touched_it_once(repo: Path, 
 
 
 def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_path: Path) -> None:
-    """The specification ranks by touches, then recency: a session that read the code in three
+    """By touches, then recency (the specification's order, `--rank touches`), a session that read the code in three
     files (two of them gone from the tree since) after another wrote it comes first.
     `--rank evidence` (or `explain.rank` in the settings) puts the strongest match first, and
     among equals the session that edited it."""
@@ -789,7 +794,8 @@ def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_p
         doc = explain(repo, "app.py:3-6", "--brief", *args)
         return [(s["session_id"], s["touches"]) for s in doc["sessions"]]
 
-    assert order() == [("reader", 3), ("writer", 2)]
+    assert order() == [("writer", 2), ("reader", 3)]  # the writer first (the default rank)
+    assert order("--rank", "touches") == [("reader", 3), ("writer", 2)]
     assert order("--rank", "evidence") == [("writer", 2), ("reader", 3)]
     assert explain(repo, "app.py:3-6", "--brief", "--rank", "evidence")["rank"] == "evidence"
     (repo / ".engram" / "config.toml").write_text('[explain]\nrank = "evidence"\n')
@@ -797,7 +803,7 @@ def test_rank_by_evidence_puts_the_writer_above_a_later_reader(repo: Path, tmp_p
     assert order("--rank", "touches") == [("reader", 3), ("writer", 2)]
     (repo / ".engram" / "config.toml").write_text('[explain]\nrank = "best"\n')
     proc = run_engram(repo, "explain", "app.py:3-6", check=False)
-    assert proc.returncode == 1 and "explain.rank = 'best': must be one of 'touches', 'evidence'" in proc.stderr
+    assert proc.returncode == 1 and "explain.rank = 'best': must be one of 'writer', 'touches', 'evidence'" in proc.stderr
 
 
 def test_a_span_whose_own_fingerprints_are_all_stop_listed_is_not_given_to_a_chance_match(
@@ -1033,7 +1039,8 @@ def test_debug_lists_the_ranking_rules_that_changed_the_answer(repo: Path, tmp_p
     debug = explain(repo, "app.go:3-8", "--brief", "--debug")
     assert {s["session_id"] for s in debug["sessions"]} == {"writer", "other"}
     assert "own_file_first" not in {r["rule"] for r in debug["ranking"]}
-    assert "by_touches" in {r["rule"] for r in debug["ranking"]}  # two sessions, one touch each: by recency
+    assert "writer_first" in {r["rule"] for r in debug["ranking"]}  # app.go's writer, then lib.go's by touches
+    assert [s["session_id"] for s in debug["sessions"]] == ["writer", "other"]
 
 
 def test_debug_names_a_resumed_sessions_copy_as_dropped(repo: Path, tmp_path: Path) -> None:

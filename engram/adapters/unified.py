@@ -7,6 +7,7 @@ sides and the file after the edit.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -135,12 +136,24 @@ def changes_from_tagged(tagged: list[tuple[str, str]], old: int, new: int) -> li
                 new += 1
             continue
         if run_old or run_new:
-            out.append(Change(run_o, run_o + len(run_old) - 1, run_n, run_n + len(run_new) - 1,
-                              tuple(run_old), tuple(run_new)))
+            out += _minimal(run_old, run_new, run_o, run_n)
             run_old, run_new = [], []
         old += 1
         new += 1
     return out
+
+
+def _minimal(removed: list[str], added: list[str], old: int, new: int) -> list[Change]:
+    """A run of removed then added lines as the changes a line diff finds in it: the lines it
+    removed and wrote back unchanged are not its writing. Codex patches often replace a block
+    whole (`-` every line, `+` every line, most of them the same); counted as written, the
+    session that only rewrote a block around one new line came first as the writer of all of it
+    (savekirk/session-bridge, bench/provenance.py --multi)."""
+    if not removed or not added:
+        return [Change(old, old + len(removed) - 1, new, new + len(added) - 1, tuple(removed), tuple(added))]
+    ops = difflib.SequenceMatcher(None, removed, added, autojunk=False).get_opcodes()
+    return [Change(old + i1, old + i2 - 1, new + j1, new + j2 - 1, tuple(removed[i1:i2]), tuple(added[j1:j2]))
+            for tag, i1, i2, j1, j2 in ops if tag != "equal"]
 
 
 def context_fields(extents: list[tuple[int, list[str]]]) -> dict[str, Any]:

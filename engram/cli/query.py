@@ -185,8 +185,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--forensics", action="store_true", help="also follow location-only edges")
     s.add_argument("--min-confidence", type=share, help="lineage edges below this are not followed (0.5)")
     s.add_argument("--rank", choices=CHOICES["explain.rank"],
-                   help="order sessions by touches, then recency (the default; config explain.rank), "
-                        "or by their strongest match")
+                   help="writer: the sessions that changed these lines first, latest first (the default; "
+                        "config explain.rank); touches: most touches, then recency; evidence: strongest match")
     s.add_argument("--pretty", action="store_true", help="for people, not programs")
     s.add_argument("--debug", action="store_true",
                    help="also list the ranking rules that changed the answer (\"ranking\", engram.query.ranking)")

@@ -66,7 +66,7 @@ class Options:
     # read for what is returned only; what is cut is reported as `truncated`.
     max_sessions: int | None = None
     max_fragments: int = MAX_FRAGMENTS_PER_SESSION
-    rank: str = "touches"  # or "evidence": see sessions_of
+    rank: str = "writer"  # or "touches", "evidence": see ranking.order_sessions
     debug: bool = False  # list the ranking rules that changed the answer (`Result.trace`)
 
 
@@ -250,7 +250,7 @@ def _span_links(db: apsw.Connection, span: Span) -> dict[int, Hit]:
     return out
 
 
-def sessions_of(res: Result, rank: str = "touches", trace: Trace | None = None) -> list[dict[str, Any]]:
+def sessions_of(res: Result, rank: str = "writer", trace: Trace | None = None) -> list[dict[str, Any]]:
     """Group touches by session, in rank order (`ranking.order_sessions`: "touches", the
     specification's, or "evidence"; `trace`: where the ordering rules are noted)."""
     groups: dict[tuple[str, str], list[tuple[Hit, Frag]]] = defaultdict(list)

@@ -517,7 +517,8 @@ def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
     """`sessions` (each with its "touches", "last_touch" and "_items", its (Hit, Fragment) pairs)
     in rank order.
 
-    "touches" (the specification's): most touches first (engram.query.touches), then the most
+    "writer" (the default): the sessions whose code.edit changed the span's lines, latest first,
+    then the others by touches (`_by_writer`). "touches" (the specification's): most touches first (engram.query.touches), then the most
     recent touch. A session that read the span in several files, or discussed it at length, can
     still come before the one that wrote it in one edit (bench/README.md). "evidence": the session
     with the strongest match first, then its strongest code.edit, then whether it read or edited
@@ -526,6 +527,12 @@ def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
     note_reads(trace, sessions)
     if rank == "evidence":
         return _by_evidence(sessions, file, trace)
+    if rank == "writer":
+        return _by_writer(sessions, file, trace)
+    return _by_touches(sessions, trace)
+
+
+def _by_touches(sessions: list[dict[str, Any]], trace: Trace | None) -> list[dict[str, Any]]:
     sessions.sort(key=lambda s: (-s["touches"], _neg_time(s["last_touch"]), s["session_id"]))
     if trace is not None and len(sessions) > 1:
         ties = sum(1 for a, b in zip(sessions, sessions[1:]) if a["touches"] == b["touches"])
@@ -547,6 +554,43 @@ def note_reads(trace: Trace | None, sessions: list[dict[str, Any]]) -> None:
             reads, files = reads + len(read), files + len(set(read))
     if reads:
         trace.note("reads_once", f"{reads} reads of {files} file(s) counted as {files} touch(es)")
+
+
+# A session wrote the span when one of its code.edit fragments matches it directly with at least
+# this share of the strongest such match. Lower, a session that wrote similar lines elsewhere in
+# the file (test boilerplate) passed as a writer and, being later, came first (bench/provenance.py
+# --multi, tuned on spotter, session-bridge, m-claude and agentv: carried-span R@1 at 0.5 / 0.8 /
+# 0.95: spotter 0.850 / 0.850 / 0.900, session-bridge 0.767 / – / 0.867, the others equal; the
+# held-out sets are in bench/README.md, "Multi-session sets").
+WRITER_FLOOR: Final = 0.95
+
+
+def writer_edits(s: dict[str, Any], file: str) -> list[tuple[float, str]]:
+    """(confidence, time) of each code.edit of session `s` that matches the span directly: what it
+    changed there, not lines it only held (those are code.carried) and not text it wrote that a
+    later edit replaced (that comes by lineage)."""
+    return [(h.confidence, fr.ts or "") for h, fr in s["_items"]
+            if fr.kind == EDIT and h.via == "direct" and fr.file == file]
+
+
+def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:
+    """The sessions that changed the span's lines first, the latest change first (as git blame
+    names the last commit to change a line), then every other session by touches. A session's
+    reads, its discussion and the lines it carried in a later edit add touches, and the most
+    recent of equals won: a carrier came before the writer (issue 45's measurements)."""
+    edits = {id(s): writer_edits(s, file) for s in sessions}
+    top = max((c for e in edits.values() for c, _ in e), default=0.0)
+    if top <= 0.0:
+        return _by_touches(sessions, trace)
+    last = {id(s): max((t for c, t in e if c >= WRITER_FLOOR * top), default=None) for s, e in
+            ((s, edits[id(s)]) for s in sessions)}
+    writers = [s for s in sessions if last[id(s)] is not None]
+    writers.sort(key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
+    others = _by_touches([s for s in sessions if last[id(s)] is None], None)
+    if trace is not None and len(sessions) > 1:
+        trace.note("writer_first", f"{len(writers)} session(s) changed these lines (latest first: "
+                   f"{', '.join(s['session_id'][:8] for s in writers)}); {len(others)} other(s) by touches")
+    return writers + others
 
 
 def _by_evidence(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:

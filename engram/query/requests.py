@@ -34,7 +34,7 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
 
     opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
                    include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
-                   min_confidence=float(params["min_confidence"]), rank=choice("explain.rank", params.get("rank", "touches")),
+                   min_confidence=float(params["min_confidence"]), rank=choice("explain.rank", params.get("rank", "writer")),
                    debug=bool(params.get("debug", False)))
     file_lines = None
     if params.get("text") is not None:

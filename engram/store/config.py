@@ -14,7 +14,7 @@ from engram.errors import BadInput
 
 log = logging.getLogger(__name__)
 
-CHOICES: dict[str, tuple[str, ...]] = {"explain.rank": ("touches", "evidence")}
+CHOICES: dict[str, tuple[str, ...]] = {"explain.rank": ("writer", "touches", "evidence")}
 DEFAULTS: dict[str, Any] = {
     "ingest": {
         # Lines longer than this are skipped (counted) rather than parsed: a runaway
@@ -30,9 +30,10 @@ DEFAULTS: dict[str, Any] = {
     "explain": {
         "window": {"before": 3, "after": 3},
         "min_confidence": 0.5,
-        # How sessions are ordered: "touches" (most touches, then the latest; the specification's)
-        # or "evidence" (the strongest match first; see engram.query.explain.sessions_of).
-        "rank": "touches",
+        # How sessions are ordered: "writer" (the sessions that changed the span's lines, latest
+        # first, then the others by touches), "touches" (most touches, then the latest; the
+        # specification's) or "evidence" (the strongest match first); see engram.query.ranking.
+        "rank": "writer",
     },
     "index": {
         # Fingerprints present in more than this share of tapes are stop-listed: a query skips
