@@ -41,7 +41,7 @@ T = TypeVar("T")
 
 SPAN_DIR = "_scale_spans"
 SPAN_LINES = 20
-SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
+SUMMARY_RE = re.compile(r"ingest: (\d+) sessions?, (\d+) new tapes?, (\d+) events?, (\d+) edits?, (\d+) reads?")
 # `engram ...` in a fresh interpreter with the CLI's per-tape index hook replaced by None: capture only.
 NO_INDEX_SNIPPET = ("import sys, engram.cli.capture as c, engram.cli.main as m; c._indexer = lambda store: None; "
                     "sys.exit(m.main(sys.argv[1:]))")

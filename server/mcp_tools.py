@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from engram import __version__
 from engram.errors import EngramError
 from engram.store.repo import Store
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -230,7 +231,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                     file_lines = live.splitlines()
                     if end_line < start_line or end_line > len(file_lines):
                         raise EngramError(f"{file}:{start_line}-{end_line}: past the end of the file "
-                                          f"({len(file_lines)} lines in the editor)")
+                                          f"({plural(len(file_lines), 'line')} in the editor)")
                     span = CoreSpan(rel, start_line, end_line,
                                     "\n".join(file_lines[start_line - 1:end_line]) + "\n")
                 else:
@@ -267,7 +268,8 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
             last = window[-1][0] if window else at
             hint = None
             if cut or last < n - 1:
-                hint = f"the tape has {n} events; call view(at={min(n - 1, last + after + 1)}) for the next ones"
+                hint = (f"the tape has {plural(n, 'event')}; call view(at={min(n - 1, last + after + 1)}) "
+                        "for the next ones")
             return ViewResult(tape=row.id, session_id=row.session_id, at=at, events=events, truncated=cut,
                               hint=hint)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -298,12 +299,15 @@ def test_setup_merges_and_keeps_a_backup(repo: Path, tmp_path: Path, monkeypatch
     run_engram(repo, "setup", "claude")
     run_engram(repo, "setup", "claude")  # idempotent
     mcp = json.loads((repo / ".mcp.json").read_text())
-    assert mcp["mcpServers"]["other"] == {"command": "x"} and mcp["mcpServers"]["engram"]["args"] == ["mcp"]
+    assert mcp["mcpServers"]["other"] == {"command": "x"}
     settings = json.loads((repo / ".claude" / "settings.json").read_text())
     assert settings["permissions"] == {"allow": ["Bash"]}
     post = settings["hooks"]["PostToolUse"]
     assert post[0]["hooks"][0]["command"] == "mine" and len(post) == 2
-    assert post[1]["matcher"] == "Edit|MultiEdit|Write|NotebookEdit" and post[1]["hooks"][0]["command"] == "engram hook"
+    engram = [os.path.abspath(sys.executable), "-m", "engram_server.entry"]  # (run_engram runs it as a module)
+    assert post[1]["matcher"] == "Edit|MultiEdit|Write|NotebookEdit"
+    assert post[1]["hooks"][0]["command"] == shlex.join([*engram, "hook"])
+    assert mcp["mcpServers"]["engram"] == {"type": "stdio", "command": engram[0], "args": [*engram[1:], "mcp"]}
     assert {"PreCompact", "SessionEnd"} <= set(settings["hooks"])
     assert (repo / ".mcp.json.engram-backup").exists()
     codex = tmp_path / "codex"
@@ -316,8 +320,8 @@ def test_setup_merges_and_keeps_a_backup(repo: Path, tmp_path: Path, monkeypatch
 
     conf = tomllib.loads((codex / "config.toml").read_text())
     assert conf["model"] == "gpt-5" and conf["mcp_servers"]["other"] == {"command": "x"}
-    assert conf["mcp_servers"]["engram"] == {"command": "engram", "args": ["mcp"]}
-    assert conf["notify"] == ["engram", "hook"]
+    assert conf["mcp_servers"]["engram"] == {"command": engram[0], "args": [*engram[1:], "mcp"]}
+    assert conf["notify"] == [*engram, "hook"]
 
 
 # ---------------------------------------------------------------- concurrency
