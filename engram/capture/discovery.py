@@ -277,7 +277,7 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
         for f in files:
             if not _is_subagent_file(f) and place.saw(f, _first_cwd(f, CLAUDE), ours):
                 jobs.append(job_for_file(f.resolve(), CLAUDE))
-    if cdir.is_dir():
+    if cdir.is_dir() and not any(p.matched for p in report.places if p.harness == CLAUDE):
         for t in trees:
             expected = cdir / claude_project_name(t)
             if not expected.exists():
