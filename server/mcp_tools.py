@@ -24,6 +24,8 @@ from engram.errors import EngramError
 from engram.store.repo import Store
 from engram.words import plural
 
+from .mcp_errors import ArgumentCheckingServer
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -187,7 +189,7 @@ def _error(exc: EngramError) -> ToolError:
 
 def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: TextProvider | None = None) -> MCPServer:
     """An MCPServer whose tools read (and, for ingest, write) the store `store_provider` gives."""
-    mcp = MCPServer("engram", version=__version__, instructions=INSTRUCTIONS)
+    mcp = ArgumentCheckingServer("engram", version=__version__, instructions=INSTRUCTIONS)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 

@@ -44,7 +44,9 @@ def agent_span(spotter: Path, spot: Path) -> tuple[str, int, int]:
 
 
 def stdio(cwd: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=MCP_CMD[0], args=MCP_CMD[1:], cwd=str(cwd))
+    """The MCP server of the code under test: the SDK starts servers with a few variables only, and
+    without PYTHONPATH a checkout run that way would import whichever engram is installed."""
+    return StdioServerParameters(command=MCP_CMD[0], args=MCP_CMD[1:], cwd=str(cwd), env=dict(os.environ))
 
 
 async def check_explain(c: Client, rel: str, a: int, b: int) -> None:
@@ -97,6 +99,29 @@ async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: st
         assert r.is_error is True and message in r.content[0].text
         r = await c.call_tool("view", {"tape": "zzzz", "at": 0})
         assert r.is_error is True and "no tape or session matches" in r.content[0].text
+
+
+WRONG_ARGUMENTS = [
+    ("explain", {"file": "a.py", "start_line": "abc", "end_line": 2},
+     "explain: the argument `start_line` must be an integer of at least 1, not the string 'abc'."),
+    ("explain", {"file": "a.py", "end_line": 2},
+     "explain: the argument `start_line` is missing: it must be an integer of at least 1."),
+    ("explain", {"file": 5, "start_line": 1, "end_line": 2, "brief": "maybe"},
+     "explain: the argument `file` must be a string, not the number 5; the argument `brief` must be true or false, "
+     "not the string 'maybe'."),
+    ("explain", {"file": "a.py", "start_line": 1, "end_line": 2, "rank": "best"},
+     'explain: the argument `rank` must be one of "touches", "evidence", or null, not the string \'best\'.'),
+    ("view", {"tape": "x", "at": 1.5}, "view: the argument `at` must be an integer of at least 0, not the number 1.5."),
+    ("tapes", {"limit": 500}, "tapes: the argument `limit` must be an integer from 1 to 200, not the number 500."),
+    ("search", {}, "search: the argument `query` is missing: it must be a string."),
+]
+
+
+async def test_a_wrong_or_missing_argument_is_one_sentence_naming_it_and_its_type(spot: Path) -> None:
+    async with Client(stdio(spot)) as c:
+        for tool, args, message in WRONG_ARGUMENTS:
+            r = await c.call_tool(tool, args)
+            assert r.is_error is True and r.content[0].text == message, (tool, args, r.content[0].text)
 
 
 async def test_store_not_initialised_is_a_tool_error(tmp_path: Path) -> None:

@@ -112,7 +112,8 @@ class IngestStats:
             out += "\n  edits not recorded: " + reasons
             if any(reason.startswith(OUTSIDE) for reason in self.dropped):
                 out += ("\n  note: edits outside the repository are left as tool calls; if some are the repository's "
-                        "under another path (recorded on another machine), pass --map FROM=TO")
+                        "under another path (recorded on another machine), run the ingest again with "
+                        "`--map FROM=TO` (FROM: that path, TO: this repository's)")
         return out
 
     def _inferred_note(self) -> str:

@@ -413,7 +413,7 @@ def older_text_note(db: apsw.Connection) -> str | None:
     if version is None or version >= TEXT_VERSION:
         return None
     return (f"note: the index was filled by an older engram, which indexed some events differently (text version "
-            f"{version}, now {TEXT_VERSION}); `engram reindex` indexes every tape the current way")
+            f"{version}, now {TEXT_VERSION}): run `engram reindex` to index every tape the current way")
 
 
 def out_of_order_note(n: int) -> str:
