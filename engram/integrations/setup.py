@@ -497,27 +497,20 @@ def _safe(load: Callable[[Path], dict[str, Any]], path: Path) -> dict[str, Any]:
 
 def setup(agent: str, root: Path, dry_run: bool = False, command: Sequence[str] | None = None) -> list[Planned]:
     """Add Engram to `agent`'s configuration, running `command` (default: this engram)."""
-    command = list(command or engram_command())
-    if agent == "claude":
-        plans = plan_claude(root, command)
-    elif agent == "codex":
-        plans = plan_codex(command)
-    else:
-        raise BadInput(f"unknown agent {agent!r}: use claude or codex")
-    if not dry_run:
-        for p in plans:
-            _write(p)
-    return plans
+    cmd = list(command or engram_command())
+    return _carry_out(agent, {"claude": lambda: plan_claude(root, cmd), "codex": lambda: plan_codex(cmd)}, dry_run)
 
 
 def remove(agent: str, root: Path, dry_run: bool = False) -> list[Planned]:
     """Take Engram's entries out of `agent`'s configuration, leaving everything else as it is."""
-    if agent == "claude":
-        plans = unplan_claude(root)
-    elif agent == "codex":
-        plans = unplan_codex()
-    else:
+    return _carry_out(agent, {"claude": lambda: unplan_claude(root), "codex": unplan_codex}, dry_run)
+
+
+def _carry_out(agent: str, planners: dict[str, Callable[[], list[Planned]]], dry_run: bool) -> list[Planned]:
+    """The plans of `agent`'s planner, written unless `dry_run`."""
+    if agent not in planners:
         raise BadInput(f"unknown agent {agent!r}: use claude or codex")
+    plans = planners[agent]()
     if not dry_run:
         for p in plans:
             _write(p)
