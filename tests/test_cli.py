@@ -68,6 +68,16 @@ def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
     assert str(Path(package.__file__).parent) in out.stdout  # which install answered
 
 
+def test_the_package_s_version_is_the_distribution_s() -> None:
+    """`--version` reads the installed metadata; a checkout run without installing reads the
+    package's own: the two must be the same number."""
+    import tomllib
+
+    import engram as package
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == package.__version__
+
+
 def test_bare_engram_prints_the_help_and_exits_1_as_git_does(tmp_path: Path) -> None:
     out = engram(tmp_path)
     assert out.returncode == 1
