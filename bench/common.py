@@ -41,7 +41,7 @@ T = TypeVar("T")
 
 SPAN_DIR = "_scale_spans"
 SPAN_LINES = 20
-SUMMARY_RE = re.compile(r"ingest: (\d+) sessions, (\d+) new tapes, (\d+) events, (\d+) edits, (\d+) reads")
+SUMMARY_RE = re.compile(r"ingest: (\d+) sessions?, (\d+) new tapes?, (\d+) events?, (\d+) edits?, (\d+) reads?")
 # `engram ...` in a fresh interpreter with the CLI's per-tape index hook replaced by None: capture only.
 NO_INDEX_SNIPPET = ("import sys, engram.cli.capture as c, engram.cli.main as m; c._indexer = lambda store: None; "
                     "sys.exit(m.main(sys.argv[1:]))")
@@ -284,12 +284,15 @@ def engram_files(store_dir: Path) -> list[Path]:
 @contextmanager
 def index_readonly(repo: Path, busy_ms: int | None = None) -> Iterator[Any]:
     """The repository's index.sqlite opened read-only with apsw, beside whatever engram process
-    writes it; `busy_ms`: how long a query waits for that writer (a language server merging)."""
+    writes it; `busy_ms`: how long a query waits for that writer (a language server merging),
+    engram's own busy timeout when not given (without one a read during a merge fails at once
+    with "database is locked")."""
     import apsw
 
+    from engram.index.db import BUSY_TIMEOUT_MS
+
     db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
-    if busy_ms is not None:
-        db.set_busy_timeout(busy_ms)
+    db.set_busy_timeout(BUSY_TIMEOUT_MS if busy_ms is None else busy_ms)
     try:
         yield db
     finally:

@@ -364,7 +364,7 @@ def append_one(engram: list[str], repo: Path, d: Path, phase: str, profile: Path
         verbose = ["-v"] if served else []  # (its log line says who ingested)
         wall, cpu, proc = timed([*engram, "--repo", str(repo), *verbose, "ingest", str(d / "projects")], repo,
                                 "append", env={"ENGRAM_LOCAL": "" if served else "1"})
-        if " 1 new tapes" not in proc.stdout:
+        if " 1 new tape," not in proc.stdout:
             raise SystemExit(f"scale: append {d} wrote no tape: {proc.stdout}")
         if served != ("answered by the language server" in proc.stderr):
             raise SystemExit(f"scale: append {d} was {'not ' if served else ''}handed to the language server: "

@@ -26,10 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     import argparse  # noqa: PLC0415
 
     s = sub.add_parser("lsp", help="run the language server (stdio; --tcp PORT for debugging)", add_help=False)
-    s.add_argument("lsp_args", nargs=argparse.REMAINDER)
+    s.add_argument("lsp_args", nargs=argparse.REMAINDER, metavar="...",
+                   help="the language server's own options (--stdio, --tcp PORT, --log-file F): `engram lsp --help`")
     s.set_defaults(func=_lsp)
     s = sub.add_parser("mcp", help="run the MCP server over stdio for agents", add_help=False)
-    s.add_argument("mcp_args", nargs=argparse.REMAINDER)
+    s.add_argument("mcp_args", nargs=argparse.REMAINDER, metavar="...",
+                   help="the MCP server's own options (--repo DIR): `engram mcp --help`")
     s.set_defaults(func=_mcp)
 
 

@@ -22,6 +22,9 @@ from pydantic import BaseModel, Field
 from engram import __version__
 from engram.errors import EngramError
 from engram.store.repo import Store
+from engram.words import plural
+
+from .mcp_errors import ArgumentCheckingServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -186,7 +189,7 @@ def _error(exc: EngramError) -> ToolError:
 
 def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: TextProvider | None = None) -> MCPServer:
     """An MCPServer whose tools read (and, for ingest, write) the store `store_provider` gives."""
-    mcp = MCPServer("engram", version=__version__, instructions=INSTRUCTIONS)
+    mcp = ArgumentCheckingServer("engram", version=__version__, instructions=INSTRUCTIONS)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 
@@ -231,7 +234,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                     file_lines = live.splitlines()
                     if end_line < start_line or end_line > len(file_lines):
                         raise EngramError(f"{file}:{start_line}-{end_line}: past the end of the file "
-                                          f"({len(file_lines)} lines in the editor)")
+                                          f"({plural(len(file_lines), 'line')} in the editor)")
                     span = CoreSpan(rel, start_line, end_line,
                                     "\n".join(file_lines[start_line - 1:end_line]) + "\n")
                 else:
@@ -268,7 +271,8 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
             last = window[-1][0] if window else at
             hint = None
             if cut or last < n - 1:
-                hint = f"the tape has {n} events; call view(at={min(n - 1, last + after + 1)}) for the next ones"
+                hint = (f"the tape has {plural(n, 'event')}; call view(at={min(n - 1, last + after + 1)}) "
+                        "for the next ones")
             return ViewResult(tape=row.id, session_id=row.session_id, at=at, events=events, truncated=cut,
                               hint=hint)
 

@@ -63,6 +63,19 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def engram_bin(tmp_path: Path) -> Path:
+    """A directory holding an `engram` script as pip installs it (a Python shebang calling the
+    console entry point), on no PATH: an engram in a virtual environment that is not activated."""
+    folder = tmp_path / "venv-bin"
+    folder.mkdir()
+    script = folder / "engram"
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom engram_server.entry import console\n"
+                      "sys.exit(console())\n")
+    script.chmod(0o755)
+    return folder
+
+
 def run_engram(cwd: Path, *args: str, check: bool = True, input: bytes | None = None,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess, as a user would."""

@@ -232,7 +232,7 @@ def test_a_newer_record_without_evidence_is_known_not_unknown(spotter: Path, rep
     (tmp_path / "s.jsonl").write_text("".join(lines))
     proc = run_engram(repo, "ingest", str(tmp_path / "s.jsonl"))
     assert "unknown record type" not in proc.stdout + proc.stderr
-    assert "1 sessions" in proc.stdout and "0 skipped" in proc.stdout
+    assert "1 session," in proc.stdout and "0 skipped" in proc.stdout
 
 
 def test_newer_record_types_are_known_and_an_attached_file_is_a_read(repo: Path, tmp_path: Path) -> None:
@@ -304,7 +304,7 @@ def test_a_subagent_file_gone_since_listing_loses_that_file_not_the_session(spot
     sub.unlink()
     sub.symlink_to(tmp_path / "deleted.jsonl")
     proc = run_engram(repo, "ingest", str(src))
-    assert "1 new tapes" in proc.stdout and "1 × unreadable subagent file (FileNotFoundError)" in proc.stdout
+    assert "1 new tape," in proc.stdout and "1 × unreadable subagent file (FileNotFoundError)" in proc.stdout
     evs = tape_events(repo, SPOTTER_MAIN)
     assert len([e for e in evs if e["kind"] == "code.edit"]) == 48  # the main file's, all of them
     # With its file unread, the subagent's work comes from the parent's progress records.
@@ -317,7 +317,7 @@ def test_a_subagent_file_gone_since_listing_loses_that_file_not_the_session(spot
     # Back in place, the next capture reads it from its start.
     sub.unlink()
     shutil.copy(spotter / SPOTTER_MAIN / "subagents" / "agent-a881341.jsonl", sub)
-    assert "1 new tapes" in run_engram(repo, "ingest", str(src)).stdout
+    assert "1 new tape," in run_engram(repo, "ingest", str(src)).stdout
     store = Store(repo)
     db = open_db(store)
     try:

@@ -708,7 +708,7 @@ def test_an_exported_rollout_gets_a_stable_id_from_its_content_and_a_cwd_from_it
     run_engram(root, "init")
     first = exported("/home/dev/proj").write(tmp_path / "a" / "session.jsonl")
     out = run_engram(root, "ingest", str(first)).stdout
-    assert "1 edits" in out
+    assert "1 edit," in out
     assert "note: 1 Codex rollout records no working directory: inferred from the paths edited, /home/dev/proj (1)" \
         in out
     (tape,) = json.loads(run_engram(root, "tapes", "--json").stdout)
@@ -722,7 +722,7 @@ def test_an_exported_rollout_gets_a_stable_id_from_its_content_and_a_cwd_from_it
     copy.parent.mkdir()
     copy.write_bytes(first.read_bytes())
     again = run_engram(root, "ingest", str(copy)).stdout
-    assert "0 new tapes" in again and "(1 sessions unchanged)" in again
+    assert "0 new tapes" in again and "(1 session unchanged)" in again
     other = exported("/home/dev/proj").message("user", "thanks")
     other.records[0]["payload"]["content"][0]["text"] = "make greet friendlier, please"
     assert capture(other.write(tmp_path / "c" / "session.jsonl"), root).session_id != tape["session_id"]

@@ -17,7 +17,7 @@ def test_demo_explains_code_the_shipped_session_created(spotter: Path, tmp_path:
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "ingest: 1 sessions, 1 new tapes" in out
+    assert "ingest: 1 session, 1 new tape" in out
     ingested = re.search(r"^ingest: .* (\d+) events, (\d+) edits, (\d+) reads", out, re.M)
     listed = re.search(r"^[0-9a-f]{12} +claude-code +\S+ +\S+ +[\d-]+ [\d:]+ +(\d+) +(\d+) +(\d+) ", out, re.M)
     assert ingested and listed, out[:2000]

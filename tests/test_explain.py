@@ -713,7 +713,7 @@ def test_a_damaged_tape_is_left_out_then_captured_again(spotter: Path, tmp_path:
     proc = run_engram(root, "explain", f"{rel}:{a}-{b}", check=False)
     assert proc.returncode == 1 and "the tape is damaged: `engram reindex` leaves it out" in proc.stderr
     proc = run_engram(root, "reindex")
-    assert f"left out 1 damaged tape(s) ({main_tape[:12]})" in proc.stderr
+    assert f"left out 1 damaged tape ({main_tape[:12]}): run `engram ingest`" in proc.stderr
     assert SPOTTER_MAIN not in run_engram(root, "tapes").stdout
     n = len((root / other).read_text().splitlines())
     assert explain(root, f"{other}:1-{n}", "--brief")["sessions"][0]["session_id"] == SPOTTER_OTHER

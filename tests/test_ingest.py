@@ -530,5 +530,5 @@ def test_the_summary_counts_every_edit_not_recorded_by_reason_once(tmp_path: Pat
     r.custom("lost-again", "*** Begin Patch\n[REDACTED]\n", custom_ok("app.py"))
     r.write(path)
     again = run_engram(root, "ingest", str(path)).stdout
-    assert "1 new tapes" in again and "without line ranges" not in again, again
+    assert "1 new tape," in again and "without line ranges" not in again, again
     assert "edits not recorded: 1 × apply_patch input redacted or unparseable" in again, again

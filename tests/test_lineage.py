@@ -359,7 +359,7 @@ def test_history_captured_out_of_time_order_is_reported_and_put_right_by_reindex
     older = tape(tmp_path, "old", "2026-01-01T00:00:00Z", [edit("f.py", [], x, "2026-01-01T00:00:01Z", op="create")])
     assert "note:" not in run_engram(repo, "ingest", str(newer)).stdout
     out = run_engram(repo, "ingest", str(older)).stdout
-    assert "note: 1 tapes are older than tapes indexed before them" in out and "engram reindex" in out
+    assert "note: 1 tape is older than tapes indexed before it" in out and "run `engram reindex`" in out
     assert ("old", "new") not in [(s, d) for s, d, *_ in edges(repo)]
     run_engram(repo, "reindex")
     assert [(s, d) for s, d, *_ in edges(repo)] == [("old", "new")]

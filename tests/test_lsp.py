@@ -262,7 +262,7 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
         else:
             proc = run_engram(root, "-v", "ingest", str(path), env={"ENGRAM_LOCAL": ""})
         assert "answered by the language server" in proc.stderr, proc.stderr
-        assert proc.stdout.startswith("ingest: 1 sessions, 1 new tapes"), proc.stdout
+        assert proc.stdout.startswith("ingest: 1 session, 1 new tape,"), proc.stdout
         return proc.stdout
 
     inbox = tmp_path / "inbox"  # a directory, with a link to a transcript deleted since

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -43,7 +44,9 @@ def agent_span(spotter: Path, spot: Path) -> tuple[str, int, int]:
 
 
 def stdio(cwd: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=MCP_CMD[0], args=MCP_CMD[1:], cwd=str(cwd))
+    """The MCP server of the code under test: the SDK starts servers with a few variables only, and
+    without PYTHONPATH a checkout run that way would import whichever engram is installed."""
+    return StdioServerParameters(command=MCP_CMD[0], args=MCP_CMD[1:], cwd=str(cwd), env=dict(os.environ))
 
 
 async def check_explain(c: Client, rel: str, a: int, b: int) -> None:
@@ -96,6 +99,29 @@ async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: st
         assert r.is_error is True and message in r.content[0].text
         r = await c.call_tool("view", {"tape": "zzzz", "at": 0})
         assert r.is_error is True and "no tape or session matches" in r.content[0].text
+
+
+WRONG_ARGUMENTS = [
+    ("explain", {"file": "a.py", "start_line": "abc", "end_line": 2},
+     "explain: the argument `start_line` must be an integer of at least 1, not the string 'abc'."),
+    ("explain", {"file": "a.py", "end_line": 2},
+     "explain: the argument `start_line` is missing: it must be an integer of at least 1."),
+    ("explain", {"file": 5, "start_line": 1, "end_line": 2, "brief": "maybe"},
+     "explain: the argument `file` must be a string, not the number 5; the argument `brief` must be true or false, "
+     "not the string 'maybe'."),
+    ("explain", {"file": "a.py", "start_line": 1, "end_line": 2, "rank": "best"},
+     'explain: the argument `rank` must be one of "touches", "evidence", or null, not the string \'best\'.'),
+    ("view", {"tape": "x", "at": 1.5}, "view: the argument `at` must be an integer of at least 0, not the number 1.5."),
+    ("tapes", {"limit": 500}, "tapes: the argument `limit` must be an integer from 1 to 200, not the number 500."),
+    ("search", {}, "search: the argument `query` is missing: it must be a string."),
+]
+
+
+async def test_a_wrong_or_missing_argument_is_one_sentence_naming_it_and_its_type(spot: Path) -> None:
+    async with Client(stdio(spot)) as c:
+        for tool, args, message in WRONG_ARGUMENTS:
+            r = await c.call_tool(tool, args)
+            assert r.is_error is True and r.content[0].text == message, (tool, args, r.content[0].text)
 
 
 async def test_store_not_initialised_is_a_tool_error(tmp_path: Path) -> None:
@@ -298,12 +324,15 @@ def test_setup_merges_and_keeps_a_backup(repo: Path, tmp_path: Path, monkeypatch
     run_engram(repo, "setup", "claude")
     run_engram(repo, "setup", "claude")  # idempotent
     mcp = json.loads((repo / ".mcp.json").read_text())
-    assert mcp["mcpServers"]["other"] == {"command": "x"} and mcp["mcpServers"]["engram"]["args"] == ["mcp"]
+    assert mcp["mcpServers"]["other"] == {"command": "x"}
     settings = json.loads((repo / ".claude" / "settings.json").read_text())
     assert settings["permissions"] == {"allow": ["Bash"]}
     post = settings["hooks"]["PostToolUse"]
     assert post[0]["hooks"][0]["command"] == "mine" and len(post) == 2
-    assert post[1]["matcher"] == "Edit|MultiEdit|Write|NotebookEdit" and post[1]["hooks"][0]["command"] == "engram hook"
+    engram = [os.path.abspath(sys.executable), "-m", "engram_server.entry"]  # (run_engram runs it as a module)
+    assert post[1]["matcher"] == "Edit|MultiEdit|Write|NotebookEdit"
+    assert post[1]["hooks"][0]["command"] == shlex.join([*engram, "hook"])
+    assert mcp["mcpServers"]["engram"] == {"type": "stdio", "command": engram[0], "args": [*engram[1:], "mcp"]}
     assert {"PreCompact", "SessionEnd"} <= set(settings["hooks"])
     assert (repo / ".mcp.json.engram-backup").exists()
     codex = tmp_path / "codex"
@@ -316,8 +345,8 @@ def test_setup_merges_and_keeps_a_backup(repo: Path, tmp_path: Path, monkeypatch
 
     conf = tomllib.loads((codex / "config.toml").read_text())
     assert conf["model"] == "gpt-5" and conf["mcp_servers"]["other"] == {"command": "x"}
-    assert conf["mcp_servers"]["engram"] == {"command": "engram", "args": ["mcp"]}
-    assert conf["notify"] == ["engram", "hook"]
+    assert conf["mcp_servers"]["engram"] == {"command": engram[0], "args": [*engram[1:], "mcp"]}
+    assert conf["notify"] == [*engram, "hook"]
 
 
 # ---------------------------------------------------------------- concurrency

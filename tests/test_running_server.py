@@ -60,8 +60,8 @@ def test_a_run_file_whose_server_is_gone_or_deaf_leaves_the_ingest_here(repo: Pa
                               cwd=repo, capture_output=True, text=True, env={**os.environ, "ENGRAM_LOCAL": ""},
                               timeout=600, check=False)
         assert proc.returncode == 0, proc.stderr
-        new = "1 new tapes" if first else "0 new tapes"
-        assert proc.stdout.startswith(f"ingest: 1 sessions, {new}"), proc.stdout
+        new = "1 new tape," if first else "0 new tapes"
+        assert proc.stdout.startswith(f"ingest: 1 session, {new}"), proc.stdout
         assert "answered by the language server" not in proc.stderr
         asked = proc.stderr.count("did not answer")
         assert asked == (0 if first else 1), proc.stderr

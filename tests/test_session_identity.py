@@ -204,17 +204,17 @@ def test_a_resumed_session_and_its_original_are_two_tapes_linked(repo: Path, tmp
     (repo / "lib" / "parser.ex").write_text(after)
     resumed_file = resumed.save(tmp_path / "s", original.records)  # just resumed: nothing of its own yet
     alone = run_engram(repo, "ingest", str(resumed_file)).stdout  # Claude Code may have deleted the original
-    assert "note: 1 session files repeat 64 records of 1 other sessions" in alone
+    assert "note: 1 session file repeats 64 records of 1 other session" in alone
     assert f"1 of those is not captured here (their own files were not ingested; Claude Code deletes old ones): " \
            f"{ORIGINAL}" in alone
-    assert "1 sessions, 0 new tapes" in alone  # no record of its own: nothing to tape yet
+    assert "1 session, 0 new tapes" in alone  # no record of its own: nothing to tape yet
     resumed.save(tmp_path / "s", original.records + resumed.records)
-    assert "1 new tapes" in run_engram(repo, "ingest", str(resumed_file)).stdout  # its own records, appended
+    assert "1 new tape," in run_engram(repo, "ingest", str(resumed_file)).stdout  # its own records, appended
     assert listed_sessions(repo) == [RESUMED]
 
     original.save(tmp_path / "s")
     out = run_engram(repo, "ingest", str(tmp_path / "s")).stdout
-    assert "2 sessions, 1 new tapes" in out and "(1 sessions unchanged)" in out
+    assert "2 sessions, 1 new tape," in out and "(1 session unchanged)" in out
     assert listed_sessions(repo) == sorted([ORIGINAL, RESUMED])
     assert explain_sessions(repo, "lib/parser.ex:1-9") == [ORIGINAL]
     assert explain_sessions(repo, "lib/parser.ex:12-14")[0] == RESUMED

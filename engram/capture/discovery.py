@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -17,6 +18,7 @@ from engram.capture.stats import IngestStats
 from engram.errors import BadInput
 from engram.store.repo import git_toplevel, git_worktrees
 from engram.tape import events as E
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -255,9 +257,13 @@ def _adapter_started(fmt: str, path: Path) -> str | None:
     return started(records)
 
 
-def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, stats: IngestStats) -> list[Job]:
-    """This repository's sessions where the harnesses keep them (cwd inside a work tree of ours)."""
+def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, stats: IngestStats,
+             report: DiscoveryReport | None = None) -> list[Job]:
+    """This repository's sessions where the harnesses keep them (cwd inside a work tree of ours).
+    `report`, when given, is filled with every directory looked in and what was found there."""
     trees = [str(t) for t in repo_trees(repo_root)]
+    report = report if report is not None else DiscoveryReport()
+    report.trees = trees
 
     def ours(cwd: str | None) -> bool:
         if cwd is None:
@@ -267,19 +273,149 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
 
     jobs: list[Job] = []
     cdir = claude_dir or claude_home() / "projects"
-    if cdir.is_dir():
-        for f in sorted(cdir.rglob("*.jsonl")):
-            if _is_subagent_file(f) or not ours(_first_cwd(f, CLAUDE)):
-                continue
-            jobs.append(job_for_file(f.resolve(), CLAUDE))
+    for place, files in _places(CLAUDE, cdir, by_project=True, report=report):
+        for f in files:
+            if not _is_subagent_file(f) and place.saw(f, _first_cwd(f, CLAUDE), ours):
+                jobs.append(job_for_file(f.resolve(), CLAUDE))
+    if cdir.is_dir() and not any(p.matched for p in report.places if p.harness == CLAUDE):
+        for t in trees:
+            expected = cdir / claude_project_name(t)
+            if not expected.exists():
+                why = f"no such directory, so no Claude Code session ran in {t} (its sessions would be kept here)"
+                report.places.append(Place(CLAUDE, expected, problem=why))
     xdir = codex_dir or codex_home()
     for sub in (["sessions", "archived_sessions"] if codex_dir is None else [""]):
-        d = xdir / sub if sub else xdir
-        if d.is_dir():
-            for f in sorted(d.rglob("*.jsonl")):
-                if ours(_first_cwd(f, CODEX)):
+        for place, files in _places(CODEX, xdir / sub if sub else xdir, by_project=False, report=report):
+            for f in files:
+                if place.saw(f, _first_cwd(f, CODEX), ours):
                     jobs.append(job_for_file(f.resolve(), CODEX))
     return jobs
+
+
+@dataclass
+class Place:
+    """One directory discovery looked in, and what it found there."""
+
+    harness: str
+    path: Path
+    problem: str | None = None  # "no such directory", "unreadable (…)": nothing could be looked at
+    sessions: int = 0
+    matched: int = 0
+    cwds: Counter[str] = field(default_factory=Counter)  # the working directories of sessions not ours
+    no_cwd: int = 0
+    unreadable: int = 0
+
+    def saw(self, f: Path, cwd: str | None, ours: Callable[[str | None], bool]) -> bool:
+        """Count a session file found here; whether it is one of this repository's."""
+        self.sessions += 1
+        if ours(cwd):
+            self.matched += 1
+            return True
+        if cwd is not None:
+            self.cwds[cwd] += 1
+        elif os.access(f, os.R_OK):
+            self.no_cwd += 1
+        else:
+            self.unreadable += 1
+        return False
+
+    def why_not(self) -> str:
+        """Why none of this directory's sessions is one of this repository's, in a few words."""
+        if self.problem:
+            return self.problem
+        if not self.sessions:
+            return "no sessions (*.jsonl) there"
+        parts = []
+        if self.cwds:
+            seen = ", ".join(f"{cwd} ({n})" for cwd, n in self.cwds.most_common(3))
+            more = len(self.cwds) - 3
+            parts.append(f"{plural(sum(self.cwds.values()), 'session')} ran elsewhere: {seen}"
+                         + (f" and {plural(more, 'other directory', 'other directories')}" if more > 0 else ""))
+        if self.no_cwd:
+            parts.append(f"{plural(self.no_cwd, 'session')} without a recorded working directory")
+        if self.unreadable:
+            parts.append(f"{plural(self.unreadable, 'session file')} unreadable (permissions)")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"harness": self.harness, "path": str(self.path), "problem": self.problem, "sessions": self.sessions,
+                "matched": self.matched, "cwds": dict(self.cwds.most_common(10)), "no_cwd": self.no_cwd,
+                "unreadable": self.unreadable}
+
+
+@dataclass
+class DiscoveryReport:
+    """Where `discover` looked and, for each directory, why its sessions did or did not match:
+    what `engram ingest` shows when it finds nothing (and with --verbose), and `engram doctor`."""
+
+    trees: list[str] = field(default_factory=list)  # this repository's work trees, which a session's cwd must be in
+    places: list[Place] = field(default_factory=list)
+
+    @property
+    def found(self) -> int:
+        return sum(p.matched for p in self.places)
+
+    def lines(self, every: bool = False) -> list[str]:
+        """For people: the directories with sessions of this repository, then the others and why
+        not; `every`: all of them, else the most telling few (a Claude Code home holds one
+        directory per project)."""
+        out = [f"looked for sessions whose working directory is in {', '.join(self.trees)}:"]
+        for p in self.places:
+            if p.matched:
+                out.append(f"  {p.path}: {plural(p.matched, 'session')} of this repository")
+        misses = sorted((p for p in self.places if not p.matched), key=self._telling)
+        shown = misses if every else misses[:MISSES_SHOWN]
+        out += [f"  {p.path}: {p.why_not()}" for p in shown]
+        if len(misses) > len(shown):
+            n = len(misses) - len(shown)
+            out.append(f"  and {plural(n, 'other directory', 'other directories')} without a session of this "
+                       "repository (`engram ingest --verbose` lists them)")
+        return out
+
+    def _telling(self, p: Place) -> tuple[int, int, str]:
+        """Missing harness homes first, then directories whose sessions ran in a directory named
+        like one of ours (a moved or other checkout), then the busiest."""
+        names = {PurePosixPath(t).name for t in self.trees}
+        like_ours = any(PurePosixPath(posix_path(cwd)).name in names for cwd in p.cwds)
+        return (0 if p.problem else 1 if like_ours else 2, -p.sessions, str(p.path))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"trees": self.trees, "found": self.found, "places": [p.as_dict() for p in self.places]}
+
+
+MISSES_SHOWN = 5
+
+
+def claude_project_name(cwd: str) -> str:
+    """The directory Claude Code keeps the sessions run in `cwd` in, under its projects directory:
+    the path with every character but a letter or a digit made a dash."""
+    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
+
+
+def _places(harness: str, root: Path, *, by_project: bool,
+            report: DiscoveryReport) -> Iterator[tuple[Place, list[Path]]]:
+    """The directories to look in under `root` (with `by_project`, one per project directory, as
+    Claude Code keeps them), each as a Place added to `report` and its session files."""
+    if not root.is_dir():
+        report.places.append(Place(harness, root, problem="no such directory"))
+        return
+    dirs = [root]
+    if by_project:
+        try:
+            dirs = sorted(d for d in root.iterdir() if d.is_dir())
+        except OSError as exc:
+            report.places.append(Place(harness, root, problem=f"unreadable ({exc.strerror or exc})"))
+            return
+        if any(root.glob("*.jsonl")) or not dirs:
+            dirs.insert(0, root)
+    for d in dirs:
+        place = Place(harness, d)
+        report.places.append(place)
+        if not os.access(d, os.R_OK | os.X_OK):
+            place.problem = "unreadable (permission denied)"
+            continue
+        files = sorted(d.glob("*.jsonl")) if d == root and by_project else sorted(d.rglob("*.jsonl"))
+        yield place, [f for f in files if f.is_file()]
 
 
 def repo_trees(repo_root: Path) -> tuple[PurePosixPath, ...]:

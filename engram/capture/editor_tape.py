@@ -19,6 +19,7 @@ from engram.capture.record import diff_edits
 from engram.index.build import Indexer
 from engram.store.repo import Store
 from engram.tape import events as E
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -51,5 +52,5 @@ def record_save(store: Store, session: EditorSession, file: str, before: str, af
     events = [meta, *edits]
     written = store_events(store, events, Indexer(store))
     session.prev = written.id
-    log.info("editor tape %s: %d edit(s) in %s", written.id[:12], len(edits), file)
+    log.info("editor tape %s: %s in %s", written.id[:12], plural(len(edits), "edit"), file)
     return written.id

@@ -279,7 +279,7 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
         try:
             reconcile(db, store)
             if len(jobs) > 1:
-                captured = _captured_ends(db)
+                captured = captured_ends(db)
                 jobs = sorted(jobs, key=lambda job: (start_hint(job, captured.get(str(job.main), 0)), str(job.main)))
             restore = getattr(after_tape, "restore", None)
             if restore is not None:  # postings an interrupted run did not write
@@ -339,7 +339,7 @@ def _bulk_memory(indexer: Any, n_jobs: int) -> AbstractContextManager[None]:
     return small_pages()
 
 
-def _captured_ends(db: apsw.Connection) -> dict[str, int]:
+def captured_ends(db: apsw.Connection) -> dict[str, int]:
     """Session file -> how far earlier tapes captured it (a run's later segments begin there)."""
     return {path: end for path, end in db.execute("SELECT path, max(end) FROM captures WHERE source = 'main'"
                                                   " GROUP BY path")}
@@ -513,7 +513,7 @@ def ingest_request(store: Store, params: dict[str, Any], merge_later: bool = Fal
                                            for m in maps)):
         raise BadInput("ingest: `maps` must be a list of [FROM, TO] pairs")
     stats = ingest_paths(store, [Path(p) for p in paths], [(a, b) for a, b in maps], merge_later=merge_later)
-    return {"summary": stats.summary(), "tapes": stats.tapes, "sessions": stats.sessions}
+    return stats.as_dict()
 
 
 def terminal_progress(label: str) -> Callable[[int, int], None] | None:

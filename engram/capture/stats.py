@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from engram.adapters.base import OUTSIDE
+from engram.words import agree, plural
 
 
 @dataclass
@@ -45,31 +47,40 @@ class IngestStats:
         self.inferred_cwd.update(other.inferred_cwd)
         self.written.extend(other.written)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The counts `summary` reports, for a program (`engram ingest --json`), with the summary itself."""
+        doc: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            doc[f.name] = dict(value) if isinstance(value, Counter) else value
+        return {**doc, "summary": self.summary()}
+
     def summary(self) -> str:
         skipped = sum(self.skipped.values())
         parts = [
-            f"{self.sessions} sessions",
-            f"{self.tapes} new tapes",
-            f"{self.events} events",
-            f"{self.edits} edits",
-            f"{self.reads} reads",
-            f"{sum(self.redactions.values())} secrets redacted",
+            plural(self.sessions, "session"),
+            plural(self.tapes, "new tape"),
+            plural(self.events, "event"),
+            plural(self.edits, "edit"),
+            plural(self.reads, "read"),
+            f"{plural(sum(self.redactions.values()), 'secret')} redacted",
             f"{skipped} skipped",
         ]
         line = "ingest: " + ", ".join(parts)
         if self.unchanged:
-            line += f" ({self.unchanged} sessions unchanged)"
+            line += f" ({plural(self.unchanged, 'session')} unchanged)"
         if self.as_text:
-            files = "1 file holds" if self.as_text == 1 else f"{self.as_text} files hold"
+            files = f"{plural(self.as_text, 'file')} {agree(self.as_text, 'holds', 'hold')}"
             line += (f"\n  note: {files} no Claude Code or Codex records: read as plain text (JSON as the strings "
                      "it holds), so their sessions have no edits, reads or times and are named raw-…")
         if self.copying:
             n = sum(self.copied.values())
-            line += (f"\n  note: {self.copying} session files repeat {n} records of {len(self.copied)} other sessions "
-                     "(a resumed conversation, a plan handed over): they count once, for the sessions that made them")
+            line += (f"\n  note: {plural(self.copying, 'session file')} {agree(self.copying, 'repeats', 'repeat')} "
+                     f"{plural(n, 'record')} of {plural(len(self.copied), 'other session')} (a resumed conversation, "
+                     "a plan handed over): they count once, for the sessions that made them")
             if self.copied_uncaptured:
                 k = len(self.copied_uncaptured)
-                line += (f"; {k} of those {'is' if k == 1 else 'are'} not captured here (their own files were not "
+                line += (f"; {k} of those {agree(k, 'is')} not captured here (their own files were not "
                          f"ingested; Claude Code deletes old ones): {', '.join(self.copied_uncaptured[:3])}"
                          f"{', …' if k > 3 else ''}")
         line += self._inferred_note()
@@ -101,7 +112,8 @@ class IngestStats:
             out += "\n  edits not recorded: " + reasons
             if any(reason.startswith(OUTSIDE) for reason in self.dropped):
                 out += ("\n  note: edits outside the repository are left as tool calls; if some are the repository's "
-                        "under another path (recorded on another machine), pass --map FROM=TO")
+                        "under another path (recorded on another machine), run the ingest again with "
+                        "`--map FROM=TO` (FROM: that path, TO: this repository's)")
         return out
 
     def _inferred_note(self) -> str:
@@ -110,10 +122,10 @@ class IngestStats:
         out = ""
         if found:
             n = sum(found.values())
-            out += (f"\n  note: {n} Codex {'rollout records' if n == 1 else 'rollouts record'} no working directory: "
+            out += (f"\n  note: {plural(n, 'Codex rollout')} {agree(n, 'records', 'record')} no working directory: "
                     "inferred from the paths edited, " + ", ".join(f"{cwd} ({k})" for cwd, k in sorted(found.items())))
         if self.inferred_cwd[""]:
             n = self.inferred_cwd[""]
-            out += (f"\n  note: {n} Codex {'rollout records' if n == 1 else 'rollouts record'} no working directory and "
+            out += (f"\n  note: {plural(n, 'Codex rollout')} {agree(n, 'records', 'record')} no working directory and "
                     "no path that names one: their relative paths are taken from the repository root")
         return out

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
+from typing import Any
+
+from engram.cli.output import people_output, print_json
+
+AGENTS = ("claude", "codex")
 
 
 def run_hook_command(payload: str | None) -> int:
@@ -19,22 +25,75 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return run_hook_command(args.payload)
 
 
-def cmd_setup(args: argparse.Namespace) -> int:
-    from engram.integrations.setup import codex_notify_conflict, setup
+def _root(args: argparse.Namespace) -> Path:
     from engram.store.repo import find_repo_root
 
-    root = find_repo_root(Path.cwd()) or Path.cwd()
-    plans = setup(args.agent, root, dry_run=args.dry_run)
+    here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()
+    return find_repo_root(here) or here
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from engram.errors import BadInput
+
+    if args.remove:
+        return _remove(args)
+    if args.agent is None:
+        raise BadInput("set up which agent? `engram setup claude` or `engram setup codex` "
+                       "(`engram setup --remove` takes Engram out of both)")
+    from engram.integrations.setup import codex_notify_conflict, engram_command, path_note, setup, verify
+
+    command = engram_command()
+    plans = setup(args.agent, _root(args), dry_run=args.dry_run, command=command)
+    ok, answer = verify(command)
+    warnings = [w for w in (path_note(command), codex_notify_conflict() if args.agent == "codex" else None) if w]
+    if args.json:
+        print_json({"agent": args.agent, "command": command, "dry_run": args.dry_run, "verified": ok,
+                    "version" if ok else "error": answer, "warnings": warnings, "files": _files(plans)})
+        return 0 if ok else 1
     for p in plans:
         if args.dry_run:
             print(f"--- {p.path} ({'would change' if p.changed else 'unchanged'})\n{p.text}")
         else:
-            print(f"{'updated' if p.changed else 'already set up'}: {p.path}")
-    if args.agent == "codex":
-        conflict = codex_notify_conflict()
-        if conflict:
-            print(f"note: {conflict}", file=sys.stderr)
+            print(f"{'updated' if p.changed else 'already set up'}: {p.path}" + (f" ({p.note})" if p.note else ""))
+    _say_verified(command, ok, answer)
+    for w in warnings:
+        print(f"note: {w}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def _say_verified(command: list[str], ok: bool, answer: str) -> None:
+    from engram.cli.style import paint
+
+    shown = shlex.join(command)
+    if ok:
+        print(f"{paint('verified', 'green', sys.stdout)}: `{shown} --version` answers {answer}")
+    else:
+        print(f"{paint('engram:', 'red bold', sys.stderr)} the configured command does not run: {answer}; "
+              "run `engram setup` again with the engram you mean to use", file=sys.stderr)
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from engram.integrations.setup import remove
+
+    agents = [args.agent] if args.agent else list(AGENTS)
+    plans = [p for agent in agents for p in remove(agent, _root(args), dry_run=args.dry_run)]
+    if args.json:
+        print_json({"agents": agents, "dry_run": args.dry_run, "files": _files(plans)})
+        return 0
+    for p in plans:
+        if not p.changed:
+            line = f"nothing of Engram's in {p.path}" if p.path.exists() else f"no {p.path}: nothing to remove"
+        elif p.text is None:
+            line = f"{'would remove' if args.dry_run else 'removed'} {p.path} (it held only Engram's entries)"
+        else:
+            line = f"{'would take' if args.dry_run else 'took'} Engram's entries out of {p.path}"
+        print(line + (f" ({p.note})" if p.note and p.changed else ""))
     return 0
+
+
+def _files(plans: list[Any]) -> list[dict[str, Any]]:
+    return [{"path": str(p.path), "changed": p.changed, "removed": p.text is None and p.changed, "note": p.note}
+            for p in plans]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +103,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_hook)
 
     s = sub.add_parser("setup", help="add Engram's MCP server and automatic capture to Claude Code or Codex")
-    s.add_argument("agent", choices=["claude", "codex"])
+    s.add_argument("agent", nargs="?", choices=AGENTS,
+                   help="the agent to set up: claude (.mcp.json, .claude/settings.json) or codex "
+                        "(~/.codex/config.toml)")
     s.add_argument("--dry-run", action="store_true", help="print the files instead of writing them")
+    s.add_argument("--remove", action="store_true",
+                   help="take out exactly what setup added (both agents when none is named); the rest stays")
+    people_output(s)
     s.set_defaults(func=cmd_setup)

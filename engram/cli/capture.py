@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engram.cli import running_server
 from engram.cli.context import store_of
+from engram.cli.output import people_output, print_json
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -21,7 +22,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     open_db(store).close()  # the index exists from the start: a read-only query never creates it
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    print(f"initialised {store.dir}")
+    if args.json:
+        print_json({"store": str(store.dir), "warnings": warnings})
+    else:
+        print(f"initialised {store.dir}")
     return 0
 
 
@@ -57,25 +61,48 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.paths and not args.watch:
         handed = running_server.ingest_via_server(str(store.root), args.paths, maps)
         if handed is not None:
-            print(handed["summary"])
+            _report(handed, handed["summary"], args.json)
             return 0
-    from engram.capture.discovery import discover
+    from engram.capture.discovery import DiscoveryReport, discover
     from engram.capture.pipeline import ingest, ingest_paths, terminal_progress
     from engram.capture.stats import IngestStats
 
     progress = terminal_progress("ingest")
     if args.paths:
         stats = ingest_paths(store, [Path(p) for p in args.paths], maps, progress)
+        _report(stats.as_dict(), stats.summary(), args.json)
     else:
-        stats = IngestStats()
-        jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats)
+        stats, report = IngestStats(), DiscoveryReport()
+        jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats,
+                        report)
         ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store))
-    print(stats.summary())
+        verbose = bool(args.verbose or args.command_verbose)
+        _report({**stats.as_dict(), "discovery": report.as_dict()},
+                stats.summary() + _where_looked(report, verbose), args.json)
     if args.watch:
         from engram.capture.watch import watch
 
         return watch(store, args, maps, indexer_for=_indexer)
     return 0
+
+
+def _where_looked(report, verbose: bool) -> str:  # noqa: ANN001
+    """Where discovery looked and why sessions there did not match: said when it found none
+    (`0 sessions` alone left a user guessing) and with --verbose."""
+    if report.found and not verbose:
+        return ""
+    lines = report.lines(every=verbose)
+    if not report.found:
+        lines.append("to capture sessions kept elsewhere, give their files or directories: `engram ingest PATH...` "
+                     "(or --claude DIR / --codex DIR)")
+    return "".join(f"\n  {line}" for line in lines)
+
+
+def _report(doc: dict, summary: str, as_json: bool) -> None:
+    if as_json:
+        print_json(doc)
+    else:
+        print(summary)
 
 
 def _indexer(store):  # noqa: ANN001, ANN202
@@ -91,7 +118,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     store = store_of(args)
     if args.stdin:
         stats = record_stdin(store, args.format, sys.stdin.buffer, after_tape=_indexer(store))
-        print(stats.summary())
+        _report(stats.as_dict(), stats.summary(), args.json)
         return 0
     cmd = list(args.command)
     if cmd and cmd[0] == "--":
@@ -101,7 +128,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
         raise BadInput("nothing to record: give a command after `--`, or --stdin")
     code, tape = record_command(store, cmd, after_tape=_indexer(store))
-    print(f"recorded tape {tape[:12]} (exit status {code})", file=sys.stderr)
+    if args.json:
+        print_json({"tape": tape, "exit_status": code})
+    else:
+        print(f"recorded tape {tape[:12]} (exit status {code})", file=sys.stderr)
     return code
 
 
@@ -109,6 +139,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the capture commands to the command line."""
     s = sub.add_parser("init", help="create .engram/ in this repository")
     s.add_argument("path", nargs="?", help="repository root (default: the enclosing repository)")
+    people_output(s)
     s.set_defaults(func=cmd_init)
 
     s = sub.add_parser("ingest", help="capture agent sessions as tapes (and index them)")
@@ -118,10 +149,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--map", action="append", metavar="FROM=TO", help="rewrite session paths starting with FROM (without case for sessions recorded on macOS or "
                    "Windows)")
     s.add_argument("--watch", action="store_true", help="keep following live session files")
+    s.add_argument("-v", "--verbose", action="count", default=0, dest="command_verbose",
+                   help="also say where discovery looked and why sessions there did not match (as `engram -v`)")
+    people_output(s)
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("record", help="record a command (or a transcript on stdin) as a tape")
     s.add_argument("--stdin", action="store_true", help="read a transcript from standard input")
     s.add_argument("--format", choices=["claude", "codex", "events", "raw"], help="stdin format (default: detect)")
-    s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    people_output(s)
+    s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]: the command to run and record")
     s.set_defaults(func=cmd_record)

@@ -2,9 +2,13 @@
 
 Each group of commands lives in its own module of this package and adds its parsers with a
 `register(sub)` function: `capture` (init, ingest, record), `tapes` (tapes, show, gc), `agents`
-(setup, hook), `query` (explain, view, search, index, reindex); the language server and MCP
-commands come from `engram_server.entry` as plugins. The demo runs other commands through `main`,
-so it is wired here. Imports stay inside handlers: `engram --help` must be instant."""
+(setup, hook), `query` (explain, view, search, index, reindex), `doctor`; the language server and
+MCP commands come from `engram_server.entry` as plugins. The demo runs other commands through
+`main`, and `completion` describes the whole parser, so both are wired here. Imports stay inside
+handlers: `engram --help` must be instant.
+
+Bare `engram` prints the help and exits 1, as bare `git` does: a script that runs engram without
+a command learns that it did nothing. A mistyped command is answered with the nearest ones."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, query, running_server, tapes
+from engram.cli import agents, capture, doctor, query, running_server, tapes
 
 log = logging.getLogger("engram")
 
@@ -43,6 +47,9 @@ class _Skipped:
 
     def set_defaults(self, **kwargs: object) -> None:
         return None
+
+    def add_mutually_exclusive_group(self, **kwargs: object) -> _Skipped:
+        return self
 
 
 class _OnlyCommand:
@@ -73,11 +80,44 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def version_line() -> str:
+    """`engram --version`: the version from the installed package's metadata (the package's own
+    when it is run from a checkout without being installed), and which Python and files run it,
+    so that a configured command's `--version` says which engram it is."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    import engram  # noqa: PLC0415
+
+    try:
+        number = version("engram")
+    except PackageNotFoundError:
+        number = engram.__version__
+    where = Path(engram.__file__).parent
+    return f"engram {number} (Python {sys.version.split()[0]}, {where})"
+
+
+class _VersionAction(argparse.Action):
+    """`--version`, computed only when asked (reading package metadata is not free)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only`, the parser of that command alone (see `_OnlyCommand`)."""
-    p = argparse.ArgumentParser(prog="engram", description="Why does this code exist? Provenance from agent sessions.")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
-    p.add_argument("-C", "--repo", help="run as if started in this directory")
+    p = argparse.ArgumentParser(
+        prog="engram", description="Why does this code exist? Provenance of code from coding-agent sessions.",
+        epilog="`engram COMMAND --help` lists a command's options. Commands print for people, except explain, "
+               "view and search, which print JSON for agents (--pretty for people); --json gives JSON everywhere "
+               "(docs/cli.md).")
+    p.add_argument("--version", action=_VersionAction, help="print the version of engram and exit")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")
+    p.add_argument("-C", "--repo", metavar="DIR", help="run as if started in this directory")
+    p.add_argument("--no-color", action="store_true", help="no colour, even on a terminal (as NO_COLOR=1)")
     sub: Any = p.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
     if only is not None:
         sub = _OnlyCommand(sub, only)
@@ -90,26 +130,80 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     s.set_defaults(func=cmd_demo)
     agents.register(sub)
     query.register(sub)
+    doctor.register(sub)
+    s = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
+    s.add_argument("shell", choices=["bash", "zsh", "fish"],
+                   help="the shell: e.g. `source <(engram completion bash)` in ~/.bashrc (docs/cli.md)")
+    s.set_defaults(func=lambda args: _print_completion(args.shell, plugins))
     for plugin in plugins:
         plugin(sub)
     if isinstance(sub, _OnlyCommand) and not sub.found:
         return build_parser(plugins)  # not a command: the full parser says which ones exist
+    _describe_commands(sub.sub if isinstance(sub, _OnlyCommand) else sub)
     return p
+
+
+def _describe_commands(sub: argparse._SubParsersAction) -> None:
+    """A command's one-line help heads its own `--help` too."""
+    for action in sub._choices_actions:
+        parser = sub.choices.get(action.dest)
+        if parser is not None and parser.description is None:
+            parser.description = action.help
+
+
+def _print_completion(shell: str, plugins: Sequence[Plugin]) -> int:
+    from engram.cli.completion import script  # noqa: PLC0415
+
+    sys.stdout.write(script(shell, build_parser(plugins)))
+    return 0
+
+
+def commands_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands `parser` knows, by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def unknown_command(name: str, known: Sequence[str]) -> str:
+    """What `engram NAME` says when NAME is no command: the nearest ones, if any is near."""
+    import difflib  # noqa: PLC0415
+
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    line = f"engram: {name!r} is not a command"
+    if near:
+        line += f"; did you mean {' or '.join(near)}?"
+    return line + "\n`engram --help` lists the commands."
 
 
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["hook"]:  # a hook never fails the agent, not even on bad arguments
-        return agents.run_hook_command(argv[1] if len(argv) > 1 else None)
-    parser = build_parser(plugins, only=_command_of(argv))
+    if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # a hook never fails the agent,
+        return agents.run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
+    command = _command_of(argv)
+    if command is None and not {"-h", "--help", "--version"} & set(argv):
+        build_parser(plugins).print_help()
+        return 1
+    parser = build_parser(plugins, only=command)
+    known = commands_of(parser)
+    if command is not None and command not in known:
+        print(unknown_command(command, list(known)), file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
-    running_server.configure_logging(args.verbose)
+    if args.no_color:
+        from engram.cli import style  # noqa: PLC0415
+
+        style.disable()
+    running_server.configure_logging(args.verbose + getattr(args, "command_verbose", 0))
     from engram.errors import EngramError
 
     try:
         return args.func(args)
     except EngramError as exc:
-        print(f"engram: {exc}", file=sys.stderr)
+        from engram.cli.style import paint  # noqa: PLC0415
+
+        print(f"{paint('engram:', 'red bold', sys.stderr)} {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

@@ -11,6 +11,8 @@ from typing import Any
 
 from engram.cli.argtypes import count, positive, share
 from engram.cli.context import store_of
+from engram.cli.output import agent_output, people_output
+from engram.words import agree, plural
 
 
 def _out(doc: Any) -> None:
@@ -142,6 +144,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         older_text_note,
         out_of_order_note,
     )
+    from engram.capture.pipeline import merge_idle
     from engram.index.db import open_db
     from engram.store.lock import ingest_lock
 
@@ -151,10 +154,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     with ingest_lock(store):
         reconcile(db, store)
         n = index_pending(store, db, indexer)
-    print(f"index: {n} tapes indexed")
-    if indexer.out_of_order:
-        print("  " + out_of_order_note(indexer.out_of_order))
+    merged = merge_idle(store)  # segments appends left for a language server that is not running
+    notes = [out_of_order_note(indexer.out_of_order)] if indexer.out_of_order else []
     if note := older_text_note(db):
+        notes.append(note)
+    if args.json:
+        _out({"indexed": n, "segments_merged": merged, "out_of_order": indexer.out_of_order, "notes": notes})
+        return 0
+    print(f"index: {plural(n, 'tape')} indexed" + (f", {plural(merged, 'segment')} merged" if merged else ""))
+    for note in notes:
         print("  " + note)
     return 0
 
@@ -163,11 +171,16 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from engram.index.reindex import reindex
 
     stats = reindex(store_of(args))
-    print(f"reindex: {stats['tapes']} tapes, {stats['fragments']} fragments, {stats['stoplist']} stop-listed "
-          f"fingerprints (threshold {stats['stoplist_share']:.0%} of tapes, at least {stats['stoplist_min_tapes']} tapes)")
-    if stats["damaged"]:
-        print(f"  left out {len(stats['damaged'])} damaged tape(s) ({', '.join(t[:12] for t in stats['damaged'])}): "
-              "`engram ingest` captures their sessions again from the transcripts", file=sys.stderr)
+    if args.json:
+        _out(stats)
+    else:
+        print(f"reindex: {plural(stats['tapes'], 'tape')}, {plural(stats['fragments'], 'fragment')}, "
+              f"{plural(stats['stoplist'], 'stop-listed fingerprint')} (threshold {stats['stoplist_share']:.0%} of "
+              f"tapes, at least {plural(stats['stoplist_min_tapes'], 'tape')})")
+    if damaged := stats["damaged"]:
+        print(f"  left out {plural(len(damaged), 'damaged tape')} ({', '.join(t[:12] for t in damaged)}): run "
+              f"`engram ingest` to capture {agree(len(damaged), 'its', 'their')} sessions again from the transcripts",
+              file=sys.stderr)
     return 0
 
 
@@ -193,21 +206,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_explain)
 
     s = sub.add_parser("view", help="events of a tape around an offset")
-    s.add_argument("tape")
-    s.add_argument("--at", type=count, required=True, metavar="OFFSET")
-    s.add_argument("--before", type=count, default=5)
-    s.add_argument("--after", type=count, default=5)
-    s.add_argument("--pretty", action="store_true")
+    s.add_argument("tape", help="a unique tape-id prefix or a session id")
+    s.add_argument("--at", type=count, required=True, metavar="OFFSET",
+                   help="the event to centre on (a fragment's offset in explain's answer)")
+    s.add_argument("--before", type=count, default=5, help="events before it (default 5)")
+    s.add_argument("--after", type=count, default=5, help="events after it (default 5)")
+    agent_output(s)
     s.set_defaults(func=cmd_view)
 
     s = sub.add_parser("search", help="plain text search over messages and tool calls (FTS5)")
-    s.add_argument("query")
-    s.add_argument("--limit", type=positive, default=20)
-    s.add_argument("--pretty", action="store_true")
+    s.add_argument("query", help="words to find (SQLite FTS5 syntax)")
+    s.add_argument("--limit", type=positive, default=20, help="at most N hits (default 20)")
+    agent_output(s)
     s.set_defaults(func=cmd_search)
 
     s = sub.add_parser("index", help="index tapes not indexed yet")
+    people_output(s)
     s.set_defaults(func=cmd_index)
 
     s = sub.add_parser("reindex", help="rebuild the whole index from the tapes")
+    people_output(s)
     s.set_defaults(func=cmd_reindex)

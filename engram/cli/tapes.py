@@ -7,6 +7,8 @@ import sys
 
 from engram.cli.argtypes import positive
 from engram.cli.context import store_of
+from engram.cli.output import people_output, print_json
+from engram.words import plural
 
 
 def cmd_tapes(args: argparse.Namespace) -> int:
@@ -18,9 +20,7 @@ def cmd_tapes(args: argparse.Namespace) -> int:
     db = open_db(store)
     rows = list_tapes(db, limit=args.limit, harness=args.harness)
     if args.json:
-        import orjson
-
-        sys.stdout.write(orjson.dumps([r.as_dict() for r in rows], option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json([r.as_dict() for r in rows])
     elif rows:
         print(tapes_table(rows))
     elif args.harness and list_tapes(db, limit=1):
@@ -52,7 +52,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 evs = list(r.events(0, stop, resolve_objects=True))
                 out.write(orjson.dumps({"tape": row.id, "events": evs}).decode() + "\n")
             else:
-                print(f"tape {row.id}  ({row.events} events, {row.edits} edits, {row.reads} reads)")
+                print(f"tape {row.id}  ({plural(row.events, 'event')}, {plural(row.edits, 'edit')}, "
+                      f"{plural(row.reads, 'read')})")
                 print(events_view(enumerate(r.events(0, stop))))
     return 0
 
@@ -61,26 +62,30 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from engram.store.gc import collect
 
     removed, kept = collect(store_of(args), dry_run=args.dry_run)
+    if args.json:
+        print_json({"removed": removed, "kept": kept, "dry_run": args.dry_run})
+        return 0
     verb = "would remove" if args.dry_run else "removed"
-    print(f"gc: {verb} {removed} unreferenced objects, kept {kept}; tapes are never removed")
+    print(f"gc: {verb} {plural(removed, 'unreferenced object')}, kept {kept}; tapes are never removed")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the tape commands to the command line."""
     s = sub.add_parser("tapes", help="list tapes")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--limit", type=positive)
-    s.add_argument("--harness")
+    people_output(s)
+    s.add_argument("--limit", type=positive, help="only the newest N tapes")
+    s.add_argument("--harness", metavar="NAME", help="only tapes of this harness (claude-code, codex, editor, ...)")
     s.set_defaults(func=cmd_tapes)
 
     s = sub.add_parser("show", help="show a tape (id prefix or session id)")
-    s.add_argument("tape")
+    s.add_argument("tape", help="a unique tape-id prefix, or a session id (or its start): all its segments")
     s.add_argument("--raw", action="store_true", help="the stored JSONL, verbatim")
-    s.add_argument("--json", action="store_true", help="one JSON document, objects resolved")
+    s.add_argument("--json", action="store_true", help="one JSON document per tape, objects resolved")
     s.add_argument("--limit", type=positive, help="only the first N events")
     s.set_defaults(func=cmd_show)
 
     s = sub.add_parser("gc", help="remove objects no tape refers to (never a tape)")
-    s.add_argument("--dry-run", action="store_true")
+    s.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
+    people_output(s)
     s.set_defaults(func=cmd_gc)

@@ -48,6 +48,7 @@ from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
+from engram.words import agree, plural
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +340,7 @@ class Indexer:
             edits = is_edit[prepared.owner] if len(prepared.owner) else np.zeros(0, dtype=bool)
             self.run.add(key[edits], frag[edits])
         self.deferred.append(postings.sort_keys(np.concatenate(keys), np.concatenate(frags)))
-        log.info("restoring the postings of %d tape(s) an interrupted run left unindexed", len(rows))
+        log.info("restoring the postings of %s an interrupted run left unindexed", plural(len(rows), "tape"))
         return len(rows)
 
     def flush(self, db: apsw.Connection) -> None:
@@ -475,13 +476,14 @@ def older_text_note(db: apsw.Connection) -> str | None:
     if version is None or version >= TEXT_VERSION:
         return None
     return (f"note: the index was filled by an older engram, which indexed some events differently (text version "
-            f"{version}, now {TEXT_VERSION}); `engram reindex` indexes every tape the current way")
+            f"{version}, now {TEXT_VERSION}): run `engram reindex` to index every tape the current way")
 
 
 def out_of_order_note(n: int) -> str:
     """What a user is told when a run indexed `n` tapes older than tapes indexed before them."""
-    return (f"note: {n} tapes are older than tapes indexed before them (history captured after newer work); "
-            "their lineage follows time order after `engram reindex`")
+    return (f"note: {plural(n, 'tape')} {agree(n, 'is')} older than tapes indexed before {agree(n, 'it', 'them')} "
+            f"(history captured after newer work), so {agree(n, 'its', 'their')} lineage runs backwards in time: "
+            "run `engram reindex` to link every tape in time order (it rebuilds the index from the tapes)")
 
 
 def index_pending(store: Store, db: apsw.Connection, indexer: Indexer | None = None) -> int:

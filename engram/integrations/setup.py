@@ -1,7 +1,14 @@
-"""`engram setup claude|codex`: add Engram's MCP server and automatic capture to an agent.
+"""`engram setup claude|codex`: add Engram's MCP server and automatic capture to an agent, and
+`engram setup --remove`: take exactly that back.
 
-Existing configuration is merged, never overwritten, and the previous file is kept as
-`<file>.engram-backup`. With `dry_run`, nothing is written and the planned files are returned.
+The configurations name the engram that ran `setup` by its absolute path (`engram_command`): a
+hook calling a bare `engram` that is not on the agent's PATH (a virtual environment not
+activated) fails without a word, since a hook never fails the agent. Existing configuration is
+merged, never overwritten: the user's own servers and hooks stay as they are, and the file as it
+was before Engram first touched it is kept as `<file>.engram-backup`. Engram's entries are told
+apart by what they run (`runs_engram`), so a second setup updates them in place and `--remove`
+finds them, whichever engram wrote them. With `dry_run`, nothing is written and the planned
+files are returned.
 """
 
 from __future__ import annotations
@@ -9,38 +16,111 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import subprocess
+import sys
 import tomllib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engram.errors import BadInput
 
-HOOK_COMMAND = "engram hook"
+ENTRY_MODULE = "engram_server.entry"  # what `python -m` runs as the full `engram` command
+PROGRAM_NAMES = ("engram", "engram.exe")
 CLAUDE_HOOKS = {
     "PostToolUse": {"matcher": "Edit|MultiEdit|Write|NotebookEdit", "timeout": 10},
     "PreCompact": {"timeout": 30},
     "SessionEnd": {"timeout": 30},
 }
+BACKUP_SUFFIX = ".engram-backup"
+VERIFY_TIMEOUT_S = 30
 
 
 @dataclass
 class Planned:
+    """A file setup (or remove) writes: its new text (None: the file goes), whether that changes
+    it, and what becomes of the backup."""
+
     path: Path
-    text: str
+    text: str | None
     changed: bool
+    backup: bool = False  # keep the current file as <file>.engram-backup first (it holds nothing of Engram's)
+    drop_backup: bool = False  # the backup has been given back (or is obsolete): delete it
+    note: str | None = None  # what a person should know about this file
 
 
-def _write(plan: Planned) -> None:
-    if not plan.changed:
-        return
-    plan.path.parent.mkdir(parents=True, exist_ok=True)
-    if plan.path.exists():
-        shutil.copy2(plan.path, plan.path.with_name(plan.path.name + ".engram-backup"))
-    tmp = plan.path.with_name(f".{plan.path.name}.engram-tmp")
-    tmp.write_text(plan.text, encoding="utf-8")
-    os.replace(tmp, plan.path)
+# ---------------------------------------------------------------- which engram
+
+
+def engram_command() -> list[str]:
+    """The command that runs the engram running now, by absolute path: the `engram` script that
+    was started (found on PATH when started by name), or this Python with `-m engram_server.entry`
+    when engram runs as a module. Symbolic links are kept, not resolved: a link made by pipx or a
+    package manager stays valid across upgrades, the file it points to may not."""
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if os.path.basename(argv0) in PROGRAM_NAMES:
+        found = argv0 if os.sep in argv0 else shutil.which(argv0)
+        if found and os.path.isfile(found):
+            return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", ENTRY_MODULE]
+
+
+def runs_engram(argv: Sequence[str]) -> bool:
+    """Whether a configured command line (without its subcommand) runs an engram: a program named
+    `engram` anywhere, or a Python running engram's entry module."""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) in PROGRAM_NAMES:
+        return len(argv) == 1
+    return len(argv) == 3 and argv[1] == "-m" and argv[2] in (ENTRY_MODULE, "engram.cli")
+
+
+def engram_invocation(argv: Sequence[str], subcommand: str) -> list[str] | None:
+    """The engram command of `argv` when it runs engram's `subcommand` (`mcp`, `hook`), else None."""
+    argv = list(argv)
+    if len(argv) >= 2 and argv[-1] == subcommand and runs_engram(argv[:-1]):
+        return argv[:-1]
+    return None
+
+
+def verify(command: Sequence[str]) -> tuple[bool, str]:
+    """Run `command --version` as an agent would start it: (whether it ran, its answer or why not)."""
+    shown = shlex.join(command)
+    program = command[0] if os.sep in command[0] else shutil.which(command[0])
+    if program is None:
+        return False, f"`{command[0]}` is not on PATH"
+    if not os.path.isfile(program) or not os.access(program, os.X_OK):
+        return False, f"{program} does not exist or is not executable"
+    try:
+        proc = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=VERIFY_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"`{shown} --version` could not run ({exc})"
+    answer = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
+    if proc.returncode != 0 or not answer or not answer[0].startswith("engram "):
+        why = answer[-1] if answer else f"exit status {proc.returncode}"
+        return False, f"`{shown} --version` failed: {why}"
+    return True, answer[0]
+
+
+def path_note(command: Sequence[str]) -> str | None:
+    """What to tell a person about `engram` on their PATH when the configurations run `command`."""
+    on_path = shutil.which("engram")
+    configured = command[0] if len(command) == 1 else None
+    if on_path is None:
+        where = (f"its directory {os.path.dirname(configured)}" if configured
+                 else f"an engram script (this one runs as `{shlex.join(command)}`)")
+        return ("`engram` is not on PATH: the agents' configurations name it by its absolute path, so they work "
+                f"anyway; to type `engram` yourself, activate its virtual environment or add {where} to PATH")
+    if configured and os.path.abspath(on_path) != configured:
+        return f"`engram` on PATH is {on_path}, not the one the configurations run ({configured})"
+    return None
+
+
+# ---------------------------------------------------------------- files
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -55,77 +135,382 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def plan_claude(root: Path) -> list[Planned]:
-    plans = []
-    mcp_path = root / ".mcp.json"
+def _load_toml(path: Path) -> tuple[str, dict[str, Any]]:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path} is not valid TOML ({exc}); fix it first, Engram will not overwrite it") from exc
+
+
+def _backup(path: Path) -> Path:
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def _write(plan: Planned) -> None:
+    if plan.changed:
+        if plan.text is None:
+            plan.path.unlink(missing_ok=True)
+            _remove_if_empty(plan.path.parent)
+        else:
+            plan.path.parent.mkdir(parents=True, exist_ok=True)
+            if plan.backup and plan.path.exists():
+                shutil.copy2(plan.path, _backup(plan.path))
+            tmp = plan.path.with_name(f".{plan.path.name}.engram-tmp")
+            tmp.write_text(plan.text, encoding="utf-8")
+            os.replace(tmp, plan.path)
+    if plan.drop_backup:
+        _backup(plan.path).unlink(missing_ok=True)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """A `.claude/` left empty by `--remove` goes: setup created it."""
+    if folder.name == ".claude":
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def _json_plan(path: Path, data: dict[str, Any], before: dict[str, Any], had_engram: bool) -> Planned:
+    changed = data != before or not path.exists()
+    return Planned(path, json.dumps(data, indent=2) + "\n", changed, backup=changed and not had_engram)
+
+
+def _removal_plan(path: Path, text: str | None, same: Callable[[str], bool]) -> Planned:
+    """The plan for a file once Engram's entries are out of it (`text`, None when nothing is left):
+    the backup, byte for byte, when it says the same (`same`), so the user's file comes back as
+    they wrote it."""
+    backup = _backup(path)
+    current = path.read_text(encoding="utf-8") if path.exists() else None
+    if backup.exists():
+        old = backup.read_text(encoding="utf-8")
+        if same(old):
+            return Planned(path, old, old != current, drop_backup=True, note=f"restored from {backup.name}")
+    if text is None:
+        return Planned(path, None, current is not None, drop_backup=backup.exists())
+    note = f"{backup.name} left as it was: the file changed since" if backup.exists() else None
+    return Planned(path, text, text != current, note=note)
+
+
+def _strip_empty(value: Any) -> Any:
+    """`value` without empty objects and lists: what removing Engram's entries may leave behind."""
+    if isinstance(value, dict):
+        out = {k: _strip_empty(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in ({}, [])}
+    if isinstance(value, list):
+        return [_strip_empty(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------- Claude Code
+
+
+def claude_files(root: Path) -> tuple[Path, Path]:
+    """(.mcp.json, .claude/settings.json) of the repository at `root`: what setup writes."""
+    return root / ".mcp.json", root / ".claude" / "settings.json"
+
+
+def _hook_commands(settings: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(event, group, hook) for every command hook in a Claude Code settings document."""
+    out = []
+    hooks = settings.get("hooks")
+    for event, groups in (hooks.items() if isinstance(hooks, dict) else []):
+        for group in groups if isinstance(groups, list) else []:
+            for hook in group.get("hooks", []) if isinstance(group, dict) else []:
+                if isinstance(hook, dict) and isinstance(hook.get("command"), str):
+                    out.append((event, group, hook))
+    return out
+
+
+def hook_engram(command: str) -> list[str] | None:
+    """The engram a hook's command line runs as `engram hook`, else None."""
+    try:
+        return engram_invocation(shlex.split(command), "hook")
+    except ValueError:
+        return None
+
+
+def server_engram(server: Any) -> list[str] | None:
+    """The engram an MCP server entry (`{"command": ..., "args": [...]}`) runs as `engram mcp`."""
+    if not isinstance(server, dict) or not isinstance(server.get("command"), str):
+        return None
+    args = server.get("args") or []
+    return engram_invocation([server["command"], *args], "mcp") if isinstance(args, list) else None
+
+
+def plan_claude(root: Path, command: Sequence[str]) -> list[Planned]:
+    mcp_path, settings_path = claude_files(root)
     mcp = _load_json(mcp_path)
+    before = json.loads(json.dumps(mcp))
     servers = mcp.setdefault("mcpServers", {})
-    before = json.dumps(mcp, sort_keys=True)
-    servers.setdefault("engram", {"type": "stdio", "command": "engram", "args": ["mcp"]})
-    plans.append(Planned(mcp_path, json.dumps(mcp, indent=2) + "\n", json.dumps(mcp, sort_keys=True) != before
-                         or not mcp_path.exists()))
-    settings_path = root / ".claude" / "settings.json"
+    wanted = {"type": "stdio", "command": command[0], "args": [*command[1:], "mcp"]}
+    present = servers.get("engram")
+    note = None
+    if present is None or server_engram(present) is not None:
+        servers["engram"] = {**present, **wanted} if isinstance(present, dict) else wanted
+    else:
+        note = f"{mcp_path} has an MCP server named engram that runs something else: left as it is"
+    plan = _json_plan(mcp_path, mcp, before, had_engram=present is not None)
+    plan.note = note
+    plans = [plan]
+
     settings = _load_json(settings_path)
-    before = json.dumps(settings, sort_keys=True)
+    before = json.loads(json.dumps(settings))
+    hook_line = shlex.join([*command, "hook"])
+    ours = [(event, hook) for event, _, hook in _hook_commands(settings) if hook_engram(hook["command"])]
+    for _, hook in ours:
+        hook["command"] = hook_line  # another engram's (an older setup's): this one now
     hooks = settings.setdefault("hooks", {})
     for event, spec in CLAUDE_HOOKS.items():
-        groups = hooks.setdefault(event, [])
-        present = any(h.get("command") == HOOK_COMMAND for g in groups if isinstance(g, dict)
-                      for h in g.get("hooks", []) if isinstance(h, dict))
-        if not present:
-            group: dict[str, Any] = {"hooks": [{"type": "command", "command": HOOK_COMMAND, "timeout": spec["timeout"]}]}
-            if "matcher" in spec:
-                group = {"matcher": spec["matcher"], **group}
-            groups.append(group)
-    plans.append(Planned(settings_path, json.dumps(settings, indent=2) + "\n",
-                         json.dumps(settings, sort_keys=True) != before or not settings_path.exists()))
+        if any(e == event for e, _ in ours):
+            continue
+        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_line, "timeout": spec["timeout"]}]}
+        if "matcher" in spec:
+            group = {"matcher": spec["matcher"], **group}
+        hooks.setdefault(event, []).append(group)
+    plans.append(_json_plan(settings_path, settings, before, had_engram=bool(ours)))
     return plans
+
+
+def unplan_claude(root: Path) -> list[Planned]:
+    """Claude Code's files without Engram's server and hooks."""
+    mcp_path, settings_path = claude_files(root)
+    mcp = _load_json(mcp_path)
+    servers = mcp.get("mcpServers")
+    server = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
+    if server:
+        del servers["engram"]
+        if not servers:
+            del mcp["mcpServers"]
+    settings = _load_json(settings_path)
+    hooks = [(group, hook) for _, group, hook in _hook_commands(settings) if hook_engram(hook["command"])]
+    for group, hook in hooks:
+        group["hooks"].remove(hook)
+    return [_json_removal(mcp_path, mcp, server),
+            _json_removal(settings_path, _without_empty_hooks(settings), bool(hooks))]
+
+
+def _json_removal(path: Path, data: dict[str, Any], found: bool) -> Planned:
+    """The plan for a JSON file once Engram's entries (`found`: there were some) are out of `data`."""
+    if not found:
+        return Planned(path, None, False)
+    result = _strip_empty(data)
+
+    def same(old: str) -> bool:
+        try:
+            return _strip_empty(json.loads(old or "{}")) == result
+        except ValueError:
+            return False
+
+    return _removal_plan(path, json.dumps(data, indent=2) + "\n" if data else None, same)
+
+
+def _without_empty_hooks(data: dict[str, Any]) -> dict[str, Any]:
+    """Hook groups, events and the `hooks` key that held only Engram's hooks go with them."""
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict):
+        for event in list(hooks):
+            groups = hooks[event]
+            if isinstance(groups, list):
+                groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+                if not groups:
+                    del hooks[event]
+        if not hooks:
+            del data["hooks"]
+    return data
+
+
+# ---------------------------------------------------------------- Codex
 
 
 def codex_home() -> Path:
     return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
 
 
-def plan_codex() -> list[Planned]:
-    path = codex_home() / "config.toml"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{path} is not valid TOML ({exc}); fix it first, Engram will not overwrite it") from exc
+def codex_file() -> Path:
+    return codex_home() / "config.toml"
+
+
+_TABLE = re.compile(r"^[ \t]*\[[ \t]*mcp_servers[ \t]*\.[ \t]*(?:engram|\"engram\")[ \t]*\][ \t]*(?:#.*)?$", re.M)
+_HEADER = re.compile(r"^[ \t]*\[", re.M)
+_NOTIFY = re.compile(r"^notify[ \t]*=.*\n?", re.M)
+_NOTIFY_AND_BLANK = re.compile(r"^notify[ \t]*=.*\n?(?:[ \t]*\n)?", re.M)  # with the blank line setup puts after it
+
+
+def _toml_list(items: Sequence[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def _engram_table(text: str) -> tuple[int, int] | None:
+    """Where the `[mcp_servers.engram]` table is in `text`: from its header to the next table."""
+    m = _TABLE.search(text)
+    if m is None:
+        return None
+    nxt = _HEADER.search(text, m.end())
+    return m.start(), nxt.start() if nxt else len(text)
+
+
+def _top_level_notify(text: str, pattern: re.Pattern[str] = _NOTIFY) -> re.Match[str] | None:
+    """The `notify = ...` line before the first table (a key of that name in a table is another)."""
+    first = _HEADER.search(text)
+    return pattern.search(text, 0, first.start() if first else len(text))
+
+
+def plan_codex(command: Sequence[str]) -> list[Planned]:
+    path = codex_file()
+    text, data = _load_toml(path)
     new = text
-    if "engram" not in (data.get("mcp_servers") or {}):
-        block = '\n[mcp_servers.engram]\ncommand = "engram"\nargs = ["mcp"]\n'
-        new = new + ("" if new.endswith("\n") or not new else "\n") + block
-    if "notify" not in data:
-        # A top-level key must come before the first table.
-        line = 'notify = ["engram", "hook"]\n'
-        m = re.search(r"^\s*\[", new, re.M)
+    servers = data.get("mcp_servers") or {}
+    block = f'[mcp_servers.engram]\ncommand = {json.dumps(command[0])}\nargs = {_toml_list([*command[1:], "mcp"])}\n'
+    note = None
+    had_engram = "engram" in servers or _codex_notify_engram(data.get("notify"))
+    if "engram" not in servers:
+        new += ("" if not new.strip() else "\n" if new.endswith("\n") else "\n\n") + block
+    elif server_engram(servers["engram"]) is not None:
+        where = _engram_table(new)
+        if where is None:  # (written inline, `mcp_servers = { engram = ... }`): not edited by text
+            note = f"{path}: the engram MCP server is not a [mcp_servers.engram] table; update it yourself"
+        else:
+            a, b = where
+            new = new[:a] + block + ("\n" if b < len(new) else "") + new[b:]
+    else:
+        note = f"{path} has an MCP server named engram that runs something else: left as it is"
+    notify = data.get("notify")
+    line = f"notify = {_toml_list([*command, 'hook'])}\n"
+    if notify is None:
+        m = _HEADER.search(new)  # a top-level key must come before the first table
         new = new[: m.start()] + line + "\n" + new[m.start():] if m else line + new
-    return [Planned(path, new, new != text)]
+    elif _codex_notify_engram(notify) and (m := _top_level_notify(new)):
+        new = new[: m.start()] + line + new[m.end():]
+    _check_toml(path, new, command)
+    return [Planned(path, new, new != text, backup=new != text and not had_engram, note=note)]
+
+
+def _codex_notify_engram(notify: Any) -> bool:
+    return isinstance(notify, list) and all(isinstance(x, str) for x in notify) and \
+        engram_invocation(notify, "hook") is not None
+
+
+def _check_toml(path: Path, text: str, command: Sequence[str]) -> None:
+    """Refuse to write a config.toml the text edits got wrong (a layout they did not expect)."""
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: Engram could not add its entries safely ({exc}); add them yourself: "
+                       f"notify = {_toml_list([*command, 'hook'])} and [mcp_servers.engram] with "
+                       f"command = {json.dumps(command[0])}, args = {_toml_list([*command[1:], 'mcp'])}") from None
+
+
+def unplan_codex() -> list[Planned]:
+    """Codex's config.toml without Engram's server and notify command."""
+    path = codex_file()
+    if not path.exists():
+        return [Planned(path, None, False)]
+    text, data = _load_toml(path)
+    if server_engram((data.get("mcp_servers") or {}).get("engram")) is None and not _codex_notify_engram(
+            data.get("notify")):
+        return [Planned(path, None, False)]
+    new = text
+    if server_engram((data.get("mcp_servers") or {}).get("engram")) is not None and (where := _engram_table(new)):
+        a, b = where
+        head, tail = new[:a].rstrip("\n"), new[b:]
+        new = (head + ("\n\n" + tail if tail.strip() else "\n")) if head.strip() else tail
+    if _codex_notify_engram(data.get("notify")) and (m := _top_level_notify(new, _NOTIFY_AND_BLANK)):
+        new = new[: m.start()] + new[m.end():]
+    try:
+        result = _strip_empty(tomllib.loads(new))
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: Engram could not take its entries out safely ({exc}); remove its notify line and "
+                       "[mcp_servers.engram] table yourself") from None
+
+    def same(old: str) -> bool:
+        try:
+            return _strip_empty(tomllib.loads(old)) == result
+        except tomllib.TOMLDecodeError:
+            return False
+
+    return [_removal_plan(path, new if new.strip() else None, same)]
 
 
 def codex_notify_conflict() -> str | None:
-    path = codex_home() / "config.toml"
+    path = codex_file()
     if not path.exists():
         return None
     try:
         notify = tomllib.loads(path.read_text(encoding="utf-8")).get("notify")
     except tomllib.TOMLDecodeError:
         return None
-    if notify and list(notify)[:2] != ["engram", "hook"]:
+    if notify and not _codex_notify_engram(notify):
         return (f"{path} already has notify = {notify!r}; Codex allows one notify command, so Engram left it. "
                 "Call `engram hook` from your notify script to capture sessions automatically.")
     return None
 
 
-def setup(agent: str, root: Path, dry_run: bool = False) -> list[Planned]:
+# ---------------------------------------------------------------- what is installed
+
+
+@dataclass(frozen=True)
+class Configured:
+    """One place an agent's configuration runs engram: the file, what it is, the engram it runs."""
+
+    agent: str  # claude, codex
+    path: Path
+    what: str  # "MCP server", "PostToolUse hook", "notify"
+    command: tuple[str, ...]
+
+
+def configured(agent: str, root: Path) -> list[Configured]:
+    """Every entry of `agent`'s configuration (for the repository at `root`) that runs an engram:
+    what `engram doctor` checks. Claude Code reads hooks from the user's and the project's
+    settings files; all of them are looked at."""
+    found: list[Configured] = []
     if agent == "claude":
-        plans = plan_claude(root)
+        mcp_path, settings_path = claude_files(root)
+        server = _safe(_load_json, mcp_path).get("mcpServers", {})
+        if isinstance(server, dict) and (cmd := server_engram(server.get("engram"))):
+            found.append(Configured("claude", mcp_path, "MCP server", tuple(cmd)))
+        user = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+        for path in (settings_path, settings_path.with_name("settings.local.json"), user / "settings.json"):
+            for event, _, hook in _hook_commands(_safe(_load_json, path)):
+                if cmd := hook_engram(hook["command"]):
+                    found.append(Configured("claude", path, f"{event} hook", tuple(cmd)))
     elif agent == "codex":
-        plans = plan_codex()
-    else:
+        path = codex_file()
+        data = _safe(lambda p: _load_toml(p)[1], path)
+        if cmd := server_engram((data.get("mcp_servers") or {}).get("engram")):
+            found.append(Configured("codex", path, "MCP server", tuple(cmd)))
+        if _codex_notify_engram(data.get("notify")):
+            found.append(Configured("codex", path, "notify", tuple(data["notify"][:-1])))
+    return found
+
+
+def _safe(load: Callable[[Path], dict[str, Any]], path: Path) -> dict[str, Any]:
+    try:
+        return load(path)
+    except (BadInput, OSError):
+        return {}
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def setup(agent: str, root: Path, dry_run: bool = False, command: Sequence[str] | None = None) -> list[Planned]:
+    """Add Engram to `agent`'s configuration, running `command` (default: this engram)."""
+    cmd = list(command or engram_command())
+    return _carry_out(agent, {"claude": lambda: plan_claude(root, cmd), "codex": lambda: plan_codex(cmd)}, dry_run)
+
+
+def remove(agent: str, root: Path, dry_run: bool = False) -> list[Planned]:
+    """Take Engram's entries out of `agent`'s configuration, leaving everything else as it is."""
+    return _carry_out(agent, {"claude": lambda: unplan_claude(root), "codex": unplan_codex}, dry_run)
+
+
+def _carry_out(agent: str, planners: dict[str, Callable[[], list[Planned]]], dry_run: bool) -> list[Planned]:
+    """The plans of `agent`'s planner, written unless `dry_run`."""
+    if agent not in planners:
         raise BadInput(f"unknown agent {agent!r}: use claude or codex")
+    plans = planners[agent]()
     if not dry_run:
         for p in plans:
             _write(p)

@@ -167,7 +167,8 @@ def init_store(root: Path) -> tuple[Store, list[str]]:
                     f.write(("" if text.endswith("\n") or not text else "\n") + f"/{STORE_DIR}/\n")
     else:
         warnings.append(
-            f"{root} is not a git repository: {STORE_DIR}/ was created but could not be excluded from version control"
+            f"{root} is not a git repository: {STORE_DIR}/ was created but could not be excluded from version control; "
+            f"after `git init`, run `engram init` again to exclude it"
         )
     return store, warnings
 

@@ -15,6 +15,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from engram.errors import EngramError
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
+from engram.words import plural
 
 from . import regions
 from .server import EngramLanguageServer
@@ -34,7 +35,8 @@ def _range_lines(rng: Any, n_lines: int) -> tuple[int, int]:
     if start < 0 or end < start:
         raise JsonRpcInvalidParams(f"range {start}-{end} is not a forward range")
     if end >= n_lines:
-        raise JsonRpcInvalidParams(f"range ends at line {end + 1}, past the end of the document ({n_lines} lines)")
+        raise JsonRpcInvalidParams(f"range ends at line {end + 1}, past the end of the document "
+                                   f"({plural(n_lines, 'line')})")
     return start, end
 
 

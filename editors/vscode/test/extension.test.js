@@ -186,10 +186,10 @@ test('Restart Server stops the client and starts a new one with the current sett
 test('Ingest Sessions runs engram.ingest and reports its summary', async () => {
   const s = loadExtension(config);
   s.responses['engram.tapes'] = [{ id: 't', session_id: 's' }];
-  s.responses['engram.ingest'] = { cancelled: false, summary: 'ingest: 1 sessions, 1 new tapes' };
+  s.responses['engram.ingest'] = { cancelled: false, summary: 'ingest: 1 session, 1 new tape' };
   const ext = await s.ext.activate({ subscriptions: [] });
   await s.calls.commands['engram.ingestSessions']();
-  assert.deepStrictEqual(s.calls.infos.at(-1), 'Engram: ingest: 1 sessions, 1 new tapes');
+  assert.deepStrictEqual(s.calls.infos.at(-1), 'Engram: ingest: 1 session, 1 new tape');
   assert.strictEqual(ext.status.text, '$(history) Engram: 1 session');
   s.responses['engram.ingest'] = { cancelled: true, summary: 'ingest: 0 sessions' };
   await s.calls.commands['engram.ingestSessions']();

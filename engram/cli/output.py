@@ -1,0 +1,35 @@
+"""One output convention for every command (docs/cli.md, "Output"): a command prints for its
+main reader by default, and `--json` always gives the one JSON document a program reads.
+
+- Commands an agent or a script calls to get an answer (`explain`, `view`, `search`) print JSON
+  by default; `--pretty` prints for people.
+- Every other command prints for people (a table, a summary line, ok/warn/fail lines); `--json`
+  prints the same facts as one JSON document on stdout.
+
+Either way, stdout holds the answer only: warnings, notes meant for a person who is not reading
+the JSON, and progress go to stderr, and errors are one line on stderr (exit 1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def people_output(parser: argparse.ArgumentParser) -> None:
+    """`--json` for a command that prints for people by default."""
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead (for programs)")
+
+
+def agent_output(parser: argparse.ArgumentParser) -> None:
+    """`--json` (the default) and `--pretty` for a command that answers agents and scripts."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--json", action="store_true", help="print one JSON document (the default, for programs)")
+    group.add_argument("--pretty", action="store_true", help="print for people instead of JSON")
+
+
+def print_json(doc: Any) -> None:
+    """`doc` on stdout as indented JSON (orjson: numpy scalars and dataclasses serialise too)."""
+    import orjson  # noqa: PLC0415 - not for `engram --help`
+
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -1,0 +1,29 @@
+"""Counts in sentences: `1 session`, `2 sessions`, never `session(s)` or `1 sessions`.
+
+A module of its own at the bottom of the layers so that every message, from capture's summary to
+the command line's, says a count the same way."""
+
+from __future__ import annotations
+
+IRREGULAR = {"is": "are", "was": "were", "has": "have", "does": "do", "this": "these", "that": "those",
+             "its": "their", "it": "they"}
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`n` and the noun `one` in the number `n` asks for: "1 tape", "3 tapes", "0 tapes";
+    `many` for a plural that is not `one` + "s" ("1 match", "2 matches")."""
+    return f"{n} {one if n == 1 else many or _plural_of(one)}"
+
+
+def agree(n: int, one: str, many: str | None = None) -> str:
+    """The word `one` (a verb or pronoun) agreeing with a count of `n`, without the number:
+    f"{plural(n, 'tape')} {agree(n, 'is')} older" gives "1 tape is older", "2 tapes are older"."""
+    return one if n == 1 else many or IRREGULAR.get(one) or _plural_of(one)
+
+
+def _plural_of(word: str) -> str:
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"

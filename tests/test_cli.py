@@ -1,0 +1,298 @@
+"""A command line that helps: --version, help for bare `engram` and every option, "did you mean",
+one output convention (--json everywhere), colour only on a terminal, shell completion, and
+`engram doctor`."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, run_engram
+from test_discovery import claude_session, write_project
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGRAM = [sys.executable, "-m", "engram_server.entry"]  # the installed `engram`: the core CLI with lsp and mcp
+
+
+def engram(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENGRAM, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def full_parser() -> argparse.ArgumentParser:
+    from engram.cli.main import build_parser
+    from engram_server.entry import register
+
+    return build_parser([register])
+
+
+# ---------------------------------------------------------------- help, version, mistakes
+
+
+def test_every_command_and_option_has_help_text() -> None:
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                missing.extend(f"{path} {a.dest}" for a in action._choices_actions if not a.help)
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(full_parser(), "engram")
+    assert not missing, "no help text: " + ", ".join(missing)
+
+
+def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    import engram as package
+
+    try:
+        expected = version("engram")
+    except PackageNotFoundError:
+        expected = package.__version__
+    out = engram(tmp_path, "--version")
+    assert out.returncode == 0 and out.stdout.startswith(f"engram {expected} (Python "), out
+    assert str(Path(package.__file__).parent) in out.stdout  # which install answered
+
+
+def test_the_package_s_version_is_the_distribution_s() -> None:
+    """`--version` reads the installed metadata; a checkout run without installing reads the
+    package's own: the two must be the same number."""
+    import tomllib
+
+    import engram as package
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == package.__version__
+
+
+def test_bare_engram_prints_the_help_and_exits_1_as_git_does(tmp_path: Path) -> None:
+    out = engram(tmp_path)
+    assert out.returncode == 1
+    assert out.stdout.startswith("usage: engram") and "explain" in out.stdout and "doctor" in out.stdout
+    assert out.stderr == ""
+
+
+def test_a_mistyped_command_gets_the_nearest_ones(tmp_path: Path) -> None:
+    out = engram(tmp_path, "expalin", "a.py:1-2")
+    assert out.returncode == 2
+    assert "'expalin' is not a command; did you mean explain?" in out.stderr
+    assert "did you mean" not in engram(tmp_path, "zzzzzz").stderr
+    assert "did you mean setup?" in engram(tmp_path, "-C", str(tmp_path), "stup").stderr
+
+
+def test_hook_help_prints_help(tmp_path: Path) -> None:
+    out = engram(tmp_path, "hook", "--help")
+    assert out.returncode == 0 and "usage: engram hook" in out.stdout and "payload" in out.stdout
+
+
+def test_a_command_s_help_starts_with_what_it_does(tmp_path: Path) -> None:
+    out = engram(tmp_path, "setup", "--help")
+    assert "add Engram's MCP server and automatic capture" in out.stdout and "--remove" in out.stdout
+
+
+def test_no_count_in_a_message_is_written_with_a_parenthesised_plural() -> None:
+    """"1 sessions", "touch(es)": counts say their noun in the right number (engram.words).
+    engram/query's renderings are being rewritten (issue 46, points 1-2) and are left to that."""
+    awaiting = {"engram/query/render.py", "engram/query/explain.py", "engram/query/ranking.py"}
+    found = []
+    for folder in ("engram", "server"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in awaiting:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                          if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                          and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                        and any(p in node.value for p in ("(s)", "(es)")):
+                    found.append(f"{rel}:{node.lineno}: {node.value!r}")
+    assert not found, "\n".join(found)
+
+
+def test_one_session_is_one_session(tmp_path: Path) -> None:
+    from engram.words import agree, plural
+
+    assert [plural(n, "session") for n in (0, 1, 2)] == ["0 sessions", "1 session", "2 sessions"]
+    assert plural(1, "match") == "1 match" and plural(3, "match") == "3 matches"
+    assert f"{plural(1, 'tape')} {agree(1, 'is')}" == "1 tape is"
+    assert f"{plural(2, 'tape')} {agree(2, 'is')}" == "2 tapes are"
+
+
+# ---------------------------------------------------------------- --json everywhere
+
+
+def test_every_command_for_people_takes_json_and_prints_one_document(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    home = tmp_path / "claude"
+    write_project(home, root, "s1", claude_session(root, "s1", "a.py", "print('hello')\n"))
+    env = {"CLAUDE_CONFIG_DIR": str(home), "CODEX_HOME": str(tmp_path / "codex")}
+    docs = {}
+    for args in (["init"], ["ingest"], ["tapes"], ["index"], ["reindex"], ["gc", "--dry-run"],
+                 ["setup", "claude", "--dry-run"], ["doctor"], ["search", "hello"], ["view", "s1", "--at", "0"]):
+        out = engram(root, *args, "--json", env=env)
+        assert out.returncode in (0, 1), out
+        docs[args[0]] = json.loads(out.stdout)
+    assert docs["ingest"]["sessions"] == 1 and docs["ingest"]["tapes"] == 1
+    assert docs["ingest"]["summary"].startswith("ingest: 1 session, 1 new tape,")
+    assert docs["ingest"]["discovery"]["found"] == 1
+    assert [t["session_id"] for t in docs["tapes"]] == ["s1"]
+    assert docs["index"]["indexed"] == 0 and docs["reindex"]["tapes"] == 1
+    assert {c["area"] for c in docs["doctor"]["checks"]} >= {"store", "index", "tapes", "sessions", "claude"}
+    assert docs["setup"]["dry_run"] is True and not (root / ".mcp.json").exists()
+    # Agents' commands print JSON by default and for people with --pretty; not both.
+    assert engram(root, "search", "hello", "--json", "--pretty", env=env).returncode == 2
+
+
+# ---------------------------------------------------------------- colour
+
+
+def on_terminal(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """What `engram ARGS` writes to a real terminal (a pseudo-terminal as stdout and stderr)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*ENGRAM, *args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                            env={**os.environ, "TERM": "xterm", **(env or {})})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    proc.wait(timeout=300)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_on_a_terminal_only_and_never_with_no_color(tmp_path: Path) -> None:
+    env = {"NO_COLOR": "", "CODEX_HOME": str(tmp_path / "codex")}
+    coloured = on_terminal(tmp_path, "doctor", env=env)
+    assert "\x1b[31;1mfail" in coloured and "\x1b[" in coloured  # the failed store check, in red
+    assert "\x1b[" not in on_terminal(tmp_path, "doctor", env={**env, "NO_COLOR": "1"})
+    assert "\x1b[" not in on_terminal(tmp_path, "--no-color", "doctor", env=env)
+    assert "\x1b[" not in engram(tmp_path, "doctor", env=env).stdout  # a pipe
+
+
+# ---------------------------------------------------------------- completion
+
+
+def test_bash_completion_loads_and_completes_commands_options_and_choices(tmp_path: Path, engram_bin: Path) -> None:
+    script = """
+source <(engram completion bash)
+complete -p engram
+complete_at() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _engram; echo "[${COMPREPLY[*]}]"; }
+complete_at engram expl
+complete_at engram -C /tmp set
+complete_at engram setup ''
+complete_at engram explain --ra
+complete_at engram explain --rank ''
+complete_at engram completion ''
+complete_at engram --no
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PATH": f"{engram_bin}{os.pathsep}{os.environ['PATH']}"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "complete -o default -F _engram engram"
+    assert lines[1:] == ["[explain]", "[setup]", "[claude codex]", "[--rank]", "[writer touches evidence]",
+                         "[bash zsh fish]", "[--no-color]"]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_completion_scripts_parse(tmp_path: Path, shell: str) -> None:
+    text = engram(tmp_path, "completion", shell).stdout
+    assert "explain" in text and "rank" in text and "touches evidence" in text
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed: its script was generated but not parsed by {shell}")
+    path = tmp_path / f"engram.{shell}"
+    path.write_text(text)
+    out = subprocess.run([shell, "-n", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+# ---------------------------------------------------------------- doctor
+
+
+def doctor(cwd: Path, env: dict[str, str]) -> tuple[int, dict[str, list[dict]]]:
+    out = engram(cwd, "doctor", "--json", env=env)
+    doc = json.loads(out.stdout)
+    assert doc["ok"] is (out.returncode == 0)
+    by_area: dict[str, list[dict]] = {}
+    for check in doc["checks"]:
+        assert check["status"] in ("ok", "warn", "fail")
+        assert check["status"] == "ok" or check["fix"], check
+        by_area.setdefault(check["area"], []).append(check)
+    return out.returncode, by_area
+
+
+def statuses(by_area: dict[str, list[dict]], area: str) -> list[str]:
+    return [c["status"] for c in by_area.get(area, [])]
+
+
+def test_doctor_finds_what_is_wrong_and_says_how_to_fix_it(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    home = tmp_path / "claude"
+    env = {"CLAUDE_CONFIG_DIR": str(home), "CODEX_HOME": str(tmp_path / "codex")}
+    code, checks = doctor(root, env)
+    assert code == 1 and checks["store"][0]["status"] == "fail" and checks["store"][0]["fix"] == "engram init"
+    people = engram(root, "doctor", env=env).stdout
+    assert "fail store: no .engram/ store" in people and "fix: engram init" in people
+
+    run_engram(root, "init")
+    write_project(home, root, "s1", claude_session(root, "s1", "a.py", "print('hello')\n"))
+    code, checks = doctor(root, env)
+    assert code == 0 and statuses(checks, "tapes") == ["warn"]  # nothing captured yet
+    assert checks["sessions"][0]["status"] == "warn" and checks["sessions"][0]["fix"] == "engram ingest"
+    assert checks["claude"][0]["fix"] == "engram setup claude"
+    assert statuses(checks, "language server") == ["ok"] and statuses(checks, "embeddings") in (["ok"], ["warn"])
+
+    run_engram(root, "ingest", env=env)
+    engram(root, "setup", "claude", env=env)
+    code, checks = doctor(root, env)
+    assert code == 0
+    for area in ("store", "index", "tapes", "indexing", "sessions", "claude"):
+        assert statuses(checks, area) == ["ok"], checks[area]
+    assert "engram_server.entry" in checks["claude"][0]["detail"]
+
+    # A configured engram that is gone (a deleted virtual environment) fails, naming the file.
+    mcp = json.loads((root / ".mcp.json").read_text())
+    mcp["mcpServers"]["engram"]["command"] = str(tmp_path / "gone" / "engram")
+    mcp["mcpServers"]["engram"]["args"] = ["mcp"]
+    (root / ".mcp.json").write_text(json.dumps(mcp))
+    # A tape file lost, the endpoint's run file left by a dead language server.
+    tape = next((root / ".engram" / "tapes").iterdir())
+    tape.rename(tmp_path / tape.name)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    pid = gone.pid
+    run_file = root / ".engram" / "run" / "mcp.json"
+    run_file.parent.mkdir(exist_ok=True)
+    run_file.write_text(json.dumps({"pid": pid, "port": 1, "token": "x", "url": "http://127.0.0.1:1"}))
+    code, checks = doctor(root, env)
+    assert code == 1
+    failed = [c for c in checks["claude"] if c["status"] == "fail"]
+    assert failed and str(root / ".mcp.json") in failed[0]["detail"] and failed[0]["fix"] == "engram setup claude"
+    assert checks["tapes"][0] == {"area": "tapes", "status": "fail", "fix": "engram reindex",
+                                  "detail": f"1 catalogued tape has no file in {root / '.engram' / 'tapes'}"}
+    assert checks["language server"][0]["status"] == "warn" and checks["language server"][0]["fix"] == f"rm {run_file}"
