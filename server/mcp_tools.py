@@ -30,8 +30,6 @@ Runner = Callable[[Callable[[], T]], Awaitable[T]]
 StoreProvider = Callable[[], Store]
 TextProvider = Callable[[Store, str], str | None]  # unsaved editor text of a repository file, if open
 
-MAX_SESSIONS = 5
-MAX_FRAGMENTS = 4
 MAX_TEXT = 1500
 MAX_EVENTS = 60
 
@@ -67,6 +65,11 @@ class Session(BaseModel):
     model: str | None = None
     touches: int
     last_touch: str | None = None
+    wrote: bool = Field(default=False, description="true for a session whose edit changed these lines")
+    story: dict[str, Any] | None = Field(
+        default=None, description="the touch it tells about (its latest edit, else its latest touch): the person's "
+                                  "`request`, the agent's words `said_before` and `said_after` it, the `next_run`, "
+                                  "and for an edit `edit.diff`, the lines before -> after; each part with its offset")
     fragments: list[Fragment]
 
 
@@ -76,14 +79,29 @@ class Widened(BaseModel):
                      "weak-evidence (their best match held under 0.3 of them) or expand-until")
 
 
+class Truncated(BaseModel):
+    left_out: dict[str, int] | None = Field(
+        default=None, description="how many sessions, stories, fragments and windows did not fit the budget")
+    next: str | None = Field(default=None, description="the call that returns the next page")
+    lineage: str | None = None
+    why: str | None = None
+
+
+class Budget(BaseModel):
+    tokens: int = Field(description="the budget asked for, in tokens of 4 bytes of compact JSON")
+    used: int
+    over: bool = False
+
+
 class ExplainResult(BaseModel):
     version: int
     span: Span = Field(description="the span answered; wider than the one asked for when `widened` says so")
     sessions: list[Session]
     widened: Widened | None = None
-    rank: str | None = Field(default=None, description="touches or evidence: how `sessions` are ordered")
-    truncated: bool = Field(description="true when sessions, fragments or texts were cut; see `hint`")
-    hint: str | None = None
+    rank: str | None = Field(default=None, description="writer, touches or evidence: how `sessions` are ordered")
+    truncated: Truncated | bool = Field(description="false, or what did not fit and the call for the next page")
+    budget: Budget | None = None
+    page: int | None = None
 
 
 class ViewResult(BaseModel):
@@ -156,28 +174,19 @@ def _clip(value: Any, limit: int = MAX_TEXT) -> tuple[Any, bool]:
     return value, False
 
 
-def bound_explain(doc: dict[str, Any], max_sessions: int = MAX_SESSIONS) -> ExplainResult:
-    truncated = bool(doc.get("truncated"))
-    sessions = doc["sessions"]
-    if len(sessions) > max_sessions:
-        sessions, truncated = sessions[:max_sessions], True
-    out = []
-    for s in sessions:
-        frags = s["fragments"]
-        if len(frags) > MAX_FRAGMENTS:
-            frags, truncated = frags[:MAX_FRAGMENTS], True
-        clipped = []
-        for f in frags:
-            window, cut = _clip(f.get("window"))
-            truncated |= cut
-            clipped.append(Fragment(**{**f, "window": window}))
-        out.append(Session(**{k: v for k, v in s.items() if k != "fragments"}, fragments=clipped))
-    hint = ("Results were cut to stay small: call `view(tape, at=offset, before, after)` to read a fragment's "
-            "full window, or narrow the span." if truncated else None)
+def bound_explain(doc: dict[str, Any], next_call: str) -> ExplainResult:
+    """The core's explain document as the tool's result, its next page named as a tool call
+    (`next_call`, with "{page}" where the number goes)."""
+    truncated = doc.get("truncated") or False
+    if isinstance(truncated, dict) and truncated.get("next"):
+        truncated = {**truncated, "next": next_call.format(page=int(doc.get("page") or 1) + 1)}
     widened = doc.get("widened")
-    return ExplainResult(version=doc["version"], span=Span(**doc["span"]), sessions=out, truncated=truncated,
-                         hint=hint, widened=Widened.model_validate(widened) if widened else None,
-                         rank=doc.get("rank"))
+    return ExplainResult(version=doc["version"], span=Span(**doc["span"]),
+                         sessions=[Session.model_validate(s) for s in doc["sessions"]],
+                         truncated=Truncated.model_validate(truncated) if truncated else False,
+                         widened=Widened.model_validate(widened) if widened else None, rank=doc.get("rank"),
+                         budget=Budget.model_validate(doc["budget"]) if doc.get("budget") else None,
+                         page=doc.get("page"))
 
 
 def _error(exc: EngramError) -> ToolError:
@@ -213,6 +222,11 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
             default=None, description="writer: the sessions that changed these lines first, latest first; touches: most "
                                       "touches, then recency; evidence: strongest match (default: the "
                                       "repository's explain.rank setting, else writer)"),
+        budget: int | None = Field(
+            default=None, ge=0, description="at most this many tokens (4 bytes of JSON each) in the answer; what does "
+                                            "not fit is listed in `truncated` with the call for the next page "
+                                            "(default: the repository's explain.budget, else 4000; 0: no bound)"),
+        page: int = Field(default=1, ge=1, description="the page of an answer cut to the budget"),
     ) -> ExplainResult:
         """Return the sessions (Claude Code, Codex, editor...) that wrote, read or discussed lines
         start_line..end_line of `file` in the working tree, ranked (the sessions that wrote the lines first), each with
@@ -237,12 +251,21 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                 else:
                     span = read_span(store.root, file, start_line, end_line, store.root)
                     file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
+                cfg = store.config["explain"]
+                tokens = budget if budget is not None else int(cfg["budget"])
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
-                               include_deleted=include_deleted, max_sessions=MAX_SESSIONS,
-                               max_fragments=MAX_FRAGMENTS, rank=rank or str(store.config["explain"]["rank"]))
+                               include_deleted=include_deleted, rank=rank or str(cfg["rank"]),
+                               budget=tokens or None, page=page)
                 return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
 
-        return bound_explain(await run(work))
+        asked = {"file": file, "start_line": start_line, "end_line": end_line, "before": before, "after": after,
+                 "brief": brief, "expand_until": expand_until, "min_confidence": min_confidence,
+                 "include_deleted": include_deleted, "rank": rank, "budget": budget}
+        defaults = {"before": 2, "after": 2, "brief": False, "expand_until": None, "min_confidence": 0.5,
+                    "include_deleted": False, "rank": None, "budget": None}
+        args = ", ".join(f"{k}={v!r}" for k, v in asked.items() if k not in defaults or defaults[k] != v)
+        args = args.replace("{", "{{").replace("}", "}}")
+        return bound_explain(await run(work), f"explain({args}, page={{page}})")
 
     @mcp.tool(title="Read a transcript window", annotations=read_only)
     async def view(

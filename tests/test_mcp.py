@@ -43,7 +43,9 @@ def agent_span(spotter: Path, spot: Path) -> tuple[str, int, int]:
 
 
 def stdio(cwd: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=MCP_CMD[0], args=MCP_CMD[1:], cwd=str(cwd))
+    # The whole environment: the SDK passes the server a minimal one (HOME, PATH, ...) by default,
+    # which would run an installed engram instead of the one under test (PYTHONPATH).
+    return StdioServerParameters(command=MCP_CMD[0], args=MCP_CMD[1:], cwd=str(cwd), env=dict(os.environ))
 
 
 async def check_explain(c: Client, rel: str, a: int, b: int) -> None:
@@ -56,9 +58,16 @@ async def check_explain(c: Client, rel: str, a: int, b: int) -> None:
     r = await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b})
     assert r.is_error is False, r.content
     doc = r.structured_content
-    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
-    frag = doc["sessions"][0]["fragments"][0]
-    assert frag["window"] and any(e["offset"] == frag["offset"] for e in frag["window"])
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN and doc["sessions"][0]["wrote"]
+    assert doc["budget"]["tokens"] == 4000 and doc["budget"]["used"] <= 4000  # the CLI's default budget
+    assert doc["sessions"][0]["story"]["edit"]["diff"]
+    frag = next(f for f in doc["sessions"][0]["fragments"] if f.get("window"))
+    assert any(e["offset"] == frag["offset"] for e in frag["window"])
+    small = (await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b, "budget": 300})).structured_content
+    assert small["truncated"]["left_out"] and small["budget"]["used"] <= 300 or small["budget"]["over"]
+    assert small["truncated"]["next"] == f"explain(file={rel!r}, start_line={a}, end_line={b}, budget=300, page=2)"
+    two = await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b, "budget": 300, "page": 2})
+    assert two.is_error is False and two.structured_content["page"] == 2
     v = await c.call_tool("view", {"tape": frag["tape"], "at": frag["offset"], "before": 1, "after": 1})
     assert [e["offset"] for e in v.structured_content["events"]] == [frag["offset"] - 1, frag["offset"],
                                                                       frag["offset"] + 1]
