@@ -146,6 +146,20 @@ class SearchResult(BaseModel):
     hits: list[SearchHit]
 
 
+class BlameRegion(BaseModel):
+    lines: list[int] = Field(description="[first, last] line of the region, 1-based, inclusive")
+    session_id: str | None = Field(description="the session whose edit last changed these lines; null: none recorded")
+    tape: str | None = Field(description="its tape; `explain` on the lines, or `view`, reads more")
+    harness: str | None = None
+    when: str | None = Field(default=None, description="when that edit was made")
+    request: str | None = Field(default=None, description="the first line of the person's request that led to it")
+
+
+class BlameResult(BaseModel):
+    file: str
+    regions: list[BlameRegion]
+
+
 class IngestResult(BaseModel):
     summary: str
     new_tapes: int
@@ -266,6 +280,28 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         args = ", ".join(f"{k}={v!r}" for k, v in asked.items() if k not in defaults or defaults[k] != v)
         args = args.replace("{", "{{").replace("}", "}}")
         return bound_explain(await run(work), f"explain({args}, page={{page}})")
+
+    @mcp.tool(title="Which session wrote each line", annotations=read_only)
+    async def blame(
+        file: str = Field(description="path of the file, relative to the repository root (or absolute inside it)"),
+        start_line: int | None = Field(default=None, ge=1, description="first line, 1-based (default: the first)"),
+        end_line: int | None = Field(default=None, ge=1, description="last line, inclusive (default: the last)"),
+    ) -> BlameResult:
+        """Line-by-line attribution, like `git blame`: the file (as the editor has it, else the working
+        tree) as regions of consecutive lines last changed by one session, each with that session, its
+        tape, when, and the first line of the request that led to the edit. Call `explain` on a region
+        for the whole story."""
+        from engram.query.requests import blame_request  # noqa: PLC0415
+        from engram.query.spans import repo_relative  # noqa: PLC0415
+
+        def work() -> dict[str, Any]:
+            with _opened(store_provider) as (store, db):
+                rel = repo_relative(store.root, file, store.root)
+                live = text_provider(store, rel) if text_provider else None
+                return blame_request(store, db, {"file": rel, "start": start_line, "end": end_line,
+                                                 "cwd": str(store.root), "text": live})
+
+        return BlameResult.model_validate(await run(work))
 
     @mcp.tool(title="Read a transcript window", annotations=read_only)
     async def view(
@@ -417,15 +453,21 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
     `on_index_changed` runs (on the loop) after an ingest that wrote a tape; with
     `merge_when_idle`, such an ingest leaves merging segments to it (engram.capture.pipeline.merge_idle)."""
 
-    async def explain(params: dict[str, Any]) -> dict[str, Any]:
-        from engram.query.requests import explain_request, index_captured  # noqa: PLC0415
+    def query(name: str) -> QueryHandler:
+        """The handler of a query engram.query.requests answers (`<name>_request`), on a warm index
+        with what was captured but not indexed indexed first."""
 
-        def work() -> dict[str, Any]:
-            with _opened(store_provider) as (store, db):
-                index_captured(store, db)
-                return explain_request(store, db, params)
+        async def handle(params: dict[str, Any]) -> dict[str, Any]:
+            from engram.query import requests  # noqa: PLC0415
 
-        return await runner(work)
+            def work() -> dict[str, Any]:
+                with _opened(store_provider) as (store, db):
+                    requests.index_captured(store, db)
+                    return getattr(requests, f"{name}_request")(store, db, params)  # type: ignore[no-any-return]
+
+            return await runner(work)
+
+        return handle
 
     async def ingest(params: dict[str, Any]) -> dict[str, Any]:
         from engram.capture.pipeline import ingest_request  # noqa: PLC0415
@@ -439,7 +481,7 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
                 merge_when_idle(store)
         return doc
 
-    return {"explain": explain, "ingest": ingest}
+    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest}
 
 
 def thread_runner() -> Runner:

@@ -347,7 +347,7 @@ def test_reindex_gives_identical_answers(spotter: Path, spot_repo: tuple[Path, d
     (["assets/js/app.js:1-99999"], "past the end of the file"),
     (["../outside.py:1-2"], "outside the repository"),
     (["assets/js/app.js:9-3"], "START must not exceed END"),
-    (["assets/js/app.js"], "expected FILE:START-END"),
+    (["assets/js/app.js:ten-20"], "lines must be numbers"),
     (["--text", "missing.txt"], "--text missing.txt: cannot read it (No such file or directory)"),
     (["--text", "assets"], "--text assets: cannot read it"),
 ])

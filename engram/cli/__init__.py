@@ -1,5 +1,5 @@
 """The command line: `main` parses and dispatches; one module per group of commands —
-`capture` (init, ingest, record), `tapes` (tapes, show, gc), `query` (explain, view, search,
+`capture` (init, ingest, record), `tapes` (tapes, show, gc), `query` (explain, blame, view, search,
 index, reindex), `agents` (setup, hook), `demo`. `running_server` sends a command to the
 language server running on the repository, when there is one (its endpoint's run file).
 

@@ -153,7 +153,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             raise BadInput(f"offset {at}: tape {row.id[:12]} has events 0-{len(r) - 1}")
         window = r.window(at, before, after)
     if args.pretty:
-        print(events_view(window, width=100_000 if args.full else 100))
+        print(events_view(window, full=args.full))
     else:
         _out({"tape": row.id, "session_id": row.session_id, "at": at,
               "events": [{"offset": off, **(ev if args.full else _trim(ev))} for off, ev in window]})
@@ -189,10 +189,14 @@ def cmd_blame(args: argparse.Namespace) -> int:
             raise BadInput(f"-L {args.L}: lines are 1-based and START must not exceed END")
     store = store_of(args)
     params = {"file": args.file, "start": start, "end": end, "cwd": os.getcwd()}
-    with closing(_ready_db(store)) as db:
-        from engram.query.requests import blame_request
+    from engram.cli.running_server import ask_language_server
 
-        doc = blame_request(store, db, params)
+    doc = ask_language_server(store.endpoint_file, "blame", params)  # a running server: its warm index
+    if doc is None:
+        with closing(_ready_db(store)) as db:
+            from engram.query.requests import blame_request
+
+            doc = blame_request(store, db, params)
     if args.json:
         _out(doc, compact=True)
         return 0

@@ -111,8 +111,27 @@ def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
     return f"#{offset:<5} {ts:19}  {kind:11} {who}{detail}"
 
 
-def events_view(items: Iterable[tuple[int, dict[str, Any]]], width: int = 100) -> str:
-    return "\n".join(event_line(off, ev, width) for off, ev in items)
+def events_view(items: Iterable[tuple[int, dict[str, Any]]], width: int = 100, full: bool = False) -> str:
+    """One line per event; with `full`, each followed by its texts whole (`engram view --full --pretty`)."""
+    if not full:
+        return "\n".join(event_line(off, ev, width) for off, ev in items)
+    out = []
+    for off, ev in items:
+        out.append(event_line(off, ev, width))
+        out += [f"  {line}" for text in _texts(ev) for line in text.split("\n")]
+    return "\n".join(out)
+
+
+def _texts(ev: dict[str, Any]) -> list[str]:
+    """An event's texts, for showing it whole: messages, tool input and output, code."""
+    found: list[str] = []
+    for key in ("text", "message", "input", "stdout", "stderr", "before_text", "after_text"):
+        value = ev.get(key)
+        if isinstance(value, str) and value.strip():
+            found.append(f"[{key}]\n{value}" if key not in ("text", "message") else value)
+        elif isinstance(value, dict):
+            found += [f"[{k}]\n{v}" for k, v in value.items() if isinstance(v, str) and v.strip()]
+    return found
 
 
 _WHY_WIDER = {

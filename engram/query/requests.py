@@ -67,6 +67,9 @@ def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
     rel = repo_relative(store.root, path, Path(cwd) if cwd else None)
     full = store.root / rel
     if not full.is_file():
+        head, sep, _ = path.rpartition(":")
+        if sep and (store.root / repo_relative(store.root, head, Path(cwd) if cwd else None)).is_file():
+            raise BadInput(f"{path!r}: lines must be numbers, e.g. {head}:10-24 (or {head} for the whole file)")
         raise BadInput(f"{path}: no such file in the working tree")
     return rel, full.read_bytes().decode("utf-8", "replace")
 
@@ -77,6 +80,8 @@ def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> 
     from engram.query.blame import add_requests, blame
 
     rel, text = _file_text(store, str(params["file"]), params.get("cwd"))
+    if isinstance(params.get("text"), str):  # the editor's text of the file, unsaved changes and all
+        text = params["text"]
     regions = blame(db, store.root, rel, text, params.get("start"), params.get("end"))
     add_requests(db, store.tapes_dir, store.objects_dir, regions)
     return {"file": rel, "regions": [r.porcelain() for r in regions]}
