@@ -40,7 +40,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_cpu, compile_bytecode, engram_version, fmt_table, language_server, load, machine, pct, verdict  # noqa: E402
+from common import (  # noqa: E402
+    child_cpu,
+    compile_bytecode,
+    engram_version,
+    fmt_table,
+    language_server,
+    load,
+    machine,
+    pct,
+    verdict,
+)
 
 TARGET_MS = 300.0
 LINES = 5000

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import SPOTTER_MAIN, build_spot_repo, run_engram
 from test_lineage import tape
 

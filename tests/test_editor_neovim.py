@@ -177,7 +177,7 @@ def test_screenshot_of_lenses_hover_and_explain(spot: Path, agent_file: str, tmp
         assert "why?" in screen and "Asked" in screen and (SPOTTER_MAIN in screen or SPOTTER_OTHER in screen)
         tmux.keys("Escape")
         tmux.keys(":EngramExplain", "Enter")
-        assert tmux.wait_for("## 1. Claude Code", 30), tmux.screen()
+        assert tmux.wait_for("** · Claude Code", 30), tmux.screen()
         time.sleep(0.5)
         save(tmux, ARTIFACTS / "neovim-explain.png", "Neovim: :EngramExplain", tmp_path / "chromium")
         assert (ARTIFACTS / "neovim.png").stat().st_size > 10_000

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import SPOTTER_OTHER, build_spot_repo, run_engram
+
 from engram.query.render import explain_markdown, explain_markdown_lines, explain_pretty
 
 FILE = "lib/spotter_web/live/transcript_computers.ex"
@@ -66,15 +66,17 @@ def test_colour_on_a_terminal_and_the_same_story_as_markdown(spot: Path) -> None
     text = "\n".join(md)
     assert md[0] == f"# Why `{FILE}:{a}-{b}`?" and "1 session." in md
     head = next(i for i, line in enumerate(md) if line.startswith("**1. "))
-    assert md[head].startswith("**1. Wrote these lines** · Claude Code · claude-opus-4-6 · 2026-02-12 20:28 UTC · "
-                               f"session `{SPOTTER_OTHER}`")
+    assert md[head] == "**1. Wrote these lines** · Claude Code · claude-opus-4-6 · 2026-02-12 20:28 UTC"
+    assert md[head + 2] == f"session `{SPOTTER_OTHER}`"  # whole: people resume the session with it
     assert targets[head][1] == 222  # an editor opens the transcript at the edit from the heading
     assert "**Asked:**\n> Work on bead spotter-dov" in text and "**Then asked:**\n> continue" in text
     assert "```diff\n@@ -39,4 +39,5 @@" in text and "+        Enum.reject(rendered_lines, fn line ->" in text
     assert not JARGON.search(text)
     links = explain_markdown(doc, link=lambda label, tape, off: f"[{label}](x:{off})", heading=False)
-    assert "[open transcript at #222](x:222)" in links and "[whole transcript](x:-1)" in links
+    assert "UTC · [open transcript at #222](x:222)" in links and "[whole transcript](x:-1)" in links
     assert not links.startswith("# Why")
+    short = explain_markdown(doc, diff_lines=3)
+    assert "+        Enum.reject(rendered_lines" not in short and "more diff lines" in short
 
 
 def test_a_reader_is_one_line_per_file_and_plurals_are_right(spot: Path) -> None:

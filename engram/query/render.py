@@ -208,13 +208,15 @@ class SessionView:
     rank: int
     role: str
     who: str  # harness · model · when · session 1234abcd
-    who_full: str  # ... with the whole session id (markdown: people copy it to resume the session)
+    who_full: str  # harness · model · when (markdown gives the whole session id on a line of its own)
+    session_id: str
     tape: str
     offset: int | None  # the touch the story tells
     earlier_request: str | None = None
     request: str | None = None
     said_before: str | None = None
     edit_where: str | None = None
+    edit_file: str | None = None
     diff: list[str] = field(default_factory=list)
     said_after: str | None = None
     next_run: str | None = None
@@ -243,8 +245,9 @@ def session_view(rank: int, s: dict[str, Any]) -> SessionView:
     ts = story.get("ts") or s.get("last_touch")
     parts = [harness_name(s.get("harness")), s.get("model"), when(ts)]
     who = " · ".join(x for x in (*parts, f"session {str(s.get('session_id'))[:8]}") if x)
-    who_full = " · ".join(x for x in (*parts, f"session `{s.get('session_id')}`") if x)
-    v = SessionView(rank, role, who, who_full, str(story.get("tape") or s.get("tape")), story.get("offset"))
+    who_full = " · ".join(x for x in parts if x)
+    v = SessionView(rank, role, who, who_full, str(s.get("session_id")), str(story.get("tape") or s.get("tape")),
+                    story.get("offset"))
     for key in ("earlier_request", "request", "said_before", "said_after"):
         part = story.get(key)
         if part:
@@ -256,7 +259,8 @@ def session_view(rank: int, s: dict[str, Any]) -> SessionView:
         v.next_failed = bool(run.get("failed"))
     edit = story.get("edit")
     if edit:
-        v.edit_where = f"{edit.get('file') or 'a file'}, event #{story.get('offset')}"
+        v.edit_file = str(edit.get("file") or "a file")
+        v.edit_where = f"{v.edit_file}, event #{story.get('offset')}"
         v.diff = str(edit.get("diff") or "").split("\n")
     v.touches = _touch_lines(s, told)
     return v
@@ -392,10 +396,12 @@ Link = Callable[[str, str, int], str]  # (label, tape, offset) -> a markdown lin
 
 
 def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessions: int | None = None,
-                           heading: bool = True) -> tuple[list[str], dict[int, tuple[str, int]]]:
+                           heading: bool = True, diff_lines: int | None = None
+                           ) -> tuple[list[str], dict[int, tuple[str, int]]]:
     """The explain answer as markdown lines, and for the lines that name an event the (tape,
     offset) they point at (an editor opens the transcript there). `link` makes a link to an
-    event (the editors' commands); `sessions` shows only the first N (the hover)."""
+    event (the editors' commands); `sessions` shows only the first N and `diff_lines` of each
+    edit's diff (the hover)."""
     out: list[str] = []
     targets: dict[int, tuple[str, int]] = {}
 
@@ -420,7 +426,10 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
             add("")
             add("---")
             add("")
-        add(f"**{rank}. {v.role[:1].upper() + v.role[1:]}** · {_md_escape(v.who_full)}", told)
+        opened = f" · {link(f'open transcript at #{told[1]}', *told)}" if link else ""
+        add(f"**{rank}. {v.role[:1].upper() + v.role[1:]}** · {_md_escape(v.who_full)}{opened}", told)
+        add("")
+        add(f"session `{v.session_id}`", told)  # whole, to resume it (`claude --resume ID`)
         for label, text in (("Asked", v.earlier_request), ("Then asked" if v.earlier_request else "Asked", v.request),
                             ("Before the edit" if v.diff else "Before", v.said_before)):
             if text:
@@ -430,11 +439,14 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
                     add(line)
         if v.diff:
             add("")
-            add(f"**The edit** ({_md_escape(v.edit_where or '')}):", told)
+            add(f"**The edit** (`{v.edit_file}`, event #{v.offset}):", told)
             tick = "~~~~" if any(line.startswith("```") for line in v.diff) else "```"
             add(tick + "diff")
-            for line in v.diff:
+            shown = v.diff if diff_lines is None or len(v.diff) <= diff_lines else v.diff[:diff_lines]
+            for line in shown:
                 add(line)
+            if len(shown) < len(v.diff):
+                add(f"⋯ {plural(len(v.diff) - len(shown), 'more diff line')}")
             add(tick)
         if v.said_after:
             add("")
@@ -451,7 +463,7 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
                 add(f"- {_md_escape(t.text)} (#{t.offset}){more}", (t.tape, t.offset))
         if link:
             add("")
-            add(link(f"open transcript at #{told[1]}", *told) + " · " + link("whole transcript", v.tape, -1), told)
+            add(link("whole transcript", v.tape, -1), (v.tape, 0))
     if heading and (left := _left(doc)):
         add("")
         add(f"_{_md_escape(left)}_")
@@ -459,9 +471,9 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
 
 
 def explain_markdown(doc: dict[str, Any], link: Link | None = None, sessions: int | None = None,
-                     heading: bool = True) -> str:
+                     heading: bool = True, diff_lines: int | None = None) -> str:
     """The explain answer as markdown (the language server's hover and explain document)."""
-    return "\n".join(explain_markdown_lines(doc, link, sessions, heading)[0])
+    return "\n".join(explain_markdown_lines(doc, link, sessions, heading, diff_lines)[0])
 
 
 # --------------------------------------------------------------------------- blame, for people

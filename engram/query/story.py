@@ -220,8 +220,9 @@ def _hunk_diff(before: str, after: str, before_range: list[int] | None, after_ra
         block = rows[i:j]
         olds = [r for r in block if r[0] != "+"]
         news = [r for r in block if r[0] != "-"]
-        ob = (olds[0][2] if olds else block[0][2]) + b0
-        nb = (news[0][3] if news else block[0][3]) + a0
+        # (as git writes them: an empty side names the line after which the other side goes)
+        ob = (olds[0][2] if olds else block[0][2] - 1) + b0
+        nb = (news[0][3] if news else block[0][3] - 1) + a0
         out.append(f"@@ -{ob},{len(olds)} +{nb},{len(news)} @@")
         out.extend(tag + text for tag, text, _, _ in block)
         i = j

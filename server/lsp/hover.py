@@ -14,6 +14,7 @@ from . import regions
 from .server import EngramLanguageServer
 
 HOVER_SESSIONS = 3
+HOVER_DIFF_LINES = 12  # a hover is a glance: the explain document has the whole diff
 
 
 async def hover(ls: EngramLanguageServer, params: types.HoverParams) -> types.Hover | None:
@@ -29,7 +30,8 @@ async def hover(ls: EngramLanguageServer, params: types.HoverParams) -> types.Ho
     doc = await regions.explain_region(ls, state, region, story=True)
     if not doc["sessions"]:  # the region's own sessions, without their stories
         doc = {**doc, "sessions": [_region_session(s) for s in region.sessions]}
-    value = explain_markdown(doc, link=convert.view_link, sessions=HOVER_SESSIONS, heading=False)
+    value = explain_markdown(doc, link=convert.view_link, sessions=HOVER_SESSIONS, heading=False,
+                             diff_lines=HOVER_DIFF_LINES)
     return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value),
                        range=convert.line_range(region.start, region.end))
 
