@@ -12,6 +12,7 @@ minimal LSP client that starts `engram lsp` on a repository.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -164,6 +165,16 @@ def run_timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, *, r
     if reap:
         reap_orphans()
     return wall, child_cpu() - c0, proc
+
+
+def compile_bytecode() -> None:
+    """Byte-compile engram as `pip install` does. Under PYTHONDONTWRITEBYTECODE (set on this
+    machine) a module changed since its last .pyc is compiled from source on every command,
+    30-60 ms that a user's installed engram never pays."""
+    for name in ("engram", "engram_server"):
+        spec = importlib.util.find_spec(name)
+        for where in (spec.submodule_search_locations or []) if spec else []:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=False, capture_output=True)
 
 
 def timed(cmd: list[str], cwd: Path, what: str, env: dict[str, str] | None = None

@@ -76,7 +76,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_sessions  # noqa: E402
-from common import (SPAN_DIR, SPAN_LINES, Explainer, Lat, Run, SpanCase, add_corpus_arguments,  # noqa: E402
+from common import (SPAN_DIR, SPAN_LINES, Explainer, Lat, Run, SpanCase, add_corpus_arguments, compile_bytecode,  # noqa: E402
                     any_session, child_cpu, cold_start_ingest, dir_bytes, engram_command, engram_files,
                     engram_version, ensure_corpus, explain_block, fmt_table, fresh_repo, index_bytes,
                     index_readonly, language_server, load, machine, ms, pct, reap_orphans, require_rg, rg_files,
@@ -207,16 +207,6 @@ def explain_cli(engram: list[str], repo: Path, cases: list[SpanCase], n: int, en
         floor.wall.append(wall)
         floor.cpu.append(cpu)
     return lat, floor
-
-
-def compile_bytecode() -> None:
-    """Byte-compile engram as `pip install` does. Under PYTHONDONTWRITEBYTECODE (set on this
-    machine) a module changed since its last .pyc is compiled from source on every command,
-    30-60 ms that a user's installed engram never pays."""
-    for name in ("engram", "engram_server"):
-        spec = importlib.util.find_spec(name)
-        for where in (spec.submodule_search_locations or []) if spec else []:
-            subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=False, capture_output=True)
 
 
 def explain_cli_served(engram: list[str], repo: Path, cases: list[SpanCase], n: int) -> Lat:

@@ -9,15 +9,8 @@ from urllib.parse import quote
 from lsprotocol import types
 
 from engram.query.regions import RegionSession
-from engram.query.story import Story
+from engram.query.render import harness_name
 from .documents import LiveRegion
-
-HARNESS_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "editor": "editor", "raw": "text",
-                 "record": "recorded command"}
-
-
-def harness_name(h: str) -> str:
-    return HARNESS_NAMES.get(h, h)
 
 
 def ago(ts: str | None, now: dt.datetime | None = None) -> str:
@@ -70,36 +63,32 @@ def command_link(command: str, args: list[Any], label: str) -> str:
     return f"[{label}](command:{command}?{quote(json.dumps(args))})"
 
 
-def escape_markdown(text: str) -> str:
-    """Transcript text shown as markdown: no HTML (`<task-notification>` would vanish) and no
-    accidental emphasis or links."""
-    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    for ch in "\\`*_[]":
-        out = out.replace(ch, "\\" + ch)
-    return out
+def _view_args(tape: str, offset: int) -> list[Any]:
+    return [tape, 0, 0, 100000] if offset < 0 else [tape, offset, 10, 10]
 
 
-def _quote_block(text: str) -> str:
-    return "\n".join("> " + escape_markdown(line) if line.strip() else ">" for line in text.splitlines())
+class ReferenceLinks:
+    """Links written `[label][n]`, their `[n]: command:...` definitions given once at the end (the
+    VS Code extension's explain document finds them there and keeps the long URIs out of the text)."""
+
+    def __init__(self) -> None:
+        self.defs: list[str] = []
+        self.seen: dict[str, int] = {}
+
+    def __call__(self, label: str, tape: str, offset: int) -> str:
+        import json  # noqa: PLC0415
+
+        uri = f"command:engram.view?{quote(json.dumps(_view_args(tape, offset)))}"
+        n = self.seen.setdefault(uri, len(self.seen) + 1)
+        if n > len(self.defs):
+            self.defs.append(f"[{n}]: {uri}")
+        return f"[{label}][{n}]"
+
+    def definitions(self) -> list[str]:
+        return ["", "<!-- links -->", *self.defs] if self.defs else []
 
 
-def hover_markdown(items: list[tuple[RegionSession, Story, int]]) -> str:
-    """Per top session: request, words before/after, next result, who/when, links."""
-    parts: list[str] = []
-    for s, story, offset in items:
-        head = (f"**{harness_name(s.harness)}** · {(s.last_touch or '')[:10]} · {s.model or 'unknown model'} · "
-                f"`{s.session_id}` · {s.touches} touch{'es' if s.touches != 1 else ''}")
-        block = [head]
-        if story.request:
-            block.append("**Asked:**\n" + _quote_block(story.request))
-        if story.said_before:
-            block.append("**Before the edit:**\n" + _quote_block(story.said_before))
-        if story.said_after:
-            block.append("**After:**\n" + _quote_block(story.said_after))
-        if story.next_result:
-            status = "failed" if story.next_result_error else "ran"
-            block.append(f"**Next {story.next_result_tool or 'tool'} run ({status}):**\n```\n{story.next_result}\n```")
-        block.append(command_link("engram.view", [s.tape, offset, 10, 10], "open window") + " · " +
-                     command_link("engram.view", [s.tape, 0, 0, 100000], "whole transcript"))
-        parts.append("\n\n".join(block))
-    return "\n\n---\n\n".join(parts)
+def view_link(label: str, tape: str, offset: int) -> str:
+    """A link that opens a transcript at `offset` (-1: the whole transcript), for the markdown
+    engram.query.render writes."""
+    return command_link("engram.view", _view_args(tape, offset), label)

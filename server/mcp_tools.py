@@ -33,8 +33,6 @@ Runner = Callable[[Callable[[], T]], Awaitable[T]]
 StoreProvider = Callable[[], Store]
 TextProvider = Callable[[Store, str], str | None]  # unsaved editor text of a repository file, if open
 
-MAX_SESSIONS = 5
-MAX_FRAGMENTS = 4
 MAX_TEXT = 1500
 MAX_EVENTS = 60
 
@@ -70,6 +68,11 @@ class Session(BaseModel):
     model: str | None = None
     touches: int
     last_touch: str | None = None
+    wrote: bool = Field(default=False, description="true for a session whose edit changed these lines")
+    story: dict[str, Any] | None = Field(
+        default=None, description="the touch it tells about (its latest edit, else its latest touch): the person's "
+                                  "`request`, the agent's words `said_before` and `said_after` it, the `next_run`, "
+                                  "and for an edit `edit.diff`, the lines before -> after; each part with its offset")
     fragments: list[Fragment]
 
 
@@ -79,14 +82,29 @@ class Widened(BaseModel):
                      "weak-evidence (their best match held under 0.3 of them) or expand-until")
 
 
+class Truncated(BaseModel):
+    left_out: dict[str, int] | None = Field(
+        default=None, description="how many sessions, stories, fragments and windows did not fit the budget")
+    next: str | None = Field(default=None, description="the call that returns the next page")
+    lineage: str | None = None
+    why: str | None = None
+
+
+class Budget(BaseModel):
+    tokens: int = Field(description="the budget asked for, in tokens of 4 bytes of compact JSON")
+    used: int
+    over: bool = False
+
+
 class ExplainResult(BaseModel):
     version: int
     span: Span = Field(description="the span answered; wider than the one asked for when `widened` says so")
     sessions: list[Session]
     widened: Widened | None = None
-    rank: str | None = Field(default=None, description="touches or evidence: how `sessions` are ordered")
-    truncated: bool = Field(description="true when sessions, fragments or texts were cut; see `hint`")
-    hint: str | None = None
+    rank: str | None = Field(default=None, description="writer, touches or evidence: how `sessions` are ordered")
+    truncated: Truncated | bool = Field(description="false, or what did not fit and the call for the next page")
+    budget: Budget | None = None
+    page: int | None = None
 
 
 class ViewResult(BaseModel):
@@ -131,6 +149,20 @@ class SearchResult(BaseModel):
     hits: list[SearchHit]
 
 
+class BlameRegion(BaseModel):
+    lines: list[int] = Field(description="[first, last] line of the region, 1-based, inclusive")
+    session_id: str | None = Field(description="the session whose edit last changed these lines; null: none recorded")
+    tape: str | None = Field(description="its tape; `explain` on the lines, or `view`, reads more")
+    harness: str | None = None
+    when: str | None = Field(default=None, description="when that edit was made")
+    request: str | None = Field(default=None, description="the first line of the person's request that led to it")
+
+
+class BlameResult(BaseModel):
+    file: str
+    regions: list[BlameRegion]
+
+
 class IngestResult(BaseModel):
     summary: str
     new_tapes: int
@@ -159,28 +191,19 @@ def _clip(value: Any, limit: int = MAX_TEXT) -> tuple[Any, bool]:
     return value, False
 
 
-def bound_explain(doc: dict[str, Any], max_sessions: int = MAX_SESSIONS) -> ExplainResult:
-    truncated = bool(doc.get("truncated"))
-    sessions = doc["sessions"]
-    if len(sessions) > max_sessions:
-        sessions, truncated = sessions[:max_sessions], True
-    out = []
-    for s in sessions:
-        frags = s["fragments"]
-        if len(frags) > MAX_FRAGMENTS:
-            frags, truncated = frags[:MAX_FRAGMENTS], True
-        clipped = []
-        for f in frags:
-            window, cut = _clip(f.get("window"))
-            truncated |= cut
-            clipped.append(Fragment(**{**f, "window": window}))
-        out.append(Session(**{k: v for k, v in s.items() if k != "fragments"}, fragments=clipped))
-    hint = ("Results were cut to stay small: call `view(tape, at=offset, before, after)` to read a fragment's "
-            "full window, or narrow the span." if truncated else None)
+def bound_explain(doc: dict[str, Any], next_call: str) -> ExplainResult:
+    """The core's explain document as the tool's result, its next page named as a tool call
+    (`next_call`, with "{page}" where the number goes)."""
+    truncated = doc.get("truncated") or False
+    if isinstance(truncated, dict) and truncated.get("next"):
+        truncated = {**truncated, "next": next_call.format(page=int(doc.get("page") or 1) + 1)}
     widened = doc.get("widened")
-    return ExplainResult(version=doc["version"], span=Span(**doc["span"]), sessions=out, truncated=truncated,
-                         hint=hint, widened=Widened.model_validate(widened) if widened else None,
-                         rank=doc.get("rank"))
+    return ExplainResult(version=doc["version"], span=Span(**doc["span"]),
+                         sessions=[Session.model_validate(s) for s in doc["sessions"]],
+                         truncated=Truncated.model_validate(truncated) if truncated else False,
+                         widened=Widened.model_validate(widened) if widened else None, rank=doc.get("rank"),
+                         budget=Budget.model_validate(doc["budget"]) if doc.get("budget") else None,
+                         page=doc.get("page"))
 
 
 def _error(exc: EngramError) -> ToolError:
@@ -216,6 +239,11 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
             default=None, description="writer: the sessions that changed these lines first, latest first; touches: most "
                                       "touches, then recency; evidence: strongest match (default: the "
                                       "repository's explain.rank setting, else writer)"),
+        budget: int | None = Field(
+            default=None, ge=0, description="at most this many tokens (4 bytes of JSON each) in the answer; what does "
+                                            "not fit is listed in `truncated` with the call for the next page "
+                                            "(default: the repository's explain.budget, else 4000; 0: no bound)"),
+        page: int = Field(default=1, ge=1, description="the page of an answer cut to the budget"),
     ) -> ExplainResult:
         """Return the sessions (Claude Code, Codex, editor...) that wrote, read or discussed lines
         start_line..end_line of `file` in the working tree, ranked (the sessions that wrote the lines first), each with
@@ -240,12 +268,43 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                 else:
                     span = read_span(store.root, file, start_line, end_line, store.root)
                     file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
+                cfg = store.config["explain"]
+                tokens = budget if budget is not None else int(cfg["budget"])
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
-                               include_deleted=include_deleted, max_sessions=MAX_SESSIONS,
-                               max_fragments=MAX_FRAGMENTS, rank=rank or str(store.config["explain"]["rank"]))
+                               include_deleted=include_deleted, rank=rank or str(cfg["rank"]),
+                               budget=tokens or None, page=page)
                 return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
 
-        return bound_explain(await run(work))
+        asked = {"file": file, "start_line": start_line, "end_line": end_line, "before": before, "after": after,
+                 "brief": brief, "expand_until": expand_until, "min_confidence": min_confidence,
+                 "include_deleted": include_deleted, "rank": rank, "budget": budget}
+        defaults = {"before": 2, "after": 2, "brief": False, "expand_until": None, "min_confidence": 0.5,
+                    "include_deleted": False, "rank": None, "budget": None}
+        args = ", ".join(f"{k}={v!r}" for k, v in asked.items() if k not in defaults or defaults[k] != v)
+        args = args.replace("{", "{{").replace("}", "}}")
+        return bound_explain(await run(work), f"explain({args}, page={{page}})")
+
+    @mcp.tool(title="Which session wrote each line", annotations=read_only)
+    async def blame(
+        file: str = Field(description="path of the file, relative to the repository root (or absolute inside it)"),
+        start_line: int | None = Field(default=None, ge=1, description="first line, 1-based (default: the first)"),
+        end_line: int | None = Field(default=None, ge=1, description="last line, inclusive (default: the last)"),
+    ) -> BlameResult:
+        """Line-by-line attribution, like `git blame`: the file (as the editor has it, else the working
+        tree) as regions of consecutive lines last changed by one session, each with that session, its
+        tape, when, and the first line of the request that led to the edit. Call `explain` on a region
+        for the whole story."""
+        from engram.query.requests import blame_request  # noqa: PLC0415
+        from engram.query.spans import repo_relative  # noqa: PLC0415
+
+        def work() -> dict[str, Any]:
+            with _opened(store_provider) as (store, db):
+                rel = repo_relative(store.root, file, store.root)
+                live = text_provider(store, rel) if text_provider else None
+                return blame_request(store, db, {"file": rel, "start": start_line, "end": end_line,
+                                                 "cwd": str(store.root), "text": live})
+
+        return BlameResult.model_validate(await run(work))
 
     @mcp.tool(title="Read a transcript window", annotations=read_only)
     async def view(
@@ -398,15 +457,21 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
     `on_index_changed` runs (on the loop) after an ingest that wrote a tape; with
     `merge_when_idle`, such an ingest leaves merging segments to it (engram.capture.pipeline.merge_idle)."""
 
-    async def explain(params: dict[str, Any]) -> dict[str, Any]:
-        from engram.query.requests import explain_request, index_captured  # noqa: PLC0415
+    def query(name: str) -> QueryHandler:
+        """The handler of a query engram.query.requests answers (`<name>_request`), on a warm index
+        with what was captured but not indexed indexed first."""
 
-        def work() -> dict[str, Any]:
-            with _opened(store_provider) as (store, db):
-                index_captured(store, db)
-                return explain_request(store, db, params)
+        async def handle(params: dict[str, Any]) -> dict[str, Any]:
+            from engram.query import requests  # noqa: PLC0415
 
-        return await runner(work)
+            def work() -> dict[str, Any]:
+                with _opened(store_provider) as (store, db):
+                    requests.index_captured(store, db)
+                    return getattr(requests, f"{name}_request")(store, db, params)  # type: ignore[no-any-return]
+
+            return await runner(work)
+
+        return handle
 
     async def ingest(params: dict[str, Any]) -> dict[str, Any]:
         from engram.capture.pipeline import ingest_request  # noqa: PLC0415
@@ -420,7 +485,7 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
                 merge_when_idle(store)
         return doc
 
-    return {"explain": explain, "ingest": ingest}
+    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest}
 
 
 def thread_runner() -> Runner:

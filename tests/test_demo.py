@@ -27,7 +27,9 @@ def test_demo_explains_code_the_shipped_session_created(spotter: Path, tmp_path:
     path = explained.group(1)
     assert path in created_by(spotter, SPOTTER_MAIN), f"{path} was created by the demo session"
     answer = out[explained.end():]
-    assert re.search(rf"^1\. claude-code session {SPOTTER_MAIN} ", answer, re.M), answer[:1000]
-    assert re.search(rf"code\.edit +create {re.escape(path)} ", answer), answer[:3000]
+    assert re.search(rf"^1\. wrote these lines — Claude Code · .* · session {SPOTTER_MAIN[:8]}$", answer, re.M), \
+        answer[:1000]
+    assert re.search(rf"^   edit +{re.escape(path)}, event #\d+$", answer, re.M), answer[:3000]  # its Write
+    assert re.search(r"^ +@@ -0,0 \+\d+,\d+ @@$", answer, re.M), answer[:3000]  # a file it created
     repo = re.search(r"^demo repository: (.+)$", out, re.M)
     assert repo and not Path(repo.group(1)).exists(), "the throw-away repository is removed"

@@ -131,7 +131,7 @@ def test_plugin_end_to_end(nvim: tuple[str, str], spot: Path, agent_file: str, t
     assert re.match(r"why\? \d+ sessions? · Claude Code · ", result["lenses"][0]["title"])
     # (the Lua side checked the whole hover for SPOTTER_MAIN; the result keeps only its start)
     assert "**Asked:**" in result["hover"] and (SPOTTER_MAIN in result["hover"] or SPOTTER_OTHER in result["hover"])
-    assert any(line.startswith("## 1. Claude Code") for line in result["explain_head"])
+    assert any(line.startswith("**1. ") and "** · Claude Code" in line for line in result["explain_head"])
     print(f"nvim {version}: {len(result['checks'])} checks passed in {took:.1f}s")
 
 
@@ -177,7 +177,7 @@ def test_screenshot_of_lenses_hover_and_explain(spot: Path, agent_file: str, tmp
         assert "why?" in screen and "Asked" in screen and (SPOTTER_MAIN in screen or SPOTTER_OTHER in screen)
         tmux.keys("Escape")
         tmux.keys(":EngramExplain", "Enter")
-        assert tmux.wait_for("## 1. Claude Code", 30), tmux.screen()
+        assert tmux.wait_for("** · Claude Code", 30), tmux.screen()
         time.sleep(0.5)
         save(tmux, ARTIFACTS / "neovim-explain.png", "Neovim: :EngramExplain", tmp_path / "chromium")
         assert (ARTIFACTS / "neovim.png").stat().st_size > 10_000

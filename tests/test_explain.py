@@ -106,7 +106,8 @@ def test_text_on_stdin_and_pretty(spotter: Path, spot_repo: tuple[Path, dict[str
     doc = json.loads(run_engram(root, "explain", "--text", "-", "--brief", input=text.encode()).stdout)
     assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
     pretty = run_engram(root, "explain", f"{rel}:{a}-{b}", "--pretty").stdout
-    assert f"why {rel}:{a}-{b}?" in pretty and SPOTTER_MAIN in pretty and "▶" in pretty
+    assert f"Why {rel}:{a}-{b}?" in pretty and f"session {SPOTTER_MAIN[:8]}" in pretty
+    assert "1. wrote these lines — Claude Code" in pretty
 
 
 def test_text_that_is_empty_or_not_utf8(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:
@@ -316,7 +317,7 @@ def test_a_query_ends_without_teardown_yet_delivers_everything(spotter: Path,
     process to recover)."""
     root, writer = spot_repo
     rel, a, b = spans_of_main(spotter, root, writer)[0]
-    proc = run_engram(root, "explain", f"{rel}:{a}-{b}", "--before", "40", "--after", "40")
+    proc = run_engram(root, "explain", f"{rel}:{a}-{b}", "--before", "40", "--after", "40", "--budget", "0", "--full")
     assert len(proc.stdout) > 2 * 65536  # more than a pipe holds: the rest is written at the exit
     doc = json.loads(proc.stdout)
     assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
@@ -346,7 +347,7 @@ def test_reindex_gives_identical_answers(spotter: Path, spot_repo: tuple[Path, d
     (["assets/js/app.js:1-99999"], "past the end of the file"),
     (["../outside.py:1-2"], "outside the repository"),
     (["assets/js/app.js:9-3"], "START must not exceed END"),
-    (["assets/js/app.js"], "expected FILE:START-END"),
+    (["assets/js/app.js:ten-20"], "lines must be numbers"),
     (["--text", "missing.txt"], "--text missing.txt: cannot read it (No such file or directory)"),
     (["--text", "assets"], "--text assets: cannot read it"),
 ])

@@ -103,7 +103,8 @@ async def test_hover_tells_why_and_nothing_without_evidence(client: LanguageClie
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line + 1, character=2)))
     assert h is not None and h.contents.kind == types.MarkupKind.Markdown
     md = h.contents.value
-    assert "**Claude Code**" in md and SPOTTER_MAIN in md and "**Asked:**" in md
+    assert "** · Claude Code · " in md and SPOTTER_MAIN in md and "**Asked:**" in md
+    assert "touch(es)" not in md and "confidence" not in md and " via " not in md  # no internal terms
     assert "command:engram.view?" in md
     other = spot / "notes.txt"
     other.write_text("shopping list\napples\npears\n")

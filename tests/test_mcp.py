@@ -59,9 +59,21 @@ async def check_explain(c: Client, rel: str, a: int, b: int) -> None:
     r = await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b})
     assert r.is_error is False, r.content
     doc = r.structured_content
-    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
-    frag = doc["sessions"][0]["fragments"][0]
-    assert frag["window"] and any(e["offset"] == frag["offset"] for e in frag["window"])
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN and doc["sessions"][0]["wrote"]
+    assert doc["budget"]["tokens"] == 4000 and doc["budget"]["used"] <= 4000  # the CLI's default budget
+    assert doc["sessions"][0]["story"]["edit"]["diff"]
+    frag = next(f for f in doc["sessions"][0]["fragments"] if f.get("window"))
+    assert any(e["offset"] == frag["offset"] for e in frag["window"])
+    small = (await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b, "budget": 300})).structured_content
+    assert small["truncated"]["left_out"] and small["budget"]["used"] <= 300 or small["budget"]["over"]
+    assert small["truncated"]["next"] == f"explain(file={rel!r}, start_line={a}, end_line={b}, budget=300, page=2)"
+    two = await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b, "budget": 300, "page": 2})
+    assert two.is_error is False and two.structured_content["page"] == 2
+    assert "blame" in tools and tools["blame"].annotations.read_only_hint is True
+    blamed = (await c.call_tool("blame", {"file": rel, "start_line": a, "end_line": b})).structured_content
+    assert blamed["file"] == rel and blamed["regions"][0]["lines"][0] == a and blamed["regions"][-1]["lines"][1] == b
+    assert all(set(r) == {"lines", "session_id", "tape", "harness", "when", "request"} for r in blamed["regions"])
+    assert SPOTTER_MAIN in {r["session_id"] for r in blamed["regions"]}
     v = await c.call_tool("view", {"tape": frag["tape"], "at": frag["offset"], "before": 1, "after": 1})
     assert [e["offset"] for e in v.structured_content["events"]] == [frag["offset"] - 1, frag["offset"],
                                                                       frag["offset"] + 1]

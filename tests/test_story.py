@@ -7,7 +7,7 @@ from pathlib import Path
 from engram.query.story import touch_story
 from engram.tape.reader import TapeReader
 from engram.tape.writer import write_tape
-from engram_server.convert import escape_markdown
+from engram.query.render import escape_markdown
 
 
 def test_request_skips_injected_messages_and_finds_the_next_result(tmp_path: Path) -> None:

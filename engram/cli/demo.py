@@ -120,7 +120,7 @@ def run_demo(target: Path | None, keep: bool = False, *, run: Callable[[list[str
                                       ["show", DEMO_SESSION, "--limit", "30"]]
             span = demo_span(repo, transcript)
             if span and _has_explain():
-                steps.append(["explain", span, "--pretty", "--before", "2", "--after", "2"])
+                steps.append(["explain", span, "--pretty"])
             for step in steps:
                 print(f"$ engram {' '.join(step)}", flush=True)
                 code = run(step)

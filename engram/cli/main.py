@@ -2,7 +2,7 @@
 
 Each group of commands lives in its own module of this package and adds its parsers with a
 `register(sub)` function: `capture` (init, ingest, record), `tapes` (tapes, show, gc), `agents`
-(setup, hook), `query` (explain, view, search, index, reindex), `doctor`; the language server and
+(setup, hook), `query` (explain, blame, view, search, index, reindex), `doctor`; the language server and
 MCP commands come from `engram_server.entry` as plugins. The demo runs other commands through
 `main`, and `completion` describes the whole parser, so both are wired here. Imports stay inside
 handlers: `engram --help` must be instant.
@@ -215,7 +215,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
 # Queries close what they open and start no process: once their answer is written, nothing the
 # interpreter's teardown does (freeing every module's objects, numpy's among them) matters to
 # anyone. It took 30-50 ms of a ~200 ms `engram explain` here (bench/README.md, "CLI exit").
-QUICK_EXIT_COMMANDS = frozenset({"explain", "view", "search"})
+QUICK_EXIT_COMMANDS = frozenset({"explain", "blame", "view", "search"})
 
 
 def exit_process(argv: Sequence[str], code: int) -> NoReturn:

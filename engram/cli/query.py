@@ -1,4 +1,4 @@
-"""CLI commands over the index: explain, view, search, index, reindex."""
+"""CLI commands over the index: explain, blame, view, search, index, reindex."""
 
 from __future__ import annotations
 
@@ -15,10 +15,13 @@ from engram.cli.output import agent_output, people_output
 from engram.words import agree, plural
 
 
-def _out(doc: Any) -> None:
+def _out(doc: Any, compact: bool = False) -> None:
+    """`doc` as JSON on stdout: indented, or with `compact` on one line when stdout is not a
+    terminal (a program or an agent reads it: indentation would be a third of what it pays for)."""
     import orjson
 
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    indent = not (compact and not sys.stdout.isatty())
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0).decode() + "\n")
 
 
 def _ready_db(store):  # noqa: ANN001, ANN202
@@ -50,6 +53,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
         "min_confidence": args.min_confidence if args.min_confidence is not None else float(cfg["min_confidence"]),
         "expand_until": args.expand_until, "rank": args.rank or str(cfg["rank"]),
     }
+    if args.pretty:  # people read each session's story and edit, not windows: no budget either
+        params.update(brief=True, story=True)
+    else:
+        budget = args.budget if args.budget is not None else int(cfg["budget"])
+        params.update(budget=budget or None, page=args.page, more=_paging_command(args))
+        if args.full:
+            params["full"] = True
     if args.debug:
         params["debug"] = True
     doc = None
@@ -59,7 +69,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         params["text"] = _text_to_explain(args.text)
     else:
         if not args.span:
-            raise BadInput("what to explain? give FILE:START-END (or --text - with the text on stdin)")
+            raise BadInput("what to explain? give FILE:START-END, or FILE for the whole file (or --text - with "
+                           "the text on stdin)")
         params.update(span=args.span, cwd=os.getcwd())
         if not args.debug:  # (a running server may be of another version: the rules listed are this one's)
             from engram.cli.running_server import ask_language_server
@@ -71,17 +82,43 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
             doc = explain_request(store, db, params)
     if args.pretty:
-        from engram.query.render import (
-            explain_pretty,  # (~30 ms of imports a JSON answer does not need)
-        )
+        from engram.query.render import explain_file_pretty, explain_pretty  # (~30 ms a JSON answer does not need)
 
-        print(explain_pretty(doc))
+        print(explain_file_pretty(doc, color=_color(args)) if "regions" in doc else explain_pretty(doc, color=_color(args)))
         if args.debug:
             print("\nranking rules that changed the answer (engram.query.ranking):")
             print("\n".join(f"  {r['rule']}: {r['effect']}" for r in doc.get("ranking", [])) or "  none")
     else:
-        _out(doc)
+        _out(doc, compact=True)
     return 0
+
+
+def _color(args: argparse.Namespace) -> bool:
+    """Colour for people: on a terminal, unless NO_COLOR is set (https://no-color.org) or
+    `--no-color` given."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not getattr(args, "no_color", False)
+
+
+def _paging_command(args: argparse.Namespace) -> str:
+    """`engram explain` as asked, with the options that change the answer, and `--page {page}`:
+    what the answer names to read on."""
+    import shlex
+
+    parts = ["engram", "explain"]
+    if args.text is not None:
+        parts += ["--text", args.text]
+    elif args.span:
+        parts.append(args.span)
+    for flag, value in (("--before", args.before), ("--after", args.after), ("--min-confidence", args.min_confidence),
+                        ("--expand-until", args.expand_until), ("--rank", args.rank), ("--budget", args.budget)):
+        if value is not None:
+            parts += [flag, str(value)]
+    for flag, on in (("--brief", args.brief), ("--include-deleted", args.include_deleted),
+                     ("--forensics", args.forensics), ("--full", args.full)):
+        if on:
+            parts.append(flag)
+    cmd = " ".join(shlex.quote(p) for p in parts).replace("{", "{{").replace("}", "}}")
+    return cmd + " --page {page}" + ("  (the same text on stdin)" if args.text == "-" else "")
 
 
 def _text_to_explain(source: str) -> str:
@@ -107,18 +144,68 @@ def cmd_view(args: argparse.Namespace) -> int:
     from engram.query.render import events_view
     from engram.tape.reader import TapeReader
 
+    tape, at = _tape_at(args)
+    before = args.before if args.before is not None else (0 if args.full else 5)
+    after = args.after if args.after is not None else (0 if args.full else 5)
     store = store_of(args)
     with closing(_ready_db(store)) as db:
-        row = resolve_tape(db, args.tape)
+        row = resolve_tape(db, tape)
     with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
-        if not 0 <= args.at < len(r):
-            raise BadInput(f"--at {args.at}: tape {row.id[:12]} has events 0-{len(r) - 1}")
-        window = r.window(args.at, args.before, args.after)
+        if not 0 <= at < len(r):
+            raise BadInput(f"offset {at}: tape {row.id[:12]} has events 0-{len(r) - 1}")
+        window = r.window(at, before, after)
     if args.pretty:
-        print(events_view(window))
+        print(events_view(window, full=args.full))
     else:
-        _out({"tape": row.id, "session_id": row.session_id, "at": args.at,
-              "events": [{"offset": off, **_trim(ev)} for off, ev in window]})
+        _out({"tape": row.id, "session_id": row.session_id, "at": at,
+              "events": [{"offset": off, **(ev if args.full else _trim(ev))} for off, ev in window]})
+    return 0
+
+
+def _tape_at(args: argparse.Namespace) -> tuple[str, int]:
+    """The tape and offset of `engram view TAPE@OFFSET` or `engram view TAPE --at OFFSET`."""
+    from engram.errors import BadInput
+
+    tape, sep, offset = args.tape.rpartition("@")
+    if not sep:
+        if args.at is None:
+            raise BadInput(f"which event of {args.tape}? give TAPE@OFFSET or --at OFFSET")
+        return args.tape, args.at
+    if not offset.isdigit() or not tape:
+        raise BadInput(f"{args.tape}: expected TAPE@OFFSET, OFFSET a whole number (e.g. 3fa2c1d0e9ab@812)")
+    if args.at is not None and args.at != int(offset):
+        raise BadInput(f"{args.tape} and --at {args.at} name two offsets: give one")
+    return tape, int(offset)
+
+
+def cmd_blame(args: argparse.Namespace) -> int:
+    from engram.errors import BadInput
+
+    start = end = None
+    if args.L:
+        a, sep, b = args.L.partition(",")
+        if not (a.strip().isdigit() and (not sep or b.strip().isdigit())):
+            raise BadInput(f"-L {args.L}: expected -L START,END (1-based line numbers), e.g. -L 10,40")
+        start, end = int(a), int(b) if sep else int(a)
+        if start < 1 or end < start:
+            raise BadInput(f"-L {args.L}: lines are 1-based and START must not exceed END")
+    store = store_of(args)
+    params = {"file": args.file, "start": start, "end": end, "cwd": os.getcwd()}
+    from engram.cli.running_server import ask_language_server
+
+    doc = ask_language_server(store.endpoint_file, "blame", params)  # a running server: its warm index
+    if doc is None:
+        with closing(_ready_db(store)) as db:
+            from engram.query.requests import blame_request
+
+            doc = blame_request(store, db, params)
+    if args.json:
+        _out(doc, compact=True)
+        return 0
+    from engram.query.render import blame_pretty
+
+    lines = (store.root / doc["file"]).read_bytes().decode("utf-8", "replace").split("\n")
+    print(blame_pretty(doc, lines, color=_color(args)))
     return 0
 
 
@@ -187,8 +274,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     from engram.store.config import CHOICES
 
-    s = sub.add_parser("explain", help="which sessions wrote, read or discussed FILE:START-END")
-    s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive) in the working tree")
+    s = sub.add_parser("explain", help="which sessions wrote, read or discussed FILE:START-END (or a whole FILE)")
+    s.add_argument("span", nargs="?", help="FILE:START-END (1-based, inclusive) in the working tree; FILE alone: "
+                                          "the whole file, region by region (the regions of `engram blame`)")
     s.add_argument("--text", metavar="FILE|-", help="explain this text instead (- reads stdin)")
     s.add_argument("--before", type=count, help="events before each touch (default: config explain.window)")
     s.add_argument("--after", type=count, help="events after each touch")
@@ -200,19 +288,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--rank", choices=CHOICES["explain.rank"],
                    help="writer: the sessions that changed these lines first, latest first (the default; "
                         "config explain.rank); touches: most touches, then recency; evidence: strongest match")
-    s.add_argument("--pretty", action="store_true", help="for people, not programs")
+    s.add_argument("--budget", type=count, metavar="TOKENS",
+                   help="at most this many tokens of JSON (4 bytes each; default: config explain.budget, 4000; "
+                        "0: no bound); what does not fit is named in \"truncated\" with the command for the next page")
+    s.add_argument("--page", type=positive, default=1, help="the page of an answer cut to the budget (default 1)")
+    s.add_argument("--full", action="store_true",
+                   help="windows' texts whole, not clipped to the span's lines (with --budget 0: nothing cut)")
+    s.add_argument("--pretty", action="store_true",
+                   help="for people: per session its request, its words around the edit and the edit as a diff")
+    s.add_argument("--no-color", action="store_true", help="no colour in --pretty output (also: NO_COLOR=1)")
     s.add_argument("--debug", action="store_true",
                    help="also list the ranking rules that changed the answer (\"ranking\", engram.query.ranking)")
     s.set_defaults(func=cmd_explain)
 
-    s = sub.add_parser("view", help="events of a tape around an offset")
-    s.add_argument("tape", help="a unique tape-id prefix or a session id")
-    s.add_argument("--at", type=count, required=True, metavar="OFFSET",
-                   help="the event to centre on (a fragment's offset in explain's answer)")
-    s.add_argument("--before", type=count, default=5, help="events before it (default 5)")
-    s.add_argument("--after", type=count, default=5, help="events after it (default 5)")
+    s = sub.add_parser("view", help="events of a tape around an offset: engram view TAPE@OFFSET [--full]")
+    s.add_argument("tape", help="TAPE@OFFSET, or a tape id (unique prefix) or session id with --at")
+    s.add_argument("--at", type=count, metavar="OFFSET", help="the event to show (or give TAPE@OFFSET)")
+    s.add_argument("--before", type=count, help="events before it (default 5; 0 with --full)")
+    s.add_argument("--after", type=count, help="events after it (default 5; 0 with --full)")
+    s.add_argument("--full", action="store_true",
+                   help="every text whole, nothing cut (alone: only the event at OFFSET); what explain's "
+                        "clipped windows name to show an event in full")
     agent_output(s)
     s.set_defaults(func=cmd_view)
+
+    s = sub.add_parser("blame", help="which session last changed each line of FILE, like git blame")
+    s.add_argument("file", help="a file of the working tree")
+    s.add_argument("-L", metavar="START,END", help="only lines START to END (1-based, inclusive)")
+    s.add_argument("--json", action="store_true",
+                   help='porcelain: {"file", "regions": [{"lines": [a, b], "session_id", "tape", "harness", '
+                        '"when", "request"}]}, session_id null where no recorded session wrote the lines')
+    s.add_argument("--no-color", action="store_true", help="no colour (also: NO_COLOR=1)")
+    s.set_defaults(func=cmd_blame)
 
     s = sub.add_parser("search", help="plain text search over messages and tool calls (FTS5)")
     s.add_argument("query", help="words to find (SQLite FTS5 syntax)")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -31,8 +32,10 @@ import apsw
 
 from engram.index import snapshot
 from engram.index.sql import int_array, reading
-from engram.index.kinds import KIND_NAME, KIND_NO
+from engram.index.kinds import CODE_CARRIED, KIND_NAME, KIND_NO
 from engram.query import ranking
+from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
+from engram.query.clip import CONTEXT_LINES, SpanWords, clip_event
 from engram.query.direct import SpanTokens, direct_hits, span_tokens
 from engram.query.ranking import Holders, Trace
 from engram.query.spans import Span
@@ -57,17 +60,33 @@ MAX_STRING: Final = 20_000
 class Options:
     before: int = 3
     after: int = 3
-    brief: bool = False
+    brief: bool = False  # no transcript windows
     min_confidence: float = 0.5
     include_deleted: bool = False
     forensics: bool = False
     depth: int = MAX_DEPTH
-    # Callers that show only the first sessions / fragments (the MCP tools) say so, so windows are
-    # read for what is returned only; what is cut is reported as `truncated`.
-    max_sessions: int | None = None
+    # Without a budget, at most this many fragments per session are read (what is cut is reported
+    # as `truncated`); with one, the budget decides and paging reaches every fragment.
     max_fragments: int = MAX_FRAGMENTS_PER_SESSION
     rank: str = "writer"  # or "touches", "evidence": see ranking.order_sessions
     debug: bool = False  # list the ranking rules that changed the answer (`Result.trace`)
+    # Each session's story: the request, the words around its telling touch, its edit's diff
+    # (engram.query.story). None: unless `brief`.
+    story: bool | None = None
+    # The answer's size in tokens (engram.query.budget: TOKEN_BYTES bytes of compact JSON each),
+    # and which page of it; None: no bound (a window's texts are still clipped).
+    budget: int | None = None
+    page: int = 1
+    # Lines kept around the span in a window's long texts (engram.query.clip); None: texts whole
+    # (cut at MAX_STRING characters), as before windows were clipped.
+    context: int | None = CONTEXT_LINES
+    # The command that asks for another page, with "{page}" where its number goes (the CLI's
+    # own flags, or an MCP call); None: `engram explain FILE:A-B --page N`.
+    more: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.story is None:
+            self.story = not self.brief
 
 
 @dataclass
@@ -268,7 +287,11 @@ def sessions_of(res: Result, rank: str = "writer", trace: Trace | None = None) -
                          "touches": touch_count((fr.kind, fr.file, (fr.tape_no, fr.offset)) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
-    return ranking.order_sessions(sessions, rank, res.span.file, trace)
+    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace)
+    wrote = ranking.latest_writes(ordered, res.span.file)
+    for s in ordered:
+        s["wrote"] = id(s) in wrote
+    return ordered
 
 
 def _trim(value: Any, limit: int = MAX_STRING) -> Any:
@@ -281,52 +304,239 @@ def _trim(value: Any, limit: int = MAX_STRING) -> Any:
     return value
 
 
-def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
-    order = Trace() if opts.debug else None
-    sessions = sessions_of(res, opts.rank, order)
-    truncated = res.truncated
-    if opts.max_sessions is not None and len(sessions) > opts.max_sessions:
-        sessions = sessions[: opts.max_sessions]
-        truncated = True
-    readers: dict[str, TapeReader] = {}
-    try:
-        out_sessions = []
-        for s in sessions:
-            items = s.pop("_items")
-            frags = []
-            for h, fr in items[:opts.max_fragments]:
-                entry: dict[str, Any] = {
-                    "tape": fr.tape, "offset": fr.offset, "kind": KIND_NAME.get(fr.kind, "?"), "file": fr.file,
-                    "lines": [fr.line0, fr.line1] if fr.line0 is not None else None,
-                    "confidence": h.confidence, "via": h.via, "timestamp": fr.ts,
-                }
-                if h.edge:
-                    entry["edge"] = h.edge
-                if not opts.brief:
-                    r = readers.get(fr.tape)
-                    if r is None:
-                        r = readers[fr.tape] = _reader(store, fr.tape)
-                    entry["window"] = [{"offset": off, **_trim(ev)} for off, ev in
-                                       r.window(fr.offset, opts.before, opts.after)]
-                frags.append(entry)
-            if len(items) > opts.max_fragments:
-                truncated = True
-            out_sessions.append({**s, "fragments": frags})
-    finally:
-        for r in readers.values():
+# The order in which a session's windows are kept under a budget: what it wrote first, then what
+# held the code (a tool call, lines carried in an edit, a read), then what was said or printed.
+_WINDOW_ORDER: Final = {KIND_NO[E.CODE_EDIT]: 0, KIND_NO[E.TOOL_CALL]: 1, KIND_NO[CODE_CARRIED]: 2,
+                        KIND_NO[E.CODE_READ]: 3, KIND_NO[E.MSG_OUT]: 4, KIND_NO[E.MSG_IN]: 5,
+                        KIND_NO[E.TOOL_RESULT]: 6}
+# A window's least size (bytes): one that cannot fit this is not read.
+_WINDOW_LEAST: Final = 200
+# Bytes kept free beside the units for `truncated` and `budget` (their counts are known last).
+_RESERVE: Final = 320
+
+
+def view_command(tape: str, offset: int) -> str:
+    """The command that shows an event of a tape whole."""
+    return f"engram view {tape[:12]}@{offset} --full"
+
+
+class _Answer:
+    """The pieces of one explain answer (`budget.Unit`s), built when first needed: a session's
+    heading, its story, each fragment's line and window."""
+
+    def __init__(self, store: Store, res: Result, opts: Options, sessions: list[dict[str, Any]]) -> None:
+        self.store, self.res, self.opts, self.sessions = store, res, opts, sessions
+        self.items = [s.pop("_items") for s in sessions]
+        self.span = SpanWords(res.span.text)
+        self.readers: dict[str, TapeReader] = {}
+        self.memo: dict[Hashable, Any] = {}
+
+    def close(self) -> None:
+        for r in self.readers.values():
             r.close()
-    doc = {
+
+    def reader(self, tape: str) -> TapeReader:
+        r = self.readers.get(tape)
+        if r is None:
+            r = self.readers[tape] = _reader(self.store, tape)
+        return r
+
+    def _cached(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
+
+    def head(self, si: int) -> dict[str, Any]:
+        return self.sessions[si]
+
+    def fragment(self, si: int, fi: int) -> dict[str, Any]:
+        h, fr = self.items[si][fi]
+        entry: dict[str, Any] = {
+            "tape": fr.tape, "offset": fr.offset, "kind": KIND_NAME.get(fr.kind, "?"), "file": fr.file,
+            "lines": [fr.line0, fr.line1] if fr.line0 is not None else None,
+            "confidence": h.confidence, "via": h.via, "timestamp": fr.ts,
+        }
+        if h.edge:
+            entry["edge"] = h.edge
+        return entry
+
+    def window(self, si: int, fi: int) -> list[dict[str, Any]]:
+        def make() -> list[dict[str, Any]]:
+            fr = self.items[si][fi][1]
+            events = self.reader(fr.tape).window(fr.offset, self.opts.before, self.opts.after)
+            if self.opts.context is None:
+                return [{"offset": off, **_trim(ev)} for off, ev in events]
+            return [self._cached(("ev", fr.tape, off), lambda off=off, ev=ev: {  # type: ignore[misc]
+                "offset": off, **clip_event(ev, self.span, view_command(fr.tape, off), self.opts.context)})
+                for off, ev in events]
+        return self._cached(("w", si, fi), make)  # type: ignore[no-any-return]
+
+    def telling(self, si: int) -> Frag:
+        """The touch a session's story tells: its latest edit that matched the span's own lines,
+        else its latest edit, else its latest touch."""
+        items = self.items[si]
+        edits = [fr for h, fr in items if fr.kind == ranking.EDIT and h.via == "direct" and fr.file == self.res.span.file]
+        edits = edits or [fr for _, fr in items if fr.kind == ranking.EDIT]
+        return edits[-1] if edits else items[-1][1]
+
+    def story(self, si: int) -> dict[str, Any]:
+        def make() -> dict[str, Any]:
+            from engram.query.story import edit_change, story_json, touch_story  # noqa: PLC0415
+
+            fr = self.telling(si)
+            r = self.reader(fr.tape)
+            out: dict[str, Any] = {"tape": fr.tape, "offset": fr.offset, "kind": KIND_NAME.get(fr.kind, "?"),
+                                   "ts": fr.ts}
+            out.update(story_json(touch_story(r, fr.offset), self.span))
+            if fr.kind == ranking.EDIT:
+                lines = [(f.line0, f.line1) for _, f in self.items[si] if f.tape == fr.tape and f.offset == fr.offset
+                         and f.kind == ranking.EDIT and f.line0 is not None and f.line1 is not None]
+                change = edit_change(r.event(fr.offset, resolve_objects=True), lines, self.span,
+                                     self.opts.context if self.opts.context is not None else CONTEXT_LINES)
+                if change is not None:
+                    out["edit"] = change
+            return out
+        return self._cached(("story", si), make)  # type: ignore[no-any-return]
+
+    def units(self) -> list[Unit]:
+        """Every piece, most load-bearing first: the writers' headings, stories, edits and their
+        windows; every other session's heading and story; every fragment's line; the remaining
+        windows, the writers' first and by kind (_WINDOW_ORDER)."""
+        opts, file = self.opts, self.res.span.file
+        cap = opts.max_fragments if opts.budget is None else None
+        made: dict[Hashable, Unit] = {}
+
+        def add(key: Hashable, what: str, needs: Hashable | None, measure: Callable[[], int], least: int = 0) -> None:
+            if key not in made:
+                made[key] = Unit(key, what, needs, measure, least)
+
+        def head(si: int) -> None:
+            add(("s", si), "sessions", None, lambda: json_size(self.head(si)) + len(',"fragments":[]') + 1)
+            if opts.story:
+                add(("story", si), "stories", ("s", si), lambda: json_size({"story": self.story(si)}) - 1, 60)
+
+        def frag(si: int, fi: int) -> None:
+            add(("f", si, fi), "fragments", ("s", si), lambda: json_size(self.fragment(si, fi)) + 1)
+
+        def window(si: int, fi: int) -> None:
+            if not opts.brief:
+                add(("w", si, fi), "windows", ("f", si, fi), lambda: json_size({"window": self.window(si, fi)}) - 1,
+                    _WINDOW_LEAST)
+
+        shown = [list(range(len(items) if cap is None else min(cap, len(items)))) for items in self.items]
+        writers = [si for si, s in enumerate(self.sessions) if s.get("wrote")]
+        for si in writers:
+            head(si)
+            for fi in shown[si]:
+                h, fr = self.items[si][fi]
+                if fr.kind == ranking.EDIT and h.via == "direct" and fr.file == file:
+                    frag(si, fi)
+                    if opts.context is None or not any(("w", si, fj) in made for fj in shown[si] if self.items[si][fj][1].offset == fr.offset
+                               and self.items[si][fj][1].tape == fr.tape):
+                        window(si, fi)
+        for si in range(len(self.sessions)):
+            head(si)
+        for si in range(len(self.sessions)):
+            for fi in shown[si]:
+                frag(si, fi)
+        for si in writers + [si for si in range(len(self.sessions)) if si not in writers]:
+            seen: set[tuple[str, int]] = set()  # an edit of several regions: one window for them all
+            for fi in sorted(shown[si], key=lambda fi: _WINDOW_ORDER.get(self.items[si][fi][1].kind, 9)):
+                fr = self.items[si][fi][1]
+                if (fr.tape, fr.offset) not in seen or opts.context is None:
+                    seen.add((fr.tape, fr.offset))
+                    window(si, fi)
+        self.capped = sum(len(items) - len(keep) for items, keep in zip(self.items, shown))
+        return list(made.values())
+
+    def sessions_shown(self, shown: set[Hashable]) -> list[dict[str, Any]]:
+        out = []
+        for si in range(len(self.sessions)):
+            if ("s", si) not in shown:
+                continue
+            s = dict(self.head(si))
+            if ("story", si) in shown:
+                s["story"] = self.story(si)
+            frags = []
+            for fi in range(len(self.items[si])):
+                if ("f", si, fi) in shown:
+                    entry = self.fragment(si, fi)
+                    if ("w", si, fi) in shown:
+                        entry["window"] = self.window(si, fi)
+                    frags.append(entry)
+            s["fragments"] = frags
+            out.append(s)
+        return out
+
+
+def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
+    """The explain document. With `opts.budget`, the pieces that fit the budget on page
+    `opts.page` (engram.query.budget), and `truncated` saying what was left out and the command
+    that shows the next page."""
+    order = Trace() if opts.debug else None
+    answer = _Answer(store, res, opts, sessions_of(res, opts.rank, order))
+    doc: dict[str, Any] = {
         "version": EXPLAIN_VERSION,
         "span": {"file": res.span.file, "start": res.span.start, "end": res.span.end},
-        "sessions": out_sessions,
-        "truncated": truncated,
+        "sessions": [],
+        "truncated": False,
         "lineage": {"edges_followed": res.edges_followed},
         "widened": _widened(res),
         "rank": opts.rank,
     }
-    if order is not None:  # only when asked: agents and the editors read the document as it was
+    try:
+        units = answer.units()
+        if opts.budget is None:
+            shown: set[Hashable] = {u.key for u in units}
+            left: list[Unit] = []
+            over = False
+        else:
+            capacity = opts.budget * TOKEN_BYTES - json_size(doc) - _RESERVE
+            pg = page(units, capacity, opts.page)
+            shown, left, over = set(pg.shown), pg.left, pg.over
+        doc["sessions"] = answer.sessions_shown(shown)
+    finally:
+        answer.close()
+    doc["truncated"] = _truncated(res, opts, left, answer.capped)
+    if opts.budget is not None:
+        doc["budget"] = {"tokens": opts.budget, "used": 0}
+        if opts.page > 1:
+            doc["page"] = opts.page
+        if over:
+            doc["budget"]["over"] = True
+        doc["budget"]["used"] = tokens(json_size(doc))
+    if order is not None:  # only when asked (and not counted): agents and editors read the document as it was
         doc["ranking"] = [*(res.trace.fired if res.trace is not None else []), *order.fired]
     return doc
+
+
+def _truncated(res: Result, opts: Options, left: list[Unit], capped: int) -> dict[str, Any] | bool:
+    """False when nothing was left out; else what was (`left_out`: sessions, stories, fragments,
+    windows), why, and the command that shows the next page."""
+    out: dict[str, Any] = {}
+    counts = left_out(left)
+    if capped:
+        counts["fragments"] = counts.get("fragments", 0) + capped
+    if counts:
+        out["left_out"] = counts
+    if res.truncated:
+        out["lineage"] = (f"the lineage walk stopped at its caps ({MAX_FANOUT} edges per fragment, "
+                          f"{MAX_EDGES} in all): older versions may be missing")
+    if left:
+        out["next"] = _next_command(res, opts)
+    elif capped:
+        out["why"] = f"at most {opts.max_fragments} fragments per session without a budget"
+    return out or False
+
+
+def _next_command(res: Result, opts: Options) -> str:
+    nxt = opts.page + 1
+    if opts.more:
+        return opts.more.format(page=nxt)
+    span = res.asked or res.span
+    if span.file == "-":
+        return f"engram explain --text - --page {nxt}  (the same text on stdin)"
+    return f"engram explain {span.file}:{span.start}-{span.end} --page {nxt}"
 
 
 def _widened(res: Result) -> dict[str, Any] | None:

@@ -573,20 +573,29 @@ def writer_edits(s: dict[str, Any], file: str) -> list[tuple[float, str]]:
             if fr.kind == EDIT and h.via == "direct" and fr.file == file]
 
 
+def latest_writes(sessions: list[dict[str, Any]], file: str) -> dict[int, str]:
+    """The sessions among `sessions` that changed the span's lines (`writer_edits` at least
+    WRITER_FLOOR of the strongest such edit), keyed by `id(session)`, each with the time of its
+    latest such change."""
+    edits = {id(s): writer_edits(s, file) for s in sessions}
+    top = max((c for e in edits.values() for c, _ in e), default=0.0)
+    if top <= 0.0:
+        return {}
+    last = {k: max((t for c, t in e if c >= WRITER_FLOOR * top), default=None) for k, e in edits.items()}
+    return {k: t for k, t in last.items() if t is not None}
+
+
 def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:
     """The sessions that changed the span's lines first, the latest change first (as git blame
     names the last commit to change a line), then every other session by touches. A session's
     reads, its discussion and the lines it carried in a later edit add touches, and the most
     recent of equals won: a carrier came before the writer (issue 45's measurements)."""
-    edits = {id(s): writer_edits(s, file) for s in sessions}
-    top = max((c for e in edits.values() for c, _ in e), default=0.0)
-    if top <= 0.0:
+    last = latest_writes(sessions, file)
+    if not last:
         return _by_touches(sessions, trace)
-    last = {id(s): max((t for c, t in e if c >= WRITER_FLOOR * top), default=None) for s, e in
-            ((s, edits[id(s)]) for s in sessions)}
-    writers = [s for s in sessions if last[id(s)] is not None]
+    writers = [s for s in sessions if id(s) in last]
     writers.sort(key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
-    others = _by_touches([s for s in sessions if last[id(s)] is None], None)
+    others = _by_touches([s for s in sessions if id(s) not in last], None)
     if trace is not None and len(sessions) > 1:
         trace.note("writer_first", f"{len(writers)} session(s) changed these lines (latest first: "
                    f"{', '.join(s['session_id'][:8] for s in writers)}); {len(others)} other(s) by touches")

@@ -25,6 +25,12 @@ def index_captured(store: Store, db: apsw.Connection) -> None:
                 index_pending(store, db)
 
 
+def whole_file(arg: str) -> bool:
+    """Does `engram explain ARG` name a whole file (no `:START-END`, or `:` in the file's name)?"""
+    _, sep, rng = arg.rpartition(":")
+    return not sep or not rng.replace("-", "").isdigit()
+
+
 def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
     """The explain document for a request of `engram explain` (from the command line, or sent by
     one to a running language server, which answers it the same way)."""
@@ -32,15 +38,102 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
     from engram.query.spans import parse_span, read_span, text_span
     from engram.store.config import choice
 
+    budget = params.get("budget")
     opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
                    include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
                    min_confidence=float(params["min_confidence"]), rank=choice("explain.rank", params.get("rank", "writer")),
-                   debug=bool(params.get("debug", False)))
+                   debug=bool(params.get("debug", False)), story=params.get("story"),
+                   budget=int(budget) if budget else None, page=int(params.get("page") or 1),
+                   more=params.get("more"))
+    if params.get("full"):
+        opts.context = None
     file_lines = None
     if params.get("text") is not None:
         span = text_span(str(params["text"]))
+    elif whole_file(str(params["span"])):
+        return explain_file_request(store, db, {**params, "file": params["span"]})
     else:
         path, start, end = parse_span(str(params["span"]))
         span = read_span(store.root, path, start, end, Path(params["cwd"]) if params.get("cwd") else None)
         file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
     return explain(store, db, span, opts, expand_until=params.get("expand_until"), file_lines=file_lines)
+
+
+def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
+    """The repository-relative path of `path` and its working-tree text."""
+    from engram.errors import BadInput
+    from engram.query.spans import repo_relative
+
+    rel = repo_relative(store.root, path, Path(cwd) if cwd else None)
+    full = store.root / rel
+    if not full.is_file():
+        head, sep, _ = path.rpartition(":")
+        if sep and (store.root / repo_relative(store.root, head, Path(cwd) if cwd else None)).is_file():
+            raise BadInput(f"{path!r}: lines must be numbers, e.g. {head}:10-24 (or {head} for the whole file)")
+        raise BadInput(f"{path}: no such file in the working tree")
+    return rel, full.read_bytes().decode("utf-8", "replace")
+
+
+def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
+    """`engram blame FILE [-L A,B]`: the porcelain document, {"file", "regions": [{"lines",
+    "session_id", "tape", "harness", "when", "request"}]} (engram.query.blame)."""
+    from engram.query.blame import add_requests, blame
+
+    rel, text = _file_text(store, str(params["file"]), params.get("cwd"))
+    if isinstance(params.get("text"), str):  # the editor's text of the file, unsaved changes and all
+        text = params["text"]
+    regions = blame(db, store.root, rel, text, params.get("start"), params.get("end"))
+    add_requests(db, store.tapes_dir, store.objects_dir, regions)
+    return {"file": rel, "regions": [r.porcelain() for r in regions]}
+
+
+def explain_file_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
+    """`engram explain FILE` (no range): the file's blame regions, each with its explain answer
+    (sessions and their stories, no windows), as many as the budget holds on the page asked;
+    `truncated` names the next page."""
+    from engram.query.blame import add_requests, blame
+    from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
+    from engram.query.explain import Options, explain
+    from engram.query.spans import Span
+    from engram.store.config import choice
+
+    rel, text = _file_text(store, str(params["file"]), params.get("cwd"))
+    lines = text.splitlines()
+    regions = blame(db, store.root, rel, text)
+    add_requests(db, store.tapes_dir, store.objects_dir, regions)
+    opts = Options(brief=True, story=True, min_confidence=float(params["min_confidence"]),
+                   rank=choice("explain.rank", params.get("rank", "writer")))
+    heads = [r.porcelain() for r in regions]
+    answers: dict[int, dict[str, Any]] = {}
+
+    def answer(i: int) -> dict[str, Any]:
+        if i not in answers:
+            r = regions[i]
+            span = Span(rel, r.start, r.end, "\n".join(lines[r.start - 1:r.end]) + "\n")
+            doc = explain(store, db, span, opts, file_lines=lines)
+            answers[i] = {k: doc[k] for k in ("span", "sessions", "widened")}
+        return answers[i]
+
+    units: list[Unit] = []
+    for i in range(len(regions)):
+        units.append(Unit(("r", i), "regions", None, lambda i=i: json_size(heads[i]) + 1))
+        units.append(Unit(("x", i), "explains", ("r", i), lambda i=i: json_size({"explain": answer(i)}) - 1, 80))
+    doc: dict[str, Any] = {"version": 1, "file": rel, "regions": [], "truncated": False}
+    budget, number = params.get("budget"), int(params.get("page") or 1)
+    if budget:
+        pg = page(units, int(budget) * TOKEN_BYTES - json_size(doc) - 320, number)
+        shown, left = set(pg.shown), pg.left
+    else:
+        shown, left = {u.key for u in units}, []
+    for i in range(len(regions)):
+        if ("r", i) in shown:
+            doc["regions"].append({**heads[i], **({"explain": answer(i)} if ("x", i) in shown else {})})
+    if left:
+        more = str(params.get("more") or f"engram explain {rel} --page {{page}}")
+        doc["truncated"] = {"left_out": left_out(left), "next": more.format(page=number + 1)}
+    if budget:
+        doc["budget"] = {"tokens": int(budget), "used": 0}
+        if number > 1:
+            doc["page"] = number
+        doc["budget"]["used"] = tokens(json_size(doc))
+    return doc

@@ -34,6 +34,9 @@ DEFAULTS: dict[str, Any] = {
         # first, then the others by touches), "touches" (most touches, then the latest; the
         # specification's) or "evidence" (the strongest match first); see engram.query.ranking.
         "rank": "writer",
+        # Tokens an answer in JSON may take (engram.query.budget: 4 bytes of compact JSON each);
+        # what does not fit is left for `--page 2`. 0: no bound.
+        "budget": 4000,
     },
     "index": {
         # Fingerprints present in more than this share of tapes are stop-listed: a query skips

@@ -17,6 +17,7 @@ from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
 from engram.words import plural
 
+from .. import convert
 from . import regions
 from .server import EngramLanguageServer
 
@@ -55,7 +56,10 @@ def _int(value: Any, default: int) -> int:
 
 
 async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
-    """[uri, range, options?] → the explain document, its markdown and the span's text."""
+    """[uri, range, options?] → the explain document, its markdown (engram.query.render, the rules
+    of the hover and `engram explain --pretty`; with options.links, links to the transcripts an
+    editor can follow), the lines of the markdown that point at an event (`targets`: [line,
+    tape, offset], 0-based lines) and the span's text."""
     uri, rng, options = _args(args, 3)
     if not isinstance(uri, str):
         raise JsonRpcInvalidParams("engram.explain needs [uri, range]")
@@ -69,7 +73,7 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
     start, end = _range_lines(rng, len(lines))
     opts = options if isinstance(options, dict) else {}
     from engram.query.explain import Options, explain  # noqa: PLC0415
-    from engram.query.render import explain_markdown  # noqa: PLC0415
+    from engram.query.render import explain_markdown_lines  # noqa: PLC0415
     from engram.query.spans import Span  # noqa: PLC0415
 
     rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()
@@ -77,10 +81,16 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
     o = Options(before=int(opts.get("before", ls.settings.window_before)),
                 after=int(opts.get("after", ls.settings.window_after)),
                 min_confidence=float(opts.get("minConfidence", ls.settings.min_confidence)),
-                brief=bool(opts.get("brief", False)), rank=str(state.store.config["explain"]["rank"]))
+                brief=bool(opts.get("brief", False)), story=True, rank=str(state.store.config["explain"]["rank"]))
     store = state.store
     doc = await ls.off_loop(lambda: explain(store, ls.conn(store), span, o, file_lines=lines))
-    return {"result": doc, "markdown": explain_markdown(doc), "text": span.text}
+    refs = convert.ReferenceLinks() if opts.get("links") == "reference" else None
+    link = refs or (convert.view_link if opts.get("links") else None)
+    md, targets = explain_markdown_lines(doc, link=link)
+    if refs is not None:
+        md += refs.definitions()
+    return {"result": doc, "markdown": "\n".join(md) + "\n", "text": span.text,
+            "targets": [[line, tape, offset] for line, (tape, offset) in sorted(targets.items())]}
 
 
 async def cmd_view(ls: EngramLanguageServer, *args: Any) -> dict:

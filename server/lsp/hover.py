@@ -1,4 +1,5 @@
-"""Hover: over an evidence region, the stories of the sessions that most tellingly touched it."""
+"""Hover: over an evidence region, the story of the sessions that most tellingly touched it, rendered
+by the same rules as `engram explain --pretty` and the explain document (engram.query.render)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,14 @@ from typing import Any
 
 from lsprotocol import types
 
-from engram.query.story import touch_story
-from engram.store.repo import Store
-from engram.tape.reader import TapeReader
-from engram.tape.writer import tape_path
+from engram.query.render import explain_markdown
 
 from .. import convert
 from . import regions
 from .server import EngramLanguageServer
 
 HOVER_SESSIONS = 3
+HOVER_DIFF_LINES = 12  # a hover is a glance: the explain document has the whole diff
 
 
 async def hover(ls: EngramLanguageServer, params: types.HoverParams) -> types.Hover | None:
@@ -28,35 +27,19 @@ async def hover(ls: EngramLanguageServer, params: types.HoverParams) -> types.Ho
     region = state.region_at(params.position.line)
     if region is None or not region.sessions:
         return None
-    doc = await regions.explain_region(ls, state, region)
-    top = [_telling(s) for s in doc["sessions"][:HOVER_SESSIONS]]
-    if not top:
-        top = [(s, s.tape, s.offset) for s in region.sessions[:HOVER_SESSIONS]]
-    store = state.store
-    stories = await ls.off_loop(_stories_blocking, store, top)
-    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
-                                                    value=convert.hover_markdown(stories)),
+    doc = await regions.explain_region(ls, state, region, story=True)
+    if not doc["sessions"]:  # the region's own sessions, without their stories
+        doc = {**doc, "sessions": [_region_session(s) for s in region.sessions]}
+    value = explain_markdown(doc, link=convert.view_link, sessions=HOVER_SESSIONS, heading=False,
+                             diff_lines=HOVER_DIFF_LINES)
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value),
                        range=convert.line_range(region.start, region.end))
 
 
-def _telling(session: dict[str, Any]) -> tuple[Any, str, int]:
-    """An explain session and its most telling touch: the latest edit, else the latest touch."""
-    frags = session["fragments"]
-    edits = [f for f in frags if f["kind"] == "code.edit"]
-    best = (edits or frags)[-1]
-    from engram.query.regions import RegionSession  # noqa: PLC0415
-
-    rs = RegionSession(session["session_id"], session["harness"], session.get("model"), best["tape"],
-                       session["touches"], session.get("last_touch"), offset=best["offset"])
-    return rs, best["tape"], best["offset"]
-
-
-def _stories_blocking(store: Store, items: list[tuple[Any, str, int]]) -> list:
-    out = []
-    for s, tape, offset in items:
-        with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
-            out.append((s, touch_story(r, offset), offset))
-    return out
+def _region_session(s: Any) -> dict[str, Any]:
+    return {"tape": s.tape, "session_id": s.session_id, "harness": s.harness, "model": s.model,
+            "touches": s.touches, "last_touch": s.last_touch, "fragments": [],
+            "story": {"tape": s.tape, "offset": s.offset, "kind": s.kinds[0] if s.kinds else None}}
 
 
 def register(server: EngramLanguageServer) -> None:

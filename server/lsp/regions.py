@@ -98,9 +98,10 @@ async def ready(ls: EngramLanguageServer, uri: str) -> DocState:
     return state
 
 
-async def explain_region(ls: EngramLanguageServer, state: DocState, region: LiveRegion) -> dict[str, Any]:
+async def explain_region(ls: EngramLanguageServer, state: DocState, region: LiveRegion,
+                         story: bool = False) -> dict[str, Any]:
     """The brief explain of a region's current buffer text: what its lens and hover report, so
-    they agree with what `engram.explain` then shows."""
+    they agree with what `engram.explain` then shows (`story`: each session's, for the hover)."""
     from engram.query.explain import Options, explain  # noqa: PLC0415
     from engram.query.spans import Span  # noqa: PLC0415
 
@@ -109,7 +110,7 @@ async def explain_region(ls: EngramLanguageServer, state: DocState, region: Live
     rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()  # type: ignore[union-attr]
     span = Span(rel, region.start + 1, end + 1, "\n".join(lines[region.start:end + 1]) + "\n")
     store = state.store
-    opts = Options(brief=True, min_confidence=ls.settings.min_confidence,
+    opts = Options(brief=True, min_confidence=ls.settings.min_confidence, story=story,
                    rank=str(store.config["explain"]["rank"]))  # type: ignore[union-attr]
     return await ls.off_loop(lambda: explain(store, ls.conn(store), span, opts))  # type: ignore[arg-type]
 

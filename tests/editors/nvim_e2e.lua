@@ -163,7 +163,7 @@ local ok, err = pcall(function()
   results.explain_head = vim.split(etext, '\n', { plain = true })
   results.explain_head = { unpack(results.explain_head, 1, 40) }
   results.explain_span = engram.last.explain and engram.last.explain.result.span
-  check('explain selection', ebuf ~= nil and vim.bo[ebuf].filetype == 'markdown' and etext:find('## 1. Claude Code', 1, true) ~= nil
+  check('explain selection', ebuf ~= nil and vim.bo[ebuf].filetype == 'markdown' and etext:find('^# Why `') ~= nil and etext:find('\n%*%*1%. [^*]+%*%* · Claude Code') ~= nil
     and etext:find(session, 1, true) ~= nil and results.explain_span and results.explain_span.start == a
     and results.explain_span['end'] == b, results.explain_span)
 
@@ -183,7 +183,7 @@ local ok, err = pcall(function()
   local lbuf = engram.last.explain_buf
   local target_line
   for i, line in ipairs(vim.api.nvim_buf_get_lines(lbuf, 0, -1, false)) do
-    if line:match('^%- ▶ `#%d+`') then
+    if line:match('^%*%*1%. ') then  -- the first session's heading points at the touch it tells
       target_line = i
       break
     end

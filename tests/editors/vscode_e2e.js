@@ -177,7 +177,7 @@ async function activeEditorText(page) {
     const explainText = await activeEditorText(page);
     result.explain_tab = tabs;
     result.explain_text = explainText.slice(0, 1500);
-    check('lens opens the explain document', /Why does/.test(explainText) && /## 1\. Claude Code/.test(explainText), tabs);
+    check('lens opens the explain document', /# Why `/.test(explainText) && /\*\*1\. [^*]+\*\* · Claude Code/.test(explainText), tabs);
     const explainLenses = await waitText(page, '.editor-group-container.active .codelens-decoration a', /open transcript at #/, 15000).catch(() => []);
     result.explain_lenses = explainLenses;
     await shot(page, 'vscode-explain.png');

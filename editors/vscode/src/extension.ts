@@ -32,6 +32,7 @@ import {
   StatusState,
   statusText,
   TapeRow,
+  targetAt,
   touchLabel,
   ViewResponse,
   viewMarkdown,
@@ -429,7 +430,7 @@ export class EngramExtension implements vscode.Disposable {
       state.before = before;
       state.after = after;
     }
-    const args = [uri, range, { ...(options ?? {}), before, after }];
+    const args = [uri, range, { ...(options ?? {}), before, after, links: 'reference' }];
     let res: ExplainResponse;
     try {
       res = (next ? await next('engram.explain', args) : await this.exec('engram.explain', args)) as ExplainResponse;
@@ -442,7 +443,8 @@ export class EngramExtension implements vscode.Disposable {
       return undefined;
     }
     state.response = res;
-    const body = explainMarkdown(res, { docKey: key, before, after, language: fenceLanguage(res.result.span.file) });
+    // The server's rendering (the hover's and `engram explain --pretty`'s rules); this extension's own for an older server.
+    const body = res.markdown ?? explainMarkdown(res, { docKey: key, before, after, language: fenceLanguage(res.result.span.file) });
     await this.show(state.uri, body);
     return res;
   }
@@ -491,6 +493,8 @@ export class EngramExtension implements vscode.Disposable {
       // In an explain document: the fragment whose heading is at or above the cursor.
       const state = [...this.explains.values()].find((s) => s.uri.toString() === editor.document.uri.toString());
       response = state?.response;
+      const target = targetAt(response, editor.selection.active.line);
+      if (target) return this.showTranscript([target[0], target[1], 10, 10]);
       for (let i = editor.selection.active.line; i >= 0 && response; i--) {
         const m = /^### (\d+)\.(\d+) /.exec(editor.document.lineAt(i).text);
         if (m) {

@@ -34,15 +34,27 @@ export interface ExplainDoc {
   version?: number;
   span: { file: string; start: number; end: number };
   sessions: ExplainSession[];
-  truncated?: boolean;
+  truncated?: boolean | { left_out?: Record<string, number>; next?: string };
   lineage?: { edges_followed?: number };
 }
 
 /** What the server's `engram.explain` command returns. */
 export interface ExplainResponse {
   result: ExplainDoc;
+  /** The explain document rendered by the server (engram.query.render: the rules of the hover and `engram explain --pretty`). */
   markdown?: string;
+  /** Lines of `markdown` (0-based) that point at a transcript event: [line, tape, offset]. */
+  targets?: [number, string, number][];
   text?: string;
+}
+
+/** The transcript event the explain document points at on `line` or the nearest line above it. */
+export function targetAt(res: ExplainResponse | undefined, line: number): [string, number] | undefined {
+  let found: [string, number] | undefined;
+  for (const [l, tape, offset] of res?.targets ?? []) {
+    if (l <= line) found = [tape, offset];
+  }
+  return found;
 }
 
 /** What the server's `engram.view` command returns. */

@@ -57,7 +57,7 @@ test('clicking a lens (engram.explain through the middleware) opens the rendered
   const range = { start: { line: 2, character: 0 }, end: { line: 8, character: 0 } };
   const res = await c.clientOptions.middleware.executeCommand('engram.explain', ['file:///repo/src/a.py', range], next);
   assert.strictEqual(res, EXPLAIN);
-  assert.deepStrictEqual(seen, [['engram.explain', ['file:///repo/src/a.py', range, { before: 7, after: 2 }]]]);
+  assert.deepStrictEqual(seen, [['engram.explain', ['file:///repo/src/a.py', range, { before: 7, after: 2, links: 'reference' }]]]);
   const { doc, opts } = s.calls.shown.at(-1);
   assert.strictEqual(doc.uri.scheme, 'engram');
   assert.match(doc.uri.path, /^\/why a\.py 3-8\.md$/);
@@ -79,8 +79,25 @@ test('clicking a lens (engram.explain through the middleware) opens the rendered
   // Widen: runs explain again with wider windows and updates the same document.
   await s.calls.commands['engram.widenWindows']('file:///repo/src/a.py#2-8');
   const again = c.requestsSent.at(-1)[1];
-  assert.deepStrictEqual(again.arguments[2], { before: 17, after: 7 });
+  assert.deepStrictEqual(again.arguments[2], { before: 17, after: 7, links: 'reference' });
   assert.strictEqual(s.calls.shown.at(-1).doc.uri.toString(), doc.uri.toString());
+});
+
+test('the explain document is the server\'s rendering when it sends one, and Show Transcript follows its targets', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  await s.ext.activate({ subscriptions: [] });
+  const c = s.calls.clients[0];
+  const md = '# Why `src/a.py:3-8`?\n\n1 session.\n\n**1. Wrote these lines** · Claude Code\n\n- read src/a.py (#4)\n';
+  const served = { ...EXPLAIN, markdown: md, targets: [[4, TAPE, 7], [6, TAPE, 4]] };
+  const range = { start: { line: 2, character: 0 }, end: { line: 8, character: 0 } };
+  await c.clientOptions.middleware.executeCommand('engram.explain', ['file:///repo/src/a.py', range], async () => served);
+  const { doc } = s.calls.shown.at(-1);
+  assert.strictEqual(doc.getText(), md);
+  s.responses['engram.view'] = { tape: TAPE, session_id: 'sess-1', at: 4, events: [] };
+  s.vscode.window.activeTextEditor = { document: doc, selection: { isEmpty: true, active: { line: 6 } } };
+  await s.calls.commands['engram.showTranscript']();
+  assert.deepStrictEqual(c.requestsSent.at(-1)[1], { command: 'engram.view', arguments: [TAPE, 4, 10, 10] });
 });
 
 test('hover links (engram.view) and Show Transcript open a transcript document', async () => {

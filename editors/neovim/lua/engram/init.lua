@@ -452,8 +452,14 @@ function M.explain_range(bufnr, uri, range, options)
   exec(client, bufnr, 'engram.explain', { uri, range, options }, function(res)
     M.last.explain = res
     local span = res.result.span
-    local lines, targets = render.explain(res, { before = options.before, after = options.after,
-      language = render.language(span.file) })
+    local lines, targets
+    if type(res.markdown) == 'string' then
+      -- the server's rendering (the rules of its hover and `engram explain --pretty`)
+      lines, targets = render.served(res)
+    else
+      lines, targets = render.explain(res, { before = options.before, after = options.after,
+        language = render.language(span.file) })
+    end
     local buf = scratch(('engram://why/%s:%d-%d'):format(span.file, span.start, span['end']), lines, targets)
     vim.keymap.set('n', '+', function()
       M.explain_range(bufnr, uri, range, { before = options.before * 2 + 3, after = options.after * 2 + 3 })

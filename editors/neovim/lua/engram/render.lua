@@ -237,6 +237,19 @@ function M.explain(res, opts)
   return lines, targets
 end
 
+--- The explain document the server rendered (`res.markdown`), and per line the transcript position
+--- it points at (`res.targets`: {line (0-based), tape, offset}), so that <CR> can open it.
+function M.served(res)
+  local lines = split_lines(res.markdown)
+  local targets = {}
+  for _, t in ipairs(type(res.targets) == 'table' and res.targets or {}) do
+    if type(t) == 'table' and tonumber(t[1]) and type(t[2]) == 'string' then
+      targets[t[1] + 1] = { t[2], tonumber(t[3]) or 0 }
+    end
+  end
+  return lines, targets
+end
+
 local function fence(out, text, max, lang)
   local ls = split_lines(text)
   local tick = text:find('```', 1, true) and '~~~~' or '```'

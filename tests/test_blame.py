@@ -1,0 +1,137 @@
+"""`engram blame FILE` (issue 46, point 3): line-by-line attribution like `git blame`, from the index
+in one pass; its regions agree with `engram explain` on them; `engram explain FILE` explains the
+whole file region by region."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SPOTTER_MAIN, build_spot_repo, run_engram
+from test_lineage import tape
+
+PORCELAIN = {"lines", "session_id", "tape", "harness", "when", "request"}
+
+
+def line(i: int, word: str = "compute_total") -> str:
+    return f"    total_{i} = {word}(ledger_{i}, rate={i * 7}, label='row {i}')"
+
+
+@pytest.fixture
+def two_sessions(repo: Path, tmp_path: Path) -> Path:
+    """report.py as session A wrote it (30 lines), then session B rewrote lines 10-15."""
+    first = [line(i) for i in range(1, 31)]
+    final = first[:9] + [line(i, "summarise_rounded") for i in range(10, 16)] + first[15:]
+    a = tape(tmp_path, "writer-a", "2026-01-01T00:00:00Z", [
+        {"kind": "msg.in", "ts": "2026-01-01T00:00:01Z", "text": "Write the report module with thirty totals"},
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:02Z", "file": "report.py", "op": "create",
+         "before_range": [1, 0], "after_range": [1, 30], "before_text": "", "after_text": "\n".join(first) + "\n"}])
+    b = tape(tmp_path, "editor-b", "2026-01-02T00:00:00Z", [
+        {"kind": "msg.in", "ts": "2026-01-02T00:00:01Z", "text": "Round the totals ten to fifteen in the summary\nplease"},
+        {"kind": "code.edit", "ts": "2026-01-02T00:00:02Z", "file": "report.py", "op": "update",
+         "before_range": [10, 15], "after_range": [10, 15], "before_text": "\n".join(first[9:15]) + "\n",
+         "after_text": "\n".join(final[9:15]) + "\n"}])
+    (repo / "report.py").write_text("\n".join(final) + "\n")
+    run_engram(repo, "ingest", str(a), str(b))
+    return repo
+
+
+def blame(root: Path, *args: str) -> dict[str, Any]:
+    return json.loads(run_engram(root, "blame", *args, "--json").stdout)
+
+
+def covers(doc: dict[str, Any], n_lines: int, first: int = 1) -> None:
+    """Regions in order, back to back, from `first` to `n_lines`, in the porcelain shape exactly."""
+    assert set(doc) == {"file", "regions"}
+    at = first
+    for r in doc["regions"]:
+        assert set(r) == PORCELAIN
+        a, b = r["lines"]
+        assert a == at and b >= a
+        at = b + 1
+    assert at == n_lines + 1
+
+
+def test_the_last_session_to_change_a_line_is_its_writer(two_sessions: Path) -> None:
+    doc = blame(two_sessions, "report.py")
+    covers(doc, 30)
+    got = [(r["lines"], r["session_id"]) for r in doc["regions"]]
+    assert got == [([1, 9], "writer-a"), ([10, 15], "editor-b"), ([16, 30], "writer-a")]
+    b = doc["regions"][1]
+    assert b["request"] == "Round the totals ten to fifteen in the summary"  # its first line
+    assert b["when"] == "2026-01-02T00:00:02Z" and b["harness"] == "test" and len(b["tape"]) == 64
+    assert doc["regions"][0]["request"] == "Write the report module with thirty totals"
+    # Each region's writer is who `engram explain` puts first on those lines.
+    for r in doc["regions"]:
+        a, z = r["lines"]
+        first = json.loads(run_engram(two_sessions, "explain", f"report.py:{a}-{z}", "--brief").stdout)
+        assert first["sessions"][0]["session_id"] == r["session_id"], r["lines"]
+    part = blame(two_sessions, "report.py", "-L", "12,20")
+    covers(part, 20, first=12)
+    assert [(r["lines"], r["session_id"]) for r in part["regions"]] == [([12, 15], "editor-b"), ([16, 20], "writer-a")]
+    text = run_engram(two_sessions, "blame", "report.py", env={"NO_COLOR": "1"}).stdout.splitlines()
+    assert text[0].startswith("writer-a · test · 2026-01-01 00:00 UTC · \"Write the report module")
+    assert text[10] == "editor-b · test · 2026-01-02 00:00 UTC · \"Round the totals ten to fifteen in the summary\""
+    assert text[11] == "10 │ " + line(10, "summarise_rounded")
+
+
+def test_lines_no_session_wrote_and_bad_ranges(two_sessions: Path) -> None:
+    (two_sessions / "report.py").write_text("# a header a person wrote by hand, no agent\n"
+                                            + (two_sessions / "report.py").read_text())
+    doc = blame(two_sessions, "report.py")
+    covers(doc, 31)
+    assert doc["regions"][0] == {"lines": [1, 1], "session_id": None, "tape": None, "harness": None, "when": None,
+                                 "request": None}
+    assert doc["regions"][2]["lines"] == [11, 16] and doc["regions"][2]["session_id"] == "editor-b"
+    for bad, says in ((["-L", "9"], None), (["-L", "x,3"], "expected -L START,END"), (["-L", "5,2"], "must not exceed")):
+        proc = run_engram(two_sessions, "blame", "report.py", *bad, check=False)
+        if says is None:
+            assert proc.returncode == 0 and json.loads(run_engram(two_sessions, "blame", "report.py", *bad, "--json")
+                                                       .stdout)["regions"][0]["lines"] == [9, 9]
+        else:
+            assert proc.returncode == 1 and says in proc.stderr
+    missing = run_engram(two_sessions, "blame", "nope.py", check=False)
+    assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_explain_a_whole_file_region_by_region(two_sessions: Path) -> None:
+    doc = json.loads(run_engram(two_sessions, "explain", "report.py").stdout)
+    regions = blame(two_sessions, "report.py")["regions"]
+    assert [{k: r[k] for k in PORCELAIN} for r in doc["regions"]] == regions
+    assert doc["budget"]["used"] <= 4000 and doc["truncated"] is False
+    b = doc["regions"][1]["explain"]
+    assert b["span"] == {"file": "report.py", "start": 10, "end": 15}
+    assert b["sessions"][0]["session_id"] == "editor-b" and b["sessions"][0]["story"]["edit"]["diff"]
+    small = json.loads(run_engram(two_sessions, "explain", "report.py", "--budget", "300").stdout)
+    assert small["truncated"]["next"] == "engram explain report.py --budget 300 --page 2"
+    shown = [r["lines"] for r in small["regions"] if "explain" in r]
+    page2 = json.loads(run_engram(two_sessions, "explain", "report.py", "--budget", "300", "--page", "2").stdout)
+    assert page2["page"] == 2 and all(r["lines"] not in shown for r in page2["regions"] if "explain" in r)
+    pretty = run_engram(two_sessions, "explain", "report.py", "--pretty", "--no-color").stdout
+    assert "── lines 10-15: editor-b · test · 2026-01-02 00:00 UTC" in pretty and "wrote these lines" in pretty
+
+
+@pytest.fixture(scope="module")
+def spot(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("blame") / "repo"
+    return root, build_spot_repo(spotter, root)
+
+
+def test_blame_of_a_real_file_agrees_with_explain_on_its_regions(spot: tuple[Path, dict[str, str]]) -> None:
+    root, writers = spot
+    rel = "lib/spotter_web/live/session_live.ex"
+    n = len((root / rel).read_text().splitlines())
+    doc = blame(root, rel)
+    covers(doc, n)
+    written = [r for r in doc["regions"] if r["session_id"]]
+    assert written and {r["session_id"] for r in written} <= {SPOTTER_MAIN, writers["lib/spotter_web/live/subagent_live.ex"]}
+    assert all(r["request"] for r in written) and all(r["tape"] and r["when"] for r in written)
+    sample = [r for r in written if r["lines"][1] - r["lines"][0] >= 2][:8]
+    agree = 0
+    for r in sample:
+        a, b = r["lines"]
+        first = json.loads(run_engram(root, "explain", f"{rel}:{a}-{b}", "--brief").stdout)["sessions"]
+        agree += bool(first) and first[0]["session_id"] == r["session_id"]
+    assert len(sample) >= 5 and agree >= len(sample) - 1, (agree, len(sample))
