@@ -94,9 +94,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _color(args: argparse.Namespace) -> bool:
-    """Colour for people: on a terminal, unless NO_COLOR is set (https://no-color.org) or
-    `--no-color` given."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not getattr(args, "no_color", False)
+    """Colour for people, by the command line's one rule (`engram.cli.style.enabled`: a terminal,
+    no NO_COLOR, not TERM=dumb), unless this command's `--no-color` was given."""
+    from engram.cli.style import enabled
+
+    return enabled(sys.stdout) and not getattr(args, "no_color", False)
 
 
 def _paging_command(args: argparse.Namespace) -> str:
