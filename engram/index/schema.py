@@ -246,10 +246,11 @@ def _v12(db: apsw.Connection) -> None:
     projection's change counter when the row last changed (a long-lived process refreshes its
     embedding matrix from it). Anchors keep their resolution (state, place) with the stat of the
     file it was resolved against. Vectors are keyed by the content's hash and the model, so a
-    rebuild from the log keeps them. `memory_log` says how much of each log file is applied."""
+    rebuild from the log keeps them. `memory_log` says how much of each log file is applied.
+    (IF NOT EXISTS: a store whose version was set back by hand keeps its memory tables.)"""
     db.execute(
         """
-        CREATE TABLE memories(
+        CREATE TABLE IF NOT EXISTS memories(
             no INTEGER PRIMARY KEY,
             id TEXT UNIQUE NOT NULL,
             content TEXT NOT NULL,
@@ -268,11 +269,11 @@ def _v12(db: apsw.Connection) -> None:
             evidence TEXT NOT NULL,      -- JSON array of {tape, offset}
             seq INTEGER NOT NULL
         );
-        CREATE INDEX memories_seq ON memories(seq);
-        CREATE INDEX memories_hash ON memories(hash);
-        CREATE VIRTUAL TABLE memory_fts USING fts5(content, tags, content='', contentless_delete=1,
+        CREATE INDEX IF NOT EXISTS memories_seq ON memories(seq);
+        CREATE INDEX IF NOT EXISTS memories_hash ON memories(hash);
+        CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(content, tags, content='', contentless_delete=1,
                                                    tokenize='porter unicode61');
-        CREATE TABLE memory_anchors(
+        CREATE TABLE IF NOT EXISTS memory_anchors(
             memory INTEGER NOT NULL,     -- memories.no
             n INTEGER NOT NULL,          -- the anchor's place in the memory's list
             file TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL,
@@ -282,24 +283,24 @@ def _v12(db: apsw.Connection) -> None:
             stamp TEXT,                  -- the stat of the file(s) it was resolved against
             PRIMARY KEY(memory, n)
         ) WITHOUT ROWID;
-        CREATE INDEX memory_anchors_file ON memory_anchors(file);
-        CREATE INDEX memory_anchors_at_file ON memory_anchors(at_file);
-        CREATE TABLE memory_relations(
+        CREATE INDEX IF NOT EXISTS memory_anchors_file ON memory_anchors(file);
+        CREATE INDEX IF NOT EXISTS memory_anchors_at_file ON memory_anchors(at_file);
+        CREATE TABLE IF NOT EXISTS memory_relations(
             src INTEGER NOT NULL, dst INTEGER NOT NULL, relation TEXT NOT NULL,
             ts TEXT NOT NULL, why TEXT, candidate INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY(src, dst, relation)
         ) WITHOUT ROWID;
-        CREATE INDEX memory_relations_dst ON memory_relations(dst);
-        CREATE TABLE memory_transitions(
+        CREATE INDEX IF NOT EXISTS memory_relations_dst ON memory_relations(dst);
+        CREATE TABLE IF NOT EXISTS memory_transitions(
             memory INTEGER NOT NULL, ts TEXT NOT NULL, status_from TEXT, status TEXT NOT NULL,
             by TEXT NOT NULL, why TEXT
         );
-        CREATE INDEX memory_transitions_memory ON memory_transitions(memory, ts);
-        CREATE TABLE memory_forgotten(id TEXT PRIMARY KEY, ts TEXT NOT NULL, purged INTEGER NOT NULL) WITHOUT ROWID;
-        CREATE TABLE memory_vectors(hash TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL,
+        CREATE INDEX IF NOT EXISTS memory_transitions_memory ON memory_transitions(memory, ts);
+        CREATE TABLE IF NOT EXISTS memory_forgotten(id TEXT PRIMARY KEY, ts TEXT NOT NULL, purged INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS memory_vectors(hash TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL,
                                     PRIMARY KEY(hash, model));
-        CREATE TABLE memory_log(file TEXT PRIMARY KEY, size INTEGER NOT NULL, ino INTEGER NOT NULL) WITHOUT ROWID;
-        CREATE TABLE memory_state(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS memory_log(file TEXT PRIMARY KEY, size INTEGER NOT NULL, ino INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS memory_state(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
         """
     )
 

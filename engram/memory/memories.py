@@ -502,6 +502,16 @@ def _cwd_inside(root: Any) -> Any:
     return cwd if cwd == rootp or rootp in cwd.parents else rootp
 
 
+def rebuild_projection(store: Store, db: apsw.Connection) -> dict[str, Any]:
+    """Replay the store's memory log into `db` (`engram reindex` passes it to
+    `engram.index.reindex.reindex`): what the reindex report adds."""
+    events = EventLog(store)
+    with memory_lock(store):
+        stats = projection.rebuild(db, events)
+    n = db.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+    return {"memories": n, "memory_events": stats["events"], "memory_lines_skipped": stats["torn"]}
+
+
 _open: dict[str, tuple[int, Memories]] = {}
 _open_lock = threading.Lock()
 

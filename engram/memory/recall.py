@@ -29,7 +29,7 @@ from engram.memory.model import Memory, check_kind, check_tags, moment_of, now_i
 from engram.memory.places import Place, best_state, near
 
 if TYPE_CHECKING:
-    from engram.memory.memories import Memories
+    from engram.memory.memories import Memories  # noqa: F401 - the type of `mem`
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,19 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     return doc
 
 
+def recall_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`recall` for a request of `engram recall` (from the command line, or sent by one to a
+    running language server, which answers it the same way)."""
+    try:
+        limit = int(params.get("limit") or 10)
+    except (TypeError, ValueError):
+        raise BadInput(f"limit {params.get('limit')!r}: a whole number") from None
+    at = params.get("at")
+    return recall(mem, str(params.get("query") or ""), at=str(at) if at else None, kind=params.get("kind") or None,
+                  tags=list(params.get("tags") or []), limit=limit, hidden=bool(params.get("all")),
+                  debug=bool(params.get("debug")))
+
+
 def _bm25(mem: Memories, query: str, kind: str | None, hidden: bool, channels: dict[str, list[str]],
           scores: dict[str, list[float]], no_of: dict[str, int]) -> None:
     from engram.memory.fusion import fts_query  # noqa: PLC0415
@@ -153,7 +166,7 @@ def _dense(mem: Memories, query: str, kind: str | None, hidden: bool, channels: 
     no_of.update((ids[no], no) for no, _ in top)
     waiting = mem.matrix.waiting()
     if waiting:
-        return f"used; {waiting} memories have no vector yet (`engram memory embed`)"
+        return f"used; {waiting} {'memory has' if waiting == 1 else 'memories have'} no vector yet (`engram memory embed`)"
     return "used"
 
 
