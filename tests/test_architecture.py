@@ -32,7 +32,7 @@ LAYERS: dict[str, set[str]] = {
                      "engram.adapters", "engram.index"},
     "engram.integrations": {"engram.errors", "engram.store"},
     "engram.memory": {"engram.errors", "engram.fsutil", "engram.arrays", "engram.tape", "engram.store", "engram.anchor",
-                      "engram.index"},
+                      "engram.index", "engram.query"},  # query: anchors find the session behind a change
 }
 
 
