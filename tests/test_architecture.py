@@ -31,6 +31,7 @@ LAYERS: dict[str, set[str]] = {
     "engram.query": {"engram.errors", "engram.fsutil", "engram.arrays", "engram.tape", "engram.store", "engram.anchor",
                      "engram.adapters", "engram.index"},
     "engram.integrations": {"engram.errors", "engram.store"},
+    "engram.memory": {"engram.errors"},
 }
 
 
