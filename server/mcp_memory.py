@@ -40,6 +40,7 @@ class AnchorOut(BaseModel):
     anchored: dict[str, Any] | None = Field(default=None, description="where it was anchored, when that differs")
     best_partial: Any = Field(default=None, description="for a vanished anchor: the best partial match, if any")
     session: str | None = Field(default=None, description="the captured session whose edit explains the change")
+    edit: dict[str, Any] | None = Field(default=None, description="that edit: {tape, offset} (read it with `view`)")
 
 
 class EvidenceOut(BaseModel):
@@ -120,6 +121,9 @@ class _Buffers(Mapping[str, str]):
 
     def __len__(self) -> int:
         return 0
+
+    def __bool__(self) -> bool:  # (unknown length, but there may be buffers: `buffers or {}` must keep it)
+        return True
 
 
 def _out(doc: dict[str, Any]) -> MemoryOut:

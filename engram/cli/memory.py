@@ -155,16 +155,26 @@ def cmd_recall(args: argparse.Namespace) -> int:
         from engram.cli.running_server import ask_language_server
 
         doc = ask_language_server(store_of(args).endpoint_file, "recall", params)
-    if doc is None:
-        from engram.memory.recall import recall_request
+    if doc is not None:
+        _show_recall(doc, args)
+        return 0
+    from engram.memory.recall import recall_request
+    from engram.memory.vectors import embed_pending
 
-        with _memories(args) as mem:
-            doc = recall_request(mem, params)
+    with _memories(args) as mem:
+        doc = recall_request(mem, params)
+        _show_recall(doc, args)
+        if "no vector yet" in doc["dense"]:  # the model is loaded now: the answer first, then the vectors
+            sys.stdout.flush()
+            embed_pending(mem.db, load=False, limit=256)
+    return 0
+
+
+def _show_recall(doc: dict[str, Any], args: argparse.Namespace) -> None:
     if args.json:
         _out(doc)
-        return 0
-    _print_recall(doc, args.debug)
-    return 0
+    else:
+        _print_recall(doc, args.debug)
 
 
 def _at_for_server(args: argparse.Namespace) -> str | None:

@@ -7,8 +7,9 @@ new memory against the ones held; `places` resolves anchors against the working 
 anchors themselves: `anchors`); `vectors` holds the embeddings (the model: `embed`) and
 `fusion` the scoring recipe; `consolidate` merges and archives; `interchange` imports and exports.
 
-May import the store, the index, tapes, anchors, errors, fsutil and arrays; never the queries,
-the command line or the protocol servers.
+May import the store, the index, tapes, anchors, errors, fsutil and arrays, and the queries
+(`anchors` names the session behind a change with explain's matching); never the command line or
+the protocol servers.
 
 `remember(store, text, ...)` and `recall(store, query, ...)` are the entry points for programs
 (bench/locomo.py among them); importing this package loads nothing else (PEP 562).

@@ -112,9 +112,9 @@ def _jsonl(name: str, text: str) -> list[tuple[str, int, dict[str, Any]]]:
         try:
             doc = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise BadInput(f"{name} line {n}: not JSON ({exc}); nothing was imported") from None
+            doc = {_UNREADABLE: f"not JSON ({exc})"}
         if not isinstance(doc, dict):
-            raise BadInput(f"{name} line {n}: a memory is a JSON object with \"content\"; nothing was imported")
+            doc = {_UNREADABLE: "a memory is a JSON object with \"content\""}
         out.append((name, n, doc))
     return out
 
@@ -247,8 +247,13 @@ def _kind_of(heads: list[str]) -> str:
 # ---------------------------------------------------------------- checking and writing
 
 
+_UNREADABLE = "\0unreadable"  # a line that is not a record: why (reported with the others)
+
+
 def _record(rec: dict[str, Any], default_source: Source) -> dict[str, Any]:
     """A record checked and in the form the log stores (anchors captured later)."""
+    if _UNREADABLE in rec:
+        raise BadInput(rec[_UNREADABLE])
     unknown = set(rec) - {"content", "kind", "tags", "importance", "pinned", "created", "updated", "at", "source",
                           "status", "id", "evidence", "anchors"}
     if unknown:

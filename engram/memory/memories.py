@@ -298,7 +298,7 @@ class Memories:
         if status is not None:
             check_status(status)
         if not changes and status is None:
-            raise BadInput("nothing to change: give --content, --kind, --tag, --importance or --status")
+            raise BadInput("nothing to change: give the new content, kind, tags, importance, pin or status")
         by = (source or Source("person")).to_json()
         with self._writing():
             no, mid = self.resolve(ref)

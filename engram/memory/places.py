@@ -33,7 +33,8 @@ NEAR_LINES = 40
 
 @dataclass(frozen=True)
 class Place:
-    """One anchor of a memory as it is now."""
+    """One anchor of a memory as it is now (`file`/`start`/`end`: where its code is; for a
+    vanished anchor, where it was)."""
 
     anchor: dict[str, Any]  # the stored anchor (Anchor.to_json())
     state: str
@@ -42,7 +43,8 @@ class Place:
     end: int
     retained: float
     best_partial: Any = None
-    session: str | None = None
+    session: str | None = None  # the captured session whose edit explains the change
+    edit: Any = None  # that edit: {"tape", "offset"}
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "lines": [self.start, self.end], "state": self.state,
@@ -50,10 +52,9 @@ class Place:
         anchored = {"file": self.anchor.get("file"), "lines": [self.anchor.get("start"), self.anchor.get("end")]}
         if anchored != {"file": self.file, "lines": [self.start, self.end]}:
             out["anchored"] = anchored
-        if self.best_partial is not None:
-            out["best_partial"] = self.best_partial
-        if self.session is not None:
-            out["session"] = self.session
+        for key in ("best_partial", "session", "edit"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
 
@@ -90,7 +91,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
         if state is not None and not live and stamp == now:
             extra = orjson.loads(resolution) if resolution else {}
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
-                          extra.get("session"))
+                          extra.get("session"), extra.get("edit"))
         else:
             place = _resolve(db, root, anchor, buffers)
             if not live:
@@ -106,15 +107,18 @@ def _resolve(db: apsw.Connection, root: Path, anchor_json: dict[str, Any], buffe
     from engram.memory.anchors import Anchor, resolve  # noqa: PLC0415 - fingerprints load numpy
 
     res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db)
+    if res.start is None or res.end is None:  # vanished: shown where it was
+        return Place(anchor_json, res.state, str(anchor_json["file"]), int(anchor_json["start"]),
+                     int(anchor_json["end"]), float(res.retained), res.best_partial, res.session, res.edit)
     return Place(anchor_json, res.state, res.file, res.start, res.end, float(res.retained), res.best_partial,
-                 res.session)
+                 res.session, res.edit)
 
 
 def _keep(db: apsw.Connection, fresh: list[tuple[Place, str, int, int]]) -> None:
     """Keep resolutions for the next call; a row replaced meanwhile (a re-anchor) is left alone."""
     with immediate(db):
         for place, stamp, no, n in fresh:
-            extra = {"best_partial": place.best_partial, "session": place.session}
+            extra = {"best_partial": place.best_partial, "session": place.session, "edit": place.edit}
             db.execute(
                 "UPDATE memory_anchors SET state = ?, at_file = ?, at_start = ?, at_end = ?, retained = ?,"
                 " resolution = ?, stamp = ? WHERE memory = ? AND n = ? AND anchor = ?",
