@@ -38,7 +38,9 @@ DECAY_FLOOR = 0.5
 TRUST_LIFE = {3: 3.0, 2: 1.5, 1: 1.0}  # person, agent, import
 HIDDEN_FACTOR = 0.7  # superseded / invalidated / archived, when asked for
 DRIFT_FACTOR = {"intact": 1.0, "moved": 1.0, "edited": 0.9, "vanished": 0.6}
-POOL = 100  # candidates per channel, and fused candidates scored
+POOL = 100  # candidates per channel
+SCORED = 50  # fused candidates whose factors are computed (at least 3 x limit); one further down could
+# only overtake a candidate whose factors cut its score to a fifth (decay floor x hidden x vanished)
 MAX_LIMIT = 200
 
 
@@ -88,8 +90,8 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
         dense = "not used: no query"
     if at is not None:
         _anchor(mem, at, buffers, channels, no_of)
-    fused = fuse(channels, scores=scores)[:POOL]
-    rows = mem.by_no([no_of[h.id] for h in fused], full=True)
+    fused = fuse(channels, scores=scores)[:max(SCORED, 3 * limit)]
+    rows = mem.by_no([no_of[h.id] for h in fused])
     places = mem.places([no_of[h.id] for h in fused], buffers)
     period = _period(query)
     ranked: list[tuple[float, dict[str, Any]]] = []

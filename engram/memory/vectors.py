@@ -14,6 +14,13 @@ Why this way:
   process (`Matrix`, 100,000 memories = 150 MB), with each row's memory number; the query's
   cosine to all of them is `M @ q`. The matrix follows the projection by its change counter
   (`memories.seq`): rows of memories changed since are read again, nothing else.
+- **Past PREFILTER_FROM rows, a narrower product first.** `M @ q` reads the whole matrix, 150 MB
+  at 100,000 memories: 10-25 ms of memory bandwidth on the machines measured, most of recall's
+  20 ms. The matrix then also keeps every row projected on its LOW_DIMS principal directions
+  (SVD of the rows themselves, made once); the product with those (a quarter of the bytes) picks
+  RESCORED candidates, whose exact cosines are then computed from the full rows. The answer is
+  the exact top k unless a true neighbour falls outside the RESCORED best of the projection
+  (bench/memory_speed.py measures how often: its "dense top-10 agreement" column).
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ log = logging.getLogger(__name__)
 
 DIMS = 384
 BATCH = 32
+PREFILTER_FROM = 20_000
+LOW_DIMS = 96
+RESCORED = 1_000
 
 _asked = threading.Event()  # this process asked for the model (so it is loaded, or known missing)
 
@@ -135,7 +145,10 @@ class Matrix:
     keeps its row with `live` false. `rows` maps a memory number to its row; `active` and `kinds`
     say per row what recall filters on, so a filtered recall is still one product."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefilter_from: int = PREFILTER_FROM) -> None:
+        self.prefilter_from = prefilter_from
+        self.basis: np.ndarray | None = None  # (DIMS, LOW_DIMS) once the matrix is that large
+        self.low = np.zeros((0, LOW_DIMS), dtype=np.float32)
         self.epoch = ""
         self.seq = -1
         self.dropped = -1
@@ -156,7 +169,7 @@ class Matrix:
             return
         with self.lock:
             if epoch != self.epoch or key != self.key:
-                self.__init__()  # type: ignore[misc]
+                self.__init__(self.prefilter_from)  # type: ignore[misc]
                 self.epoch, self.key = epoch, key
             changed = db.execute(
                 "SELECT m.no, m.status, m.kind, v.vec FROM memories m LEFT JOIN memory_vectors v"
@@ -167,6 +180,8 @@ class Matrix:
                 self._drop_gone(db)
                 self.dropped = dropped
             self.seq = seq
+            if self.basis is None and self.n >= self.prefilter_from:
+                self._project()
 
     def _put(self, changed: list[tuple[int, str, str, bytes | None]]) -> None:
         for no, status, kind, blob in changed:
@@ -182,10 +197,23 @@ class Matrix:
             else:
                 self.vecs[row] = np.frombuffer(blob, dtype=np.float32)
                 self.live[row] = True
+                if self.basis is not None:
+                    self.low[row] = self.vecs[row] @ self.basis
+
+    def _project(self) -> None:
+        """The principal directions of the rows (from up to 20,000 of them) and every row on them."""
+        live = np.flatnonzero(self.live[:self.n])
+        sample = self.vecs[live[np.linspace(0, len(live) - 1, min(len(live), 20_000)).astype(np.int64)]]
+        _, _, vt = np.linalg.svd(sample, full_matrices=False)
+        self.basis = np.ascontiguousarray(vt[:LOW_DIMS].T, dtype=np.float32)
+        self.low = _grown(np.zeros((0, LOW_DIMS), dtype=np.float32), len(self.nos), 0)
+        self.low[:self.n] = self.vecs[:self.n] @ self.basis
 
     def _grow(self) -> int:
         if self.n == len(self.nos):
             cap = max(1024, 2 * self.n)
+            if self.basis is not None:
+                self.low = _grown(self.low, cap, self.n)
             self.vecs = _grown(self.vecs, cap, self.n)
             self.nos = _grown(self.nos, cap, self.n)
             self.live = _grown(self.live, cap, self.n)
@@ -209,21 +237,30 @@ class Matrix:
         unless `hidden`; only those of `kind` when given."""
         if self.n == 0 or k <= 0:
             return []
+        q = query.astype(np.float32)
         with self.lock:
-            scores = self.vecs[:self.n] @ query.astype(np.float32)
-            mask = self.live[:self.n].copy()
+            n = self.n
+            mask = self.live[:n].copy()
             if not hidden:
-                mask &= self.active[:self.n]
+                mask &= self.active[:n]
             if kind is not None:
-                mask &= self.kinds[:self.n] == KIND_CODES.get(kind, -2)
-            nos = self.nos[:self.n].copy()
-        k = min(k, int(mask.sum()))
-        if k <= 0:
-            return []
-        scores = np.where(mask, scores, -np.inf)
-        idx = np.argpartition(-scores, k - 1)[:k]
-        idx = idx[np.argsort(-scores[idx], kind="stable")]
-        return [(int(nos[i]), float(scores[i])) for i in idx]
+                mask &= self.kinds[:n] == KIND_CODES.get(kind, -2)
+            k = min(k, int(mask.sum()))
+            if k <= 0:
+                return []
+            if self.basis is not None and n > RESCORED:
+                rough = np.where(mask, self.low[:n] @ (self.basis.T @ q), -np.inf)
+                rows = np.argpartition(-rough, RESCORED - 1)[:RESCORED]
+                rows = rows[mask[rows]]
+                exact = self.vecs[rows] @ q
+            else:
+                rows = np.flatnonzero(mask)
+                exact = (self.vecs[:n] @ q)[rows]
+            nos = self.nos[rows]
+        k = min(k, len(rows))
+        best = np.argpartition(-exact, k - 1)[:k]
+        best = best[np.lexsort((nos[best], -exact[best]))]
+        return [(int(nos[i]), float(exact[i])) for i in best]
 
     def waiting(self) -> int:
         """Active memories without a vector of the current model (not embedded yet)."""
