@@ -277,3 +277,26 @@ def test_with_the_index_a_move_and_a_deletion_name_their_sessions(repo: Path, tm
                       [edit("pkg/backoff.py", backoff, [], "2026-01-03T00:00:01Z")]))
     gone = resolve(repo, a, db=index)
     assert (gone.state, gone.session) == ("vanished", "remover"), "the last edit that deleted it"
+
+
+def test_a_renamed_file_is_followed(repo: Path) -> None:
+    a = retry_span(repo)
+    git(repo, "mv", "pkg/http.py", "pkg/transport.py")
+    r = resolve(repo, a)
+    assert (r.state, r.file, r.start, r.end) == ("moved", "pkg/transport.py", a.start, a.end)
+
+
+def test_a_crlf_checkout_keeps_its_anchors_intact(repo: Path) -> None:
+    a = retry_span(repo)
+    (repo / "pkg" / "http.py").write_bytes(PARSER.replace("\n", "\r\n").encode())
+    assert (resolve(repo, a).state, resolve(repo, a).start) == ("intact", a.start)
+
+
+def test_an_anchor_whose_text_was_purged_still_resolves_by_its_fingerprints(repo: Path) -> None:
+    a = retry_span(repo)
+    purged = Anchor.from_json({**a.to_json(), "text": ""})
+    (repo / "pkg" / "http.py").write_text("# one more line\n" + PARSER)
+    r = resolve(repo, purged)
+    assert (r.state, r.start, r.end) == ("intact", a.start + 1, a.end + 1)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, ""))
+    assert resolve(repo, purged).state == "vanished"

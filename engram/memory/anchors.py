@@ -10,16 +10,16 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``moved``: the same code elsewhere in the file (its neighbours changed) or in another file;
 * ``edited``: found, but changed: ``retained`` is the share of the anchored code's tokens still
   there, in order (a renamed variable costs its occurrences, not every line it is on);
-* ``vanished``: less than `VANISHED_BELOW` of it is anywhere; ``best_partial`` names the best
-  remnant, if any.
+* ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
+  `VANISHED_LINES_BELOW` of its lines); ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
 only then token matching in the file (k-gram seeds from `engram.anchor`, then an alignment of the
-tokens), and only when that finds too little, other files: the files the evidence index saw
-sessions write this code into, and tracked files of the same extension that contain the span's
-rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their measurement:
-docs/anchors.md and bench/anchors.py.
+tokens), and only when the anchor would vanish from its file, other files: those the evidence
+index saw sessions write this code into, and tracked files of the same extension that contain
+the span's rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their
+measurement: docs/anchors.md and bench/anchors.py.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ import os
 import re
 import stat
 import struct
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from difflib import Match
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
@@ -49,20 +51,26 @@ log = logging.getLogger(__name__)
 #: change of meaning gets a new number and `Anchor.from_json` keeps reading the old ones.
 ANCHOR_VERSION: Final = 1
 
-#: Below this share of its tokens found together, an anchor has vanished (bench/anchors.py: on
-#: the two tuning repositories, see docs/anchors.md).
-VANISHED_BELOW: Final = 0.5
-#: Other files are searched when the anchor's own file holds less than this share of it.
-SEARCH_ELSEWHERE_BELOW: Final = 0.9
+#: An anchor has vanished when less than VANISHED_BELOW of its tokens and less than
+#: VANISHED_LINES_BELOW of its lines (each line's tokens all there, none inserted between them)
+#: are found together; other files are searched only then. Chosen with bench/anchors.py on
+#: psf/requests and junegunn/fzf (docs/anchors.md): of the rules that find at least 0.97 of the
+#: spans alive in git's line tracking at their place at every k (the 0.95 target plus two standard
+#: errors of 150 spans), and keep a fifth of the tokens edited all over a span `edited` with a
+#: margin (tokens below 0.8), the one reporting the most dead spans vanished (0.57, all k). Most
+#: dead spans it keeps were rewritten around (a reflowed comment, renamed parameters, moved to
+#: another file): a memory should follow them.
+VANISHED_BELOW: Final = 0.75
+VANISHED_LINES_BELOW: Final = 0.5
 #: A match in another file replaces the own file's only when it retains this much more.
 ELSEWHERE_MARGIN: Final = 0.1
 #: A best partial match below this share is noise (a shared `return None`), not named.
 PARTIAL_FROM: Final = 0.2
 #: The cross-file scan looks at no more than this many tracked files of the extension, of no more
 #: than MAX_FILE_BYTES each and MAX_SCAN_BYTES together, and aligns at most MAX_ALIGNED of them.
-MAX_SCAN_FILES: Final = 5000
+MAX_SCAN_FILES: Final = 2000
 MAX_FILE_BYTES: Final = 1 << 20
-MAX_SCAN_BYTES: Final = 64 << 20
+MAX_SCAN_BYTES: Final = 16 << 20
 MAX_ALIGNED: Final = 12
 #: Identifiers of the span a candidate file must mostly contain (the longest: rarest in practice).
 RARE_IDENTIFIERS: Final = 4
@@ -374,7 +382,7 @@ class Resolution:
     best_partial: dict[str, Any] | None = None
     session: str | None = None
     edit: dict[str, Any] | None = None
-    lines_retained: float | None = field(default=None, compare=False)  # share of whole lines (diagnostics)
+    shares: dict[str, float] | None = field(default=None, compare=False, repr=False)  # diagnostics: `_Match`'s
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "file": self.file, "start": self.start, "end": self.end,
@@ -384,16 +392,24 @@ class Resolution:
 
 class _Tree:
     """The working tree as resolution reads it: unsaved buffers first, then files on disk that
-    are regular files inside the root (a link is read only when it resolves inside)."""
+    are regular text files inside the root (a link is read only when it resolves inside)."""
 
     def __init__(self, root: Path, buffers: Mapping[str, str] | None) -> None:
         self.root = root
         self.buffers = buffers or {}
-        self.read_bytes = 0
+        self.scanned = 0  # bytes read from disk
 
-    def read(self, rel: str) -> str | None:
+    def read(self, rel: str, limit: int | None = None) -> str | None:
         if rel in self.buffers:
             return self.buffers[rel]
+        data = self.raw(rel, limit)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def raw(self, rel: str, limit: int | None = MAX_FILE_BYTES) -> bytes | None:
+        """The file's bytes; None for a missing or binary file, one outside the root, or one larger
+        than `limit` (the scan for a moved anchor skips huge files; its own file is always read)."""
+        if rel in self.buffers:
+            return self.buffers[rel].encode("utf-8", "surrogatepass")
         if os.path.isabs(rel) or ".." in PurePosixPath(rel).parts:
             return None
         path = os.path.join(os.fspath(self.root), rel)
@@ -402,16 +418,14 @@ class _Tree:
             if stat.S_ISLNK(st.st_mode):
                 repo_relative(self.root, rel, cwd=self.root)  # refuses a link leading out
                 st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
                 return None
             with open(path, "rb") as f:
                 data = f.read()
         except (OSError, BadInput):
             return None
-        self.read_bytes += len(data)
-        if b"\0" in data[:BINARY_PROBE]:
-            return None
-        return data.decode("utf-8", "replace")
+        self.scanned += len(data)
+        return None if b"\0" in data[:BINARY_PROBE] else data
 
 
 def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None,
@@ -428,10 +442,10 @@ def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = N
             s0, shifted = found
             state = "intact" if shifted else "moved"
             return _with_session(db, anchor, Resolution(state, anchor.file, s0 + 1, s0 + len(split_lines(anchor.text)),
-                                                        1.0, lines_retained=1.0), text)
+                                                        1.0), text)
     probe = _Probe.of(anchor)
     best = probe.match(anchor.file, text, anchor.start) if text is not None else None
-    if best is None or (not best.same_tokens and best.retained < SEARCH_ELSEWHERE_BELOW):
+    if best is None or _vanishes(best.shares):
         there = _elsewhere(tree, anchor, probe, db)
         if there is not None and (best is None or there.retained >= best.retained + ELSEWHERE_MARGIN
                                   or (there.same_tokens and not best.same_tokens)):
@@ -473,9 +487,9 @@ class _Match:
     file: str
     start: int  # 1-based, inclusive
     end: int
-    retained: float  # share of the anchor's tokens found there, in order
-    lines: float  # share of the anchor's lines whose tokens all came along
+    retained: float  # the share of the anchor's tokens (of its fingerprints, for a purged anchor)
     same_tokens: bool  # exactly the anchor's tokens, nothing added inside
+    shares: dict[str, float]  # what `_vanishes` decides on: `_Probe._shares`, or {"fingerprints": …}
 
 
 @dataclass
@@ -484,7 +498,6 @@ class _Probe:
 
     hashes: list[int]
     lines: list[int]  # 0-based line of each token within the anchor text
-    n_lines: int  # lines holding tokens
     seeds: Any  # np.ndarray: distinct k-gram values to look for
     k: int
     fingerprint_only: bool  # a purged anchor: only its winnowed fingerprints are left
@@ -497,12 +510,11 @@ class _Probe:
         from engram.anchor.winnow import kgram_hashes  # noqa: PLC0415
 
         if not anchor.text:
-            return cls([], [], 0, np.unique(np.asarray(anchor.fingerprints, dtype=np.int64)),
+            return cls([], [], np.unique(np.asarray(anchor.fingerprints, dtype=np.int64)),
                        definition.DEFAULT_K, True)
         tok = tokenize(anchor.text)
         k = max(1, min(definition.DEFAULT_K, len(tok)))
-        return cls(tok.hashes.tolist(), tok.lines.tolist(), len(set(tok.lines.tolist())),
-                   np.unique(kgram_hashes(tok.hashes, k)), k, False)
+        return cls(tok.hashes.tolist(), tok.lines.tolist(), np.unique(kgram_hashes(tok.hashes, k)), k, False)
 
     def match(self, file: str, text: str, near_line: int | None) -> _Match | None:
         """The best place of the anchor's code in `text` (nearest `near_line` among equals)."""
@@ -520,12 +532,13 @@ class _Probe:
         if not hit.size:
             return None
         near = int(np.searchsorted(tok.lines, near_line - 1)) if near_line is not None else -1
-        width = 2 * max(len(self.hashes), len(self.seeds)) + 16
+        width = 2 * len(self.hashes) + 16 if self.hashes else 4 * len(self.seeds) + 16
         lo, hi, distinct = _densest(hit.tolist(), kg[hit].tolist(), width, near)
         if self.fingerprint_only:
             a, b = int(hit[lo]), int(hit[hi]) + self.k - 1
-            share = distinct / len(self.seeds)
-            return _Match(file, int(tok.lines[a]) + 1, int(tok.lines[b]) + 1, round(share, 3), round(share, 3), False)
+            share = round(distinct / len(self.seeds), 3)  # all of them together: taken as the same code
+            return _Match(file, int(tok.lines[a]) + 1, int(tok.lines[b]) + 1, share, share == 1.0,
+                          {"fingerprints": share})
         margin = len(self.hashes) // 4 + 4
         a = max(0, int(hit[lo]) - margin)
         b = min(n, int(hit[hi]) + self.k + margin)
@@ -533,24 +546,28 @@ class _Probe:
 
     def _aligned(self, file: str, tok: Any, a: int, b: int) -> _Match | None:
         """Align the anchor's tokens with tokens a..b-1 of the text; the matched stretch."""
-        from difflib import SequenceMatcher  # noqa: PLC0415
-
-        blocks = [m for m in SequenceMatcher(None, self.hashes, tok.hashes[a:b].tolist(),
-                                             autojunk=False).get_matching_blocks() if m.size]
-        blocks = _trim(blocks)
+        blocks = _trim(_align(self.hashes, self.lines, tok.hashes[a:b].tolist(), tok.lines[a:b].tolist()))
         if not blocks:
             return None
-        matched = [False] * len(self.hashes)
+        at = [-1] * len(self.hashes)  # where each anchor token went (-1: lost)
         for m in blocks:
-            matched[m.a:m.a + m.size] = [True] * m.size
-        whole: dict[int, bool] = {}
-        for line, ok in zip(self.lines, matched):
-            whole[line] = whole.get(line, True) and ok
-        kept = sum(matched)
+            at[m.a:m.a + m.size] = range(m.b, m.b + m.size)
+        kept = sum(x >= 0 for x in at)
         first, last = a + blocks[0].b, a + blocks[-1].b + blocks[-1].size - 1
         same = kept == len(self.hashes) and last - first + 1 == kept
-        return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1,
-                      round(kept / len(self.hashes), 3), round(sum(whole.values()) / self.n_lines, 3), same)
+        shares = self._shares(at)
+        return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1, shares["tokens"], same, shares)
+
+    def _shares(self, at: list[int]) -> dict[str, float]:
+        """How much of the anchor the alignment kept (`at`: where each token went, -1 if lost): the
+        share of its tokens, and of its lines kept as they were (every token there, none inserted
+        between them: what a line diff calls an unchanged line, whitespace aside)."""
+        per_line: dict[int, list[int]] = {}
+        for line, x in zip(self.lines, at):
+            per_line.setdefault(line, []).append(x)
+        intact = sum(xs[0] >= 0 and xs[-1] - xs[0] == len(xs) - 1 and all(x >= 0 for x in xs)
+                     for xs in per_line.values())
+        return {"tokens": round(sum(x >= 0 for x in at) / len(at), 3), "lines": round(intact / len(per_line), 3)}
 
 
 def _densest(pos: list[int], vals: list[int], width: int, near: int) -> tuple[int, int, int]:
@@ -570,10 +587,54 @@ def _densest(pos: list[int], vals: list[int], width: int, near: int) -> tuple[in
         key = (len(counts), -abs(pos[left] - near) if near >= 0 else 0, left, right)
         if key[:2] > best[:2]:
             best = key
-    return best[2], best[3], best[0]
+    first, last = best[2], best[3]
+    inside = Counter(vals[first:last + 1])
+    while last > first and inside[vals[last]] > 1:  # hits at the ends that add no seed
+        inside[vals[last]] -= 1
+        last -= 1
+    while first < last and inside[vals[first]] > 1:
+        inside[vals[first]] -= 1
+        first += 1
+    return first, last, best[0]
 
 
-def _trim(blocks: list[Any]) -> list[Any]:
+def _align(a: list[int], a_lines: list[int], b: list[int], b_lines: list[int]) -> list[Match]:
+    """Matching blocks of token sequences `a` and `b` (each token with its line), in order.
+
+    Lines first, then tokens within the lines that differ: a diff of a 400-line span's tokens
+    (5,000 of them, a third of them brackets and dots) took SequenceMatcher most of a second,
+    a diff of its lines a millisecond, and the changed lines are few."""
+    from difflib import SequenceMatcher  # noqa: PLC0415
+
+    a_rows, b_rows = _rows(a_lines), _rows(b_lines)
+    a_keys = [hash(tuple(a[i:j])) for i, j in a_rows]
+    b_keys = [hash(tuple(b[i:j])) for i, j in b_rows]
+    blocks: list[Match] = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, a_keys, b_keys, autojunk=False).get_opcodes():
+        if i1 == i2 or j1 == j2:
+            continue
+        lo_a, hi_a = a_rows[i1][0], a_rows[i2 - 1][1]
+        lo_b, hi_b = b_rows[j1][0], b_rows[j2 - 1][1]
+        if op == "equal":
+            blocks.append(Match(lo_a, lo_b, hi_a - lo_a))
+            continue
+        blocks += [Match(lo_a + m.a, lo_b + m.b, m.size) for m in SequenceMatcher(
+            None, a[lo_a:hi_a], b[lo_b:hi_b], autojunk=False).get_matching_blocks() if m.size]
+    return blocks
+
+
+def _rows(lines: list[int]) -> list[tuple[int, int]]:
+    """[start, end) token indices of each line, in order (`lines`: the line of each token)."""
+    rows: list[tuple[int, int]] = []
+    for i, line in enumerate(lines):
+        if i and line == lines[i - 1]:
+            rows[-1] = (rows[-1][0], i + 1)
+        else:
+            rows.append((i, i + 1))
+    return rows
+
+
+def _trim(blocks: list[Match]) -> list[Match]:
     """Matching blocks without stray short matches at either end (a lone `)` a few tokens off)."""
     while len(blocks) > 1 and blocks[0].size < 3 and blocks[1].b - (blocks[0].b + blocks[0].size) > 3:
         blocks = blocks[1:]
@@ -582,22 +643,30 @@ def _trim(blocks: list[Any]) -> list[Any]:
     return blocks
 
 
+def _vanishes(shares: dict[str, float]) -> bool:
+    """Too little of the anchor found together (VANISHED_BELOW, VANISHED_LINES_BELOW; a purged
+    anchor has only the share of its fingerprints, held to VANISHED_BELOW)."""
+    if "fingerprints" in shares:
+        return shares["fingerprints"] < VANISHED_BELOW
+    return shares["tokens"] < VANISHED_BELOW and shares["lines"] < VANISHED_LINES_BELOW
+
+
 def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolution:
     """The state a best match (or none) makes."""
-    if best is None or best.retained < VANISHED_BELOW:
+    if best is None or _vanishes(best.shares):
         partial = None
         if best is not None and best.retained >= PARTIAL_FROM:
             partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
         return Resolution("vanished", anchor.file, None, None, best.retained if best else 0.0, partial,
-                          lines_retained=best.lines if best else 0.0)
+                          shares=best.shares if best else None)
     if not best.same_tokens:
-        return Resolution("edited", best.file, best.start, best.end, best.retained, lines_retained=best.lines)
+        return Resolution("edited", best.file, best.start, best.end, best.retained, shares=best.shares)
     state = "moved"
     if best.file == anchor.file and text is not None:
         overlaps = best.start <= anchor.end and best.end >= anchor.start
         if overlaps or _context_holds(split_lines(text), best.start - 1, best.end - 1, anchor.context):
             state = "intact"
-    return Resolution(state, best.file, best.start, best.end, 1.0, lines_retained=1.0)
+    return Resolution(state, best.file, best.start, best.end, 1.0, shares=best.shares)
 
 
 # --------------------------------------------------------------------------------------------
@@ -606,18 +675,31 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
 
 def _elsewhere(tree: _Tree, anchor: Anchor, probe: _Probe, db: apsw.Connection | None) -> _Match | None:
     """The best match in files other than the anchor's own, among the candidates found cheaply."""
-    best: _Match | None = None
+    best: tuple[tuple[float, float, int], _Match] | None = None
     for rel, text in _candidates(tree, anchor, db):
         m = probe.match(rel, text, None)
-        if m is not None and (best is None or (m.retained, m.lines) > (best.retained, best.lines)):
-            best = m
-    return best
+        if m is not None:
+            key = (m.retained, m.shares.get("lines", 0.0), _kinship(anchor.file, rel))
+            if best is None or key > best[0]:
+                best = (key, m)
+    return best[1] if best is not None else None
+
+
+def _kinship(a: str, b: str) -> int:
+    """Leading directories two paths share: a renamed file usually stays in its directory, and
+    boilerplate (a licence header, an example's preamble) is in every file of a project."""
+    n = 0
+    for x, y in zip(a.split("/")[:-1], b.split("/")[:-1]):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _candidates(tree: _Tree, anchor: Anchor, db: apsw.Connection | None) -> list[tuple[str, str]]:
     """(path, text) of the files worth aligning: the unsaved buffers, the files sessions wrote the
     code into (with `db`), then tracked files of the same extension holding most of the span's
-    rarest identifiers, most of them first; at most MAX_ALIGNED."""
+    rarest identifiers, most of them first, then nearest the anchor's file; at most MAX_ALIGNED."""
     rare = _rare_identifiers(anchor.text)
     need = (len(rare) + 1) // 2
     found: list[tuple[int, str, str]] = []
@@ -625,7 +707,7 @@ def _candidates(tree: _Tree, anchor: Anchor, db: apsw.Connection | None) -> list
     for rel in [*tree.buffers, *_written_into(db, anchor)]:
         if rel not in seen:
             seen.add(rel)
-            text = tree.read(rel)
+            text = tree.read(rel, MAX_FILE_BYTES)
             if text is not None:
                 found.append((len(rare) + 1, rel, text))
     suffix = PurePosixPath(anchor.file).suffix
@@ -636,17 +718,16 @@ def _candidates(tree: _Tree, anchor: Anchor, db: apsw.Connection | None) -> list
         tracked = tracked[:MAX_SCAN_FILES]
     raw = [r.encode("utf-8") for r in rare]
     for rel in tracked:
-        if tree.read_bytes > MAX_SCAN_BYTES:
-            log.info("moved-anchor scan stopped after %d bytes", tree.read_bytes)
+        if tree.scanned > MAX_SCAN_BYTES:
+            log.info("moved-anchor scan stopped after %d bytes", tree.scanned)
             break
-        text = tree.read(rel)
-        if text is None:
+        data = tree.raw(rel)
+        if data is None:
             continue
-        data = text.encode("utf-8", "surrogatepass")
         hits = sum(r in data for r in raw)
         if hits >= need and (raw or anchor.text == ""):
-            found.append((hits, rel, text))
-    found.sort(key=lambda t: -t[0])
+            found.append((hits, rel, data.decode("utf-8", "replace")))
+    found.sort(key=lambda t: (-t[0], -_kinship(anchor.file, t[1])))
     return [(rel, text) for _, rel, text in found[:MAX_ALIGNED]]
 
 
