@@ -62,8 +62,7 @@ itself just me might more most must my myself no nor not of off on once only or 
 ourselves out over own same shall she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up upon very was we were
 what when where which while who whom whose why will with would you your yours yourself
-yourselves s t d ll m re ve don didn doesn isn wasn weren hasn haven hadn won wouldn shouldn can't
-kind type sort tell say said like get got
+yourselves s t d ll m re ve don didn doesn isn wasn weren hasn haven hadn won wouldn shouldn
 """.split())
 
 _WORD = re.compile(r"\w+")
