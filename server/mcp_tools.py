@@ -38,7 +38,10 @@ MAX_EVENTS = 60
 INSTRUCTIONS = (
     "Engram knows why code exists: it records coding-agent sessions and, for a span of code, returns the "
     "sessions that wrote, read or discussed it, with windows of their transcripts. Before changing code you "
-    "did not write, call `explain` on it; follow up with `view` to read more of a transcript."
+    "did not write, call `explain` on it; follow up with `view` to read more of a transcript. It also keeps "
+    "memories: `recall` what is known (give `file` to favour notes anchored on that code), `remember` a fact, "
+    "decision or finding worth keeping (anchored to the lines it is about), `memory_update` or `forget` notes "
+    "that turned out wrong."
 )
 
 
@@ -327,6 +330,10 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
 
         return await run(work)
 
+    from .mcp_memory import register_memory_tools  # noqa: PLC0415
+
+    register_memory_tools(mcp, store_provider, run, text_provider)
+
     @mcp.resource("engram://tape/{tape_id}", mime_type="text/plain", title="A session's transcript")
     async def tape_resource(tape_id: str) -> str:
         """A compact, readable view of a tape (first 200 events)."""
@@ -415,7 +422,13 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
                 merge_when_idle(store)
         return doc
 
-    return {"explain": explain, "ingest": ingest}
+    async def recall(params: dict[str, Any]) -> dict[str, Any]:
+        from engram.memory import open_memories  # noqa: PLC0415
+        from engram.memory.recall import recall_request  # noqa: PLC0415
+
+        return await runner(lambda: recall_request(open_memories(store_provider()), params))
+
+    return {"explain": explain, "ingest": ingest, "recall": recall}
 
 
 def thread_runner() -> Runner:

@@ -31,7 +31,8 @@ LAYERS: dict[str, set[str]] = {
     "engram.query": {"engram.errors", "engram.fsutil", "engram.arrays", "engram.tape", "engram.store", "engram.anchor",
                      "engram.adapters", "engram.index"},
     "engram.integrations": {"engram.errors", "engram.store"},
-    "engram.memory": {"engram.errors"},
+    "engram.memory": {"engram.errors", "engram.fsutil", "engram.arrays", "engram.tape", "engram.store", "engram.anchor",
+                      "engram.index", "engram.query"},  # query: anchors find the session behind a change
 }
 
 

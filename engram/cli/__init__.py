@@ -1,7 +1,8 @@
 """The command line: `main` parses and dispatches; one module per group of commands —
 `capture` (init, ingest, record), `tapes` (tapes, show, gc), `query` (explain, view, search,
-index, reindex), `agents` (setup, hook), `demo`. `running_server` sends a command to the
-language server running on the repository, when there is one (its endpoint's run file).
+index, reindex), `agents` (setup, hook), `memory` (remember, recall, forget, memory ...),
+`demo`. `running_server` sends a command to the language server running on the repository,
+when there is one (its endpoint's run file).
 
 The top layer of `engram/`: it may import every other package; nothing in `engram/` imports
 it. Kept empty: the installed `engram`

@@ -71,6 +71,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats)
         ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store))
     print(stats.summary())
+    from engram.memory.vectors import embed_waiting
+
+    embed_waiting(store)  # memories written since the last ingest get their vectors (batched, off recall's path)
     if args.watch:
         from engram.capture.watch import watch
 

@@ -2,8 +2,9 @@
 
 Each group of commands lives in its own module of this package and adds its parsers with a
 `register(sub)` function: `capture` (init, ingest, record), `tapes` (tapes, show, gc), `agents`
-(setup, hook), `query` (explain, view, search, index, reindex); the language server and MCP
-commands come from `engram_server.entry` as plugins. The demo runs other commands through `main`,
+(setup, hook), `query` (explain, view, search, index, reindex), `memory` (remember, recall,
+forget, memory ...); the language server and MCP commands come from `engram_server.entry` as
+plugins. The demo runs other commands through `main`,
 so it is wired here. Imports stay inside handlers: `engram --help` must be instant."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, query, running_server, tapes
+from engram.cli import agents, capture, memory, query, running_server, tapes
 
 log = logging.getLogger("engram")
 
@@ -43,6 +44,15 @@ class _Skipped:
 
     def set_defaults(self, **kwargs: object) -> None:
         return None
+
+    def add_subparsers(self, **kwargs: object) -> _Skipped:
+        return self
+
+    def add_parser(self, *args: object, **kwargs: object) -> _Skipped:
+        return self
+
+    def add_mutually_exclusive_group(self, **kwargs: object) -> _Skipped:
+        return self
 
 
 class _OnlyCommand:
@@ -90,6 +100,7 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     s.set_defaults(func=cmd_demo)
     agents.register(sub)
     query.register(sub)
+    memory.register(sub)
     for plugin in plugins:
         plugin(sub)
     if isinstance(sub, _OnlyCommand) and not sub.found:
@@ -121,7 +132,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
 # Queries close what they open and start no process: once their answer is written, nothing the
 # interpreter's teardown does (freeing every module's objects, numpy's among them) matters to
 # anyone. It took 30-50 ms of a ~200 ms `engram explain` here (bench/README.md, "CLI exit").
-QUICK_EXIT_COMMANDS = frozenset({"explain", "view", "search"})
+QUICK_EXIT_COMMANDS = frozenset({"explain", "view", "search", "recall"})
 
 
 def exit_process(argv: Sequence[str], code: int) -> NoReturn:

@@ -161,10 +161,19 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     from engram.index.reindex import reindex
+    from engram.memory.memories import rebuild_projection
+    from engram.memory.vectors import embed_waiting
 
-    stats = reindex(store_of(args))
+    store = store_of(args)
+    stats = reindex(store, also=[rebuild_projection])
     print(f"reindex: {stats['tapes']} tapes, {stats['fragments']} fragments, {stats['stoplist']} stop-listed "
           f"fingerprints (threshold {stats['stoplist_share']:.0%} of tapes, at least {stats['stoplist_min_tapes']} tapes)")
+    embedded = embed_waiting(store)
+    print(f"  memories: {stats['memories']} from {stats['memory_events']} logged events"
+          + (f", {embedded} embedded" if embedded else ""))
+    if stats["memory_lines_skipped"]:
+        print(f"  skipped {stats['memory_lines_skipped']} memory log line(s) that are not whole events "
+              "(a write cut short)", file=sys.stderr)
     if stats["damaged"]:
         print(f"  left out {len(stats['damaged'])} damaged tape(s) ({', '.join(t[:12] for t in stats['damaged'])}): "
               "`engram ingest` captures their sessions again from the transcripts", file=sys.stderr)
@@ -209,5 +218,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("index", help="index tapes not indexed yet")
     s.set_defaults(func=cmd_index)
 
-    s = sub.add_parser("reindex", help="rebuild the whole index from the tapes")
+    s = sub.add_parser("reindex", help="rebuild the whole index from the tapes and the memory log")
     s.set_defaults(func=cmd_reindex)

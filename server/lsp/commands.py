@@ -160,10 +160,11 @@ async def cmd_reindex(ls: EngramLanguageServer, *args: Any) -> dict:
     (uri,) = _args(args, 1)
     store = ls.any_store(uri)
     from engram.index.reindex import reindex  # noqa: PLC0415
+    from engram.memory.memories import rebuild_projection  # noqa: PLC0415
 
     def work() -> dict:
         ls.close_conn(store)
-        return reindex(store)
+        return reindex(store, also=[rebuild_projection])
 
     result = await ls.off_loop(work)
     await regions.index_changed(ls)

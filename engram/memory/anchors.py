@@ -1,0 +1,792 @@
+"""Anchors: a span of code a memory is about, found again after the code shifted, moved or changed.
+
+A `file:line` citation is wrong as soon as a line is added above it, and tools that keep one
+silently point at other code. An `Anchor` keeps the span's text (and its winnowed fingerprints,
+the same the evidence index holds for transcripts) and `resolve` looks for that text in today's
+working tree, or in an editor's unsaved buffer, and says how it fared:
+
+* ``intact``: the same code (the same tokens: whitespace and line breaks may differ), at its old
+  place or shifted by lines added or removed around it;
+* ``moved``: the same code elsewhere in the file (its neighbours changed) or in another file;
+* ``edited``: found, but changed: ``retained`` is the share of the anchored code's tokens still
+  there, in order (a renamed variable costs its occurrences, not every line it is on);
+* ``vanished``: less than `VANISHED_BELOW` of it is anywhere; ``best_partial`` names the best
+  remnant, if any.
+
+Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
+at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
+only then token matching in the file (k-gram seeds from `engram.anchor`, then an alignment of the
+tokens), and only when that finds too little, other files: the files the evidence index saw
+sessions write this code into, and tracked files of the same extension that contain the span's
+rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their measurement:
+docs/anchors.md and bench/anchors.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import re
+import stat
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Final
+
+from engram.anchor import definition
+from engram.errors import BadInput
+from engram.query.spans import repo_relative
+
+if TYPE_CHECKING:
+    import apsw
+
+log = logging.getLogger(__name__)
+
+#: Version of `Anchor.to_json`: anchors live in the append-only memory event log for good, so a
+#: change of meaning gets a new number and `Anchor.from_json` keeps reading the old ones.
+ANCHOR_VERSION: Final = 1
+
+#: Below this share of its tokens found together, an anchor has vanished (bench/anchors.py: on
+#: the two tuning repositories, see docs/anchors.md).
+VANISHED_BELOW: Final = 0.5
+#: Other files are searched when the anchor's own file holds less than this share of it.
+SEARCH_ELSEWHERE_BELOW: Final = 0.9
+#: A match in another file replaces the own file's only when it retains this much more.
+ELSEWHERE_MARGIN: Final = 0.1
+#: A best partial match below this share is noise (a shared `return None`), not named.
+PARTIAL_FROM: Final = 0.2
+#: The cross-file scan looks at no more than this many tracked files of the extension, of no more
+#: than MAX_FILE_BYTES each and MAX_SCAN_BYTES together, and aligns at most MAX_ALIGNED of them.
+MAX_SCAN_FILES: Final = 5000
+MAX_FILE_BYTES: Final = 1 << 20
+MAX_SCAN_BYTES: Final = 64 << 20
+MAX_ALIGNED: Final = 12
+#: Identifiers of the span a candidate file must mostly contain (the longest: rarest in practice).
+RARE_IDENTIFIERS: Final = 4
+BINARY_PROBE: Final = 8192
+
+STATES: Final = ("intact", "moved", "edited", "vanished")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+
+
+# --------------------------------------------------------------------------------------------
+# The anchor
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A captured span: where it was and what it said. Immutable: a re-anchor is a new Anchor."""
+
+    file: str  # repository-relative, POSIX
+    start: int  # 1-based, inclusive
+    end: int
+    text_hash: str  # "sha256:<hex>" of `text`
+    fingerprints: tuple[int, ...]  # sorted distinct winnowed k-gram values of `text` (engram.anchor)
+    head: str | None  # git HEAD when captured, if a git repository
+    text: str  # the span's lines, each ending in "\n" ("" once purged: fingerprints still resolve)
+    # Whitespace-free hashes of the nearest non-blank line above and below: tell a span that
+    # shifted (its neighbours came along) from one that was moved within its file.
+    context: tuple[str | None, str | None] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable record (field names versioned by "v"); fingerprints as base64 of
+        little-endian int64, since JSON readers other than Python lose digits past 2**53."""
+        return {"v": ANCHOR_VERSION, "file": self.file, "start": self.start, "end": self.end,
+                "text_hash": self.text_hash, "fingerprints": _pack(self.fingerprints), "head": self.head,
+                "text": self.text, "context": list(self.context) if self.context is not None else None}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Anchor:
+        """The anchor a `to_json` record holds; BadInput naming the field when it is malformed."""
+        if not isinstance(d, Mapping):
+            raise BadInput("an anchor record must be a JSON object")
+        version = d.get("v")
+        if not isinstance(version, int) or version < 1:
+            raise BadInput(f"anchor record without a version ('v'): {_short(d)}")
+        if version > ANCHOR_VERSION:
+            raise BadInput(f"anchor record of version {version}, newer than this engram reads "
+                           f"({ANCHOR_VERSION}): upgrade engram")
+        file, start, end = _field(d, "file", str), _field(d, "start", int), _field(d, "end", int)
+        text_hash, text = _field(d, "text_hash", str), _field(d, "text", str)
+        head = d.get("head")
+        if head is not None and not isinstance(head, str):
+            raise BadInput(f"anchor record: 'head' must be a string or null: {_short(d)}")
+        ctx = d.get("context")
+        if ctx is not None and not (isinstance(ctx, list) and len(ctx) == 2
+                                    and all(c is None or isinstance(c, str) for c in ctx)):
+            raise BadInput(f"anchor record: 'context' must be two strings or nulls: {_short(d)}")
+        try:
+            fps = _unpack(_field(d, "fingerprints", str))
+        except ValueError as exc:
+            raise BadInput(f"anchor record: 'fingerprints' is not base64 of int64 values: {_short(d)}") from exc
+        return cls(file, start, end, text_hash, fps, head, text, (ctx[0], ctx[1]) if ctx is not None else None)
+
+
+def _field(d: Mapping[str, Any], name: str, kind: type) -> Any:
+    value = d.get(name)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise BadInput(f"anchor record: '{name}' must be a {kind.__name__}: {_short(d)}")
+    return value
+
+
+def _short(d: Any) -> str:
+    s = repr(d)
+    return s if len(s) <= 200 else s[:200] + "…"
+
+
+def _pack(values: Sequence[int]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(values)}q", *values)).decode("ascii")
+
+
+def _unpack(s: str) -> tuple[int, ...]:
+    raw = base64.b64decode(s.encode("ascii"), validate=True)
+    if len(raw) % 8:
+        raise ValueError("length is not a multiple of 8")
+    return struct.unpack(f"<{len(raw) // 8}q", raw)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text` as the tokenizer and git count them: split at "\\n" only (a form feed
+    is not a line break), a "\\r" before it dropped (a CRLF checkout keeps its anchors)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _span_text(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def _line_key(line: str) -> str:
+    """A line without its whitespace, hashed: what a reindent leaves alone."""
+    return hashlib.sha256("".join(line.split()).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _neighbours(lines: list[str], s0: int, e0: int) -> tuple[str | None, str | None]:
+    """Keys of the nearest non-blank lines above line `s0` and below line `e0` (0-based)."""
+    above = next((_line_key(lines[i]) for i in range(s0 - 1, -1, -1) if lines[i].strip()), None)
+    below = next((_line_key(lines[i]) for i in range(e0 + 1, len(lines)) if lines[i].strip()), None)
+    return above, below
+
+
+def capture(root: Path, file: str, start: int, end: int, *, text: str | None = None) -> Anchor:
+    """An anchor on lines `start`-`end` (1-based, inclusive) of `file` (repository-relative, or
+    absolute inside `root`): of the working-tree file, or of `text` (an unsaved buffer).
+
+    Plain Python all through (`engram.anchor.definition`): `engram remember --at` should not pay
+    numpy's import for a few hundred tokens."""
+    rel = _inside(root, file)
+    if text is None:
+        text = _read_for_capture(root, rel, file)
+    lines = split_lines(text)
+    where = f"{file}:{start}-{end}"
+    if start < 1 or end < start:
+        raise BadInput(f"{where}: an empty range; lines are 1-based and START must not exceed END, "
+                       f"e.g. {file}:10-24")
+    if end > len(lines):
+        raise BadInput(f"{where}: past the end of the file ({len(lines)} lines); anchor lines within 1-{len(lines)}")
+    span = lines[start - 1:end]
+    if not any(line.strip() for line in span):
+        raise BadInput(f"{where}: only blank lines; anchor lines that hold code")
+    body = _span_text(span)
+    hashes = definition.token_hashes(body)
+    fps = tuple(sorted(definition.winnowed(definition.kgram_values(hashes, definition.DEFAULT_K),
+                                           definition.DEFAULT_W)))
+    return Anchor(rel, start, end, _text_hash(body), fps, git_head(root), body,
+                  _neighbours(lines, start - 1, end - 1))
+
+
+def _text_hash(body: str) -> str:
+    return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _inside(root: Path, file: str) -> str:
+    """`file` as a repository path; refused when it (or a link on the way) leads outside `root`."""
+    try:
+        rel = repo_relative(root, file, cwd=root)
+    except BadInput as exc:
+        raise BadInput(f"{file}: outside the repository {root}; anchor a file inside it "
+                       "(a symbolic link that leads out of it is refused too)") from exc
+    if rel == "." or rel.split("/", 1)[0] in (".git", ".engram"):
+        raise BadInput(f"{file}: not a file of the repository's code; anchor a source file")
+    return rel
+
+
+def _read_for_capture(root: Path, rel: str, asked: str) -> str:
+    path = os.path.join(os.fspath(root), rel)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise BadInput(f"{asked}: not a regular file; anchor a span of a source file")
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as exc:
+        raise BadInput(f"{asked}: no such file in the working tree {root}; the path is relative to the "
+                       "repository root (or pass the text of an unsaved buffer)") from exc
+    except OSError as exc:
+        raise BadInput(f"{asked}: cannot be read ({exc.strerror}); check its permissions") from exc
+    if b"\0" in data[:BINARY_PROBE]:
+        raise BadInput(f"{asked}: a binary file; anchor a span of a text file")
+    return data.decode("utf-8", "replace")
+
+
+# --------------------------------------------------------------------------------------------
+# Git facts read from the files git keeps: no `git` process per capture or resolve
+
+
+def _git_dir(root: Path) -> Path | None:
+    dot = root / ".git"
+    if dot.is_dir():
+        return dot
+    try:
+        first = dot.read_text(encoding="utf-8").strip()  # a linked worktree or submodule: "gitdir: …"
+    except OSError:
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    target = Path(first[len("gitdir:"):].strip())
+    return target if target.is_absolute() else (root / target)
+
+
+def _common_dir(git_dir: Path) -> Path:
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return git_dir
+    return Path(common) if os.path.isabs(common) else git_dir / common
+
+
+def git_head(root: Path) -> str | None:
+    """The commit HEAD names (HEAD, then the loose ref, then packed-refs), or None."""
+    git_dir = _git_dir(root)
+    if git_dir is None:
+        return None
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not head.startswith("ref:"):
+        return head if _is_sha(head) else None
+    ref = head[4:].strip()
+    for base in dict.fromkeys((git_dir, _common_dir(git_dir))):
+        try:
+            sha = (base / ref).read_text(encoding="utf-8").strip()
+            if _is_sha(sha):
+                return sha
+        except OSError:
+            pass
+        try:
+            for line in (base / "packed-refs").read_text(encoding="utf-8").splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref and _is_sha(sha):
+                    return sha
+        except OSError:
+            pass
+    return None  # an unborn branch
+
+
+def _is_sha(s: str) -> bool:
+    return len(s) in (40, 64) and all(c in "0123456789abcdef" for c in s)
+
+
+_tracked_cache: dict[str, tuple[tuple[int, int], list[str]]] = {}
+
+
+def tracked_files(root: Path) -> list[str] | None:
+    """Paths of the regular files in git's index (stage 0 or the first of a conflict), read
+    from `.git/index` (versions 2-4) and cached while the index file is unchanged; None without
+    a readable index."""
+    git_dir = _git_dir(root)
+    if git_dir is None:
+        return None
+    path = git_dir / "index"
+    try:
+        st = path.stat()
+        key = (st.st_mtime_ns, st.st_size)
+        hit = _tracked_cache.get(str(path))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        files = _index_paths(data)
+    except (struct.error, ValueError, IndexError):
+        log.debug("%s: not an index this reader knows", path)
+        return None
+    _tracked_cache[str(path)] = (key, files)
+    return files
+
+
+def _index_paths(data: bytes) -> list[str]:
+    sig, version, count = struct.unpack_from(">4sLL", data, 0)
+    if sig != b"DIRC" or version not in (2, 3, 4):
+        raise ValueError("unknown index")
+    pos, prev, out = 12, b"", []
+    for _ in range(count):
+        mode = struct.unpack_from(">L", data, pos + 24)[0]
+        flags = struct.unpack_from(">H", data, pos + 60)[0]
+        p = pos + 62 + (2 if version >= 3 and flags & 0x4000 else 0)
+        if version == 4:
+            strip, p = _varint(data, p)
+            stop = data.index(b"\0", p)
+            name = prev[:len(prev) - strip] + data[p:stop]
+            pos = stop + 1
+        else:
+            stop = data.index(b"\0", p)
+            name = data[p:stop]
+            pos += ((stop - pos) + 8) & ~7  # the entry is NUL-padded to a multiple of 8 bytes
+        prev = name
+        if mode >> 12 == 0o10 and (flags >> 12) & 3 <= 1:  # a regular file, not a link or submodule
+            out.append(name.decode("utf-8", "surrogateescape"))
+    return list(dict.fromkeys(out))
+
+
+def _varint(data: bytes, p: int) -> tuple[int, int]:
+    c = data[p]
+    value = c & 0x7F
+    while c & 0x80:
+        p += 1
+        c = data[p]
+        value = ((value + 1) << 7) | (c & 0x7F)
+    return value, p + 1
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Where an anchor's code is today. `file`/`start`/`end`: its place (1-based, inclusive);
+    for `vanished`, `file` is the anchor's own and the lines are None. `retained`: the share of
+    the anchored tokens found there (1.0 for intact and moved). `session`: the captured session
+    whose code.edit explains the change, with `edit` locating that event (tape, offset)."""
+
+    state: str
+    file: str
+    start: int | None
+    end: int | None
+    retained: float
+    best_partial: dict[str, Any] | None = None
+    session: str | None = None
+    edit: dict[str, Any] | None = None
+    lines_retained: float | None = field(default=None, compare=False)  # share of whole lines (diagnostics)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "file": self.file, "start": self.start, "end": self.end,
+                "retained": self.retained, "best_partial": self.best_partial, "session": self.session,
+                "edit": self.edit}
+
+
+class _Tree:
+    """The working tree as resolution reads it: unsaved buffers first, then files on disk that
+    are regular files inside the root (a link is read only when it resolves inside)."""
+
+    def __init__(self, root: Path, buffers: Mapping[str, str] | None) -> None:
+        self.root = root
+        self.buffers = buffers or {}
+        self.read_bytes = 0
+
+    def read(self, rel: str) -> str | None:
+        if rel in self.buffers:
+            return self.buffers[rel]
+        if os.path.isabs(rel) or ".." in PurePosixPath(rel).parts:
+            return None
+        path = os.path.join(os.fspath(self.root), rel)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                repo_relative(self.root, rel, cwd=self.root)  # refuses a link leading out
+                st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+                return None
+            with open(path, "rb") as f:
+                data = f.read()
+        except (OSError, BadInput):
+            return None
+        self.read_bytes += len(data)
+        if b"\0" in data[:BINARY_PROBE]:
+            return None
+        return data.decode("utf-8", "replace")
+
+
+def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None,
+            db: apsw.Connection | None = None) -> Resolution:
+    """Where `anchor`'s code is in the working tree (`buffers`: repository path → unsaved text,
+    read instead of the disk). `db`: the evidence index, to name the session whose edit explains
+    a change and to learn which files sessions wrote the code into."""
+    tree = _Tree(root, buffers)
+    text = tree.read(anchor.file)
+    if text is not None and anchor.text:
+        lines = split_lines(text)
+        found = _exact(lines, split_lines(anchor.text), anchor.start - 1, anchor.context)
+        if found is not None:
+            s0, shifted = found
+            state = "intact" if shifted else "moved"
+            return _with_session(db, anchor, Resolution(state, anchor.file, s0 + 1, s0 + len(split_lines(anchor.text)),
+                                                        1.0, lines_retained=1.0), text)
+    probe = _Probe.of(anchor)
+    best = probe.match(anchor.file, text, anchor.start) if text is not None else None
+    if best is None or (not best.same_tokens and best.retained < SEARCH_ELSEWHERE_BELOW):
+        there = _elsewhere(tree, anchor, probe, db)
+        if there is not None and (best is None or there.retained >= best.retained + ELSEWHERE_MARGIN
+                                  or (there.same_tokens and not best.same_tokens)):
+            best = there
+    res = _verdict(anchor, best, text)
+    return _with_session(db, anchor, res, text if res.file == anchor.file else tree.read(res.file))
+
+
+def _exact(lines: list[str], want: list[str], near: int,
+           context: tuple[str | None, str | None] | None) -> tuple[int, bool] | None:
+    """(0-based start, shifted-not-moved) of the anchored lines in `lines`: at the old place,
+    else the occurrence whose neighbours are the old ones, else the nearest; None when absent."""
+    n = len(want)
+    if not n:
+        return None
+    if lines[near:near + n] == want:
+        return near, True
+    first = want[0]
+    starts = [i for i, line in enumerate(lines) if line == first and lines[i:i + n] == want]
+    if not starts:
+        return None
+    starts.sort(key=lambda i: abs(i - near))
+    for i in starts:
+        if _context_holds(lines, i, i + n - 1, context):
+            return i, True
+    return starts[0], False
+
+
+def _context_holds(lines: list[str], s0: int, e0: int, context: tuple[str | None, str | None] | None) -> bool:
+    """Is a neighbour of lines s0-e0 one the anchor had? (No context kept: take it as shifted.)"""
+    if context is None:
+        return True
+    above, below = _neighbours(lines, s0, e0)
+    return (above is not None and above == context[0]) or (below is not None and below == context[1])
+
+
+@dataclass(frozen=True)
+class _Match:
+    file: str
+    start: int  # 1-based, inclusive
+    end: int
+    retained: float  # share of the anchor's tokens found there, in order
+    lines: float  # share of the anchor's lines whose tokens all came along
+    same_tokens: bool  # exactly the anchor's tokens, nothing added inside
+
+
+@dataclass
+class _Probe:
+    """An anchor's tokens, ready for matching: token hashes and their lines, k-gram seeds."""
+
+    hashes: list[int]
+    lines: list[int]  # 0-based line of each token within the anchor text
+    n_lines: int  # lines holding tokens
+    seeds: Any  # np.ndarray: distinct k-gram values to look for
+    k: int
+    fingerprint_only: bool  # a purged anchor: only its winnowed fingerprints are left
+
+    @classmethod
+    def of(cls, anchor: Anchor) -> _Probe:
+        import numpy as np  # noqa: PLC0415 - only when the exact lines are not found
+
+        from engram.anchor.tokens import tokenize  # noqa: PLC0415
+        from engram.anchor.winnow import kgram_hashes  # noqa: PLC0415
+
+        if not anchor.text:
+            return cls([], [], 0, np.unique(np.asarray(anchor.fingerprints, dtype=np.int64)),
+                       definition.DEFAULT_K, True)
+        tok = tokenize(anchor.text)
+        k = max(1, min(definition.DEFAULT_K, len(tok)))
+        return cls(tok.hashes.tolist(), tok.lines.tolist(), len(set(tok.lines.tolist())),
+                   np.unique(kgram_hashes(tok.hashes, k)), k, False)
+
+    def match(self, file: str, text: str, near_line: int | None) -> _Match | None:
+        """The best place of the anchor's code in `text` (nearest `near_line` among equals)."""
+        import numpy as np  # noqa: PLC0415
+
+        from engram.anchor.tokens import tokenize  # noqa: PLC0415
+        from engram.anchor.winnow import kgram_hashes  # noqa: PLC0415
+
+        tok = tokenize(text)
+        n = len(tok)
+        if n < self.k or not len(self.seeds):
+            return None
+        kg = kgram_hashes(tok.hashes, self.k)
+        hit = np.flatnonzero(np.isin(kg, self.seeds))
+        if not hit.size:
+            return None
+        near = int(np.searchsorted(tok.lines, near_line - 1)) if near_line is not None else -1
+        width = 2 * max(len(self.hashes), len(self.seeds)) + 16
+        lo, hi, distinct = _densest(hit.tolist(), kg[hit].tolist(), width, near)
+        if self.fingerprint_only:
+            a, b = int(hit[lo]), int(hit[hi]) + self.k - 1
+            share = distinct / len(self.seeds)
+            return _Match(file, int(tok.lines[a]) + 1, int(tok.lines[b]) + 1, round(share, 3), round(share, 3), False)
+        margin = len(self.hashes) // 4 + 4
+        a = max(0, int(hit[lo]) - margin)
+        b = min(n, int(hit[hi]) + self.k + margin)
+        return self._aligned(file, tok, a, b)
+
+    def _aligned(self, file: str, tok: Any, a: int, b: int) -> _Match | None:
+        """Align the anchor's tokens with tokens a..b-1 of the text; the matched stretch."""
+        from difflib import SequenceMatcher  # noqa: PLC0415
+
+        blocks = [m for m in SequenceMatcher(None, self.hashes, tok.hashes[a:b].tolist(),
+                                             autojunk=False).get_matching_blocks() if m.size]
+        blocks = _trim(blocks)
+        if not blocks:
+            return None
+        matched = [False] * len(self.hashes)
+        for m in blocks:
+            matched[m.a:m.a + m.size] = [True] * m.size
+        whole: dict[int, bool] = {}
+        for line, ok in zip(self.lines, matched):
+            whole[line] = whole.get(line, True) and ok
+        kept = sum(matched)
+        first, last = a + blocks[0].b, a + blocks[-1].b + blocks[-1].size - 1
+        same = kept == len(self.hashes) and last - first + 1 == kept
+        return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1,
+                      round(kept / len(self.hashes), 3), round(sum(whole.values()) / self.n_lines, 3), same)
+
+
+def _densest(pos: list[int], vals: list[int], width: int, near: int) -> tuple[int, int, int]:
+    """(first, last, distinct): the run of seed hits within `width` tokens holding the most
+    distinct seeds; among equals, the one starting nearest token `near`."""
+    counts: dict[int, int] = {}
+    left = 0
+    best = (-1, 0, 0, 0)  # distinct, -distance, first, last
+    for right, v in enumerate(vals):
+        counts[v] = counts.get(v, 0) + 1
+        while pos[right] - pos[left] > width:
+            u = vals[left]
+            counts[u] -= 1
+            if not counts[u]:
+                del counts[u]
+            left += 1
+        key = (len(counts), -abs(pos[left] - near) if near >= 0 else 0, left, right)
+        if key[:2] > best[:2]:
+            best = key
+    return best[2], best[3], best[0]
+
+
+def _trim(blocks: list[Any]) -> list[Any]:
+    """Matching blocks without stray short matches at either end (a lone `)` a few tokens off)."""
+    while len(blocks) > 1 and blocks[0].size < 3 and blocks[1].b - (blocks[0].b + blocks[0].size) > 3:
+        blocks = blocks[1:]
+    while len(blocks) > 1 and blocks[-1].size < 3 and blocks[-1].b - (blocks[-2].b + blocks[-2].size) > 3:
+        blocks = blocks[:-1]
+    return blocks
+
+
+def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolution:
+    """The state a best match (or none) makes."""
+    if best is None or best.retained < VANISHED_BELOW:
+        partial = None
+        if best is not None and best.retained >= PARTIAL_FROM:
+            partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
+        return Resolution("vanished", anchor.file, None, None, best.retained if best else 0.0, partial,
+                          lines_retained=best.lines if best else 0.0)
+    if not best.same_tokens:
+        return Resolution("edited", best.file, best.start, best.end, best.retained, lines_retained=best.lines)
+    state = "moved"
+    if best.file == anchor.file and text is not None:
+        overlaps = best.start <= anchor.end and best.end >= anchor.start
+        if overlaps or _context_holds(split_lines(text), best.start - 1, best.end - 1, anchor.context):
+            state = "intact"
+    return Resolution(state, best.file, best.start, best.end, 1.0, lines_retained=1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Other files
+
+
+def _elsewhere(tree: _Tree, anchor: Anchor, probe: _Probe, db: apsw.Connection | None) -> _Match | None:
+    """The best match in files other than the anchor's own, among the candidates found cheaply."""
+    best: _Match | None = None
+    for rel, text in _candidates(tree, anchor, db):
+        m = probe.match(rel, text, None)
+        if m is not None and (best is None or (m.retained, m.lines) > (best.retained, best.lines)):
+            best = m
+    return best
+
+
+def _candidates(tree: _Tree, anchor: Anchor, db: apsw.Connection | None) -> list[tuple[str, str]]:
+    """(path, text) of the files worth aligning: the unsaved buffers, the files sessions wrote the
+    code into (with `db`), then tracked files of the same extension holding most of the span's
+    rarest identifiers, most of them first; at most MAX_ALIGNED."""
+    rare = _rare_identifiers(anchor.text)
+    need = (len(rare) + 1) // 2
+    found: list[tuple[int, str, str]] = []
+    seen = {anchor.file}
+    for rel in [*tree.buffers, *_written_into(db, anchor)]:
+        if rel not in seen:
+            seen.add(rel)
+            text = tree.read(rel)
+            if text is not None:
+                found.append((len(rare) + 1, rel, text))
+    suffix = PurePosixPath(anchor.file).suffix
+    tracked = [f for f in tracked_files(tree.root) or [] if PurePosixPath(f).suffix == suffix and f not in seen]
+    if len(tracked) > MAX_SCAN_FILES:
+        log.info("%d tracked %s files: only the first %d are searched for a moved anchor",
+                 len(tracked), suffix or "extension-less", MAX_SCAN_FILES)
+        tracked = tracked[:MAX_SCAN_FILES]
+    raw = [r.encode("utf-8") for r in rare]
+    for rel in tracked:
+        if tree.read_bytes > MAX_SCAN_BYTES:
+            log.info("moved-anchor scan stopped after %d bytes", tree.read_bytes)
+            break
+        text = tree.read(rel)
+        if text is None:
+            continue
+        data = text.encode("utf-8", "surrogatepass")
+        hits = sum(r in data for r in raw)
+        if hits >= need and (raw or anchor.text == ""):
+            found.append((hits, rel, text))
+    found.sort(key=lambda t: -t[0])
+    return [(rel, text) for _, rel, text in found[:MAX_ALIGNED]]
+
+
+def _rare_identifiers(text: str) -> list[str]:
+    """The span's longest distinct identifiers: a cheap stand-in for its rarest fingerprints
+    that a byte search can test in a file without tokenizing it."""
+    names = sorted(set(_IDENT.findall(text)), key=lambda s: (-len(s), s))
+    return names[:RARE_IDENTIFIERS]
+
+
+# --------------------------------------------------------------------------------------------
+# The session behind a change (needs the evidence index)
+
+
+def _written_into(db: apsw.Connection | None, anchor: Anchor) -> list[str]:
+    """Files other than the anchor's own where captured sessions wrote or read this code, best
+    match first: where a session moved it (the index holds transcripts, not the working tree, so
+    these are candidates to read, not answers)."""
+    if db is None or not anchor.text:
+        return []
+    from engram.index.sql import reading  # noqa: PLC0415 - only with an index
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.query.ranking import CODE  # noqa: PLC0415
+
+    with reading(db):
+        hits = direct_hits(db, anchor.text, file=anchor.file)
+        rows = _fragments(db, list(hits))
+    files = sorted(((hits[f], r.file) for f, r in rows.items() if r.file and r.file != anchor.file
+                    and r.kind in CODE), key=lambda t: -t[0])
+    return list(dict.fromkeys(f for _, f in files))[:MAX_ALIGNED]
+
+
+@dataclass(frozen=True)
+class _Frag:
+    kind: int
+    file: str | None
+    ts: str
+    tape: str
+    offset: int
+    session: str
+    harness: str
+
+
+def _fragments(db: apsw.Connection, ids: list[int]) -> dict[int, _Frag]:
+    if not ids:
+        return {}
+    from engram.index.sql import int_array  # noqa: PLC0415
+
+    return {r[0]: _Frag(r[1], r[2], r[3] or "", *r[4:]) for r in db.execute(
+        "SELECT f.id, f.kind, files.path, f.ts, t.id, f.offset, t.session_id, t.harness FROM fragments f"
+        " JOIN tapes t ON t.no = f.tape LEFT JOIN files ON files.id = f.file WHERE f.id IN carray(?)",
+        (int_array(ids),))}
+
+
+def _with_session(db: apsw.Connection | None, anchor: Anchor, res: Resolution, text: str | None) -> Resolution:
+    """`res` naming the captured session whose code.edit explains the change (see `_explaining`)."""
+    if db is None or res.state == "intact" or not anchor.text:
+        return res
+    now = None
+    if res.start is not None and text is not None:
+        now = _span_text(split_lines(text)[res.start - 1:res.end])
+    from engram.index.sql import reading  # noqa: PLC0415
+
+    with reading(db):
+        found = _explaining(db, anchor, res, now)
+    if found is None:
+        return res
+    fid, fr = found
+    return replace(res, session=fr.session, edit={"tape": fr.tape, "offset": fr.offset, "timestamp": fr.ts or None,
+                                                   "harness": fr.harness, "fragment": fid})
+
+
+def _explaining(db: apsw.Connection, anchor: Anchor, res: Resolution, now: str | None) -> tuple[int, _Frag] | None:
+    """The latest code.edit that made the change `res` reports, by the index's own evidence:
+
+    * edited: an edit holding today's text better than the anchored one (its after-text is
+      the new version), preferring one whose lineage comes from a fragment holding the anchored
+      text;
+    * moved: an edit writing the code into its new file after a session had it in the old one,
+      or, within the file, one whose lineage says the code came from elsewhere ("moved");
+    * vanished: the last edit that deleted the text (a tombstone), in any file it had reached, or
+      one whose lineage comes from the anchored text and that no longer holds it.
+    """
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.query.ranking import EDIT  # noqa: PLC0415
+
+    old = direct_hits(db, anchor.text, file=anchor.file)
+    new = direct_hits(db, now, file=res.file) if now is not None else {}
+    frags = _fragments(db, sorted(set(old) | set(new)))
+    edits = [f for f in new if f in frags and frags[f].kind == EDIT]
+    if res.state == "vanished":
+        return _vanished_by(db, anchor, old, frags)
+    sources = _sources(db, edits)
+    if res.state == "edited":
+        better = [f for f in edits if new[f] > old.get(f, 0.0)]
+        preferred = [f for f in better if sources.get(f, set()) & set(old)] or better
+        return _latest(preferred, frags)
+    if res.file != anchor.file:
+        had = [frags[f].ts for f in old if f in frags and frags[f].file == anchor.file]
+        return _latest([f for f in edits if frags[f].file == res.file and any(t < frags[f].ts for t in had)], frags)
+    moved = {d for d, in db.execute(
+        "SELECT DISTINCT dst FROM lineage WHERE location_delta = 'moved' AND dst IN carray(?)",
+        (_ids(edits),))} if edits else set()
+    return _latest([f for f in edits if f in moved and frags[f].file == res.file], frags)
+
+
+def _vanished_by(db: apsw.Connection, anchor: Anchor, old: dict[int, float],
+                 frags: dict[int, _Frag]) -> tuple[int, _Frag] | None:
+    from engram.query.direct_np import tombstone_hits  # noqa: PLC0415
+
+    deleting = list(tombstone_hits(db, anchor.text))
+    rewrote = [d for d, srcs in _sources(db, _edits_from(db, list(old))).items()
+               if srcs & set(old) and d not in old]
+    cands = deleting + rewrote
+    frags = {**frags, **_fragments(db, [f for f in cands if f not in frags])}
+    return _latest([f for f in cands if f in frags], frags)  # the last place it was deleted from
+
+
+def _edits_from(db: apsw.Connection, srcs: list[int]) -> list[int]:
+    if not srcs:
+        return []
+    return [d for d, in db.execute("SELECT DISTINCT dst FROM lineage WHERE src IN carray(?)", (_ids(srcs),))]
+
+
+def _sources(db: apsw.Connection, dsts: list[int]) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = {}
+    if dsts:
+        for d, s in db.execute("SELECT dst, src FROM lineage WHERE dst IN carray(?)", (_ids(dsts),)):
+            out.setdefault(d, set()).add(s)
+    return out
+
+
+def _ids(values: list[int]) -> Any:
+    from engram.index.sql import int_array  # noqa: PLC0415
+
+    return int_array(values)
+
+
+def _latest(ids: list[int], frags: dict[int, _Frag]) -> tuple[int, _Frag] | None:
+    if not ids:
+        return None
+    best = max(ids, key=lambda f: (frags[f].ts, f))
+    return best, frags[best]

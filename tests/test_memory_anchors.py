@@ -1,0 +1,279 @@
+"""Anchors against real edits of real files in a git repository: what `resolve` says after the
+code shifted, moved, was reformatted, edited or deleted, and what `capture` refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git, run_engram
+from test_lineage import db, edit, ingest, tape
+
+from engram.anchor.definition import token_hashes
+from engram.errors import BadInput
+from engram.memory.anchors import Anchor, capture, git_head, resolve, split_lines, tracked_files
+
+PARSER = '''\
+import re
+
+
+def parse_header(raw_line):
+    """Split an HTTP header line into its name and value."""
+    name, sep, value = raw_line.partition(":")
+    if not sep:
+        raise ValueError(f"not a header: {raw_line!r}")
+    return name.strip().lower(), value.strip()
+
+
+def merge_headers(first, second):
+    """Headers of `second` override those of `first`, names compared without case."""
+    merged = {key.lower(): val for key, val in first.items()}
+    for key, val in second.items():
+        merged[key.lower()] = val
+    return merged
+
+
+def retry_delay(attempt, base_delay=0.5, ceiling=30.0):
+    """Exponential backoff with a ceiling, for the transport's retries."""
+    if attempt < 0:
+        raise ValueError("attempt must be non-negative")
+    delay = base_delay * (2 ** attempt)
+    jitter = (attempt * 7919) % 13 / 100.0
+    return min(ceiling, delay + jitter)
+
+
+def content_length(headers):
+    """The body's length from the headers, or None when absent or malformed."""
+    value = headers.get("content-length")
+    if value is None or not value.isdigit():
+        return None
+    return int(value)
+'''
+
+
+def lines_of(text: str, start: int, end: int) -> str:
+    return "".join(line + "\n" for line in split_lines(text)[start - 1:end])
+
+
+def find(text: str, needle: str) -> int:
+    """1-based line of the first line holding `needle`."""
+    return next(i for i, line in enumerate(split_lines(text), 1) if needle in line)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "http.py").write_text(PARSER)
+    (root / "pkg" / "util.py").write_text("def unrelated_helper(x):\n    return x * 2\n")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "parser")
+    return root
+
+
+def retry_span(root: Path) -> Anchor:
+    start = find(PARSER, "def retry_delay")
+    return capture(root, "pkg/http.py", start, start + 6)
+
+
+def test_capture_keeps_place_text_fingerprints_and_head(repo: Path) -> None:
+    a = retry_span(repo)
+    assert (a.file, a.end - a.start) == ("pkg/http.py", 6)
+    assert a.text.startswith("def retry_delay(") and a.text.endswith("return min(ceiling, delay + jitter)\n")
+    assert a.text_hash.startswith("sha256:") and len(a.fingerprints) > 5
+    assert a.head == git(repo, "rev-parse", "HEAD").strip() == git_head(repo)
+
+
+def test_to_json_round_trips_through_a_json_log_line(repo: Path) -> None:
+    a = retry_span(repo)
+    line = json.dumps(a.to_json())
+    assert Anchor.from_json(json.loads(line)) == a
+    doc = json.loads(line)
+    assert doc["v"] == 1 and isinstance(doc["fingerprints"], str), "no int64 that a JSON reader would round"
+    with pytest.raises(BadInput, match="'start' must be a int"):
+        Anchor.from_json({**doc, "start": "7"})
+    with pytest.raises(BadInput, match="newer than this engram"):
+        Anchor.from_json({**doc, "v": 99})
+
+
+def test_unchanged_code_is_intact_in_place(repo: Path) -> None:
+    a = retry_span(repo)
+    r = resolve(repo, a)
+    assert (r.state, r.file, r.start, r.end, r.retained) == ("intact", a.file, a.start, a.end, 1.0)
+
+
+def test_lines_added_above_shift_an_intact_span(repo: Path) -> None:
+    a = retry_span(repo)
+    path = repo / "pkg" / "http.py"
+    path.write_text("import logging\nlog = logging.getLogger(__name__)\n\n" + PARSER)
+    r = resolve(repo, a)
+    assert (r.state, r.start, r.end) == ("intact", a.start + 3, a.end + 3)
+    assert lines_of(path.read_text(), r.start, r.end) == a.text
+
+
+def test_code_moved_within_its_file_is_moved(repo: Path) -> None:
+    a = retry_span(repo)
+    text = PARSER
+    block = lines_of(text, a.start, a.end + 2)  # the function and the two blank lines after it
+    moved = text.replace(block, "")
+    moved = moved.replace("import re\n\n\n", "import re\n\n\n" + block)  # now the first function
+    (repo / "pkg" / "http.py").write_text(moved)
+    r = resolve(repo, a)
+    assert r.state == "moved" and r.file == a.file
+    assert (r.start, r.end) == (4, 10) and lines_of(moved, r.start, r.end) == a.text
+
+
+def test_code_moved_to_another_file_is_found_there(repo: Path) -> None:
+    a = retry_span(repo)
+    block = lines_of(PARSER, a.start, a.end)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(block, ""))
+    backoff = "\"\"\"Retry policies.\"\"\"\n\nMAX_ATTEMPTS = 5\n\n\n" + block
+    (repo / "pkg" / "backoff.py").write_text(backoff)
+    git(repo, "add", "pkg/backoff.py")  # tracked: the cross-file search looks at git's index
+    r = resolve(repo, a)
+    assert (r.state, r.file, r.start, r.end) == ("moved", "pkg/backoff.py", 6, 12)
+
+
+def test_reindented_and_rewrapped_code_is_intact(repo: Path) -> None:
+    a = retry_span(repo)
+    body = lines_of(PARSER, a.start, a.end)
+    wrapped = body.replace("def retry_delay(attempt, base_delay=0.5, ceiling=30.0):",
+                           "def retry_delay(\n        attempt,\n        base_delay=0.5,\n        ceiling=30.0):")
+    reindented = "class Transport:\n" + "".join("    " + line + "\n" if line else "\n"
+                                                  for line in split_lines(wrapped))
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(body, reindented))
+    r = resolve(repo, a)
+    assert r.state == "intact" and r.retained == 1.0
+    new = (repo / "pkg" / "http.py").read_text()
+    assert "def retry_delay(" in split_lines(new)[r.start - 1] and "return min(" in split_lines(new)[r.end - 1]
+
+
+def test_a_fifth_of_the_tokens_edited_is_edited_with_the_share_retained(repo: Path) -> None:
+    a = retry_span(repo)
+    body = lines_of(PARSER, a.start, a.end)
+    edited = twenty_percent_edit(body)
+    old, new = token_hashes(body), token_hashes(edited)
+    assert len(old) == len(new) and sum(x != y for x, y in zip(old, new)) / len(old) == 0.2, "a fifth of the tokens"
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(body, edited))
+    r = resolve(repo, a)
+    assert r.state == "edited" and (r.file, r.start, r.end) == (a.file, a.start, a.end)
+    assert r.retained == 0.8, "every line changed, four tokens in five are still there"
+
+
+def test_deleted_code_vanishes(repo: Path) -> None:
+    a = retry_span(repo)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(lines_of(PARSER, a.start, a.end), ""))
+    r = resolve(repo, a)
+    assert (r.state, r.file, r.start, r.end) == ("vanished", a.file, None, None)
+    assert r.retained < 0.5
+
+
+def test_a_deleted_file_vanishes_without_error(repo: Path) -> None:
+    a = retry_span(repo)
+    (repo / "pkg" / "http.py").unlink()
+    assert resolve(repo, a).state == "vanished"
+
+
+def test_an_unsaved_buffer_is_read_instead_of_the_disk(repo: Path) -> None:
+    a = retry_span(repo)
+    buffer = "# a comment typed, not saved\n" + PARSER
+    r = resolve(repo, a, buffers={"pkg/http.py": buffer})
+    assert (r.state, r.start) == ("intact", a.start + 1)
+    gone = resolve(repo, a, buffers={"pkg/http.py": PARSER.replace(a.text, "")})
+    assert gone.state == "vanished", "the buffer wins even though the disk still holds the code"
+    b = capture(repo, "pkg/http.py", 1, 1, text=buffer)
+    assert b.text == "# a comment typed, not saved\n"
+
+
+def test_refused_paths_and_ranges_say_what_to_do(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.py"
+    outside.write_text("password = 'x'\n")
+    with pytest.raises(BadInput, match="outside the repository"):
+        capture(repo, str(outside), 1, 1)
+    with pytest.raises(BadInput, match="outside the repository"):
+        capture(repo, "../secret.py", 1, 1)
+    os.symlink(outside, repo / "pkg" / "link.py")
+    with pytest.raises(BadInput, match="symbolic link that leads out"):
+        capture(repo, "pkg/link.py", 1, 1)
+    n = len(split_lines(PARSER))
+    with pytest.raises(BadInput, match=rf"past the end of the file \({n} lines\); anchor lines within 1-{n}"):
+        capture(repo, "pkg/http.py", n - 1, n + 5)
+    with pytest.raises(BadInput, match="an empty range"):
+        capture(repo, "pkg/http.py", 9, 4)
+    with pytest.raises(BadInput, match="no such file in the working tree"):
+        capture(repo, "pkg/missing.py", 1, 2)
+    with pytest.raises(BadInput, match="only blank lines"):
+        capture(repo, "pkg/http.py", 2, 3)
+    (repo / "blob.bin").write_bytes(b"\x00\x01binary\n")
+    with pytest.raises(BadInput, match="a binary file"):
+        capture(repo, "blob.bin", 1, 1)
+
+
+def test_resolve_never_reads_through_a_link_out_of_the_repository(repo: Path, tmp_path: Path) -> None:
+    a = retry_span(repo)
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text(PARSER)
+    (repo / "pkg" / "http.py").unlink()
+    os.symlink(outside, repo / "pkg" / "http.py")
+    forged = Anchor.from_json({**a.to_json(), "file": "../elsewhere.py"})
+    assert resolve(repo, a).state == "vanished"
+    assert resolve(repo, forged).state == "vanished"
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_tracked_files_read_from_each_index_version(repo: Path, version: str) -> None:
+    (repo / "pkg" / "deep").mkdir()
+    (repo / "pkg" / "deep" / "name with spaces.py").write_text("x = 1\n")
+    git(repo, "add", "-N", "pkg/deep/name with spaces.py")  # intent-to-add sets an extended flag (v3)
+    git(repo, "update-index", "--index-version", version)
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=repo, capture_output=True, check=True).stdout
+    assert tracked_files(repo) == [p.decode() for p in listed.split(b"\0") if p]
+
+
+def twenty_percent_edit(body: str) -> str:
+    return (body.replace("base_delay", "initial").replace("ValueError", "RuntimeError").replace("7919", "104729")
+            .replace("jitter", "spread").replace("attempt", "tries").replace("ceiling", "cap")
+            .replace("0.5", "0.25").replace("100.0", "1000.0"))
+
+
+def test_with_the_index_the_session_whose_edit_changed_the_code_is_named(repo: Path, tmp_path: Path) -> None:
+    run_engram(repo, "init")
+    a = retry_span(repo)
+    old = split_lines(a.text)
+    new = split_lines(twenty_percent_edit(a.text))
+    ingest(repo, tape(tmp_path, "writer", "2026-01-01T00:00:00Z",
+                      [edit("pkg/http.py", [], split_lines(PARSER), "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "fixer", "2026-01-02T00:00:00Z",
+                [edit("pkg/http.py", old, new, "2026-01-02T00:00:01Z", line=a.start)]))
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, twenty_percent_edit(a.text)))
+    index = db(repo)
+    r = resolve(repo, a, db=index)
+    assert (r.state, r.session) == ("edited", "fixer")
+    assert r.edit is not None and r.edit["timestamp"] == "2026-01-02T00:00:01Z"
+    assert resolve(repo, retry_span(repo), db=index).session is None, "intact: nothing to explain"
+
+
+def test_with_the_index_a_move_and_a_deletion_name_their_sessions(repo: Path, tmp_path: Path) -> None:
+    run_engram(repo, "init")
+    a = retry_span(repo)
+    body = split_lines(a.text)
+    backoff = ["MAX_ATTEMPTS = 5", "", "", *body]
+    ingest(repo, tape(tmp_path, "writer", "2026-01-01T00:00:00Z",
+                      [edit("pkg/http.py", [], split_lines(PARSER), "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "mover", "2026-01-02T00:00:00Z",
+                [edit("pkg/http.py", body, [], "2026-01-02T00:00:01Z", line=a.start),
+                 edit("pkg/backoff.py", [], backoff, "2026-01-02T00:00:02Z", op="create")]))
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, ""))
+    (repo / "pkg" / "backoff.py").write_text("".join(line + "\n" for line in backoff))
+    index = db(repo)
+    moved = resolve(repo, a, db=index)  # backoff.py is untracked: found through the index's sessions
+    assert (moved.state, moved.file, moved.start, moved.session) == ("moved", "pkg/backoff.py", 4, "mover")
+    (repo / "pkg" / "backoff.py").unlink()
+    ingest(repo, tape(tmp_path, "remover", "2026-01-03T00:00:00Z",
+                      [edit("pkg/backoff.py", backoff, [], "2026-01-03T00:00:01Z")]))
+    gone = resolve(repo, a, db=index)
+    assert (gone.state, gone.session) == ("vanished", "remover"), "the last edit that deleted it"
