@@ -36,6 +36,7 @@ import hashlib
 import json
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import engram_version, fmt_table, load, machine, pct  # noqa: E402
 from engram.memory.embed import MODEL_SHA256, Embedder, model_status  # noqa: E402
+from engram.memory.memories import close_all  # noqa: E402
 from engram.memory.fusion import (TIME_WEIGHT, fts_query, fuse, fuse_rrf, query_period,  # noqa: E402
                                   time_closeness)
 
@@ -191,6 +193,55 @@ def with_time(query: str, hits: list, created: dict[str, datetime]) -> list[str]
     return [h.id for _, h in scored]
 
 
+# ------------------------------------------------------------------ engram's own store
+
+class EngramStore:
+    """One conversation imported into a fresh engram store (`engram memory import --no-dedup`'s
+    path: JSON Lines through `interchange.import_file`), asked through `recall`.
+
+    No dedup on write: LoCoMo's turns are not notes to merge ("Thanks!" twice is two turns). A
+    turn whose text repeats another's exactly is skipped by the import (one memory, both turns).
+    Decay is off: recall is asked as of a moment before every memory was written (`now`), and
+    reinforcement is off, so one question does not change the next one's answer.
+    """
+
+    def __init__(self, conv: Conversation, workdir: Path) -> None:
+        from engram.memory.interchange import import_file  # noqa: PLC0415
+        from engram.memory.memories import open_memories  # noqa: PLC0415
+        from engram.memory.vectors import embed_pending  # noqa: PLC0415
+        from engram.store.repo import init_store  # noqa: PLC0415
+
+        root = workdir / conv.name
+        root.mkdir(parents=True)
+        store, _ = init_store(root)
+        self.mem = open_memories(store)
+        lines = workdir / f"{conv.name}.jsonl"
+        with lines.open("w", encoding="utf-8") as f:
+            for m in conv.memories:
+                record = {"id": hashlib.sha256(m.id.encode()).hexdigest()[:12], "content": m.text, "kind": "fact",
+                          "created": m.created.isoformat() + "Z", "source": {"type": "import", "origin": "locomo"}}
+                f.write(json.dumps(record) + "\n")
+        t0 = time.perf_counter()
+        self.report = import_file(self.mem, str(lines), fmt="jsonl", dedup=False)
+        self.import_seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.embedded = embed_pending(self.mem.db)
+        self.embed_seconds = time.perf_counter() - t0
+        self.turns: dict[str, list[str]] = {}  # memory id -> the turns it holds
+        by_text = {}
+        for m in conv.memories:
+            by_text.setdefault(m.text, []).append(m.id)
+        for (mid, content) in self.mem.db.execute("SELECT id, content FROM memories"):
+            self.turns[mid] = by_text.get(content, [])
+        self.before = min(m.created for m in conv.memories).replace(year=2000).isoformat() + "Z"
+
+    def recall(self, query: str) -> list[str]:
+        from engram.memory.recall import recall  # noqa: PLC0415
+
+        doc = recall(self.mem, query, limit=DEPTH, now=self.before, reinforce=False)
+        return [turn for hit in doc["memories"] for turn in self.turns[hit["id"]]]
+
+
 # ------------------------------------------------------------------ scoring
 
 @dataclass
@@ -249,19 +300,36 @@ def methods(context: bool) -> dict[str, Method]:
     return out
 
 
-def evaluate(convs: list[Conversation], embedder: Embedder, context: bool) -> dict[str, dict[str, Tally]]:
-    """method -> conversation name -> tally."""
+ENGRAM_ROW = "engram recall (its own store)"
+
+
+def evaluate(convs: list[Conversation], embedder: Embedder, context: bool,
+             workdir: Path | None = None) -> dict[str, dict[str, Tally]]:
+    """method -> conversation name -> tally. With `workdir`, also the ENGRAM_ROW through engram's store."""
     ms = methods(context)
     out: dict[str, dict[str, Tally]] = {name: {} for name in ms}
+    differ = []
     for conv in convs:
         store = ScriptStore(conv, embedder, context)
         qvecs = embedder.embed([q.text for q in conv.questions])
         tallies = [out[name].setdefault(conv.name, Tally()) for name in ms]
+        real = EngramStore(conv, workdir) if workdir is not None else None
+        if real is not None:
+            print(f"{conv.name}: imported {real.report['imported']} memories ({real.report['skipped']} repeated texts"
+                  f" skipped) in {real.import_seconds:.1f} s, embedded {real.embedded} in {real.embed_seconds:.0f} s")
         for q, v in zip(conv.questions, qvecs, strict=True):
             (b, bs), (d, ds) = store.bm25(q.text), store.dense(v)
             ch = ({"bm25": b, "dense": d}, {"bm25": bs, "dense": ds})
             for method, tally in zip(ms.values(), tallies, strict=True):
                 tally.add(method(store, q, ch, v), q)
+            if real is not None:
+                ranked = real.recall(q.text)
+                out.setdefault(ENGRAM_ROW, {}).setdefault(conv.name, Tally()).add(ranked, q)
+                if ranked[:5] != methods(False)["recall's recipe: sum + time"](store, q, ch, v)[:5]:
+                    differ.append(q.text)
+    if workdir is not None:
+        print(f"engram's recall and the in-script recipe: {len(differ)} of {sum(len(c.questions) for c in convs)}"
+              f" questions with a different top 5{': ' + '; '.join(differ[:5]) if differ else ''}")
     return out
 
 
@@ -282,9 +350,32 @@ def report(results: dict[str, dict[str, Tally]], convs: list[Conversation], tune
         print(f"\n{title}: {', '.join(names)} ({n} questions)\n")
         rows = [_row(m, [per[c] for c in names]) for m, per in results.items()]
         print(fmt_table(header, rows))
+    by_category(results, convs)
+
+
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def by_category(results: dict[str, dict[str, Tally]], convs: list[Conversation]) -> None:
+    """Turn-level Hit@5 of each method by question category, all conversations."""
+    cats = [q.category for c in convs for q in c.questions]
+    header = ["method", *(f"{CATEGORY_NAMES[k]} ({cats.count(k)})" for k in CATEGORIES)]
+    rows = []
+    for method, per in results.items():
+        firsts = [r for c in convs for r in per[c.name].turn]
+        rows.append([method, *(f"{Tally.figures([r for r, k in zip(firsts, cats, strict=True) if k == cat])[1]:.3f}"
+                               for cat in CATEGORIES)])
+    print("\nturn Hit@5 by question category, all conversations\n")
+    print(fmt_table(header, rows))
 
 
 # ------------------------------------------------------------------ speed
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
 
 def speed(convs: list[Conversation]) -> None:
     """Model load, embedding throughput (batch 32) and query latency, beside FTS5 and tokenising alone."""
@@ -314,6 +405,9 @@ def speed(convs: list[Conversation]) -> None:
     for start in range(0, len(texts), 32):
         tokenizer.encode_batch(texts[start:start + 32])
     rows.append(["reference: tokenising alone", "-", f"{len(texts) / (time.perf_counter() - w0):.0f} texts/s", "-"])
+    model_bytes = embedder.model_path.read_bytes()
+    hashing = min(_timed(lambda: hashlib.sha256(model_bytes).hexdigest()) for _ in range(3))
+    rows.append(["of the load: sha256 of model.onnx", f"{hashing * 1000:.0f} ms", "-", "-"])
     store = ScriptStore(convs[0], Embedder.shared())
     lat = []
     for q in queries:
@@ -324,8 +418,8 @@ def speed(convs: list[Conversation]) -> None:
                  f"{pct(lat, 50) * 1000:.2f} / {pct(lat, 99) * 1000:.2f} ms"])
     avg = sum(len(t.split()) for t in texts) / len(texts)
     print(f"\nembedding speed ({len(texts)} memories of {avg:.0f} words on average, batch 32; "
-          f"{len(queries)} one-question queries)\n")
-    print(fmt_table(["what", "load", "throughput", "query p50 / p99"], rows))
+          f"{len(queries)} one-question queries; load {load()})\n")
+    print(fmt_table(["what", "model load", "throughput", "query p50 / p99"], rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,7 +443,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(len(c.questions) for c in convs)} questions of categories 1-4 ({dropped} left out: "
           f"their evidence names no turn)")
     t0 = time.perf_counter()
-    results = evaluate(convs, Embedder.shared(), args.context)
+    if args.engine == "engram":
+        with tempfile.TemporaryDirectory(prefix="locomo-") as work:
+            results = evaluate(convs, Embedder.shared(), args.context, Path(work))
+            close_all()
+    else:
+        results = evaluate(convs, Embedder.shared(), args.context)
     report(results, convs, tune)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if args.speed:
