@@ -254,27 +254,31 @@ class EventLog:
             if needle not in data:
                 continue
             kept: list[bytes] = []
+            here = 0
             for line in data.split(b"\n"):
                 if not line.strip():
                     continue
                 if needle in line and _mentions(line, memory):
-                    dropped += 1
+                    here += 1
                     continue
                 kept.append(line)
-            atomic_write(path, b"".join(line + b"\n" for line in kept), mode=0o644)
-            rewritten.append(f.name)
+            if here:
+                atomic_write(path, b"".join(line + b"\n" for line in kept), mode=0o644)
+                rewritten.append(f.name)
+                dropped += here
         return rewritten, dropped
 
 
 def _mentions(line: bytes, memory: str) -> bool:
-    """Is this line an event of `memory` (or not a whole event at all, so perhaps one)? Only a
-    memory's own events hold its content: another memory's link to it, or a recall batch that
-    counted it, name its id alone and are kept byte for byte."""
+    """Is this line an event of `memory` that purge drops (or not a whole event at all, so
+    perhaps one)? Only a memory's own events hold its content: another memory's link to it, or a
+    recall batch that counted it, name its id alone and are kept byte for byte, and so is its
+    tombstone (`forget`), which must reach every clone."""
     try:
         ev = event_from_json(orjson.loads(line))
     except orjson.JSONDecodeError:
         return True
-    return ev is None or ev.memory == memory
+    return ev is None or (ev.memory == memory and ev.op != "forget")
 
 
 def dedupe(events: list[Event]) -> list[Event]:

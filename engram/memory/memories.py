@@ -132,14 +132,31 @@ class Memories:
             return
         self._scanned = now
         if projection.behind(self.db, self.log):
-            with memory_lock(self.store):
-                self.torn = projection.catch_up(self.db, self.log)["torn"]
+            with self._lock, memory_lock(self.store):
+                self._caught_up(projection.catch_up(self.db, self.log))
+
+    def _caught_up(self, stats: dict[str, Any]) -> None:
+        """After applying others' events (the caller holds the memory lock): a purge tombstone
+        among them erases that memory's events from this clone's files too."""
+        self.torn = stats["torn"]
+        for memory in stats.get("purged", []):
+            rewritten, dropped = self.log.purge(memory)
+            if dropped:
+                log.info("erased %d events of purged memory %s from %d log file(s)", dropped, memory, len(rewritten))
+                self._record_rewritten(rewritten)
+
+    def _record_rewritten(self, names: list[str]) -> None:
+        with immediate(self.db):
+            for name in names:
+                st = (self.log.dir / name).stat()
+                self.db.execute("INSERT OR REPLACE INTO memory_log(file, size, ino) VALUES(?, ?, ?)",
+                                (name, st.st_size, st.st_ino))
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
         with self._lock, memory_lock(self.store):
             if projection.behind(self.db, self.log):
-                projection.catch_up(self.db, self.log)
+                self._caught_up(projection.catch_up(self.db, self.log))
             yield
 
     def _commit(self, pending: Sequence[Pending]) -> list[Event]:
@@ -156,7 +173,7 @@ class Memories:
         """Replay the whole log into the projection (`engram reindex`)."""
         with self._lock, memory_lock(self.store):
             stats = projection.rebuild(self.db, self.log)
-        self.torn = stats["torn"]
+            self._caught_up(stats)
         return stats
 
     def close(self) -> None:
@@ -366,10 +383,6 @@ class Memories:
                 with immediate(self.db):
                     projection.apply(self.db, written)
                     projection.record_appended(self.db, self.log, written)
-                    for name in rewritten:
-                        st = (self.log.dir / name).stat()
-                        self.db.execute("INSERT OR REPLACE INTO memory_log(file, size, ino) VALUES(?, ?, ?)",
-                                        (name, st.st_size, st.st_ino))
                     if purge:
                         self.db.execute("DELETE FROM memory_vectors WHERE hash NOT IN (SELECT hash FROM memories)")
                         # the full-text index keeps a deleted row's terms until its segments merge
@@ -377,6 +390,7 @@ class Memories:
             finally:
                 if purge:
                     self.db.execute("PRAGMA secure_delete = OFF")
+            self._record_rewritten(rewritten)
             if purge:
                 self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return {"id": mid, "forgotten": True, "purged": purge, "files_rewritten": len(rewritten),
@@ -508,6 +522,10 @@ def rebuild_projection(store: Store, db: apsw.Connection) -> dict[str, Any]:
     events = EventLog(store)
     with memory_lock(store):
         stats = projection.rebuild(db, events)
+        for memory in stats["purged"]:  # (events copied in before their purge tombstone)
+            events.purge(memory)
+        if stats["purged"]:
+            stats = projection.rebuild(db, events)
     n = db.execute("SELECT count(*) FROM memories").fetchall()[0][0]
     return {"memories": n, "memory_events": stats["events"], "memory_lines_skipped": stats["torn"]}
 

@@ -312,7 +312,13 @@ def catch_up(db: apsw.Connection, events: EventLog) -> dict[str, int]:
         applied = apply(db, fresh)
         for name, (end, ino) in ends.items():
             db.execute("INSERT OR REPLACE INTO memory_log(file, size, ino) VALUES(?, ?, ?)", (name, end, ino))
-    return {"applied": applied, "torn": torn, "rebuilt": 0}
+    return {"applied": applied, "torn": torn, "rebuilt": 0, "purged": purged_in(fresh)}
+
+
+def purged_in(events: list[Event]) -> list[str]:
+    """Memories a purge tombstone among `events` forgot: their events may still sit in this
+    clone's files (copied in before the tombstone came), to be erased there too."""
+    return sorted({e.memory for e in events if e.op == "forget" and e.data.get("purge") and e.memory})
 
 
 def record_appended(db: apsw.Connection, events: EventLog, written: list[Event]) -> None:
@@ -340,7 +346,7 @@ def rebuild(db: apsw.Connection, events: EventLog) -> dict[str, int]:
                                                                                              f.ino))
         db.execute("DELETE FROM memory_vectors WHERE hash NOT IN (SELECT hash FROM memories)")
     log.info("memory projection rebuilt from %d events (%d lines skipped)", len(every), torn)
-    return {"applied": applied, "torn": torn, "rebuilt": 1, "events": len(every)}
+    return {"applied": applied, "torn": torn, "rebuilt": 1, "events": len(every), "purged": purged_in(every)}
 
 
 def _whole(events: EventLog, f: Any) -> int:
