@@ -99,6 +99,24 @@ def timings(fn, items: list) -> list[float]:  # noqa: ANN001
     return out
 
 
+def measure(mem: Memories, queries: list[str], texts: list[str], vocab: list[str], rng: random.Random,
+            remembers: int) -> tuple[list[float], list[float], list[float]]:
+    """(recall, BM25 alone, remember) latencies; recall's second pass (the first loads the matrix,
+    the anchors' cache and SQLite's pages)."""
+    def ask(q: str) -> None:
+        recall(mem, q, limit=10, reinforce=False)
+
+    def bm25(q: str) -> None:
+        mem.db.execute("SELECT m.no, m.id, f.rank FROM memory_fts f JOIN memories m ON m.no = f.rowid WHERE"
+                       " memory_fts MATCH ? AND m.status = 'active' ORDER BY f.rank LIMIT 100", (fts_query(q),)).fetchall()
+
+    def write(i: int) -> None:
+        mem.remember(f"{rng.choice(texts)} {vocab[i]} extra note {i}")
+
+    timings(ask, queries)
+    return timings(ask, queries), timings(bm25, queries), timings(write, list(range(remembers)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000,100000")
@@ -133,14 +151,7 @@ def main() -> None:
             setup = time.perf_counter() - t
             queries = [" ".join(rng.sample(t.split(), min(len(t.split()), rng.randint(2, 4))))
                        for t in rng.sample(texts, args.queries)]
-            ask = lambda q: recall(mem, q, limit=10, reinforce=False)  # noqa: E731
-            timings(ask, queries)  # the first pass loads the matrix, the anchors' cache, SQLite's pages
-            lat = timings(ask, queries)
-            bm25 = timings(lambda q: mem.db.execute(
-                "SELECT m.no, m.id, f.rank FROM memory_fts f JOIN memories m ON m.no = f.rowid WHERE memory_fts MATCH ?"
-                " AND m.status = 'active' ORDER BY f.rank LIMIT 100", (fts_query(q),)).fetchall(), queries)
-            rem = timings(lambda i: mem.remember(f"{rng.choice(texts)} {vocab[i]} extra note {i}"),
-                          list(range(args.remembers)))
+            lat, bm25, rem = measure(mem, queries, texts, vocab, rng, args.remembers)
             rows.append([f"{size:,}", ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(bm25, 50)), ms(pct(bm25, 99)),
                          ms(pct(rem, 50)), ms(pct(rem, 99)), f"{setup:.0f} s",
                          "met" if pct(lat, 50) <= TARGETS["recall_p50"] and pct(lat, 99) <= TARGETS["recall_p99"]

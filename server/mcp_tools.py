@@ -7,7 +7,6 @@ one-thread executor for `engram mcp`), so SQLite work happens on one thread per 
 from __future__ import annotations
 
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
@@ -368,15 +367,12 @@ def _opened(store_provider: StoreProvider) -> Iterator[tuple[Store, Any]]:
 
 def _db(store: Store):  # noqa: ANN202
     from engram.index.catalog import require_tapes  # noqa: PLC0415
-    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.index.db import index_inode, open_db  # noqa: PLC0415
 
     if not store.exists():
         raise EngramError(f"no Engram store in {store.root}: run `engram init` there, then `engram ingest`")
     path = str(store.index_path)
-    try:
-        inode = os.stat(path).st_ino
-    except FileNotFoundError:
-        inode = -1
+    inode = index_inode(store)
     cached = _connections.get(path)
     if cached is not None and cached[0] == inode:
         db = cached[1]
@@ -384,7 +380,7 @@ def _db(store: Store):  # noqa: ANN202
         if cached is not None:
             cached[1].close()
         db = open_db(store)
-        _connections[path] = (os.stat(path).st_ino, db)
+        _connections[path] = (index_inode(store), db)
     require_tapes(db, store, "call the `ingest` tool (or run `engram ingest`)")
     return db
 

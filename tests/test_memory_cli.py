@@ -9,26 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from conftest import run_engram
+from conftest import RETRY_PY, run_engram
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memories"
-NET = """import time
-
-
-def retry(fn, attempts=5):
-    for i in range(attempts):
-        try:
-            return fn()
-        except OSError:
-            time.sleep(2 ** i)
-    raise RuntimeError("gave up")
-"""
 
 
 @pytest.fixture
 def repo(repo: Path) -> Path:
-    (repo / "net.py").write_text(NET)
+    (repo / "net.py").write_text(RETRY_PY)
     return repo
 
 
@@ -65,11 +53,11 @@ def test_remember_recall_show_and_the_json_shapes(repo: Path) -> None:
 
 def test_list_drifted_and_recall_report_the_anchors_state(repo: Path) -> None:
     mid = js(repo, "remember", "retry sleeps two to the power of the attempt", "--at", "net.py:4-10")["id"]
-    (repo / "net.py").write_text("# a header line\n\n" + NET)  # shifted: still intact
+    (repo / "net.py").write_text("# a header line\n\n" + RETRY_PY)  # shifted: still intact
     assert js(repo, "memory", "list", "--drifted")["memories"] == []
     listed = js(repo, "memory", "list", "--at", "net.py:8")["memories"]
     assert listed[0]["anchors"][0]["lines"] == [6, 12] and listed[0]["anchors"][0]["state"] == "intact"
-    (repo / "net.py").write_text(NET.replace("attempts=5", "attempts=7").replace("gave up", "giving up"))
+    (repo / "net.py").write_text(RETRY_PY.replace("attempts=5", "attempts=7").replace("gave up", "giving up"))
     drifted = js(repo, "memory", "list", "--drifted")["memories"]
     assert drifted[0]["anchors"][0]["state"] == "edited" and 0.5 < drifted[0]["anchors"][0]["retained"] < 1
     (repo / "net.py").write_text("print('all gone')\n")

@@ -5,6 +5,7 @@ changes nothing. Real SQLite, the real embedding model."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import RETRY_PY
 
 from engram.errors import BadInput, EngramError, UnknownMemory
 from engram.memory.events import SUBDIR, EventLog
@@ -24,24 +26,13 @@ from engram.memory.recall import recall
 from engram.store.repo import Store, init_store
 
 NOW = "2026-12-01T00:00:00.000000Z"
-NET = """import time
-
-
-def retry(fn, attempts=5):
-    for i in range(attempts):
-        try:
-            return fn()
-        except OSError:
-            time.sleep(2 ** i)
-    raise RuntimeError("gave up")
-"""
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     root = tmp_path / "repo"
     root.mkdir()
-    (root / "net.py").write_text(NET)
+    (root / "net.py").write_text(RETRY_PY)
     st, _ = init_store(root)
     return st
 
@@ -108,7 +99,7 @@ def test_a_contradiction_on_the_same_place_is_linked_not_merged(store: Store) ->
 
 
 def test_a_near_duplicate_anchored_elsewhere_is_linked_relates_to(store: Store) -> None:
-    (store.root / "other.py").write_text(NET)
+    (store.root / "other.py").write_text(RETRY_PY)
     mem = Memories(store)
     a = mem.remember("This retry loop sleeps two to the power of the attempt", at=["net.py:4-10"])
     b = mem.remember("This retry loop sleeps two to the power of the attempt", at=["other.py:4-10"])
@@ -145,7 +136,7 @@ def test_graph_follows_links_both_ways_to_the_depth_asked(store: Store) -> None:
     mem = Memories(store)
     chain = [mem.remember(f"Step {i}: the {w} stage of the build pipeline").id
              for i, w in enumerate(["fetch", "compile", "link", "package", "sign", "upload", "announce"])]
-    for a, b in zip(chain, chain[1:]):
+    for a, b in itertools.pairwise(chain):
         mem.link(b, a, "derived_from")
     assert {n["id"] for n in mem.graph(chain[0], depth=2)["nodes"]} == set(chain[:3])
     assert len(mem.graph(chain[3], depth=5)["nodes"]) == 7
@@ -276,7 +267,7 @@ def test_rebuilding_the_projection_gives_identical_recall_answers(store: Store) 
 
     embed_pending(mem.db)
     want = answers(mem)
-    assert [ids(d) for d in want][0][0] == a.id
+    assert ids(want[0])[0] == a.id
     rebuild_projection(store, mem.db)  # what `engram reindex` does (vectors are kept: keyed by content)
     assert answers(Memories(store)) == want
     mem.db.close()

@@ -8,27 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import RETRY_PY, run_engram
 from mcp import Client, StdioServerParameters
 
-from conftest import run_engram
-
-NET = """import time
-
-
-def retry(fn, attempts=5):
-    for i in range(attempts):
-        try:
-            return fn()
-        except OSError:
-            time.sleep(2 ** i)
-    raise RuntimeError("gave up")
-"""
 TOOLS = {"remember", "recall", "forget", "memory_update", "memory_link", "memories"}
 
 
 @pytest.fixture
 def repo(repo: Path) -> Path:
-    (repo / "net.py").write_text(NET)
+    (repo / "net.py").write_text(RETRY_PY)
     return repo
 
 
@@ -106,9 +94,8 @@ async def test_the_memory_tools_over_stdio(repo: Path) -> None:
 async def test_tools_on_a_server_built_like_the_language_server_s_read_unsaved_text(repo: Path) -> None:
     """The language server's endpoint builds the same tools with the editor's unsaved text: an
     anchor follows code moved in a buffer that is not saved yet."""
-    from engram_server.mcp_tools import build_mcp, thread_runner
-
     from engram.store.repo import Store
+    from engram_server.mcp_tools import build_mcp, thread_runner
 
     unsaved: dict[str, str] = {}
     mcp = build_mcp(lambda: Store(repo), thread_runner(), lambda store, rel: unsaved.get(rel))
@@ -116,11 +103,11 @@ async def test_tools_on_a_server_built_like_the_language_server_s_read_unsaved_t
         assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
         mid = (await c.call_tool("remember", {"content": "the retry loop", "file": "net.py", "start_line": 4,
                                               "end_line": 10})).structured_content["id"]
-        unsaved["net.py"] = "# new header\n# more\n# and more\n" + NET
+        unsaved["net.py"] = "# new header\n# more\n# and more\n" + RETRY_PY
         doc = (await c.call_tool("memories", {})).structured_content
         assert doc["memories"][0]["id"] == mid, doc
         assert doc["memories"][0]["anchors"][0]["lines"] == [7, 13], doc["memories"][0]["anchors"]
-        assert (repo / "net.py").read_text() == NET  # nothing saved
+        assert (repo / "net.py").read_text() == RETRY_PY  # nothing saved
 
 
 async def test_recall_without_a_store_is_a_tool_error(tmp_path: Path) -> None:

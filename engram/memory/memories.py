@@ -12,7 +12,6 @@ evidence looked up): a bad request changes nothing.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import Counter
@@ -537,18 +536,16 @@ _open_lock = threading.Lock()
 def open_memories(store: Store) -> Memories:
     """This process's Memories of `store`, opened once and kept (a warm matrix and connection);
     opened again if index.sqlite was replaced (a reindex that set a damaged one aside)."""
+    from engram.index.db import index_inode  # noqa: PLC0415
+
     path = str(store.index_path)
     with _open_lock:
-        try:
-            inode = os.stat(path).st_ino
-        except FileNotFoundError:
-            inode = -1
         cached = _open.get(path)
-        if cached is not None and cached[0] == inode:
+        if cached is not None and cached[0] == index_inode(store):
             cached[1].sync()
             return cached[1]
         mem = Memories(store)
-        _open[path] = (os.stat(path).st_ino, mem)
+        _open[path] = (index_inode(store), mem)
         return mem
 
 

@@ -25,7 +25,14 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engram.errors import BadInput
-from engram.memory.model import Memory, check_kind, check_tags, moment_of, now_iso, seconds_between
+from engram.memory.model import (
+    Memory,
+    check_kind,
+    check_tags,
+    moment_of,
+    now_iso,
+    seconds_between,
+)
 from engram.memory.places import Place, best_state, near
 
 if TYPE_CHECKING:
