@@ -456,6 +456,24 @@ class Memories:
                     return found
         return found
 
+    def in_file(self, file: str, buffers: Mapping[str, str] | None = None) -> list[tuple[Memory, list[Place]]]:
+        """The active memories with an anchor in `file` (repository-relative), each with those of its
+        places that are in it now (a vanished anchor: where it was): what an editor shows on that
+        file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`."""
+        self.sync()
+        nos = [r[0] for r in self.db.execute(
+            "SELECT DISTINCT a.memory FROM memory_anchors a JOIN memories m ON m.no = a.memory"
+            " WHERE (a.file = ? OR a.at_file = ?) AND m.status = 'active'", (file, file))]
+        places = self.places(nos, buffers)
+        mems = self.by_no(nos, full=True)
+        found = []
+        for no in nos:
+            here = [p for p in places.get(no, []) if p.file == file]
+            if here and no in mems:
+                found.append((mems[no], here))
+        found.sort(key=lambda mp: (min(p.start for p in mp[1]), mp[0].id))
+        return found
+
     def graph(self, ref: str, depth: int = 2) -> dict[str, Any]:
         """The memories linked to one, both ways, to `depth` links (at most MAX_GRAPH_DEPTH)."""
         if not 1 <= depth <= MAX_GRAPH_DEPTH:
