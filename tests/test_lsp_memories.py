@@ -165,3 +165,22 @@ async def test_a_vanished_note_is_a_hint_with_actions_and_the_setting_turns_it_o
     await wait_for(lambda: not client.diagnostics[uri])
     assert listed(spot)[made["id"]]["anchors"][0]["lines"] == [1, 2]
     await command(client, "engram.forget", made["id"])
+
+
+async def test_an_edited_note_is_a_hint_below_the_threshold(client: LanguageClient, spot: Path) -> None:  # noqa: F811
+    await start(client, spot, {"noteDriftBelow": 1.0, "debounce": 0.05})
+    path = spot / "shapes_edited.py"
+    path.write_text(DRIFT_TEXT)
+    uri = open_doc(client, path)
+    made = await command(client, "engram.remember", uri, rng(4, 7), "Perimeters are never negative.", "fact")
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(
+            text=DRIFT_TEXT.replace("    assert total >= 0\n", "    if total < 0:\n        raise ValueError(total)\n"))]))
+    await wait_for(lambda: bool(client.diagnostics.get(uri)))
+    (diag,) = client.diagnostics[uri]
+    assert "edited" in diag.message and diag.range.start.line == 4
+    md = await hover_text(client, uri, 5)
+    assert md is not None and re.search(r"edited \d+%", md), md
+    await command(client, "engram.forget", made["id"])
+    await wait_for(lambda: not client.diagnostics[uri])

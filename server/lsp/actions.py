@@ -29,7 +29,7 @@ def code_action(ls: EngramLanguageServer, params: types.CodeActionParams) -> lis
     if state is None or state.store is None:
         return None
     uri, rng = state.uri, _range_json(params.range)
-    out = [types.CodeAction(title="Remember a note for the selection…", kind=types.CodeActionKind.Empty,
+    out = [types.CodeAction(title="Remember a note for the selection…",
                             command=types.Command(title="Remember a note for the selection…",
                                                   command=REMEMBER_SELECTION, arguments=[uri, rng]))]
     for diag in params.context.diagnostics:
@@ -50,5 +50,4 @@ def code_action(ls: EngramLanguageServer, params: types.CodeActionParams) -> lis
 
 
 def register(server: EngramLanguageServer) -> None:
-    server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix]))(code_action)
+    server.feature(types.TEXT_DOCUMENT_CODE_ACTION)(code_action)
