@@ -26,13 +26,13 @@ def rng(a: int, b: int) -> dict[str, Any]:
     return {"start": {"line": a, "character": 0}, "end": {"line": b + 1, "character": 0}}
 
 
-async def command(client: LanguageClient, name: str, *args: Any) -> Any:
-    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name,
+async def command(lc: LanguageClient, name: str, *args: Any) -> Any:
+    return await lc.workspace_execute_command_async(types.ExecuteCommandParams(command=name,
                                                                                    arguments=list(args)))
 
 
-async def hover_text(client: LanguageClient, uri: str, line: int) -> str | None:
-    h = await client.text_document_hover_async(types.HoverParams(
+async def hover_text(lc: LanguageClient, uri: str, line: int) -> str | None:
+    h = await lc.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=1)))
     return None if h is None else h.contents.value
 
@@ -43,8 +43,8 @@ def listed(root: Path) -> dict[str, dict[str, Any]]:
     return {m["id"]: m for m in out["memories"]}
 
 
-def insert_top(client: LanguageClient, uri: str, version: int, text: str) -> None:
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
+def insert_top(lc: LanguageClient, uri: str, version: int, text: str) -> None:
+    lc.text_document_did_change(types.DidChangeTextDocumentParams(
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
         content_changes=[types.TextDocumentContentChangePartial(
             range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
@@ -76,8 +76,8 @@ async def test_a_note_comes_before_the_evidence_and_follows_unsaved_edits(
     assert after is not None and "payment API" not in after, "the evidence stays, the note is gone"
 
 
-async def test_lenses_count_notes_and_a_note_alone_gets_one(client: LanguageClient, spot: Path,
-                                                            agent_file: str) -> None:  # noqa: F811
+async def test_lenses_count_notes_and_a_note_alone_gets_one(  # noqa: F811
+        client: LanguageClient, spot: Path, agent_file: str) -> None:  # noqa: F811
     await start(client, spot)
     plain = spot / "shopping.txt"
     plain.write_text("shopping list\napples\npears\nplums\nfigs\n")
