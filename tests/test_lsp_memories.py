@@ -97,6 +97,11 @@ async def test_lenses_count_notes_and_a_note_alone_gets_one(  # noqa: F811
     title = (await client.code_lens_resolve_async(again[0])).command.title
     assert re.fullmatch(r"why\? \d+ sessions? · 1 note · Claude Code · .+ ago", title), title
 
+    edited = await command(client, "engram.edit", alone["id"], {"content": "Pears only when ripe and cold."})
+    assert edited["content"] == "Pears only when ripe and cold." and listed(spot)[alone["id"]]["content"] == edited["content"]
+    assert "ripe and cold" in (await hover_text(client, uri, 1) or "")
+    with pytest.raises(Exception, match="kind"):
+        await command(client, "engram.edit", alone["id"], {"kind": "gossip"})
     hits = await command(client, "engram.recall", "ripe pears")
     assert hits and hits[0]["id"] == alone["id"] and hits[0]["location"]["uri"] == uri
     assert hits[0]["location"]["range"]["start"]["line"] == 1

@@ -220,6 +220,26 @@ async def cmd_forget(ls: EngramLanguageServer, *args: Any) -> dict:
     return result
 
 
+async def cmd_edit(ls: EngramLanguageServer, *args: Any) -> dict:
+    """[id, {content?, kind?, status?}] → the note as it is now (`engram memory edit`); a status
+    of `invalidated` retires it (hidden, kept)."""
+    ref, fields = _args(args, 2)
+    if not isinstance(fields, dict) or not fields.keys() & {"content", "kind", "status"}:
+        raise JsonRpcInvalidParams("engram.edit needs [id, {content?, kind?, status?}]")
+    wanted = {k: str(fields[k]) for k in ("content", "kind", "status") if fields.get(k) is not None}
+
+    def work(mem: Any, buffers: dict[str, str]) -> dict:
+        from engram.memory.recall import memory_json  # noqa: PLC0415
+
+        m = mem.edit(str(ref or ""), **wanted)
+        no, _ = mem.resolve(m.id)
+        return memory_json(m, mem.places([no], buffers).get(no, []))
+
+    result = await _on_memories(ls, None, work)
+    await notes.changed(ls)
+    return result
+
+
 async def cmd_reanchor(ls: EngramLanguageServer, *args: Any) -> dict:
     """[id, uri, range] → the note with its anchors where they are now: "its code is here"."""
     ref, uri, rng = _args(args, 3)
@@ -279,6 +299,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "engram.remember": cmd_remember,
     "engram.forget": cmd_forget,
     "engram.reanchor": cmd_reanchor,
+    "engram.edit": cmd_edit,
     "engram.recall": cmd_recall,
 }
 
