@@ -70,6 +70,13 @@ async def test_a_note_comes_before_the_evidence_and_follows_unsaved_edits(
     before = await hover_text(client, uri, line)
     assert before is None or "payment API" not in before, "the note left the lines it no longer covers"
 
+    # A note written while the buffer is dirty anchors to the buffer's text: on disk (what the
+    # command line resolves against) its code is three lines higher.
+    dirty = await command(client, "engram.remember", uri, rng(line + 3, line + 5),
+                          "Written on an unsaved buffer: the loop's first lines.", "fact")
+    on_disk = listed(spot)[dirty["id"]]["anchors"][0]
+    assert on_disk["lines"] == [line + 1, line + 3] and on_disk["state"] in ("intact", "moved"), on_disk
+    await command(client, "engram.forget", dirty["id"])
     gone = await command(client, "engram.forget", made["id"])
     assert gone["forgotten"] and made["id"] not in listed(spot)
     after = await hover_text(client, uri, line + 4)
