@@ -27,3 +27,7 @@ class CorruptTape(EngramError):
 
 class DamagedIndex(EngramError):
     """index.sqlite is not a readable SQLite database (it is rebuilt from the tapes)."""
+
+
+class UnknownMemory(EngramError):
+    """A memory reference matched nothing (or more than one memory), or a memory that was forgotten."""

@@ -1,13 +1,19 @@
-"""Durable file writes: temp file, fsync, rename, fsync the directory.
+"""Durable file writes (temp file, fsync, rename, fsync the directory), and paths kept inside
+the repository.
 
 A write that returns has reached the disk; a crash leaves the old file or the new one, never a mix.
+A path a user gives is taken relative to the repository, and refused when it resolves outside
+(`repo_relative`): nothing outside the repository is read by following a path or a symbolic link.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
+
+from engram.errors import BadInput
 
 
 def fsync_dir(path: Path) -> None:
@@ -61,3 +67,23 @@ def remove_stale_temps(directory: Path, names: list[str] | None = None) -> int:
             except FileNotFoundError:
                 pass
     return removed
+
+
+def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
+    """The repository-relative form of `path`; refuses anything that resolves outside.
+
+    Symlinks are resolved on both sides, so a link inside the tree that points out of it is
+    refused too. os.path on strings: this runs on every explain, and pathlib costs ~0.2 ms."""
+    p = path if os.path.isabs(path) else os.path.join(os.fspath(cwd or os.getcwd()), path)
+    real = os.path.realpath(p)
+    root_real = _real_root(os.fspath(root))
+    if real == root_real:
+        return "."
+    if not real.startswith(root_real.rstrip(os.sep) + os.sep):
+        raise BadInput(f"{path}: outside the repository {root}")
+    return Path(real[len(root_real.rstrip(os.sep)) + 1:]).as_posix()
+
+
+@functools.lru_cache(maxsize=64)
+def _real_root(root: str) -> str:
+    return os.path.realpath(root)

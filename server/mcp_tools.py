@@ -7,7 +7,6 @@ one-thread executor for `engram mcp`), so SQLite work happens on one thread per 
 from __future__ import annotations
 
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
@@ -39,7 +38,10 @@ MAX_EVENTS = 60
 INSTRUCTIONS = (
     "Engram knows why code exists: it records coding-agent sessions and, for a span of code, returns the "
     "sessions that wrote, read or discussed it, with windows of their transcripts. Before changing code you "
-    "did not write, call `explain` on it; follow up with `view` to read more of a transcript."
+    "did not write, call `explain` on it; follow up with `view` to read more of a transcript. It also keeps "
+    "memories: `recall` what is known (give `file` to favour notes anchored on that code), `remember` a fact, "
+    "decision or finding worth keeping (anchored to the lines it is about), `memory_update` or `forget` notes "
+    "that turned out wrong."
 )
 
 
@@ -391,6 +393,10 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
 
         return await run(work)
 
+    from .mcp_memory import register_memory_tools  # noqa: PLC0415
+
+    register_memory_tools(mcp, store_provider, run, text_provider)
+
     @mcp.resource("engram://tape/{tape_id}", mime_type="text/plain", title="A session's transcript")
     async def tape_resource(tape_id: str) -> str:
         """A compact, readable view of a tape (first 200 events)."""
@@ -425,15 +431,12 @@ def _opened(store_provider: StoreProvider) -> Iterator[tuple[Store, Any]]:
 
 def _db(store: Store):  # noqa: ANN202
     from engram.index.catalog import require_tapes  # noqa: PLC0415
-    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.index.db import index_inode, open_db  # noqa: PLC0415
 
     if not store.exists():
         raise EngramError(f"no Engram store in {store.root}: run `engram init` there, then `engram ingest`")
     path = str(store.index_path)
-    try:
-        inode = os.stat(path).st_ino
-    except FileNotFoundError:
-        inode = -1
+    inode = index_inode(store)
     cached = _connections.get(path)
     if cached is not None and cached[0] == inode:
         db = cached[1]
@@ -441,7 +444,7 @@ def _db(store: Store):  # noqa: ANN202
         if cached is not None:
             cached[1].close()
         db = open_db(store)
-        _connections[path] = (os.stat(path).st_ino, db)
+        _connections[path] = (index_inode(store), db)
     require_tapes(db, store, "call the `ingest` tool (or run `engram ingest`)")
     return db
 
@@ -485,7 +488,13 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
                 merge_when_idle(store)
         return doc
 
-    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest}
+    async def recall(params: dict[str, Any]) -> dict[str, Any]:
+        from engram.memory import open_memories  # noqa: PLC0415
+        from engram.memory.recall import recall_request  # noqa: PLC0415
+
+        return await runner(lambda: recall_request(open_memories(store_provider()), params))
+
+    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest, "recall": recall}
 
 
 def thread_runner() -> Runner:

@@ -19,6 +19,8 @@ class Settings:
     min_confidence: float = 0.5
     mcp: bool = True
     debounce: float = 0.4
+    note_diagnostics: bool = True  # drifted notes as hint diagnostics (docs/memories.md, "In the editor")
+    note_drift_below: float = 0.8  # an `edited` note is a diagnostic below this share retained
     log_to_client: bool = False  # also send engram's log records to the client (window/logMessage)
     extra: dict[str, Any] = field(default_factory=dict)
 

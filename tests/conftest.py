@@ -147,3 +147,16 @@ def agent_file(spotter: Path, spot: Path) -> str:
         if (spot / rel).read_text() == content and len(content.splitlines()) > 40:
             return rel
     raise AssertionError("no agent-created file")
+
+
+RETRY_PY = """import time
+
+
+def retry(fn, attempts=5):
+    for i in range(attempts):
+        try:
+            return fn()
+        except OSError:
+            time.sleep(2 ** i)
+    raise RuntimeError("gave up")
+"""  # a small file memories are anchored to (tests/test_memory_*.py)

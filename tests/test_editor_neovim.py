@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, git, run_engram
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "editors" / "neovim"
@@ -183,3 +183,36 @@ def test_screenshot_of_lenses_hover_and_explain(spot: Path, agent_file: str, tmp
         assert (ARTIFACTS / "neovim.png").stat().st_size > 10_000
     finally:
         tmux.kill()
+
+
+NOTES_LUA = Path(__file__).resolve().parent / "editors" / "nvim_notes.lua"
+
+
+def test_note_commands(nvim: tuple[str, str], tmp_path: Path) -> None:
+    """:EngramRemember asks kind and text with vim.ui and writes a note the command line sees; the
+    code action's client command does the same for its range; :EngramRecall fills the quickfix
+    list at the note's anchor; :EngramForget takes it back."""
+    binary, api = nvim
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "shapes.py").write_text("def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n"
+                                    "    return 2 * (w + h)\n")
+    run_engram(repo, "init")
+    out = tmp_path / "notes.json"
+    env = {**xdg_env(tmp_path), "ENGRAM_FILE": str(repo / "shapes.py"), "ENGRAM_OUT": str(out)}
+    force = ["--cmd", f"let g:engram_api = '{api}'"] if api else []
+    proc = subprocess.run([binary, "--headless", "--clean", *force, "--cmd", f"set rtp^={PLUGIN}", "-c",
+                           f"luafile {NOTES_LUA}"], env=env, capture_output=True, text=True, timeout=240,
+                          stdin=subprocess.DEVNULL, cwd=repo)
+    result = json.loads(out.read_text()) if out.exists() else {}
+    assert proc.returncode == 0 and not result.get("error"), (result, proc.stderr[-2000:])
+    assert result["kinds"][:2] == ["fact", "decision"]
+    assert result["action"] == "Remember a note for the selection…"
+    first, second = result["remembered"]["id"], result["second"]["id"]
+    assert result["recalled"][0]["id"] == first
+    assert result["qf"][0]["lnum"] == 5 and result["qf"][0]["file"] == str(repo / "shapes.py")
+    assert "[decision] Perimeters are never negative" in result["qf"][0]["text"]
+    assert result["forgot"]["id"] == second
+    listed = json.loads(run_engram(repo, "memory", "list", "--json").stdout)["memories"]
+    assert listed == []

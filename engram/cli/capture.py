@@ -79,6 +79,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         verbose = bool(args.verbose or args.command_verbose)
         _report({**stats.as_dict(), "discovery": report.as_dict()},
                 stats.summary() + _where_looked(report, verbose), args.json)
+    from engram.memory.vectors import embed_waiting
+
+    embed_waiting(store)  # memories written since the last ingest get their vectors (batched, off recall's path)
     if args.watch:
         from engram.capture.watch import watch
 

@@ -2,7 +2,8 @@
 
 Each group of commands lives in its own module of this package and adds its parsers with a
 `register(sub)` function: `capture` (init, ingest, record), `tapes` (tapes, show, gc), `agents`
-(setup, hook), `query` (explain, blame, view, search, index, reindex), `doctor`; the language server and
+(setup, hook), `query` (explain, blame, view, search, index, reindex), `memory`
+(remember, recall, forget, memory ...), `doctor`; the language server and
 MCP commands come from `engram_server.entry` as plugins. The demo runs other commands through
 `main`, and `completion` describes the whole parser, so both are wired here. Imports stay inside
 handlers: `engram --help` must be instant.
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, doctor, query, running_server, tapes
+from engram.cli import agents, capture, doctor, memory, query, running_server, tapes
 
 log = logging.getLogger("engram")
 
@@ -47,6 +48,12 @@ class _Skipped:
 
     def set_defaults(self, **kwargs: object) -> None:
         return None
+
+    def add_subparsers(self, **kwargs: object) -> _Skipped:
+        return self
+
+    def add_parser(self, *args: object, **kwargs: object) -> _Skipped:
+        return self
 
     def add_mutually_exclusive_group(self, **kwargs: object) -> _Skipped:
         return self
@@ -130,6 +137,7 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     s.set_defaults(func=cmd_demo)
     agents.register(sub)
     query.register(sub)
+    memory.register(sub)
     doctor.register(sub)
     s = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     s.add_argument("shell", choices=["bash", "zsh", "fish"],
@@ -215,7 +223,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
 # Queries close what they open and start no process: once their answer is written, nothing the
 # interpreter's teardown does (freeing every module's objects, numpy's among them) matters to
 # anyone. It took 30-50 ms of a ~200 ms `engram explain` here (bench/README.md, "CLI exit").
-QUICK_EXIT_COMMANDS = frozenset({"explain", "blame", "view", "search"})
+QUICK_EXIT_COMMANDS = frozenset({"explain", "blame", "view", "search", "recall"})
 
 
 def exit_process(argv: Sequence[str], code: int) -> NoReturn:

@@ -258,14 +258,23 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     from engram.index.reindex import reindex
+    from engram.memory.memories import rebuild_projection
+    from engram.memory.vectors import embed_waiting
 
-    stats = reindex(store_of(args))
+    store = store_of(args)
+    stats = reindex(store, also=[rebuild_projection])
+    embedded = embed_waiting(store)
     if args.json:
-        _out(stats)
+        _out({**stats, "embedded": embedded})
     else:
         print(f"reindex: {plural(stats['tapes'], 'tape')}, {plural(stats['fragments'], 'fragment')}, "
               f"{plural(stats['stoplist'], 'stop-listed fingerprint')} (threshold {stats['stoplist_share']:.0%} of "
               f"tapes, at least {plural(stats['stoplist_min_tapes'], 'tape')})")
+        print(f"  memories: {plural(stats['memories'], 'memory', 'memories')} from "
+              f"{plural(stats['memory_events'], 'logged event')}" + (f", {embedded} embedded" if embedded else ""))
+    if skipped := stats["memory_lines_skipped"]:
+        print(f"  skipped {plural(skipped, 'memory log line')} that {agree(skipped, 'is', 'are')} not a whole event "
+              "(a write cut short)", file=sys.stderr)
     if damaged := stats["damaged"]:
         print(f"  left out {plural(len(damaged), 'damaged tape')} ({', '.join(t[:12] for t in damaged)}): run "
               f"`engram ingest` to capture {agree(len(damaged), 'its', 'their')} sessions again from the transcripts",
@@ -333,6 +342,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     people_output(s)
     s.set_defaults(func=cmd_index)
 
-    s = sub.add_parser("reindex", help="rebuild the whole index from the tapes")
+    s = sub.add_parser("reindex", help="rebuild the whole index from the tapes and the memory log")
     people_output(s)
     s.set_defaults(func=cmd_reindex)

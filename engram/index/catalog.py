@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 
 from engram.errors import CorruptTape, EngramError, UnknownTape
-from engram.index.sql import immediate
+from engram.index.sql import ambiguity, by_prefix, immediate
 from engram.fsutil import names_in, remove_stale_temps
 from engram.store.repo import Store
 from engram.tape import events as E
@@ -72,26 +72,22 @@ def resolve_tapes(db: apsw.Connection, ref: str) -> list[TapeRow]:
         f"SELECT {cols} FROM tapes WHERE session_id = ? ORDER BY started, id", (ref,))]
     if rows:
         return _chain_order(rows)
-    rows = [TapeRow(*r) for r in db.execute(
-        f"SELECT {cols} FROM tapes WHERE id >= ? AND id < ? ORDER BY id", (ref.lower(), ref.lower() + "\uffff"))]
-    if not rows:
+    ids = by_prefix(db, "tapes", "id", ref.lower())
+    if not ids:
         return _session_prefix(db, ref)
-    if len(rows) > 1:
-        raise UnknownTape(f"{ref!r} matches {len(rows)} tapes ({', '.join(r.id[:12] for r in rows[:5])}…); "
-                          "give more characters")
-    return rows
+    if len(ids) > 1:
+        raise UnknownTape(ambiguity(ref, ids, "tapes"))
+    return [TapeRow(*r) for r in db.execute(f"SELECT {cols} FROM tapes WHERE id = ?", (ids[0],))]
 
 
 def _session_prefix(db: apsw.Connection, ref: str) -> list[TapeRow]:
     """Every segment of the one session whose id starts with `ref` (the 8 characters people quote,
     as explain prints them), when no tape id does."""
-    sessions = [r[0] for r in db.execute("SELECT DISTINCT session_id FROM tapes WHERE session_id >= ? AND "
-                                         "session_id < ? ORDER BY session_id LIMIT 6", (ref, ref + "\uffff"))]
+    sessions = by_prefix(db, "(SELECT DISTINCT session_id FROM tapes)", "session_id", ref)
     if not sessions:
         raise UnknownTape(f"no tape or session matches {ref!r}; `engram tapes` lists them")
     if len(sessions) > 1:
-        raise UnknownTape(f"{ref!r} starts {'more than 5' if len(sessions) > 5 else len(sessions)} session ids "
-                          f"({', '.join(sessions[:5])}); give more characters")
+        raise UnknownTape(ambiguity(ref, sessions, "session ids", shown=40, verb="starts"))
     return resolve_tapes(db, sessions[0])
 
 

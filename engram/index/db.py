@@ -5,6 +5,7 @@ always a valid way out of a bad state."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import apsw
@@ -45,6 +46,16 @@ def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
         raise DamagedIndex(f"{store.index_path} is damaged ({exc}): `engram reindex` sets it aside and "
                            "rebuilds the index from the tapes") from exc
     return db
+
+
+def index_inode(store: Store) -> int:
+    """The inode of index.sqlite (-1 when there is none): a process that keeps a connection open
+    opens a new one when the file was replaced (a reindex that set a damaged one aside, or
+    `rm -rf .engram && engram init`)."""
+    try:
+        return os.stat(store.index_path).st_ino
+    except FileNotFoundError:
+        return -1
 
 
 def set_aside(store: Store) -> Path:

@@ -1,9 +1,13 @@
-"""`engram reindex`: rebuild index.sqlite's projection (catalog and evidence) from the tapes alone."""
+"""`engram reindex`: rebuild index.sqlite's projections from their sources: the catalog and the
+evidence index from the tapes alone, then whatever the caller adds (`also`: the memories, from
+their event log; the index may not import the layers above it that own them)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable, Sequence
+
+import apsw
 
 from engram.index.catalog import register_intact
 from engram.errors import DamagedIndex
@@ -21,9 +25,15 @@ DERIVED = ("tapes", "captures", "files", "fragments", "postings", "edit_postings
            "tombstones", "tombstone_fps", "continuations", "heads", "head_fps", "tail_fps", "state", "subagents")
 
 
-def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[str, Any]:
+Projection = Callable[[Store, apsw.Connection], dict[str, Any]]
+
+
+def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequence[Projection] = ()
+            ) -> dict[str, Any]:
     """Readers see the old index until the catalog is rebuilt, then an index that fills up.
-    `k`, `w`: the anchor parameters to rebuild with (the defaults; bench/provenance.py tries others)."""
+    `k`, `w`: the anchor parameters to rebuild with (the defaults; bench/provenance.py tries others).
+    `also`: further projections rebuilt afterwards on the same connection; what each returns is
+    added to the answer."""
     with ingest_lock(store):
         try:
             db = open_db(store)
@@ -48,7 +58,10 @@ def reindex(store: Store, k: int | None = None, w: int | None = None) -> dict[st
             with immediate(db):
                 n_stop, _ = stoplist.rebuild_from_config(db, store)
             frags = db.execute("SELECT count(*) FROM fragments").fetchall()[0][0]
-            return {"tapes": len(ids), "fragments": frags, "stoplist": n_stop, "damaged": damaged,
-                    "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
+            out = {"tapes": len(ids), "fragments": frags, "stoplist": n_stop, "damaged": damaged,
+                   "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
+            for rebuild in also:
+                out.update(rebuild(store, db))
+            return out
         finally:
             db.close()

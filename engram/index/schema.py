@@ -239,7 +239,74 @@ def _v11(db: apsw.Connection) -> None:
     db.execute("CREATE TABLE subagents(tape TEXT PRIMARY KEY, kind TEXT NOT NULL, parent_session TEXT) WITHOUT ROWID")
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
+def _v12(db: apsw.Connection) -> None:
+    """Memories: the projection of the memory event log (`engram.memory.projection` fills it).
+
+    `memories.no` is the row number the full-text index and the embedding matrix use; `seq` the
+    projection's change counter when the row last changed (a long-lived process refreshes its
+    embedding matrix from it). Anchors keep their resolution (state, place) with the stat of the
+    file it was resolved against. Vectors are keyed by the content's hash and the model, so a
+    rebuild from the log keeps them. `memory_log` says how much of each log file is applied.
+    (IF NOT EXISTS: a store whose version was set back by hand keeps its memory tables.)"""
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS memories(
+            no INTEGER PRIMARY KEY,
+            id TEXT UNIQUE NOT NULL,
+            content TEXT NOT NULL,
+            hash TEXT NOT NULL,          -- blake2b of the content: the vector's key
+            kind TEXT NOT NULL,
+            tags TEXT NOT NULL,          -- JSON array
+            importance REAL NOT NULL,
+            pinned INTEGER NOT NULL,
+            source TEXT NOT NULL,        -- JSON object
+            trust INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL,
+            last_recalled TEXT,
+            recall_count INTEGER NOT NULL DEFAULT 0,
+            evidence TEXT NOT NULL,      -- JSON array of {tape, offset}
+            seq INTEGER NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS memories_seq ON memories(seq);
+        CREATE INDEX IF NOT EXISTS memories_hash ON memories(hash);
+        CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(content, tags, content='', contentless_delete=1,
+                                                   tokenize='porter unicode61');
+        CREATE TABLE IF NOT EXISTS memory_anchors(
+            memory INTEGER NOT NULL,     -- memories.no
+            n INTEGER NOT NULL,          -- the anchor's place in the memory's list
+            file TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL,
+            anchor TEXT NOT NULL,        -- JSON: engram.memory.anchors.Anchor.to_json()
+            state TEXT, at_file TEXT, at_start INTEGER, at_end INTEGER, retained REAL,
+            resolution TEXT,             -- JSON: the last Resolution.to_json()
+            stamp TEXT,                  -- the stat of the file(s) it was resolved against
+            PRIMARY KEY(memory, n)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS memory_anchors_file ON memory_anchors(file);
+        CREATE INDEX IF NOT EXISTS memory_anchors_at_file ON memory_anchors(at_file);
+        CREATE TABLE IF NOT EXISTS memory_relations(
+            src INTEGER NOT NULL, dst INTEGER NOT NULL, relation TEXT NOT NULL,
+            ts TEXT NOT NULL, why TEXT, candidate INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY(src, dst, relation)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS memory_relations_dst ON memory_relations(dst);
+        CREATE TABLE IF NOT EXISTS memory_transitions(
+            memory INTEGER NOT NULL, ts TEXT NOT NULL, status_from TEXT, status TEXT NOT NULL,
+            by TEXT NOT NULL, why TEXT
+        );
+        CREATE INDEX IF NOT EXISTS memory_transitions_memory ON memory_transitions(memory, ts);
+        CREATE TABLE IF NOT EXISTS memory_forgotten(id TEXT PRIMARY KEY, ts TEXT NOT NULL, purged INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS memory_vectors(hash TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL,
+                                    PRIMARY KEY(hash, model));
+        CREATE TABLE IF NOT EXISTS memory_log(file TEXT PRIMARY KEY, size INTEGER NOT NULL, ino INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS memory_state(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
+                                                       _v12]
 REWRITES = {7}  # schema versions whose migration rewrites the largest table: compact after it
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,6 +1,7 @@
-"""SQLite helpers every index module uses: one array parameter for many ids, and the two
-kinds of transaction (a writer's, taken up front; a query's consistent view). They sit below
-the index's other modules, which import them without importing the schema or each other."""
+"""SQLite helpers every index module uses: one array parameter for many ids, the two kinds of
+transaction (a writer's, taken up front; a query's consistent view), and finding a row by a
+prefix of its id (tapes, memories). They sit below the index's other modules, which import them
+without importing the schema or each other."""
 
 from __future__ import annotations
 
@@ -55,3 +56,17 @@ def reading(db: apsw.Connection) -> Iterator[apsw.Connection]:
     finally:
         if db.in_transaction:
             db.execute("COMMIT")
+
+
+def by_prefix(db: apsw.Connection, table: str, column: str, ref: str, limit: int = 6) -> list[str]:
+    """The values of `column` (an indexed text column) that start with `ref`, in order, at most
+    `limit`: how a short id people quote finds its row. A range scan on the index, not LIKE
+    (which would read the table)."""
+    return [r[0] for r in db.execute(f"SELECT {column} FROM {table} WHERE {column} >= ? AND {column} < ? "
+                                     f"ORDER BY {column} LIMIT ?", (ref, ref + "\uffff", limit))]
+
+
+def ambiguity(ref: str, matches: list[str], what: str, shown: int = 12, verb: str = "matches") -> str:
+    """The message for a prefix that names more than one row (`matches` as `by_prefix` gave them)."""
+    more = "more than 5" if len(matches) > 5 else str(len(matches))
+    return f"{ref!r} {verb} {more} {what} ({', '.join(m[:shown] for m in matches[:5])}…); give more characters"

@@ -388,7 +388,7 @@ def escape_markdown(text: str) -> str:
     return out
 
 
-def _md_quote(text: str) -> list[str]:
+def md_quote(text: str) -> list[str]:
     return ["> " + escape_markdown(line) if line.strip() else ">" for line in text.replace("\r", "").split("\n")]
 
 
@@ -435,7 +435,7 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
             if text:
                 add("")
                 add(f"**{label}:**")
-                for line in _md_quote(text):
+                for line in md_quote(text):
                     add(line)
         if v.diff:
             add("")
@@ -451,7 +451,7 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
         if v.said_after:
             add("")
             add("**After:**")
-            for line in _md_quote(v.said_after):
+            for line in md_quote(v.said_after):
                 add(line)
         if v.next_run:
             add("")

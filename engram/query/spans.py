@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from engram.errors import BadInput
+from engram.fsutil import repo_relative
+
+__all__ = ["Span", "parse_span", "repo_relative", "in_tree", "read_span", "text_span"]
 
 
 @dataclass(frozen=True)
@@ -31,26 +33,6 @@ def parse_span(arg: str) -> tuple[str, int, int]:
     except ValueError as exc:
         raise BadInput(f"{arg!r}: lines must be numbers, e.g. src/app.py:10-24") from exc
     return path, start, end
-
-
-def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
-    """The repository-relative form of `path`; refuses anything that resolves outside.
-
-    Symlinks are resolved on both sides, so a link inside the tree that points out of it is
-    refused too. os.path on strings: this runs on every explain, and pathlib costs ~0.2 ms."""
-    p = path if os.path.isabs(path) else os.path.join(os.fspath(cwd or os.getcwd()), path)
-    real = os.path.realpath(p)
-    root_real = _real_root(os.fspath(root))
-    if real == root_real:
-        return "."
-    if not real.startswith(root_real.rstrip(os.sep) + os.sep):
-        raise BadInput(f"{path}: outside the repository {root}")
-    return Path(real[len(root_real.rstrip(os.sep)) + 1:]).as_posix()
-
-
-@functools.lru_cache(maxsize=64)
-def _real_root(root: str) -> str:
-    return os.path.realpath(root)
 
 
 def in_tree(root: Path, path: str) -> bool:

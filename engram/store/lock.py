@@ -1,7 +1,10 @@
-"""The store's ingest lock: one writer of new tapes at a time.
+"""The store's locks: one writer of new tapes at a time (the ingest lock), and one writer of the
+memory event log at a time (the memory lock).
 
-Capture, `engram gc` and `engram reindex` all take it; it lives with the store, below every
-layer that takes it, so gc need not import the capture pipeline."""
+Capture, `engram gc` and `engram reindex` take the ingest lock; every memory change takes the
+memory lock (the command line, the language server and `engram mcp` may write memories from three
+processes at once). They live with the store, below every layer that takes them, so gc need not
+import the capture pipeline."""
 
 from __future__ import annotations
 
@@ -29,9 +32,17 @@ def ingest_lock_if_free(store: Store) -> Iterator[bool]:
 
 
 @contextmanager
-def _locked(store: Store, wait: bool) -> Iterator[bool]:
+def memory_lock(store: Store) -> Iterator[None]:
+    """One writer of the memory event log at a time: its appends, the projection catching up
+    with them and a purge's rewrite are each made whole under it."""
+    with _locked(store, wait=True, name="memories.lock"):
+        yield
+
+
+@contextmanager
+def _locked(store: Store, wait: bool, name: str = "ingest.lock") -> Iterator[bool]:
     store.run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store.run_dir / "ingest.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
     got = False
     try:
         try:

@@ -1,5 +1,5 @@
 """workspace/executeCommand: the `engram.*` commands editors bind (explain a range, view a tape,
-list tapes, ingest, reindex). Each parses its arguments, runs the core on the worker thread and
+list tapes, ingest, reindex; remember, forget, re-anchor and recall notes). Each parses its arguments, runs the core on the worker thread and
 returns plain JSON."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -18,10 +18,11 @@ from engram.tape.writer import tape_path
 from engram.words import plural
 
 from .. import convert
-from . import regions
+from . import notes, regions
 from .server import EngramLanguageServer
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _range_lines(rng: Any, n_lines: int) -> tuple[int, int]:
@@ -148,10 +149,10 @@ async def cmd_ingest(ls: EngramLanguageServer, *args: Any) -> dict:
                                   types.WorkDoneProgressReport(message=f"{done}/{total} sessions", percentage=pct))
 
     def work() -> dict:
-        from engram.index.build import Indexer  # noqa: PLC0415
         from engram.capture.discovery import discover  # noqa: PLC0415
         from engram.capture.pipeline import ingest  # noqa: PLC0415
         from engram.capture.stats import IngestStats  # noqa: PLC0415
+        from engram.index.build import Indexer  # noqa: PLC0415
 
         stats = IngestStats()
         jobs = discover(store.root, None, None, stats)
@@ -172,14 +173,132 @@ async def cmd_reindex(ls: EngramLanguageServer, *args: Any) -> dict:
     (uri,) = _args(args, 1)
     store = ls.any_store(uri)
     from engram.index.reindex import reindex  # noqa: PLC0415
+    from engram.memory.memories import rebuild_projection  # noqa: PLC0415
 
     def work() -> dict:
         ls.close_conn(store)
-        return reindex(store)
+        return reindex(store, also=[rebuild_projection])
 
     result = await ls.off_loop(work)
     await regions.index_changed(ls)
     return result
+
+
+def _place(ls: EngramLanguageServer, uri: Any, rng: Any) -> str:
+    """`/abs/path:A-B` (1-based) of an LSP range in an open document."""
+    if not isinstance(uri, str):
+        raise JsonRpcInvalidParams("give the document's uri and a range")
+    state = ls.doc_state(uri)
+    if state.store is None:
+        raise JsonRpcInvalidParams(f"{uri} is not in a repository with an Engram store; run `engram init`")
+    start, end = _range_lines(rng, len(ls.text_of(uri).splitlines()))
+    return f"{state.path}:{start + 1}-{end + 1}"
+
+
+async def _on_memories(ls: EngramLanguageServer, uri: Any, work: Callable[[Any, dict[str, str]], T]) -> T:
+    """Run `work(memories, buffers)` on the worker thread; bad input is the client's error."""
+    store = ls.any_store(uri)
+    buffers = notes.buffers_of(ls, store)  # read on the loop, where the documents change
+
+    def run() -> T:
+        from engram.memory import open_memories  # noqa: PLC0415
+
+        try:
+            return work(open_memories(store), buffers)
+        except EngramError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from exc
+
+    return await ls.off_loop(run)
+
+
+async def cmd_remember(ls: EngramLanguageServer, *args: Any) -> dict:
+    """[uri, range, text, kind?] → {"id"} (and "merged_into" when it reinforced a near-duplicate):
+    a note anchored to the range of the buffer's text as it is now, saved or not."""
+    uri, rng, text, kind = _args(args, 4)
+    at = _place(ls, uri, rng)
+    if not isinstance(text, str) or not text.strip():
+        raise JsonRpcInvalidParams("engram.remember needs the note's text: [uri, range, text, kind?]")
+    result = await _on_memories(ls, uri, lambda mem, buffers: mem.remember(
+        text, kind=str(kind or "fact"), at=[at], buffers=buffers).to_json())
+    await notes.changed(ls)
+    return result
+
+
+async def cmd_forget(ls: EngramLanguageServer, *args: Any) -> dict:
+    """[id] → {"id", "forgotten"}: the note is tombstoned (`engram forget ID`)."""
+    (ref,) = _args(args, 1)
+    result = await _on_memories(ls, None, lambda mem, _: mem.forget(str(ref or "")))
+    await notes.changed(ls)
+    return result
+
+
+async def cmd_edit(ls: EngramLanguageServer, *args: Any) -> dict:
+    """[id, {content?, kind?, status?}] → the note as it is now (`engram memory edit`); a status
+    of `invalidated` retires it (hidden, kept)."""
+    ref, fields = _args(args, 2)
+    if not isinstance(fields, dict) or not fields.keys() & {"content", "kind", "status"}:
+        raise JsonRpcInvalidParams("engram.edit needs [id, {content?, kind?, status?}]")
+    wanted = {k: str(fields[k]) for k in ("content", "kind", "status") if fields.get(k) is not None}
+
+    def work(mem: Any, buffers: dict[str, str]) -> dict:
+        from engram.memory.recall import memory_json  # noqa: PLC0415
+
+        m = mem.edit(str(ref or ""), **wanted)
+        no, _ = mem.resolve(m.id)
+        return memory_json(m, mem.places([no], buffers).get(no, []))
+
+    result = await _on_memories(ls, None, work)
+    await notes.changed(ls)
+    return result
+
+
+async def cmd_reanchor(ls: EngramLanguageServer, *args: Any) -> dict:
+    """[id, uri, range] → the note with its anchors where they are now: "its code is here"."""
+    ref, uri, rng = _args(args, 3)
+    at = _place(ls, uri, rng)
+
+    def work(mem: Any, buffers: dict[str, str]) -> dict:
+        from engram.memory.recall import memory_json  # noqa: PLC0415
+
+        m = mem.reanchor(str(ref or ""), at, buffers=buffers)
+        no, _ = mem.resolve(m.id)
+        return memory_json(m, mem.places([no], buffers).get(no, []))
+
+    result = await _on_memories(ls, uri, work)
+    await notes.changed(ls)
+    return result
+
+
+async def cmd_recall(ls: EngramLanguageServer, *args: Any) -> list[dict]:
+    """[query, uri?, range?, limit?] → [{id, content, kind, state, location: {uri, range} | null}],
+    best first; a uri (and range) favours the notes anchored there."""
+    query, uri, rng, limit = _args(args, 4)
+    at = None
+    if isinstance(uri, str):
+        at = _place(ls, uri, rng) if rng is not None else str(ls.doc_state(uri).path)
+    n = _int(limit, 20)
+
+    def work(mem: Any, buffers: dict[str, str]) -> list[dict]:
+        from engram.memory.recall import recall  # noqa: PLC0415
+
+        doc = recall(mem, str(query or ""), at=at, limit=n, buffers=buffers)
+        return [_recalled(mem.store.root, m) for m in doc["memories"]]
+
+    return await _on_memories(ls, uri, work)
+
+
+def _recalled(root: Any, m: dict[str, Any]) -> dict[str, Any]:
+    """A recalled memory for an editor: where to open it (its first live anchor, else where it was)."""
+    from pygls.uris import from_fs_path  # noqa: PLC0415
+
+    anchors = sorted(m.get("anchors") or [], key=lambda a: a.get("state") == "vanished")
+    location = None
+    if anchors:
+        a, b = anchors[0]["lines"]
+        location = {"uri": from_fs_path(str(root / anchors[0]["file"])),
+                    "range": {"start": {"line": a - 1, "character": 0}, "end": {"line": b, "character": 0}}}
+    return {"id": m["id"], "content": m["content"], "kind": m["kind"],
+            "state": anchors[0]["state"] if anchors else None, "location": location}
 
 
 # The command names the server advertises (executeCommandProvider), in this order.
@@ -189,6 +308,11 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "engram.tapes": cmd_tapes,
     "engram.ingest": cmd_ingest,
     "engram.reindex": cmd_reindex,
+    "engram.remember": cmd_remember,
+    "engram.forget": cmd_forget,
+    "engram.reanchor": cmd_reanchor,
+    "engram.edit": cmd_edit,
+    "engram.recall": cmd_recall,
 }
 
 

@@ -7,12 +7,12 @@ import logging
 import sys
 from types import ModuleType
 
-from . import commands, endpoint, hover, lenses, lifecycle, sync
+from . import actions, commands, endpoint, hover, lenses, lifecycle, sync
 from .server import EngramLanguageServer
 
 # Each registers its handlers with `register(server)`. Lifecycle first: it owns `initialized` and
 # `shutdown`, which run the other features' hooks in this order.
-FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, commands, endpoint)
+FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, actions, commands, endpoint)
 
 
 def create_server() -> EngramLanguageServer:

@@ -12,7 +12,7 @@ from engram.capture.editor_tape import record_save
 from engram.errors import EngramError
 
 from ..documents import DocState
-from . import regions
+from . import notes, regions
 from .server import EngramLanguageServer
 
 
@@ -27,6 +27,7 @@ def did_open(ls: EngramLanguageServer, params: types.DidOpenTextDocumentParams) 
     ls.docs[uri] = DocState(uri, path, store, params.text_document.version, params.text_document.text)
     if store is not None:
         regions.schedule(ls, uri)
+        notes.schedule(ls, uri)
 
 
 def did_change(ls: EngramLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -43,6 +44,7 @@ def did_change(ls: EngramLanguageServer, params: types.DidChangeTextDocumentPara
             whole = True
     if state.store is not None:
         regions.schedule(ls, state.uri, ls.settings.debounce, dirty_only=not whole)
+        notes.schedule(ls, state.uri, ls.settings.debounce)
 
 
 async def did_save(ls: EngramLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -69,6 +71,7 @@ def did_close(ls: EngramLanguageServer, params: types.DidCloseTextDocumentParams
     if timer is not None:
         timer.cancel()
     ls.computing.pop(uri, None)
+    notes.closed(ls, uri)
 
 
 def register(server: EngramLanguageServer) -> None:

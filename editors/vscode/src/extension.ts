@@ -147,7 +147,21 @@ export function serverSettings(): Record<string, unknown> {
     window: { before: c.get<number>('window.before', 3), after: c.get<number>('window.after', 3) },
     minConfidence: c.get<number>('minConfidence', 0.5),
     mcp: { enabled: c.get<boolean>('mcp.enabled', true) },
+    noteDiagnostics: c.get<boolean>('noteDiagnostics', true),
+    noteDriftBelow: c.get<number>('noteDriftBelow', 0.8),
   };
+}
+
+/** The kinds of note the server takes (engram.memory.model.KINDS). */
+export const NOTE_KINDS = ['fact', 'decision', 'preference', 'pattern', 'debug', 'todo', 'negative'];
+
+/** One answer of the server's engram.recall. */
+interface RecalledNote {
+  id: string;
+  content: string;
+  kind: string;
+  state: string | null;
+  location: { uri: string; range: LspRange } | null;
 }
 
 export class EngramExtension implements vscode.Disposable {
@@ -181,6 +195,8 @@ export class EngramExtension implements vscode.Disposable {
       vscode.commands.registerCommand('engram.reindexAll', () => this.reindex()),
       vscode.commands.registerCommand('engram.restartServer', () => this.restart()),
       vscode.commands.registerCommand('engram.widenWindows', (key?: string) => this.widen(key)),
+      vscode.commands.registerCommand('engram.rememberSelection', (uri?: string, range?: LspRange) => this.rememberSelection(uri, range)),
+      vscode.commands.registerCommand('engram.recallNotes', () => this.recallNotes()),
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (e.affectsConfiguration('engram.path') || e.affectsConfiguration('engram.pythonPath')) void this.restart();
       }),
@@ -407,6 +423,66 @@ export class EngramExtension implements vscode.Disposable {
     }
     const [a, b] = await this.targetLines(editor);
     await this.explainAndShow(editor.document.uri.toString(), linesRange(a, b));
+  }
+
+  // ---------------------------------------------------------------- notes
+
+  /** "Remember a note for the selection…" (the server's code action passes uri and range; the
+   * palette uses the active selection): the kind from a quick pick, the text from an input box,
+   * then the server's engram.remember, which anchors it to the buffer's text, saved or not. */
+  async rememberSelection(uri?: string, range?: LspRange): Promise<string | undefined> {
+    if (!uri || !range) {
+      const editor = vscode.window.activeTextEditor;
+      if (!editor || editor.document.uri.scheme !== 'file') {
+        void vscode.window.showInformationMessage('Engram: open a file and select the code the note is about.');
+        return undefined;
+      }
+      const sel = editor.selection;
+      const [a, b] = selectionLines({
+        start: { line: sel.start.line, character: sel.start.character },
+        end: { line: sel.end.line, character: sel.end.character },
+      });
+      uri = editor.document.uri.toString();
+      range = linesRange(a, b);
+    }
+    const kind = await vscode.window.showQuickPick(NOTE_KINDS, { placeHolder: 'Engram: what kind of note?' });
+    if (!kind) return undefined;
+    const text = await vscode.window.showInputBox({
+      prompt: 'Engram note (its first line is its summary)',
+      validateInput: (v) => (v.trim() ? undefined : 'A note needs some text'),
+    });
+    if (!text) return undefined;
+    const res = await this.exec<{ id: string; merged_into?: string }>('engram.remember', [uri, range, text, kind]);
+    void vscode.window.showInformationMessage(
+      res.merged_into ? `Engram: reinforced note ${res.merged_into}` : `Engram: remembered note ${res.id}`);
+    return res.id;
+  }
+
+  /** "Recall Notes…": a query, then the notes that answer it (those anchored near the active file
+   * first) in a quick pick; picking one opens its anchor. */
+  async recallNotes(): Promise<void> {
+    const query = await vscode.window.showInputBox({ prompt: 'Engram: recall notes about…' });
+    if (!query) return;
+    const editor = vscode.window.activeTextEditor;
+    const uri = editor && editor.document.uri.scheme === 'file' ? editor.document.uri.toString() : null;
+    const rows = await this.exec<RecalledNote[]>('engram.recall', [query, uri]);
+    if (!rows.length) {
+      void vscode.window.showInformationMessage(`Engram: no note answers "${query}".`);
+      return;
+    }
+    const pick = await vscode.window.showQuickPick(rows.map((r) => ({
+      label: r.content.split('\n')[0],
+      description: r.kind + (r.state && r.state !== 'intact' ? ` · ${r.state}` : ''),
+      detail: r.location
+        ? `${vscode.workspace.asRelativePath(vscode.Uri.parse(r.location.uri))}:${r.location.range.start.line + 1}`
+        : `${r.id} · not anchored`,
+      row: r,
+    })), { placeHolder: 'Open the note\'s code' });
+    const loc = pick?.row.location;
+    if (!loc) return;
+    const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(loc.uri));
+    const at = new vscode.Position(loc.range.start.line, 0);
+    await vscode.window.showTextDocument(doc, { selection: new vscode.Range(at, at) });
   }
 
   async explainAndShow(

@@ -3,7 +3,7 @@
 const Module = require('node:module');
 
 function makeStubs(config = {}) {
-  const calls = { commands: {}, errors: [], infos: [], shown: [], progress: [], clients: [], providers: {}, quickPicks: [] };
+  const calls = { commands: {}, errors: [], infos: [], shown: [], progress: [], clients: [], providers: {}, quickPicks: [], inputs: [], answers: [] };
   class EventEmitter {
     constructor() { this.listeners = []; this.event = (l) => { this.listeners.push(l); return { dispose() {} }; }; }
     fire(v) { for (const l of this.listeners) l(v); }
@@ -16,10 +16,15 @@ function makeStubs(config = {}) {
     static file(p) { return new Uri('file', p); }
     toString() { return `${this.scheme}:${this.scheme === 'file' ? '//' : ''}${this.path}${this.query ? '?' + this.query : ''}`; }
   }
-  class Range { constructor(a, b, c, d) { Object.assign(this, { start: { line: a, character: b }, end: { line: c, character: d } }); } }
+  class Range {
+    constructor(a, b, c, d) {
+      if (typeof a === 'object') Object.assign(this, { start: a, end: b }); // (Position, Position)
+      else Object.assign(this, { start: { line: a, character: b }, end: { line: c, character: d } });
+    }
+  }
   const docs = new Map();
   const vscode = {
-    EventEmitter, Uri, Range,
+    EventEmitter, Uri, Range, Position: class { constructor(line, character) { Object.assign(this, { line, character }); } },
     DocumentLink: class { constructor(range, target) { Object.assign(this, { range, target }); } },
     CodeLens: class { constructor(range, command) { Object.assign(this, { range, command }); } },
     MarkdownString: class { constructor(value) { this.value = value; } },
@@ -31,7 +36,9 @@ function makeStubs(config = {}) {
       workspaceFolders: [{ uri: Uri.file('/repo') }],
       getConfiguration: () => ({ get: (k, d) => (k in config ? config[k] : d) }),
       registerTextDocumentContentProvider: (scheme, p) => { calls.providers[scheme] = p; return { dispose() {} }; },
+      asRelativePath: (uri) => uri.path.replace(/^\/repo\//, ''),
       openTextDocument: async (uri) => {
+        if (uri.scheme === 'file') return { uri, languageId: 'plaintext', getText: () => '' };
         const text = calls.providers[uri.scheme].provideTextDocumentContent(uri);
         const doc = { uri, languageId: uri.path.endsWith('.md') ? 'markdown' : 'plaintext', getText: () => text };
         docs.set(uri.toString(), doc);
@@ -52,6 +59,7 @@ function makeStubs(config = {}) {
       showInformationMessage: async (m) => { calls.infos.push(m); return undefined; },
       showTextDocument: async (doc, opts) => { calls.shown.push({ doc, opts }); return {}; },
       showQuickPick: async (items) => { calls.quickPicks.push(items); return items[0]; },
+      showInputBox: async (opts) => { calls.inputs.push(opts); return calls.answers.shift(); },
       withProgress: (opts, task) => {
         const entry = { opts, reports: [], cancel: undefined };
         calls.progress.push(entry);

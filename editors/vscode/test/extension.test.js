@@ -28,7 +28,8 @@ test('activate starts `<engram.path> lsp` for every file and passes the settings
   assert.strictEqual(c.serverOptions.transport, undefined, 'no --stdio appended');
   assert.deepStrictEqual(c.clientOptions.documentSelector, [{ scheme: 'file' }]);
   assert.deepStrictEqual(c.clientOptions.initializationOptions, {
-    lenses: true, hover: false, editorTape: true, window: { before: 7, after: 2 }, minConfidence: 0.25, mcp: { enabled: true } });
+    lenses: true, hover: false, editorTape: true, window: { before: 7, after: 2 }, minConfidence: 0.25, mcp: { enabled: true },
+    noteDiagnostics: true, noteDriftBelow: 0.8 });
   assert.strictEqual(c.clientOptions.synchronize.configurationSection, 'engram');
   assert.ok(c.started);
   assert.ok('engram/indexChanged' in c.notifications);
@@ -211,4 +212,35 @@ test('Ingest Sessions runs engram.ingest and reports its summary', async () => {
   s.responses['engram.ingest'] = { cancelled: true, summary: 'ingest: 0 sessions' };
   await s.calls.commands['engram.ingestSessions']();
   assert.match(s.calls.infos.at(-1), /cancelled/);
+});
+
+test('Remember a note asks kind and text and runs engram.remember; Recall Notes opens the pick', async () => {
+  const s = loadExtension(config);
+  s.responses['engram.tapes'] = [];
+  s.responses['engram.remember'] = { id: 'abc123' };
+  await s.ext.activate({ subscriptions: [] });
+  const c = s.calls.clients[0];
+  const range = { start: { line: 4, character: 0 }, end: { line: 7, character: 0 } };
+  s.calls.answers.push('Retries stop at three');
+  // The server's code action passes the document and the selection's range.
+  const id = await s.calls.commands['engram.rememberSelection']('file:///repo/a.py', range);
+  assert.strictEqual(id, 'abc123');
+  assert.strictEqual(s.calls.quickPicks.at(-1)[0], 'fact');
+  assert.deepStrictEqual(c.requestsSent.at(-1), ['workspace/executeCommand',
+    { command: 'engram.remember', arguments: ['file:///repo/a.py', range, 'Retries stop at three', 'fact'] }]);
+  assert.match(s.calls.infos.at(-1), /remembered note abc123/);
+  // Escape in the input box writes nothing.
+  const sent = c.requestsSent.length;
+  assert.strictEqual(await s.calls.commands['engram.rememberSelection']('file:///repo/a.py', range), undefined);
+  assert.strictEqual(c.requestsSent.length, sent);
+
+  s.responses['engram.recall'] = [{ id: 'abc123', content: 'Retries stop at three\nmore', kind: 'decision', state: 'moved',
+    location: { uri: 'file:///repo/a.py', range } }];
+  s.calls.answers.push('retries');
+  await s.calls.commands['engram.recallNotes']();
+  const pick = s.calls.quickPicks.at(-1)[0];
+  assert.strictEqual(pick.label, 'Retries stop at three');
+  assert.strictEqual(pick.description, 'decision · moved');
+  assert.strictEqual(pick.detail, 'a.py:5');
+  assert.strictEqual(s.calls.shown.at(-1).opts.selection.start.line, 4);
 });

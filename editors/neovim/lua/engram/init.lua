@@ -212,6 +212,12 @@ local function lens_explain(command, ctx)
   M.explain_range(ctx.bufnr, args[1], args[2], args[3])
 end
 
+-- The "Remember a note for the selection…" code action: ask kind and text, then remember.
+local function remember_selection(command, ctx)
+  local args = command.arguments or {}
+  M.remember_range(ctx.bufnr, args[1], args[2])
+end
+
 local function lens_view(command, _)
   local a = command.arguments or {}
   M.view(a[1], a[2], a[3], a[4])
@@ -288,6 +294,7 @@ function M.client_config(root)
     commands = {
       ['engram.explain'] = lens_explain,
       ['engram.view'] = lens_view,
+      ['engram.rememberSelection'] = remember_selection,
     },
     on_attach = on_attach,
   }
@@ -613,6 +620,87 @@ function M.restart()
   end, 500)
 end
 
+-- ------------------------------------------------------------------ notes (memories)
+
+M.KINDS = { 'fact', 'decision', 'preference', 'pattern', 'debug', 'todo', 'negative' }
+
+--- Remember a note for an LSP range of a buffer: the kind with vim.ui.select, the text with
+--- vim.ui.input, anchored to the buffer's text as it is (saved or not).
+function M.remember_range(bufnr, uri, range)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  uri = uri or vim.uri_from_bufnr(bufnr)
+  local client = need_client(bufnr)
+  if not client then
+    return
+  end
+  vim.ui.select(M.KINDS, { prompt = 'Engram note kind' }, function(kind)
+    if not kind then
+      return
+    end
+    vim.ui.input({ prompt = 'Engram note: ' }, function(text)
+      if not text or vim.trim(text) == '' then
+        return
+      end
+      exec(client, bufnr, 'engram.remember', { uri, range, text, kind }, function(res)
+        M.last.remember = res
+        notify(res.merged_into and ('reinforced note ' .. res.merged_into) or ('remembered note ' .. res.id))
+      end)
+    end)
+  end)
+end
+
+--- :[range]EngramRemember — a note for the selected lines (else the cursor line).
+function M.remember(first, last)
+  local bufnr = vim.api.nvim_get_current_buf()
+  if not first then
+    first = vim.api.nvim_win_get_cursor(0)[1]
+    last = first
+  end
+  M.remember_range(bufnr, nil, lines_range(first - 1, last - 1))
+end
+
+--- :EngramForget ID — forget a note (its tombstone is written; `engram forget --purge` erases it).
+function M.forget(id)
+  local client = need_client(nil)
+  if not client then
+    return
+  end
+  exec(client, nil, 'engram.forget', { id }, function(res)
+    M.last.forget = res
+    notify('forgot note ' .. res.id)
+  end)
+end
+
+--- :EngramRecall QUERY — the notes that answer it (those anchored near the cursor first), in the
+--- quickfix list, each at its anchor.
+function M.recall(query)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = need_client(bufnr)
+  if not client then
+    return
+  end
+  local uri = M.client(bufnr) and vim.uri_from_bufnr(bufnr) or vim.NIL
+  exec(client, bufnr, 'engram.recall', { query, uri }, function(rows)
+    M.last.recall = rows
+    local items = {}
+    for _, r in ipairs(rows or {}) do
+      local text = ('[%s] %s'):format(r.kind, (vim.split(r.content, '\n')[1] or ''))
+      if r.location ~= vim.NIL and r.location then
+        items[#items + 1] = { filename = vim.uri_to_fname(r.location.uri), lnum = r.location.range.start.line + 1,
+          text = text .. (r.state and r.state ~= 'intact' and (' (' .. r.state .. ')') or '') }
+      else
+        items[#items + 1] = { text = text .. ' (' .. r.id .. ', not anchored)' }
+      end
+    end
+    vim.fn.setqflist({}, ' ', { title = 'Engram recall: ' .. query, items = items })
+    if #items == 0 then
+      notify('no note answers ' .. query)
+    else
+      vim.cmd('copen')
+    end
+  end)
+end
+
 -- ------------------------------------------------------------------ commands and autostart
 
 local function define_commands()
@@ -643,6 +731,19 @@ local function define_commands()
   cmd('EngramTapes', function()
     M.tapes()
   end, { desc = 'List the captured tapes' })
+  cmd('EngramRemember', function(o)
+    if o.range > 0 then
+      M.remember(o.line1, o.line2)
+    else
+      M.remember()
+    end
+  end, { range = true, desc = 'Remember a note for the selected lines (asks kind and text)' })
+  cmd('EngramForget', function(o)
+    M.forget(o.args)
+  end, { nargs = 1, desc = 'Forget a note: ID' })
+  cmd('EngramRecall', function(o)
+    M.recall(o.args)
+  end, { nargs = '+', desc = 'Notes that answer QUERY, in the quickfix list' })
   cmd('EngramRestart', function()
     M.restart()
   end, { desc = 'Restart the Engram language server' })

@@ -1,0 +1,460 @@
+"""Memory recall on LoCoMo: does `engram recall` find the memory that answers a question?
+
+    python bench/locomo.py PATH/locomo10-dev.json [--tune 0,1,2] [--context] [--speed] [--engine script]
+
+Each conversation of the file is a memory store of its own: every turn is one memory,
+"Speaker: text" (plus " [shares an image: caption]" when the turn shares one), created at its
+session's date. Each question of categories 1-4 (multi-hop, temporal, open-domain, single-hop;
+category 5, adversarial, has no answer in the conversation) is a query. A hit at turn level: one
+of the first k memories returned is one of the question's evidence turns; at session level: one of
+the first k distinct sessions (each ranked by its best memory) holds an evidence turn. Hit@1,
+Hit@5 and MRR (1/rank of the first hit, 0 past the 100 memories each channel returns).
+
+Methods, all in the same run on the same memories:
+- BM25 alone: SQLite FTS5 (`porter unicode61`) with `engram.memory.fusion.fts_query`;
+- dense alone: cosine of the all-MiniLM-L6-v2 vectors (`engram.memory.embed`);
+- weighted RRF (`fusion.fuse_rrf`) and the normalised weighted sum (`fusion.fuse`) of the two;
+- the recipe recall uses: the normalised sum plus the time factor for a query that names a date;
+- `--context`: labelled apart, NOT a memory store's method: each turn indexed with the turn before
+  it (BM25 over two columns, dense averaged), the best method measured here before engram had
+  memories. A memory is standalone; the row shows what conversation structure is worth.
+- `--engine engram`: the recipe through engram's own store (memories imported, `recall` called),
+  beside the in-script recipe, to check that both give the same figures.
+
+The settings were tuned on the conversations `--tune` names (by index: 0,1,2 = conv-26, conv-30,
+conv-41 by default); the others are reported apart as held out. Vectors are cached under
+bench/out/locomo/ (keyed by the texts and the model's hash). `--speed` adds a table of model
+load time, embedding throughput and query latency, with FTS5 and tokenising alone as references.
+
+The data is not in the repository (CC BY-NC 4.0): see bench/README.md, "locomo.py".
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import engram_version, fmt_table, load, machine, pct  # noqa: E402
+from engram.memory.embed import MODEL_SHA256, Embedder, model_status  # noqa: E402
+from engram.memory.memories import close_all  # noqa: E402
+from engram.memory.fusion import (TIME_WEIGHT, fts_query, fuse, fuse_rrf, query_period,  # noqa: E402
+                                  time_closeness)
+
+CATEGORIES = (1, 2, 3, 4)
+DEPTH = 100  # memories each channel returns
+CACHE = Path(__file__).resolve().parent / "out" / "locomo"
+
+
+@dataclass
+class Memory:
+    id: str
+    text: str
+    session: int
+    created: datetime
+    previous: str = ""  # the turn before, for the labelled --context row only
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: set[str]
+
+
+@dataclass
+class Conversation:
+    name: str
+    memories: list[Memory]
+    questions: list[Question]
+    dropped: int = 0  # questions none of whose evidence ids name a turn
+
+
+def _session_date(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> datetime."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def _evidence_ids(raw: Iterable[str]) -> set[str]:
+    """LoCoMo's evidence ids, repaired where the file misspells them ('D:11:26', 'D8:6; D9:17')."""
+    out = set()
+    for item in raw:
+        for part in str(item).split(";"):
+            if m := re.fullmatch(r"D:?(\d+):(\d+)", part.strip()):
+                out.add(f"D{m[1]}:{m[2]}")
+    return out
+
+
+def read_locomo(path: Path) -> list[Conversation]:
+    conversations = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        turns = sample["conversation"]
+        memories: list[Memory] = []
+        n = 1
+        while f"session_{n}" in turns:
+            created = _session_date(turns[f"session_{n}_date_time"])
+            previous = ""
+            for turn in turns[f"session_{n}"]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares an image: {turn['blip_caption']}]"
+                memories.append(Memory(f"{sample['sample_id']}:{turn['dia_id']}", text, n, created, previous))
+                previous = text
+            n += 1
+        known = {m.id.split(":", 1)[1] for m in memories}
+        questions, dropped = [], 0
+        for qa in sample["qa"]:
+            if qa["category"] not in CATEGORIES:
+                continue
+            evidence = {f"{sample['sample_id']}:{e}" for e in _evidence_ids(qa["evidence"]) if e in known}
+            if evidence:
+                questions.append(Question(qa["question"], qa["category"], evidence))
+            else:
+                dropped += 1
+        conversations.append(Conversation(sample["sample_id"], memories, questions, dropped))
+    return conversations
+
+
+# ------------------------------------------------------------------ the in-script store
+
+def _vectors(embedder: Embedder, texts: list[str], tag: str) -> np.ndarray:
+    """Embeddings of `texts`, from the cache when the same texts were embedded by the same model."""
+    key = hashlib.sha256("\x00".join([MODEL_SHA256, *texts]).encode()).hexdigest()[:16]
+    path = CACHE / f"{tag}-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = embedder.embed(texts)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+Channel = tuple[list[str], list[float]]
+
+
+class ScriptStore:
+    """One conversation's memories in an FTS5 table and a matrix of vectors: the channels recall fuses."""
+
+    def __init__(self, conv: Conversation, embedder: Embedder, context: bool = False) -> None:
+        self.conv = conv
+        self.ids = [m.id for m in conv.memories]
+        self.created = {m.id: m.created for m in conv.memories}
+        self.db = apsw.Connection(":memory:")
+        # The --context row gets a table of its own: a second column in the same table would change
+        # the plain rows' matches and term frequencies (FTS5 counts a term's documents over all columns).
+        self.db.execute("CREATE VIRTUAL TABLE m USING fts5(content, tokenize='porter unicode61')")
+        self.db.execute("CREATE VIRTUAL TABLE c USING fts5(content, context, tokenize='porter unicode61')")
+        with self.db:
+            for row, m in enumerate(conv.memories):
+                self.db.execute("INSERT INTO m(rowid, content) VALUES(?, ?)", (row, m.text))
+                if context:
+                    self.db.execute("INSERT INTO c(rowid, content, context) VALUES(?, ?, ?)", (row, m.text, m.previous))
+        self.vectors = _vectors(embedder, [m.text for m in conv.memories], conv.name)
+        self.context_vectors = (_vectors(embedder, [f"{m.previous} {m.text}".strip() for m in conv.memories],
+                                         conv.name + "-ctx") if context else None)
+
+    def bm25(self, query: str, context: bool = False) -> Channel:
+        match = fts_query(query)
+        if not match:
+            return [], []
+        table, rank = ("c", "bm25(c, 1.0, 0.3)") if context else ("m", "bm25(m)")
+        rows = self.db.execute(f"SELECT rowid, -{rank} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?",
+                               (match, DEPTH)).fetchall()
+        return [self.ids[r] for r, _ in rows], [s for _, s in rows]
+
+    def dense(self, qvec: np.ndarray, context: bool = False) -> Channel:
+        sims = self.vectors @ qvec
+        if context and self.context_vectors is not None:
+            sims = (sims + self.context_vectors @ qvec) / 2
+        top = np.argsort(-sims, kind="stable")[:DEPTH]
+        return [self.ids[i] for i in top], [float(sims[i]) for i in top]
+
+
+def with_time(query: str, hits: list, created: dict[str, datetime]) -> list[str]:
+    """The fused ranking with recall's time factor: TIME_WEIGHT x closeness to a date the query names."""
+    period = query_period(query)
+    if period is None:
+        return [h.id for h in hits]
+    scored = [(h.score + TIME_WEIGHT * time_closeness(period, created[h.id]), h) for h in hits]
+    scored.sort(key=lambda s: -s[0])
+    return [h.id for _, h in scored]
+
+
+# ------------------------------------------------------------------ engram's own store
+
+class EngramStore:
+    """One conversation imported into a fresh engram store (`engram memory import --no-dedup`'s
+    path: JSON Lines through `interchange.import_file`), asked through `recall`.
+
+    No dedup on write: LoCoMo's turns are not notes to merge ("Thanks!" twice is two turns). A
+    turn whose text repeats another's exactly is skipped by the import (one memory, both turns).
+    Decay is off: recall is asked as of a moment before every memory was written (`now`), and
+    reinforcement is off, so one question does not change the next one's answer.
+    """
+
+    def __init__(self, conv: Conversation, workdir: Path) -> None:
+        from engram.memory.interchange import import_file  # noqa: PLC0415
+        from engram.memory.memories import open_memories  # noqa: PLC0415
+        from engram.memory.vectors import embed_pending  # noqa: PLC0415
+        from engram.store.repo import init_store  # noqa: PLC0415
+
+        root = workdir / conv.name
+        root.mkdir(parents=True)
+        store, _ = init_store(root)
+        self.mem = open_memories(store)
+        lines = workdir / f"{conv.name}.jsonl"
+        with lines.open("w", encoding="utf-8") as f:
+            for m in conv.memories:
+                record = {"id": hashlib.sha256(m.id.encode()).hexdigest()[:12], "content": m.text, "kind": "fact",
+                          "created": m.created.isoformat() + "Z", "source": {"type": "import", "origin": "locomo"}}
+                f.write(json.dumps(record) + "\n")
+        t0 = time.perf_counter()
+        self.report = import_file(self.mem, str(lines), fmt="jsonl", dedup=False)
+        self.import_seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.embedded = embed_pending(self.mem.db)
+        self.embed_seconds = time.perf_counter() - t0
+        self.turns: dict[str, list[str]] = {}  # memory id -> the turns it holds
+        by_text = {}
+        for m in conv.memories:
+            by_text.setdefault(m.text, []).append(m.id)
+        for (mid, content) in self.mem.db.execute("SELECT id, content FROM memories"):
+            self.turns[mid] = by_text.get(content, [])
+        self.before = min(m.created for m in conv.memories).replace(year=2000).isoformat() + "Z"
+
+    def recall(self, query: str) -> list[str]:
+        from engram.memory.recall import recall  # noqa: PLC0415
+
+        doc = recall(self.mem, query, limit=DEPTH, now=self.before, reinforce=False)
+        return [turn for hit in doc["memories"] for turn in self.turns[hit["id"]]]
+
+
+# ------------------------------------------------------------------ scoring
+
+@dataclass
+class Tally:
+    turn: list[int | None] = field(default_factory=list)  # 0-based rank of the first hit, None: none
+    session: list[int | None] = field(default_factory=list)
+
+    def add(self, ranked: list[str], q: Question) -> None:
+        self.turn.append(next((i for i, m in enumerate(ranked) if m in q.evidence), None))
+        sessions = list(dict.fromkeys(_session_of(m) for m in ranked))
+        wanted = {_session_of(e) for e in q.evidence}
+        self.session.append(next((i for i, s in enumerate(sessions) if s in wanted), None))
+
+    @staticmethod
+    def figures(firsts: list[int | None]) -> tuple[float, float, float]:
+        n = max(len(firsts), 1)
+        h1 = sum(r is not None and r < 1 for r in firsts) / n
+        h5 = sum(r is not None and r < 5 for r in firsts) / n
+        mrr = sum(1 / (r + 1) for r in firsts if r is not None) / n
+        return h1, h5, mrr
+
+
+def _session_of(memory_id: str) -> str:
+    conv, _, dia = memory_id.partition(":")
+    return f"{conv}:{dia.split(':')[0]}"
+
+
+Channels = tuple[dict[str, list[str]], dict[str, list[float]]]
+Method = Callable[[ScriptStore, Question, Channels, np.ndarray], list[str]]
+
+
+def methods(context: bool) -> dict[str, Method]:
+    """Row name -> ranking of one question's memories, from its BM25 and dense channels."""
+    def rrf(k: float, dense: float) -> Method:
+        return lambda s, q, ch, v: [h.id for h in fuse_rrf(ch[0], {"bm25": 1.0, "dense": dense}, k=k)]
+
+    def summed(s: ScriptStore, q: Question, ch: Channels, v: np.ndarray) -> list[str]:
+        return [h.id for h in fuse(ch[0], scores=ch[1])]
+
+    def recipe(s: ScriptStore, q: Question, ch: Channels, v: np.ndarray) -> list[str]:
+        return with_time(q.text, fuse(ch[0], scores=ch[1]), s.created)
+
+    out: dict[str, Method] = {
+        "BM25 (FTS5)": lambda s, q, ch, v: ch[0]["bm25"],
+        "dense (MiniLM)": lambda s, q, ch, v: ch[0]["dense"],
+        "RRF k=60, equal weights": rrf(60, 1.0),
+        "weighted RRF k=5, dense 0.7": rrf(5, 0.7),
+        "normalised sum, dense 0.5": summed,
+        "recall's recipe: sum + time": recipe,
+    }
+    if context:
+        def with_context(s: ScriptStore, q: Question, ch: Channels, v: np.ndarray) -> list[str]:
+            (b, bs), (d, ds) = s.bm25(q.text, context=True), s.dense(v, context=True)
+            return with_time(q.text, fuse({"bm25": b, "dense": d}, scores={"bm25": bs, "dense": ds}), s.created)
+        out["[not a memory store] recipe + previous turn"] = with_context
+    return out
+
+
+ENGRAM_ROW = "engram recall (its own store)"
+
+
+def evaluate(convs: list[Conversation], embedder: Embedder, context: bool,
+             workdir: Path | None = None) -> dict[str, dict[str, Tally]]:
+    """method -> conversation name -> tally. With `workdir`, also the ENGRAM_ROW through engram's store."""
+    ms = methods(context)
+    out: dict[str, dict[str, Tally]] = {name: {} for name in ms}
+    differ = []
+    for conv in convs:
+        store = ScriptStore(conv, embedder, context)
+        qvecs = embedder.embed([q.text for q in conv.questions])
+        tallies = [out[name].setdefault(conv.name, Tally()) for name in ms]
+        real = EngramStore(conv, workdir) if workdir is not None else None
+        if real is not None:
+            print(f"{conv.name}: imported {real.report['imported']} memories ({real.report['skipped']} repeated texts"
+                  f" skipped) in {real.import_seconds:.1f} s, embedded {real.embedded} in {real.embed_seconds:.0f} s")
+        for q, v in zip(conv.questions, qvecs, strict=True):
+            (b, bs), (d, ds) = store.bm25(q.text), store.dense(v)
+            ch = ({"bm25": b, "dense": d}, {"bm25": bs, "dense": ds})
+            for method, tally in zip(ms.values(), tallies, strict=True):
+                tally.add(method(store, q, ch, v), q)
+            if real is not None:
+                ranked = real.recall(q.text)
+                out.setdefault(ENGRAM_ROW, {}).setdefault(conv.name, Tally()).add(ranked, q)
+                if ranked[:5] != methods(False)["recall's recipe: sum + time"](store, q, ch, v)[:5]:
+                    differ.append(q.text)
+    if workdir is not None:
+        print(f"engram's recall and the in-script recipe: {len(differ)} of {sum(len(c.questions) for c in convs)}"
+              f" questions with a different top 5{': ' + '; '.join(differ[:5]) if differ else ''}")
+    return out
+
+
+def _row(name: str, tallies: list[Tally]) -> list[str]:
+    turn = Tally.figures([r for t in tallies for r in t.turn])
+    session = Tally.figures([r for t in tallies for r in t.session])
+    return [name, *(f"{x:.3f}" for x in turn), *(f"{x:.3f}" for x in session)]
+
+
+def report(results: dict[str, dict[str, Tally]], convs: list[Conversation], tune: list[int]) -> None:
+    header = ["method", "turn Hit@1", "turn Hit@5", "turn MRR", "session Hit@1", "session Hit@5", "session MRR"]
+    tuned = [c.name for i, c in enumerate(convs) if i in tune]
+    held = [c.name for i, c in enumerate(convs) if i not in tune]
+    for title, names in (("tuned on", tuned), ("held out", held), ("all", tuned + held)):
+        if not names:
+            continue
+        n = sum(len(c.questions) for c in convs if c.name in names)
+        print(f"\n{title}: {', '.join(names)} ({n} questions)\n")
+        rows = [_row(m, [per[c] for c in names]) for m, per in results.items()]
+        print(fmt_table(header, rows))
+    by_category(results, convs)
+
+
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def by_category(results: dict[str, dict[str, Tally]], convs: list[Conversation]) -> None:
+    """Turn-level Hit@5 of each method by question category, all conversations."""
+    cats = [q.category for c in convs for q in c.questions]
+    header = ["method", *(f"{CATEGORY_NAMES[k]} ({cats.count(k)})" for k in CATEGORIES)]
+    rows = []
+    for method, per in results.items():
+        firsts = [r for c in convs for r in per[c.name].turn]
+        rows.append([method, *(f"{Tally.figures([r for r, k in zip(firsts, cats, strict=True) if k == cat])[1]:.3f}"
+                               for cat in CATEGORIES)])
+    print("\nturn Hit@5 by question category, all conversations\n")
+    print(fmt_table(header, rows))
+
+
+# ------------------------------------------------------------------ speed
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def speed(convs: list[Conversation]) -> None:
+    """Model load, embedding throughput (batch 32) and query latency, beside FTS5 and tokenising alone."""
+    texts = [m.text for c in convs for m in c.memories][:512]
+    queries = [q.text for c in convs for q in c.questions][:200]
+    rows = []
+    for threads in (1, 2):
+        loads = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            embedder = Embedder.load(threads=threads)
+            loads.append(time.perf_counter() - t0)
+        embedder.embed(texts[:32])  # warm
+        w0, c0 = time.perf_counter(), time.process_time()
+        embedder.embed(texts)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        lat = []
+        for q in queries:
+            t0 = time.perf_counter()
+            embedder.embed([q])
+            lat.append(time.perf_counter() - t0)
+        rows.append([f"MiniLM int8, {threads} thread{'s' * (threads > 1)}", f"{min(loads) * 1000:.0f} ms",
+                     f"{len(texts) / wall:.0f} texts/s ({len(texts) / cpu:.0f}/CPU-s)",
+                     f"{pct(lat, 50) * 1000:.1f} / {pct(lat, 99) * 1000:.1f} ms"])
+    tokenizer = embedder._tokenizer  # noqa: SLF001 - the floor under the model: tokenising alone
+    w0 = time.perf_counter()
+    for start in range(0, len(texts), 32):
+        tokenizer.encode_batch(texts[start:start + 32])
+    rows.append(["reference: tokenising alone", "-", f"{len(texts) / (time.perf_counter() - w0):.0f} texts/s", "-"])
+    model_bytes = embedder.model_path.read_bytes()
+    hashing = min(_timed(lambda: hashlib.sha256(model_bytes).hexdigest()) for _ in range(3))
+    rows.append(["of the load: sha256 of model.onnx", f"{hashing * 1000:.0f} ms", "-", "-"])
+    store = ScriptStore(convs[0], Embedder.shared())
+    lat = []
+    for q in queries:
+        t0 = time.perf_counter()
+        store.bm25(q)
+        lat.append(time.perf_counter() - t0)
+    rows.append([f"reference: FTS5 BM25 query ({len(store.ids)} memories)", "-", "-",
+                 f"{pct(lat, 50) * 1000:.2f} / {pct(lat, 99) * 1000:.2f} ms"])
+    avg = sum(len(t.split()) for t in texts) / len(texts)
+    print(f"\nembedding speed ({len(texts)} memories of {avg:.0f} words on average, batch 32; "
+          f"{len(queries)} one-question queries; load {load()})\n")
+    print(fmt_table(["what", "model load", "throughput", "query p50 / p99"], rows))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("path", type=Path, help="locomo10-dev.json (see bench/README.md)")
+    ap.add_argument("--tune", default="0,1,2", help="indices of the conversations the settings were tuned on")
+    ap.add_argument("--context", action="store_true", help="add the labelled previous-turn row")
+    ap.add_argument("--speed", action="store_true", help="add the embedding speed table")
+    ap.add_argument("--engine", choices=("script", "engram"), default="script")
+    args = ap.parse_args(argv)
+    if not args.path.is_file():
+        sys.exit(f"locomo: no file {args.path} (see bench/README.md, 'locomo.py', for where it comes from)")
+    usable, why = model_status()
+    if not usable:
+        sys.exit(f"locomo: the embedding model is unavailable: {why}")
+    tune = [int(x) for x in args.tune.split(",") if x.strip()]
+    convs = read_locomo(args.path)
+    print(f"machine: {machine()}; load {load()}\nengram: {engram_version()}\nmodel: {why}")
+    dropped = sum(c.dropped for c in convs)
+    print(f"{len(convs)} conversations, {sum(len(c.memories) for c in convs)} memories, "
+          f"{sum(len(c.questions) for c in convs)} questions of categories 1-4 ({dropped} left out: "
+          f"their evidence names no turn)")
+    t0 = time.perf_counter()
+    if args.engine == "engram":
+        with tempfile.TemporaryDirectory(prefix="locomo-") as work:
+            results = evaluate(convs, Embedder.shared(), args.context, Path(work))
+            close_all()
+    else:
+        results = evaluate(convs, Embedder.shared(), args.context)
+    report(results, convs, tune)
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    if args.speed:
+        speed(convs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Dedup on write: is a new memory one the store already holds, a neighbour of one, or a
+contradiction of one?
+
+Why these rules (issue 47):
+
+- **Near-identical → reinforce, never a second copy.** The new text's word 3-grams are found in
+  an active memory's (containment ≥ 0.9), or their vectors' cosine is ≥ 0.92 (when this process
+  has the model loaded: a command-line `remember` does not load it, and leaves the rest to
+  `engram memory consolidate`). The existing memory is reinforced and the answer names it.
+- **Never merge what only looks alike.** A near-duplicate anchored somewhere else (both have
+  anchors, none overlap) may be the same advice about other code: it is linked `relates_to`.
+  One that says the opposite about the same place (the same words once negations are set aside,
+  one negated and the other not) is linked `contradicts`. Both links are marked as candidates
+  found by the machine, for a person or agent to confirm or remove.
+
+Containment is asymmetric on purpose: a short note whose words all appear in a longer memory
+adds nothing to it; a longer note that contains a short memory adds something, and is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+import orjson
+
+from engram.anchor.definition import kgram_values, token_hashes
+from engram.memory.vectors import Matrix
+
+CONTAINMENT = 0.9
+COSINE = 0.92
+OPPOSITE_OVERLAP = 0.75  # word-set Jaccard, negations and auxiliaries set aside
+CANDIDATES = 20
+GRAM = 3
+
+_WORD = re.compile(r"[a-z0-9_]+")
+NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "nobody", "cannot", "without", "avoid",
+                       "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "shouldnt", "mustnt",
+                       "wont", "cant", "neither", "nor", "removed", "stop", "stopped"})
+IGNORED = frozenset({"do", "does", "did", "t", "n", "s", "we", "the", "a", "an", "is", "are", "be", "to"})
+
+
+@dataclass
+class Verdict:
+    merge_into: str | None = None
+    similarity: dict[str, float] = field(default_factory=dict)
+    adopt_anchors: bool = False  # the memory merged into has no anchor: it takes the new one's
+    links: list[tuple[str, str, str]] = field(default_factory=list)  # (memory id, relation, why)
+
+
+def grams(text: str) -> set[int]:
+    """Word 3-grams of a text, case folded (one value over all its words when it has fewer)."""
+    return set(kgram_values(token_hashes(text.lower()), GRAM))
+
+
+def containment(a: set[int], b: set[int]) -> float:
+    return len(a & b) / len(a) if a else 0.0
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("'", "").replace("\u2019", ""))
+
+
+def negated(text: str, kind: str) -> bool:
+    return kind == "negative" or any(w in NEGATIONS for w in _words(text))
+
+
+def opposite(a: str, a_kind: str, b: str, b_kind: str) -> bool:
+    """Do two texts say the same thing, one of them negated? ("Use tabs here" / "Do not use tabs here")."""
+    if negated(a, a_kind) == negated(b, b_kind):
+        return False
+    wa = {w for w in _words(a) if w not in NEGATIONS and w not in IGNORED}
+    wb = {w for w in _words(b) if w not in NEGATIONS and w not in IGNORED}
+    return bool(wa and wb) and len(wa & wb) / len(wa | wb) >= OPPOSITE_OVERLAP
+
+
+def overlap(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Do two anchor lists share a place (a file and overlapping lines)?"""
+    return any(x.get("file") == y.get("file") and int(x.get("start", 0)) <= int(y.get("end", 0))
+               and int(y.get("start", 0)) <= int(x.get("end", 0)) for x in a for y in b)
+
+
+def check(db: apsw.Connection, matrix: Matrix, content: str, kind: str, anchors: list[dict[str, Any]]) -> Verdict:
+    """What to do with a new memory, judged against the active memories most like it (`matrix`:
+    the process's embeddings, used when the model is loaded)."""
+    verdict = Verdict()
+    new = grams(content)
+    vec = _vector(content)
+    best: tuple[float, float, str, bool] | None = None
+    for no, mid, text, other_kind in _candidates(db, matrix, content, vec):
+        theirs = [orjson.loads(a) for (a,) in db.execute(
+            "SELECT anchor FROM memory_anchors WHERE memory = ? ORDER BY n", (no,))]
+        same_place = not anchors or not theirs or overlap(anchors, theirs)
+        if same_place and opposite(content, kind, text, other_kind):
+            verdict.links.append((mid, "contradicts", "says the opposite about the same place (found on write)"))
+            continue
+        share = containment(new, grams(text))
+        cos = _cosine(matrix, vec, no)
+        if share < CONTAINMENT and cos < COSINE:
+            continue
+        if anchors and theirs and not overlap(anchors, theirs):
+            verdict.links.append((mid, "relates_to", "nearly the same note, anchored elsewhere (found on write)"))
+            continue
+        if best is None or (share, cos) > best[:2]:
+            best = (share, cos, mid, bool(anchors) and not theirs)
+    if best is not None:
+        verdict.merge_into = best[2]
+        verdict.similarity = {"containment": round(best[0], 3), "cosine": round(max(best[1], 0.0), 3)}
+        verdict.adopt_anchors = best[3]
+        verdict.links = [link for link in verdict.links if link[0] != best[2]]
+    return verdict
+
+
+def _candidates(db: apsw.Connection, matrix: Matrix, content: str, vec: Any) -> list[tuple[int, str, str, str]]:
+    """Active memories sharing words with `content` (best BM25 first), and the nearest by vector."""
+    from engram.memory.fusion import fts_query  # noqa: PLC0415
+
+    nos: list[int] = []
+    match = fts_query(content)
+    if match:
+        nos = [r[0] for r in db.execute(
+            "SELECT f.rowid FROM memory_fts f JOIN memories m ON m.no = f.rowid WHERE memory_fts MATCH ?"
+            " AND m.status = 'active' ORDER BY f.rank LIMIT ?", (match, CANDIDATES))]
+    if vec is not None:
+        matrix.refresh(db)
+        nos += [no for no, _ in matrix.top(vec, 5) if no not in nos]
+    if not nos:
+        return []
+    rows = {r[0]: r for r in db.execute(
+        "SELECT no, id, content, kind FROM memories WHERE no IN (SELECT value FROM json_each(?))",
+        (orjson.dumps(nos).decode(),))}
+    return [rows[no] for no in nos if no in rows]
+
+
+def _vector(content: str) -> Any:
+    from engram.memory.vectors import embedder  # noqa: PLC0415
+
+    model = embedder(load=False)
+    return None if model is None else model.embed([content])[0]
+
+
+def _cosine(matrix: Matrix, vec: Any, no: int) -> float:
+    if vec is None:
+        return 0.0
+    other = matrix.vector(no)
+    return float(other @ vec) if other is not None else 0.0

@@ -1,0 +1,577 @@
+"""One store's memories: writing changes through the event log, reading the projection.
+
+Every change follows the same path (`_commit`): under the store's memory lock, the projection
+catches up with the log (another process may have written), the new events are appended and
+fsynced, then applied to the projection in one transaction. The log is written first: a crash
+between the two leaves the projection behind, and the next open catches it up.
+
+Input is checked before anything is written (`engram.memory.model`'s checks, anchors captured,
+evidence looked up): a bad request changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+import apsw
+import orjson
+
+from engram.errors import BadInput, UnknownMemory, UnknownTape
+from engram.index.sql import ambiguity, by_prefix, immediate
+from engram.memory import projection
+from engram.memory.events import Event, EventLog, Pending
+from engram.memory.model import (
+    DEFAULT_IMPORTANCE,
+    MAX_GRAPH_DEPTH,
+    Evidence,
+    Memory,
+    Source,
+    calling_agent,
+    check_content,
+    check_importance,
+    check_kind,
+    check_relation,
+    check_status,
+    check_tags,
+    new_id,
+    parse_evidence,
+    parse_time,
+)
+from engram.memory.places import Place, best_state, near, places_of
+from engram.memory.vectors import Matrix
+from engram.store.lock import memory_lock
+from engram.store.repo import Store
+
+log = logging.getLogger(__name__)
+
+#: A long-lived process looks for log files added from elsewhere (a pull) at most this often;
+#: this process's own writes, and other processes' on this clone, show at once.
+RESCAN_S = 2.0
+#: Recall reinforcement is written in batches: after this many recalls, or this long after the
+#: first one waiting, or when the process closes its store.
+REINFORCE_BATCH = 32
+REINFORCE_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class At:
+    """`FILE`, `FILE:LINE` or `FILE:A-B`, the file repository-relative."""
+
+    file: str
+    start: int | None = None
+    end: int | None = None
+
+    def __str__(self) -> str:
+        return self.file if self.start is None else f"{self.file}:{self.start}-{self.end}"
+
+
+def parse_at(text: str) -> tuple[str, int | None, int | None]:
+    """`FILE[:A-B]` or `FILE:LINE` → (file as given, start, end); the range is optional here."""
+    path, sep, rng = text.rpartition(":")
+    if sep and path:
+        a, dash, b = rng.partition("-")
+        if a.isdigit() and (not dash or b.isdigit()):
+            start, end = int(a), int(b) if dash else int(a)
+            if start < 1 or end < start:
+                raise BadInput(f"{text!r}: lines are 1-based and START must not exceed END")
+            return path, start, end
+    if not text.strip():
+        raise BadInput("an empty place: give FILE or FILE:START-END")
+    return text, None, None
+
+
+@dataclass
+class Remembered:
+    """What `remember` did: the memory written, or the one it reinforced instead, and the links
+    it made to near-duplicates it did not merge with."""
+
+    id: str
+    merged_into: str | None = None
+    links: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id}
+        if self.merged_into is not None:
+            out["merged_into"] = self.merged_into
+        if self.links:
+            out["links"] = self.links
+        return out
+
+
+class Memories:
+    """The memories of one store: its event log and the projection in its index."""
+
+    def __init__(self, store: Store, db: apsw.Connection | None = None) -> None:
+        from engram.index.db import open_db  # noqa: PLC0415
+
+        self.store = store
+        self.db = db if db is not None else open_db(store)
+        self.log = EventLog(store)
+        self.matrix = Matrix()
+        self._scanned = 0.0
+        self._recalled: Counter[str] = Counter()
+        self._first_recalled = 0.0
+        self._lock = threading.RLock()
+        self.torn = 0  # log lines skipped the last time the projection caught up
+        self.sync(force=True)
+
+    # ------------------------------------------------------------ the log and the projection
+
+    def sync(self, force: bool = False) -> None:
+        """Catch the projection up with the log when it is behind (checked at most every RESCAN_S
+        unless `force`)."""
+        now = time.monotonic()
+        if not force and now - self._scanned < RESCAN_S:
+            return
+        self._scanned = now
+        if projection.behind(self.db, self.log):
+            with self._lock, memory_lock(self.store):
+                self._caught_up(projection.catch_up(self.db, self.log))
+
+    def _caught_up(self, stats: dict[str, Any]) -> None:
+        """After applying others' events (the caller holds the memory lock): a purge tombstone
+        among them erases that memory's events from this clone's files too."""
+        self.torn = stats["torn"]
+        for memory in stats.get("purged", []):
+            rewritten, dropped = self.log.purge(memory)
+            if dropped:
+                log.info("erased %d events of purged memory %s from %d log file(s)", dropped, memory, len(rewritten))
+                self._record_rewritten(rewritten)
+
+    def _record_rewritten(self, names: list[str]) -> None:
+        with immediate(self.db):
+            for name in names:
+                st = (self.log.dir / name).stat()
+                self.db.execute("INSERT OR REPLACE INTO memory_log(file, size, ino) VALUES(?, ?, ?)",
+                                (name, st.st_size, st.st_ino))
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self._lock, memory_lock(self.store):
+            if projection.behind(self.db, self.log):
+                self._caught_up(projection.catch_up(self.db, self.log))
+            yield
+
+    def _commit(self, pending: Sequence[Pending]) -> list[Event]:
+        """Append `pending` (the caller is inside `_writing`) and apply them."""
+        if not pending:
+            return []
+        written = self.log.append(pending, not_before=projection.last_key(self.db)[0] or None)
+        with immediate(self.db):
+            projection.apply(self.db, written)
+            projection.record_appended(self.db, self.log, written)
+        return written
+
+    def rebuild(self) -> dict[str, int]:
+        """Replay the whole log into the projection (`engram reindex`)."""
+        with self._lock, memory_lock(self.store):
+            stats = projection.rebuild(self.db, self.log)
+            self._caught_up(stats)
+        return stats
+
+    def close(self) -> None:
+        """Write the recall reinforcement still waiting; the connection stays the caller's."""
+        self.flush_recalls(force=True)
+
+    # ------------------------------------------------------------ finding memories
+
+    def resolve(self, ref: str) -> tuple[int, str]:
+        """(memory no, id) of a full id or a unique prefix of one."""
+        ref = ref.strip().lower()
+        if not ref:
+            raise UnknownMemory("which memory? give its id (or the first characters of it)")
+        self.sync()
+        ids = by_prefix(self.db, "memories", "id", ref)
+        if len(ids) > 1:
+            raise UnknownMemory(ambiguity(ref, ids, "memories"))
+        if not ids:
+            gone = self.db.execute("SELECT id, purged FROM memory_forgotten WHERE id >= ? AND id < ? LIMIT 1",
+                                   (ref, ref + "\uffff")).fetchall()
+            if gone:
+                raise UnknownMemory(f"memory {gone[0][0]} was forgotten{' and purged' if gone[0][1] else ''}")
+            raise UnknownMemory(f"no memory matches {ref!r}; `engram memory list` lists them")
+        no = self.db.execute("SELECT no FROM memories WHERE id = ?", (ids[0],)).fetchall()[0][0]
+        return no, ids[0]
+
+    def get(self, ref: str) -> Memory:
+        no, _ = self.resolve(ref)
+        return self.by_no([no], full=True)[no]
+
+    def by_no(self, nos: Sequence[int], *, full: bool = False) -> dict[int, Memory]:
+        from engram.index.sql import int_array  # noqa: PLC0415
+
+        if not nos:
+            return {}
+        rows = self.db.execute(projection.select_sql("WHERE no IN carray(?)"), (int_array(list(nos)),)).fetchall()
+        return {r[0]: projection.row_to_memory(self.db, r, full=full) for r in rows}
+
+    def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None) -> dict[int, list[Place]]:
+        return places_of(self.db, self.store.root, list(nos), buffers)
+
+    def at(self, text: str) -> At:
+        """A place a user named (`FILE[:A-B]`), its file made repository-relative."""
+        from engram.fsutil import repo_relative  # noqa: PLC0415
+
+        path, start, end = parse_at(text)
+        return At(repo_relative(self.store.root, path, _cwd_inside(self.store.root)), start, end)
+
+    # ------------------------------------------------------------ writing
+
+    def remember(self, content: str, *, kind: str = "fact", tags: Sequence[str] = (),
+                 importance: float = DEFAULT_IMPORTANCE, pinned: bool = False, at: Sequence[str] = (),
+                 evidence: Sequence[str | Evidence] = (), source: Source | None = None,
+                 created: str | None = None, dedup: bool = True,
+                 buffers: Mapping[str, str] | None = None) -> Remembered:
+        """Write a memory, or reinforce the active memory it nearly repeats (see `dedup`)."""
+        from engram.memory import dedup as near_dups  # noqa: PLC0415
+
+        content = check_content(content)
+        check_kind(kind)
+        tag_list = check_tags(list(tags))
+        importance = check_importance(importance)
+        created = parse_time(created) if created is not None else None
+        source = source or Source("person")
+        anchors = [self._capture(a, buffers) for a in at]
+        proofs = [self._evidence(e) for e in evidence]
+        with self._writing():
+            found = near_dups.check(self.db, self.matrix, content, kind, anchors) if dedup else near_dups.Verdict()
+            if found.merge_into is not None:
+                events = [Pending("reinforce", found.merge_into, source.to_json(),
+                                  {"why": "remembered again", "tags": tag_list, "evidence": proofs,
+                                   "similarity": found.similarity})]
+                if found.adopt_anchors:
+                    events.append(Pending("reanchor", found.merge_into, source.to_json(), {"anchors": anchors}))
+                self._commit(events)
+                return Remembered(found.merge_into, merged_into=found.merge_into)
+            mid = new_id()
+            data: dict[str, Any] = {"content": content, "kind": kind, "tags": tag_list, "importance": importance,
+                                    "pinned": bool(pinned), "source": source.to_json(), "anchors": anchors,
+                                    "evidence": proofs}
+            if created is not None:
+                data["created"] = created
+            events = [Pending("add", mid, source.to_json(), data)]
+            links = []
+            for target, relation, why in found.links:
+                events.append(Pending("link", mid, source.to_json(), {"target": target, "relation": relation,
+                                                                      "why": why, "candidate": True}))
+                links.append({"id": target, "relation": relation, "candidate": True, "why": why})
+            self._commit(events)
+        self._embed_if_cheap()
+        return Remembered(mid, links=links)
+
+    def _capture(self, at: str, buffers: Mapping[str, str] | None) -> dict[str, Any]:
+        from engram.memory.anchors import capture  # noqa: PLC0415 - fingerprints load numpy
+
+        place = self.at(at)
+        if place.start is None or place.end is None:
+            raise BadInput(f"{at!r}: anchor a memory to lines, FILE:START-END (e.g. src/app.py:10-24)")
+        text = buffers.get(place.file) if buffers else None
+        return capture(self.store.root, place.file, place.start, place.end, text=text).to_json()
+
+    def _evidence(self, value: str | Evidence) -> dict[str, Any]:
+        """A tape fragment named by TAPE@OFFSET, checked against the catalog (the tape's full id)."""
+        from engram.index.catalog import resolve_tape  # noqa: PLC0415
+
+        ev = parse_evidence(value) if isinstance(value, str) else value
+        try:
+            row = resolve_tape(self.db, ev.tape)
+        except UnknownTape as exc:
+            raise BadInput(f"evidence {ev.tape}@{ev.offset}: {exc}") from None
+        if ev.offset >= row.events:
+            raise BadInput(f"evidence {ev.tape}@{ev.offset}: tape {row.id[:12]} has events 0-{row.events - 1}")
+        return Evidence(row.id, ev.offset).to_json()
+
+    def _embed_if_cheap(self) -> None:
+        """Embed what waits for a vector when the model is loaded in this process already."""
+        from engram.memory.vectors import embed_pending  # noqa: PLC0415
+
+        try:
+            embed_pending(self.db, load=False, limit=64)
+        except Exception:  # noqa: BLE001 - the memory is written; its vector comes with the next batch
+            log.exception("embedding new memories")
+
+    def edit(self, ref: str, *, content: str | None = None, kind: str | None = None,
+             tags: Sequence[str] | None = None, importance: float | None = None, pinned: bool | None = None,
+             status: str | None = None, why: str | None = None, source: Source | None = None) -> Memory:
+        """Change a memory's fields and/or status; returns it as it is now."""
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = check_content(content)
+        if kind is not None:
+            changes["kind"] = check_kind(kind)
+        if tags is not None:
+            changes["tags"] = check_tags(list(tags))
+        if importance is not None:
+            changes["importance"] = check_importance(importance)
+        if pinned is not None:
+            changes["pinned"] = bool(pinned)
+        if status is not None:
+            check_status(status)
+        if not changes and status is None:
+            raise BadInput("nothing to change: give the new content, kind, tags, importance, pin or status")
+        by = (source or Source("person")).to_json()
+        with self._writing():
+            no, mid = self.resolve(ref)
+            current = self.by_no([no])[no]
+            changes = {k: v for k, v in changes.items() if getattr(current, k) != v}
+            events = [Pending("edit", mid, by, {"set": changes})] if changes else []
+            if status is not None and status != current.status:
+                events.append(Pending("status", mid, by, {"status": status, "why": why}))
+            self._commit(events)
+        if "content" in changes:
+            self._embed_if_cheap()
+        return self.get(mid)
+
+    def link(self, ref: str, target_ref: str, relation: str, *, why: str | None = None,
+             source: Source | None = None) -> dict[str, Any]:
+        """A typed link from one memory to another; `supersedes` marks the target superseded."""
+        check_relation(relation)
+        with self._writing():
+            _, src = self.resolve(ref)
+            _, dst = self.resolve(target_ref)
+            if src == dst:
+                raise BadInput(f"a memory cannot be linked to itself ({src})")
+            self._commit([Pending("link", src, (source or Source("person")).to_json(),
+                                  {"target": dst, "relation": relation, "why": why})])
+        return {"from": src, "to": dst, "relation": relation}
+
+    def reanchor(self, ref: str, at: str, *, source: Source | None = None,
+                 buffers: Mapping[str, str] | None = None) -> Memory:
+        """Confirm where a memory's code is now: the anchor in that file (or its only anchor) is
+        replaced by the span given; otherwise the span is added."""
+        anchor = self._capture(at, buffers)
+        with self._writing():
+            no, mid = self.resolve(ref)
+            current = self.by_no([no], full=True)[no].anchors
+            places = self.places([no]).get(no, [])
+            same = [i for i, a in enumerate(current)
+                    if a.get("file") == anchor["file"] or (i < len(places) and places[i].file == anchor["file"])]
+            if same:
+                anchors = [a for i, a in enumerate(current) if i not in same[1:]]
+                anchors[same[0]] = anchor
+            elif len(current) == 1:
+                anchors = [anchor]
+            else:
+                anchors = [*current, anchor]
+            self._commit([Pending("reanchor", mid, (source or Source("person")).to_json(), {"anchors": anchors})])
+        return self.get(mid)
+
+    def forget(self, ref: str, *, purge: bool = False, why: str | None = None,
+               source: Source | None = None) -> dict[str, Any]:
+        """Tombstone a memory (hidden everywhere, for good); with `purge`, also erase its events
+        from the log files (docs/memories.md, "Purge")."""
+        with self._writing():
+            _, mid = self.resolve(ref)
+            self._recalled.pop(mid, None)
+            rewritten: list[str] = []
+            dropped = 0
+            if purge:
+                rewritten, dropped = self.log.purge(mid)
+            by = (source or Source("person")).to_json()
+            written = self.log.append([Pending("forget", mid, by, {"purge": purge, "why": why})],
+                                      not_before=projection.last_key(self.db)[0] or None)
+            if purge:  # freed pages are zeroed, not left holding the text
+                self.db.execute("PRAGMA secure_delete = ON")
+            try:
+                with immediate(self.db):
+                    projection.apply(self.db, written)
+                    projection.record_appended(self.db, self.log, written)
+                    if purge:
+                        self.db.execute("DELETE FROM memory_vectors WHERE hash NOT IN (SELECT hash FROM memories)")
+                        # the full-text index keeps a deleted row's terms until its segments merge
+                        self.db.execute("INSERT INTO memory_fts(memory_fts) VALUES('optimize')")
+            finally:
+                if purge:
+                    self.db.execute("PRAGMA secure_delete = OFF")
+            self._record_rewritten(rewritten)
+            if purge:
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return {"id": mid, "forgotten": True, "purged": purge, "files_rewritten": len(rewritten),
+                "events_removed": dropped}
+
+    # ------------------------------------------------------------ recall reinforcement
+
+    def recalled(self, ids: Sequence[str]) -> None:
+        """Count a recall of these memories: written with the next batch (see REINFORCE_BATCH)."""
+        with self._lock:
+            if not self._recalled:
+                self._first_recalled = time.monotonic()
+            self._recalled.update(ids)
+        self.flush_recalls()
+
+    def flush_recalls(self, force: bool = False) -> int:
+        with self._lock:
+            waiting = sum(self._recalled.values())
+            if not waiting or not force and waiting < REINFORCE_BATCH and \
+                    time.monotonic() - self._first_recalled < REINFORCE_WAIT_S:
+                return 0
+            counts, self._recalled = dict(self._recalled), Counter()
+            with self._writing():
+                self._commit([Pending("recalled", None, calling_agent().to_json(), {"memories": counts})])
+        return waiting
+
+    # ------------------------------------------------------------ reading
+
+    def list(self, *, at: str | None = None, drifted: bool = False, kind: str | None = None,
+             tags: Sequence[str] = (), hidden: bool = False, limit: int | None = None,
+             buffers: Mapping[str, str] | None = None) -> list[tuple[Memory, list[Place]]]:
+        """Memories, most recently changed first, with their anchors resolved. Filters: anchored
+        on or near `at`; with a drifted anchor (anything but intact); of `kind`; carrying every
+        tag of `tags`; `hidden` includes superseded, invalidated and archived ones."""
+        self.sync()
+        if kind is not None:
+            check_kind(kind)
+        where, args = [], []
+        if not hidden:
+            where.append("status = 'active'")
+        if kind is not None:
+            where.append("kind = ?")
+            args.append(kind)
+        for tag in check_tags(list(tags)):
+            where.append("EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE value = ?)")
+            args.append(tag)
+        if at is not None:
+            place = self.at(at)
+            nos = [no for no, _ in near(self.db, self.store.root, place.file, place.start, place.end, buffers)]
+            where.append("no IN (SELECT value FROM json_each(?))")
+            args.append(orjson.dumps(nos).decode())
+        if drifted:
+            where.append("no IN (SELECT memory FROM memory_anchors)")
+        sql = projection.select_sql(("WHERE " + " AND ".join(where)) if where else "") + " ORDER BY updated DESC, id"
+        found: list[tuple[Memory, list[Place]]] = []
+        for batch in _batches(self.db.execute(sql, args), 256):
+            places = self.places([r[0] for r in batch], buffers)
+            for r in batch:
+                mem_places = places.get(r[0], [])
+                if drifted and best_state(mem_places) in (None, "intact"):
+                    continue
+                found.append((projection.row_to_memory(self.db, r, full=True), mem_places))
+                if limit is not None and len(found) >= limit:
+                    return found
+        return found
+
+    def in_file(self, file: str, buffers: Mapping[str, str] | None = None) -> list[tuple[Memory, list[Place]]]:
+        """The active memories with an anchor in `file` (repository-relative), each with those of its
+        places that are in it now (a vanished anchor: where it was): what an editor shows on that
+        file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`."""
+        self.sync()
+        nos = [r[0] for r in self.db.execute(
+            "SELECT DISTINCT a.memory FROM memory_anchors a JOIN memories m ON m.no = a.memory"
+            " WHERE (a.file = ? OR a.at_file = ?) AND m.status = 'active'", (file, file))]
+        places = self.places(nos, buffers)
+        mems = self.by_no(nos, full=True)
+        found = []
+        for no in nos:
+            here = [p for p in places.get(no, []) if p.file == file]
+            if here and no in mems:
+                found.append((mems[no], here))
+        found.sort(key=lambda mp: (min(p.start for p in mp[1]), mp[0].id))
+        return found
+
+    def graph(self, ref: str, depth: int = 2) -> dict[str, Any]:
+        """The memories linked to one, both ways, to `depth` links (at most MAX_GRAPH_DEPTH)."""
+        if not 1 <= depth <= MAX_GRAPH_DEPTH:
+            raise BadInput(f"depth {depth}: from 1 to {MAX_GRAPH_DEPTH}")
+        root, _ = self.resolve(ref)
+        seen = {root: 0}
+        edges: set[tuple[int, int, str, int]] = set()
+        frontier = [root]
+        for d in range(1, depth + 1):
+            nxt = []
+            for no in frontier:
+                for src, dst, rel, cand in self.db.execute(
+                        "SELECT src, dst, relation, candidate FROM memory_relations WHERE src = ? OR dst = ?", (no, no)):
+                    edges.add((src, dst, rel, cand))
+                    other = dst if src == no else src
+                    if other not in seen:
+                        seen[other] = d
+                        nxt.append(other)
+            frontier = nxt
+        mems = self.by_no(list(seen))
+        ids = {no: m.id for no, m in mems.items()}
+        return {
+            "root": ids[root],
+            "nodes": [{"id": ids[no], "depth": d, "kind": mems[no].kind, "status": mems[no].status,
+                       "summary": mems[no].summary} for no, d in sorted(seen.items(), key=lambda x: (x[1], ids[x[0]]))],
+            "edges": [{"from": ids[s], "to": ids[t], "relation": r, "candidate": bool(c)}
+                      for s, t, r, c in sorted(edges, key=lambda e: (ids[e[0]], ids[e[1]], e[2])) if s in ids and t in ids],
+        }
+
+    def relations(self, no: int) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT 'out', m.id, r.relation, r.candidate, r.why FROM memory_relations r JOIN memories m ON m.no = r.dst"
+            " WHERE r.src = ? UNION ALL SELECT 'in', m.id, r.relation, r.candidate, r.why FROM memory_relations r"
+            " JOIN memories m ON m.no = r.src WHERE r.dst = ? ORDER BY 2, 3", (no, no)).fetchall()
+        return [{"direction": d, "id": mid, "relation": rel, "candidate": bool(c), "why": why}
+                for d, mid, rel, c, why in rows]
+
+
+def _batches(rows: Any, size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for r in rows:
+        batch.append(r)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _cwd_inside(root: Any) -> Any:
+    """Relative paths are taken from the working directory when it is inside the repository (a
+    user in src/ names `app.py`), else from the root (a server started elsewhere)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    cwd = Path.cwd().resolve()
+    rootp = Path(root).resolve()
+    return cwd if cwd == rootp or rootp in cwd.parents else rootp
+
+
+def rebuild_projection(store: Store, db: apsw.Connection) -> dict[str, Any]:
+    """Replay the store's memory log into `db` (`engram reindex` passes it to
+    `engram.index.reindex.reindex`): what the reindex report adds."""
+    events = EventLog(store)
+    with memory_lock(store):
+        stats = projection.rebuild(db, events)
+        for memory in stats["purged"]:  # (events copied in before their purge tombstone)
+            events.purge(memory)
+        if stats["purged"]:
+            stats = projection.rebuild(db, events)
+    n = db.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+    return {"memories": n, "memory_events": stats["events"], "memory_lines_skipped": stats["torn"]}
+
+
+_open: dict[str, tuple[int, Memories]] = {}
+_open_lock = threading.Lock()
+
+
+def open_memories(store: Store) -> Memories:
+    """This process's Memories of `store`, opened once and kept (a warm matrix and connection);
+    opened again if index.sqlite was replaced (a reindex that set a damaged one aside)."""
+    from engram.index.db import index_inode  # noqa: PLC0415
+
+    path = str(store.index_path)
+    with _open_lock:
+        cached = _open.get(path)
+        if cached is not None and cached[0] == index_inode(store):
+            cached[1].sync()
+            return cached[1]
+        mem = Memories(store)
+        _open[path] = (index_inode(store), mem)
+        return mem
+
+
+def close_all() -> None:
+    """Write every open store's waiting reinforcement (a process about to exit)."""
+    with _open_lock:
+        for _, mem in _open.values():
+            try:
+                mem.close()
+            except Exception:  # noqa: BLE001 - reinforcement is a hint; exiting matters more
+                log.exception("writing recall reinforcement")

@@ -1,0 +1,154 @@
+"""Where a memory's anchors are now: each anchor resolved against the working tree (or an
+editor's unsaved text), with the answer kept in `memory_anchors` until its file changes.
+
+Resolving is `engram.memory.anchors.resolve`: intact, moved, edited (with the share retained) or
+vanished. It reads the file and fingerprints it, a few milliseconds; a recall or a list shows
+the same anchors again and again while their files stay as they were, so the answer is cached
+under the file's stat (modification time and size). An unsaved editor buffer is never cached.
+The cache is not part of the log: a rebuild recomputes it from the same working tree.
+
+This is also the anchor channel of recall: the memories anchored on or near a span of a file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import apsw
+import orjson
+
+from engram.index.sql import immediate, int_array
+
+log = logging.getLogger(__name__)
+
+#: Resolution states, best first: a memory with several anchors is as drifted as its best one.
+STATES = ("intact", "moved", "edited", "vanished")
+#: How far (in lines) from the asked span an anchor still counts as near it, for the anchor channel.
+NEAR_LINES = 40
+
+
+@dataclass(frozen=True)
+class Place:
+    """One anchor of a memory as it is now (`file`/`start`/`end`: where its code is; for a
+    vanished anchor, where it was)."""
+
+    anchor: dict[str, Any]  # the stored anchor (Anchor.to_json())
+    state: str
+    file: str
+    start: int
+    end: int
+    retained: float
+    best_partial: Any = None
+    session: str | None = None  # the captured session whose edit explains the change
+    edit: Any = None  # that edit: {"tape", "offset"}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.file, "lines": [self.start, self.end], "state": self.state,
+                               "retained": round(self.retained, 3)}
+        anchored = {"file": self.anchor.get("file"), "lines": [self.anchor.get("start"), self.anchor.get("end")]}
+        if anchored != {"file": self.file, "lines": [self.start, self.end]}:
+            out["anchored"] = anchored
+        for key in ("best_partial", "session", "edit"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+def best_state(places: list[Place]) -> str | None:
+    """The least drifted state of a memory's anchors (None when it has none)."""
+    if not places:
+        return None
+    return min((p.state for p in places), key=STATES.index)
+
+
+def _stamp(root: str, file: str) -> str:
+    try:
+        st = os.lstat(os.path.join(root, file))
+    except OSError:
+        return "missing"
+    return f"{st.st_mtime_ns}-{st.st_size}"
+
+
+def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[str, str] | None = None
+              ) -> dict[int, list[Place]]:
+    """The anchors of memories `nos` in the repository at `root`, resolved (from the cache when
+    their file is unchanged)."""
+    if not nos:
+        return {}
+    rows = db.execute(
+        "SELECT memory, n, file, anchor, state, at_file, at_start, at_end, retained, resolution, stamp"
+        " FROM memory_anchors WHERE memory IN carray(?) ORDER BY memory, n", (int_array(nos),)).fetchall()
+    out: dict[int, list[Place]] = {}
+    fresh: list[tuple[Any, ...]] = []
+    for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp in rows:
+        anchor = orjson.loads(anchor_json)
+        live = buffers is not None and file in buffers
+        now = _stamp(os.fspath(root), file)
+        if state is not None and not live and stamp == now:
+            extra = orjson.loads(resolution) if resolution else {}
+            place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
+                          extra.get("session"), extra.get("edit"))
+        else:
+            place = _resolve(db, root, anchor, buffers)
+            if not live:
+                fresh.append((place, now, no, n))
+        out.setdefault(no, []).append(place)
+    if fresh:
+        _keep(db, fresh)
+    return out
+
+
+def _resolve(db: apsw.Connection, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None
+             ) -> Place:
+    from engram.memory.anchors import Anchor, resolve  # noqa: PLC0415 - fingerprints load numpy
+
+    res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db)
+    if res.start is None or res.end is None:  # vanished: shown where it was
+        return Place(anchor_json, res.state, str(anchor_json["file"]), int(anchor_json["start"]),
+                     int(anchor_json["end"]), float(res.retained), res.best_partial, res.session, res.edit)
+    return Place(anchor_json, res.state, res.file, res.start, res.end, float(res.retained), res.best_partial,
+                 res.session, res.edit)
+
+
+def _keep(db: apsw.Connection, fresh: list[tuple[Place, str, int, int]]) -> None:
+    """Keep resolutions for the next call; a row replaced meanwhile (a re-anchor) is left alone."""
+    with immediate(db):
+        for place, stamp, no, n in fresh:
+            extra = {"best_partial": place.best_partial, "session": place.session, "edit": place.edit}
+            db.execute(
+                "UPDATE memory_anchors SET state = ?, at_file = ?, at_start = ?, at_end = ?, retained = ?,"
+                " resolution = ?, stamp = ? WHERE memory = ? AND n = ? AND anchor = ?",
+                (place.state, place.file, place.start, place.end, place.retained, orjson.dumps(extra).decode(),
+                 stamp, no, n, orjson.dumps(place.anchor).decode()))
+
+
+def near(db: apsw.Connection, root: Path, file: str, start: int | None, end: int | None,
+         buffers: Mapping[str, str] | None = None) -> list[tuple[int, int]]:
+    """Memories anchored on `file` (near lines start..end when given), nearest first, as
+    (memory no, distance in lines: 0 when the anchor overlaps the span)."""
+    nos = [r[0] for r in db.execute(
+        "SELECT DISTINCT memory FROM memory_anchors WHERE file = ? OR at_file = ?", (file, file))]
+    found: list[tuple[int, int]] = []
+    for no, places in places_of(db, root, nos, buffers).items():
+        gaps = [_gap(p, start, end) for p in places if p.file == file and p.state != "vanished"]
+        gaps = [g for g in gaps if g is not None]
+        if gaps:
+            found.append((no, min(gaps)))
+    found.sort(key=lambda x: (x[1], x[0]))
+    return found
+
+
+def _gap(place: Place, start: int | None, end: int | None) -> int | None:
+    if start is None or end is None:
+        return 0
+    if place.end < start:
+        gap = start - place.end
+    elif place.start > end:
+        gap = place.start - end
+    else:
+        return 0
+    return gap if gap <= NEAR_LINES else None

@@ -1,0 +1,234 @@
+"""Recall: the memories that answer a query, near a place in the code if one is given.
+
+Three channels each rank memories: BM25 over content and tags (SQLite FTS5), dense cosine over
+the memories' vectors (one matrix product, `vectors.Matrix`), and anchor proximity (memories
+anchored on or near the span asked about, `places.near`). `fusion.fuse` merges them. Then each
+candidate's fused score is multiplied by its factors:
+
+- **decay**: strength halves every HALF_LIFE_DAYS since the memory was written or last
+  recalled, longer for important memories, for a person's (trust) and for often-recalled ones;
+  a pinned memory never decays. Strength only scales the score down to DECAY_FLOOR: an old memory
+  that matches well still comes back.
+- **status**: superseded, invalidated and archived memories are left out unless asked for
+  (`hidden`), and then count less.
+- **drift**: a memory whose anchors all vanished is about code that is gone; it counts less and
+  the answer says so.
+
+Without the model (onnxruntime or the model package missing) recall runs on BM25 and anchors and
+the answer says so (`"dense": "unavailable: <reason>"`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from engram.errors import BadInput
+from engram.memory.model import (
+    Memory,
+    check_kind,
+    check_tags,
+    moment_of,
+    now_iso,
+    seconds_between,
+)
+from engram.memory.places import Place, best_state, near
+
+if TYPE_CHECKING:
+    from engram.memory.memories import Memories  # noqa: F401 - the type of `mem`
+
+log = logging.getLogger(__name__)
+
+HALF_LIFE_DAYS = 30.0
+DECAY_FLOOR = 0.5
+TRUST_LIFE = {3: 3.0, 2: 1.5, 1: 1.0}  # person, agent, import
+HIDDEN_FACTOR = 0.7  # superseded / invalidated / archived, when asked for
+DRIFT_FACTOR = {"intact": 1.0, "moved": 1.0, "edited": 0.9, "vanished": 0.6}
+POOL = 100  # candidates per channel
+SCORED = 50  # fused candidates whose factors are computed (at least 3 x limit); one further down could
+# only overtake a candidate whose factors cut its score to a fifth (decay floor x hidden x vanished)
+MAX_LIMIT = 200
+
+
+def strength(m: Memory, now: str) -> float:
+    """How much of a memory's weight is left: 1 when just written or recalled, halving every
+    half-life (see the module docstring); 1 for a pinned memory."""
+    if m.pinned:
+        return 1.0
+    last = max(m.created, m.last_recalled or "")
+    days = max(0.0, seconds_between(last, now) / 86400.0)
+    life = HALF_LIFE_DAYS * (1.0 + 2.0 * m.importance) * TRUST_LIFE.get(m.trust, 1.0) * \
+        (1.0 + 0.5 * math.log1p(m.recall_count))
+    return 0.5 ** (days / life)
+
+
+def factors(m: Memory, places: list[Place], now: str) -> dict[str, float]:
+    return {"decay": DECAY_FLOOR + (1.0 - DECAY_FLOOR) * strength(m, now),
+            "status": 1.0 if m.status == "active" else HIDDEN_FACTOR,
+            "drift": DRIFT_FACTOR.get(best_state(places) or "intact", 1.0)}
+
+
+def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None = None,
+           tags: Sequence[str] = (), limit: int = 10, hidden: bool = False, debug: bool = False,
+           now: str | None = None, reinforce: bool = True,
+           buffers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The answer of `engram recall --json`: {"query", "dense", "memories": [...]} (and, with
+    `debug`, each memory's channel ranks and factors)."""
+    from engram.memory.fusion import fuse  # noqa: PLC0415
+
+    query = (query or "").strip()
+    if not query and at is None:
+        raise BadInput("what to recall? give words to search for (or a place, --at FILE[:A-B])")
+    if kind is not None:
+        check_kind(kind)
+    tag_list = check_tags(list(tags))
+    if not 1 <= limit <= MAX_LIMIT:
+        raise BadInput(f"limit {limit}: from 1 to {MAX_LIMIT}")
+    mem.sync()
+    now = now or now_iso()
+    channels: dict[str, list[str]] = {}
+    scores: dict[str, list[float]] = {}
+    no_of: dict[str, int] = {}
+    if query:
+        _bm25(mem, query, kind, hidden, channels, scores, no_of)
+        dense = _dense(mem, query, kind, hidden, channels, scores, no_of)
+    else:
+        dense = "not used: no query"
+    if at is not None:
+        _anchor(mem, at, buffers, channels, no_of)
+    fused = fuse(channels, scores=scores)[:max(SCORED, 3 * limit)]
+    rows = mem.by_no([no_of[h.id] for h in fused])
+    places = mem.places([no_of[h.id] for h in fused], buffers)
+    period = _period(query)
+    ranked: list[tuple[float, dict[str, Any]]] = []
+    for hit in fused:
+        no = no_of[hit.id]
+        m = rows.get(no)
+        if m is None or (not hidden and m.status != "active") or (kind and m.kind != kind) or \
+                not set(tag_list) <= set(m.tags):
+            continue
+        mem_places = places.get(no, [])
+        f = factors(m, mem_places, now)
+        base = hit.score + _time_bonus(period, m)
+        score = base * f["decay"] * f["status"] * f["drift"]
+        ranked.append((score, _answer(m, mem_places, score, hit, f, base, debug)))
+    ranked.sort(key=lambda x: (-x[0], x[1]["id"]))
+    answers = [a for _, a in ranked[:limit]]
+    if reinforce and answers:
+        mem.recalled([a["id"] for a in answers])
+    doc: dict[str, Any] = {"query": query, "dense": dense, "memories": answers}
+    if at is not None:
+        doc["at"] = at
+    return doc
+
+
+def recall_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`recall` for a request of `engram recall` (from the command line, or sent by one to a
+    running language server, which answers it the same way)."""
+    try:
+        limit = int(params.get("limit") or 10)
+    except (TypeError, ValueError):
+        raise BadInput(f"limit {params.get('limit')!r}: a whole number") from None
+    at = params.get("at")
+    return recall(mem, str(params.get("query") or ""), at=str(at) if at else None, kind=params.get("kind") or None,
+                  tags=list(params.get("tags") or []), limit=limit, hidden=bool(params.get("all")),
+                  debug=bool(params.get("debug")))
+
+
+def _bm25(mem: Memories, query: str, kind: str | None, hidden: bool, channels: dict[str, list[str]],
+          scores: dict[str, list[float]], no_of: dict[str, int]) -> None:
+    from engram.memory.fusion import fts_query  # noqa: PLC0415
+
+    match = fts_query(query)
+    if not match:
+        return
+    where = "" if hidden else " AND m.status = 'active'"
+    args: list[Any] = [match]
+    if kind is not None:
+        where += " AND m.kind = ?"
+        args.append(kind)
+    rows = mem.db.execute(f"SELECT m.no, m.id, f.rank FROM memory_fts f JOIN memories m ON m.no = f.rowid"
+                          f" WHERE memory_fts MATCH ?{where} ORDER BY f.rank LIMIT {POOL}", args).fetchall()
+    channels["bm25"] = [mid for _, mid, _ in rows]
+    scores["bm25"] = [-rank for _, _, rank in rows]
+    no_of.update((mid, no) for no, mid, _ in rows)
+
+
+def _dense(mem: Memories, query: str, kind: str | None, hidden: bool, channels: dict[str, list[str]],
+           scores: dict[str, list[float]], no_of: dict[str, int]) -> str:
+    """The dense channel, and what the answer says of it."""
+    from engram.memory import vectors  # noqa: PLC0415
+
+    ok, reason = vectors.status()
+    if not ok:
+        return f"unavailable: {reason}"
+    model = vectors.embedder()
+    qv = model.embed([query])[0]
+    mem.matrix.refresh(mem.db)
+    top = mem.matrix.top(qv, POOL, hidden=hidden, kind=kind)
+    ids = dict(mem.db.execute("SELECT no, id FROM memories WHERE no IN (SELECT value FROM json_each(?))",
+                              (_json([no for no, _ in top]),)).fetchall()) if top else {}
+    top = [(no, cos) for no, cos in top if no in ids]
+    channels["dense"] = [ids[no] for no, _ in top]
+    scores["dense"] = [cos for _, cos in top]
+    no_of.update((ids[no], no) for no, _ in top)
+    waiting = mem.matrix.waiting()
+    if waiting:
+        return f"used; {waiting} {'memory has' if waiting == 1 else 'memories have'} no vector yet (`engram memory embed`)"
+    return "used"
+
+
+def _anchor(mem: Memories, at: str, buffers: Mapping[str, str] | None, channels: dict[str, list[str]],
+            no_of: dict[str, int]) -> None:
+    place = mem.at(at)
+    found = near(mem.db, mem.store.root, place.file, place.start, place.end, buffers)
+    ids = dict(mem.db.execute("SELECT no, id FROM memories WHERE no IN (SELECT value FROM json_each(?))",
+                              (_json([no for no, _ in found]),)).fetchall()) if found else {}
+    channels["anchor"] = [ids[no] for no, _ in found if no in ids]
+    no_of.update((ids[no], no) for no, _ in found if no in ids)
+
+
+def _period(query: str) -> Any:
+    from engram.memory import fusion  # noqa: PLC0415
+
+    find = getattr(fusion, "query_period", None)
+    return find(query) if find is not None and query else None
+
+
+def _time_bonus(period: Any, m: Memory) -> float:
+    """A query naming a date favours memories written then (`fusion.time_closeness`)."""
+    if period is None:
+        return 0.0
+    from engram.memory import fusion  # noqa: PLC0415
+
+    return float(fusion.TIME_WEIGHT) * float(fusion.time_closeness(period, moment_of(m.created)))
+
+
+def _answer(m: Memory, places: list[Place], score: float, hit: Any, f: dict[str, float], base: float,
+            debug: bool) -> dict[str, Any]:
+    out = memory_json(m, places)
+    out["score"] = round(score, 6)
+    if debug:
+        out["debug"] = {"ranks": dict(hit.ranks), "fused": round(hit.score, 6), "time": round(base - hit.score, 6),
+                        "factors": {k: round(v, 4) for k, v in f.items()}}
+    return out
+
+
+def memory_json(m: Memory, places: list[Place]) -> dict[str, Any]:
+    """A memory as recall, list and show give it (`engram recall --json`'s fields)."""
+    out: dict[str, Any] = {"id": m.id, "content": m.content, "kind": m.kind, "tags": m.tags,
+                           "importance": m.importance, "status": m.status, "source": m.source,
+                           "anchors": [p.to_json() for p in places], "evidence": m.evidence}
+    state = best_state(places)
+    if state == "vanished":
+        out["drift"] = "vanished: the code this memory is anchored to is gone"
+    elif state == "edited":
+        out["drift"] = "edited: the code this memory is anchored to has changed"
+    return out
+
+
+def _json(values: list[int]) -> str:
+    import orjson  # noqa: PLC0415
+
+    return orjson.dumps(values).decode()

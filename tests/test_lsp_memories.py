@@ -1,0 +1,198 @@
+"""Notes (memories) in the language server, through a real LSP client (pytest-lsp), a real store
+and its memory log: hovers, lenses, the remember/forget/re-anchor/recall commands, code actions
+and drift diagnostics."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_engram
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+from test_lsp import client, lenses, open_doc, spot, start  # noqa: F401 - fixtures shared with test_lsp
+
+LONG_NOTE = "\n".join(["Retries stop at three: the payment API bans clients that retry more."] +
+                      [f"detail line {i}" for i in range(1, 10)])
+
+
+def rng(a: int, b: int) -> dict[str, Any]:
+    """Lines a..b (0-based, inclusive) as an LSP range."""
+    return {"start": {"line": a, "character": 0}, "end": {"line": b + 1, "character": 0}}
+
+
+async def command(lc: LanguageClient, name: str, *args: Any) -> Any:
+    return await lc.workspace_execute_command_async(types.ExecuteCommandParams(command=name,
+                                                                                   arguments=list(args)))
+
+
+async def hover_text(lc: LanguageClient, uri: str, line: int) -> str | None:
+    h = await lc.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=1)))
+    return None if h is None else h.contents.value
+
+
+def listed(root: Path) -> dict[str, dict[str, Any]]:
+    """What `engram memory list --json` sees, by id."""
+    out = json.loads(run_engram(root, "memory", "list", "--json").stdout)
+    return {m["id"]: m for m in out["memories"]}
+
+
+def insert_top(lc: LanguageClient, uri: str, version: int, text: str) -> None:
+    lc.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            text=text)]))
+
+
+async def test_a_note_comes_before_the_evidence_and_follows_unsaved_edits(
+        client: LanguageClient, spot: Path, agent_file: str) -> None:  # noqa: F811
+    await start(client, spot)
+    uri = open_doc(client, spot / agent_file)
+    line = (await lenses(client, uri))[0].range.start.line
+    made = await command(client, "engram.remember", uri, rng(line, line + 2), LONG_NOTE, "decision")
+    assert made["id"] in listed(spot), "the command wrote to the store the command line reads"
+    md = await hover_text(client, uri, line + 1)
+    assert md is not None
+    assert "**decision**" in md and "payment API bans clients" in md and "a person" in md
+    assert "more line" in md and "detail line 9" not in md, "a long note shows its first lines and says there is more"
+    assert md.index("payment API") < md.index("**Claude Code**"), "the note comes before the evidence"
+
+    insert_top(client, uri, 2, "# one\n# two\n# three\n")  # unsaved: the file on disk is unchanged
+    moved = await hover_text(client, uri, line + 4)
+    assert moved is not None and "payment API bans clients" in moved
+    before = await hover_text(client, uri, line)
+    assert before is None or "payment API" not in before, "the note left the lines it no longer covers"
+
+    # A note written while the buffer is dirty anchors to the buffer's text: on disk (what the
+    # command line resolves against) its code is three lines higher.
+    dirty = await command(client, "engram.remember", uri, rng(line + 3, line + 5),
+                          "Written on an unsaved buffer: the loop's first lines.", "fact")
+    on_disk = listed(spot)[dirty["id"]]["anchors"][0]
+    assert on_disk["lines"] == [line + 1, line + 3] and on_disk["state"] in ("intact", "moved"), on_disk
+    await command(client, "engram.forget", dirty["id"])
+    gone = await command(client, "engram.forget", made["id"])
+    assert gone["forgotten"] and made["id"] not in listed(spot)
+    after = await hover_text(client, uri, line + 4)
+    assert after is not None and "payment API" not in after, "the evidence stays, the note is gone"
+
+
+async def test_lenses_count_notes_and_a_note_alone_gets_one(  # noqa: F811
+        client: LanguageClient, spot: Path, agent_file: str) -> None:  # noqa: F811
+    await start(client, spot)
+    plain = spot / "shopping.txt"
+    plain.write_text("shopping list\napples\npears\nplums\nfigs\n")
+    uri = open_doc(client, plain)
+    assert await lenses(client, uri) == []
+    assert await hover_text(client, uri, 2) is None, "no note and no evidence: no hover"
+    alone = await command(client, "engram.remember", uri, rng(1, 2), "Pears only when ripe.", "preference")
+    found = await lenses(client, uri)
+    assert [lens.range.start.line for lens in found] == [1]
+    assert (await client.code_lens_resolve_async(found[0])).command.title == "why? 1 note"
+
+    code = open_doc(client, spot / agent_file)
+    first = (await lenses(client, code))[0]
+    kept = await command(client, "engram.remember", code, rng(first.range.start.line, first.range.start.line + 1),
+                         "This block is the retry loop the reviewers asked for.", "fact")
+    again = [lens for lens in await lenses(client, code) if lens.range.start.line == first.range.start.line]
+    title = (await client.code_lens_resolve_async(again[0])).command.title
+    assert re.fullmatch(r"why\? \d+ sessions? · 1 note · Claude Code · .+ ago", title), title
+
+    edited = await command(client, "engram.edit", alone["id"], {"content": "Pears only when ripe and cold."})
+    assert edited["content"] == "Pears only when ripe and cold." and listed(spot)[alone["id"]]["content"] == edited["content"]
+    assert "ripe and cold" in (await hover_text(client, uri, 1) or "")
+    with pytest.raises(Exception, match="kind"):
+        await command(client, "engram.edit", alone["id"], {"kind": "gossip"})
+    hits = await command(client, "engram.recall", "ripe pears")
+    assert hits and hits[0]["id"] == alone["id"] and hits[0]["location"]["uri"] == uri
+    assert hits[0]["location"]["range"]["start"]["line"] == 1
+    for made in (alone, kept):
+        await command(client, "engram.forget", made["id"])
+    assert not {alone["id"], kept["id"]} & set(listed(spot))
+
+
+def action_command(action: Any) -> dict[str, Any]:
+    """A code action's command as sent. (lsprotocol's client reads `Command | CodeAction` as a
+    Command, its `command` field then holding the action's command object, printed.)"""
+    cmd = action.command
+    if isinstance(cmd, types.Command):
+        return {"command": cmd.command, "arguments": cmd.arguments}
+    if isinstance(cmd, str) and cmd.startswith("{"):
+        return ast.literal_eval(cmd)
+    return {"command": cmd, "arguments": action.arguments}
+
+
+async def wait_for(predicate: Any, timeout: float = 20.0) -> None:
+    for _ in range(int(timeout / 0.1)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+DRIFT_TEXT = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    total = 2 * (w + h)\n" \
+             "    assert total >= 0\n    return total\n"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_a_vanished_note_is_a_hint_with_actions_and_the_setting_turns_it_off(
+        client: LanguageClient, spot: Path, enabled: bool) -> None:  # noqa: F811
+    await start(client, spot, {"noteDiagnostics": enabled, "debounce": 0.05})
+    path = spot / f"shapes_{enabled}.py"
+    path.write_text(DRIFT_TEXT)
+    uri = open_doc(client, path)
+    made = await command(client, "engram.remember", uri, rng(4, 7), "The perimeter of a negative box is refused.",
+                         "decision")
+    await wait_for(lambda: uri in client.diagnostics)
+    assert not client.diagnostics[uri], "an intact note is no diagnostic"
+    # The person deletes the anchored function (unsaved).
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text="def area(w, h):\n    return w * h\n")]))
+    if not enabled:
+        await asyncio.sleep(1.0)
+        assert not client.diagnostics[uri]
+        await command(client, "engram.forget", made["id"])
+        return
+    await wait_for(lambda: bool(client.diagnostics.get(uri)))
+    (diag,) = client.diagnostics[uri]
+    assert diag.severity == types.DiagnosticSeverity.Hint and diag.code == "note-drift"
+    assert "gone" in diag.message and "perimeter of a negative box" in diag.message
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=diag.range,
+        context=types.CodeActionContext(diagnostics=[diag])))
+    titles = [a.title for a in actions]
+    assert "Remember a note for the selection…" in titles
+    reanchor = next(a for a in actions if a.title.startswith("Re-anchor note"))
+    assert any(t.startswith("Forget note") for t in titles)
+    run = action_command(reanchor)
+    assert run["command"] == "engram.reanchor" and run["arguments"][:2] == [made["id"], uri]
+    await command(client, run["command"], made["id"], uri, rng(0, 1))  # "its code is here now"
+    await wait_for(lambda: not client.diagnostics[uri])
+    assert listed(spot)[made["id"]]["anchors"][0]["lines"] == [1, 2]
+    await command(client, "engram.forget", made["id"])
+
+
+async def test_an_edited_note_is_a_hint_below_the_threshold(client: LanguageClient, spot: Path) -> None:  # noqa: F811
+    await start(client, spot, {"noteDriftBelow": 1.0, "debounce": 0.05})
+    path = spot / "shapes_edited.py"
+    path.write_text(DRIFT_TEXT)
+    uri = open_doc(client, path)
+    made = await command(client, "engram.remember", uri, rng(4, 7), "Perimeters are never negative.", "fact")
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(
+            text=DRIFT_TEXT.replace("    assert total >= 0\n", "    if total < 0:\n        raise ValueError(total)\n"))]))
+    await wait_for(lambda: bool(client.diagnostics.get(uri)))
+    (diag,) = client.diagnostics[uri]
+    assert "edited" in diag.message and diag.range.start.line == 4
+    md = await hover_text(client, uri, 5)
+    assert md is not None and re.search(r"edited \d+%", md), md
+    await command(client, "engram.forget", made["id"])
+    await wait_for(lambda: not client.diagnostics[uri])

@@ -1,0 +1,238 @@
+"""The memory commands as a user runs them: `engram remember`, `recall`, `forget`, `memory ...`,
+their `--json` shapes (docs/memories.md), standard input, anchors reported as the code drifts,
+imports (JSON Lines, CLAUDE.md, mem0) and exports, consolidation, reindex, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import RETRY_PY, run_engram
+
+FIXTURES = Path(__file__).parent / "fixtures" / "memories"
+
+
+@pytest.fixture
+def repo(repo: Path) -> Path:
+    (repo / "net.py").write_text(RETRY_PY)
+    return repo
+
+
+def js(repo: Path, *args: str, input: bytes | None = None) -> dict:
+    return json.loads(run_engram(repo, *args, "--json", input=input).stdout)
+
+
+def test_remember_recall_show_and_the_json_shapes(repo: Path) -> None:
+    first = js(repo, "remember", "Retries back off exponentially\nTwo to the power of the attempt, in seconds.",
+               "--at", "net.py:4-10", "--kind", "decision", "--tag", "net", "--tag", "resilience",
+               "--importance", "0.8")
+    assert set(first) == {"id"}
+    piped = js(repo, "remember", "-", "--kind", "negative", input=b"There is no circuit breaker in net.py\n")
+    again = js(repo, "remember", "retries back off exponentially\ntwo to the power of the attempt, in seconds.")
+    assert again == {"id": first["id"], "merged_into": first["id"]}
+
+    doc = js(repo, "recall", "how do retries back off", "--debug")
+    top = doc["memories"][0]
+    assert set(top) >= {"id", "content", "kind", "tags", "importance", "status", "source", "score", "anchors",
+                        "evidence"}
+    assert top["id"] == first["id"] and top["tags"] == ["net", "resilience"] and top["importance"] == 0.8
+    assert top["anchors"] == [{"file": "net.py", "lines": [4, 10], "state": "intact", "retained": 1.0}]
+    assert set(top["debug"]["ranks"]) >= {"bm25", "dense"} and set(top["debug"]["factors"]) == {
+        "decay", "status", "drift"}
+    assert doc["dense"].startswith("used") or doc["dense"].startswith("unavailable: ")
+    assert js(repo, "recall", "circuit breaker", "--kind", "negative")["memories"][0]["id"] == piped["id"]
+
+    text = run_engram(repo, "recall", "retries").stdout
+    assert first["id"] in text and "at net.py:4-10 (intact)" in text
+    shown = js(repo, "memory", "show", first["id"][:6])
+    assert shown["recall_count"] >= 2 and shown["transitions"][0]["to"] == "active"
+    assert "Two to the power" in run_engram(repo, "memory", "show", first["id"]).stdout
+
+
+def test_list_drifted_and_recall_report_the_anchors_state(repo: Path) -> None:
+    mid = js(repo, "remember", "retry sleeps two to the power of the attempt", "--at", "net.py:4-10")["id"]
+    (repo / "net.py").write_text("# a header line\n\n" + RETRY_PY)  # shifted: still intact
+    assert js(repo, "memory", "list", "--drifted")["memories"] == []
+    listed = js(repo, "memory", "list", "--at", "net.py:8")["memories"]
+    assert listed[0]["anchors"][0]["lines"] == [6, 12] and listed[0]["anchors"][0]["state"] == "intact"
+    (repo / "net.py").write_text(RETRY_PY.replace("attempts=5", "attempts=7").replace("gave up", "giving up"))
+    drifted = js(repo, "memory", "list", "--drifted")["memories"]
+    assert drifted[0]["anchors"][0]["state"] == "edited" and 0.5 < drifted[0]["anchors"][0]["retained"] < 1
+    (repo / "net.py").write_text("print('all gone')\n")
+    doc = js(repo, "recall", "retry sleeps", "--debug")
+    m = doc["memories"][0]
+    assert m["id"] == mid and m["anchors"][0]["state"] == "vanished" and m["drift"].startswith("vanished")
+    assert m["debug"]["factors"]["drift"] < 1
+    assert "vanished" in run_engram(repo, "memory", "list", "--drifted").stdout
+    moved = js(repo, "memory", "reanchor", mid, "net.py:1-1")
+    assert moved["anchors"][0]["state"] == "intact" and js(repo, "memory", "list", "--drifted")["memories"] == []
+
+
+def test_edit_link_graph_forget(repo: Path) -> None:
+    old = js(repo, "remember", "CI runs on Jenkins")["id"]
+    new = js(repo, "remember", "CI runs on GitHub Actions since March")["id"]
+    assert js(repo, "memory", "link", new, old, "--relation", "supersedes") == {
+        "from": new, "to": old, "relation": "supersedes"}
+    assert js(repo, "memory", "show", old)["status"] == "superseded"
+    assert old not in [m["id"] for m in js(repo, "recall", "CI runs")["memories"]]
+    assert old in [m["id"] for m in js(repo, "recall", "CI runs", "--all")["memories"]]
+    edited = js(repo, "memory", "edit", new, "--tag", "ci", "--importance", "0.9", "--status", "invalidated",
+                "--why", "moved to Buildkite")
+    assert (edited["tags"], edited["importance"], edited["status"]) == (["ci"], 0.9, "invalidated")
+    assert edited["transitions"][-1] == {**edited["transitions"][-1], "from": "active", "to": "invalidated",
+                                         "why": "moved to Buildkite"}
+    graph = js(repo, "memory", "graph", new, "--depth", "1")
+    assert {n["id"] for n in graph["nodes"]} == {new, old}
+    assert js(repo, "forget", old) == {"id": old, "forgotten": True, "purged": False, "files_rewritten": 0,
+                                       "events_removed": 0}
+    err = run_engram(repo, "memory", "show", old, check=False)
+    assert err.returncode == 1 and f"memory {old} was forgotten" in err.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (("remember", ""), "the text is empty"),
+    (("remember", "x", "--at", "net.py:4-99"), "past the end"),
+    (("remember", "x", "--at", "../../etc/passwd:1-2"), "outside the repository"),
+    (("remember", "x", "--at", "net.py"), "anchor a memory to lines"),
+    (("remember", "x", "--evidence", "abc"), "TAPE@OFFSET"),
+    (("memory", "show", "0123456789ab"), "no memory matches"),
+    (("memory", "edit", "0123456789ab", "--kind", "fact"), "no memory matches"),
+    (("memory", "edit", "0123456789ab"), "nothing to change"),
+    (("recall", ""), "what to recall"),
+])
+def test_bad_input_is_one_line_on_stderr_and_changes_nothing(repo: Path, args: tuple[str, ...], message: str) -> None:
+    js(repo, "remember", "something already there")
+    events = repo / ".engram" / "events" / "memories"
+    before = {f.name: f.read_bytes() for f in events.iterdir()}
+    proc = run_engram(repo, *args, check=False)
+    assert proc.returncode == 1 and message in proc.stderr and proc.stderr.count("\n") == 1
+    assert {f.name: f.read_bytes() for f in events.iterdir()} == before
+
+
+def test_unknown_kind_is_a_usage_error(repo: Path) -> None:
+    proc = run_engram(repo, "remember", "x", "--kind", "opinion", check=False)
+    assert proc.returncode == 2 and "invalid choice: 'opinion'" in proc.stderr
+
+
+def test_import_export_round_trip_and_a_malformed_line_imports_nothing(repo: Path, tmp_path: Path) -> None:
+    lines = [
+        {"content": "Builds are reproducible: SOURCE_DATE_EPOCH is set", "kind": "fact", "tags": ["build"],
+         "importance": 0.7, "created": "2025-06-01T12:00:00Z", "source": {"type": "person"}},
+        {"content": "retry backs off exponentially", "at": "net.py:4-10", "kind": "decision"},
+        {"content": "There is no Windows support", "kind": "negative", "source": "import"},
+    ]
+    good = tmp_path / "in.jsonl"
+    good.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + '{"content": "x", "kind": "opinion"}\n{"content": \n')
+    proc = run_engram(repo, "memory", "import", str(bad), check=False)
+    assert proc.returncode == 1 and "line 4: unknown kind 'opinion'" in proc.stderr and "nothing was imported" in proc.stderr
+    assert not (repo / ".engram" / "events" / "memories").exists() or js(repo, "memory", "list")["memories"] == []
+    report = js(repo, "memory", "import", str(good))
+    assert (report["imported"], report["skipped"], report["format"]) == (3, 0, "jsonl")
+    assert js(repo, "memory", "import", str(good))["skipped"] == 3  # nothing twice
+    exported = [json.loads(x) for x in run_engram(repo, "memory", "export").stdout.splitlines()]
+    assert [e["content"] for e in exported] == [x["content"] for x in lines]
+    assert exported[0]["created"] == "2025-06-01T12:00:00.000000Z" and exported[1]["at"] == "net.py:4-10"
+    other = tmp_path / "other"
+    shutil.copytree(repo, other, ignore=shutil.ignore_patterns(".engram"))
+    run_engram(other, "init")
+    out = tmp_path / "out.jsonl"
+    run_engram(repo, "memory", "export", "-o", str(out))
+    assert js(other, "memory", "import", str(out))["imported"] == 3
+    assert [json.loads(x) for x in run_engram(other, "memory", "export").stdout.splitlines()] == exported
+
+
+def test_import_claude_md_and_auto_memory_notes_and_mem0(repo: Path) -> None:
+    md = js(repo, "memory", "import", str(FIXTURES / "CLAUDE.md"))
+    assert md["format"] == "claude-md" and md["imported"] == 6
+    listed = {m["content"]: m for m in js(repo, "memory", "list")["memories"]}
+    assert listed["Use tabs in Makefiles; spaces everywhere else"]["kind"] == "preference"
+    assert listed["Use tabs in Makefiles; spaces everywhere else"]["tags"] == ["project-guide", "conventions"]
+    assert listed["Use tabs in Makefiles; spaces everywhere else"]["source"] == {
+        "type": "import", "origin": "claude-md:CLAUDE.md"}
+    notes = js(repo, "memory", "import", str(FIXTURES / "auto-memory"))
+    assert notes["imported"] == 2  # MEMORY.md's pointer lines are the notes themselves
+    fed = js(repo, "recall", "integration tests database mocks")["memories"][0]
+    assert fed["kind"] == "preference" and "real database" in fed["content"]
+    mem0 = js(repo, "memory", "import", str(FIXTURES / "mem0-export.json"))
+    assert (mem0["format"], mem0["imported"]) == ("mem0", 3)
+    hit = js(repo, "recall", "dark mode editor theme")["memories"][0]
+    assert hit["tags"] == ["user_preferences"] and hit["source"] == {"type": "import", "origin": "mem0"}
+
+
+def test_consolidate_merges_near_duplicates_and_archives_what_faded(repo: Path, tmp_path: Path) -> None:
+    records = [
+        {"content": "Use tabs in Makefiles", "kind": "preference"},
+        {"content": "Use tabs in Makefiles always", "kind": "preference", "tags": ["make"]},
+        {"content": "The old deploy script was removed in 2023", "kind": "negative", "created": "2023-01-01",
+         "importance": 0.1, "source": "import"},
+        {"content": "Keep this one around", "created": "2023-01-01", "pinned": True},
+    ]
+    f = tmp_path / "m.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in records))
+    js(repo, "memory", "import", str(f), "--no-dedup")
+    before = (repo / ".engram" / "events" / "memories").stat()
+    plan = js(repo, "memory", "consolidate", "--dry-run")
+    assert plan["dry_run"] is True
+    assert [c["change"] for c in plan["changes"]] == ["merge", "archive"]
+    assert len(js(repo, "memory", "list")["memories"]) == 4  # a dry run writes nothing
+    assert (repo / ".engram" / "events" / "memories").stat().st_mtime_ns == before.st_mtime_ns
+    assert "would merge" in run_engram(repo, "memory", "consolidate", "--dry-run").stdout
+    done = js(repo, "memory", "consolidate")
+    assert done["changes"] == plan["changes"]
+    kept = {m["content"] for m in js(repo, "memory", "list")["memories"]}
+    assert kept == {"Use tabs in Makefiles always", "Keep this one around"}
+    everything = js(repo, "memory", "list", "--all")["memories"]
+    assert sorted(m["status"] for m in everything) == ["active", "active", "archived", "superseded"]
+    merged = next(m for m in everything if m["content"] == "Use tabs in Makefiles always")
+    graph = js(repo, "memory", "graph", merged["id"])
+    assert [e["relation"] for e in graph["edges"]] == ["derived_from"]
+
+
+def test_reindex_rebuilds_memories_with_the_same_answers(repo: Path) -> None:
+    a = js(repo, "remember", "Retries back off exponentially", "--at", "net.py:4-10", "--tag", "net")["id"]
+    js(repo, "remember", "Timeouts are in seconds")
+    want = js(repo, "memory", "list")
+    out = run_engram(repo, "reindex").stdout
+    assert "memories: 2 from 2 logged events" in out
+    assert js(repo, "memory", "list") == want
+    (repo / ".engram" / "index.sqlite").unlink()
+    assert js(repo, "memory", "list") == want
+    assert js(repo, "recall", "retries")["memories"][0]["id"] == a
+
+
+def test_embed_gives_waiting_memories_their_vectors(repo: Path) -> None:
+    js(repo, "remember", "The service listens on port 8080 in development")
+    doc = js(repo, "memory", "embed")
+    if doc["dense"].startswith("unavailable"):
+        pytest.skip(doc["dense"])
+    assert doc["waiting"] == 0 and doc["embedded"] <= 1
+    assert js(repo, "recall", "which port")["dense"] == "used"
+
+
+def test_an_agent_s_memory_records_the_agent_and_its_session(repo: Path) -> None:
+    out = run_engram(repo, "remember", "The flaky test is test_upload; it races the cleanup", "--kind", "debug",
+                     "--json", env={"CLAUDECODE": "1", "CLAUDE_SESSION_ID": "5d1c0c1e-aaaa"}).stdout
+    shown = js(repo, "memory", "show", json.loads(out)["id"])
+    assert shown["source"] == {"type": "agent", "harness": "claude-code", "session": "5d1c0c1e-aaaa"}
+
+
+def test_every_option_has_help_text(repo: Path) -> None:
+    import argparse
+
+    from engram.cli.main import build_parser
+
+    def walk(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    if name in ("remember", "recall", "forget", "memory") or p.prog.endswith("memory"):
+                        walk(sub)
+            elif not isinstance(action, argparse._HelpAction) and p.prog.split()[1:2] in (
+                    ["remember"], ["recall"], ["forget"], ["memory"]):
+                assert action.help, f"{p.prog} {action.dest}"
+
+    walk(build_parser())

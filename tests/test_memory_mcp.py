@@ -1,0 +1,116 @@
+"""The memory tools with the MCP SDK's client: over stdio (`engram mcp`), and in memory on a
+server built as the language server builds its endpoint (with the editor's unsaved text)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import RETRY_PY, run_engram
+from mcp import Client, StdioServerParameters
+
+TOOLS = {"remember", "recall", "forget", "memory_update", "memory_link", "memories"}
+
+
+@pytest.fixture
+def repo(repo: Path) -> Path:
+    (repo / "net.py").write_text(RETRY_PY)
+    return repo
+
+
+def unset(value: object) -> object:
+    """`value` without the null fields a tool's output schema lists but the command line leaves out."""
+    if isinstance(value, dict):
+        return {k: unset(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [unset(v) for v in value]
+    return value
+
+
+def stdio(cwd: Path) -> StdioServerParameters:
+    # the environment is passed on: the server imports the same engram as the tests
+    return StdioServerParameters(command=sys.executable, args=["-m", "engram_server.entry", "mcp"], cwd=str(cwd),
+                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+async def test_the_memory_tools_over_stdio(repo: Path) -> None:
+    async with Client(stdio(repo)) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert TOOLS <= set(tools)
+        assert "ctx" not in tools["remember"].input_schema["properties"]
+        assert tools["memories"].annotations.read_only_hint is True
+        assert tools["forget"].annotations.destructive_hint is True
+        assert set(tools["recall"].input_schema["properties"]) >= {"query", "limit", "kind", "tags", "file",
+                                                                   "start_line", "end_line"}
+        assert "memories" in tools["recall"].output_schema["properties"]
+
+        r = await c.call_tool("remember", {"content": "retry gives up after five attempts", "kind": "decision",
+                                           "file": "net.py", "start_line": 4, "end_line": 10, "tags": ["net"]})
+        assert r.is_error is False, r.content
+        mid = r.structured_content["id"]
+        again = await c.call_tool("remember", {"content": "Retry gives up after five attempts"})
+        assert again.structured_content["merged_into"] == mid
+
+        found = await c.call_tool("recall", {"query": "when does retry give up", "debug": True})
+        assert found.is_error is False, found.content  # checked against the output schema by the client
+        top = found.structured_content["memories"][0]
+        cli = run_engram(repo, "recall", "when does retry give up", "--json").stdout
+        import json
+
+        same = json.loads(cli)["memories"][0]  # the same fields (the tool's optional ones are null when unset)
+        assert {k: unset(top[k]) for k in same if k != "score"} == {k: same[k] for k in same if k != "score"}
+        assert top["anchors"][0]["state"] == "intact"
+        assert top["source"]["type"] == "agent" and top["source"]["harness"]
+
+        near = await c.call_tool("recall", {"query": "", "file": "net.py", "start_line": 6})
+        assert [m["id"] for m in near.structured_content["memories"]] == [mid]
+
+        other = (await c.call_tool("remember", {"content": "Retries used to be linear"})).structured_content["id"]
+        linked = await c.call_tool("memory_link", {"id": mid, "target": other, "relation": "supersedes"})
+        assert linked.structured_content == {"from": mid, "to": other, "relation": "supersedes"}
+        updated = await c.call_tool("memory_update", {"id": mid, "importance": 0.9, "tags": ["net", "policy"]})
+        assert updated.structured_content["tags"] == ["net", "policy"]
+        listed = await c.call_tool("memories", {"file": "net.py"})
+        assert [m["id"] for m in listed.structured_content["memories"]] == [mid]
+        hidden = await c.call_tool("memories", {"include_hidden": True})
+        assert {m["status"] for m in hidden.structured_content["memories"]} == {"active", "superseded"}
+        gone = await c.call_tool("forget", {"id": other, "purge": True})
+        assert gone.structured_content["purged"] is True
+
+        for name, args, message in [
+            ("remember", {"content": " "}, "the text is empty"),
+            ("remember", {"content": "x", "file": "net.py", "start_line": 4, "end_line": 99}, "past the end"),
+            ("remember", {"content": "x", "file": "../x.py", "start_line": 1, "end_line": 1}, "outside the repository"),
+            ("memory_update", {"id": "ffffffff", "importance": 0.3}, "no memory matches"),
+            ("memory_update", {"id": mid}, "nothing to change"),
+            ("forget", {"id": other}, "was forgotten and purged"),
+        ]:
+            bad = await c.call_tool(name, args)
+            assert bad.is_error is True and message in bad.content[0].text, (name, bad.content)
+
+
+async def test_tools_on_a_server_built_like_the_language_server_s_read_unsaved_text(repo: Path) -> None:
+    """The language server's endpoint builds the same tools with the editor's unsaved text: an
+    anchor follows code moved in a buffer that is not saved yet."""
+    from engram.store.repo import Store
+    from engram_server.mcp_tools import build_mcp, thread_runner
+
+    unsaved: dict[str, str] = {}
+    mcp = build_mcp(lambda: Store(repo), thread_runner(), lambda store, rel: unsaved.get(rel))
+    async with Client(mcp) as c:
+        assert TOOLS <= {t.name for t in (await c.list_tools()).tools}
+        mid = (await c.call_tool("remember", {"content": "the retry loop", "file": "net.py", "start_line": 4,
+                                              "end_line": 10})).structured_content["id"]
+        unsaved["net.py"] = "# new header\n# more\n# and more\n" + RETRY_PY
+        doc = (await c.call_tool("memories", {})).structured_content
+        assert doc["memories"][0]["id"] == mid, doc
+        assert doc["memories"][0]["anchors"][0]["lines"] == [7, 13], doc["memories"][0]["anchors"]
+        assert (repo / "net.py").read_text() == RETRY_PY  # nothing saved
+
+
+async def test_recall_without_a_store_is_a_tool_error(tmp_path: Path) -> None:
+    async with Client(stdio(tmp_path)) as c:
+        r = await c.call_tool("recall", {"query": "anything"})
+        assert r.is_error is True and "engram init" in r.content[0].text
