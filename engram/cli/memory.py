@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from engram.cli.argtypes import positive, share
 from engram.cli.context import store_of
 from engram.memory.model import KINDS, RELATIONS, STATUSES
+from engram.words import plural
 
 if TYPE_CHECKING:
     from engram.memory.memories import Memories
@@ -231,7 +232,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         _out(done)
     elif args.purge:
         print(f"forgot {done['id']} and erased it from the log ({done['events_removed']} events removed from "
-              f"{done['files_rewritten']} file(s)); copies already shared keep it until purged there")
+              f"{plural(done['files_rewritten'], 'file')}); copies already shared keep it until purged there")
     else:
         print(f"forgot {done['id']} (its events stay in the log; --purge erases them)")
     return 0
@@ -262,7 +263,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         _out(doc)
         return 0
     print("\n".join(_memory_lines(m, [])))
-    print(f"    created {_when(m.created)} · updated {_when(m.updated)} · recalled {m.recall_count} time(s), "
+    print(f"    created {_when(m.created)} · updated {_when(m.updated)} · recalled {plural(m.recall_count, 'time')}, "
           f"last {_when(m.last_recalled)}")
     for a in doc["anchors"]:
         state = a["state"] + (f", {a['retained']:.0%} retained" if a["state"] == "edited" else "")

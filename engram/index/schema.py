@@ -280,7 +280,7 @@ def _v12(db: apsw.Connection) -> None:
             anchor TEXT NOT NULL,        -- JSON: engram.memory.anchors.Anchor.to_json()
             state TEXT, at_file TEXT, at_start INTEGER, at_end INTEGER, retained REAL,
             resolution TEXT,             -- JSON: the last Resolution.to_json()
-            stamp TEXT,                  -- the stat of the file(s) it was resolved against
+            stamp TEXT,                  -- the stat of each file it was resolved against
             PRIMARY KEY(memory, n)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS memory_anchors_file ON memory_anchors(file);

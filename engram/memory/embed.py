@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from engram.errors import EngramError
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ class Embedder:
                 else:
                     _loaded[model_path] = embedder
                     _reasons[model_path] = (f"{MODEL_NAME} at {embedder.model_path}, {DIMS} dimensions, "
-                                            f"{embedder.threads} thread(s), loaded in "
+                                            f"{plural(embedder.threads, 'thread')}, loaded in "
                                             f"{embedder.load_seconds * 1000:.0f} ms")
             return _loaded[model_path]
 

@@ -37,6 +37,7 @@ import orjson
 from engram.fsutil import atomic_write, fsync_dir, names_in, remove_stale_temps
 from engram.memory.model import iso, moment_of, now_iso
 from engram.store.repo import Store
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ class EventLog:
         if cut < len(data):
             torn += 1
         if torn:
-            log.warning("%s: skipped %d line(s) that are not whole events (a write cut short)", name, torn)
+            log.warning("%s: skipped %s that %s not whole events (a write cut short)", name, plural(torn, "line"), "is" if torn == 1 else "are")
         return Chunk(events, offset + cut, torn)
 
     def read_all(self) -> tuple[list[Event], int]:

@@ -257,7 +257,7 @@ def _record(rec: dict[str, Any], default_source: Source) -> dict[str, Any]:
     unknown = set(rec) - {"content", "kind", "tags", "importance", "pinned", "created", "updated", "at", "source",
                           "status", "id", "evidence", "anchors"}
     if unknown:
-        raise BadInput(f"unknown field(s) {', '.join(sorted(unknown))}")
+        raise BadInput(f"unknown {'field' if len(unknown) == 1 else 'fields'} {', '.join(sorted(unknown))}")
     out: dict[str, Any] = {
         "content": check_content(rec.get("content")),
         "kind": check_kind(str(rec.get("kind") or "fact")),

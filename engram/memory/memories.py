@@ -47,6 +47,7 @@ from engram.memory.places import Place, best_state, near, places_of
 from engram.memory.vectors import Matrix
 from engram.store.lock import memory_lock
 from engram.store.repo import Store
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class Memories:
         for memory in stats.get("purged", []):
             rewritten, dropped = self.log.purge(memory)
             if dropped:
-                log.info("erased %d events of purged memory %s from %d log file(s)", dropped, memory, len(rewritten))
+                log.info("erased %s of purged memory %s from %s", plural(dropped, "event"), memory, plural(len(rewritten), "log file"))
                 self._record_rewritten(rewritten)
 
     def _record_rewritten(self, names: list[str]) -> None:
