@@ -122,7 +122,7 @@ WRONG_ARGUMENTS = [
      "explain: the argument `file` must be a string, not the number 5; the argument `brief` must be true or false, "
      "not the string 'maybe'."),
     ("explain", {"file": "a.py", "start_line": 1, "end_line": 2, "rank": "best"},
-     'explain: the argument `rank` must be one of "touches", "evidence", or null, not the string \'best\'.'),
+     'explain: the argument `rank` must be one of "writer", "touches", "evidence", or null, not the string \'best\'.'),
     ("view", {"tape": "x", "at": 1.5}, "view: the argument `at` must be an integer of at least 0, not the number 1.5."),
     ("tapes", {"limit": 500}, "tapes: the argument `limit` must be an integer from 1 to 200, not the number 500."),
     ("search", {}, "search: the argument `query` is missing: it must be a string."),

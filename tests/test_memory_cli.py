@@ -197,7 +197,7 @@ def test_reindex_rebuilds_memories_with_the_same_answers(repo: Path) -> None:
     js(repo, "remember", "Timeouts are in seconds")
     want = js(repo, "memory", "list")
     out = run_engram(repo, "reindex").stdout
-    assert "memories: 2 from 2 logged events" in out
+    assert "memories: 2 memories from 2 logged events" in out
     assert js(repo, "memory", "list") == want
     (repo / ".engram" / "index.sqlite").unlink()
     assert js(repo, "memory", "list") == want
