@@ -246,7 +246,9 @@ def _v12(db: apsw.Connection) -> None:
     projection's change counter when the row last changed (a long-lived process refreshes its
     embedding matrix from it). Anchors keep their resolution (state, place) with the stat of the
     file it was resolved against. Vectors are keyed by the content's hash and the model, so a
-    rebuild from the log keeps them. `memory_log` says how much of each log file is applied.
+    rebuild from the log keeps them. `memory_terms` counts the memories each word is in (recall
+    leaves the commonest words of a long query out of its full-text match at scale). `memory_log`
+    says how much of each log file is applied.
     (IF NOT EXISTS: a store whose version was set back by hand keeps its memory tables.)"""
     db.execute(
         """
@@ -299,6 +301,7 @@ def _v12(db: apsw.Connection) -> None:
         CREATE TABLE IF NOT EXISTS memory_forgotten(id TEXT PRIMARY KEY, ts TEXT NOT NULL, purged INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS memory_vectors(hash TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL,
                                     PRIMARY KEY(hash, model));
+        CREATE TABLE IF NOT EXISTS memory_terms(term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS memory_log(file TEXT PRIMARY KEY, size INTEGER NOT NULL, ino INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS memory_state(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
         """

@@ -99,9 +99,9 @@ def _merges(mem: Memories, active: dict[int, Memory], by: dict[str, Any]) -> tup
 
 
 def _neighbours(mem: Memories, content: str) -> list[int]:
-    from engram.memory.fusion import fts_query  # noqa: PLC0415
+    from engram.memory.projection import full_text_match  # noqa: PLC0415
 
-    match = fts_query(content)
+    match, _ = full_text_match(mem.db, content, keep=near_dups.RARE_WORDS)
     if not match:
         return []
     return [r[0] for r in mem.db.execute(

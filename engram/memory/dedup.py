@@ -33,6 +33,7 @@ CONTAINMENT = 0.9
 COSINE = 0.92
 OPPOSITE_OVERLAP = 0.75  # word-set Jaccard, negations and auxiliaries set aside
 CANDIDATES = 20
+RARE_WORDS = 4  # the candidates are found by the new text's rarest words
 GRAM = 3
 
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -44,6 +45,7 @@ IGNORED = frozenset({"do", "does", "did", "t", "n", "s", "we", "the", "a", "an",
 
 @dataclass
 class Verdict:
+    vector: Any = None  # the new text's embedding, when the model was loaded (kept, not computed twice)
     merge_into: str | None = None
     similarity: dict[str, float] = field(default_factory=dict)
     adopt_anchors: bool = False  # the memory merged into has no anchor: it takes the new one's
@@ -85,9 +87,9 @@ def overlap(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
 def check(db: apsw.Connection, matrix: Matrix, content: str, kind: str, anchors: list[dict[str, Any]]) -> Verdict:
     """What to do with a new memory, judged against the active memories most like it (`matrix`:
     the process's embeddings, used when the model is loaded)."""
-    verdict = Verdict()
-    new = grams(content)
     vec = _vector(content)
+    verdict = Verdict(vector=vec)
+    new = grams(content)
     best: tuple[float, float, str, bool] | None = None
     for no, mid, text, other_kind in _candidates(db, matrix, content, vec):
         theirs = [orjson.loads(a) for (a,) in db.execute(
@@ -115,10 +117,10 @@ def check(db: apsw.Connection, matrix: Matrix, content: str, kind: str, anchors:
 
 def _candidates(db: apsw.Connection, matrix: Matrix, content: str, vec: Any) -> list[tuple[int, str, str, str]]:
     """Active memories sharing words with `content` (best BM25 first), and the nearest by vector."""
-    from engram.memory.fusion import fts_query  # noqa: PLC0415
+    from engram.memory.projection import full_text_match  # noqa: PLC0415
 
     nos: list[int] = []
-    match = fts_query(content)
+    match, _ = full_text_match(db, content, keep=RARE_WORDS)
     if match:
         nos = [r[0] for r in db.execute(
             "SELECT f.rowid FROM memory_fts f JOIN memories m ON m.no = f.rowid WHERE memory_fts MATCH ?"

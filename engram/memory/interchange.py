@@ -334,7 +334,7 @@ def import_records(mem: Memories, records: list[tuple[str, int, dict[str, Any]]]
             ids.append(mid)
             imported += 1
         mem._commit(events)
-    mem._embed_if_cheap()
+    mem._embed_if_cheap([e.data["content"] for e in events if e.op == "add"])
     return {"imported": imported, "skipped": skipped, "merged": merged, "ids": ids}
 
 

@@ -263,7 +263,13 @@ class Memories:
                                                                       "why": why, "candidate": True}))
                 links.append({"id": target, "relation": relation, "candidate": True, "why": why})
             self._commit(events)
-        self._embed_if_cheap()
+        if found.vector is not None:
+            from engram.memory.projection import content_hash  # noqa: PLC0415
+            from engram.memory.vectors import keep  # noqa: PLC0415
+
+            keep(self.db, [(content_hash(content), found.vector)])
+        else:
+            self._embed_if_cheap([content])
         return Remembered(mid, links=links)
 
     def _capture(self, at: str, buffers: Mapping[str, str] | None) -> dict[str, Any]:
@@ -288,12 +294,13 @@ class Memories:
             raise BadInput(f"evidence {ev.tape}@{ev.offset}: tape {row.id[:12]} has events 0-{row.events - 1}")
         return Evidence(row.id, ev.offset).to_json()
 
-    def _embed_if_cheap(self) -> None:
-        """Embed what waits for a vector when the model is loaded in this process already."""
+    def _embed_if_cheap(self, contents: Sequence[str]) -> None:
+        """Embed these new contents when the model is loaded in this process already."""
+        from engram.memory.projection import content_hash  # noqa: PLC0415
         from engram.memory.vectors import embed_pending  # noqa: PLC0415
 
         try:
-            embed_pending(self.db, load=False, limit=64)
+            embed_pending(self.db, load=False, hashes=[content_hash(c) for c in contents])
         except Exception:  # noqa: BLE001 - the memory is written; its vector comes with the next batch
             log.exception("embedding new memories")
 
@@ -326,7 +333,7 @@ class Memories:
                 events.append(Pending("status", mid, by, {"status": status, "why": why}))
             self._commit(events)
         if "content" in changes:
-            self._embed_if_cheap()
+            self._embed_if_cheap([changes["content"]])
         return self.get(mid)
 
     def link(self, ref: str, target_ref: str, relation: str, *, why: str | None = None,

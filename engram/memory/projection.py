@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
 from typing import Any, Iterable
 
@@ -28,7 +29,7 @@ from engram.memory.model import TRUST, Memory, Transition
 log = logging.getLogger(__name__)
 
 TABLES = ("memories", "memory_anchors", "memory_relations", "memory_transitions", "memory_forgotten",
-          "memory_log", "memory_state")
+          "memory_terms", "memory_log", "memory_state")
 COLUMNS = ("no", "id", "content", "kind", "tags", "importance", "pinned", "source", "status", "created", "updated",
            "last_recalled", "recall_count", "evidence")
 
@@ -96,10 +97,33 @@ def _no(db: apsw.Connection, memory: str | None) -> int | None:
     return rows[0][0] if rows else None
 
 
-def _fts_put(db: apsw.Connection, no: int, content: str, tags: list[str], replace: bool) -> None:
-    if replace:
-        db.execute("DELETE FROM memory_fts WHERE rowid = ?", (no,))
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> set[str]:
+    """The distinct lower-cased words of a text, as `memory_terms` counts them."""
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _count(db: apsw.Connection, terms: set[str], delta: int) -> None:
+    db.executemany("INSERT INTO memory_terms(term, docs) VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET"
+                   " docs = docs + excluded.docs", ((t, delta) for t in sorted(terms)))
+    if delta < 0:
+        db.executemany("DELETE FROM memory_terms WHERE term = ? AND docs <= 0", ((t,) for t in sorted(terms)))
+
+
+def _fts_put(db: apsw.Connection, no: int, content: str, tags: list[str],
+             old: tuple[str, list[str]] | None = None) -> None:
+    """The memory's full-text row and its words' memory counts (`old`: what they replace)."""
+    if old is not None:
+        _fts_drop(db, no, *old)
     db.execute("INSERT INTO memory_fts(rowid, content, tags) VALUES(?, ?, ?)", (no, content, " ".join(tags)))
+    _count(db, words(content) | words(" ".join(tags)), +1)
+
+
+def _fts_drop(db: apsw.Connection, no: int, content: str, tags: list[str]) -> None:
+    db.execute("DELETE FROM memory_fts WHERE rowid = ?", (no,))
+    _count(db, words(content) | words(" ".join(tags)), -1)
 
 
 def _put_anchors(db: apsw.Connection, no: int, anchors: list[dict[str, Any]]) -> None:
@@ -129,7 +153,7 @@ def _on_add(db: apsw.Connection, ev: Event) -> bool:
          float(d.get("importance", 0.5)), int(bool(d.get("pinned"))), _json(source),
          TRUST.get(str(source.get("type")), 1), created, ev.ts, _json(d.get("evidence") or []), _next_seq(db)))
     no = db.last_insert_rowid()
-    _fts_put(db, no, content, tags, replace=False)
+    _fts_put(db, no, content, tags)
     _put_anchors(db, no, list(d.get("anchors") or []))
     _transition(db, no, ev, None, "active", d.get("why"))
     return True
@@ -142,6 +166,7 @@ def _on_edit(db: apsw.Connection, ev: Event) -> bool:
     changes = ev.data.get("set") or {}
     row = db.execute("SELECT content, tags FROM memories WHERE no = ?", (no,)).fetchall()[0]
     content, tags = row[0], orjson.loads(row[1])
+    before = (content, list(tags))
     sets: dict[str, Any] = {}
     if "content" in changes:
         content = str(changes["content"])
@@ -162,7 +187,7 @@ def _on_edit(db: apsw.Connection, ev: Event) -> bool:
     sets.update(updated=ev.ts, seq=_next_seq(db))
     db.execute(f"UPDATE memories SET {', '.join(f'{k} = :{k}' for k in sets)} WHERE no = :no", {**sets, "no": no})
     if "content" in changes or "tags" in changes:
-        _fts_put(db, no, content, tags, replace=True)
+        _fts_put(db, no, content, tags, old=before)
     return True
 
 
@@ -220,7 +245,8 @@ def _on_forget(db: apsw.Connection, ev: Event) -> bool:
 
 def drop(db: apsw.Connection, no: int) -> None:
     """Every row of one memory (a forget, a purge)."""
-    db.execute("DELETE FROM memory_fts WHERE rowid = ?", (no,))
+    content, tags = db.execute("SELECT content, tags FROM memories WHERE no = ?", (no,)).fetchall()[0]
+    _fts_drop(db, no, content, orjson.loads(tags))
     for sql in ("DELETE FROM memory_anchors WHERE memory = ?", "DELETE FROM memory_transitions WHERE memory = ?",
                 "DELETE FROM memory_relations WHERE src = ?", "DELETE FROM memory_relations WHERE dst = ?",
                 "DELETE FROM memories WHERE no = ?"):
@@ -248,7 +274,7 @@ def _on_reinforce(db: apsw.Connection, ev: Event) -> bool:
         db.execute("UPDATE memories SET tags = ?, evidence = ? WHERE no = ?",
                    (_json(tags + new_tags), _json(evidence + new_evidence), no))
         if new_tags:
-            _fts_put(db, no, row[0], tags + new_tags, replace=True)
+            _fts_put(db, no, row[0], tags + new_tags, old=(row[0], tags))
     return True
 
 
@@ -357,6 +383,38 @@ def _whole(events: EventLog, f: Any) -> int:
 
 
 # ---------------------------------------------------------------- reading
+
+#: At this many memories and more, recall leaves out of its full-text match the query words found
+#: in more than COMMON_SHARE of them (when rarer ones remain): BM25 gives them little weight, and
+#: scoring every memory holding them was most of a query's time (bench/memory_speed.py). Below it
+#: every word counts, as the LoCoMo figures were measured (bench/locomo.py: ~600 memories a store).
+COMMON_FROM = 10_000
+COMMON_SHARE = 0.05
+
+
+def full_text_match(db: apsw.Connection, text: str, *, keep: int | None = None) -> tuple[str, bool]:
+    """(the FTS5 MATCH string for `text`, whether to take the newest matches rather than the best
+    ranked). The MATCH is `fusion.fts_query`'s, the OR of the words ("" when there is none); with
+    `keep`, of its `keep` rarest words only (dedup's candidates: a near-duplicate shares the rare
+    words). At COMMON_FROM memories the common words are left out; a query of common words only
+    asks for the newest memories holding all of its (up to 4) rarest ones: ranking tens of
+    thousands of matches by BM25 took 100-200 ms, and told little (bench/memory_speed.py)."""
+    from engram.memory.fusion import fts_query, query_terms  # noqa: PLC0415
+
+    terms = query_terms(text)
+    n = db.execute("SELECT max(no) FROM memories").fetchall()[0][0] or 0
+    if not terms or (keep is None and n < COMMON_FROM):
+        return fts_query(text), False
+    docs = dict(db.execute("SELECT term, docs FROM memory_terms WHERE term IN (SELECT value FROM json_each(?))",
+                           (orjson.dumps(terms).decode(),)).fetchall())
+    ranked = sorted(terms, key=lambda t: (docs.get(t, 0), t))
+    if keep is not None:
+        return fts_query(" ".join(ranked[:keep])), False
+    rare = [t for t in ranked if docs.get(t, 0) <= COMMON_SHARE * n]
+    if rare:
+        return fts_query(" ".join(rare)), False
+    return " AND ".join(fts_query(t) for t in ranked[:4]), True
+
 
 
 def row_to_memory(db: apsw.Connection, row: tuple[Any, ...], *, full: bool = False) -> Memory:

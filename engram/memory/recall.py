@@ -46,7 +46,7 @@ TRUST_LIFE = {3: 3.0, 2: 1.5, 1: 1.0}  # person, agent, import
 HIDDEN_FACTOR = 0.7  # superseded / invalidated / archived, when asked for
 DRIFT_FACTOR = {"intact": 1.0, "moved": 1.0, "edited": 0.9, "vanished": 0.6}
 POOL = 100  # candidates per channel
-SCORED = 50  # fused candidates whose factors are computed (at least 3 x limit); one further down could
+SCORED = 30  # fused candidates whose factors are computed (at least 3 x limit); one further down could
 # only overtake a candidate whose factors cut its score to a fifth (decay floor x hidden x vanished)
 MAX_LIMIT = 200
 
@@ -138,9 +138,9 @@ def recall_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _bm25(mem: Memories, query: str, kind: str | None, hidden: bool, channels: dict[str, list[str]],
           scores: dict[str, list[float]], no_of: dict[str, int]) -> None:
-    from engram.memory.fusion import fts_query  # noqa: PLC0415
+    from engram.memory.projection import full_text_match  # noqa: PLC0415
 
-    match = fts_query(query)
+    match, newest = full_text_match(mem.db, query)
     if not match:
         return
     where = "" if hidden else " AND m.status = 'active'"
@@ -148,10 +148,12 @@ def _bm25(mem: Memories, query: str, kind: str | None, hidden: bool, channels: d
     if kind is not None:
         where += " AND m.kind = ?"
         args.append(kind)
+    order = "f.rowid DESC" if newest else "f.rank"
     rows = mem.db.execute(f"SELECT m.no, m.id, f.rank FROM memory_fts f JOIN memories m ON m.no = f.rowid"
-                          f" WHERE memory_fts MATCH ?{where} ORDER BY f.rank LIMIT {POOL}", args).fetchall()
+                          f" WHERE memory_fts MATCH ?{where} ORDER BY {order} LIMIT {POOL}", args).fetchall()
     channels["bm25"] = [mid for _, mid, _ in rows]
-    scores["bm25"] = [-rank for _, _, rank in rows]
+    if not newest:  # (the newest matches are scored by their order)
+        scores["bm25"] = [-rank for _, _, rank in rows]
     no_of.update((mid, no) for no, mid, _ in rows)
 
 

@@ -75,11 +75,15 @@ def status() -> tuple[bool, str]:
     return model_status()
 
 
-def pending(db: apsw.Connection, limit: int | None = None) -> list[tuple[str, str]]:
-    """(hash, content) of memories whose content has no vector of the current model yet."""
+def pending(db: apsw.Connection, limit: int | None = None, hashes: list[str] | None = None) -> list[tuple[str, str]]:
+    """(hash, content) of memories whose content has no vector of the current model yet (of
+    those with `hashes` only, when given: no scan of the table)."""
+    only = " AND m.hash IN (SELECT value FROM json_each(?))" if hashes is not None else ""
     sql = ("SELECT DISTINCT m.hash, m.content FROM memories m LEFT JOIN memory_vectors v ON v.hash = m.hash"
-           " AND v.model = ? WHERE v.hash IS NULL ORDER BY m.no")
+           f" AND v.model = ? WHERE v.hash IS NULL{only} ORDER BY m.no")
     args: list[Any] = [model_key()]
+    if hashes is not None:
+        args.append(_json_list(hashes))
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
@@ -91,28 +95,35 @@ def count_pending(db: apsw.Connection) -> int:
                           " WHERE v.hash = m.hash AND v.model = ?)", (model_key(),)).fetchall()[0][0])
 
 
-def embed_pending(db: apsw.Connection, *, load: bool = True, limit: int | None = None) -> int:
-    """Embed memories that have no vector yet, BATCH at a time; returns how many. Nothing (0)
-    when the model cannot run here, or with `load` false when it is not loaded already."""
+def embed_pending(db: apsw.Connection, *, load: bool = True, limit: int | None = None,
+                  hashes: list[str] | None = None) -> int:
+    """Embed memories that have no vector yet (of those with `hashes`, when given), BATCH at a
+    time; returns how many. Nothing (0) when the model cannot run here, or with `load` false when
+    it is not loaded already."""
     model = embedder(load)
     if model is None:
         return 0
-    key = model_key()
     done = 0
-    todo = pending(db, limit)
+    todo = pending(db, limit, hashes)
     for i in range(0, len(todo), BATCH):
         batch = todo[i:i + BATCH]
-        vecs = np.ascontiguousarray(model.embed([c for _, c in batch]), dtype=np.float32)
-        with immediate(db):
-            db.executemany("INSERT OR REPLACE INTO memory_vectors(hash, model, vec) VALUES(?, ?, ?)",
-                           ((h, key, vecs[j].tobytes()) for j, (h, _) in enumerate(batch)))
-            # a vector changes what recall reads for these memories: mark them changed
-            seq = int(projection.state(db, "seq", 0)) + 1
-            db.execute("UPDATE memories SET seq = ? WHERE hash IN (SELECT value FROM json_each(?))",
-                       (seq, _json_list([h for h, _ in batch])))
-            db.execute("INSERT OR REPLACE INTO memory_state(key, value) VALUES('seq', ?)", (seq,))
+        vecs = model.embed([c for _, c in batch])
+        keep(db, [(h, vecs[j]) for j, (h, _) in enumerate(batch)])  # (marks the memories changed)
         done += len(batch)
     return done
+
+
+def keep(db: apsw.Connection, pairs: list[tuple[str, np.ndarray]]) -> None:
+    """Store vectors computed already ((content hash, vector) each): memories whose content they
+    are read them at the next refresh of a matrix."""
+    key = model_key()
+    with immediate(db):
+        db.executemany("INSERT OR REPLACE INTO memory_vectors(hash, model, vec) VALUES(?, ?, ?)",
+                       ((h, key, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for h, v in pairs))
+        seq = int(projection.state(db, "seq", 0)) + 1
+        db.execute("UPDATE memories SET seq = ? WHERE hash IN (SELECT value FROM json_each(?))",
+                   (seq, _json_list([h for h, _ in pairs])))
+        db.execute("INSERT OR REPLACE INTO memory_state(key, value) VALUES('seq', ?)", (seq,))
 
 
 def _json_list(values: list[str]) -> str:
@@ -174,7 +185,8 @@ class Matrix:
                 self.epoch, self.key = epoch, key
             changed = db.execute(
                 "SELECT m.no, m.status, m.kind, v.vec FROM memories m LEFT JOIN memory_vectors v"
-                " ON v.hash = m.hash AND v.model = ? WHERE m.seq > ? ORDER BY m.no", (key, self.seq)).fetchall()
+                " ON v.hash = m.hash AND v.model = ? WHERE m.seq > ?", (key, self.seq)).fetchall()
+            changed.sort()  # (no ORDER BY: it would read the table in rowid order instead of the seq index)
             self._put(changed)
             dropped = int(projection.state(db, "dropped", 0))
             if dropped != self.dropped:
