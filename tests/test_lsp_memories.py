@@ -62,7 +62,7 @@ async def test_a_note_comes_before_the_evidence_and_follows_unsaved_edits(
     assert md is not None
     assert "**decision**" in md and "payment API bans clients" in md and "a person" in md
     assert "more line" in md and "detail line 9" not in md, "a long note shows its first lines and says there is more"
-    assert md.index("payment API") < md.index("**Claude Code**"), "the note comes before the evidence"
+    assert md.index("payment API") < md.index("Claude Code"), "the note comes before the evidence"
 
     insert_top(client, uri, 2, "# one\n# two\n# three\n")  # unsaved: the file on disk is unchanged
     moved = await hover_text(client, uri, line + 4)
