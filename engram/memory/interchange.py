@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FORMATS = ("jsonl", "claude-md", "mem0")
+INLINE_EMBED = 64  # an import of more memories is not embedded in the importing call, even with the model loaded
 MAX_ERRORS_SHOWN = 5
 _HEX_ID = re.compile(rf"^[0-9a-f]{{{ID_CHARS}}}$")
 
@@ -334,7 +335,9 @@ def import_records(mem: Memories, records: list[tuple[str, int, dict[str, Any]]]
             ids.append(mid)
             imported += 1
         mem._commit(events)
-    mem._embed_if_cheap([e.data["content"] for e in events if e.op == "add"])
+    added = [e.data["content"] for e in events if e.op == "add"]
+    if len(added) <= INLINE_EMBED:  # a bigger import waits for `engram memory embed` (or the next ingest)
+        mem._embed_if_cheap(added)
     return {"imported": imported, "skipped": skipped, "merged": merged, "ids": ids}
 
 
