@@ -22,9 +22,9 @@ meaning. A text's vector does not depend on the texts batched with it (padding i
 Setting:
 - `ENGRAM_EMBED_THREADS` (default 1): onnxruntime's intra-op threads. On the shared 2-core
   machines this was measured on (bench/locomo.py --speed; bench/README.md, "locomo.py"), one
-  thread embedded a query in half the time of two (10 against 23 ms), and with other processes
-  busy it also embedded batches faster (20 against 13 texts/s at load 8-10). Two threads pay only
-  for a bulk embedding on a machine with a core to spare (37 against 25 texts/s at load 4-5).
+  thread embedded a query in half the time of two (10 against 21 ms) and used a third less CPU per
+  text; it embedded batches faster in two runs of three (42 against 27 texts/s). Two threads pay
+  only for a bulk embedding on a machine with a core to spare.
 """
 
 from __future__ import annotations
