@@ -293,10 +293,10 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
 
         def work() -> MemoryOut:
             mem, buffers = opened()
-            m = mem.edit(id, content=content, kind=kind, tags=tags, importance=importance, pinned=pinned,
-                         status=status, why=why, source=source)
-            no, _ = mem.resolve(m.id)
-            return _out(memory_json(m, mem.places([no], buffers).get(no, [])))
+            edited = mem.edit(id, content=content, kind=kind, tags=tags, importance=importance, pinned=pinned,
+                              status=status, why=why, source=source)
+            m, places, _ = mem.shown(edited.id, buffers)
+            return _out(memory_json(m, places))
 
         return await run(work)
 
