@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from engram.cli.argtypes import positive, share
 from engram.cli.context import store_of
-from engram.memory.model import KINDS, RELATIONS, STATUSES
+from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
 
 if TYPE_CHECKING:
     from engram.memory.memories import Memories
