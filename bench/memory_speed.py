@@ -164,8 +164,7 @@ def main() -> None:
             rows.append([f"{size:,}", ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(bm25, 50)), ms(pct(bm25, 99)),
                          ms(pct(rem, 50)), ms(pct(rem, 99)), ms(pct(rem_cli, 50)), f"{setup:.0f} s",
                          verdict(pct(lat, 50) <= TARGETS["recall_p50"] and pct(lat, 99) <= TARGETS["recall_p99"]),
-                         f"{verdict(pct(rem, 50) <= TARGETS['remember'])} / "
-                         f"{verdict(pct(rem_cli, 50) <= TARGETS['remember'])}"])
+                         " / ".join(verdict(pct(r, 50) <= TARGETS["remember"]) for r in (rem, rem_cli))])
             mem.db.close()
     print(fmt_table(["memories", "recall p50", "recall p99", "BM25 alone p50", "BM25 alone p99", "remember p50",
                      "remember p99", "remember, no model p50", "setup", "recall target", "remember target"],

@@ -159,6 +159,28 @@ def _agent(ctx: Context | None) -> Any:
     return Source("agent", harness=harness or "mcp", session=env.session)
 
 
+_later: set[asyncio.Task[None]] = set()
+
+
+def embed_later(doc: dict[str, Any], run: Runner, store_provider: Callable[[], Store]) -> None:
+    """After a recall that found memories waiting for a vector (written from the command line),
+    embed a batch of them on the runner, once the answer went out (the model is loaded now)."""
+    if "no vector yet" not in doc.get("dense", ""):
+        return
+    from engram.memory import open_memories  # noqa: PLC0415
+    from engram.memory.vectors import embed_pending  # noqa: PLC0415
+
+    async def work() -> None:
+        try:
+            await run(lambda: embed_pending(open_memories(store_provider()).db, load=False, limit=32))
+        except Exception:  # noqa: BLE001 - the next batch tries again
+            log.exception("embedding waiting memories")
+
+    task = asyncio.ensure_future(work())
+    _later.add(task)  # (a reference until it is done: the loop keeps only weak ones)
+    task.add_done_callback(_later.discard)
+
+
 def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], run: Runner,
                           text_provider: TextProvider | None = None) -> None:
     """Add the memory tools to `mcp`; `run` carries a body out on the store's thread (and turns
@@ -177,18 +199,6 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
             raise EngramError(f"no Engram store in {store.root}: run `engram init` there")
         buffers = _Buffers(store, text_provider) if text_provider is not None else None
         return open_memories(store), buffers
-
-    def embed_later() -> None:
-        """Vectors for memories written elsewhere (the command line), after the answer went out."""
-        from engram.memory.vectors import embed_pending  # noqa: PLC0415
-
-        async def work() -> None:
-            try:
-                await run(lambda: embed_pending(opened()[0].db, load=False, limit=32))
-            except Exception:  # noqa: BLE001 - the next batch tries again
-                log.exception("embedding waiting memories")
-
-        asyncio.ensure_future(work())
 
     @mcp.tool(title="Remember something about the code", annotations=writes)
     async def remember(
@@ -246,8 +256,7 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
                                hidden=include_hidden, debug=debug, buffers=buffers)
 
         doc = await run(work)
-        if "no vector yet" in doc["dense"]:
-            embed_later()
+        embed_later(doc, run, store_provider)
         return RecallResult(query=doc["query"], dense=doc["dense"], at=doc.get("at"),
                             memories=[_out(m) for m in doc["memories"]])
 
@@ -284,10 +293,10 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
 
         def work() -> MemoryOut:
             mem, buffers = opened()
-            m = mem.edit(id, content=content, kind=kind, tags=tags, importance=importance, pinned=pinned,
-                         status=status, why=why, source=source)
-            no, _ = mem.resolve(m.id)
-            return _out(memory_json(m, mem.places([no], buffers).get(no, [])))
+            edited = mem.edit(id, content=content, kind=kind, tags=tags, importance=importance, pinned=pinned,
+                              status=status, why=why, source=source)
+            m, places, _ = mem.shown(edited.id, buffers)
+            return _out(memory_json(m, places))
 
         return await run(work)
 

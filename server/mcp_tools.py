@@ -492,7 +492,11 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
         from engram.memory import open_memories  # noqa: PLC0415
         from engram.memory.recall import recall_request  # noqa: PLC0415
 
-        return await runner(lambda: recall_request(open_memories(store_provider()), params))
+        from .mcp_memory import embed_later  # noqa: PLC0415
+
+        doc = await runner(lambda: recall_request(open_memories(store_provider()), params))
+        embed_later(doc, runner, store_provider)
+        return doc
 
     return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest, "recall": recall}
 

@@ -1,5 +1,6 @@
 """The memory tools with the MCP SDK's client: over stdio (`engram mcp`), and in memory on a
-server built as the language server builds its endpoint (with the editor's unsaved text)."""
+server built as the language server builds its endpoint (with the editor's unsaved text); and
+`engram recall` handed to a running language server."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import pytest_lsp
 from conftest import RETRY_PY, run_engram
 from mcp import Client, StdioServerParameters
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 TOOLS = {"remember", "recall", "forget", "memory_update", "memory_link", "memories"}
 
@@ -114,3 +117,46 @@ async def test_recall_without_a_store_is_a_tool_error(tmp_path: Path) -> None:
     async with Client(stdio(tmp_path)) as c:
         r = await c.call_tool("recall", {"query": "anything"})
         assert r.is_error is True and "engram init" in r.content[0].text
+
+
+LSP = [sys.executable, "-m", "engram_server.entry", "lsp", "--stdio"]
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=LSP))
+async def lsp(lsp_client: LanguageClient):
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_recall_from_a_terminal_is_answered_by_the_running_language_server(
+        lsp: LanguageClient, repo: Path) -> None:
+    """With the editor open, `engram recall` is handed to the language server (warm model and
+    index) and answers as the command would itself; a refused request is the user's error."""
+    import asyncio
+    import json
+
+    from lsprotocol import types
+    from pytest_lsp import client_capabilities
+
+    mid = json.loads(run_engram(repo, "remember", "retry gives up after five attempts", "--at", "net.py:4-10",
+                                "--json").stdout)["id"]
+    await lsp.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=repo.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=repo.as_uri(), name=repo.name)]))
+    run_file = repo / ".engram" / "run" / "mcp.json"
+    for _ in range(400):
+        if run_file.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert run_file.exists()
+    handed = await asyncio.to_thread(run_engram, repo, "-v", "recall", "when does retry give up", "--at", "net.py",
+                                     "--json", env={"ENGRAM_LOCAL": ""})
+    assert "answered by the language server" in handed.stderr, handed.stderr
+    local = await asyncio.to_thread(run_engram, repo, "recall", "when does retry give up", "--at", "net.py", "--json",
+                                    env={"ENGRAM_LOCAL": "1"})
+    got, want = json.loads(handed.stdout), json.loads(local.stdout)
+    assert got["memories"][0]["id"] == want["memories"][0]["id"] == mid
+    assert got["memories"][0]["anchors"] == want["memories"][0]["anchors"]
+    bad = await asyncio.to_thread(run_engram, repo, "recall", "x", "--kind", "fact", "--tag", " ", check=False,
+                                  env={"ENGRAM_LOCAL": ""})
+    assert bad.returncode == 1 and "a tag is a non-empty word" in bad.stderr

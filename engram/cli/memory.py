@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from engram.cli.argtypes import positive, share
 from engram.cli.context import store_of
-from engram.memory.model import KINDS, RELATIONS, STATUSES
+from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
 from engram.words import plural
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         _out(done)
     elif args.purge:
         print(f"forgot {done['id']} and erased it from the log ({done['events_removed']} events removed from "
-              f"{plural(done['files_rewritten'], 'file')}); copies already shared keep it until purged there")
+              f"{plural(done['files_rewritten'], 'file')}); other clones erase it when the tombstone reaches them")
     else:
         print(f"forgot {done['id']} (its events stay in the log; --purge erases them)")
     return 0
@@ -254,10 +254,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with _memories(args) as mem:
-        m = mem.get(args.id)
-        no, _ = mem.resolve(m.id)
-        places = mem.places([no]).get(no, [])
-        links = mem.relations(no)
+        m, places, links = mem.shown(args.id)
     doc = show_json(m, places, links)
     if args.json:
         _out(doc)
@@ -294,11 +291,9 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
     content = _text(args.content, "--content") if args.content is not None else None
     with _memories(args) as mem:
-        m = mem.edit(args.id, content=content, kind=args.kind, tags=args.tag, importance=args.importance,
-                     pinned=args.pin, status=args.status, why=args.why, source=calling_agent())
-        no, _ = mem.resolve(m.id)
-        places = mem.places([no]).get(no, [])
-        links = mem.relations(no)
+        edited = mem.edit(args.id, content=content, kind=args.kind, tags=args.tag, importance=args.importance,
+                          pinned=args.pin, status=args.status, why=args.why, source=calling_agent())
+        m, places, links = mem.shown(edited.id)
     if args.json:
         _out(show_json(m, places, links))
     else:
@@ -339,9 +334,7 @@ def cmd_reanchor(args: argparse.Namespace) -> int:
     from engram.memory.model import calling_agent
 
     with _memories(args) as mem:
-        m = mem.reanchor(args.id, args.span, source=calling_agent())
-        no, _ = mem.resolve(m.id)
-        places = mem.places([no]).get(no, [])
+        m, places, _ = mem.shown(mem.reanchor(args.id, args.span, source=calling_agent()).id)
     if args.json:
         from engram.memory.recall import memory_json
 

@@ -1,6 +1,6 @@
 """Memories: notes about the code, anchored to spans that follow it, found by hybrid recall.
 
-`model` says what a memory is; `events` is the append-only log every change is written to (the
+`model` says what a memory is (`vocabulary`: the words its fields take); `events` is the append-only log every change is written to (the
 source of truth); `projection` replays it into index.sqlite; `memories` holds the operations
 (remember, edit, link, re-anchor, forget, list, graph) and `recall` the search; `dedup` judges a
 new memory against the ones held; `places` resolves anchors against the working tree (the

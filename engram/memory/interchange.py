@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FORMATS = ("jsonl", "claude-md", "mem0")
-INLINE_EMBED = 64  # an import of more memories is not embedded in the importing call, even with the model loaded
+INLINE_EMBED = 64  # an import of more memories is neither embedded nor compared by vector in the importing
+# call, even with the model loaded (its vectors come with `engram memory embed` or the next ingest)
 MAX_ERRORS_SHOWN = 5
 _HEX_ID = re.compile(rf"^[0-9a-f]{{{ID_CHARS}}}$")
 
@@ -313,7 +314,8 @@ def import_records(mem: Memories, records: list[tuple[str, int, dict[str, Any]]]
                 continue
             known.add(digest)
             by = rec["source"]
-            verdict = near_dups.check(mem.db, mem.matrix, rec["content"], rec["kind"], anchors) if dedup else None
+            verdict = near_dups.check(mem.db, mem.matrix, rec["content"], rec["kind"], anchors,
+                                      embed=len(checked) <= INLINE_EMBED) if dedup else None
             if verdict is not None and verdict.merge_into is not None:
                 events.append(Pending("reinforce", verdict.merge_into, by, {
                     "why": "imported again", "tags": rec["tags"], "evidence": rec["evidence"],

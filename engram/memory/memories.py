@@ -215,6 +215,13 @@ class Memories:
     def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None) -> dict[int, list[Place]]:
         return places_of(self.db, self.store.root, list(nos), buffers)
 
+    def shown(self, ref: str, buffers: Mapping[str, str] | None = None
+              ) -> tuple[Memory, list[Place], list[dict[str, Any]]]:
+        """One memory as `memory show` gives it: with its anchors resolved and its links."""
+        no, _ = self.resolve(ref)
+        m = self.by_no([no], full=True)[no]
+        return m, self.places([no], buffers).get(no, []), self.relations(no)
+
     def at(self, text: str) -> At:
         """A place a user named (`FILE[:A-B]`), its file made repository-relative."""
         from engram.fsutil import repo_relative  # noqa: PLC0415

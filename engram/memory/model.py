@@ -16,13 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from engram.errors import BadInput
+from engram.memory.vocabulary import KINDS, RELATIONS, SOURCE_TYPES, STATUSES
 
-KINDS = ("fact", "decision", "preference", "pattern", "debug", "todo", "negative")
-#: `archived` is what consolidation sets on a memory that decayed and nothing keeps: hidden, kept.
-STATUSES = ("active", "superseded", "invalidated", "archived")
 VISIBLE = frozenset({"active"})
-RELATIONS = ("relates_to", "supersedes", "derived_from", "contradicts")
-SOURCE_TYPES = ("person", "agent", "import")
 #: Trust follows the source: a person's note outweighs an agent's, an agent's an import's.
 TRUST = {"person": 3, "agent": 2, "import": 1}
 DEFAULT_IMPORTANCE = 0.5

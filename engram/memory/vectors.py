@@ -34,7 +34,7 @@ import numpy as np
 
 from engram.index.sql import immediate
 from engram.memory import projection
-from engram.memory.model import KINDS
+from engram.memory.vocabulary import KINDS
 
 if TYPE_CHECKING:
     import apsw

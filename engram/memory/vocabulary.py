@@ -1,0 +1,11 @@
+"""The words a memory's fields take: kinds, statuses, relations, sources. Apart from `model` (which
+defines the rest) so that the command line can offer them as choices without importing it: every
+`engram` command builds its parser from them."""
+
+from __future__ import annotations
+
+KINDS = ("fact", "decision", "preference", "pattern", "debug", "todo", "negative")
+#: `archived` is what consolidation sets on a memory that decayed and nothing keeps: hidden, kept.
+STATUSES = ("active", "superseded", "invalidated", "archived")
+RELATIONS = ("relates_to", "supersedes", "derived_from", "contradicts")
+SOURCE_TYPES = ("person", "agent", "import")
