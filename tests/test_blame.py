@@ -135,3 +135,14 @@ def test_blame_of_a_real_file_agrees_with_explain_on_its_regions(spot: tuple[Pat
         first = json.loads(run_engram(root, "explain", f"{rel}:{a}-{b}", "--brief").stdout)["sessions"]
         agree += bool(first) and first[0]["session_id"] == r["session_id"]
     assert len(sample) >= 5 and agree >= len(sample) - 1, (agree, len(sample))
+
+
+def test_no_color_before_or_after_the_command_leaves_a_terminal_plain(two_sessions: Path) -> None:
+    """`engram --no-color blame` is as plain as `engram blame --no-color`: the command's own flag
+    must not reset the global one."""
+    from test_cli import on_terminal
+
+    env = {"NO_COLOR": ""}
+    assert "\x1b[" in on_terminal(two_sessions, "blame", "report.py", env=env)
+    assert "\x1b[" not in on_terminal(two_sessions, "--no-color", "blame", "report.py", env=env)
+    assert "\x1b[" not in on_terminal(two_sessions, "blame", "report.py", "--no-color", env=env)

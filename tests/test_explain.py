@@ -1062,7 +1062,7 @@ def test_debug_names_a_resumed_sessions_copy_as_dropped(repo: Path, tmp_path: Pa
     kinds = {s["session_id"]: [f["kind"] for f in s["fragments"]] for s in doc["sessions"]}
     assert kinds == {"first": ["code.edit"], "resumed": ["code.read"]}
     rules = {r["rule"]: r["effect"] for r in doc["ranking"]}
-    assert rules["drop_copies"].startswith("1 fragment(s) held only as a copy")
+    assert rules["drop_copies"].startswith("1 fragment held only as a copy")
     assert "ranking" not in explain(repo, "steps.py:3-8", "--brief")
 
 

@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
         print(unknown_command(command, list(known)), file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    if args.no_color:
+    if args.no_color or getattr(args, "command_no_color", False):
         from engram.cli import style  # noqa: PLC0415
 
         style.disable()

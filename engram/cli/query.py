@@ -98,7 +98,7 @@ def _color(args: argparse.Namespace) -> bool:
     no NO_COLOR, not TERM=dumb), unless this command's `--no-color` was given."""
     from engram.cli.style import enabled
 
-    return enabled(sys.stdout) and not getattr(args, "no_color", False)
+    return enabled(sys.stdout) and not (getattr(args, "no_color", False) or getattr(args, "command_no_color", False))
 
 
 def _paging_command(args: argparse.Namespace) -> str:
@@ -307,7 +307,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="windows' texts whole, not clipped to the span's lines (with --budget 0: nothing cut)")
     s.add_argument("--pretty", action="store_true",
                    help="for people: per session its request, its words around the edit and the edit as a diff")
-    s.add_argument("--no-color", action="store_true", help="no colour in --pretty output (also: NO_COLOR=1)")
+    s.add_argument("--no-color", dest="command_no_color", action="store_true",
+                   help="no colour in --pretty output (also: NO_COLOR=1)")
     s.add_argument("--debug", action="store_true",
                    help="also list the ranking rules that changed the answer (\"ranking\", engram.query.ranking)")
     s.set_defaults(func=cmd_explain)
@@ -329,7 +330,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true",
                    help='porcelain: {"file", "regions": [{"lines": [a, b], "session_id", "tape", "harness", '
                         '"when", "request"}]}, session_id null where no recorded session wrote the lines')
-    s.add_argument("--no-color", action="store_true", help="no colour (also: NO_COLOR=1)")
+    s.add_argument("--no-color", dest="command_no_color", action="store_true", help="no colour (also: NO_COLOR=1)")
     s.set_defaults(func=cmd_blame)
 
     s = sub.add_parser("search", help="plain text search over messages and tool calls (FTS5)")

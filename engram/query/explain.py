@@ -42,6 +42,7 @@ from engram.query.spans import Span
 from engram.query.touches import touch_count
 from engram.store.repo import Store
 from engram.tape import events as E
+from engram.words import plural
 
 if TYPE_CHECKING:
     from engram.tape.reader import TapeReader
@@ -615,7 +616,7 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
                 why = "expand-until"
             if notes is not None and res.span != before:
                 notes.note("expand_until", f"grown to lines {res.span.start}-{res.span.end} "
-                                           f"for at most {expand_until} session(s)")
+                                           f"for at most {plural(expand_until, 'session')}")
     if res.span != asked:
         res.asked, res.widened = asked, why
     if notes is not None and res.trace is not None:

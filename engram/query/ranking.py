@@ -52,6 +52,7 @@ from engram.index.kinds import CODE_CARRIED, KIND_NAME, KIND_NO
 from engram.query.copies import Event, copies, quoting_reviews
 from engram.query.spans import in_tree
 from engram.tape import events as E
+from engram.words import plural
 
 EDIT: Final = KIND_NO[E.CODE_EDIT]
 _READ: Final = KIND_NO[E.CODE_READ]
@@ -319,7 +320,7 @@ def note_lookup(trace: Trace | None, *, searched: int, winnowed: int, winnowed_o
         trace.note("winnowed_only", f"looked up the span's {winnowed} winnowed fingerprints only, not all "
                                     f"{searched} searchable k-grams (at least {WINNOWED_ONLY_FROM})")
     if restored:
-        trace.note("stop_list_restored", f"{restored} stop-listed fingerprint(s) looked up after all: under half "
+        trace.note("stop_list_restored", f"{plural(restored, 'stop-listed fingerprint')} looked up after all: under half "
                                          "of the span's winnowed ones have postings")
     if all_kgrams:
         trace.note("expected_count", f"every winnowed fingerprint of the span is stop-listed: a share is of "
@@ -337,16 +338,16 @@ def note_scoring(trace: Trace | None, *, kinds: Iterable[int], cut: int, best: f
     weighed = sum(by_kind.values())
     lower = {k: n for k, n in sorted(by_kind.items()) if KIND_WEIGHT.get(k, OTHER_WEIGHT) < 1.0}
     if lower:
-        trace.note("kind_weight", f"{sum(lower.values())} of {weighed} fragment(s) weighed under an edit or a read: "
+        trace.note("kind_weight", f"{sum(lower.values())} of {plural(weighed, 'fragment')} weighed under an edit or a read: "
                    + ", ".join(f"{KIND_NAME.get(k, 'other')} ×{KIND_WEIGHT.get(k, OTHER_WEIGHT)} ({n})"
                                for k, n in lower.items()))
     if cut:
-        trace.note("candidate_cap", f"{cut} fragment(s) matching least left unweighed (at most {MAX_CANDIDATES})")
+        trace.note("candidate_cap", f"{plural(cut, 'fragment')} matching least left unweighed (at most {MAX_CANDIDATES})")
     if weighed > kept:
-        trace.note("floor_of", f"{weighed - kept} of {weighed} fragment(s) under the floor {floor:.4g} "
+        trace.note("floor_of", f"{weighed - kept} of {plural(weighed, 'fragment')} under the floor {floor:.4g} "
                                f"(strongest {best:.4g}) dropped")
     if joined:
-        trace.note("joined_edits", f"{joined} edit(s) of the span's file kept under the floor: together, their "
+        trace.note("joined_edits", f"{plural(joined, 'edit')} of the span's file kept under the floor: together, their "
                                    "session's edits hold the span")
 
 
@@ -362,7 +363,7 @@ def reviewers(db: apsw.Connection, tapes: set[int], trace: Trace | None = None) 
     reviewers")."""
     found = quoting_reviews(db, tapes)
     if found and trace is not None:
-        trace.note("reviewers", f"matched again without {len(found)} reviewer tape(s) quoting a session in the store")
+        trace.note("reviewers", f"matched again without {plural(len(found), 'reviewer tape')} quoting a session in the store")
     return found
 
 
@@ -419,7 +420,7 @@ def own_file_first(root: Path, file: str, direct: dict[int, float], frags: dict[
             drop.update(rest[key])
     if trace is not None:
         files = sorted({fr.file for f in drop if (fr := frags[f]).kind in CODE and fr.file})
-        trace.note("own_file_first", f"{len(drop)} fragment(s) dropped that match the span only as another live "
+        trace.note("own_file_first", f"{plural(len(drop), 'fragment')} dropped that match the span only as another live "
                                      f"file's text, no better than {ELSEWHERE_MARGIN:g}× the own file's best "
                                      f"{max(own):.4g}: {', '.join(files)}")
     return {f: c for f, c in direct.items() if f not in drop}
@@ -456,7 +457,7 @@ def note_edges(trace: Trace | None, refused: Counter[str]) -> None:
            "lineage_location_only": "location only (followed with --forensics)",
            "lineage_min_confidence": "under --min-confidence"}
     for rule, n in sorted(refused.items()):
-        trace.note(rule, f"{n} lineage edge(s) not followed: {why[rule]}")
+        trace.note(rule, f"{plural(n, 'lineage edge')} not followed: {why[rule]}")
 
 
 class Holders:
@@ -496,7 +497,7 @@ def copies_to_drop(db: apsw.Connection, hits: Iterable[int], frags: dict[int, Fr
     drop.update(copies(db, (Event(f, fr.session_id, fr.harness, fr.kind, fr.ts, fr.file, fr.line0, fr.line1)
                             for f in hits if f not in drop and (fr := frags.get(f)) is not None)))
     if drop and trace is not None:
-        trace.note("drop_copies", f"{len(drop) - by_review} fragment(s) held only as a copy of a resumed "
+        trace.note("drop_copies", f"{plural(len(drop) - by_review, 'fragment')} held only as a copy of a resumed "
                                   f"session's events, {by_review} of reviewers quoting their parent: left out")
     return drop
 
@@ -537,7 +538,7 @@ def _by_touches(sessions: list[dict[str, Any]], trace: Trace | None) -> list[dic
     if trace is not None and len(sessions) > 1:
         ties = sum(1 for a, b in zip(sessions, sessions[1:]) if a["touches"] == b["touches"])
         trace.note("by_touches", f"{len(sessions)} sessions by touches ({', '.join(str(s['touches']) for s in sessions)})"
-                                 f"{f'; {ties} tie(s) broken by the most recent touch' if ties else ''}")
+                                 f"{'; ' + plural(ties, 'tie') + ' broken by the most recent touch' if ties else ''}")
     return sessions
 
 
@@ -553,7 +554,7 @@ def note_reads(trace: Trace | None, sessions: list[dict[str, Any]]) -> None:
         if len(read) > len(set(read)):
             reads, files = reads + len(read), files + len(set(read))
     if reads:
-        trace.note("reads_once", f"{reads} reads of {files} file(s) counted as {files} touch(es)")
+        trace.note("reads_once", f"{plural(reads, 'read')} of {plural(files, 'file')} counted as {plural(files, 'touch')}")
 
 
 # A session wrote the span when one of its code.edit fragments matches it directly with at least
@@ -597,8 +598,8 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -
     writers.sort(key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
     others = _by_touches([s for s in sessions if id(s) not in last], None)
     if trace is not None and len(sessions) > 1:
-        trace.note("writer_first", f"{len(writers)} session(s) changed these lines (latest first: "
-                   f"{', '.join(s['session_id'][:8] for s in writers)}); {len(others)} other(s) by touches")
+        trace.note("writer_first", f"{plural(len(writers), 'session')} changed these lines (latest first: "
+                   f"{', '.join(s['session_id'][:8] for s in writers)}); {plural(len(others), 'other')} by touches")
     return writers + others
 
 
