@@ -170,7 +170,8 @@ async function activeEditorText(page) {
     if (m.type() === 'error' && !/404|vsda|Failed to load resource/.test(m.text())) result.console_errors.push(m.text().slice(0, 300));
   });
   try {
-    await page.goto(url, { waitUntil: 'domcontentloaded' });
+    // On a loaded machine code-server can take more than the default 30 s to serve the workbench.
+    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 120000 });
     await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
     check('workbench', true);
     // The extension host is up once the Engram status item shows (keystrokes sent earlier can be lost).
