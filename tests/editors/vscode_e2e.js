@@ -52,8 +52,13 @@ async function quickOpen(page, name) {
       continue;
     }
     await page.keyboard.press('Enter');
+    // Done when the active group's active tab is the file (a tab of the same name elsewhere, or an
+    // explain document named after it, does not count).
     try {
-      await waitText(page, '.tab', new RegExp(path.basename(name).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 5000);
+      await page.waitForFunction((base) => {
+        const tab = document.querySelector('.editor-group-container.active .tab.active .label-name');
+        return !!tab && tab.textContent.trim() === base;
+      }, path.basename(name), { timeout: 5000 });
       return true;
     } catch {
       /* try again */
@@ -62,8 +67,11 @@ async function quickOpen(page, name) {
   return false;
 }
 
+/** Runs a palette command by its exact title: the row whose label equals `title` is clicked, not
+ * whatever row is first (other "Engram: …" commands and recently used ones share the list). */
 async function runCommand(page, title) {
   for (let attempt = 1; attempt <= 4; attempt++) {
+    if (attempt > 1) console.error(`palette ${title}: attempt ${attempt}`);
     await page.keyboard.press('F1');
     try {
       await page.waitForSelector('.quick-input-widget input', { state: 'visible', timeout: 5000 });
@@ -71,14 +79,59 @@ async function runCommand(page, title) {
       continue;
     }
     await page.keyboard.type(title, { delay: 10 });
+    const row = page.locator('.quick-input-list .monaco-list-row').filter({
+      has: page.locator('.label-name', { hasText: new RegExp(`^${escapeRe(title)}$`) }),
+    }).first();
     try {
-      await waitText(page, '.quick-input-list .monaco-list-row', new RegExp(title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 5000);
+      await row.waitFor({ state: 'visible', timeout: 5000 });
+      await row.click();
     } catch {
       await page.keyboard.press('Escape');
       continue;
     }
-    await page.keyboard.press('Enter');
     return true;
+  }
+  return false;
+}
+
+const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** What the workbench shows, for a failed check: every tab (the active group's marked), the
+ * status bar's cursor item and the notifications. */
+async function workbenchState(page) {
+  return page.evaluate(() => ({
+    tabs: [...document.querySelectorAll('.editor-group-container')].map((g) =>
+      [...g.querySelectorAll('.tab')].map((t) => (t.classList.contains('active') ? '*' : '') + t.textContent.trim())
+        .join(' | ') + (g.classList.contains('active') ? '  <- active group' : '')),
+    cursor: [...document.querySelectorAll('.statusbar-item')].map((e) => e.textContent.trim()).filter((t) => /^Ln \d+/.test(t)),
+    notifications: [...document.querySelectorAll('.notifications-toasts .notification-list-item-message')]
+      .map((e) => e.textContent.trim().slice(0, 200)),
+  }));
+}
+
+/** Selects whole lines a..b (1-based) of the active editor with the keyboard (Go to Line, then
+ * Shift+Down/End): no mouse, so no hover, lens or lightbulb can take a click. Waits until the
+ * status bar says so ("Ln b, Col n (m selected)"). */
+async function selectLines(page, a, b) {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    await page.keyboard.press('Control+G');
+    try {
+      await page.waitForSelector('.quick-input-widget input', { state: 'visible', timeout: 5000 });
+    } catch {
+      continue;
+    }
+    await page.keyboard.type(String(a), { delay: 10 });
+    await page.waitForTimeout(200);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('.quick-input-widget', { state: 'hidden', timeout: 5000 }).catch(() => {});
+    for (let i = a; i < b; i++) await page.keyboard.press('Shift+ArrowDown');
+    await page.keyboard.press('Shift+End');
+    try {
+      await waitText(page, '.statusbar-item', new RegExp(`^\\s*Ln ${b}, Col \\d+ \\(\\d+ selected\\)`), 5000);
+      return true;
+    } catch {
+      console.error(`select lines ${a}-${b}: attempt ${attempt}: ${JSON.stringify(await workbenchState(page))}`);
+    }
   }
   return false;
 }
@@ -117,7 +170,8 @@ async function activeEditorText(page) {
     if (m.type() === 'error' && !/404|vsda|Failed to load resource/.test(m.text())) result.console_errors.push(m.text().slice(0, 300));
   });
   try {
-    await page.goto(url, { waitUntil: 'domcontentloaded' });
+    // On a loaded machine code-server can take more than the default 30 s to serve the workbench.
+    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 120000 });
     await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
     check('workbench', true);
     // The extension host is up once the Engram status item shows (keystrokes sent earlier can be lost).
@@ -195,19 +249,15 @@ async function activeEditorText(page) {
     }
 
     // 6. the command palette: select lines of the code, run "Engram: Explain Selection"
+    await page.mouse.move(5, 890);
+    await page.keyboard.press('Escape');
     await page.keyboard.press('Control+1'); // back to the code's editor group
     await quickOpen(page, file);
-    const a = await linePoint(page, 2);
-    const b = await linePoint(page, 5);
-    if (a && b) {
-      await page.mouse.click(a.x, a.y);
-      await page.keyboard.down('Shift');
-      await page.mouse.click(b.x + 200, b.y);
-      await page.keyboard.up('Shift');
-    }
+    const selected = await selectLines(page, 2, 5);
+    check('lines 2-5 selected', selected, await workbenchState(page));
     check('palette command', await runCommand(page, 'Engram: Explain Selection'));
     const tabs2 = await waitText(page, '.tab', /why .+ 2-5\.md/, 30000).catch(() => []);
-    check('explain selection opens lines 2-5', tabs2.length > 0, tabs2);
+    check('explain selection opens lines 2-5', tabs2.length > 0, tabs2.length ? tabs2 : await workbenchState(page));
     await page.waitForTimeout(500);
     await shot(page, 'vscode-palette-explain.png');
 
