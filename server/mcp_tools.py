@@ -498,7 +498,14 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
         embed_later(doc, runner, store_provider)
         return doc
 
-    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest, "recall": recall}
+    async def notes(params: dict[str, Any]) -> dict[str, Any]:
+        """An agent's hook asks for the notes before an edit or at session start."""
+        from engram.memory import open_memories  # noqa: PLC0415
+        from engram.memory.briefs import notes_request  # noqa: PLC0415
+
+        return await runner(lambda: notes_request(open_memories(store_provider()), params))
+
+    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest, "recall": recall, "notes": notes}
 
 
 def thread_runner() -> Runner:

@@ -17,7 +17,8 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import apsw
 import orjson
@@ -44,10 +45,12 @@ from engram.memory.model import (
     parse_time,
 )
 from engram.memory.places import Place, best_state, near, places_of
-from engram.memory.vectors import Matrix
 from engram.store.lock import memory_lock
 from engram.store.repo import Store
 from engram.words import plural
+
+if TYPE_CHECKING:
+    from engram.memory.vectors import Matrix
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +117,20 @@ class Memories:
         self.store = store
         self.db = db if db is not None else open_db(store)
         self.log = EventLog(store)
-        self.matrix = Matrix()
         self._scanned = 0.0
         self._recalled: Counter[str] = Counter()
         self._first_recalled = 0.0
         self._lock = threading.RLock()
         self.torn = 0  # log lines skipped the last time the projection caught up
         self.sync(force=True)
+
+    @cached_property
+    def matrix(self) -> Matrix:
+        """The embeddings, loaded when first needed: what only lists and reads notes (an agent's
+        hook before an edit) does not pay numpy's import."""
+        from engram.memory.vectors import Matrix  # noqa: PLC0415
+
+        return Matrix()
 
     # ------------------------------------------------------------ the log and the projection
 
