@@ -178,7 +178,8 @@ def span_notes(mem: Memories, file: str, start: int, end: int, *, budget: int | 
     doc: dict[str, Any] = {"notes": notes}
     if len(notes) < len(found):
         doc["notes_left_out"] = {"count": len(found) - len(notes),
-                                 "next": f"recall(query='', file='{file}') or `engram memory list --at {file}:{start}-{end}`"}
+                                 "next": f"recall(query='', file='{file}'), or `engram memory list --at "
+                                         f"{file}:{start}-{end}`"}
     return doc, tokens(json_size(doc))
 
 
