@@ -83,7 +83,7 @@ def edit_notes(mem: Memories, file: str, ranges: Sequence[tuple[int, int]] | Non
                  "(`engram memory edit ID`, `engram forget ID`):", on),
                 (f"Notes of {file} whose code changed or vanished since they were written (check them; "
                  "`engram memory reanchor ID FILE:A-B` if the code moved):", drifted)]
-    more = f"`engram memory list --at {file}` lists every note of this file, `engram memory show ID` one whole"
+    more = f"`engram memory list --at {file}` lists them, `engram memory show ID` shows one whole"
     return _fill(sections, budget, more)
 
 
@@ -123,9 +123,9 @@ def session_brief(mem: Memories, *, budget: int = SESSION_BUDGET, now: str | Non
     ranked = sorted((projection.row_to_memory(mem.db, r) for r in rows),
                     key=lambda m: (-m.pinned, -(0.5 + m.importance) * strength(m, now), -m.trust, m.id))
     where = _anchored_where(mem, [m.id for m in ranked])
-    header = (f"Engram: the most important of this repository's {total} active notes (pinned first, then "
-              "importance, recency and who wrote them). Notes on code you are about to edit come with the edit.")
-    more = "`engram recall QUERY` finds notes by meaning (the `recall` MCP tool too), `engram memory list` lists them"
+    header = (f"Engram notes: the most important of this repository's {total} active notes (pinned, then "
+              "importance, recency, author); the notes on code you edit come with each edit.")
+    more = "`engram recall QUERY` (or the `recall` tool) finds them by meaning"
     return _fill([(header, [(m, where.get(m.id, [])) for m in ranked])], budget, more, left_beyond=total - len(ranked))
 
 
@@ -220,7 +220,7 @@ def _fill(sections: list[tuple[str, list[tuple[Memory, list[Place]]]]], budget: 
 
 
 def _closing(left: int, budget: int, more: str) -> str:
-    return f"({left} more note{'s' if left != 1 else ''} left out to stay within {budget} tokens: {more}.)\n"
+    return f"({left} more note{'s' if left != 1 else ''} left out to stay within {budget} tokens; {more}.)\n"
 
 
 def _entry(m: Memory, places: list[Place]) -> str:
