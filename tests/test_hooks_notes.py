@@ -5,6 +5,7 @@ removes these hooks; the MCP `explain` tool carries the notes anchored to the sp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -13,9 +14,13 @@ import sys
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
+import pytest_lsp
 from conftest import RETRY_PY, SPOTTER_MAIN, build_spot_repo, created_by, run_engram
+from lsprotocol import types
 from mcp import Client, StdioServerParameters
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 HOOK = [sys.executable, "-m", "engram_server.entry", "hook"]
 
@@ -209,3 +214,40 @@ async def test_mcp_explain_carries_the_notes_beside_the_sessions(spot: tuple[Pat
         none = (await c.call_tool("explain", {"file": rel, "start_line": 35, "end_line": 40, "brief": True})
                 ).structured_content
         assert none["notes"] == []
+
+
+# ---------------------------------------------------------------- with the language server running
+
+LSP = [sys.executable, "-m", "engram_server.entry", "lsp"]
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=LSP))
+async def lsp(lsp_client: LanguageClient):
+    yield
+    try:
+        await lsp_client.shutdown_session()
+    except RuntimeError:
+        pass
+
+
+async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient, repo: Path) -> None:
+    mid = remember(repo, "Retries back off exponentially", "net.py:4-10")
+    await lsp.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code"),
+                                                        root_uri=repo.as_uri()))
+    run_file = repo / ".engram" / "run" / "mcp.json"
+    for _ in range(1200):  # the MCP stack's import takes seconds on a loaded machine
+        if run_file.exists():
+            break
+        await asyncio.sleep(0.05)
+    info = json.loads(run_file.read_text())
+    request = {"event": "edit", "file": "net.py", "ranges": [[9, 9]]}
+    async with httpx2.AsyncClient() as h:
+        url = f"http://127.0.0.1:{info['port']}/engram/notes"
+        assert (await h.post(url, json=request)).status_code == 401
+        ok = await h.post(url, json=request, headers={"Authorization": f"Bearer {info['token']}"})
+        assert ok.status_code == 200 and mid in ok.json()["text"] and ok.json()["shown"] == [mid]
+        bad = await h.post(url, json={"event": "?"}, headers={"Authorization": f"Bearer {info['token']}"})
+        assert bad.status_code == 400
+    edit = {"file_path": str(repo / "net.py"), "old_string": "            time.sleep(2 ** i)\n", "new_string": ""}
+    proc, _ = await asyncio.to_thread(hook, repo, payload(repo, "Edit", edit), {"ENGRAM_LOCAL": ""})
+    assert mid in context(proc)

@@ -70,7 +70,7 @@ def edit_notes(mem: Memories, file: str, ranges: Sequence[tuple[int, int]] | Non
     if budget <= 0:
         return Brief("", [], 0, 0)
     on, drifted = [], []
-    for m, places in mem.in_file(file):
+    for m, places in mem.in_file(file, attribute=False):  # (the agent waits: no session attribution)
         if any(_overlaps(p, ranges) for p in places):
             on.append((m, places))
         elif any(_drifted(p, drift_below) for p in places):

@@ -222,8 +222,9 @@ class Memories:
         rows = self.db.execute(projection.select_sql("WHERE no IN carray(?)"), (int_array(list(nos)),)).fetchall()
         return {r[0]: projection.row_to_memory(self.db, r, full=full) for r in rows}
 
-    def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None) -> dict[int, list[Place]]:
-        return places_of(self.db, self.store.root, list(nos), buffers)
+    def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None,
+               attribute: bool = True) -> dict[int, list[Place]]:
+        return places_of(self.db, self.store.root, list(nos), buffers, attribute)
 
     def shown(self, ref: str, buffers: Mapping[str, str] | None = None
               ) -> tuple[Memory, list[Place], list[dict[str, Any]]]:
@@ -481,15 +482,17 @@ class Memories:
                     return found
         return found
 
-    def in_file(self, file: str, buffers: Mapping[str, str] | None = None) -> list[tuple[Memory, list[Place]]]:
+    def in_file(self, file: str, buffers: Mapping[str, str] | None = None,
+                attribute: bool = True) -> list[tuple[Memory, list[Place]]]:
         """The active memories with an anchor in `file` (repository-relative), each with those of its
         places that are in it now (a vanished anchor: where it was): what an editor shows on that
-        file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`."""
+        file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`.
+        `attribute`: see `places_of`."""
         self.sync()
         nos = [r[0] for r in self.db.execute(
             "SELECT DISTINCT a.memory FROM memory_anchors a JOIN memories m ON m.no = a.memory"
             " WHERE (a.file = ? OR a.at_file = ?) AND m.status = 'active'", (file, file))]
-        places = self.places(nos, buffers)
+        places = self.places(nos, buffers, attribute)
         mems = self.by_no(nos, full=True)
         found = []
         for no in nos:
