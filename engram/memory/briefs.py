@@ -220,7 +220,7 @@ def _fill(sections: list[tuple[str, list[tuple[Memory, list[Place]]]]], budget: 
 
 
 def _closing(left: int, budget: int, more: str) -> str:
-    return f"({left} more note{'s' if left != 1 else ''} left out to stay within {budget} tokens; {more}.)\n"
+    return f"(Engram: {left} more note{'s' if left != 1 else ''} left out to stay within {budget} tokens; {more}.)\n"
 
 
 def _entry(m: Memory, places: list[Place]) -> str:
