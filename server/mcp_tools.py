@@ -98,9 +98,26 @@ class Budget(BaseModel):
     over: bool = False
 
 
+class NoteBrief(BaseModel):
+    id: str = Field(description="the memory's id: `recall`, `memory_update` and `forget` take it")
+    kind: str
+    summary: str = Field(description="the note's first line")
+    state: str = Field(description="where its anchor is now: intact, moved, edited or vanished")
+    retained: float = Field(description="the share of the anchored code still there")
+    lines: list[int] = Field(description="[first, last] line of the note's code now (vanished: where it was)")
+
+
+class NotesLeftOut(BaseModel):
+    count: int
+    next: str = Field(description="how to read them")
+
+
 class ExplainResult(BaseModel):
     version: int
     span: Span = Field(description="the span answered; wider than the one asked for when `widened` says so")
+    notes: list[NoteBrief] = Field(default_factory=list, description="the memories (notes) anchored to the span "
+                                   "asked for: what is known about this code, beside why it was written")
+    notes_left_out: NotesLeftOut | None = None
     sessions: list[Session]
     widened: Widened | None = None
     rank: str | None = Field(default=None, description="writer, touches or evidence: how `sessions` are ordered")
@@ -200,7 +217,10 @@ def bound_explain(doc: dict[str, Any], next_call: str) -> ExplainResult:
     if isinstance(truncated, dict) and truncated.get("next"):
         truncated = {**truncated, "next": next_call.format(page=int(doc.get("page") or 1) + 1)}
     widened = doc.get("widened")
+    left = doc.get("notes_left_out")
     return ExplainResult(version=doc["version"], span=Span(**doc["span"]),
+                         notes=[NoteBrief.model_validate(n) for n in doc.get("notes", [])],
+                         notes_left_out=NotesLeftOut.model_validate(left) if left else None,
                          sessions=[Session.model_validate(s) for s in doc["sessions"]],
                          truncated=Truncated.model_validate(truncated) if truncated else False,
                          widened=Widened.model_validate(widened) if widened else None, rank=doc.get("rank"),
@@ -250,8 +270,9 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         """Return the sessions (Claude Code, Codex, editor...) that wrote, read or discussed lines
         start_line..end_line of `file` in the working tree, ranked (the sessions that wrote the lines first), each with
         windows of its transcript around every touch: the request, the reasoning, the edit, the
-        test run that followed. Works after the code was shifted, edited, moved or reformatted.
-        Call it before changing code whose purpose you do not know."""
+        test run that followed, and the notes (memories) anchored to those lines. Works after the
+        code was shifted, edited, moved or reformatted. Call it before changing code whose purpose
+        you do not know."""
         from engram.query.explain import Options, explain as core_explain  # noqa: PLC0415
         from engram.query.spans import Span as CoreSpan, read_span, repo_relative  # noqa: PLC0415
 
@@ -272,10 +293,12 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                     file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
                 cfg = store.config["explain"]
                 tokens = budget if budget is not None else int(cfg["budget"])
+                notes, used = _span_notes(store, span.file, start_line, end_line, tokens, live)
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
                                include_deleted=include_deleted, rank=rank or str(cfg["rank"]),
-                               budget=tokens or None, page=page)
-                return core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
+                               budget=max(1, tokens - used) if tokens else None, page=page)
+                return {**core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines),
+                        **notes}
 
         asked = {"file": file, "start_line": start_line, "end_line": end_line, "before": before, "after": after,
                  "brief": brief, "expand_until": expand_until, "min_confidence": min_confidence,
@@ -415,6 +438,21 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
     return mcp
 
 
+def _span_notes(store: Store, file: str, start: int, end: int, budget: int, live: str | None
+                ) -> tuple[dict[str, Any], int]:
+    """The notes anchored to the span, for explain's answer, and the tokens they take of its budget
+    (engram.memory.briefs.span_notes); none when the memories cannot be read (explain still answers)."""
+    from engram.memory import open_memories  # noqa: PLC0415
+    from engram.memory.briefs import span_notes  # noqa: PLC0415
+
+    try:
+        return span_notes(open_memories(store), file, start, end, budget=budget or None,
+                          buffers={file: live} if live is not None else None)
+    except EngramError as exc:
+        log.warning("explain without notes: %s", exc)
+        return {}, 0
+
+
 _connections: dict[str, tuple[int, Any]] = {}
 
 
@@ -498,7 +536,14 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
         embed_later(doc, runner, store_provider)
         return doc
 
-    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest, "recall": recall}
+    async def notes(params: dict[str, Any]) -> dict[str, Any]:
+        """An agent's hook asks for the notes before an edit or at session start."""
+        from engram.memory import open_memories  # noqa: PLC0415
+        from engram.memory.briefs import notes_request  # noqa: PLC0415
+
+        return await runner(lambda: notes_request(open_memories(store_provider()), params))
+
+    return {"explain": query("explain"), "blame": query("blame"), "ingest": ingest, "recall": recall, "notes": notes}
 
 
 def thread_runner() -> Runner:

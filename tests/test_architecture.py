@@ -31,7 +31,7 @@ LAYERS: dict[str, set[str]] = {
                        "engram.adapters", "engram.index"},
     "engram.query": {"engram.errors", "engram.words", "engram.fsutil", "engram.arrays", "engram.tape", "engram.store",
                      "engram.anchor", "engram.adapters", "engram.index"},
-    "engram.integrations": {"engram.errors", "engram.words", "engram.store"},
+    "engram.integrations": {"engram.errors", "engram.words", "engram.store", "engram.memory"},
     "engram.memory": {"engram.errors", "engram.words", "engram.fsutil", "engram.arrays", "engram.tape", "engram.store",
                       "engram.anchor", "engram.adapters", "engram.index", "engram.query"},
     "engram.doctor": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store", "engram.index",

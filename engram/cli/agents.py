@@ -15,10 +15,10 @@ AGENTS = ("claude", "codex")
 
 def run_hook_command(payload: str | None) -> int:
     """The payload comes as an argument (Codex notify) or on stdin (Claude Code hooks)."""
-    from engram.integrations.hook import run_hook
+    from engram.cli.running_server import ask_language_server
+    from engram.integrations.hook import hook_process
 
-    stdin_text = None if payload is not None or sys.stdin.isatty() else sys.stdin.read(1 << 20)
-    return run_hook(stdin_text, payload)
+    return hook_process(payload, ask_language_server)
 
 
 def cmd_hook(args: argparse.Namespace) -> int:

@@ -8,7 +8,8 @@ request and prints what it answers. Anything wrong with that path — no run fil
 a refused or slow connection — falls back to doing the work locally; only an answer the server
 gives (including an error about the request) is final. `ENGRAM_LOCAL=1` always works locally.
 
-`quick` hands `engram ingest PATH...` (what an agent's hook runs after every turn) over before
+`quick` carries out `engram hook` (engram.integrations.hook: the agent waits for it before every
+edit) and hands `engram ingest PATH...` (what an agent's hook runs after every turn) over before
 the command line is even built: argparse, logging, pathlib and typing, which every other command
 imports, cost ~30 ms here, a third of the 100 ms an append may take (bench/README.md, "The quick
 path"). It knows only the plain forms of that one command; anything else (an option it does not
@@ -120,6 +121,10 @@ def transcript_bytes(path: str) -> int:
 def quick(argv: Sequence[str]) -> int | None:
     """The exit status of `engram ARGV` when a running language server did all of it, or None
     for the full command line (the module docstring)."""
+    if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # never fails the agent, whatever
+        from engram.integrations.hook import hook_process  # noqa: PLC0415 - follows (bad arguments included)
+
+        return hook_process(argv[1] if len(argv) > 1 else None, ask_language_server)
     parsed = _ingest_args(argv)
     if parsed is None or os.environ.get("ENGRAM_LOCAL"):
         return None

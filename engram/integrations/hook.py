@@ -1,26 +1,37 @@
-"""`engram hook`: called by Claude Code hooks and Codex's `notify` after agent activity.
+"""`engram hook`: called by Claude Code hooks and Codex's hooks and `notify` around agent activity.
 
-It must never block or break the agent: it reads the payload, and if it names a session of a
-repository with a store, starts a detached `engram ingest` of that transcript and returns at
-once. Every failure is logged to `.engram/run/hook.log` (or swallowed) and the exit status is 0.
+It must never block or break the agent, and it exits 0 whatever happens. Two kinds of payload:
+
+* `PreToolUse` (an edit) and `SessionStart`: the notes the model should see are printed as the
+  hook's additional context (`engram.integrations.context`), or nothing, within a deadline;
+* the others (`PostToolUse`, `PreCompact`, `SessionEnd`, Codex's notify): if the payload names a
+  session of a repository with a store, a detached `engram ingest` of that transcript starts and
+  the hook returns at once. Failures are logged to `.engram/run/hook.log` (or swallowed).
+
+The process's imports are kept to `os`, `sys` and `json` until a payload needs more: the agent
+waits for a `PreToolUse` hook on every edit (bench/hooks.py measures it).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False  # (not typing's: see the module docstring)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
-MAX_PAYLOAD = 1 << 20
+    from engram.integrations.context import Ask
+
+MAX_PAYLOAD = 8 << 20  # a Write of a large file carries the whole file
+#: A context hook that has not answered by then prints nothing (ENGRAM_HOOK_DEADLINE_MS overrides).
+DEADLINE_S = 1.0
 
 
 def parse_payload(raw: str) -> dict[str, Any] | None:
+    import json  # noqa: PLC0415
+
     try:
         data = json.loads(raw)
     except (ValueError, TypeError):
@@ -30,6 +41,8 @@ def parse_payload(raw: str) -> dict[str, Any] | None:
 
 def ingest_command(payload: dict[str, Any]) -> tuple[Path, list[str]] | None:
     """(repository root, arguments for `engram`) for a payload, or None when there is nothing to do."""
+    from pathlib import Path  # noqa: PLC0415
+
     from engram.errors import StoreNotFound  # noqa: PLC0415
     from engram.store.repo import Store  # noqa: PLC0415
 
@@ -48,24 +61,92 @@ def ingest_command(payload: dict[str, Any]) -> tuple[Path, list[str]] | None:
     return None
 
 
-def run_hook(stdin_text: str | None, argv_payload: str | None) -> int:
+def run_hook(stdin_text: str | None, argv_payload: str | None, ask: Ask | None = None) -> int:
+    """Carry out one hook call (`ask`: how to reach a running language server, for the context
+    hooks); the exit status is always 0."""
     try:
         raw = argv_payload if argv_payload is not None else (stdin_text or "")
         payload = parse_payload(raw[:MAX_PAYLOAD])
         if payload is None:
             return 0
-        found = ingest_command(payload)
-        if found is None:
+        from engram.integrations import context  # noqa: PLC0415
+
+        if context.wants_context(payload):
+            out = context.respond(payload, ask)
+            _stop_deadline()
+            if out:
+                sys.stdout.write(out)
+                sys.stdout.flush()
             return 0
-        root, args = found
-        logfile = root / ".engram" / "run" / "hook.log"
-        logfile.parent.mkdir(parents=True, exist_ok=True)
-        with open(logfile, "ab") as out:
-            subprocess.Popen([sys.executable, "-m", "engram_server.entry", *args], cwd=root,
-                             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+        _start_ingest(payload)
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent's turn
+        _stop_deadline()
         try:
             sys.stderr.write(f"engram hook: {exc}\n")
         except Exception:  # noqa: BLE001
             pass
     return 0
+
+
+def _start_ingest(payload: dict[str, Any]) -> None:
+    found = ingest_command(payload)
+    if found is None:
+        return
+    import subprocess  # noqa: PLC0415
+
+    root, args = found
+    logfile = root / ".engram" / "run" / "hook.log"
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(logfile, "ab") as out:
+        subprocess.Popen([sys.executable, "-m", "engram_server.entry", *args], cwd=root,
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+
+
+def hook_process(argv_payload: str | None, ask: Ask | None = None) -> int:
+    """`engram hook [PAYLOAD]` as a process: the payload from the argument or stdin, and a
+    deadline after which the process ends with nothing printed (a hook the agent waits for must
+    not hold it up; an edit goes ahead without the notes)."""
+    previous = _start_deadline()
+    try:
+        stdin_text = None
+        if argv_payload is None:
+            try:
+                stdin_text = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read(MAX_PAYLOAD)
+            except (OSError, ValueError):  # no stdin, or not text
+                stdin_text = None
+        return run_hook(stdin_text, argv_payload, ask)
+    finally:
+        _stop_deadline(previous)
+
+
+def _deadline() -> float:
+    try:
+        return max(0.05, int(os.environ["ENGRAM_HOOK_DEADLINE_MS"]) / 1000)
+    except (KeyError, ValueError):
+        return DEADLINE_S
+
+
+def _start_deadline() -> Any:
+    """SIGALRM after the deadline ends the process at once, exit status 0, nothing printed (the
+    answer is written in one piece after `_stop_deadline`); returns the handler it replaced. Not
+    on Windows (no setitimer), nor off the main thread (a test calling `main`)."""
+    import signal  # noqa: PLC0415
+
+    if not hasattr(signal, "setitimer"):
+        return None
+    try:
+        previous = signal.signal(signal.SIGALRM, lambda *_: os._exit(0))
+    except ValueError:  # not the main thread
+        return None
+    signal.setitimer(signal.ITIMER_REAL, _deadline())
+    return previous
+
+
+def _stop_deadline(previous: Any = None) -> None:
+    """Cancel the deadline (and give SIGALRM back its handler, when `previous` names it)."""
+    signal = sys.modules.get("signal")
+    if signal is None or not hasattr(signal, "setitimer"):
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if previous is not None:
+        signal.signal(signal.SIGALRM, previous)

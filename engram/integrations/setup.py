@@ -30,11 +30,19 @@ from engram.errors import BadInput
 
 ENTRY_MODULE = "engram_server.entry"  # what `python -m` runs as the full `engram` command
 PROGRAM_NAMES = ("engram", "engram.exe")
+EDIT_TOOLS = "Edit|MultiEdit|Write|NotebookEdit"
+# Capture after edits and at the end; the notes before an edit and at session start
+# (engram.integrations.context: it gives up after its own deadline, well inside these timeouts).
 CLAUDE_HOOKS = {
-    "PostToolUse": {"matcher": "Edit|MultiEdit|Write|NotebookEdit", "timeout": 10},
+    "PostToolUse": {"matcher": EDIT_TOOLS, "timeout": 10},
     "PreCompact": {"timeout": 30},
     "SessionEnd": {"timeout": 30},
+    "PreToolUse": {"matcher": EDIT_TOOLS, "timeout": 5},
+    "SessionStart": {"timeout": 10},
 }
+# Codex (hooks.json beside config.toml, same format as Claude Code's): the session-start brief. Its
+# PreToolUse refuses additionalContext (openai/codex#19385), so there are no notes before an edit.
+CODEX_HOOKS = {"SessionStart": {"timeout": 10}}
 BACKUP_SUFFIX = ".engram-backup"
 VERIFY_TIMEOUT_S = 30
 
@@ -255,22 +263,38 @@ def plan_claude(root: Path, command: Sequence[str]) -> list[Planned]:
     plan.note = note
     plans = [plan]
 
-    settings = _load_json(settings_path)
+    plans.append(_plan_hooks(settings_path, command, CLAUDE_HOOKS))
+    return plans
+
+
+def _plan_hooks(path: Path, command: Sequence[str], wanted: dict[str, dict[str, Any]]) -> Planned:
+    """The hooks file at `path` (Claude Code's settings, Codex's hooks.json: the same format)
+    running `command hook` on each event of `wanted` (its matcher and timeout); Engram's hooks
+    already there run this engram now, the others stay as they are."""
+    settings = _load_json(path)
     before = json.loads(json.dumps(settings))
     hook_line = shlex.join([*command, "hook"])
     ours = [(event, hook) for event, _, hook in _hook_commands(settings) if hook_engram(hook["command"])]
     for _, hook in ours:
         hook["command"] = hook_line  # another engram's (an older setup's): this one now
     hooks = settings.setdefault("hooks", {})
-    for event, spec in CLAUDE_HOOKS.items():
+    for event, spec in wanted.items():
         if any(e == event for e, _ in ours):
             continue
         group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_line, "timeout": spec["timeout"]}]}
         if "matcher" in spec:
             group = {"matcher": spec["matcher"], **group}
         hooks.setdefault(event, []).append(group)
-    plans.append(_json_plan(settings_path, settings, before, had_engram=bool(ours)))
-    return plans
+    return _json_plan(path, settings, before, had_engram=bool(ours))
+
+
+def _unplan_hooks(path: Path) -> Planned:
+    """The hooks file at `path` without Engram's hooks."""
+    settings = _load_json(path)
+    hooks = [(group, hook) for _, group, hook in _hook_commands(settings) if hook_engram(hook["command"])]
+    for group, hook in hooks:
+        group["hooks"].remove(hook)
+    return _json_removal(path, _without_empty_hooks(settings), bool(hooks))
 
 
 def unplan_claude(root: Path) -> list[Planned]:
@@ -283,12 +307,7 @@ def unplan_claude(root: Path) -> list[Planned]:
         del servers["engram"]
         if not servers:
             del mcp["mcpServers"]
-    settings = _load_json(settings_path)
-    hooks = [(group, hook) for _, group, hook in _hook_commands(settings) if hook_engram(hook["command"])]
-    for group, hook in hooks:
-        group["hooks"].remove(hook)
-    return [_json_removal(mcp_path, mcp, server),
-            _json_removal(settings_path, _without_empty_hooks(settings), bool(hooks))]
+    return [_json_removal(mcp_path, mcp, server), _unplan_hooks(settings_path)]
 
 
 def _json_removal(path: Path, data: dict[str, Any], found: bool) -> Planned:
@@ -330,6 +349,10 @@ def codex_home() -> Path:
 
 def codex_file() -> Path:
     return codex_home() / "config.toml"
+
+
+def codex_hooks_file() -> Path:
+    return codex_home() / "hooks.json"
 
 
 _TABLE = re.compile(r"^[ \t]*\[[ \t]*mcp_servers[ \t]*\.[ \t]*(?:engram|\"engram\")[ \t]*\][ \t]*(?:#.*)?$", re.M)
@@ -384,7 +407,8 @@ def plan_codex(command: Sequence[str]) -> list[Planned]:
     elif _codex_notify_engram(notify) and (m := _top_level_notify(new)):
         new = new[: m.start()] + line + new[m.end():]
     _check_toml(path, new, command)
-    return [Planned(path, new, new != text, backup=new != text and not had_engram, note=note)]
+    return [Planned(path, new, new != text, backup=new != text and not had_engram, note=note),
+            _plan_hooks(codex_hooks_file(), command, CODEX_HOOKS)]
 
 
 def _codex_notify_engram(notify: Any) -> bool:
@@ -404,13 +428,17 @@ def _check_toml(path: Path, text: str, command: Sequence[str]) -> None:
 
 def unplan_codex() -> list[Planned]:
     """Codex's config.toml without Engram's server and notify command."""
+    return [_unplan_codex_config(), _unplan_hooks(codex_hooks_file())]
+
+
+def _unplan_codex_config() -> Planned:
     path = codex_file()
     if not path.exists():
-        return [Planned(path, None, False)]
+        return Planned(path, None, False)
     text, data = _load_toml(path)
     if server_engram((data.get("mcp_servers") or {}).get("engram")) is None and not _codex_notify_engram(
             data.get("notify")):
-        return [Planned(path, None, False)]
+        return Planned(path, None, False)
     new = text
     if server_engram((data.get("mcp_servers") or {}).get("engram")) is not None and (where := _engram_table(new)):
         a, b = where
@@ -430,7 +458,7 @@ def unplan_codex() -> list[Planned]:
         except tomllib.TOMLDecodeError:
             return False
 
-    return [_removal_plan(path, new if new.strip() else None, same)]
+    return _removal_plan(path, new if new.strip() else None, same)
 
 
 def codex_notify_conflict() -> str | None:
@@ -482,6 +510,10 @@ def configured(agent: str, root: Path) -> list[Configured]:
             found.append(Configured("codex", path, "MCP server", tuple(cmd)))
         if _codex_notify_engram(data.get("notify")):
             found.append(Configured("codex", path, "notify", tuple(data["notify"][:-1])))
+        hooks_path = codex_hooks_file()
+        for event, _, hook in _hook_commands(_safe(_load_json, hooks_path)):
+            if cmd := hook_engram(hook["command"]):
+                found.append(Configured("codex", hooks_path, f"{event} hook", tuple(cmd)))
     return found
 
 

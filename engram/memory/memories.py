@@ -17,7 +17,8 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import apsw
 import orjson
@@ -44,10 +45,12 @@ from engram.memory.model import (
     parse_time,
 )
 from engram.memory.places import Place, best_state, near, places_of
-from engram.memory.vectors import Matrix
 from engram.store.lock import memory_lock
 from engram.store.repo import Store
 from engram.words import plural
+
+if TYPE_CHECKING:
+    from engram.memory.vectors import Matrix
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +117,20 @@ class Memories:
         self.store = store
         self.db = db if db is not None else open_db(store)
         self.log = EventLog(store)
-        self.matrix = Matrix()
         self._scanned = 0.0
         self._recalled: Counter[str] = Counter()
         self._first_recalled = 0.0
         self._lock = threading.RLock()
         self.torn = 0  # log lines skipped the last time the projection caught up
         self.sync(force=True)
+
+    @cached_property
+    def matrix(self) -> Matrix:
+        """The embeddings, loaded when first needed: what only lists and reads notes (an agent's
+        hook before an edit) does not pay numpy's import."""
+        from engram.memory.vectors import Matrix  # noqa: PLC0415
+
+        return Matrix()
 
     # ------------------------------------------------------------ the log and the projection
 
@@ -212,8 +222,9 @@ class Memories:
         rows = self.db.execute(projection.select_sql("WHERE no IN carray(?)"), (int_array(list(nos)),)).fetchall()
         return {r[0]: projection.row_to_memory(self.db, r, full=full) for r in rows}
 
-    def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None) -> dict[int, list[Place]]:
-        return places_of(self.db, self.store.root, list(nos), buffers)
+    def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None,
+               attribute: bool = True) -> dict[int, list[Place]]:
+        return places_of(self.db, self.store.root, list(nos), buffers, attribute)
 
     def shown(self, ref: str, buffers: Mapping[str, str] | None = None
               ) -> tuple[Memory, list[Place], list[dict[str, Any]]]:
@@ -471,15 +482,17 @@ class Memories:
                     return found
         return found
 
-    def in_file(self, file: str, buffers: Mapping[str, str] | None = None) -> list[tuple[Memory, list[Place]]]:
+    def in_file(self, file: str, buffers: Mapping[str, str] | None = None,
+                attribute: bool = True) -> list[tuple[Memory, list[Place]]]:
         """The active memories with an anchor in `file` (repository-relative), each with those of its
         places that are in it now (a vanished anchor: where it was): what an editor shows on that
-        file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`."""
+        file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`.
+        `attribute`: see `places_of`."""
         self.sync()
         nos = [r[0] for r in self.db.execute(
             "SELECT DISTINCT a.memory FROM memory_anchors a JOIN memories m ON m.no = a.memory"
             " WHERE (a.file = ? OR a.at_file = ?) AND m.status = 'active'", (file, file))]
-        places = self.places(nos, buffers)
+        places = self.places(nos, buffers, attribute)
         mems = self.by_no(nos, full=True)
         found = []
         for no in nos:

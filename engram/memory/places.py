@@ -73,10 +73,12 @@ def _stamp(root: str, file: str) -> str:
     return f"{st.st_mtime_ns}-{st.st_size}"
 
 
-def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[str, str] | None = None
-              ) -> dict[int, list[Place]]:
+def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[str, str] | None = None,
+              attribute: bool = True) -> dict[int, list[Place]]:
     """The anchors of memories `nos` in the repository at `root`, resolved (from the cache when
-    their file is unchanged)."""
+    their file is unchanged). Without `attribute`, a changed anchor is resolved without naming the
+    session whose edit changed it (an explain query, half the time of a resolution; what an agent's
+    hook before an edit cannot wait for), and not cached, so a later answer still names it."""
     if not nos:
         return {}
     rows = db.execute(
@@ -93,8 +95,8 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
                           extra.get("session"), extra.get("edit"))
         else:
-            place = _resolve(db, root, anchor, buffers)
-            if not live:
+            place = _resolve(db if attribute else None, root, anchor, buffers)
+            if not live and attribute:
                 fresh.append((place, now, no, n))
         out.setdefault(no, []).append(place)
     if fresh:
@@ -102,7 +104,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     return out
 
 
-def _resolve(db: apsw.Connection, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None
+def _resolve(db: apsw.Connection | None, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None
              ) -> Place:
     from engram.memory.anchors import Anchor, resolve  # noqa: PLC0415 - fingerprints load numpy
 

@@ -38,6 +38,15 @@ DEFAULTS: dict[str, Any] = {
         # what does not fit is left for `--page 2`. 0: no bound.
         "budget": 4000,
     },
+    "hooks": {
+        # What the agents' hooks tell the model about the notes (engram.memory.briefs), in tokens
+        # of 4 bytes of text: before an edit (the notes on the lines it changes and the file's
+        # drifted ones) and at session start (the most important notes). 0: say nothing.
+        "edit_budget": 800,
+        "session_budget": 1500,
+        # An `edited` note counts as drifted below this share of its code retained.
+        "drift_below": 0.8,
+    },
     "index": {
         # Fingerprints present in more than this share of tapes are stop-listed: a query skips
         # them unless that leaves less than half of its span (then the least common are kept),
