@@ -134,15 +134,20 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     keys, frags = postings.lookup(db, kg[usable], table=postings.EDITS)
     if not len(keys):
         return out
-    pairs = np.unique(np.stack([frags.astype(np.int64), keys]), axis=1)
-    pair_frag, pair_key = pairs[0], pairs[1]
-    # Each matched key's positions among the file's k-grams, then one fragment's runs of them.
+    # Each matched key's positions among the file's k-grams (a run of the sorted k-grams, from
+    # `lo`), once per fragment holding it; then one fragment's runs of those positions.
     order = np.argsort(qk, kind="stable")
     sorted_k = qk[order]
-    lo = np.searchsorted(sorted_k, pair_key, "left")
-    hi = np.searchsorted(sorted_k, pair_key, "right")
-    pos = order[arrays.ranges(lo, hi - lo)]
-    frag = np.repeat(pair_frag, hi - lo)
+    run_at, run_len = arrays.equal_runs(sorted_k)
+    length = np.zeros(len(sorted_k), dtype=np.int64)
+    length[run_at] = run_len
+    # (fragment, key) pairs as one integer each (the key by its run's start): distinct by a
+    # plain sort, not numpy's unique along an axis.
+    at = np.searchsorted(sorted_k, keys, "left").astype(np.uint64)
+    pairs = arrays.unique((frags.astype(np.uint64) << np.uint64(32)) | at)
+    pair_frag, lo = (pairs >> np.uint64(32)).astype(np.int64), (pairs & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    pos = order[arrays.ranges(lo, length[lo])]
+    frag = np.repeat(pair_frag, length[lo])
     by = np.lexsort((pos, frag))
     frag, pos = frag[by], pos[by]
     new = np.ones(len(pos), dtype=bool)
@@ -162,7 +167,7 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     if not meta:
         return out
     mid = np.fromiter(sorted(meta), dtype=np.int64, count=len(meta))
-    known = np.isin(run_frag, mid)
+    known = arrays.member(run_frag, mid)
     run_frag, starts, ends, counts = run_frag[known], starts[known], ends[known], counts[known]
     # The latest edit covering a line is its writer: rank fragments by (time, id), take each
     # line's highest.
@@ -190,7 +195,7 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     strong = (whole >= WRITER_SHARE * strongest[lines]) | (entire & (local > 0) & (local >= WRITER_SHARE * most[lines]))
     best = np.full(n_lines, -1, dtype=np.int64)
     np.maximum.at(best, lines[strong], rank[strong])
-    winners = _owners(db, meta, {int(r) for r in np.unique(best[best >= 0])}, ranked)
+    winners = _owners(db, meta, set(best[best >= 0].tolist()), ranked)
     for line, r in enumerate(best.tolist()):
         if r >= 0:
             out[line] = winners[r]
@@ -208,7 +213,7 @@ def _local_strength(tok_lines: np.ndarray, pos: np.ndarray, starts: np.ndarray, 
     first = tok_lines[pos[idx]].astype(np.int64)
     last = tok_lines[np.minimum(pos[idx] + k - 1, len(tok_lines) - 1)].astype(np.int64)
     keys = np.concatenate([run_id * n_lines + first, (run_id * n_lines + last)[last != first]])
-    uniq, counts = np.unique(keys, return_counts=True)
+    uniq, counts = arrays.unique_counts(keys)
     want = run_of.astype(np.int64) * n_lines + lines
     at = np.minimum(np.searchsorted(uniq, want), len(uniq) - 1)
     return np.where(uniq[at] == want, counts[at], 0)
