@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import SPOTTER_MAIN, build_spot_repo, run_engram
-from test_lineage import tape
+from test_lineage import db, tape
 
 PORCELAIN = {"lines", "session_id", "tape", "harness", "when", "request"}
 
@@ -75,6 +75,37 @@ def test_the_last_session_to_change_a_line_is_its_writer(two_sessions: Path) -> 
     assert text[0].startswith("writer-a · test · 2026-01-01 00:00 UTC · \"Write the report module")
     assert text[10] == "editor-b · test · 2026-01-02 00:00 UTC · \"Round the totals ten to fifteen in the summary\""
     assert text[11] == "10 │ " + line(10, "summarise_rounded")
+
+
+def test_requests_come_from_the_index_and_from_the_tapes_of_an_index_filled_before(repo: Path, tmp_path: Path) -> None:
+    """The index keeps each request's first line (blame reads no tape for it); an index filled
+    before it kept them reads them from the tapes, with the same answer, until `engram reindex`."""
+    lines = [line(i) for i in range(1, 21)]
+    t = tape(tmp_path, "short-ask", "2026-01-03T00:00:00Z", [
+        {"kind": "msg.in", "ts": "2026-01-03T00:00:01Z", "text": "Write the ledger totals for all twenty rows"},
+        {"kind": "msg.in", "ts": "2026-01-03T00:00:02Z", "text": "<system-reminder>not a request</system-reminder>"},
+        {"kind": "msg.in", "ts": "2026-01-03T00:00:03Z", "text": "go on"},
+        {"kind": "code.edit", "ts": "2026-01-03T00:00:04Z", "file": "ledger.py", "op": "create",
+         "before_range": [1, 0], "after_range": [1, 20], "before_text": "", "after_text": "\n".join(lines) + "\n"}])
+    (repo / "ledger.py").write_text("\n".join(lines) + "\n")
+    run_engram(repo, "ingest", str(t))
+    doc = blame(repo, "ledger.py")
+    # "go on" is a word or two: the longer request before it names the edit.
+    assert [(r["lines"], r["session_id"], r["request"]) for r in doc["regions"]] == [
+        ([1, 20], "short-ask", "Write the ledger totals for all twenty rows")]
+    conn = db(repo)
+    assert conn.execute("SELECT line, long FROM requests ORDER BY frag").fetchall() == [
+        ("Write the ledger totals for all twenty rows", 1), ("go on", 0)]
+    conn.execute("DELETE FROM requests; INSERT OR REPLACE INTO state(key, value)"
+                 " SELECT 'requests_from', max(id) + 1 FROM fragments")  # as schema 13 leaves an older index
+    conn.close()
+    assert blame(repo, "ledger.py") == doc
+    run_engram(repo, "reindex")
+    conn = db(repo)
+    assert conn.execute("SELECT count(*) FROM requests").fetchall()[0][0] == 2
+    assert not conn.execute("SELECT 1 FROM state WHERE key = 'requests_from'").fetchall()
+    conn.close()
+    assert blame(repo, "ledger.py") == doc
 
 
 def test_lines_no_session_wrote_and_bad_ranges(two_sessions: Path) -> None:

@@ -39,6 +39,7 @@ from engram.index.kinds import (
     event_text,
     fragment_file,
     fragment_lines,
+    request_line,
 )
 from engram.index.lineage import PART_MIN_FPS, RunEdits, continued_session, edit_confidences
 from engram.index.pending import PendingCarried, PendingEdit, PendingTape
@@ -145,6 +146,8 @@ def prepare_tape(tape_id: str, events: list[dict[str, Any]], k: int, w: int) -> 
         texts.append(text)
         if kind in (E.MSG_IN, E.MSG_OUT, E.TOOL_CALL):
             pt.fts.append((fi, text))
+        if kind == E.MSG_IN and (req := request_line(ev)) is not None:
+            pt.requests.append((fi, *req))
         if kind == E.SPAN_LINK:
             pt.links.append((fi, ev))
     lineage.fingerprint(k, w)
@@ -411,6 +414,8 @@ class Indexer:
                            " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             db.executemany("INSERT INTO fts(rowid, text) VALUES(?, ?)",
                            ((next_frag + fi, text) for fi, text in pt.fts))
+            db.executemany("INSERT INTO requests(frag, line, long) VALUES(?, ?, ?)",
+                           ((next_frag + fi, line, int(long)) for fi, line, long in pt.requests))
             next_frag += len(pt.frags)
         fps = np.concatenate(self.fps) if self.fps else np.empty(0, np.int64)
         owners = np.concatenate(self.owners) if self.owners else np.empty(0, np.int64)

@@ -9,7 +9,6 @@ from typing import Any, Final
 
 import apsw
 
-from engram.adapters.apply_patch import patch_text
 from engram.index.sql import int_array
 from engram.tape import events as E
 
@@ -27,8 +26,9 @@ KIND_NAME: Final = {v: k for k, v in KIND_NO.items()}
 # the code it carries (e7c100e); an edit of separate regions as those regions (1a16413);
 # Codex agent messages are tape events (860fa69; a re-ingest captures them). 3: an edit is its
 # changed lines only, a whole-file Write too, its lineage is looked up hunk by hunk, and the
-# lines it held unchanged are a `code.carried` fragment.
-TEXT_VERSION: Final = 3
+# lines it held unchanged are a `code.carried` fragment. 4: each request's first line is kept
+# (`requests`, schema 13), so blame names it without reading the tape.
+TEXT_VERSION: Final = 4
 
 
 def kinds_of(db: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
@@ -36,6 +36,36 @@ def kinds_of(db: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
     query reads its own rows; `memo.fragment_kinds` keeps a copy for a process that asks again)."""
     ids = list(ids)
     return dict(db.execute("SELECT id, kind FROM fragments WHERE id IN carray(?)", (int_array(ids),))) if ids else {}
+
+# Harness-injected user-role text: notifications, reminders, slash-command wrappers, caveats.
+_INJECTED = re.compile(r"^\s*(<[a-z][a-z0-9_-]*[ >]|Caveat:|\[Request interrupted)", re.I)
+
+#: A request of fewer words than this ("continue", "yes, go on") says little on its own: the story
+#: also gives the last longer one before it.
+SHORT_REQUEST_WORDS: Final = 4
+REQUEST_LINE_CHARS: Final = 200  # a request's first line as the index keeps it (`request_line`)
+
+
+def is_request(ev: dict[str, Any]) -> bool:
+    """A person's request: a user message that is not harness-injected context or another agent's message."""
+    if (ev.get("kind") != E.MSG_IN or ev.get("is_meta") or ev.get("injected") or ev.get("compact_summary")
+            or ev.get("sender")):
+        return False
+    t = ev.get("text")
+    return isinstance(t, str) and bool(t.strip()) and not _INJECTED.match(t)
+
+
+def request_line(ev: dict[str, Any]) -> tuple[str, bool] | None:
+    """A request's first non-blank line (at most REQUEST_LINE_CHARS) and whether it is of
+    SHORT_REQUEST_WORDS words or more; None for an event that is no request (`is_request`).
+    What blame names an edit by, kept in the index (`requests`) so it reads no tape."""
+    if not is_request(ev):
+        return None
+    text = ev["text"]
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    line = line if len(line) <= REQUEST_LINE_CHARS else line[:REQUEST_LINE_CHARS - 1] + "…"
+    return line, len(text.split()) >= SHORT_REQUEST_WORDS
+
 
 # Harness-injected text that is the same in every session: never evidence of continuity.
 _BOILERPLATE = re.compile(
@@ -63,6 +93,8 @@ def event_text(ev: dict[str, Any]) -> str:
     if kind == E.TOOL_CALL:
         parts: list[str] = []
         _strings(ev.get("input"), parts)
+        from engram.adapters.apply_patch import patch_text  # noqa: PLC0415 - not for a query's import
+
         return "\n".join(map(patch_text, parts))
     if kind == E.TOOL_RESULT:
         out = ev.get("stdout") if isinstance(ev.get("stdout"), str) else ""

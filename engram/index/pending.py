@@ -45,6 +45,7 @@ class PendingTape:
     edits: list[PendingEdit] = field(default_factory=list)
     carried: list[PendingCarried] = field(default_factory=list)
     links: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    requests: list[tuple[int, str, bool]] = field(default_factory=list)  # (fragment index, `kinds.request_line`)
     head: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     tail: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     marker: str | None = None

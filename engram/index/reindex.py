@@ -22,7 +22,8 @@ from engram.tape.writer import TAPE_SUFFIX
 log = logging.getLogger(__name__)
 
 DERIVED = ("tapes", "captures", "files", "fragments", "postings", "edit_postings", "segments", "stoplist", "lineage",
-           "tombstones", "tombstone_fps", "continuations", "heads", "head_fps", "tail_fps", "state", "subagents")
+           "tombstones", "tombstone_fps", "continuations", "heads", "head_fps", "tail_fps", "state", "subagents",
+           "requests")
 
 
 Projection = Callable[[Store, apsw.Connection], dict[str, Any]]

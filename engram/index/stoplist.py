@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 REBUILD_GROWTH: Final = 1.25  # rebuild when the number of indexed tapes grew by a quarter
 _cache: dict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]] = {}
+_LOOKUPS_MAX: Final = 2048  # keys looked up one by one without counting the list first
 
 
 def _generation(db: apsw.Connection) -> int:
@@ -41,7 +42,8 @@ def load(db: apsw.Connection, keys: np.ndarray | None = None,
 
     The whole list is copied once per process, database file, index epoch and stop-list
     generation — from the second query on: it has thousands of rows on a large store, which a
-    one-shot CLI query should not pay for. Until then only the rows of `keys` are read.
+    one-shot CLI query should not pay for. Until then only the rows of `keys` are read, unless
+    they are more than the list (a blame of a whole file: a scan is cheaper than that many lookups).
     `snap`: the index's state as the caller's query read it (default: read now)."""
     snap = snap or snapshot.read(db)
     key = (db.filename, snap.epoch, snap.stoplist_gen)
@@ -50,9 +52,10 @@ def load(db: apsw.Connection, keys: np.ndarray | None = None,
         return hit
     if keys is not None and memo.first_use(("stoplist", *key)):
         ks = arrays.unique(keys)
-        rows = db.execute("SELECT fp, tapes FROM stoplist WHERE fp IN carray(?) ORDER BY fp",
-                          (int_array(ks),)).fetchall() if len(ks) else []
-        return _arrays(rows)
+        if len(ks) <= _LOOKUPS_MAX or len(ks) <= db.execute("SELECT count(*) FROM stoplist").fetchall()[0][0]:
+            rows = db.execute("SELECT fp, tapes FROM stoplist WHERE fp IN carray(?) ORDER BY fp",
+                              (int_array(ks),)).fetchall() if len(ks) else []
+            return _arrays(rows)
     hit = _arrays(db.execute("SELECT fp, tapes FROM stoplist ORDER BY fp").fetchall())
     _cache.clear()
     _cache[key] = hit

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 import apsw
@@ -133,15 +134,20 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     keys, frags = postings.lookup(db, kg[usable], table=postings.EDITS)
     if not len(keys):
         return out
-    pairs = np.unique(np.stack([frags.astype(np.int64), keys]), axis=1)
-    pair_frag, pair_key = pairs[0], pairs[1]
-    # Each matched key's positions among the file's k-grams, then one fragment's runs of them.
+    # Each matched key's positions among the file's k-grams (a run of the sorted k-grams, from
+    # `lo`), once per fragment holding it; then one fragment's runs of those positions.
     order = np.argsort(qk, kind="stable")
     sorted_k = qk[order]
-    lo = np.searchsorted(sorted_k, pair_key, "left")
-    hi = np.searchsorted(sorted_k, pair_key, "right")
-    pos = order[arrays.ranges(lo, hi - lo)]
-    frag = np.repeat(pair_frag, hi - lo)
+    run_at, run_len = arrays.equal_runs(sorted_k)
+    length = np.zeros(len(sorted_k), dtype=np.int64)
+    length[run_at] = run_len
+    # (fragment, key) pairs as one integer each (the key by its run's start): distinct by a
+    # plain sort, not numpy's unique along an axis.
+    at = np.searchsorted(sorted_k, keys, "left").astype(np.uint64)
+    pairs = arrays.unique((frags.astype(np.uint64) << np.uint64(32)) | at)
+    pair_frag, lo = (pairs >> np.uint64(32)).astype(np.int64), (pairs & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    pos = order[arrays.ranges(lo, length[lo])]
+    frag = np.repeat(pair_frag, length[lo])
     by = np.lexsort((pos, frag))
     frag, pos = frag[by], pos[by]
     new = np.ones(len(pos), dtype=bool)
@@ -161,7 +167,7 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     if not meta:
         return out
     mid = np.fromiter(sorted(meta), dtype=np.int64, count=len(meta))
-    known = np.isin(run_frag, mid)
+    known = arrays.member(run_frag, mid)
     run_frag, starts, ends, counts = run_frag[known], starts[known], ends[known], counts[known]
     # The latest edit covering a line is its writer: rank fragments by (time, id), take each
     # line's highest.
@@ -189,7 +195,7 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     strong = (whole >= WRITER_SHARE * strongest[lines]) | (entire & (local > 0) & (local >= WRITER_SHARE * most[lines]))
     best = np.full(n_lines, -1, dtype=np.int64)
     np.maximum.at(best, lines[strong], rank[strong])
-    winners = _owners(db, meta, {int(r) for r in np.unique(best[best >= 0])}, ranked)
+    winners = _owners(db, meta, set(best[best >= 0].tolist()), ranked)
     for line, r in enumerate(best.tolist()):
         if r >= 0:
             out[line] = winners[r]
@@ -207,7 +213,7 @@ def _local_strength(tok_lines: np.ndarray, pos: np.ndarray, starts: np.ndarray, 
     first = tok_lines[pos[idx]].astype(np.int64)
     last = tok_lines[np.minimum(pos[idx] + k - 1, len(tok_lines) - 1)].astype(np.int64)
     keys = np.concatenate([run_id * n_lines + first, (run_id * n_lines + last)[last != first]])
-    uniq, counts = np.unique(keys, return_counts=True)
+    uniq, counts = arrays.unique_counts(keys)
     want = run_of.astype(np.int64) * n_lines + lines
     at = np.minimum(np.searchsorted(uniq, want), len(uniq) - 1)
     return np.where(uniq[at] == want, counts[at], 0)
@@ -287,12 +293,12 @@ def _writers(db: apsw.Connection, root: Path, file: str, ids: list[int]) -> dict
 
 def add_requests(db: apsw.Connection, store_tapes: Path, objects: Path, regions: list[Region]) -> None:
     """Each region's `request`: the first line of the person's request that led to its edit (the
-    last user message before it that is a request, found through the index's msg.in fragments)."""
-    from engram.query.story import is_request  # noqa: PLC0415
-    from engram.tape.reader import TapeReader  # noqa: PLC0415
-    from engram.tape.writer import tape_path  # noqa: PLC0415
-
-    readers: dict[str, TapeReader] = {}
+    last user message before it that is a request, found through the index's msg.in fragments),
+    as the index keeps it (`requests`); from the tape for a tape indexed before the index kept
+    them (an index not rebuilt since: `engram reindex`)."""
+    rows = db.execute("SELECT value FROM state WHERE key = 'requests_from'").fetchall()
+    kept_from = int(rows[0][0]) if rows else 0
+    readers: dict[str, Any] = {}
     found: dict[tuple[int, int], str | None] = {}
     try:
         for r in regions:
@@ -301,33 +307,53 @@ def add_requests(db: apsw.Connection, store_tapes: Path, objects: Path, regions:
                 continue
             key = (w.tape_no, w.offset)
             if key not in found:
-                reader = readers.get(w.tape)
-                if reader is None:
-                    reader = readers[w.tape] = TapeReader(tape_path(store_tapes, w.tape), objects)
-                found[key] = _request(db, reader, w.tape_no, w.offset, is_request)
+                if w.frag >= kept_from:
+                    found[key] = _pick(_kept_requests(db, w.tape_no, w.offset))
+                else:
+                    found[key] = _pick(_tape_requests(db, readers, store_tapes, objects, w))
             r.request = found[key]
     finally:
         for reader in readers.values():
             reader.close()
 
 
-def _request(db: apsw.Connection, reader: Any, tape_no: int, offset: int, is_request: Any) -> str | None:
-    """The first line of the last request before `offset`; when that is a word or three
-    ("continue"), of the last longer one before it (story.SHORT_REQUEST_WORDS)."""
-    from engram.query.story import SHORT_REQUEST_WORDS  # noqa: PLC0415
-    from engram.tape.objects import resolve  # noqa: PLC0415
+def _candidates(db: apsw.Connection, tape_no: int, offset: int, columns: str) -> Any:
+    """`columns` of the last _REQUEST_CANDIDATES msg.in fragments of tape `tape_no` before `offset`, latest first."""
+    return db.execute(f"SELECT {columns} FROM fragments f LEFT JOIN requests r ON r.frag = f.id WHERE f.tape = ?"
+                      f" AND f.kind = {_MSG_IN} AND f.offset < ? ORDER BY f.offset DESC LIMIT ?",
+                      (tape_no, offset, _REQUEST_CANDIDATES))
 
-    short = None
-    for (off,) in db.execute(f"SELECT offset FROM fragments WHERE tape = ? AND kind = {_MSG_IN} AND offset < ?"
-                             " ORDER BY offset DESC LIMIT ?", (tape_no, offset, _REQUEST_CANDIDATES)):
+
+def _kept_requests(db: apsw.Connection, tape_no: int, offset: int) -> Iterator[tuple[str, bool] | None]:
+    for line, long in _candidates(db, tape_no, offset, "r.line, r.long"):
+        yield None if line is None else (line, bool(long))
+
+
+def _tape_requests(db: apsw.Connection, readers: dict[str, Any], store_tapes: Path, objects: Path,
+                   w: Writer) -> Iterator[tuple[str, bool] | None]:
+    from engram.index.kinds import request_line  # noqa: PLC0415
+    from engram.tape.objects import resolve  # noqa: PLC0415
+    from engram.tape.reader import TapeReader  # noqa: PLC0415
+    from engram.tape.writer import tape_path  # noqa: PLC0415
+
+    reader = readers.get(w.tape)
+    if reader is None:
+        reader = readers[w.tape] = TapeReader(tape_path(store_tapes, w.tape), objects)
+    for (off,) in _candidates(db, w.tape_no, w.offset, "f.offset"):
         ev = reader.event(off)
-        if reader.objects_dir is not None:
-            ev = resolve(ev, reader.objects_dir)
-        if not is_request(ev):
+        yield request_line(resolve(ev, reader.objects_dir) if reader.objects_dir is not None else ev)
+
+
+def _pick(candidates: Iterable[tuple[str, bool] | None]) -> str | None:
+    """The first line of the latest request among `candidates` (latest first; None: no request);
+    when that is a word or three ("continue"), of the last longer one before it
+    (kinds.SHORT_REQUEST_WORDS)."""
+    short = None
+    for c in candidates:
+        if c is None:
             continue
-        line = next((x.strip() for x in ev["text"].splitlines() if x.strip()), "")
-        line = line if len(line) <= 200 else line[:199] + "…"
-        if len(ev["text"].split()) >= SHORT_REQUEST_WORDS:
+        line, long = c
+        if long:
             return line
         short = short or line
     return short

@@ -11,11 +11,11 @@ TAPE@OFFSET` shows it whole.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from engram.index.kinds import SHORT_REQUEST_WORDS, is_request
 from engram.query.clip import CONTEXT_LINES, SpanWords, clip_message, locate
 from engram.tape import events as E
 
@@ -54,19 +54,6 @@ def trim(text: str | None, limit: int) -> str | None:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-# Harness-injected user-role text: notifications, reminders, slash-command wrappers, caveats.
-_INJECTED = re.compile(r"^\s*(<[a-z][a-z0-9_-]*[ >]|Caveat:|\[Request interrupted)", re.I)
-
-
-def is_request(ev: dict[str, Any]) -> bool:
-    """A person's request: a user message that is not harness-injected context or another agent's message."""
-    if (ev.get("kind") != E.MSG_IN or ev.get("is_meta") or ev.get("injected") or ev.get("compact_summary")
-            or ev.get("sender")):
-        return False
-    t = ev.get("text")
-    return isinstance(t, str) and bool(t.strip()) and not _INJECTED.match(t)
-
-
 def _said(ev: dict[str, Any]) -> bool:
     return ev.get("kind") == E.MSG_OUT and ev.get("block") != "thinking" and isinstance(ev.get("text"), str)
 
@@ -94,11 +81,6 @@ def _last_before(reader: TapeReader, offset: int, kind: str, ok: Callable[[dict[
                     return start + i, ev
         stop = start
     return None
-
-
-#: A request of fewer words than this ("continue", "yes, go on") says little on its own: the story
-#: also gives the last longer one before it.
-SHORT_REQUEST_WORDS: Final = 4
 
 
 def _substantive(ev: dict[str, Any]) -> bool:
