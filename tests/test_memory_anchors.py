@@ -138,6 +138,49 @@ def test_code_moved_to_another_file_is_found_there(repo: Path) -> None:
     assert (r.state, r.file, r.start, r.end) == ("moved", "pkg/backoff.py", 6, 12)
 
 
+LICENCE = """\
+# Copyright 2026 The Example Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS.
+"""
+
+
+def test_a_deleted_files_licence_header_is_not_moved_to_the_files_sharing_it(repo: Path) -> None:
+    for name in ("client", "server", "proxy"):
+        (repo / "pkg" / f"{name}.py").write_text(LICENCE + f"\n\ndef {name}_main():\n    return '{name}'\n")
+    git(repo, "add", "pkg")
+    a = capture(repo, "pkg/client.py", 1, 10)
+    (repo / "pkg" / "client.py").unlink()
+    git(repo, "rm", "-q", "--cached", "pkg/client.py")
+    r = resolve(repo, a)
+    assert (r.state, r.start) == ("vanished", None), "text every file has says nothing of where this code went"
+    assert r.best_partial is not None and r.best_partial["file"] in ("pkg/server.py", "pkg/proxy.py")
+    assert r.best_partial["retained"] == 1.0
+
+
+@pytest.mark.parametrize(("edit", "state"), [("one name", "edited"), ("a fifth of the tokens", "vanished")])
+def test_code_moved_to_another_file_must_keep_most_of_its_tokens_there(repo: Path, edit: str, state: str) -> None:
+    a = retry_span(repo)
+    block = lines_of(PARSER, a.start, a.end)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(block, ""))
+    moved = block.replace("jitter", "spread") if edit == "one name" else twenty_percent_edit(block)
+    (repo / "pkg" / "backoff.py").write_text("\"\"\"Retry policies.\"\"\"\n\nMAX_ATTEMPTS = 5\n\n\n" + moved)
+    git(repo, "add", "pkg/backoff.py")
+    r = resolve(repo, a)
+    assert r.state == state
+    if state == "edited":
+        assert (r.file, r.start, r.end) == ("pkg/backoff.py", 6, 12) and 0.85 <= r.retained < 1.0
+    else:  # no old place or neighbours vouch for a match in another file: 0.8 of the tokens is too little
+        assert r.best_partial == {"file": "pkg/backoff.py", "start": 6, "end": 12, "retained": 0.8}
+
+
 def test_reindented_and_rewrapped_code_is_intact(repo: Path) -> None:
     a = retry_span(repo)
     body = lines_of(PARSER, a.start, a.end)
