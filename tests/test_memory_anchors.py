@@ -343,3 +343,26 @@ def test_an_anchor_whose_text_was_purged_still_resolves_by_its_fingerprints(repo
     assert (r.state, r.start, r.end) == ("intact", a.start + 1, a.end + 1)
     (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, ""))
     assert resolve(repo, purged).state == "vanished"
+
+
+def test_recall_at_code_finds_the_memories_on_the_code_its_lineage_came_from(repo: Path, tmp_path: Path) -> None:
+    """A person copied retry_delay into backoff.py and a session rewrote it there: the index's
+    lineage links that edit to the session that wrote the original in http.py, so a memory
+    anchored on the original comes back for the copy (and one on unrelated code does not)."""
+    run_engram(repo, "init")
+    a = retry_span(repo)
+    body = split_lines(a.text)
+    header = ['"""Retry policies."""', "", "MAX_ATTEMPTS = 5", "", ""]
+    ingest(repo, tape(tmp_path, "writer", "2026-01-01T00:00:00Z",
+                      [edit("pkg/http.py", [], split_lines(PARSER), "2026-01-01T00:00:01Z", op="create")]),
+           tape(tmp_path, "fixer", "2026-01-02T00:00:00Z",
+                [edit("pkg/backoff.py", body, split_lines(twenty_percent_edit(a.text)), "2026-01-02T00:00:01Z",
+                      line=len(header) + 1)]))
+    (repo / "pkg" / "backoff.py").write_text("".join(line + "\n" for line in header) + twenty_percent_edit(a.text))
+    about = json.loads(run_engram(repo, "remember", "retry delays stay under the transport's 30 s timeout",
+                                  "--at", f"pkg/http.py:{a.start}-{a.end}", "--json").stdout)["id"]
+    other = json.loads(run_engram(repo, "remember", "the helper doubles its argument",
+                                  "--at", "pkg/util.py:1-2", "--json").stdout)["id"]
+    at = f"pkg/backoff.py:{len(header) + 1}-{len(header) + len(body)}"
+    found = [m["id"] for m in json.loads(run_engram(repo, "recall", "", "--at", at, "--json").stdout)["memories"]]
+    assert found == [about] and other not in found

@@ -11,7 +11,9 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``edited``: found, but changed: ``retained`` is the share of the anchored code's tokens still
   there, in order (a renamed variable costs its occurrences, not every line it is on);
 * ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
-  `VANISHED_LINES_BELOW` of its lines); ``best_partial`` names the best remnant, if any.
+  `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens, in that
+  file alone: text several files hold, a licence header, is no move); ``best_partial`` names the
+  best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
@@ -434,6 +436,12 @@ class _Tree:
             return None
         self.scanned += len(data)
         return None if b"\0" in data[:BINARY_PROBE] else data
+
+
+def working_text(root: Path, rel: str, buffers: Mapping[str, str] | None = None) -> str | None:
+    """The text of repository path `rel` as resolution reads it: the unsaved buffer, else the
+    file on disk (None when missing, binary, or a link leading out of the repository)."""
+    return _Tree(root, buffers).read(rel)
 
 
 def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None,
