@@ -9,8 +9,13 @@ Each MIRROR is a git directory (a bare mirror: bench/README.md says how to get t
    one MIRROR@N names); N+k is the k-th of them, for k in 10, 50, 200.
 2. Truth, from git's own line tracking: every line of N's source files is mapped through each
    first-parent commit's diff (`git log -p --first-parent -M -w -U0`: renames followed, whitespace
-   ignored, so a reindented line survives); a line touched by a hunk dies. A span is alive at N+k
-   when at least half its lines survive, and its true place is where they are.
+   ignored, so a reindented line survives); a line touched by a hunk dies. A diff cannot see code
+   moved to another file (not renamed) or within its file, so for a span this calls dead, `git
+   blame -w -M -C N..N+k` (moved and copied lines followed, within a file and from files the same
+   commit changed) is asked too, on the file the span's lines were tracked to and on the files the
+   resolver and the tracker named: a line it traces to the span at N survives there. A span is
+   alive at N+k when at least half its lines survive (in one file), and its true place is where
+   they are. (Blame is asked only where someone looked: a move nobody found stays dead.)
 3. Spans: 5-15 lines at N, from source files the 200 commits touched (a span of an untouched file
    is intact for every method and says nothing), half of them dead at N+200 and half alive.
 4. Each span is captured at N (`capture` on a checkout) and resolved at N+k (`resolve` on a
@@ -31,7 +36,8 @@ found whole ("found whole"), and dead spans with at least half their lines verba
 survived must hold its old text at its new place (printed per repository and k).
 
 `--tune` names the repositories the thresholds were chosen on; the sweep table shows the choice on
-them, the others are reported apart. `--set NAME=VALUE` overrides a constant of the resolver for a
+them, the others are reported apart. A last table says what the dead spans were reported as, per
+repository and k. `--set NAME=VALUE` overrides a constant of the resolver for a
 run; `--diff-algorithm` changes git's (the truth's and the tracker's).
 """
 
@@ -273,6 +279,8 @@ class Row:
     fileline: tuple[bool, bool]  # (right place, reported vanished)
     tracker: tuple[bool, bool]
     text_there: bool  # at least half the span's lines of 2+ words are still in its file, verbatim
+    file: str = ""  # the span's file at N
+    by_blame: bool = False  # dead in the diffs, alive by git blame -M -C (moved)
 
 
 def overlaps(file: str | None, start: int | None, end: int | None, true_file: str, survivors: list[int]) -> bool:
@@ -312,6 +320,7 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
           f"{len(spans)} spans", file=sys.stderr)
     tracked = {id(s): range_tracker((s.file, s.start, s.end), commits) for s in spans}
     rows: dict[int, list[Row]] = {}
+    blames: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
     for k in KS:
         git(clone, "checkout", "-q", "--detach", chain[i + k])
         check_truth(clone, spans, truth[k], name, k)
@@ -327,11 +336,56 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
             t0 = time.perf_counter()
             res = resolve(clone, s.anchor)
             ms = (time.perf_counter() - t0) * 1000
-            rows[k].append(Row(alive, t.path, survivors, res, ms,
-                               _file_line(clone, s, t.path, survivors, lengths),
-                               _tracker(tracked[id(s)][k], t.path, survivors),
-                               _text_there(clone, s.anchor, t.path, texts)))
+            row = Row(alive, t.path, survivors, res, ms, _file_line(clone, s, t.path, survivors, lengths),
+                      _tracker(tracked[id(s)][k], t.path, survivors), _text_there(clone, s.anchor, t.path, texts),
+                      s.file)
+            if not alive:
+                moved = _blamed(clone, blames, base, chain[i + k], s, {t.path, res.file if res.start else None,
+                                (res.best_partial or {}).get("file"), (tracked[id(s)][k] or (None,))[0]})
+                if moved is not None:
+                    row.alive, row.true_file, row.survivors, row.by_blame = True, moved[0], moved[1], True
+                    row.fileline = (not row.fileline[1] and overlaps(s.file, s.start, s.end, *moved), row.fileline[1])
+                    row.tracker = (_tracker(tracked[id(s)][k], *moved)[0], row.tracker[1])
+            rows[k].append(row)
     return rows
+
+
+def _blamed(clone: Path, blames: dict[tuple[str, str], dict[tuple[str, int], int]], base: str, rev: str, s: Span,
+            files: set[str | None]) -> tuple[str, list[int]] | None:
+    """(file, lines) where `git blame -w -M -C base..rev` traces at least half the span's lines
+    to it at `base`, in one of `files` (the most there); None when it traces fewer."""
+    best: tuple[str, list[int]] | None = None
+    for f in sorted(x for x in files if x):
+        if (rev, f) not in blames:
+            blames[rev, f] = _blame(clone, base, rev, f)
+        got = sorted(n for ln in range(s.start, s.end + 1) if (n := blames[rev, f].get((s.file, ln))))
+        if 2 * len(got) >= s.end - s.start + 1 and (best is None or len(got) > len(best[1])):
+            best = (f, got)
+    return best
+
+
+def _blame(clone: Path, base: str, rev: str, file: str) -> dict[tuple[str, int], int]:
+    """(file, line) at `base` → line of `file` at `rev`, for the lines blame traces back to base
+    unchanged (whitespace aside), following lines moved or copied within the file and from files
+    the same commit changed (-M -C). Lines older than `base` are blamed on it, with their path and
+    line number there (`--porcelain`: a group's first line names its file, the others repeat it)."""
+    proc = subprocess.run(["git", "-C", str(clone), "blame", "-w", "-M", "-C", "--porcelain", f"{base}..{rev}",
+                           "--", file], check=False, capture_output=True)
+    out: dict[tuple[str, int], int] = {}
+    if proc.returncode:
+        return out  # not a file at rev
+    commit, orig, final, path = "", 0, 0, ""
+    for line in proc.stdout.split(b"\n"):
+        head = line.split(b" ")
+        if len(head) in (3, 4) and len(head[0]) == 40 and head[1].isdigit() and head[2].isdigit():
+            commit, orig, final = head[0].decode(), int(head[1]), int(head[2])
+            if len(head) == 3 and commit == base:
+                out.setdefault((path, orig), final)
+        elif line.startswith(b"filename "):
+            path = line[len(b"filename "):].decode("utf-8", "replace")
+            if commit == base:
+                out.setdefault((path, orig), final)
+    return out
 
 
 def check_truth(clone: Path, spans: list[Span], truth: dict[str, Tracked], name: str, k: int) -> None:
@@ -392,11 +446,14 @@ class Score:
     vanished: int = 0
     found_whole: int = 0  # dead in the truth, found with retained 1.0
     text_there: int = 0  # dead in the truth, most of its lines still in the file (`Row.text_there`)
+    by_blame: int = 0  # alive only by git blame -M -C (moved, the diffs call them dead)
 
-    def add(self, alive: bool, right: bool, vanished: bool, whole: bool = False, text_there: bool = False) -> None:
+    def add(self, alive: bool, right: bool, vanished: bool, whole: bool = False, text_there: bool = False,
+            by_blame: bool = False) -> None:
         if alive:
             self.alive += 1
             self.right += right
+            self.by_blame += by_blame
         else:
             self.dead += 1
             self.vanished += vanished
@@ -417,13 +474,15 @@ def engram_score(rows: list[Row], rule: tuple[float, float] | None = None) -> Sc
         res = r.res
         file, start, end = res.file, res.start, res.end
         vanished = res.state == "vanished"
-        if rule is not None and res.state in ("edited", "vanished"):
+        if rule is not None and res.state in ("edited", "vanished") and (res.file == r.file) != (
+                res.state == "vanished" and res.best_partial is not None and res.best_partial["file"] != r.file):
+            # a match in another file keeps its own rules (ELSEWHERE_FROM, AMBIGUOUS_WITHIN)
             shares = res.shares or {}
             if vanished and res.best_partial is not None:
                 file, start, end = res.best_partial["file"], res.best_partial["start"], res.best_partial["end"]
             vanished = start is None or (shares.get("tokens", 0.0) < rule[0] and shares.get("lines", 0.0) < rule[1])
         sc.add(r.alive, not vanished and overlaps(file, start, end, r.true_file, r.survivors), vanished,
-               res.retained >= 1.0, r.text_there)
+               res.retained >= 1.0, r.text_there, r.by_blame)
     return sc
 
 
@@ -476,7 +535,8 @@ def _name(mirror: Path) -> str:
 
 
 def print_table(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> None:
-    header = ["repository", "set", "k", "alive", "right place", "dead", "vanished", "dead: found whole",
+    header = ["repository", "set", "k", "alive", "of which by blame", "right place", "dead", "vanished",
+              "dead: found whole",
               "dead: text still there",
               "file:line right", "file:line vanished", "tracker right", "tracker vanished", "resolve ms p50/p99"]
     body = []
@@ -492,7 +552,7 @@ def print_table(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> Non
                     sc[1].add(r.alive, *r.fileline)
                     sc[2].add(r.alive, *r.tracker)
                 for t, s in zip(total, sc):
-                    for f in ("alive", "right", "dead", "vanished", "found_whole", "text_there"):
+                    for f in ("alive", "right", "dead", "vanished", "found_whole", "text_there", "by_blame"):
                         setattr(t, f, getattr(t, f) + getattr(s, f))
                 times = [r.ms for r in rows]
                 ms += times
@@ -505,22 +565,40 @@ def print_table(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> Non
 
 def _cells(name: str, label: str, k: int, sc: list[Score], times: list[float]) -> list[str]:
     e, fl, tr = sc
-    return [name, label, str(k), str(e.alive), share(e.right, e.alive), str(e.dead), share(e.vanished, e.dead),
+    return [name, label, str(k), str(e.alive), str(e.by_blame), share(e.right, e.alive), str(e.dead),
+            share(e.vanished, e.dead),
             str(e.found_whole), str(e.text_there), share(fl.right, fl.alive), share(fl.vanished, fl.dead),
             share(tr.right, tr.alive), share(tr.vanished, tr.dead), f"{pct(times, 50):.1f}/{pct(times, 99):.1f}"]
 
 
+DEAD_AS = ("vanished", "edited r≥0.9", "edited 0.75-0.9", "edited r<0.75", "edited elsewhere", "intact/moved here",
+           "moved elsewhere")
+
+
+def dead_as(r: Row) -> str:
+    """What a span dead in the truth was reported as (`DEAD_AS`): `r` is the share of its tokens."""
+    res = r.res
+    if res.state == "vanished":
+        return "vanished"
+    here = res.file == r.file
+    if res.state != "edited":
+        return "intact/moved here" if here else "moved elsewhere"
+    if not here:
+        return "edited elsewhere"
+    return "edited r≥0.9" if res.retained >= 0.9 else "edited 0.75-0.9" if res.retained >= 0.75 else "edited r<0.75"
+
+
 def print_states(results: dict[str, dict[int, list[Row]]]) -> None:
-    """What the resolver answered, for alive and dead spans (all repositories, all k)."""
-    alive: Counter[str] = Counter()
-    dead: Counter[str] = Counter()
-    for per_k in results.values():
-        for rows in per_k.values():
-            for r in rows:
-                (alive if r.alive else dead)[r.res.state] += 1
+    """What the resolver answered for dead spans, per repository and k (k = 10 has few)."""
+    body = []
+    for name, per_k in results.items():
+        for k in KS[1:]:
+            dead = Counter(dead_as(r) for r in per_k[k] if not r.alive)
+            n = sum(dead.values())
+            body.append([name, str(k), str(n), *(share(dead[c], n) for c in DEAD_AS)])
     print()
-    print("states: alive " + ", ".join(f"{s} {alive[s]}" for s in anchors.STATES)
-          + "; dead " + ", ".join(f"{s} {dead[s]}" for s in anchors.STATES))
+    print("dead spans reported as (share of the dead spans; r: the share of the anchor's tokens found):")
+    print(fmt_table(["repository", "k", "dead", *DEAD_AS], body))
 
 
 def print_sweep(results: dict[str, dict[int, list[Row]]]) -> None:

@@ -11,7 +11,9 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``edited``: found, but changed: ``retained`` is the share of the anchored code's tokens still
   there, in order (a renamed variable costs its occurrences, not every line it is on);
 * ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
-  `VANISHED_LINES_BELOW` of its lines); ``best_partial`` names the best remnant, if any.
+  `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens, in that
+  file alone: text several files hold, a licence header, is no move); ``best_partial`` names the
+  best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
@@ -64,6 +66,14 @@ VANISHED_BELOW: Final = 0.75
 VANISHED_LINES_BELOW: Final = 0.5
 #: A match in another file replaces the own file's only when it retains this much more.
 ELSEWHERE_MARGIN: Final = 0.1
+#: A match in another file has no old place or neighbours to vouch for it, so it must hold at
+#: least ELSEWHERE_FROM of the anchor's tokens; and it is no move when another file holds the
+#: code within AMBIGUOUS_WITHIN as well: text in several files (a licence header, an example's
+#: preamble, copied code) says nothing of where this code went. Both chosen with bench/anchors.py
+#: on psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md): most dead spans found
+#: in another file were such text; no span alive in git's tracking was lost at its place.
+ELSEWHERE_FROM: Final = 0.85
+AMBIGUOUS_WITHIN: Final = 0.05
 #: A best partial match below this share is noise (a shared `return None`), not named.
 PARTIAL_FROM: Final = 0.2
 #: The cross-file scan looks at no more than this many tracked files of the extension, of no more
@@ -428,6 +438,12 @@ class _Tree:
         return None if b"\0" in data[:BINARY_PROBE] else data
 
 
+def working_text(root: Path, rel: str, buffers: Mapping[str, str] | None = None) -> str | None:
+    """The text of repository path `rel` as resolution reads it: the unsaved buffer, else the
+    file on disk (None when missing, binary, or a link leading out of the repository)."""
+    return _Tree(root, buffers).read(rel)
+
+
 def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None,
             db: apsw.Connection | None = None) -> Resolution:
     """Where `anchor`'s code is in the working tree (`buffers`: repository path → unsaved text,
@@ -490,6 +506,7 @@ class _Match:
     retained: float  # the share of the anchor's tokens (of its fingerprints, for a purged anchor)
     same_tokens: bool  # exactly the anchor's tokens, nothing added inside
     shares: dict[str, float]  # what `_vanishes` decides on: `_Probe._shares`, or {"fingerprints": …}
+    ambiguous: bool = False  # another file holds the code as well (AMBIGUOUS_WITHIN): not a move
 
 
 @dataclass
@@ -652,8 +669,10 @@ def _vanishes(shares: dict[str, float]) -> bool:
 
 
 def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolution:
-    """The state a best match (or none) makes."""
-    if best is None or _vanishes(best.shares):
+    """The state a best match (or none) makes: in another file, only an unambiguous match holding
+    ELSEWHERE_FROM of the tokens places the anchor (the rest names the best partial match)."""
+    if best is None or _vanishes(best.shares) or (best.file != anchor.file and (
+            best.ambiguous or best.retained < ELSEWHERE_FROM)):
         partial = None
         if best is not None and best.retained >= PARTIAL_FROM:
             partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
@@ -674,15 +693,14 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
 
 
 def _elsewhere(tree: _Tree, anchor: Anchor, probe: _Probe, db: apsw.Connection | None) -> _Match | None:
-    """The best match in files other than the anchor's own, among the candidates found cheaply."""
-    best: tuple[tuple[float, float, int], _Match] | None = None
-    for rel, text in _candidates(tree, anchor, db):
-        m = probe.match(rel, text, None)
-        if m is not None:
-            key = (m.retained, m.shares.get("lines", 0.0), _kinship(anchor.file, rel))
-            if best is None or key > best[0]:
-                best = (key, m)
-    return best[1] if best is not None else None
+    """The best match in files other than the anchor's own, among the candidates found cheaply;
+    `ambiguous` when another of them holds the code within AMBIGUOUS_WITHIN as well."""
+    found = [m for rel, text in _candidates(tree, anchor, db) if (m := probe.match(rel, text, None)) is not None]
+    if not found:
+        return None
+    best = max(found, key=lambda m: (m.retained, m.shares.get("lines", 0.0), _kinship(anchor.file, m.file)))
+    rival = max((m.retained for m in found if m.file != best.file), default=0.0)
+    return replace(best, ambiguous=True) if rival >= best.retained - AMBIGUOUS_WITHIN else best
 
 
 def _kinship(a: str, b: str) -> int:

@@ -7,7 +7,8 @@ the same anchors again and again while their files stay as they were, so the ans
 under the file's stat (modification time and size). An unsaved editor buffer is never cached.
 The cache is not part of the log: a rebuild recomputes it from the same working tree.
 
-This is also the anchor channel of recall: the memories anchored on or near a span of a file.
+This is also the anchor channel of recall: the memories anchored on or near a span of a file
+(`near`), then those anchored on code the evidence index's lineage connects to it (`connected`).
 """
 
 from __future__ import annotations
@@ -154,3 +155,55 @@ def _gap(place: Place, start: int | None, end: int | None) -> int | None:
     else:
         return 0
     return gap if gap <= NEAR_LINES else None
+
+
+#: Fragments holding the asked span whose lineage is followed (the best matches first), and how
+#: many of the connected fragments' places are looked at: recall stays a few milliseconds.
+LINEAGE_FROM = 20
+LINEAGE_PLACES = 20
+
+
+def connected(db: apsw.Connection, root: Path, file: str, start: int | None, end: int | None,
+              buffers: Mapping[str, str] | None = None, exclude: set[int] | frozenset[int] = frozenset()
+              ) -> list[tuple[int, int]]:
+    """Memories anchored on code the evidence index's lineage connects to lines start..end of
+    `file`, as (memory no, distance in lines from that code), nearest first, without `exclude`.
+
+    A session that edits code whose before-text came from another place (copied, moved, or the
+    same function in another file) leaves a lineage edge from that place to its edit. A memory
+    about the source is about this code too; `near` cannot see it, since its anchor is elsewhere.
+    The fragments holding the span's text today are found as `engram explain` finds them, each
+    edge out of or into them is followed one step, and memories anchored near the other end (at
+    the lines the session saw) are the answer. A whole file (no lines) is not followed."""
+    if start is None or end is None:
+        return []
+    from engram.index.sql import reading  # noqa: PLC0415 - numpy and the query layer: only with `at`
+    from engram.memory.anchors import split_lines, working_text  # noqa: PLC0415
+    from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.query.ranking import CODE  # noqa: PLC0415
+
+    text = working_text(root, file, buffers)
+    span = "".join(line + "\n" for line in split_lines(text or "")[start - 1:end])
+    if not span.strip():
+        return []
+    with reading(db):
+        hits = direct_hits(db, span, file=file)
+        held = sorted(hits, key=lambda f: -hits[f])[:LINEAGE_FROM]
+        if not held:
+            return []
+        ids = int_array(held)
+        other = {r[0] for r in db.execute(
+            "SELECT src FROM lineage WHERE dst IN carray(?) UNION SELECT dst FROM lineage WHERE src IN carray(?)",
+            (ids, ids))} - set(held)
+        places = db.execute(
+            "SELECT DISTINCT files.path, f.line0, f.line1 FROM fragments f JOIN files ON files.id = f.file"
+            " WHERE f.id IN carray(?) AND f.kind IN carray(?) AND f.line0 IS NOT NULL ORDER BY f.id DESC LIMIT ?",
+            (int_array(sorted(other)), int_array(sorted(CODE)), LINEAGE_PLACES)).fetchall() if other else []
+    best: dict[int, int] = {}
+    for path, l0, l1 in places:
+        if path == file and l0 <= end and (l1 or l0) >= start:
+            continue  # the span itself, as an earlier session saw it
+        for no, gap in near(db, root, path, l0, l1 or l0, buffers):
+            if no not in exclude:
+                best[no] = min(gap, best.get(no, gap))
+    return sorted(best.items(), key=lambda x: (x[1], x[0]))

@@ -2,7 +2,8 @@
 
 Three channels each rank memories: BM25 over content and tags (SQLite FTS5), dense cosine over
 the memories' vectors (one matrix product, `vectors.Matrix`), and anchor proximity (memories
-anchored on or near the span asked about, `places.near`). `fusion.fuse` merges them. Then each
+anchored on or near the span asked about, `places.near`, then on code the evidence index's lineage
+connects to it, `places.connected`). `fusion.fuse` merges them. Then each
 candidate's fused score is multiplied by its factors:
 
 - **decay**: strength halves every HALF_LIFE_DAYS since the memory was written or last
@@ -33,7 +34,7 @@ from engram.memory.model import (
     now_iso,
     seconds_between,
 )
-from engram.memory.places import Place, best_state, near
+from engram.memory.places import Place, best_state, connected, near
 
 if TYPE_CHECKING:
     from engram.memory.memories import Memories  # noqa: F401 - the type of `mem`
@@ -185,6 +186,8 @@ def _anchor(mem: Memories, at: str, buffers: Mapping[str, str] | None, channels:
             no_of: dict[str, int]) -> None:
     place = mem.at(at)
     found = near(mem.db, mem.store.root, place.file, place.start, place.end, buffers)
+    found += connected(mem.db, mem.store.root, place.file, place.start, place.end, buffers,
+                       {no for no, _ in found})  # after the memories on or near the span
     ids = dict(mem.db.execute("SELECT no, id FROM memories WHERE no IN (SELECT value FROM json_each(?))",
                               (_json([no for no, _ in found]),)).fetchall()) if found else {}
     channels["anchor"] = [ids[no] for no, _ in found if no in ids]
