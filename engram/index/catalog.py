@@ -17,7 +17,7 @@ from engram.fsutil import names_in, remove_stale_temps
 from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
-from engram.tape.writer import TAPE_SUFFIX, tape_path
+from engram.tape.writer import TAPE_SUFFIX, tape_files, tape_path
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +120,7 @@ def require_tapes(db: apsw.Connection, store: Store, ingest_hint: str) -> None:
     files on disk, an index removed or set aside) the index needs rebuilding."""
     if db.execute("SELECT 1 FROM tapes LIMIT 1").fetchall():
         return
-    from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
-
-    on_disk = sum(1 for _ in store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
+    on_disk = len(tape_files(store))
     if on_disk:
         raise EngramError(f"the index lists no tapes but {store.tapes_dir} holds {on_disk}: "
                           "run `engram reindex` to rebuild it from them")

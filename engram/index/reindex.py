@@ -17,7 +17,7 @@ from engram.index.db import open_db, set_aside
 from engram.index.sql import immediate
 from engram.store.lock import ingest_lock
 from engram.store.repo import Store
-from engram.tape.writer import TAPE_SUFFIX
+from engram.tape.writer import tape_files
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequ
                 for table in DERIVED:
                     db.execute(f"DELETE FROM {table}")
                 db.execute("DELETE FROM fts")
-                damaged = register_intact(db, store, sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")))
+                damaged = register_intact(db, store, tape_files(store))
             from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
 
             indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters

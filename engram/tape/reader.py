@@ -96,9 +96,12 @@ class TapeReader:
         self._cache: OrderedDict[int, list[bytes]] = OrderedDict()
         self._cache_frames = cache_frames
         try:
-            self._fd = os.open(path, os.O_RDONLY)
+            # O_NOFOLLOW: a tape replaced by a link is not read through it (out of the store).
+            self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except FileNotFoundError as exc:
             raise CorruptTape(f"tape file {path} is missing; run `engram reindex`") from exc
+        except OSError as exc:  # ELOOP (a link), EISDIR, EACCES
+            raise CorruptTape(f"tape file {path} cannot be read ({exc.strerror}); {REPAIR}") from exc
         try:
             st = os.fstat(self._fd)
             self.size = st.st_size

@@ -11,11 +11,11 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import zstandard
 
-from engram.fsutil import atomic_write
+from engram.fsutil import atomic_write, names_in
 from engram.tape import frames as fr
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
@@ -45,6 +45,13 @@ class WrittenTape:
 
 def tape_path(tapes_dir: Path, tape_id: str) -> Path:
     return tapes_dir / f"{tape_id}{TAPE_SUFFIX}"
+
+
+def tape_files(store_tapes: "Path | Any") -> list[Path]:
+    """The tape files of a store (a Store or its tapes directory), sorted; never through a
+    symbolic link (`fsutil.names_in`)."""
+    tapes_dir = getattr(store_tapes, "tapes_dir", store_tapes)
+    return [tapes_dir / n for n in sorted(names_in(tapes_dir)) if n.endswith(TAPE_SUFFIX)]
 
 
 def encode_tape(lines: list[bytes], frame_bytes: int = fr.FRAME_BYTES, level: int = COMPRESSION_LEVEL) -> bytes:

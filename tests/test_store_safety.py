@@ -1,0 +1,85 @@
+"""A damaged or booby-trapped store (issue 50): symbolic links out of `.engram/`, tapes that are
+not what their name says, a corrupt index, paths replaced by the wrong kind of file. Each case is
+what a user would see: data outside the repository untouched, a one-line error naming the path
+and the fix, and answers that come from the tapes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from conftest import run_engram
+
+
+def write_session(path: Path, repo: Path, sid: str, text: str, big: str | None = None) -> Path:
+    """A small Claude Code transcript: a prompt, and a tool result (`big`, to make an object)."""
+    base = {"sessionId": sid, "cwd": str(repo), "version": "2.1.39", "timestamp": "2026-01-01T00:00:00Z"}
+    recs = [
+        {**base, "type": "user", "uuid": f"{sid}-p", "parentUuid": None, "message": {"content": text}},
+        {**base, "type": "assistant", "uuid": f"{sid}-a", "parentUuid": f"{sid}-p",
+         "message": {"model": "m", "content": [{"type": "tool_use", "id": f"t-{sid}", "name": "Bash",
+                                                "input": {"command": "make"}}]}},
+        {**base, "type": "user", "uuid": f"{sid}-u", "parentUuid": f"{sid}-a",
+         "message": {"content": [{"type": "tool_result", "tool_use_id": f"t-{sid}", "content": big or "ok"}]},
+         "toolUseResult": {"stdout": big or "ok", "stderr": "", "interrupted": False}},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def outside_files(base: Path) -> Path:
+    victim = base / "precious"
+    victim.mkdir()
+    for i in range(3):
+        (victim / f"{i:062x}").write_text(f"not engram's {i}\n")
+    (victim / ".tmp-notes").write_text("mine\n")
+    return victim
+
+
+def test_gc_and_reindex_never_follow_a_symlink_out_of_the_store(repo: Path, tmp_path: Path) -> None:
+    big = "line of build output\n" * 20000
+    run_engram(repo, "ingest", str(write_session(tmp_path / "s-1.jsonl", repo, "s-1", "hello", big)))
+    victim = outside_files(tmp_path)
+    objects = repo / ".engram" / "objects"
+    (objects / "ab").symlink_to(victim, target_is_directory=True)
+    (objects / "cd").mkdir()
+    (objects / "cd" / ("e" * 62)).symlink_to(victim / f"{0:062x}")
+    outside_tape = tmp_path / ("f" * 64 + ".jsonl.zst")
+    shutil.copy(next((repo / ".engram" / "tapes").glob("*.jsonl.zst")), outside_tape)
+    (repo / ".engram" / "tapes" / outside_tape.name).symlink_to(outside_tape)
+    before = {p.name: p.read_text() for p in victim.iterdir()}
+
+    for args in (["gc"], ["reindex"], ["ingest", str(tmp_path / "s-1.jsonl")], ["gc"], ["doctor"]):
+        proc = run_engram(repo, *args, check=False)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+    assert {p.name: p.read_text() for p in victim.iterdir()} == before, "files outside the repository untouched"
+    assert outside_tape.exists()
+    tapes = json.loads(run_engram(repo, "tapes", "--json").stdout)
+    assert "f" * 64 not in {t["id"] for t in tapes}, "a symlinked tape is not catalogued"
+    shown = json.loads(run_engram(repo, "show", "s-1", "--json").stdout)["events"]
+    assert any(e.get("stdout") == big for e in shown), "the store's own objects kept"
+
+
+def test_the_memory_log_is_never_written_or_read_through_a_link(repo: Path, tmp_path: Path) -> None:
+    from engram.errors import EngramError
+    from engram.memory.events import EventLog, Pending
+    from engram.store.repo import Store
+
+    log = EventLog(Store(repo))
+    victim = tmp_path / "precious.jsonl"
+    victim.write_text("not engram's\n")
+    probe = Pending("create", "m-1", {"kind": "cli"}, {"text": "x"})
+    log.dir.mkdir(parents=True, exist_ok=True)
+    name = log.append([probe])[0]
+    target = log.dir / log.file_for(name)
+    target.unlink()
+    target.symlink_to(victim)
+    try:
+        log.append([probe])
+    except EngramError as exc:
+        assert str(target) in str(exc) and "link" in str(exc)
+    assert victim.read_text() == "not engram's\n"
+    assert log.files() == [], "a link is not read as a log file"
+    assert log.purge("m-1") == ([], 0) and victim.read_text() == "not engram's\n"
