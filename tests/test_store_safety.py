@@ -6,7 +6,6 @@ and the fix, and answers that come from the tapes."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 

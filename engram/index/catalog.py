@@ -120,7 +120,7 @@ def require_tapes(db: apsw.Connection, store: Store, ingest_hint: str) -> None:
     files on disk, an index removed or set aside) the index needs rebuilding."""
     if db.execute("SELECT 1 FROM tapes LIMIT 1").fetchall():
         return
-    on_disk = len(tape_files(store))
+    on_disk = len(tape_files(store.tapes_dir))
     if on_disk:
         raise EngramError(f"the index lists no tapes but {store.tapes_dir} holds {on_disk}: "
                           "run `engram reindex` to rebuild it from them")

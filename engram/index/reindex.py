@@ -45,7 +45,7 @@ def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequ
                 for table in DERIVED:
                     db.execute(f"DELETE FROM {table}")
                 db.execute("DELETE FROM fts")
-                damaged = register_intact(db, store, tape_files(store))
+                damaged = register_intact(db, store, tape_files(store.tapes_dir))
             from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
 
             indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters

@@ -20,7 +20,7 @@ def collect(store: Store, *, dry_run: bool = False) -> tuple[int, int]:
     refer to objects it has just stored."""
     with ingest_lock(store):
         used: set[str] = set()
-        for path in tape_files(store):
+        for path in tape_files(store.tapes_dir):
             try:
                 with TapeReader(path) as r:
                     for ev in r.events():

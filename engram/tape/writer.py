@@ -11,7 +11,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import zstandard
 
@@ -47,10 +47,9 @@ def tape_path(tapes_dir: Path, tape_id: str) -> Path:
     return tapes_dir / f"{tape_id}{TAPE_SUFFIX}"
 
 
-def tape_files(store_tapes: "Path | Any") -> list[Path]:
-    """The tape files of a store (a Store or its tapes directory), sorted; never through a
-    symbolic link (`fsutil.names_in`)."""
-    tapes_dir = getattr(store_tapes, "tapes_dir", store_tapes)
+def tape_files(tapes_dir: Path) -> list[Path]:
+    """The tape files of a store's tapes directory, sorted; never through a symbolic link
+    (`fsutil.names_in`)."""
     return [tapes_dir / n for n in sorted(names_in(tapes_dir)) if n.endswith(TAPE_SUFFIX)]
 
 
