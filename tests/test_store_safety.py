@@ -82,3 +82,27 @@ def test_the_memory_log_is_never_written_or_read_through_a_link(repo: Path, tmp_
     assert victim.read_text() == "not engram's\n"
     assert log.files() == [], "a link is not read as a log file"
     assert log.purge("m-1") == ([], 0) and victim.read_text() == "not engram's\n"
+
+
+def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, tmp_path: Path) -> None:
+    a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
+    b = write_session(tmp_path / "s-b.jsonl", repo, "s-b", "the beta session")
+    run_engram(repo, "ingest", str(a), str(b))
+    tapes = {t["session_id"]: t["id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
+    path_a = repo / ".engram" / "tapes" / f"{tapes['s-a']}.jsonl.zst"
+    path_b = repo / ".engram" / "tapes" / f"{tapes['s-b']}.jsonl.zst"
+    path_a.chmod(0o644)
+    path_a.write_bytes(path_b.read_bytes())  # a valid tape, under the wrong name
+
+    proc = run_engram(repo, "show", "s-a", "--json", check=False)
+    assert "the beta session" not in proc.stdout, "never another session's events under this id"
+    assert proc.returncode == 1 and "does not match its id" in proc.stderr and "Traceback" not in proc.stderr
+    assert "engram reindex" in proc.stderr
+
+    proc = run_engram(repo, "reindex")
+    assert "quarantine" in proc.stdout + proc.stderr
+    assert not path_a.exists() and (repo / ".engram" / "quarantine" / path_a.name).exists()
+    run_engram(repo, "ingest", str(a), str(b))
+    shown = json.loads(run_engram(repo, "show", "s-a", "--json").stdout)["events"]
+    assert any(e.get("text") == "the alpha session" for e in shown), "captured again from its transcript"
+    assert path_a.exists() and path_a.read_bytes() != path_b.read_bytes()

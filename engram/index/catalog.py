@@ -4,6 +4,7 @@ tapes on disk the catalog missed, and looking tapes up by id prefix or by sessio
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,15 +199,29 @@ def reconcile(db: apsw.Connection, store: Store) -> int:
 
 
 def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> list[str]:
-    """`register_from_file` for each tape that reads, in order; a damaged one is left out with a
-    warning, so that one bad file does not stop every later ingest or rebuild (its session is
-    captured again when its transcript is next ingested: the damaged file is then rewritten).
-    Returns the ids of the tapes left out."""
+    """`register_from_file` for each tape that reads and matches its id, in order; a damaged one
+    is moved to `.engram/quarantine/` with a warning, so that one bad file does not stop every
+    later ingest or rebuild, and is never answered from (its session is captured again when its
+    transcript is next ingested). Returns the ids of the tapes left out."""
     damaged = []
     for path in paths:
         try:
             register_from_file(db, store, path)
         except CorruptTape as exc:
-            log.warning("left out a damaged tape: %s", exc)
+            where = quarantine(store, path)
+            log.warning("left out a damaged tape, moved to %s: %s", where, exc)
             damaged.append(path.name[: -len(TAPE_SUFFIX)])
     return damaged
+
+
+def quarantine(store: Store, path: Path) -> Path:
+    """Move a damaged tape file out of `tapes/` (kept for a look): reconcile would otherwise
+    catalogue it again, and a reader answer from it."""
+    store.quarantine_dir.mkdir(parents=True, exist_ok=True)
+    where = store.quarantine_dir / path.name
+    try:
+        os.replace(path, where)
+    except OSError as exc:  # (a directory in its place, a read-only store): left where it is
+        log.warning("could not move %s to %s (%s)", path, where, exc.strerror)
+        return path
+    return where

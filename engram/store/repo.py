@@ -85,6 +85,11 @@ class Store:
         return self.dir / "objects"
 
     @property
+    def quarantine_dir(self) -> Path:
+        """Tapes set aside because their content does not match their name (kept for a look)."""
+        return self.dir / "quarantine"
+
+    @property
     def events_dir(self) -> Path:
         return self.dir / "events"
 

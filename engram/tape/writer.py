@@ -19,7 +19,7 @@ from engram.fsutil import atomic_write, names_in
 from engram.tape import frames as fr
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
-from engram.tape.reader import intact
+from engram.tape.reader import intact, mark_verified
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ def write_tape(
         log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
     data = encode_tape(lines)
     atomic_write(path, data, mode=0o444)
+    mark_verified(path)
     log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
     return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter(), stored)
 
