@@ -6,10 +6,11 @@ and the fix, and answers that come from the tapes."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
-from conftest import run_engram
+from conftest import SPOTTER_MAIN, build_spot_repo, run_engram
 
 
 def write_session(path: Path, repo: Path, sid: str, text: str, big: str | None = None) -> Path:
@@ -106,3 +107,39 @@ def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, t
     shown = json.loads(run_engram(repo, "show", "s-a", "--json").stdout)["events"]
     assert any(e.get("text") == "the alpha session" for e in shown), "captured again from its transcript"
     assert path_a.exists() and path_a.read_bytes() != path_b.read_bytes()
+
+
+def damage_pages(db: Path, size: int = 64 * 1024) -> None:
+    """Garbage over `size` bytes in the middle of a database, its header page left intact."""
+    data = bytearray(db.read_bytes())
+    assert len(data) > 2 * size + 4096, len(data)
+    at = max(4096, len(data) // 2 - size // 2)
+    data[at:at + size] = os.urandom(size)
+    db.write_bytes(bytes(data))
+
+
+def test_a_corrupt_index_is_set_aside_and_rebuilt_with_the_memories(spotter: Path, tmp_path: Path) -> None:
+    root = tmp_path / "spot"
+    writer = build_spot_repo(spotter, root)
+    path = next(p for p, s in writer.items() if s == SPOTTER_MAIN and p.endswith(".ex"))
+    before = json.loads(run_engram(root, "explain", f"{path}:1-20").stdout)
+    memory = json.loads(run_engram(root, "remember", "spotter parses the config first", "--json").stdout)["id"]
+    run_engram(root, "index")
+    index = root / ".engram" / "index.sqlite"
+    import apsw
+
+    with apsw.Connection(str(index)) as db:  # the WAL folded into the file, as after a quiet while
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    damage_pages(index)
+
+    for args in (["explain", f"{path}:1-20"], ["ingest", str(spotter)], ["tapes"]):
+        proc = run_engram(root, *args, check=False)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        if proc.returncode:
+            assert "engram reindex" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    proc = run_engram(root, "reindex")
+    assert "Traceback" not in proc.stderr
+    assert (root / ".engram" / "index.sqlite.damaged").exists()
+    assert json.loads(run_engram(root, "explain", f"{path}:1-20").stdout) == before
+    listed = json.loads(run_engram(root, "memory", "list", "--json").stdout)
+    assert memory in json.dumps(listed), "the memories' projection rebuilt from their log"

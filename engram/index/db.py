@@ -68,3 +68,23 @@ def set_aside(store: Store) -> Path:
             src.replace(Path(str(aside) + suffix))
     log.warning("index.sqlite was damaged: kept as %s, rebuilding from the tapes", aside.name)
     return aside
+
+
+def quick_check(db: apsw.Connection) -> str:
+    """SQLite's `PRAGMA quick_check` in one line: "ok", or what it found (the first few), or the
+    error it stopped on. Run when an error says the file is corrupt, and by `engram doctor`."""
+    try:
+        rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
+    except apsw.Error as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "; ".join(rows) or "no answer"
+
+
+def damage_message(exc: BaseException, index_path: Path | None) -> str | None:
+    """The one-line message for an apsw error that says index.sqlite is damaged (None for any
+    other error): a query that meets a damaged page says what to run, not a traceback."""
+    if not isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return None
+    where = index_path or "index.sqlite"
+    return (f"{where} is damaged ({exc}): run `engram reindex`, which sets it aside and rebuilds the index "
+            "(and the memories) from the tapes and the memory log")
