@@ -10,6 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import SPOTTER_MAIN, build_spot_repo, run_engram
 
 
@@ -143,3 +145,34 @@ def test_a_corrupt_index_is_set_aside_and_rebuilt_with_the_memories(spotter: Pat
     assert json.loads(run_engram(root, "explain", f"{path}:1-20").stdout) == before
     listed = json.loads(run_engram(root, "memory", "list", "--json").stdout)
     assert memory in json.dumps(listed), "the memories' projection rebuilt from their log"
+
+
+DAMAGES = {
+    "config": lambda s: (s / "config.toml").write_bytes(b"[ingest]\nmax_line_bytes = 1\n# caf\xe9\xff\n"),
+    "index-dir": lambda s: ((s / "index.sqlite").unlink(), (s / "index.sqlite").mkdir()),
+    "lock-dir": lambda s: ((s / "run" / "ingest.lock").unlink(missing_ok=True), (s / "run" / "ingest.lock").mkdir()),
+    "tapes-file": lambda s: (shutil.rmtree(s / "tapes"), (s / "tapes").write_text("oops")),
+}
+PATHS = {"config": "config.toml", "index-dir": "index.sqlite", "lock-dir": "ingest.lock", "tapes-file": "tapes"}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_store_gives_one_line_naming_the_path_and_the_fix(repo: Path, tmp_path: Path, damage: str) -> None:
+    session = write_session(tmp_path / "s-1.jsonl", repo, "s-1", "hello")
+    run_engram(repo, "ingest", str(session))
+    DAMAGES[damage](repo / ".engram")
+    tapes_before = sorted((repo / ".engram").rglob("*.jsonl.zst"))
+    for args in (["ingest", str(session)], ["reindex"], ["tapes"], ["gc"]):
+        proc = run_engram(repo, *args, check=False)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        if proc.returncode:
+            err = proc.stderr.strip()
+            assert len(err.splitlines()) == 1 and PATHS[damage] in err, (args, err)
+    assert sorted((repo / ".engram").rglob("*.jsonl.zst")) == tapes_before
+    if damage == "index-dir":  # reindex put that right (set aside): damage it again for doctor
+        assert (repo / ".engram" / "index.sqlite.damaged").is_dir()
+        DAMAGES[damage](repo / ".engram")
+    doctor = run_engram(repo, "doctor", check=False)
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stderr
+    failed = [line for line in doctor.stdout.splitlines() if PATHS[damage] in line]
+    assert failed, doctor.stdout

@@ -26,7 +26,15 @@ CACHE_KIB = 65_536
 def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
     """A connection with WAL and a busy timeout, migrated to the current schema."""
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    db = apsw.Connection(str(store.index_path), flags=flags)
+    try:
+        db = apsw.Connection(str(store.index_path), flags=flags)
+    except apsw.CantOpenError as exc:
+        from engram.errors import DamagedIndex  # noqa: PLC0415
+
+        if store.index_path.is_dir():
+            raise DamagedIndex(f"{store.index_path} is a directory, not engram's index: `engram reindex` moves it "
+                               "aside and rebuilds the index from the tapes") from exc
+        raise
     try:
         db.set_busy_timeout(BUSY_TIMEOUT_MS)
         db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
