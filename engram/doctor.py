@@ -53,7 +53,15 @@ def run_checks(start: Path) -> Iterator[Check]:
         yield from agent_checks(root)
         yield embedding_check()
         return
-    yield Check("store", OK, str(store.dir))
+    if damage := store.damage():
+        for line in damage:
+            yield Check("store", FAIL, line)
+    else:
+        yield Check("store", OK, str(store.dir))
+    try:
+        store.config  # noqa: B018 - reading it is the check
+    except EngramError as exc:
+        yield Check("config", FAIL, str(exc), f"fix or remove {store.config_path}")
     yield from index_checks(store)
     yield from session_checks(store)
     yield from agent_checks(store.root)

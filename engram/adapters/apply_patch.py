@@ -280,7 +280,7 @@ def patch_text(text: str) -> str:
 def _load_json(text: str) -> Any:
     try:
         return json.loads(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
 
 

@@ -170,7 +170,7 @@ def _split_glued(raw: bytes) -> list[tuple[int, int, dict[str, Any]]] | None:
     while at < len(text):
         try:
             rec, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # (nested deeper than Python's stack: a bad line)
             return None
         if not isinstance(rec, dict):
             return None

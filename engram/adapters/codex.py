@@ -142,7 +142,7 @@ def parse_output(output: Any) -> Output:
     if isinstance(output, str) and output.lstrip().startswith("{"):
         try:
             decoded = json.loads(output)
-        except ValueError:
+        except (ValueError, RecursionError):  # (RecursionError: nested deeper than the stack)
             decoded = None
         if isinstance(decoded, dict) and ("output" in decoded or "content" in decoded):
             output = decoded
@@ -1576,7 +1576,7 @@ def _json_dict(raw: Any) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -50,6 +50,7 @@ from engram.index.sql import immediate
 from engram.index.catalog import catalog_row, reconcile, register
 from engram.store.lock import ingest_lock, ingest_lock_if_free
 from engram.store.repo import Store
+from engram.words import agree, plural
 from engram.tape import events as E
 from engram.tape.writer import WrittenTape, write_tape
 
@@ -428,11 +429,25 @@ def _job_bytes(job: Job) -> int:
         return 0
 
 
+WORKER_LOST = "session not captured: a worker process was killed (out of memory?)"
+
+
+def _worker_lost(stats: IngestStats, left: int) -> None:
+    """A worker died (SIGKILL: what the OOM killer sends), which breaks the whole pool: every
+    session it had not handed back is left for the next run. What was handed back is committed
+    and indexed already (results are consumed in order), and the run ends normally so that the
+    index is finished too; the user is told in one line what to do."""
+    stats.skipped[WORKER_LOST] += left
+    log.warning("a worker process was killed (out of memory?): %s not captured; run `engram ingest` again to "
+                "capture %s", plural(left, "session"), agree(left, "it", "them"))
+
+
 def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
                      maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
                      indexer: Any, n_workers: int) -> None:
     import multiprocessing  # noqa: PLC0415
     from concurrent.futures import Future, ProcessPoolExecutor  # noqa: PLC0415
+    from concurrent.futures.process import BrokenProcessPool  # noqa: PLC0415
 
     k, w = indexer.resolve_params(db)
     # forkserver: safe even when this process has threads (the language server calls ingest).
@@ -448,13 +463,17 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
             # Results are consumed in job order. While this process writes a batch to the index
             # (seconds, every few hundred MB), the workers keep going on the jobs submitted
             # ahead: a window of a few jobs left them idle for most of each write.
-            while submitted < len(jobs) and (len(pending) < 2 * n_workers or
-                                             (ahead < MAX_AHEAD_BYTES and len(pending) < MAX_AHEAD_JOBS)):
-                pending.append(pool.submit(_capture_in_worker, str(store.root), store.config, jobs[submitted],
-                                           maps, k, w))
-                ahead += sizes[submitted]
-                submitted += 1
-            got = pending.pop(0).result()
+            try:
+                while submitted < len(jobs) and (len(pending) < 2 * n_workers or
+                                                 (ahead < MAX_AHEAD_BYTES and len(pending) < MAX_AHEAD_JOBS)):
+                    pending.append(pool.submit(_capture_in_worker, str(store.root), store.config, jobs[submitted],
+                                               maps, k, w))
+                    ahead += sizes[submitted]
+                    submitted += 1
+                got = pending.pop(0).result()
+            except (BrokenProcessPool, EOFError):  # (EOFError: the forkserver itself was killed)
+                _worker_lost(stats, len(jobs) - i)
+                return
             ahead -= sizes[i]
             written = _commit(db, got, stats)
             if written is not None and got.prepared is not None:

@@ -218,6 +218,26 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
     except KeyboardInterrupt:
         print("engram: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if type(exc).__module__ != "apsw" or (message := _damaged_index(exc)) is None:
+            raise
+        from engram.cli.style import paint  # noqa: PLC0415
+
+        print(f"{paint('engram:', 'red bold', sys.stderr)} {message}", file=sys.stderr)
+        return 1
+
+
+def _damaged_index(exc: BaseException) -> str | None:
+    """The message for an error that says the index is damaged (issue 50: a raw `apsw.CorruptError`)."""
+    from engram.errors import StoreNotFound  # noqa: PLC0415
+    from engram.index.db import damage_message  # noqa: PLC0415
+    from engram.store.repo import Store  # noqa: PLC0415
+
+    try:
+        path = Store.discover().index_path
+    except StoreNotFound:
+        path = None
+    return damage_message(exc, path)
 
 
 # Queries close what they open and start no process: once their answer is written, nothing the

@@ -276,7 +276,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         print(f"  skipped {plural(skipped, 'memory log line')} that {agree(skipped, 'is', 'are')} not a whole event "
               "(a write cut short)", file=sys.stderr)
     if damaged := stats["damaged"]:
-        print(f"  left out {plural(len(damaged), 'damaged tape')} ({', '.join(t[:12] for t in damaged)}): run "
+        print(f"  moved {plural(len(damaged), 'damaged tape')} to .engram/quarantine/ "
+              f"({', '.join(t[:12] for t in damaged)}): run "
               f"`engram ingest` to capture {agree(len(damaged), 'its', 'their')} sessions again from the transcripts",
               file=sys.stderr)
     return 0

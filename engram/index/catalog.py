@@ -4,6 +4,7 @@ tapes on disk the catalog missed, and looking tapes up by id prefix or by sessio
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from engram.fsutil import names_in, remove_stale_temps
 from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.reader import TapeReader
-from engram.tape.writer import TAPE_SUFFIX, tape_path
+from engram.tape.writer import TAPE_SUFFIX, tape_files, tape_path
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,7 @@ def require_tapes(db: apsw.Connection, store: Store, ingest_hint: str) -> None:
     files on disk, an index removed or set aside) the index needs rebuilding."""
     if db.execute("SELECT 1 FROM tapes LIMIT 1").fetchall():
         return
-    from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
-
-    on_disk = sum(1 for _ in store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))
+    on_disk = len(tape_files(store.tapes_dir))
     if on_disk:
         raise EngramError(f"the index lists no tapes but {store.tapes_dir} holds {on_disk}: "
                           "run `engram reindex` to rebuild it from them")
@@ -200,15 +199,29 @@ def reconcile(db: apsw.Connection, store: Store) -> int:
 
 
 def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> list[str]:
-    """`register_from_file` for each tape that reads, in order; a damaged one is left out with a
-    warning, so that one bad file does not stop every later ingest or rebuild (its session is
-    captured again when its transcript is next ingested: the damaged file is then rewritten).
-    Returns the ids of the tapes left out."""
+    """`register_from_file` for each tape that reads and matches its id, in order; a damaged one
+    is moved to `.engram/quarantine/` with a warning, so that one bad file does not stop every
+    later ingest or rebuild, and is never answered from (its session is captured again when its
+    transcript is next ingested). Returns the ids of the tapes left out."""
     damaged = []
     for path in paths:
         try:
             register_from_file(db, store, path)
         except CorruptTape as exc:
-            log.warning("left out a damaged tape: %s", exc)
+            where = quarantine(store, path)
+            log.warning("left out a damaged tape, moved to %s: %s", where, exc)
             damaged.append(path.name[: -len(TAPE_SUFFIX)])
     return damaged
+
+
+def quarantine(store: Store, path: Path) -> Path:
+    """Move a damaged tape file out of `tapes/` (kept for a look): reconcile would otherwise
+    catalogue it again, and a reader answer from it."""
+    store.quarantine_dir.mkdir(parents=True, exist_ok=True)
+    where = store.quarantine_dir / path.name
+    try:
+        os.replace(path, where)
+    except OSError as exc:  # (a directory in its place, a read-only store): left where it is
+        log.warning("could not move %s to %s (%s)", path, where, exc.strerror)
+        return path
+    return where

@@ -26,7 +26,15 @@ CACHE_KIB = 65_536
 def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
     """A connection with WAL and a busy timeout, migrated to the current schema."""
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    db = apsw.Connection(str(store.index_path), flags=flags)
+    try:
+        db = apsw.Connection(str(store.index_path), flags=flags)
+    except apsw.CantOpenError as exc:
+        from engram.errors import DamagedIndex  # noqa: PLC0415
+
+        if store.index_path.is_dir():
+            raise DamagedIndex(f"{store.index_path} is a directory, not engram's index: `engram reindex` moves it "
+                               "aside and rebuilds the index from the tapes") from exc
+        raise
     try:
         db.set_busy_timeout(BUSY_TIMEOUT_MS)
         db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
@@ -68,3 +76,23 @@ def set_aside(store: Store) -> Path:
             src.replace(Path(str(aside) + suffix))
     log.warning("index.sqlite was damaged: kept as %s, rebuilding from the tapes", aside.name)
     return aside
+
+
+def quick_check(db: apsw.Connection) -> str:
+    """SQLite's `PRAGMA quick_check` in one line: "ok", or what it found (the first few), or the
+    error it stopped on. Run when an error says the file is corrupt, and by `engram doctor`."""
+    try:
+        rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
+    except apsw.Error as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "; ".join(rows) or "no answer"
+
+
+def damage_message(exc: BaseException, index_path: Path | None) -> str | None:
+    """The one-line message for an apsw error that says index.sqlite is damaged (None for any
+    other error): a query that meets a damaged page says what to run, not a traceback."""
+    if not isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return None
+    where = index_path or "index.sqlite"
+    return (f"{where} is damaged ({exc}): run `engram reindex`, which sets it aside and rebuilds the index "
+            "(and the memories) from the tapes and the memory log")

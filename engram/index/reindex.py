@@ -13,11 +13,11 @@ from engram.index.catalog import register_intact
 from engram.errors import DamagedIndex
 from engram.index import stoplist
 from engram.index.build import Indexer, small_pages
-from engram.index.db import open_db, set_aside
+from engram.index.db import open_db, quick_check, set_aside
 from engram.index.sql import immediate
 from engram.store.lock import ingest_lock
 from engram.store.repo import Store
-from engram.tape.writer import TAPE_SUFFIX
+from engram.tape.writer import tape_files
 
 log = logging.getLogger(__name__)
 
@@ -42,27 +42,41 @@ def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequ
             set_aside(store)
             db = open_db(store)
         try:
-            with immediate(db):
-                for table in DERIVED:
-                    db.execute(f"DELETE FROM {table}")
-                db.execute("DELETE FROM fts")
-                damaged = register_intact(db, store, sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")))
-            from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
-
-            indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters
-            ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY begins, id")]
-            with small_pages():
-                for tid in ids:
-                    indexer.add(db, tid)
-                indexer.flush(db)
-            cfg = store.config["index"]
-            with immediate(db):
-                n_stop, _ = stoplist.rebuild_from_config(db, store)
-            frags = db.execute("SELECT count(*) FROM fragments").fetchall()[0][0]
-            out = {"tapes": len(ids), "fragments": frags, "stoplist": n_stop, "damaged": damaged,
-                   "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
-            for rebuild in also:
-                out.update(rebuild(store, db))
-            return out
+            try:
+                return _rebuild(store, db, k, w, also)
+            except (apsw.CorruptError, apsw.NotADBError) as exc:
+                # Pages inside the file are damaged (its header reads): the first rebuild's DELETEs
+                # or reads met them. The tapes are the truth: start again from an empty file.
+                log.warning("index.sqlite is damaged (%s; quick_check: %s)", exc, quick_check(db))
+                db.close()
+                set_aside(store)
+                db = open_db(store)
+                return _rebuild(store, db, k, w, also)
         finally:
             db.close()
+
+
+def _rebuild(store: Store, db: apsw.Connection, k: int | None, w: int | None, also: Sequence[Projection]
+             ) -> dict[str, Any]:
+    with immediate(db):
+        for table in DERIVED:
+            db.execute(f"DELETE FROM {table}")
+        db.execute("DELETE FROM fts")
+        damaged = register_intact(db, store, tape_files(store.tapes_dir))
+    from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
+
+    indexer = Indexer(store, k or DEFAULT_K, w or DEFAULT_W)  # a rebuild adopts the current parameters
+    ids = [r[0] for r in db.execute("SELECT id FROM tapes ORDER BY begins, id")]
+    with small_pages():
+        for tid in ids:
+            indexer.add(db, tid)
+        indexer.flush(db)
+    cfg = store.config["index"]
+    with immediate(db):
+        n_stop, _ = stoplist.rebuild_from_config(db, store)
+    frags = db.execute("SELECT count(*) FROM fragments").fetchall()[0][0]
+    out = {"tapes": len(ids), "fragments": frags, "stoplist": n_stop, "damaged": damaged,
+           "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
+    for rebuild in also:
+        out.update(rebuild(store, db))
+    return out

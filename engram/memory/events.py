@@ -34,6 +34,7 @@ from typing import Any, Iterable
 
 import orjson
 
+from engram.errors import BadInput
 from engram.fsutil import atomic_write, fsync_dir, names_in, remove_stale_temps
 from engram.memory.model import iso, moment_of, now_iso
 from engram.store.repo import Store
@@ -172,7 +173,13 @@ class EventLog:
         created = not path.exists()
         if created:
             self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:  # O_NOFOLLOW: a link planted here must not have memories appended to a file outside
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as exc:
+            if not os.path.islink(path):
+                raise
+            raise BadInput(f"{path} is a symbolic link: engram writes its memory log only inside the store; "
+                           "remove the link (and move the file it points to there if it is a log)") from exc
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":

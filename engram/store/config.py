@@ -79,6 +79,9 @@ def load_config(path: Path) -> dict[str, Any]:
                 _merge(cfg, tomllib.load(f))
         except tomllib.TOMLDecodeError as exc:
             raise BadInput(f"{path}: not valid TOML ({exc}); fix or remove the file") from exc
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); "
+                           "fix or remove the file") from exc
         _check(cfg, DEFAULTS, path)
     return cfg
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 
 from engram.errors import CorruptTape
-from engram.fsutil import remove_stale_temps
+from engram.fsutil import names_in, remove_stale_temps, subdirs_in
 from engram.store.lock import ingest_lock
 from engram.store.repo import Store
 from engram.tape.objects import referenced_objects
 from engram.tape.reader import TapeReader
-from engram.tape.writer import TAPE_SUFFIX
+from engram.tape.writer import tape_files
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ def collect(store: Store, *, dry_run: bool = False) -> tuple[int, int]:
     refer to objects it has just stored."""
     with ingest_lock(store):
         used: set[str] = set()
-        for path in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}")):
+        for path in tape_files(store.tapes_dir):
             try:
                 with TapeReader(path) as r:
                     for ev in r.events():
@@ -28,9 +28,14 @@ def collect(store: Store, *, dry_run: bool = False) -> tuple[int, int]:
             except CorruptTape as exc:  # its objects cannot be known: removing any could lose them
                 raise CorruptTape(f"gc removed nothing: {exc}") from exc
         removed = kept = 0
-        for sub in sorted(p for p in store.objects_dir.iterdir() if p.is_dir()) if store.objects_dir.is_dir() else []:
-            remove_stale_temps(sub)
-            for obj in sub.iterdir():
+        for name in sorted(subdirs_in(store.objects_dir)):  # (never a link: see fsutil.names_in)
+            sub = store.objects_dir / name
+            names = names_in(sub)
+            remove_stale_temps(sub, names)
+            for obj_name in names:
+                obj = sub / obj_name
+                if obj_name.startswith(".tmp-"):
+                    continue
                 digest = sub.name + obj.name
                 if digest in used:
                     kept += 1

@@ -13,6 +13,7 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
+from engram.errors import BadInput
 from engram.store.repo import Store
 
 
@@ -41,6 +42,8 @@ def memory_lock(store: Store) -> Iterator[None]:
 
 @contextmanager
 def _locked(store: Store, wait: bool, name: str = "ingest.lock") -> Iterator[bool]:
+    if damage := store.damage(index=False):  # (six stats) before any writer touches a store it would misread
+        raise BadInput(damage[0])
     store.run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
     got = False

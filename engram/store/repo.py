@@ -85,6 +85,11 @@ class Store:
         return self.dir / "objects"
 
     @property
+    def quarantine_dir(self) -> Path:
+        """Tapes set aside because their content does not match their name (kept for a look)."""
+        return self.dir / "quarantine"
+
+    @property
     def events_dir(self) -> Path:
         return self.dir / "events"
 
@@ -124,6 +129,22 @@ class Store:
 
     def exists(self) -> bool:
         return self.dir.is_dir()
+
+    def damage(self, *, index: bool = True) -> list[str]:
+        """What is wrong with the store's own layout, one actionable line each (empty when
+        nothing): a directory that is a file, a file that is a directory. Checked before a writer
+        starts (`store.lock`; `index`: False there, reindex puts that right itself), and by `engram doctor`: a `tapes` that is a file once made reindex
+        empty the catalogue and every ingest fail on each session."""
+        out = []
+        for d in (self.tapes_dir, self.objects_dir, self.events_dir, self.run_dir):
+            if (d.exists() or d.is_symlink()) and (d.is_symlink() or not d.is_dir()):
+                out.append(f"{d} is not a directory: move it out of the way, then run `engram init` (which "
+                           "recreates it) and `engram reindex`")
+        for f in (self.index_path, self.config_path, self.run_dir / "ingest.lock"):
+            if f.is_dir() and (index or f != self.index_path):
+                out.append(f"{f} is a directory, not engram's file: move it out of the way"
+                           + ("; `engram reindex` rebuilds the index" if f == self.index_path else ""))
+        return out
 
     @classmethod
     def discover(cls, start: Path | None = None) -> "Store":

@@ -12,7 +12,7 @@ from typing import Any
 import zstandard
 
 from engram.errors import CorruptTape
-from engram.fsutil import atomic_write
+from engram.fsutil import atomic_write, read_in_store
 
 OBJ_KEY = "$obj"
 
@@ -39,9 +39,11 @@ def get_text(objects_dir: Path, ref: dict[str, Any]) -> str:
     digest = ref[OBJ_KEY]
     path = object_path(objects_dir, digest)
     try:
-        data = zstandard.ZstdDecompressor().decompress(path.read_bytes())
+        data = zstandard.ZstdDecompressor().decompress(read_in_store(path))
     except FileNotFoundError as exc:
         raise CorruptTape(f"object {digest} is missing from {objects_dir}; run `engram reindex` or re-ingest") from exc
+    except (OSError, zstandard.ZstdError) as exc:  # a link (ELOOP), a directory, bytes that are not zstd
+        raise CorruptTape(f"object {path} cannot be read ({exc}); remove it and ingest its session again") from exc
     if hashlib.sha256(data).hexdigest() != digest:
         raise CorruptTape(f"object {digest} does not match its hash")
     return data.decode("utf-8", "surrogatepass")

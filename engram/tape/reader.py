@@ -35,6 +35,7 @@ class _SharedFrames:
         self.used = 0
         self.frames: OrderedDict[tuple[tuple[str, int, int], int], tuple[list[bytes], int]] = OrderedDict()
         self.tables: OrderedDict[tuple[str, int, int], list[fr.Frame]] = OrderedDict()
+        self.verified: OrderedDict[tuple[str, int, int], None] = OrderedDict()  # ids checked in this process
         self.lock = threading.Lock()  # the language server reads tapes from two threads
 
     def get(self, key: tuple[tuple[str, int, int], int]) -> list[bytes] | None:
@@ -68,37 +69,70 @@ class _SharedFrames:
             if len(self.tables) > 4096:
                 self.tables.popitem(last=False)
 
+    def is_verified(self, ident: tuple[str, int, int]) -> bool:
+        with self.lock:
+            return ident in self.verified
+
+    def put_verified(self, ident: tuple[str, int, int]) -> None:
+        with self.lock:
+            self.verified[ident] = None
+            if len(self.verified) > 65536:
+                self.verified.popitem(last=False)
+
 
 _shared = _SharedFrames(SHARED_CACHE_BYTES)
 
 
 #: What a user can do about a damaged tape file: the catalog keeps a session's capture as long as
 #: its tape is catalogued, so `engram ingest` alone would skip the session as unchanged.
-REPAIR = "the tape is damaged: `engram reindex` leaves it out, then `engram ingest` captures its session again"
+REPAIR = ("the tape is damaged: `engram reindex` moves it to .engram/quarantine/, then `engram ingest` captures its "
+          "session again")
+
+
+MISMATCH = "content does not match its id (another tape's content under this name?)"
 
 
 def intact(path: Path) -> bool:
     """Whether the tape file at `path` decodes and matches its id (reads all of it)."""
     try:
-        with TapeReader(path) as r:
-            r.verify()
+        with TapeReader(path) as r:  # (opening it checks its id)
+            pass
     except CorruptTape:
         return False
     return True
 
 
+def _is_address(name: str) -> bool:
+    """Whether a file name is a content address (a tape of a store, not a file a test or a tool
+    named otherwise)."""
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
+
+
+def mark_verified(path: Path) -> None:
+    """A tape this process has just written: its id is known to match, opening it need not hash it."""
+    st = os.stat(path)
+    _shared.put_verified((str(path), st.st_size, st.st_mtime_ns))
+
+
 class TapeReader:
     """Random access to one tape file. Cheap to open: reads only the seek table."""
 
-    def __init__(self, path: Path, objects_dir: Path | None = None, cache_frames: int = 4) -> None:
+    def __init__(self, path: Path, objects_dir: Path | None = None, cache_frames: int = 4, *,
+                 check_id: bool = True) -> None:
+        """`check_id`: hash the content against the file name on the first open of this file in
+        this process (a tape overwritten with another valid tape would otherwise be answered
+        under the wrong id); off only for callers that read and hash every event themselves."""
         self.path = path
         self.objects_dir = objects_dir
         self._cache: OrderedDict[int, list[bytes]] = OrderedDict()
         self._cache_frames = cache_frames
         try:
-            self._fd = os.open(path, os.O_RDONLY)
+            # O_NOFOLLOW: a tape replaced by a link is not read through it (out of the store).
+            self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except FileNotFoundError as exc:
             raise CorruptTape(f"tape file {path} is missing; run `engram reindex`") from exc
+        except OSError as exc:  # ELOOP (a link), EISDIR, EACCES
+            raise CorruptTape(f"tape file {path} cannot be read ({exc.strerror}); {REPAIR}") from exc
         try:
             st = os.fstat(self._fd)
             self.size = st.st_size
@@ -113,6 +147,28 @@ class TapeReader:
             raise
         self.n_events = sum(f.n_events for f in self.frames)
         self._dctx = zstandard.ZstdDecompressor()
+        if check_id and _is_address(self.id) and not _shared.is_verified(self._ident):
+            try:
+                self._check_id()
+            except BaseException:
+                self.close()
+                raise
+            _shared.put_verified(self._ident)
+
+    def _check_id(self) -> None:
+        """The sha256 of the frames' content against the id the file is named by: ~10 ms a MB of
+        JSONL on the slowest machine measured (no SHA instructions), once per file and process."""
+        import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
+
+        h = hashlib.sha256()
+        for index, f in enumerate(self.frames):
+            comp = os.pread(self._fd, f.size, f.offset)
+            try:
+                h.update(self._dctx.decompress(comp, max_output_size=f.raw_size))
+            except zstandard.ZstdError as exc:
+                raise self._damaged(f"frame {index} does not decompress ({exc})") from exc
+        if h.hexdigest() != self.id:
+            raise self._damaged(MISMATCH)
 
     def _read_table(self) -> list[fr.Frame]:
         want = min(self.size, _TAIL_GUESS)
@@ -230,4 +286,4 @@ class TapeReader:
             h.update(line)
             h.update(b"\n")
         if h.hexdigest() != self.id:
-            raise self._damaged("content does not match its id")
+            raise self._damaged(MISMATCH)

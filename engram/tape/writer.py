@@ -15,11 +15,11 @@ from typing import Callable, Iterable
 
 import zstandard
 
-from engram.fsutil import atomic_write
+from engram.fsutil import atomic_write, names_in
 from engram.tape import frames as fr
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
-from engram.tape.reader import intact
+from engram.tape.reader import intact, mark_verified
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,12 @@ class WrittenTape:
 
 def tape_path(tapes_dir: Path, tape_id: str) -> Path:
     return tapes_dir / f"{tape_id}{TAPE_SUFFIX}"
+
+
+def tape_files(tapes_dir: Path) -> list[Path]:
+    """The tape files of a store's tapes directory, sorted; never through a symbolic link
+    (`fsutil.names_in`)."""
+    return [tapes_dir / n for n in sorted(names_in(tapes_dir)) if n.endswith(TAPE_SUFFIX)]
 
 
 def encode_tape(lines: list[bytes], frame_bytes: int = fr.FRAME_BYTES, level: int = COMPRESSION_LEVEL) -> bytes:
@@ -117,6 +123,7 @@ def write_tape(
         log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
     data = encode_tape(lines)
     atomic_write(path, data, mode=0o444)
+    mark_verified(path)
     log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
     return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter(), stored)
 
