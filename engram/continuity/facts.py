@@ -129,9 +129,10 @@ class _Reader:
         self.seq += 1
         self.f.events += 1
         kind = ev.get("kind")
-        if isinstance(ev.get("ts"), str):
-            self.f.ended = ev["ts"]
-            self.f.started = self.f.started or ev["ts"]
+        ts = ev.get("ts")
+        if isinstance(ts, str) and ts[:1].isdigit():  # (events of a subagent may come after later ones)
+            self.f.ended = max(self.f.ended or ts, ts)
+            self.f.started = min(self.f.started or ts, ts)
         if kind == E.MSG_IN:
             self._message_in(ev, at)
         elif kind == E.MSG_OUT:

@@ -20,6 +20,7 @@ from engram.continuity.chain import Chain, resolve_chain
 from engram.continuity.facts import Facts, FileTouch, read_facts
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
+from engram.query.story import SHORT_REQUEST_WORDS
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
 from engram.tape import events as E
 from engram.tape.objects import resolve
@@ -146,12 +147,27 @@ class _Items:
         return item
 
 
+def _backing_request(items: _Items) -> int | None:
+    """When the latest request is a word or three ("continue", "did you push?"), the index (latest
+    first) of the last longer one before it (else the first): what "continue" continues."""
+    reqs = items.f.requests
+    if not reqs or len(_text(items.store, reqs[-1][1], 200).split()) >= SHORT_REQUEST_WORDS:
+        return None
+    for i in range(1, len(reqs)):
+        if len(_text(items.store, reqs[-1 - i][1], 200).split()) >= SHORT_REQUEST_WORDS:
+            return i
+    return len(reqs) - 1 if len(reqs) > 1 else None  # none longer: the one that began the work
+
+
 def _facts_units(items: _Items, f: Facts) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
     """The units of the package in the order they go in, and how to build each one's item."""
     build: dict[Any, Callable[[], Any]] = {}
     order: list[tuple[Any, str, Callable[[], Any]]] = []
+    backing = _backing_request(items) if f.requests else None
     if f.requests:
         order.append((("requests", 0), "requests", lambda: items.request(0)))
+        if backing is not None:
+            order.append((("requests", backing), "requests", lambda: items.request(backing)))
     if f.last_message:
         order.append((("last_message",), "last_message", items.last_message))
     open_items = [i for i in f.plan.items if i.status in ("pending", "in_progress")]
@@ -181,6 +197,8 @@ def _facts_units(items: _Items, f: Facts) -> tuple[list[Unit], dict[Any, Callabl
             "tool": e.tool, "target": e.target, "at": e.at,
             "output": _text(items.store, e.output, OUTPUT_CHARS, tail=True) if e.output is not None else None}))
     for i in range(1, len(f.requests)):
+        if i == backing:
+            continue
         order.append((("requests", i), "requests", lambda i=i: items.request(i)))
     for t in (t for t in touches if not t.edited):
         order.append((("file", t.path), "files", lambda t=t: items.file(t)))
