@@ -5,7 +5,8 @@ Thin: parses its arguments, builds the package on the runner's thread, returns t
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
@@ -63,7 +64,8 @@ def register_resume_tool(mcp: MCPServer, store_provider: Callable[[], Store],
         message, the open plan items, failing tests and builds, side effects not to repeat, and the
         files worked on with their state now. Every item has `at` (TAPE@OFFSET): `view` reads around
         it. Call it at the start of a session that continues earlier work."""
-        from engram.continuity.package import Options, resume as core_resume  # noqa: PLC0415
+        from engram.continuity.package import Options  # noqa: PLC0415
+        from engram.continuity.package import resume as core_resume
 
         more = "resume(session={session!r}, budget={budget})"
 

@@ -25,18 +25,21 @@ _EFFECTS: Final[list[tuple[str, re.Pattern[str]]]] = [(c, re.compile(p)) for c, 
     ("push", r"^git\s+(-C\s+\S+\s+)?push\b"),
     ("tag", r"^git\s+(-C\s+\S+\s+)?tag\s+(-[asfm]\s+)*[^-\s]"),
     ("history rewrite", r"^git\s+(-C\s+\S+\s+)?(reset\s+--hard|clean\s+-[a-z]*f|branch\s+-[dD]|checkout\s+--\s)"),
-    ("migration", r"(\bmigrate\b|db:migrate|ecto\.migrate|alembic\s+(upgrade|downgrade)|prisma\s+(migrate|db\s+push)"
-                  r"|flyway\s+migrate|knex\s+migrate|sequelize\s+db:migrate|goose\s+up|dbmate\s+up)"),
-    ("deploy", r"(\bdeploy\b|kubectl\s+(apply|delete|rollout)|terraform\s+(apply|destroy)|helm\s+(install|upgrade"
-               r"|uninstall)|pulumi\s+up|cdk\s+deploy|eb\s+deploy|heroku\s+\S*release)"),
-    ("publish", r"(npm\s+publish|yarn\s+publish|pnpm\s+publish|twine\s+upload|cargo\s+publish|gem\s+push|"
-                r"poetry\s+publish|uv\s+publish|docker\s+push|gh\s+release\s+create|mix\s+hex\.publish)"),
+    ("migration", (r"((manage\.py|django-admin)\s+migrate\b|db:migrate|ecto\.migrate|alembic\s+(upgrade|downgrade)|"
+                   r"prisma\s+(migrate\s+(dev|deploy|reset)|db\s+push)|flyway\s+migrate|knex\s+migrate|"
+                   r"sequelize\s+db:migrate|goose\s+\S*\s*up\b|dbmate\s+up|diesel\s+migration\s+run)")),
+    ("deploy", (r"(^(fly|flyctl|vercel|netlify|firebase|serverless|sls|sam|kamal|cap|mina|gcloud\s+\S+)\s+deploy\b|"
+                r"\brun\s+deploy\b|^make\s+deploy\b|kubectl\s+(apply|delete|rollout\s+restart)|"
+                r"terraform\s+(apply|destroy)|helm\s+(install|upgrade|uninstall)|pulumi\s+(up|destroy)|cdk\s+deploy|"
+                r"eb\s+deploy|git\s+push\s+heroku\b)")),
+    ("publish", (r"(npm\s+publish|yarn\s+publish|pnpm\s+publish|twine\s+upload|cargo\s+publish|gem\s+push|"
+                r"poetry\s+publish|uv\s+publish|docker\s+push|gh\s+release\s+create|mix\s+hex\.publish)")),
     ("pull request", r"^gh\s+(pr\s+(create|merge|close)|issue\s+(create|close))\b"),
     ("file deletion", r"^(rm|rmdir|git\s+rm|unlink|shred)\s"),
-    ("package install", r"^((pip3?|uv\s+pip|python3?\s+-m\s+pip)\s+install|uv\s+add|poetry\s+add|npm\s+(install|i|add)\s+"
+    ("package install", (r"^((pip3?|uv\s+pip|python3?\s+-m\s+pip)\s+install|uv\s+add|poetry\s+add|npm\s+(install|i|add)\s+"
                         r"\S|yarn\s+add|pnpm\s+(add|install\s+\S)|bun\s+add|cargo\s+(add|install)|go\s+(get|install)|"
                         r"gem\s+install|bundle\s+add|(apt|apt-get|dnf|yum|apk|brew|pacman)\s+(install|add|-S)|"
-                        r"mix\s+deps\.get|composer\s+require|conda\s+install)"),
+                        r"mix\s+deps\.get|composer\s+require|conda\s+install)")),
 )]
 
 _TEST_WORDS: Final = re.compile(
@@ -102,7 +105,7 @@ def family(line: str) -> str:
     """What makes two runs the same check: the command line with its whitespace collapsed and
     output plumbing (`| tail -20`, `2>&1`) removed, so `pytest -x 2>&1 | tail` and `pytest -x`
     are one check."""
-    text = re.sub(r"\s*\d?>&\d|\s*\|\s*(tail|head|grep|tee|less|cat)\b.*$", "", line.strip(), flags=re.S)
+    text = re.sub(r"\s*\d?>&\d|\s*\|\s*(tail|head|grep|tee|less|cat)\b.*$", "", line.strip(), flags=re.DOTALL)
     return " ".join(text.split())
 
 

@@ -235,10 +235,10 @@ class _Reader:
             t = self.f.files[path] = FileTouch(path, self.seq, at)
         t.last, t.at = self.seq, at
         rng = ev.get("after_range") if ev.get("kind") == E.CODE_EDIT else ev.get("range")
-        if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[1] >= rng[0]:
-            if rng not in t.ranges:
-                t.ranges.insert(0, rng)
-                del t.ranges[4:]
+        if (isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[1] >= rng[0]
+                and rng not in t.ranges):
+            t.ranges.insert(0, rng)
+            del t.ranges[4:]
         if ev.get("kind") == E.CODE_READ:
             t.read += 1
             return

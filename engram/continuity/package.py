@@ -20,8 +20,8 @@ from engram.continuity.chain import Chain, resolve_chain
 from engram.continuity.facts import Facts, FileTouch, read_facts
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
-from engram.query.story import SHORT_REQUEST_WORDS
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
+from engram.query.story import SHORT_REQUEST_WORDS
 from engram.tape import events as E
 from engram.tape.objects import resolve
 

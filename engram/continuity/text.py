@@ -114,12 +114,12 @@ def first_prompt(doc: dict[str, Any], harness: str) -> str:
     new agent is asked to do, then the facts, neutral as to which harness recorded them."""
     s = doc["session"]
     intro = [
-        f"You are continuing work that a {s['harness']} session ({s['session_id']}) left unfinished; you are in "
-        f"{_FOR.get(harness, harness)}. Below is what its transcript records (derived by `engram resume`, no "
-        "summary by a model): the person's requests, the agent's last message, its plan, the checks still failing, "
-        "side effects already done (do NOT run them again), and the files it worked on with their state now.",
-        "Check the working set before editing: a file marked `changed since` was edited after that session. "
-        "Run `engram view TAPE@OFFSET` to read any item's context in the transcript.",
+        (f"You are continuing work that a {s['harness']} session ({s['session_id']}) left unfinished; you are in "
+         f"{_FOR.get(harness, harness)}. Below is what its transcript records (derived by `engram resume`, no "
+         "summary by a model): the person's requests, the agent's last message, its plan, the checks still failing, "
+         "side effects already done (do NOT run them again), and the files it worked on with their state now."),
+        ("Check the working set before editing: a file marked `changed since` was edited after that session. "
+         "Run `engram view TAPE@OFFSET` to read any item's context in the transcript."),
         "",
     ]
     return "\n".join([*intro, *_heading(doc), *_sections(doc), *_footer(doc)]) + "\n"
