@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from common import best_of, fmt_table, load, machine, pct
 
 ROOT = Path(__file__).resolve().parent.parent

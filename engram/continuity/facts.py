@@ -79,6 +79,7 @@ class Effect:
     at: Pointer
     failed: bool | None
     seq: int
+    ts: str | None = None
 
 
 @dataclass
@@ -124,12 +125,14 @@ class _Reader:
         self.calls: dict[str, tuple[str, dict[str, Any], Pointer, int]] = {}
         self.seq = 0
         self.task_no = 0
+        self.ts: str | None = None
 
     def add(self, ev: dict[str, Any], at: Pointer) -> None:
         self.seq += 1
         self.f.events += 1
         kind = ev.get("kind")
         ts = ev.get("ts")
+        self.ts = ts if isinstance(ts, str) else None
         if isinstance(ts, str) and ts[:1].isdigit():  # (events of a subagent may come after later ones)
             self.f.ended = max(self.f.ended or ts, ts)
             self.f.started = min(self.f.started or ts, ts)
@@ -224,7 +227,7 @@ class _Reader:
                     other.failed, other.output = False, None
                     other.exit_code = None
         for category, part in effects(line):
-            self.f.effects.append(Effect(category, part, at, failed, seq))
+            self.f.effects.append(Effect(category, part, at, failed, seq, self.ts))
 
     def _code(self, ev: dict[str, Any], at: Pointer) -> None:
         path = ev.get("file")
@@ -246,7 +249,7 @@ class _Reader:
         t.last_edit = {k: ev.get(k) for k in ("op", "file_after_sha", "after_text", "moved_to")}
         t.last_edit_ts = ev.get("ts") if isinstance(ev.get("ts"), str) else None
         if ev.get("op") == "delete" and not ev.get("moved_to"):
-            self.f.effects.append(Effect("file deletion", f"(edit) deleted {path}", at, False, self.seq))
+            self.f.effects.append(Effect("file deletion", f"(edit) deleted {path}", at, False, self.seq, self.ts))
 
     def finish(self) -> Facts:
         for name, inp, at, seq in sorted(self.calls.values(), key=lambda c: c[3]):

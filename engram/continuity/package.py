@@ -159,17 +159,28 @@ def _backing_request(items: _Items) -> int | None:
     return len(reqs) - 1 if len(reqs) > 1 else None  # none longer: the one that began the work
 
 
-def _facts_units(items: _Items, f: Facts) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
+def _handoff_item(store: Store, handoff: dict[str, Any]) -> dict[str, Any]:
+    note = {k: (_text(store, v, 300) if isinstance(v, str) else [_text(store, x, 300) for x in v[:12]])
+            for k, v in handoff["note"].items() if v}
+    return {"id": handoff["id"], "created": handoff["created"], "by": handoff.get("source"), "note": note}
+
+
+def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
+                 ) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
     """The units of the package in the order they go in, and how to build each one's item."""
     build: dict[Any, Callable[[], Any]] = {}
     order: list[tuple[Any, str, Callable[[], Any]]] = []
     backing = _backing_request(items) if f.requests else None
     if f.requests:
         order.append((("requests", 0), "requests", lambda: items.request(0)))
-        if backing is not None:
-            order.append((("requests", backing), "requests", lambda: items.request(backing)))
+    for n, d in enumerate(handoff.get("disagreements") or [] if handoff else []):
+        order.append((("disagreement", n), "disagreements", lambda d=d: d))
+    if f.requests and backing is not None:
+        order.append((("requests", backing), "requests", lambda: items.request(backing)))
     if f.last_message:
         order.append((("last_message",), "last_message", items.last_message))
+    if handoff:
+        order.append((("handoff",), "handoff", lambda: _handoff_item(items.store, handoff)))
     open_items = [i for i in f.plan.items if i.status in ("pending", "in_progress")]
     for n, it in enumerate(open_items):
         order.append((("plan", n), "plan items", lambda it=it: {"text": _text(items.store, it.text, 300),
@@ -244,7 +255,7 @@ def _heading(f: Facts, chain: Chain) -> dict[str, Any]:
 
 def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any, Callable[[], Any]]
               ) -> dict[str, Any]:
-    doc: dict[str, Any] = {"version": 1, "session": head, "requests": [], "last_message": None}
+    doc: dict[str, Any] = {"version": 1, "session": head, "requests": [], "last_message": None, "handoff": None}
     plan: dict[str, Any] | None = None
     if f.plan.tool or f.plan.accepted is not None:
         done = sum(1 for i in f.plan.items if i.status == "completed")
@@ -264,6 +275,11 @@ def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any,
             plan["open"].append(item)
         elif key[0] == "accepted_plan" and plan is not None:
             plan["accepted"] = item
+        elif key[0] == "handoff":
+            doc["handoff"] = {**item, "disagreements": (doc["handoff"] or {}).get("disagreements", [])}
+        elif key[0] == "disagreement":
+            doc["handoff"] = doc["handoff"] or {"disagreements": []}
+            doc["handoff"]["disagreements"].append(item)
         else:
             lists[section[key[0]]].append(item)
     doc["plan"] = plan
@@ -271,8 +287,8 @@ def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any,
     return doc
 
 
-_KIND_ORDER: Final = {"requests": 0, "last_message": 1, "plan": 2, "accepted_plan": 3, "failing": 4, "effect": 5,
-                      "file": 6, "error": 7, "command": 8}
+_KIND_ORDER: Final = {"requests": 0, "last_message": 1, "disagreement": 2, "handoff": 3, "plan": 4, "accepted_plan": 5,
+                      "failing": 6, "effect": 7, "file": 8, "error": 9, "command": 10}
 
 
 def _display_order(key: Any) -> tuple[int, int]:
@@ -280,15 +296,23 @@ def _display_order(key: Any) -> tuple[int, int]:
 
 
 def resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[str, int] | None = None) -> dict[str, Any]:
-    """The resume package of the chain `opts.session` names (default: the latest session)."""
+    """The resume package of the chain `opts.session` names (default: the latest session), with
+    the chain's latest hand-off note and where it disagrees with the transcript."""
+    from engram.continuity.handoff import disagreements, latest_handoff  # noqa: PLC0415
+    from engram.memory.memories import Memories  # noqa: PLC0415
+
     chain = resolve_chain(db, opts.session, opts.harness)
     facts = read_facts(store, chain.tapes, stop)
-    return package(store, db, chain, facts, opts)
+    handoff = latest_handoff(Memories(store, db), chain)
+    if handoff is not None:
+        handoff["disagreements"] = disagreements(handoff["note"], handoff["created"], facts)
+    return package(store, db, chain, facts, opts, handoff)
 
 
-def package(store: Store, db: apsw.Connection, chain: Chain, facts: Facts, opts: Options) -> dict[str, Any]:
+def package(store: Store, db: apsw.Connection, chain: Chain, facts: Facts, opts: Options,
+            handoff: dict[str, Any] | None = None) -> dict[str, Any]:
     items = _Items(store, db, facts, chain)
-    units, build = _facts_units(items, facts)
+    units, build = _facts_units(items, facts, handoff)
     head = _heading(facts, chain)
     if not opts.budget:
         doc = _assemble(head, facts, [u.key for u in units], build)

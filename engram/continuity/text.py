@@ -47,6 +47,30 @@ def _plan(plan: dict[str, Any] | None) -> list[str]:
     return out
 
 
+_NOTE_TITLES: Final = {"goal": "Goal", "done": "Done", "in_progress": "In progress", "blocked": "Blocked",
+                       "next": "Next steps", "must_not_redo": "Must not redo", "must_preserve": "Must preserve"}
+
+
+def _handoff(h: dict[str, Any] | None) -> list[str]:
+    if not h:
+        return []
+    out: list[str] = []
+    if h.get("disagreements"):
+        out += ["", "## The hand-off note disagrees with the transcript"]
+        out += [f"- note: {d['note']}\n  transcript: {d['transcript']} ({d['at']})" for d in h["disagreements"]]
+    if h.get("note"):
+        by = h.get("by") or {}
+        who = " ".join(str(x) for x in (by.get("type"), by.get("harness"), (by.get("session") or "")[:8]) if x)
+        out += ["", f"## Hand-off note ({h['id']}, {h.get('created')}, by {who or '?'})"]
+        for key, title in _NOTE_TITLES.items():
+            value = h["note"].get(key)
+            if isinstance(value, str):
+                out.append(f"{title}: {value}")
+            elif value:
+                out += [f"{title}:", *(f"- {v}" for v in value)]
+    return out
+
+
 def _sections(doc: dict[str, Any]) -> list[str]:
     out: list[str] = []
     reqs = doc["requests"]
@@ -57,6 +81,7 @@ def _sections(doc: dict[str, Any]) -> list[str]:
     if doc.get("last_message"):
         m = doc["last_message"]
         out += ["", f"## The agent's last message ({m['at']})", _quote(m["text"])]
+    out += _handoff(doc.get("handoff"))
     plan = _plan(doc.get("plan"))
     if plan:
         out += ["", *plan]
