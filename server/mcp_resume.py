@@ -1,14 +1,15 @@
-"""The `resume` tool of the MCP server: `engram resume --json` for an agent that starts after a
-compaction, a rate limit or a switch of harness (engram.continuity; docs/resume.md).
+"""The `resume` and `handoff` tools of the MCP server: `engram resume --json` for an agent that
+starts after a compaction, a rate limit or a switch of harness, and `engram handoff` for one that
+stops (engram.continuity; docs/resume.md).
 
-Thin: parses its arguments, builds the package on the runner's thread, returns the document."""
+Thin: each parses its arguments, calls the core on the runner's thread, returns the document."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -29,6 +30,9 @@ class ResumeResult(BaseModel):
                                                 "sessions it continues (`chain`) when a compaction or resume split it")
     requests: list[dict[str, Any]] = Field(description="the person's requests, latest first, verbatim (trimmed)")
     last_message: dict[str, Any] | None = Field(description="the agent's last message")
+    handoff: dict[str, Any] | None = Field(
+        default=None, description="the latest hand-off note left for this work (`handoff`), and its `disagreements` "
+                                  "with the transcript: each a claim of the note, what the transcript shows, and `at`")
     plan: dict[str, Any] | None = Field(description="the harness's own task list as last set: its open items and "
                                                     "how many are done (TodoWrite, TaskCreate/TaskUpdate, update_plan)")
     failing: list[dict[str, Any]] = Field(description="tests and builds whose last run failed (no later run passed)")
@@ -74,3 +78,49 @@ def register_resume_tool(mcp: MCPServer, store_provider: Callable[[], Store],
                 return core_resume(store, db, Options(session=session, harness=harness, budget=budget, more=more))
 
         return ResumeResult.model_validate(await run(work))
+
+
+class HandoffResult(BaseModel):
+    id: str = Field(description="the note's memory id (kind handoff); `memory_update` or `forget` change it")
+    session_id: str = Field(description="the session it hands off")
+    note: dict[str, Any]
+    anchored: list[str] = Field(description="the FILE:A-B spans the note names, anchored so it follows the code")
+
+
+def register_handoff_tool(mcp: MCPServer, store_provider: Callable[[], Store],
+                          run: Callable[[Callable[[], T]], Awaitable[T]],
+                          opened: Callable[[Callable[[], Store]], Any]) -> None:
+    """Add the `handoff` tool to `mcp`."""
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                             open_world_hint=False)
+
+    @mcp.tool(title="Leave a hand-off note for the next session", annotations=writes)
+    async def handoff(
+        goal: str | None = Field(default=None, description="the goal of the work, in a sentence"),
+        done: list[str] = Field(default_factory=list, description="what is done"),
+        in_progress: list[str] = Field(default_factory=list, description="what is under way"),
+        blocked: list[str] = Field(default_factory=list, description="what is blocked, and on what"),
+        next_steps: list[str] = Field(default_factory=list, description="what to do next"),
+        must_not_redo: list[str] = Field(default_factory=list, description="done already; must not be done again"),
+        must_preserve: list[str] = Field(default_factory=list,
+                                         description="what to keep as it is; FILE:A-B anchors the note there"),
+        session: str | None = Field(default=None, description="the session handed off (default: yours when your "
+                                                              "harness says which, else the latest)"),
+        ctx: Context | None = None,
+    ) -> HandoffResult:
+        """Before stopping mid-task (context nearly full, a limit, the end of a turn of work), leave
+        the next session a note: it is stored with this session, and `resume` shows it beside what
+        the transcript says, flagging where they disagree (say tests pass only if they do)."""
+        from engram.continuity.handoff import handoff_request  # noqa: PLC0415
+
+        from .mcp_memory import _agent  # noqa: PLC0415
+
+        note = {"goal": goal, "done": done, "in_progress": in_progress, "blocked": blocked, "next": next_steps,
+                "must_not_redo": must_not_redo, "must_preserve": must_preserve}
+        source = _agent(ctx)
+
+        def work() -> dict[str, Any]:
+            with opened(store_provider) as (store, db):
+                return handoff_request(store, db, session, note, source)
+
+        return HandoffResult.model_validate(await run(work))

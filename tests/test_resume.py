@@ -209,6 +209,48 @@ def test_codex_update_plan_and_shell_outcomes(tmp_path: Path) -> None:
     assert doc["last_message"]["text"].startswith("The build fails")
 
 
+# ------------------------------------------------------------------ hand-off notes
+
+
+def test_a_handoff_note_is_shown_and_checked_against_the_transcript(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    s = Session(root, "eeeeeeee-5555-4555-8555-000000000005")
+    s.prompt("Add retries to the fetcher and make the suite pass")
+    s.write("retry.py", "def retry(fn):\n    return fn()\n")
+    _bash(s, "pytest -q", 1, "1 failed, 11 passed")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    note = ("Goal: retries in the fetcher\nDone:\n- retry.py is finished\n- all tests pass\n"
+            "Next steps:\n- commit the work\nMust preserve:\n- the retry signature\n")
+    written = run_engram(root, "handoff", "--json", input=note.encode())
+    saved = json.loads(written.stdout)
+    assert saved["session_id"] == s.session_id and saved["note"]["next"] == ["commit the work"]
+    doc = resume(root)
+    h = doc["handoff"]
+    assert h["id"] == saved["id"] and h["note"]["goal"] == "retries in the fetcher"
+    assert h["note"]["must_preserve"] == ["the retry signature"]
+    (d,) = h["disagreements"]
+    assert d["note"] == "all tests pass" and "`pytest -q` failed (exit 1)" in d["transcript"]
+    assert d["at"] == doc["failing"][0]["at"]
+    assert "## The hand-off note disagrees with the transcript" in run_engram(root, "resume").stdout
+
+    # the session goes on after the note (its clock later than the note's): the file it called
+    # finished is edited again, the next step it named is done, and the suite passes
+    s.day = "2099-01-01"
+    s.write("retry.py", "def retry(fn, attempts=3):\n    return fn()\n")
+    _bash(s, "git commit -am 'retries'", 0, "[main 1a2b3c4] retries")
+    _bash(s, "pytest -q", 0, "12 passed")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    found = {d["transcript"].split(":")[0]: d for d in resume(root)["handoff"]["disagreements"]}
+    assert set(found) == {"retry.py was edited after the note", "already done after the note"}
+    assert "commit `git commit -am 'retries'`" in found["already done after the note"]["transcript"]
+
+    # flags give the same note; a bad one is refused with the fields it takes
+    out = run_engram(root, "handoff", "--goal", "ship it", "--next", "tag v1", "--done", "docs")
+    assert out.stdout.split()[0] == resume(root)["handoff"]["id"]
+    bad = run_engram(root, "handoff", check=False, input=b'{"goal": "x", "todo": ["y"]}')
+    assert bad.returncode == 1 and "unknown hand-off field 'todo'" in bad.stderr
+
+
 # ------------------------------------------------------------------ a chain of sessions
 
 
@@ -249,6 +291,15 @@ def test_the_mcp_resume_tool(spot: Path) -> None:
             assert doc["more"] == f"resume(session='{SPOTTER_OTHER}', budget=2800)"
             cli = resume(spot, "--budget", "800")
             assert doc["requests"] == cli["requests"] and doc["must_not_redo"] == cli["must_not_redo"]
+            note = await c.call_tool("handoff", {"goal": "finish the renderer", "done": ["tests pass"],
+                                                 "next_steps": ["review session_live.ex"]})
+            assert note.is_error is False, note.content
+            assert note.structured_content["session_id"] == SPOTTER_OTHER
+            again = (await c.call_tool("resume", {"budget": 800})).structured_content
+            assert again["handoff"]["id"] == note.structured_content["id"]
+            assert again["handoff"]["note"]["next"] == ["review session_live.ex"]
+            assert again["handoff"]["by"]["type"] == "agent"
+            run_engram(spot, "forget", note.structured_content["id"], "--purge")
             bad = await c.call_tool("resume", {"session": "zzzz-no-such"})
             assert bad.is_error and "no tape or session matches" in bad.content[0].text
 
