@@ -114,6 +114,33 @@ def test_unknown_session_is_a_clear_error(spot: Path) -> None:
     assert proc.returncode == 1 and "no session from harness 'codex' to resume" in proc.stderr
 
 
+def test_the_session_start_hook_with_real_payloads_and_garbage(spot: Path, spotter: Path, tmp_path: Path) -> None:
+    """Claude Code's SessionStart payload after a compaction: the session's package as context for
+    the new one. Anything else (a fresh start, garbage, a directory without a store): nothing,
+    exit 0, at once."""
+    import time  # noqa: PLC0415
+
+    payload = {"session_id": SPOTTER_OTHER, "transcript_path": str(spotter / f"{SPOTTER_OTHER}.jsonl"),
+               "cwd": str(spot), "hook_event_name": "SessionStart", "source": "compact"}
+    out = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(payload).encode()).stdout)
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert f"a claude-code session ({SPOTTER_OTHER})" in context and "you are in Claude Code" in context
+    assert "## Must not redo" in context and "git push --set-upstream origin spotter-dov" in context
+    cleared = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(
+        {**payload, "source": "clear", "session_id": "new-session"}).encode()).stdout)
+    assert SPOTTER_OTHER in cleared["hookSpecificOutput"]["additionalContext"], "after /clear: the latest session"
+    garbage = ["", "garbage", "[]", "{}", json.dumps({**payload, "source": "startup"}),
+               json.dumps({**payload, "cwd": str(tmp_path)}), json.dumps({**payload, "cwd": "/nonexistent"}),
+               json.dumps({**payload, "hook_event_name": "Stop"}), json.dumps({"source": ["compact"], "cwd": 3}),
+               "\x00" * 5000]
+    for raw in garbage:
+        t0 = time.monotonic()
+        proc = run_engram(spot, "resume", "--hook", input=raw.encode(), check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), raw[:40]
+        assert time.monotonic() - t0 < 10
+
+
 # ------------------------------------------------------------------ plans and failing checks
 
 
