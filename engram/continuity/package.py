@@ -3,10 +3,11 @@ a token budget that says what it left out and how to get more.
 
 Tokens are counted as explain counts them (engram.query.budget: 4 bytes of the document's compact
 JSON per token); the text rendering of the same items is smaller than their JSON, so the budget
-bounds both. Items go in this order until the budget is spent: the latest request, the agent's
-last message, the plan's open items, checks still failing, side effects not to repeat, files
+bounds both. Items go in this order until the budget is spent: the latest request (and the one a
+short request follows), where the hand-off note disagrees with the transcript, the agent's last
+message, the note, the plan's open items, checks still failing, side effects not to repeat, files
 edited (latest first), tool errors no later call fixed, earlier requests, files only read, other
-commands, the accepted plan's text."""
+commands, the accepted plan's text (docs/resume.md)."""
 
 from __future__ import annotations
 
@@ -173,10 +174,10 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
     backing = _backing_request(items) if f.requests else None
     if f.requests:
         order.append((("requests", 0), "requests", lambda: items.request(0)))
-    for n, d in enumerate(handoff.get("disagreements") or [] if handoff else []):
-        order.append((("disagreement", n), "disagreements", lambda d=d: d))
     if f.requests and backing is not None:
         order.append((("requests", backing), "requests", lambda: items.request(backing)))
+    for n, d in enumerate(handoff.get("disagreements") or [] if handoff else []):
+        order.append((("disagreement", n), "disagreements", lambda d=d: d))
     if f.last_message:
         order.append((("last_message",), "last_message", items.last_message))
     if handoff:
