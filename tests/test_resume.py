@@ -141,6 +141,56 @@ def test_the_session_start_hook_with_real_payloads_and_garbage(spot: Path, spott
         assert time.monotonic() - t0 < 10
 
 
+def _long_session(spotter: Path, out: Path, mb: float) -> Path:
+    """One Claude Code session of about `mb` MB: the real spotter session's records again and
+    again, each pass a day later with its own record and tool-call ids."""
+    from datetime import datetime, timedelta  # noqa: PLC0415
+
+    lines = (spotter / f"{SPOTTER_MAIN}.jsonl").read_text().splitlines()
+    sid = "77777777-8888-4999-8aaa-bbbbbbbbbbbb"
+    path = out / f"{sid}.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    size, day = 0, 0
+    with path.open("w") as f:
+        while size < mb * 1e6:
+            for line in lines:
+                rec = json.loads(line.replace("toolu_", f"toolu_d{day}"))
+                for key in ("uuid", "parentUuid", "logicalParentUuid"):
+                    if isinstance(rec.get(key), str):
+                        rec[key] = f"{day:04d}{rec[key][4:]}"
+                if isinstance(rec.get("sessionId"), str):
+                    rec["sessionId"] = sid
+                if isinstance(rec.get("timestamp"), str):
+                    t = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")) + timedelta(days=day)
+                    rec["timestamp"] = t.isoformat().replace("+00:00", "Z")
+                data = json.dumps(rec) + "\n"
+                f.write(data)
+                size += len(data)
+            day += 1
+    return path
+
+
+def test_budgets_hold_on_a_10_mb_session(spotter: Path, tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    path = _long_session(spotter, tmp_path / "long", 10)
+    assert path.stat().st_size >= 10e6
+    run_engram(root, "ingest", str(path))
+    for budget in (300, 2000):
+        doc = resume(root, "--budget", str(budget))
+        assert doc["session"]["events"] > 2000 and doc["budget"]["used"] <= budget
+        assert doc["left_out"]["commands"] >= 50
+        assert len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()) <= budget * TOKEN_BYTES
+    assert doc["requests"][0]["text"] == "did you push?" and doc["must_not_redo"]
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = (tmp_path / "repo").resolve()
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    return root
+
+
 # ------------------------------------------------------------------ plans and failing checks
 
 
@@ -158,14 +208,6 @@ def _bash(s: Session, command: str, code: int, out: str) -> None:
     s.records.append({**s._base(), "type": "user", "message": {"role": "user", "content": [
         {"tool_use_id": call_id, "type": "tool_result", "content": f"Exit code {code}\n{out}", "is_error": True}]},
         "toolUseResult": f"Error: Exit code {code}\n{out}"})
-
-
-def _repo(tmp_path: Path) -> Path:
-    root = (tmp_path / "repo").resolve()
-    root.mkdir()
-    git(root, "init", "-q")
-    run_engram(root, "init")
-    return root
 
 
 def test_claude_todowrite_then_task_tools_and_a_failing_test(tmp_path: Path) -> None:
