@@ -161,7 +161,7 @@ def _long_session(spotter: Path, out: Path, mb: float) -> Path:
                 if isinstance(rec.get("sessionId"), str):
                     rec["sessionId"] = sid
                 if isinstance(rec.get("timestamp"), str):
-                    t = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")) + timedelta(days=day)
+                    t = datetime.fromisoformat(rec["timestamp"]) + timedelta(days=day)
                     rec["timestamp"] = t.isoformat().replace("+00:00", "Z")
                 data = json.dumps(rec) + "\n"
                 f.write(data)

@@ -11,7 +11,6 @@ from engram.cli.argtypes import count
 from engram.cli.context import store_of
 from engram.cli.output import people_output, print_json
 
-
 #: SessionStart sources the hook answers: the context was lost (compact, clear) or the session was
 #: resumed. A fresh `startup` gets nothing: a new task should not start inside an old one.
 HOOK_SOURCES = ("compact", "resume", "clear")

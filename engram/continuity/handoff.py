@@ -34,7 +34,7 @@ _TITLE: Final = {"goal": "Goal", "done": "Done", "in_progress": "In progress", "
 _HEAD_RE: Final = re.compile(r"^\s*#*\s*([A-Za-z_ ]+?)\s*:\s*(.*)$")
 _SPAN_RE: Final = re.compile(r"(?<![\w/.-])([\w./-]+\.[\w]+):(\d+)-(\d+)\b")
 _PASS_RE: Final = re.compile(r"\b(tests?|suite|specs?|build|ci|checks?)\b[^.\n]{0,40}\b(pass(es|ing|ed)?|green|succeed"
-                             r"(s|ed)?|ok|fixed|clean)\b", re.I)
+                             r"(s|ed)?|ok|fixed|clean)\b", re.IGNORECASE)
 TAG: Final = "handoff"
 
 
@@ -210,19 +210,19 @@ _EFFECT_WORDS: Final = {"commit": r"\bcommit", "push": r"\bpush", "tag": r"\btag
 
 def _effect_named(item: str, category: str) -> bool:
     word = _EFFECT_WORDS.get(category)
-    return word is not None and re.search(word, item, re.I) is not None
+    return word is not None and re.search(word, item, re.IGNORECASE) is not None
 
 
 def _after(ts: str | None, created: str) -> bool:
     """Is the transcript's time `ts` later than the note's `created`? (False when either is unreadable.)"""
-    from datetime import datetime, timezone  # noqa: PLC0415
+    from datetime import UTC, datetime  # noqa: PLC0415
 
     try:
         a, b = datetime.fromisoformat(str(ts)), datetime.fromisoformat(created)
     except ValueError:
         return False
-    a = a if a.tzinfo else a.replace(tzinfo=timezone.utc)
-    b = b if b.tzinfo else b.replace(tzinfo=timezone.utc)
+    a = a if a.tzinfo else a.replace(tzinfo=UTC)
+    b = b if b.tzinfo else b.replace(tzinfo=UTC)
     return a > b
 
 
