@@ -34,6 +34,8 @@ LAYERS: dict[str, set[str]] = {
     "engram.integrations": {"engram.errors", "engram.words", "engram.store", "engram.memory"},
     "engram.memory": {"engram.errors", "engram.words", "engram.fsutil", "engram.arrays", "engram.tape", "engram.store",
                       "engram.anchor", "engram.adapters", "engram.index", "engram.query"},
+    "engram.continuity": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store",
+                          "engram.adapters", "engram.index", "engram.query", "engram.memory"},
     "engram.doctor": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store", "engram.index",
                       "engram.capture", "engram.integrations", "engram.memory"},
 }

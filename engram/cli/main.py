@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, doctor, memory, query, running_server, tapes
+from engram.cli import agents, capture, doctor, memory, query, resume, running_server, tapes
 
 log = logging.getLogger("engram")
 
@@ -137,6 +137,7 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     s.set_defaults(func=cmd_demo)
     agents.register(sub)
     query.register(sub)
+    resume.register(sub)
     memory.register(sub)
     doctor.register(sub)
     s = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")

@@ -4,7 +4,8 @@ defines the rest) so that the command line can offer them as choices without imp
 
 from __future__ import annotations
 
-KINDS = ("fact", "decision", "preference", "pattern", "debug", "todo", "negative")
+#: `handoff`: a session's explicit hand-off note (engram.continuity.handoff), written by `engram handoff`.
+KINDS = ("fact", "decision", "preference", "pattern", "debug", "todo", "negative", "handoff")
 #: `archived` is what consolidation sets on a memory that decayed and nothing keeps: hidden, kept.
 STATUSES = ("active", "superseded", "invalidated", "archived")
 RELATIONS = ("relates_to", "supersedes", "derived_from", "contradicts")

@@ -1,0 +1,227 @@
+"""`engram resume`: the package's size and build time on real sessions, and how well a package
+built at a cut of a session predicts what the session did next (docs/resume.md).
+
+    python bench/resume.py                       # the repository's fixtures + a generated 10 MB chain
+    python bench/resume.py --transcripts DIR ... # more transcripts (Claude Code or Codex files, folders)
+
+Sessions: the real Claude Code sessions in tests/fixtures (marot/spotter) and the Codex fixture,
+plus whatever --transcripts adds. Every session is cut after 25 %, 50 % and 75 % of its edits
+(where at least 10 edits follow), and the package is built from the events before the cut:
+
+- next-files recall: the share of the distinct files edited in the next 10 edits that the
+  package's working set names. Reference in the same run: the files of the last 10 edits before
+  the cut, and where the harness compacted, its own summary (a file counts when its path or
+  name is in the summary's text) with its size;
+- open-failure recall: the share of commands failing at the cut (their last run before it
+  failed) and run again after it, that the package flags (failing checks, commands whose last
+  run failed, tool errors);
+- size: tokens as the package counts them (4 bytes of compact JSON), at the default budget and
+  unbounded; time: building the package in-process (best of 3), and for a generated 10 MB
+  single-session chain (`gen_sessions.py` sessions joined into one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from common import best_of, fmt_table, load, machine, pct
+
+ROOT = Path(__file__).resolve().parent.parent
+NEXT_EDITS = 10
+CUTS = (0.25, 0.5, 0.75)
+
+
+def _unpack_fixtures(dst: Path) -> list[Path]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import unpack  # noqa: PLC0415
+
+    spot = unpack(ROOT / "tests" / "fixtures" / "claude" / "spotter", dst / "spotter")
+    codex = dst / "codex"
+    codex.mkdir()
+    shutil.copy(ROOT / "tests" / "fixtures" / "codex" / "codex_small_schema_coverage.jsonl", codex)
+    return [spot, codex]
+
+
+def _long_session(dst: Path, mb: float) -> Path:
+    """One Claude Code session of about `mb` MB: the sessions of a generated corpus joined into one
+    (each record's sessionId rewritten), so one chain holds that many bytes of transcript."""
+    import gen_sessions  # noqa: PLC0415
+
+    corpus = dst / "gen"
+    gen_sessions.generate(corpus, int(mb * 4e6), 5, 1)
+    files = sorted(p for p in (corpus / "projects").rglob("*.jsonl") if "subagents" not in p.parts)
+    out = dst / "long" / "11111111-2222-4333-8444-555555555555.jsonl"
+    out.parent.mkdir(parents=True)
+    size = 0
+    with out.open("wb") as f:
+        for p in files:
+            for line in p.read_bytes().splitlines():
+                rec = orjson.loads(line)
+                if isinstance(rec, dict) and "sessionId" in rec:
+                    rec["sessionId"] = out.stem
+                data = orjson.dumps(rec) + b"\n"
+                f.write(data)
+                size += len(data)
+                if size >= mb * 1e6:
+                    break
+            if size >= mb * 1e6:
+                break
+    if size < mb * 1e6:
+        print(f"(the generated corpus gave a {size / 1e6:.1f} MB session, not {mb} MB)")
+    return out
+
+
+def _repo(workdir: Path, sources: list[Path]) -> Path:
+    repo = workdir / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "engram.cli", "init"], cwd=repo, check=True, capture_output=True, env=env)
+    for s in sources:
+        subprocess.run([sys.executable, "-m", "engram.cli", "ingest", str(s)], cwd=repo, check=True,
+                       capture_output=True, env=env)
+    return repo
+
+
+def _events(store: Any, tapes: list[Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    from engram.index.catalog import tape_file  # noqa: PLC0415
+    from engram.tape.reader import TapeReader  # noqa: PLC0415
+
+    out = []
+    for row in tapes:
+        with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
+            out += [(row.id, off, ev) for off, ev in enumerate(r.events(resolve_objects=True))]
+    return out
+
+
+def _flagged(doc: dict[str, Any]) -> set[str]:
+    from engram.continuity.commands import family  # noqa: PLC0415
+
+    out = {family(x["command"]) for x in doc["failing"]}
+    out |= {family(x["command"]) for x in doc["commands"] if x["last"] == "failed"}
+    return out
+
+
+def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    from engram.continuity.commands import command_line, family  # noqa: PLC0415
+    from engram.continuity.facts import read_facts  # noqa: PLC0415
+    from engram.continuity.package import Options, package  # noqa: PLC0415
+
+    edits = [i for i, (_, _, ev) in enumerate(events) if ev.get("kind") == "code.edit" and ev.get("file")]
+    rows = []
+    cut_points = [(edits[int(len(edits) * q)], "edits") for q in CUTS if len(edits) - int(len(edits) * q) >= NEXT_EDITS]
+    cut_points += [(i, "compaction") for i, (_, _, ev) in enumerate(events)
+                   if ev.get("kind") == "msg.in" and ev.get("compact_summary")]
+    for at, why in cut_points:
+        tape, off, _ = events[at]
+        nxt = [events[i][2]["file"] for i in edits if i >= at][:NEXT_EDITS]
+        if not nxt:
+            continue
+        want = set(nxt)
+        facts = read_facts(store, chain.tapes, (tape, off))
+        doc = package(store, db, chain, facts, Options(budget=2000))
+        named = {w["file"] for w in doc["working_set"]}
+        touched = {f for f in facts.files}
+        last10 = {events[i][2]["file"] for i in [i for i in edits if i < at][-NEXT_EDITS:]}
+        row: dict[str, Any] = {"why": why, "want": len(want), "package": len(want & named) / len(want),
+                               "last10": len(want & last10) / len(want), "tokens": doc["budget"]["used"],
+                               "ceiling": len(want & touched) / len(want)}
+        if why == "compaction":
+            summary = str(events[at][2].get("text") or "")
+            row["summary"] = sum(1 for f in want if f in summary or os.path.basename(f) in summary) / len(want)
+            row["summary_tokens"] = -(-len(summary.encode()) // 4)
+        failing = {fam for fam, r in facts.runs.items() if r.failed}
+        later = {family(line) for _, _, ev in events[at:] if ev.get("kind") == "tool.call"
+                 and (line := command_line(str(ev.get("name") or ""), ev.get("input"))) is not None}
+        rerun = failing & later
+        row["rerun_failures"] = len(rerun)
+        row["flagged"] = len(rerun & _flagged(doc))
+        rows.append(row)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--transcripts", nargs="*", type=Path, default=[], help="more transcripts to ingest")
+    ap.add_argument("--long-mb", type=float, default=10.0, help="size of the generated single-session chain (0: none)")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from engram.continuity.chain import resolve_chain  # noqa: PLC0415
+    from engram.continuity.facts import read_facts  # noqa: PLC0415
+    from engram.continuity.package import Options, package  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.store.repo import Store  # noqa: PLC0415
+
+    print(f"machine: {machine()}  load: {load()}")
+    work = Path(tempfile.mkdtemp(prefix="bench-resume-"))
+    try:
+        sources = _unpack_fixtures(work) + [p.resolve() for p in args.transcripts]
+        long = _long_session(work, args.long_mb) if args.long_mb else None
+        repo = _repo(work, sources + ([long] if long else []))
+        store = Store.discover(repo)
+        db = open_db(store)
+        sessions = [r[0] for r in db.execute(
+            "SELECT DISTINCT t.session_id FROM tapes t LEFT JOIN subagents s ON s.tape = t.id WHERE s.tape IS NULL")]
+        size_rows, cut_rows, sizes, times, full = [], [], [], [], []
+        for sid in sessions:
+            chain = resolve_chain(db, sid)
+            ids = [t.id for t in chain.tapes]
+            mb = db.execute(f"SELECT coalesce(sum(end - start), 0) FROM captures WHERE tape IN ({','.join('?' * len(ids))})",
+                            ids).fetchall()[0][0] / 1e6  # the transcript's bytes, as the harness wrote them
+
+            def build(chain: Any = chain) -> dict[str, Any]:
+                return package(store, db, chain, read_facts(store, chain.tapes), Options(budget=2000))
+
+            wall, cpu, doc = best_of(build, 3)
+            assert doc is not None
+            whole = package(store, db, chain, read_facts(store, chain.tapes), Options(budget=0))
+            n_full = -(-len(orjson.dumps(whole)) // 4)
+            sizes.append(doc["budget"]["used"])
+            full.append(n_full)
+            times.append(wall)
+            size_rows.append([sid[:8], f"{mb:.2f}", str(sum(t.events for t in chain.tapes)), str(doc["budget"]["used"]),
+                              str(n_full), f"{wall * 1000:.0f} ms", f"{cpu * 1000:.0f} ms",
+                              ", ".join(f"{n} {k}" for k, n in (doc["left_out"] or {}).items()) or "-"])
+            if long is None or sid != long.stem:
+                cut_rows += [{"session": sid[:8], **r} for r in _cut_rows(store, db, chain, _events(store, chain.tapes))]
+        print("\n## Package size and build time (budget 2000)\n")
+        print(fmt_table(["session", "transcript MB", "events", "tokens", "unbounded", "wall", "cpu", "left out"], size_rows))
+        print(f"\ntokens at budget 2000: p50 {pct(sizes, 50):.0f}, max {max(sizes)}; unbounded: p50 {pct(full, 50):.0f}, "
+              f"max {max(full)}; build: p50 {pct(times, 50) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms")
+        if cut_rows:
+            print("\n## Cuts: next-files recall (next 10 edits) and open failures\n")
+            print(fmt_table(["session", "cut at", "files next", "touched before", "package", "last 10 edited",
+                             "harness summary",
+                             "tokens (summary)", "failing & re-run", "flagged"],
+                            [[r["session"], r["why"], str(r["want"]), f"{r['ceiling']:.2f}", f"{r['package']:.2f}", f"{r['last10']:.2f}",
+                              f"{r['summary']:.2f}" if "summary" in r else "-",
+                              f"{r['tokens']} ({r['summary_tokens']})" if "summary" in r else str(r["tokens"]),
+                              str(r["rerun_failures"]), str(r["flagged"])] for r in cut_rows]))
+            mean = lambda k: sum(r[k] for r in cut_rows) / len(cut_rows)  # noqa: E731
+            reruns = sum(r["rerun_failures"] for r in cut_rows)
+            flagged = sum(r["flagged"] for r in cut_rows)
+            print(f"\nnext-files recall, mean of {len(cut_rows)} cuts: package {mean('package'):.2f} (target >= 0.85), "
+                  f"last 10 edited {mean('last10'):.2f}, files touched before the cut at all (the ceiling) "
+              f"{mean('ceiling'):.2f} (package recall of those: {sum(r['package'] for r in cut_rows) / max(1e-9, sum(r['ceiling'] for r in cut_rows)):.2f}); open-failure recall: "
+                  + (f"{flagged}/{reruns} = {flagged / reruns:.2f} (target >= 0.9)" if reruns else "no failure re-run "
+                     "after a cut in these sessions"))
+        db.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    rc = main()
+    print(f"\n(ran in {time.perf_counter() - t0:.0f} s)")
+    sys.exit(rc)

@@ -1,0 +1,342 @@
+"""The resume package: a chain's facts as one document, the most load-bearing items first, cut to
+a token budget that says what it left out and how to get more.
+
+Tokens are counted as explain counts them (engram.query.budget: 4 bytes of the document's compact
+JSON per token); the text rendering of the same items is smaller than their JSON, so the budget
+bounds both. Items go in this order until the budget is spent: the latest request (and the one a
+short request follows), where the hand-off note disagrees with the transcript, the agent's last
+message, the note, the plan's open items, checks still failing, side effects not to repeat, files
+edited (latest first), tool errors no later call fixed, earlier requests, files only read, other
+commands, the accepted plan's text (docs/resume.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from engram.continuity.chain import Chain, resolve_chain
+from engram.continuity.facts import Facts, FileTouch, read_facts
+from engram.errors import BadInput
+from engram.fsutil import repo_relative
+from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
+from engram.query.story import SHORT_REQUEST_WORDS
+from engram.tape import events as E
+from engram.tape.objects import resolve
+
+if TYPE_CHECKING:
+    import apsw
+
+    from engram.store.repo import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUDGET: Final = 2000
+COUNTED: Final = f"{TOKEN_BYTES} bytes of the package's compact JSON per token"
+#: Characters kept of each text: the latest request is the task, earlier ones are context.
+LATEST_REQUEST_CHARS: Final = 1500
+REQUEST_CHARS: Final = 300
+MESSAGE_CHARS: Final = 1000
+OUTPUT_CHARS: Final = 300
+PLAN_CHARS: Final = 1200
+COMMAND_CHARS: Final = 200
+_RESERVE: Final = 600  # bytes for the session heading, the section keys and the budget line
+
+
+@dataclass
+class Options:
+    session: str | None = None
+    harness: str | None = None
+    budget: int | None = DEFAULT_BUDGET  # None or 0: no bound
+    more: str = "engram resume {session} --budget {budget}"  # the call that gets more ("{budget}": larger)
+
+
+def _text(store: Store, value: Any, limit: int, tail: bool = False) -> str:
+    """A text of the tape (an object reference resolved), trimmed to `limit` characters: its
+    head, or with `tail` its end (where a failing command's error is)."""
+    if not isinstance(value, str):
+        try:
+            value = resolve(value, store.objects_dir)
+        except Exception as exc:  # noqa: BLE001 - a missing object must not sink the package
+            log.warning("could not read a text of the tape: %s", exc)
+            return "[text unavailable]"
+    text = value.strip() if isinstance(value, str) else ""
+    if len(text) <= limit:
+        return text
+    return "…" + text[-(limit - 1):].lstrip() if tail else text[: limit - 1].rstrip() + "…"
+
+
+# ------------------------------------------------------------------ the working tree now
+
+
+def _changed_by(db: apsw.Connection, path: str, after: str | None, chain_ids: set[str]) -> list[str]:
+    """Sessions outside the chain whose captured edits of `path` came after `after`."""
+    if after is None:
+        return []
+    rows = db.execute(
+        "SELECT DISTINCT t.id, t.session_id, t.harness FROM fragments f JOIN files p ON p.id = f.file "
+        "JOIN tapes t ON t.no = f.tape WHERE p.path = ? AND f.kind = 6 AND f.ts > ? ORDER BY f.ts DESC LIMIT 8",
+        (path, after)).fetchall()
+    out = []
+    for tid, sid, harness in rows:
+        if tid not in chain_ids:
+            who = f"{harness} {str(sid)[:8]}"
+            if who not in out:
+                out.append(who)
+    return out
+
+
+def file_state(store: Store, touch: FileTouch) -> str:
+    """The file now, against what the session left: as-left, changed, deleted (since), or for a
+    file only read: present / deleted. Never reads through a link out of the repository."""
+    try:
+        rel = repo_relative(store.root, touch.path, store.root)
+    except BadInput:
+        return "outside the repository"
+    full = os.path.join(store.root, rel)
+    exists = os.path.isfile(full)
+    edit = touch.last_edit
+    if edit is None:
+        return "present" if exists else "deleted"
+    if edit.get("op") == "delete" or edit.get("moved_to"):
+        return "as-left (deleted)" if not exists else "re-created since"
+    if not exists:
+        return "deleted since"
+    try:
+        with open(full, "rb") as f:
+            data = f.read()
+    except OSError:
+        return "unreadable"
+    sha = edit.get("file_after_sha")
+    if isinstance(sha, str):
+        return "as-left" if E.git_blob_sha(data.decode("utf-8", "surrogateescape")) == sha else "changed since"
+    after = edit.get("after_text")
+    if isinstance(after, str) and after.strip():
+        return "as-left" if after.strip() in data.decode("utf-8", "replace") else "changed since"
+    return "present"
+
+
+# ------------------------------------------------------------------ items
+
+
+class _Items:
+    """Builds each item of the package from the facts (lazily: a file's state is read only when
+    its item is measured)."""
+
+    def __init__(self, store: Store, db: apsw.Connection, facts: Facts, chain: Chain) -> None:
+        self.store, self.db, self.f, self.chain = store, db, facts, chain
+        self.chain_ids = {t.id for t in chain.tapes}
+
+    def request(self, i: int) -> dict[str, Any]:
+        at, text, ts = self.f.requests[-1 - i]
+        return {"at": at, "ts": ts, "text": _text(self.store, text, LATEST_REQUEST_CHARS if i == 0 else REQUEST_CHARS)}
+
+    def last_message(self) -> dict[str, Any]:
+        assert self.f.last_message is not None
+        at, text, ts = self.f.last_message
+        return {"at": at, "ts": ts, "text": _text(self.store, text, MESSAGE_CHARS)}
+
+    def file(self, t: FileTouch) -> dict[str, Any]:
+        item: dict[str, Any] = {"file": t.path, "state": file_state(self.store, t), "edits": t.edited, "reads": t.read,
+                                "lines": t.ranges, "at": t.at}
+        if item["state"] == "changed since":
+            by = _changed_by(self.db, t.path, t.last_edit_ts, self.chain_ids)
+            if by:
+                item["changed_by"] = by
+        return item
+
+
+def _backing_request(items: _Items) -> int | None:
+    """When the latest request is a word or three ("continue", "did you push?"), the index (latest
+    first) of the last longer one before it (else the first): what "continue" continues."""
+    reqs = items.f.requests
+    if not reqs or len(_text(items.store, reqs[-1][1], 200).split()) >= SHORT_REQUEST_WORDS:
+        return None
+    for i in range(1, len(reqs)):
+        if len(_text(items.store, reqs[-1 - i][1], 200).split()) >= SHORT_REQUEST_WORDS:
+            return i
+    return len(reqs) - 1 if len(reqs) > 1 else None  # none longer: the one that began the work
+
+
+def _handoff_item(store: Store, handoff: dict[str, Any]) -> dict[str, Any]:
+    note = {k: (_text(store, v, 300) if isinstance(v, str) else [_text(store, x, 300) for x in v[:12]])
+            for k, v in handoff["note"].items() if v}
+    return {"id": handoff["id"], "created": handoff["created"], "by": handoff.get("source"), "note": note}
+
+
+def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
+                 ) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
+    """The units of the package in the order they go in, and how to build each one's item."""
+    build: dict[Any, Callable[[], Any]] = {}
+    order: list[tuple[Any, str, Callable[[], Any]]] = []
+    backing = _backing_request(items) if f.requests else None
+    if f.requests:
+        order.append((("requests", 0), "requests", lambda: items.request(0)))
+    if f.requests and backing is not None:
+        order.append((("requests", backing), "requests", lambda: items.request(backing)))
+    for n, d in enumerate(handoff.get("disagreements") or [] if handoff else []):
+        order.append((("disagreement", n), "disagreements", lambda d=d: d))
+    if f.last_message:
+        order.append((("last_message",), "last_message", items.last_message))
+    if handoff:
+        order.append((("handoff",), "handoff", lambda: _handoff_item(items.store, handoff)))
+    open_items = [i for i in f.plan.items if i.status in ("pending", "in_progress")]
+    for n, it in enumerate(open_items):
+        order.append((("plan", n), "plan items", lambda it=it: {"text": _text(items.store, it.text, 300),
+                                                                 "status": it.status, "at": it.at}))
+    failing = sorted((r for r in f.runs.values() if r.failed and r.kind), key=lambda r: -r.seq)
+    for r in failing:
+        order.append((("failing", r.at), "failing checks", lambda r=r: {
+            "command": _text(items.store, r.command, COMMAND_CHARS), "kind": r.kind, "runs": r.runs,
+            "exit_code": r.exit_code, "at": r.at, "failing_since": r.first_failed_at,
+            "output": _text(items.store, r.output, OUTPUT_CHARS, tail=True) if r.output is not None else None}))
+    seen_effects: set[tuple[str, str]] = set()
+    for e in sorted(f.effects, key=lambda e: -e.seq):
+        if e.failed or (e.category, e.command) in seen_effects:
+            continue  # a failed commit or push did nothing to repeat; a repeated one is listed once
+        seen_effects.add((e.category, e.command))
+        outcome = "no result recorded" if e.failed is None else "done"
+        order.append((("effect", e.seq, e.command), "must_not_redo", lambda e=e, o=outcome: {
+            "category": e.category, "command": _text(items.store, e.command, COMMAND_CHARS), "outcome": o,
+            "at": e.at}))
+    touches = sorted(f.files.values(), key=lambda t: -t.last)
+    for t in (t for t in touches if t.edited):
+        order.append((("file", t.path), "files", lambda t=t: items.file(t)))
+    for e in sorted(f.errors.values(), key=lambda e: -e.seq):
+        order.append((("error", e.tool, e.target), "tool errors", lambda e=e: {
+            "tool": e.tool, "target": e.target, "at": e.at,
+            "output": _text(items.store, e.output, OUTPUT_CHARS, tail=True) if e.output is not None else None}))
+    for i in range(1, len(f.requests)):
+        if i == backing:
+            continue
+        order.append((("requests", i), "requests", lambda i=i: items.request(i)))
+    for t in (t for t in touches if not t.edited):
+        order.append((("file", t.path), "files", lambda t=t: items.file(t)))
+    for r in sorted((r for r in f.runs.values() if not (r.failed and r.kind)), key=lambda r: -r.seq):
+        last = "no result recorded" if r.failed is None else "failed" if r.failed else "passed"
+        order.append((("command", r.at), "commands", lambda r=r, last=last: {
+            "command": _text(items.store, r.command, COMMAND_CHARS), "runs": r.runs, "last": last,
+            **({"exit_code": r.exit_code} if r.exit_code else {}), "at": r.at}))
+    if f.plan.accepted is not None:
+        order.append((("accepted_plan",), "accepted plan", lambda: {
+            "at": f.plan.accepted_at, "text": _text(items.store, f.plan.accepted, PLAN_CHARS)}))
+    units = []
+    for key, what, fn in order:
+        build[key] = _memo(fn)
+        units.append(Unit(key, what, None, lambda k=key: json_size(build[k]()) + 1))
+    return units, build
+
+
+def _memo(fn: Callable[[], Any]) -> Callable[[], Any]:
+    box: list[Any] = []
+
+    def get() -> Any:
+        if not box:
+            box.append(fn())
+        return box[0]
+    return get
+
+
+def _heading(f: Facts, chain: Chain) -> dict[str, Any]:
+    last = chain.tapes[-1]
+    head: dict[str, Any] = {"session_id": chain.session_id, "harness": last.harness, "started": f.started,
+                            "ended": f.ended, "events": f.events, "tapes": len(chain.tapes)}
+    if f.branch:
+        head["branch"] = f.branch
+    if len(chain.sessions) > 1:
+        head["chain"] = chain.sessions
+    if chain.continued_by:
+        head["continued_by"] = chain.continued_by
+    if f.compactions:
+        head["compactions"] = len(f.compactions)
+    return head
+
+
+def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any, Callable[[], Any]]
+              ) -> dict[str, Any]:
+    doc: dict[str, Any] = {"version": 1, "session": head, "requests": [], "last_message": None, "handoff": None}
+    plan: dict[str, Any] | None = None
+    if f.plan.tool or f.plan.accepted is not None:
+        done = sum(1 for i in f.plan.items if i.status == "completed")
+        plan = {"tool": f.plan.tool, "at": f.plan.at, "open": [], "done": done}
+        if f.plan.explanation:
+            plan["explanation"] = f.plan.explanation[:300]
+    lists = {"failing": [], "must_not_redo": [], "working_set": [], "errors": [], "commands": []}
+    section = {"failing": "failing", "effect": "must_not_redo", "file": "working_set", "error": "errors",
+               "command": "commands"}
+    for key in sorted(shown, key=_display_order):
+        item = build[key]()
+        if key[0] == "requests":
+            doc["requests"].append(item)
+        elif key[0] == "last_message":
+            doc["last_message"] = item
+        elif key[0] == "plan" and plan is not None:
+            plan["open"].append(item)
+        elif key[0] == "accepted_plan" and plan is not None:
+            plan["accepted"] = item
+        elif key[0] == "handoff":
+            doc["handoff"] = {**item, "disagreements": (doc["handoff"] or {}).get("disagreements", [])}
+        elif key[0] == "disagreement":
+            doc["handoff"] = doc["handoff"] or {"disagreements": []}
+            doc["handoff"]["disagreements"].append(item)
+        else:
+            lists[section[key[0]]].append(item)
+    doc["plan"] = plan
+    doc.update(lists)
+    return doc
+
+
+_KIND_ORDER: Final = {"requests": 0, "last_message": 1, "disagreement": 2, "handoff": 3, "plan": 4, "accepted_plan": 5,
+                      "failing": 6, "effect": 7, "file": 8, "error": 9, "command": 10}
+
+
+def _display_order(key: Any) -> tuple[int, int]:
+    return _KIND_ORDER[key[0]], 0
+
+
+def resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[str, int] | None = None) -> dict[str, Any]:
+    """The resume package of the chain `opts.session` names (default: the latest session), with
+    the chain's latest hand-off note and where it disagrees with the transcript."""
+    from engram.continuity.handoff import disagreements, latest_handoff  # noqa: PLC0415
+    from engram.memory.memories import Memories  # noqa: PLC0415
+
+    chain = resolve_chain(db, opts.session, opts.harness)
+    facts = read_facts(store, chain.tapes, stop)
+    handoff = latest_handoff(Memories(store, db), chain)
+    if handoff is not None:
+        handoff["disagreements"] = disagreements(handoff["note"], handoff["created"], facts)
+    return package(store, db, chain, facts, opts, handoff)
+
+
+def package(store: Store, db: apsw.Connection, chain: Chain, facts: Facts, opts: Options,
+            handoff: dict[str, Any] | None = None) -> dict[str, Any]:
+    items = _Items(store, db, facts, chain)
+    units, build = _facts_units(items, facts, handoff)
+    head = _heading(facts, chain)
+    if not opts.budget:
+        doc = _assemble(head, facts, [u.key for u in units], build)
+        doc["left_out"] = False
+        return doc
+    capacity = opts.budget * TOKEN_BYTES - json_size(head) - _RESERVE
+    shown = [k for k in page(units, max(capacity, 0)).shown]
+    doc = _finish(head, facts, shown, units, build, opts, chain)
+    while tokens(json_size(doc)) > opts.budget and len(shown) > 1:  # the reserve fell short: drop the last
+        shown = shown[:-1]
+        doc = _finish(head, facts, shown, units, build, opts, chain)
+    return doc
+
+
+def _finish(head: dict[str, Any], facts: Facts, shown: list[Any], units: list[Unit],
+            build: dict[Any, Callable[[], Any]], opts: Options, chain: Chain) -> dict[str, Any]:
+    doc = _assemble(head, facts, shown, build)
+    on = set(shown)
+    left = [u for u in units if u.key not in on]
+    doc["left_out"] = left_out(left) if left else False
+    if left:
+        bigger = max(2 * int(opts.budget or DEFAULT_BUDGET), int(opts.budget or 0) + 2000)
+        doc["more"] = opts.more.format(session=chain.session_id, budget=bigger)
+    doc["budget"] = {"tokens": opts.budget, "used": 0, "counted": COUNTED}
+    doc["budget"]["used"] = tokens(json_size(doc))
+    return doc

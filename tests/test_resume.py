@@ -1,0 +1,375 @@
+"""`engram resume` on real transcripts (the spotter Claude Code sessions), on sessions in the
+harnesses' real record shapes (Claude Code TodoWrite / TaskCreate / TaskUpdate and failing Bash
+runs, Codex update_plan and shell calls), on a chain a compaction split into two sessions, and
+through the MCP SDK client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_shapes import Session
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, git, run_engram
+
+from engram.query.budget import TOKEN_BYTES
+
+
+@pytest.fixture(scope="module")
+def spot(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("resume") / "repo"
+    build_spot_repo(spotter, root)
+    return root
+
+
+def resume(cwd: Path, *args: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(run_engram(cwd, "resume", "--json", *args).stdout)
+    return doc
+
+
+def ats(doc: dict[str, Any]) -> list[str]:
+    """Every `tape@offset` pointer in the package."""
+    out = [r["at"] for r in doc["requests"]] + ([doc["last_message"]["at"]] if doc["last_message"] else [])
+    for key in ("failing", "must_not_redo", "working_set", "errors", "commands"):
+        out += [x["at"] for x in doc[key]]
+    if doc["plan"]:
+        out += [i["at"] for i in doc["plan"]["open"]]
+    return out
+
+
+def test_resume_of_the_latest_real_session_within_its_budget(spot: Path) -> None:
+    doc = resume(spot)
+    assert doc["session"]["session_id"] == SPOTTER_OTHER, "the latest session is the default"
+    assert doc["session"]["compactions"] == 1
+    assert doc["budget"]["tokens"] == 2000 and doc["budget"]["used"] <= 2000
+    assert len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()) <= 2000 * TOKEN_BYTES
+    # the person's words, latest first, verbatim: "continue" then the request it continues
+    assert doc["requests"][0]["text"] == "continue"
+    assert doc["requests"][1]["text"].startswith("Work on bead spotter-dov.")
+    assert "pushed" in doc["last_message"]["text"]
+    done = {(e["category"], e["command"]) for e in doc["must_not_redo"]}
+    assert ("push", "git push --set-upstream origin spotter-dov 2>&1") in done
+    assert any(c == "commit" for c, _ in done)
+    assert all(e["outcome"] == "done" for e in doc["must_not_redo"]), "a failed commit did nothing to repeat"
+    files = [w["file"] for w in doc["working_set"]]
+    assert files[0] == "priv/static/assets/spotter.css", "the file touched last comes first"
+    assert doc["left_out"] and doc["more"] == f"engram resume {SPOTTER_OTHER} --budget 4000"
+    # every pointer opens in `engram view` on the event it names
+    for at in ats(doc)[:12]:
+        view = json.loads(run_engram(spot, "view", at, "--before", "0", "--after", "0").stdout)
+        assert view["at"] == int(at.split("@")[1]) and view["session_id"] == SPOTTER_OTHER
+
+
+def test_no_budget_gives_everything_and_a_small_one_keeps_the_most_load_bearing(spot: Path) -> None:
+    whole = resume(spot, SPOTTER_MAIN[:8], "--budget", "0")
+    assert whole["left_out"] is False and "budget" not in whole
+    assert whole["session"]["session_id"] == SPOTTER_MAIN
+    assert {"mix ecto.migrate 2>&1"} <= {e["command"] for e in whole["must_not_redo"] if e["category"] == "migration"}
+    assert len(whole["working_set"]) > 30 and len(whole["commands"]) > 40
+    small = resume(spot, SPOTTER_MAIN, "--budget", "400")
+    assert small["budget"]["used"] <= 400
+    assert small["requests"][0]["text"] == "did you push?"
+    assert small["requests"][1]["text"] == "Implement spotter-gqc", "a short request brings the one it follows"
+    assert small["left_out"]["files"] >= 30
+
+
+def test_the_working_set_says_what_changed_since(spot: Path, tmp_path: Path) -> None:
+    doc = resume(spot, SPOTTER_MAIN, "--budget", "0")
+    state = {w["file"]: w["state"] for w in doc["working_set"]}
+    edited = [w["file"] for w in doc["working_set"] if w["edits"] and w["state"] == "as-left"]
+    assert len(edited) >= 10
+    changed, gone = edited[0], edited[1]
+    original = (spot / changed).read_text()
+    removed = (spot / gone).read_text()
+    try:
+        (spot / changed).write_text(original + "\n# edited by hand after the session\n")
+        (spot / gone).unlink()
+        state = {w["file"]: w["state"] for w in resume(spot, SPOTTER_MAIN, "--budget", "0")["working_set"]}
+        assert state[changed] == "changed since" and state[gone] == "deleted since"
+    finally:
+        (spot / changed).write_text(original)
+        (spot / gone).write_text(removed)
+    assert state[edited[2]] == "as-left"
+
+
+def test_pretty_text_and_first_prompts(spot: Path) -> None:
+    text = run_engram(spot, "resume").stdout
+    assert text.startswith(f"Session {SPOTTER_OTHER} (claude-code)")
+    assert "## Must not redo" in text and "## Working set" in text and "Budget: " in text
+    assert "Left out: " in text and f"More: engram resume {SPOTTER_OTHER} --budget 4000" in text
+    for harness, name in (("codex", "Codex"), ("claude", "Claude Code")):
+        prompt = run_engram(spot, "resume", "--for", harness).stdout
+        assert prompt.startswith("You are continuing work that a claude-code session") and f"you are in {name}" in prompt
+        assert f"--for {harness}" in prompt
+
+
+def test_unknown_session_is_a_clear_error(spot: Path) -> None:
+    proc = run_engram(spot, "resume", "zzzz-no-such", check=False)
+    assert proc.returncode == 1 and "no tape or session matches 'zzzz-no-such'" in proc.stderr
+    proc = run_engram(spot, "resume", "--harness", "codex", check=False)
+    assert proc.returncode == 1 and "no session from harness 'codex' to resume" in proc.stderr
+
+
+def test_the_session_start_hook_with_real_payloads_and_garbage(spot: Path, spotter: Path, tmp_path: Path) -> None:
+    """Claude Code's SessionStart payload after a compaction: the session's package as context for
+    the new one. Anything else (a fresh start, garbage, a directory without a store): nothing,
+    exit 0, at once."""
+    import time  # noqa: PLC0415
+
+    payload = {"session_id": SPOTTER_OTHER, "transcript_path": str(spotter / f"{SPOTTER_OTHER}.jsonl"),
+               "cwd": str(spot), "hook_event_name": "SessionStart", "source": "compact"}
+    out = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(payload).encode()).stdout)
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert f"a claude-code session ({SPOTTER_OTHER})" in context and "you are in Claude Code" in context
+    assert "## Must not redo" in context and "git push --set-upstream origin spotter-dov" in context
+    cleared = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(
+        {**payload, "source": "clear", "session_id": "new-session"}).encode()).stdout)
+    assert SPOTTER_OTHER in cleared["hookSpecificOutput"]["additionalContext"], "after /clear: the latest session"
+    garbage = ["", "garbage", "[]", "{}", json.dumps({**payload, "source": "startup"}),
+               json.dumps({**payload, "cwd": str(tmp_path)}), json.dumps({**payload, "cwd": "/nonexistent"}),
+               json.dumps({**payload, "hook_event_name": "Stop"}), json.dumps({"source": ["compact"], "cwd": 3}),
+               "\x00" * 5000]
+    for raw in garbage:
+        t0 = time.monotonic()
+        proc = run_engram(spot, "resume", "--hook", input=raw.encode(), check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), raw[:40]
+        assert time.monotonic() - t0 < 10
+
+
+def _long_session(spotter: Path, out: Path, mb: float) -> Path:
+    """One Claude Code session of about `mb` MB: the real spotter session's records again and
+    again, each pass a day later with its own record and tool-call ids."""
+    from datetime import datetime, timedelta  # noqa: PLC0415
+
+    lines = (spotter / f"{SPOTTER_MAIN}.jsonl").read_text().splitlines()
+    sid = "77777777-8888-4999-8aaa-bbbbbbbbbbbb"
+    path = out / f"{sid}.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    size, day = 0, 0
+    with path.open("w") as f:
+        while size < mb * 1e6:
+            for line in lines:
+                rec = json.loads(line.replace("toolu_", f"toolu_d{day}"))
+                for key in ("uuid", "parentUuid", "logicalParentUuid"):
+                    if isinstance(rec.get(key), str):
+                        rec[key] = f"{day:04d}{rec[key][4:]}"
+                if isinstance(rec.get("sessionId"), str):
+                    rec["sessionId"] = sid
+                if isinstance(rec.get("timestamp"), str):
+                    t = datetime.fromisoformat(rec["timestamp"]) + timedelta(days=day)
+                    rec["timestamp"] = t.isoformat().replace("+00:00", "Z")
+                data = json.dumps(rec) + "\n"
+                f.write(data)
+                size += len(data)
+            day += 1
+    return path
+
+
+def test_budgets_hold_on_a_10_mb_session(spotter: Path, tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    path = _long_session(spotter, tmp_path / "long", 10)
+    assert path.stat().st_size >= 10e6
+    run_engram(root, "ingest", str(path))
+    for budget in (300, 2000):
+        doc = resume(root, "--budget", str(budget))
+        assert doc["session"]["events"] > 2000 and doc["budget"]["used"] <= budget
+        assert doc["left_out"]["commands"] >= 50
+        assert len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()) <= budget * TOKEN_BYTES
+    assert doc["requests"][0]["text"] == "did you push?" and doc["must_not_redo"]
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = (tmp_path / "repo").resolve()
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    return root
+
+
+# ------------------------------------------------------------------ plans and failing checks
+
+
+def _bash(s: Session, command: str, code: int, out: str) -> None:
+    """A Bash call and its result as Claude Code records them (a failure: `is_error`, and the
+    result's text and `toolUseResult` starting with the exit code)."""
+    if code == 0:
+        s._call("Bash", {"command": command, "description": "run"}, out,
+                {"stdout": out, "stderr": "", "interrupted": False, "isImage": False})
+        return
+    call_id = f"toolu_{s.session_id[:6]}{len(s.records):04d}"
+    s.records.append({**s._base(), "type": "assistant", "message": {
+        "model": "claude-opus-4-6", "role": "assistant", "type": "message",
+        "content": [{"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command}}]}})
+    s.records.append({**s._base(), "type": "user", "message": {"role": "user", "content": [
+        {"tool_use_id": call_id, "type": "tool_result", "content": f"Exit code {code}\n{out}", "is_error": True}]},
+        "toolUseResult": f"Error: Exit code {code}\n{out}"})
+
+
+def test_claude_todowrite_then_task_tools_and_a_failing_test(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    s = Session(root, "dddddddd-4444-4444-8444-000000000004")
+    s.prompt("Add retries to the fetcher and make the suite pass")
+    s._call("TodoWrite", {"todos": [
+        {"content": "Write retry helper", "status": "completed", "activeForm": "Writing retry helper"},
+        {"content": "Wire it into fetch()", "status": "in_progress", "activeForm": "Wiring it"},
+        {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"}]},
+        "Todos have been modified successfully.", {"oldTodos": [], "newTodos": []})
+    s.write("retry.py", "def retry(fn):\n    return fn()\n")
+    _bash(s, "pytest tests/test_retry.py -x 2>&1 | tail -20", 1, "FAILED tests/test_retry.py::test_gives_up")
+    _bash(s, "git commit -am 'retry helper'", 0, "[main 1a2b3c4] retry helper")
+    _bash(s, "pip install tenacity", 0, "Successfully installed tenacity")
+    sess = s.save(tmp_path / "sessions")
+    run_engram(root, "ingest", str(sess))
+    doc = resume(root)
+    assert doc["plan"]["tool"] == "TodoWrite" and doc["plan"]["done"] == 1
+    assert [(i["text"], i["status"]) for i in doc["plan"]["open"]] == [
+        ("Wire it into fetch()", "in_progress"), ("Run the tests", "pending")]
+    (fail,) = doc["failing"]
+    assert fail["kind"] == "test" and fail["exit_code"] == 1 and "test_gives_up" in fail["output"]
+    assert {e["category"] for e in doc["must_not_redo"]} == {"commit", "package install"}
+    assert doc["working_set"][0]["file"] == "retry.py" and doc["working_set"][0]["state"] == "deleted since"
+
+    # the newer task tools replace the list; a later passing run of the whole suite settles the failure
+    s.prompt("continue")
+    s._call("TaskCreate", {"subject": "Handle timeouts", "description": "d", "activeForm": "Handling timeouts"},
+            "Task #1 created successfully: Handle timeouts", {"task": {"id": "1", "subject": "Handle timeouts"}})
+    s._call("TaskCreate", {"subject": "Document retries", "description": "d", "activeForm": "Documenting"},
+            "Task #2 created successfully: Document retries", {"task": {"id": "2", "subject": "Document retries"}})
+    s._call("TaskUpdate", {"taskId": "1", "status": "completed"}, "Updated task #1 status",
+            {"success": True, "taskId": "1", "updatedFields": ["status"]})
+    _bash(s, "pytest", 0, "12 passed in 0.5s")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    doc = resume(root)
+    assert doc["plan"]["tool"] == "TaskCreate" and doc["plan"]["done"] == 1
+    assert [(i["text"], i["status"]) for i in doc["plan"]["open"]] == [("Document retries", "pending")]
+    assert doc["failing"] == []
+    assert [r["text"] for r in doc["requests"]] == ["continue", "Add retries to the fetcher and make the suite pass"]
+
+
+def test_codex_update_plan_and_shell_outcomes(tmp_path: Path) -> None:
+    from test_codex import SID, Rollout, exec_out  # noqa: PLC0415
+
+    root = _repo(tmp_path)
+    r = Rollout().meta(root).turn(root)
+    r.message("user", "Port the CLI to click and keep the tests green")
+    r.function("c1", "update_plan", {"explanation": "Porting step by step", "plan": [
+        {"step": "Inventory the commands", "status": "completed"},
+        {"step": "Port the parser", "status": "in_progress"},
+        {"step": "Update the docs", "status": "pending"}]}, "Plan updated")
+    r.function("c2", "shell", {"command": ["bash", "-lc", "cargo build"], "workdir": str(root)},
+               exec_out(101, "error[E0425]: cannot find value `x`"))
+    r.function("c3", "shell", {"command": ["bash", "-lc", "git push origin main"], "workdir": str(root)},
+               exec_out(0, "To example.invalid"))
+    r.message("assistant", "The build fails on an unresolved name; fixing it next.")
+    path = r.write(tmp_path / "codex" / "rollout-2025-11-22T20-45-35-x.jsonl")
+    run_engram(root, "ingest", str(path))
+    doc = resume(root, "--harness", "codex")
+    assert doc["session"]["session_id"] == SID and doc["session"]["harness"] == "codex"
+    assert doc["plan"]["tool"] == "update_plan" and doc["plan"]["explanation"] == "Porting step by step"
+    assert [i["text"] for i in doc["plan"]["open"]] == ["Port the parser", "Update the docs"]
+    (fail,) = doc["failing"]
+    assert fail["kind"] == "build" and fail["command"] == "cargo build" and fail["exit_code"] == 101
+    assert [(e["category"], e["command"]) for e in doc["must_not_redo"]] == [("push", "git push origin main")]
+    assert doc["last_message"]["text"].startswith("The build fails")
+
+
+# ------------------------------------------------------------------ hand-off notes
+
+
+def test_a_handoff_note_is_shown_and_checked_against_the_transcript(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    s = Session(root, "eeeeeeee-5555-4555-8555-000000000005")
+    s.prompt("Add retries to the fetcher and make the suite pass")
+    s.write("retry.py", "def retry(fn):\n    return fn()\n")
+    _bash(s, "pytest -q", 1, "1 failed, 11 passed")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    note = ("Goal: retries in the fetcher\nDone:\n- retry.py is finished\n- all tests pass\n"
+            "Next steps:\n- commit the work\nMust preserve:\n- the retry signature\n")
+    written = run_engram(root, "handoff", "--json", input=note.encode())
+    saved = json.loads(written.stdout)
+    assert saved["session_id"] == s.session_id and saved["note"]["next"] == ["commit the work"]
+    doc = resume(root)
+    h = doc["handoff"]
+    assert h["id"] == saved["id"] and h["note"]["goal"] == "retries in the fetcher"
+    assert h["note"]["must_preserve"] == ["the retry signature"]
+    (d,) = h["disagreements"]
+    assert d["note"] == "all tests pass" and "`pytest -q` failed (exit 1)" in d["transcript"]
+    assert d["at"] == doc["failing"][0]["at"]
+    assert "## The hand-off note disagrees with the transcript" in run_engram(root, "resume").stdout
+
+    # the session goes on after the note (its clock later than the note's): the file it called
+    # finished is edited again, the next step it named is done, and the suite passes
+    s.day = "2099-01-01"
+    s.write("retry.py", "def retry(fn, attempts=3):\n    return fn()\n")
+    _bash(s, "git commit -am 'retries'", 0, "[main 1a2b3c4] retries")
+    _bash(s, "pytest -q", 0, "12 passed")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    found = {d["transcript"].split(":")[0]: d for d in resume(root)["handoff"]["disagreements"]}
+    assert set(found) == {"retry.py was edited after the note", "already done after the note"}
+    assert "commit `git commit -am 'retries'`" in found["already done after the note"]["transcript"]
+
+    # flags give the same note; a bad one is refused with the fields it takes
+    out = run_engram(root, "handoff", "--goal", "ship it", "--next", "tag v1", "--done", "docs")
+    assert out.stdout.split()[0] == resume(root)["handoff"]["id"]
+    bad = run_engram(root, "handoff", check=False, input=b'{"goal": "x", "todo": ["y"]}')
+    assert bad.returncode == 1 and "unknown hand-off field 'todo'" in bad.stderr
+
+
+# ------------------------------------------------------------------ a chain of sessions
+
+
+def test_a_compacted_chain_reads_as_one_session(tmp_path: Path) -> None:
+    from test_lineage import continued_pair, tape  # noqa: PLC0415
+
+    root = _repo(tmp_path)
+    p, q, _ = continued_pair(tmp_path)
+    unrelated = tape(tmp_path, "s", "2026-01-01T12:00:00Z", [
+        {"kind": "msg.in", "text": "an unrelated question about the weather", "ts": "2026-01-01T12:00:01Z"}])
+    run_engram(root, "ingest", str(p), str(q), str(unrelated))
+    doc = resume(root, "q")
+    assert [c["session_id"] for c in doc["session"]["chain"]] == ["p", "q"]
+    assert doc["session"]["chain"][0]["via"] == "compact-summary"
+    assert doc["requests"][-1]["text"].startswith("the start0 handler"), "the earlier session's request is part of the package"
+    assert doc["last_message"]["text"].startswith("the other0 handler"), "the latest session's words are the last"
+    assert doc["requests"][-1]["at"].split("@")[0] != doc["last_message"]["at"].split("@")[0]
+    assert resume(root, "p")["session"]["continued_by"] == ["q"]
+
+
+# ------------------------------------------------------------------ the MCP tool
+
+
+def test_the_mcp_resume_tool(spot: Path) -> None:
+    from mcp import Client, StdioServerParameters  # noqa: PLC0415
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engram_server.entry", "mcp"], cwd=str(spot),
+                                   env=dict(os.environ))
+
+    async def go() -> None:
+        async with Client(params) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert tools["resume"].annotations.read_only_hint is True
+            r = await c.call_tool("resume", {"budget": 800})
+            assert r.is_error is False, r.content
+            doc = r.structured_content
+            assert doc["session"]["session_id"] == SPOTTER_OTHER and doc["budget"]["used"] <= 800
+            assert doc["more"] == f"resume(session='{SPOTTER_OTHER}', budget=2800)"
+            cli = resume(spot, "--budget", "800")
+            assert doc["requests"] == cli["requests"] and doc["must_not_redo"] == cli["must_not_redo"]
+            note = await c.call_tool("handoff", {"goal": "finish the renderer", "done": ["tests pass"],
+                                                 "next_steps": ["review session_live.ex"]})
+            assert note.is_error is False, note.content
+            assert note.structured_content["session_id"] == SPOTTER_OTHER
+            again = (await c.call_tool("resume", {"budget": 800})).structured_content
+            assert again["handoff"]["id"] == note.structured_content["id"]
+            assert again["handoff"]["note"]["next"] == ["review session_live.ex"]
+            assert again["handoff"]["by"]["type"] == "agent"
+            run_engram(spot, "forget", note.structured_content["id"], "--purge")
+            bad = await c.call_tool("resume", {"session": "zzzz-no-such"})
+            assert bad.is_error and "no tape or session matches" in bad.content[0].text
+
+    asyncio.run(go())
