@@ -70,6 +70,27 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tapes_rm(args: argparse.Namespace) -> int:
+    from engram.capture.removal import remove_tapes
+    from engram.index.reindex import reindex
+    from engram.memory.memories import rebuild_projection
+    from engram.store.gc import collect
+
+    store = store_of(args)
+    done = remove_tapes(store, args.tape, purge=args.purge)
+    stats = reindex(store, also=[rebuild_projection])  # the index without them: a projection of the tapes left
+    removed_objects = collect(store)[0] if args.purge else 0
+    if args.json:
+        print_json({**done.as_dict(), "objects_removed": removed_objects, "tapes_left": stats["tapes"]})
+        return 0
+    what = plural(len(done.tapes), "tape")
+    where = "deleted with the objects only they used" if args.purge else f"moved to {done.kept_in}"
+    print(f"tapes rm: {what} of {', '.join(s[:8] for s in done.sessions)} removed from the catalogue, the index "
+          f"and search; files {where}" + (f" ({plural(removed_objects, 'object')})" if args.purge else ""))
+    print("  a later `engram ingest` skips the session; `engram ingest --again PATH` captures it again")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the tape commands to the command line."""
     s = sub.add_parser("tapes", help="list tapes")
@@ -77,6 +98,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--limit", type=positive, help="only the newest N tapes")
     s.add_argument("--harness", metavar="NAME", help="only tapes of this harness (claude-code, codex, editor, ...)")
     s.set_defaults(func=cmd_tapes)
+    tsub = s.add_subparsers(dest="tapes_command", metavar="{rm}")
+    r = tsub.add_parser("rm", help="remove a tape (or a session's tapes) from the store; ingest will not bring it back",
+                        description="Remove a tape, or every segment of a session, from the catalogue, the index and "
+                                    "full-text search, and record it in .engram/removed.jsonl so that a later ingest "
+                                    "skips the session (`engram ingest --again PATH` captures it again). The tape "
+                                    "file is kept in .engram/removed/ unless --purge deletes it and the objects only "
+                                    "it used: for a secret captured by mistake.")
+    r.add_argument("tape", help="a unique tape-id prefix, or a session id: all its segments")
+    r.add_argument("--purge", action="store_true", help="delete the tape file and its objects, keep no copy")
+    people_output(r)
+    r.set_defaults(func=cmd_tapes_rm)
 
     s = sub.add_parser("show", help="show a tape (id prefix or session id)")
     s.add_argument("tape", help="a unique tape-id prefix, or a session id (or its start): all its segments")
