@@ -25,7 +25,7 @@ def _store_text(repo: Path) -> bytes:
     """Every byte of the store a secret could be in, decompressed."""
     out = []
     for p in (repo / ".engram").rglob("*"):
-        if p.is_file() and "run" not in p.parts:
+        if p.is_file() and "run" not in p.parts and p.name != "config.toml":
             data = p.read_bytes()
             if p.name.endswith(".zst") or "objects" in p.parts:
                 try:
@@ -104,3 +104,29 @@ def test_a_removal_killed_midway_is_finished_by_running_it_again(repo: Path, spo
 def test_unknown_tape_is_a_clear_error(repo: Path) -> None:
     proc = run_engram(repo, "tapes", "rm", "ffffffff", check=False)
     assert proc.returncode == 1 and "engram tapes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_redact_again_rewrites_tapes_and_old_references_follow(repo: Path, spotter: Path) -> None:
+    """A rule added after capture (here a config pattern) reaches stored tapes with `redact --again`;
+    the rewritten tape has a new id, and `TAPE@OFFSET` written before (a memory's evidence, `view`)
+    still names the same event."""
+    main, other = spotter / f"{SPOTTER_MAIN}.jsonl", spotter / f"{SPOTTER_OTHER}.jsonl"
+    run_engram(repo, "ingest", str(main), str(other))
+    old = {t["session_id"]: t["id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
+    assert b"spotter-gqc" in _store_text(repo)
+    before_view = run_engram(repo, "view", f"{old[SPOTTER_MAIN][:12]}@5", "--json").stdout
+    run_engram(repo, "remember", "the spotter session set this up", "--evidence", f"{old[SPOTTER_MAIN][:12]}@5")
+
+    (repo / ".engram" / "config.toml").write_text('[redact]\npatterns = [{name = "ticket", pattern = "spotter-gqc"}]\n')
+    done = json.loads(run_engram(repo, "redact", "--again", "--json").stdout)
+    assert done["tapes"] == 2 and done["redactions"].get("ticket", 0) >= 1
+    assert set(done["changed"]) == {old[SPOTTER_MAIN]} or old[SPOTTER_MAIN] in done["changed"]
+    assert b"spotter-gqc" not in _store_text(repo), "not in tapes, objects, index or search"
+    new = {t["session_id"]: t["id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
+    assert new[SPOTTER_MAIN] == done["changed"][old[SPOTTER_MAIN]] != old[SPOTTER_MAIN]
+    after_view = run_engram(repo, "view", f"{old[SPOTTER_MAIN][:12]}@5", "--json").stdout
+    assert json.loads(after_view)["events"] == json.loads(before_view)["events"] or \
+        json.loads(after_view).get("tape") == new[SPOTTER_MAIN]
+    assert "spotter session set this up" in run_engram(repo, "recall", "spotter session").stdout
+    again = json.loads(run_engram(repo, "redact", "--again", "--json").stdout)
+    assert again["changed"] == {}, "idempotent"

@@ -164,3 +164,86 @@ def _interrupted(store: Store, ref: str) -> list[TapeRow]:
             rows[tid] = TapeRow(tid, str(rec.get("harness") or ""), str(rec.get("session_id") or ""),
                                 None, None, None, 0, 0, 0, 0, 0, None)
     return list(rows.values())
+
+
+# ---------------------------------------------------------------- redacting stored tapes again
+
+REDIRECTS = "redirects.jsonl"
+
+
+@dataclass
+class Reredaction:
+    tapes: int = 0
+    changed: dict[str, str] = field(default_factory=dict)  # old id -> new id
+    redactions: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tapes": self.tapes, "changed": self.changed, "redactions": self.redactions}
+
+
+def redact_again(store: Store) -> Reredaction:
+    """`engram redact --again`: every stored tape through today's rules (built-in and the config's
+    `[redact] patterns`). A tape that changes gets a new id (its content address): the new tape is
+    written first, then the old id -> new id pair is appended to `.engram/redirects.jsonl`
+    (fsynced), then the old file is deleted. A later segment names its predecessor in `prev`, so it
+    is rewritten after it, with the new id. Offsets do not change (redaction rewrites strings,
+    never events), so `TAPE@OFFSET` references written before — memories' evidence — still name
+    the same event through the redirect. The caller rebuilds the index (catalogue, continuation
+    edges, search) and collects the objects only the old tapes used. Killed midway, running it
+    again finishes: redacting is idempotent and tape ids are deterministic."""
+    from engram.capture.redact import Redactor  # noqa: PLC0415
+    from engram.tape.reader import TapeReader  # noqa: PLC0415
+    from engram.tape.writer import write_tape  # noqa: PLC0415
+
+    out = Reredaction()
+    redactor = Redactor(store.config["redact"].get("patterns") or [])
+    threshold = int(store.config["ingest"]["object_threshold"])
+    with ingest_lock(store):
+        paths = {p.name[: -len(TAPE_SUFFIX)]: p for p in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))}
+        metas: dict[str, dict[str, Any]] = {}
+        for tid, path in paths.items():
+            with TapeReader(path, store.objects_dir) as r:
+                metas[tid] = next(r.events())
+        for tid in _prev_first(metas):
+            with TapeReader(paths[tid], store.objects_dir) as r:
+                events = list(r.events(resolve_objects=True))
+            prev = events[0].get("prev")
+            if prev in out.changed:
+                events[0] = {**events[0], "prev": out.changed[prev]}
+            written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+                                 object_threshold=threshold)
+            out.tapes += 1
+            if written.id != tid:
+                out.changed[tid] = written.id
+                append_redirects(store, {tid: written.id})
+                paths[tid].unlink()
+        fsync_dir(store.tapes_dir)
+    out.redactions = dict(redactor.counts)
+    return out
+
+
+def _prev_first(metas: dict[str, dict[str, Any]]) -> list[str]:
+    """Tape ids so that a segment comes after the one its `prev` names."""
+    done: list[str] = []
+    seen: set[str] = set()
+
+    def visit(tid: str) -> None:
+        stack = []
+        while tid in metas and tid not in seen:
+            stack.append(tid)
+            seen.add(tid)
+            tid = metas[tid].get("prev") or ""
+        done.extend(reversed(stack))
+    for tid in sorted(metas):
+        visit(tid)
+    return done
+
+
+def append_redirects(store: Store, pairs: dict[str, str]) -> None:
+    path = store.dir / REDIRECTS
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, b"".join(orjson.dumps({"old": a, "new": b}) + b"\n" for a, b in pairs.items()))
+        os.fsync(fd)
+    finally:
+        os.close(fd)

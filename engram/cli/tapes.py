@@ -91,6 +91,32 @@ def cmd_tapes_rm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_redact(args: argparse.Namespace) -> int:
+    from engram.capture.removal import redact_again
+    from engram.index.reindex import reindex
+    from engram.memory.memories import rebuild_projection
+    from engram.store.gc import collect
+
+    if not args.again:
+        print("engram redact: say --again to re-apply today's rules to every stored tape", file=sys.stderr)
+        return 2
+    store = store_of(args)
+    done = redact_again(store)
+    if done.changed:
+        reindex(store, also=[rebuild_projection])
+    objects = collect(store)[0] if done.changed else 0
+    if args.json:
+        print_json({**done.as_dict(), "objects_removed": objects})
+        return 0
+    found = sum(done.redactions.values())
+    print(f"redact --again: {plural(done.tapes, 'tape')} read, {plural(len(done.changed), 'tape')} rewritten "
+          f"({plural(found, 'secret')} newly redacted), {plural(objects, 'old object')} removed")
+    if done.changed:
+        print("  rewritten tapes have new ids; .engram/redirects.jsonl maps the old ones, which `show`, `view` "
+              "and memories' evidence still accept")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the tape commands to the command line."""
     s = sub.add_parser("tapes", help="list tapes")
@@ -116,6 +142,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="one JSON document per tape, objects resolved")
     s.add_argument("--limit", type=positive, help="only the first N events")
     s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("redact", help="re-apply today's redaction rules to every stored tape (--again)",
+                       description="Rewrite every stored tape through the current redaction rules (built-in and "
+                                   "[redact] patterns of .engram/config.toml). A tape that changes gets a new id; "
+                                   ".engram/redirects.jsonl maps the old id to it, so references written before "
+                                   "(memories' evidence, TAPE@OFFSET) still resolve. The index is rebuilt and the "
+                                   "objects only the old tapes used are deleted. Interrupted, run it again.")
+    s.add_argument("--again", action="store_true", help="required: this rewrites tapes")
+    people_output(s)
+    s.set_defaults(func=cmd_redact)
 
     s = sub.add_parser("gc", help="remove objects no tape refers to (never a tape)")
     s.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
