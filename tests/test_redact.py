@@ -100,6 +100,10 @@ def secret_cases(seed: int = 0) -> list[tuple[str, str, list[str], list[str]]]:
     twilio = rnd(32, HEX, seed + 33)
     dapi = "da" + "pi" + rnd(32, HEX, seed + 34)
     api_key = rnd(32, ALNUM, seed + 35)
+    twilio_sk = "S" + "K" + rnd(32, HEX, seed + 36)
+    twilio_sid = "A" + "C" + rnd(32, HEX, seed + 37)
+    twilio_positional = rnd(32, HEX, seed + 38)
+    prose_key = rnd(40, ALNUM, seed + 39)
     return [
         ("anthropic-api-key", f"export ANTHROPIC_API_KEY={ant}", [ant], ["export ANTHROPIC_API_KEY="]),
         ("openai-api-key", f'client = OpenAI(api_key="{oai}")', [oai], ["client = OpenAI(api_key="]),
@@ -141,6 +145,11 @@ def secret_cases(seed: int = 0) -> list[tuple[str, str, list[str], list[str]]]:
         ("twilio-credential", f"TWILIO_AUTH_TOKEN={twilio}", [twilio], ["TWILIO_AUTH_TOKEN="]),
         ("databricks-token", f"databricks configure --token <<< {dapi}", [dapi], ["databricks configure"]),
         ("json-secret", json.dumps({"api_key": api_key, "model": "small"}), [api_key], ['"api_key": "', '"model"']),
+        ("twilio-api-key", f"twilio api:core:keys:create gave {twilio_sk} (a standard key)", [twilio_sk],
+         ["twilio api:core:keys:create gave ", " (a standard key)"]),
+        ("twilio-credential", f"client = Client('{twilio_sid}', '{twilio_positional}')", [twilio_positional],
+         [f"client = Client('{twilio_sid}', '"]),
+        ("generic-secret", f"my API key is {prose_key}, keep it safe", [prose_key], ["my API key is ", ", keep it"]),
     ]
 
 
@@ -188,6 +197,12 @@ NEAR_MISSES: list[tuple[str, str]] = [
     ("sendgrid-api-key", "SG.com and SG.1234 are not keys"),
     ("twilio-credential", "TWILIO_AUTH_TOKEN=your_auth_token\nclient = Client(account_sid, auth_token)"),
     ("databricks-token", "the databricks api (dapi) prefix: dapi1234"),
+    ("twilio-api-key", "keys start with SK: SKXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX, SK0123 or SKU-1234567890abcdef"),
+    ("generic-secret", "the token is stored in ~/.config/gh/hosts.yml; the password was correct-horse-battery-staple\n"
+                       "gh auth login --with-token $GITHUB_TOKEN; secret 9fceb02d0ae598e95dc970b74767f19372d61af8\n"
+                       "token 123e4567-e89b-12d3-a456-426614174000 and the api key is ImportedFromTheEnvironment\n"
+                       "use --token src/engram/capture/redact_v2.py and --password build_2024_release_candidate_3\n"
+                       "credentials are in s3://bucket-name/path/to/object-v2/file.json; password for sso_2fa_enabled_user\n"),
     ("json-secret", json.dumps({"api_key": "YOUR_API_KEY", "token_type": "Bearer", "max_tokens": 1024,
                                 "cache_key": "9fceb02d0ae598e95dc970b74767f19372d61af8",
                                 "session_id": "123e4567-e89b-12d3-a456-426614174000"})),
@@ -406,6 +421,40 @@ def test_both_scanners_find_the_same_needles() -> None:
     out = r.text(long_text)
     assert set(r.counts) == {cls for cls, *_ in CASES}
     assert all(s not in out for _, _, parts, _ in CASES for s in parts)
+
+
+def test_aws_secret_key_with_no_name_next_to_its_key_id() -> None:
+    """A leak the secrets probe found: the 40-character secret of the CSV IAM hands out, next to
+    an access key id that was redacted while the secret stayed; and a git log's hashes next to
+    an id are not secrets."""
+    akia = "AK" + "IA" + rnd(16, string.ascii_uppercase + "234567", 51)
+    secret = rnd(40, B64, 52)
+    r = Redactor()
+    for text in (f"User name,Password,Access key ID,Secret access key\nci,,{akia},{secret}\n",
+                 f"aws configure list\n  access_key     ****************{akia[-4:]}\n{akia}\n  secret_key {secret}\n",
+                 f"the key pair: {akia} / {secret}"):
+        out = r.text(text)
+        assert secret not in out and akia not in out, out
+        assert "[REDACTED:aws-secret-access-key]" in out and "[REDACTED:aws-access-key-id]" in out
+    log = f"commit 9fceb02d0ae598e95dc970b74767f19372d61af8\n    rotate {akia}\n" \
+          f"path/to/a/file/deep/inside/the/repository/tree.py 1234567890"
+    out = Redactor().text(log)
+    assert "9fceb02d0ae598e95dc970b74767f19372d61af8" in out and "tree.py" in out and akia not in out
+
+
+def test_twilio_keys_bare_and_by_position() -> None:
+    """Two more leaks the probe found: a bare API key `SK…`, and an auth token passed by position
+    after its account SID (also on the next line, and as curl's user:password)."""
+    sid, token, key = "A" + "C" + rnd(32, HEX, 53), rnd(32, HEX, 54), "S" + "K" + rnd(32, HEX, 55)
+    for text in (f"client = Client(\n    '{sid}',\n    '{token}',\n)",
+                 f"curl -X POST https://api.twilio.com/2010-04-01/Accounts/{sid}/Messages.json -u {sid}:{token}",
+                 f"TWILIO_API_KEY={key}"):
+        r = Redactor()
+        out = r.text(text)
+        assert token not in out and key not in out, out
+        assert sid in out or sid not in text, "the account SID is an identifier and stays"
+    out = Redactor().text(f"account {sid}: 9fceb02d0ae598e95dc970b74767f19372d61af8 and f00 and {sid[:10]}")
+    assert "9fceb02d0ae598e95dc970b74767f19372d61af8" in out
 
 
 def test_names_and_randomness() -> None:

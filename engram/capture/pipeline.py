@@ -43,6 +43,7 @@ from engram.capture.discovery import (
     start_hint,
 )
 from engram.capture.redact import Redactor
+from engram.capture.removal import note_captured_again, removed_sessions
 from engram.capture.stats import IngestStats
 from engram.errors import BadInput, EngramError
 from engram.index.db import open_db
@@ -144,12 +145,19 @@ class Captured:
     prepared: Any = None  # engram.index.build.Prepared, when fingerprinted in a worker
 
 
+REMOVED_SKIP = "removed by `engram tapes rm` (`engram ingest --again PATH` captures it again)"
+
+
 def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tuple[str, str]],
-                  redactor: Redactor) -> Captured:
-    """Parse a session and write its new part as a tape. Reads the catalog, never writes it."""
+                  redactor: Redactor, removed: frozenset[tuple[str, str]] = frozenset()) -> Captured:
+    """Parse a session and write its new part as a tape. Reads the catalog, never writes it.
+    A session in `removed` (taken back by `engram tapes rm`) is skipped."""
     cfg = store.config["ingest"]
     stats = IngestStats()
     cap = parse_job(job, store.root, maps, int(cfg["max_line_bytes"]))
+    if (cap.harness, cap.session_id) in removed:
+        stats.skipped[REMOVED_SKIP] += 1
+        return Captured(stats)
     stats.skipped.update(cap.skipped)
     stats.ignored.update(cap.ignored)
     stats.sessions += 1
@@ -216,9 +224,10 @@ def _note_first_capture(stats: IngestStats, cap: Capture) -> None:
 
 
 def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,
-                maps: list[tuple[str, str]], redactor: Redactor) -> WrittenTape | None:
+                maps: list[tuple[str, str]], redactor: Redactor,
+                removed: frozenset[tuple[str, str]] = frozenset()) -> WrittenTape | None:
     """Capture one session and add its tape to the catalog."""
-    got = capture_write(db, store, job, maps=maps, redactor=redactor)
+    got = capture_write(db, store, job, maps=maps, redactor=redactor, removed=removed)
     return _commit(db, got, stats)
 
 
@@ -266,8 +275,9 @@ def _latest(db: apsw.Connection, tapes: list[str]) -> str | None:
 def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None = None,
            stats: IngestStats | None = None, progress: Callable[[int, int], None] | None = None,
            after_tape: Callable[[apsw.Connection, WrittenTape], None] | None = None,
-           workers: int | None = None) -> IngestStats:
-    """Capture every job; safe to re-run; one ingest per store at a time.
+           workers: int | None = None, again: bool = False) -> IngestStats:
+    """Capture every job; safe to re-run; one ingest per store at a time. Sessions removed by
+    `engram tapes rm` are skipped, unless `again`: then they are captured anew.
 
     With several sessions and cores, sessions are parsed, written and fingerprinted in worker
     processes while this one keeps the catalog and the index (the only writer of index.sqlite).
@@ -276,6 +286,8 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
     redactor = Redactor(store.config["redact"].get("patterns") or [])
     n_workers = _worker_count(len(jobs)) if workers is None else workers
     with ingest_lock(store):
+        removed = removed_sessions(store)
+        skip = frozenset() if again else removed
         db = open_db(store)
         try:
             reconcile(db, store)
@@ -287,12 +299,17 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
                 restore(db)
             with _bulk_memory(after_tape, len(jobs)):
                 if n_workers > 1 and hasattr(after_tape, "accept"):
-                    _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers)
+                    _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers, skip)
                 else:
-                    _ingest_serial(db, store, jobs, stats, maps or [], progress, after_tape, redactor)
+                    _ingest_serial(db, store, jobs, stats, maps or [], progress, after_tape, redactor, skip)
                 finish = getattr(after_tape, "finish", None)
                 if finish is not None:
                     finish(db)
+            if again and removed:
+                back = [(h, sid) for h, sid in db.execute("SELECT DISTINCT harness, session_id FROM tapes")
+                        if (h, sid) in removed]
+                if back:
+                    note_captured_again(store, back)
             stats.out_of_order += getattr(after_tape, "out_of_order", 0)
             stats.copied_uncaptured = _uncaptured(db, list(stats.copied))
             if hasattr(after_tape, "accept"):
@@ -316,10 +333,11 @@ def _uncaptured(db: apsw.Connection, sessions: list[str]) -> list[str]:
 
 def _ingest_serial(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
                    maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
-                   after_tape: Callable[[apsw.Connection, WrittenTape], None] | None, redactor: Redactor) -> None:
+                   after_tape: Callable[[apsw.Connection, WrittenTape], None] | None, redactor: Redactor,
+                   removed: frozenset[tuple[str, str]] = frozenset()) -> None:
     for i, job in enumerate(jobs):
         try:
-            written = capture_job(db, store, job, stats, maps=maps, redactor=redactor)
+            written = capture_job(db, store, job, stats, maps=maps, redactor=redactor, removed=removed)
         except (OSError, EngramError) as exc:
             stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
             log.warning("%s: %s", job.main, exc)
@@ -365,7 +383,7 @@ _worker_redactor: Redactor | None = None
 
 
 def _capture_in_worker(root: str, config: dict[str, Any], job: Job, maps: list[tuple[str, str]], k: int,
-                       w: int) -> Captured:
+                       w: int, removed: frozenset[tuple[str, str]] = frozenset()) -> Captured:
     """Worker-process side: capture one job and fingerprint its tape for the parent's index."""
     global _worker_redactor  # noqa: PLW0603 - one compiled redactor per worker process
     from engram.index.build import prepare_tape  # noqa: PLC0415
@@ -375,7 +393,7 @@ def _capture_in_worker(root: str, config: dict[str, Any], job: Job, maps: list[t
         _worker_redactor = Redactor(config["redact"].get("patterns") or [])
     db = open_db(store, readonly=True)
     try:
-        got = capture_write(db, store, job, maps=maps, redactor=_worker_redactor)
+        got = capture_write(db, store, job, maps=maps, redactor=_worker_redactor, removed=removed)
     except (OSError, EngramError) as exc:
         stats = IngestStats()
         stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
@@ -444,7 +462,7 @@ def _worker_lost(stats: IngestStats, left: int) -> None:
 
 def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
                      maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
-                     indexer: Any, n_workers: int) -> None:
+                     indexer: Any, n_workers: int, removed: frozenset[tuple[str, str]] = frozenset()) -> None:
     import multiprocessing  # noqa: PLC0415
     from concurrent.futures import Future, ProcessPoolExecutor  # noqa: PLC0415
     from concurrent.futures.process import BrokenProcessPool  # noqa: PLC0415
@@ -467,7 +485,7 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                 while submitted < len(jobs) and (len(pending) < 2 * n_workers or
                                                  (ahead < MAX_AHEAD_BYTES and len(pending) < MAX_AHEAD_JOBS)):
                     pending.append(pool.submit(_capture_in_worker, str(store.root), store.config, jobs[submitted],
-                                               maps, k, w))
+                                               maps, k, w, removed))
                     ahead += sizes[submitted]
                     submitted += 1
                 got = pending.pop(0).result()
@@ -488,7 +506,8 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
 
 
 def ingest_paths(store: Store, paths: list[Path], maps: list[tuple[str, str]] | None = None,
-                 progress: Callable[[int, int], None] | None = None, merge_later: bool = False) -> IngestStats:
+                 progress: Callable[[int, int], None] | None = None, merge_later: bool = False,
+                 again: bool = False) -> IngestStats:
     """Capture and index the transcripts at `paths` (files, or directories searched for them):
     `engram ingest PATH...`, run here or by the language server it was handed to (which passes
     `merge_later`, see `merge_idle`)."""
@@ -496,7 +515,7 @@ def ingest_paths(store: Store, paths: list[Path], maps: list[tuple[str, str]] | 
 
     stats = IngestStats()
     ingest(store, jobs_from_paths(paths, stats), maps=maps, stats=stats, progress=progress,
-           after_tape=Indexer(store, merge_later=merge_later))
+           after_tape=Indexer(store, merge_later=merge_later), again=again)
     return stats
 
 

@@ -93,7 +93,8 @@ _ANCHORS: tuple[tuple[bytes, bytes], ...] = (
             rb"|en(?<=token)(?P<tokenw>)" + _FALL + rb"|ey(?:(?<=api.key)|(?<=apikey))(?P<keyw>)" + _FALL),
     (rb"p", rb"(?P<pass>ass)(?=w|phrase|[^a-z])" + _OP + rb"|(?P<pwd>wd)" + _OP +
             rb"|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi)|(?P<private>rivate)(?=[_\-=:\"'])" + _OP +
-            rb"|ass(?:word|wd|phrase)(?P<passw>)" + _FALL),
+            rb"|ass(?:word|wd|phrase)(?P<passw>)" + _FALL +
+            rb"|ass(?:word|wd)(?:(?<=--password)|(?<=--passwd))(?P<passflag>)(?=[ \t]++[^\s$<{\[])"),
     (rb"h", rb"(?P<gh>[pousr]_)(?<=gh[pousr]_)|(?P<ghpat>ub_pat_)(?<=github_pat_)|(?P<hf>f_)"
             rb"|(?P<auth>)(?<=auth)(?!or(?!ization)|enti)" + _OP),
     (rb"x", rb"(?P<xox>ox[abposr]-)|(?P<xapp>app-)"),
@@ -110,7 +111,7 @@ _ANCHORS: tuple[tuple[bytes, bytes], ...] = (
 _BACK = {"key": 1, "token": 3, "sk": 2, "stripe": 2, "slackhook": 4, "akia": 2, "pass": 1, "pwd": 1, "npm": 2,
          "dapi": 3, "private": 1, "gh": 2, "ghpat": 4, "hf": 1, "auth": 4, "xox": 1, "xapp": 1, "gl": 1, "sg": 2,
          "secret": 5, "credential": 3, "url": 1, "jwt": 3, "aiza": 3, "asia": 3, "pem": 8, "twsk": 2, "twac": 2,
-         "tokenw": 0, "keyw": 0, "passw": 0, "secretw": 0, "credw": 0}
+         "tokenw": 0, "keyw": 0, "passw": 0, "secretw": 0, "credw": 0, "passflag": 0}
 # Two ways to search for them, equivalent in what they find. One alternation of all groups:
 # `re` skips positions by their first character and it is one call per text, the better deal
 # for short texts (most strings are short and a call costs more than their bytes). One pattern
@@ -685,7 +686,7 @@ class TwilioAuthTokenRule(Rule):
             m = _TWILIO_SID.match(s, p)
             if m is None or not _left_ok(s, p) or not _right_ok(s, m.end()):
                 continue
-            a, b = _window(s, m.end(), 2, 300)
+            _, b = _window(s, m.end(), 2, 300)
             v = _HEX32_RUN.search(s, m.end(), b)
             if v is not None and _hex_token_ok(v.group(0)):
                 out.append(Span(*v.span(), self.name))
@@ -706,9 +707,20 @@ def entropy_secret(v: str) -> bool:
         return False
     if _HEX.match(v) and len(v) in (40, 64, 128) or _UUID.match(v) or is_placeholder(v):
         return False
-    if v.count("/") >= 2 or v.count("-") >= 4 or v.count("_") >= 4:
-        return False  # a path, a slug, a kebab- or snake-case name with a number in it
-    return True
+    # not a path, a slug, a kebab- or snake-case name with a number in it
+    return v.count("/") < 2 and v.count("-") < 4 and v.count("_") < 4
+
+
+_FLAG_VALUE = re.compile(r"""[ \t]+(?P<q>["']?)(?P<secret>[^\s"'`]{6,256})(?P=q)""")
+
+
+def _flag_password(v: str) -> bool:
+    """`--password VALUE`: a password has any characters; not a variable, a path or a word."""
+    if MARK in v or v[0] in "$%<{([~/." or is_placeholder(v) or v.startswith("-"):
+        return False
+    classes = (any(c.islower() for c in v) + any(c.isupper() for c in v) + any(c.isdigit() for c in v)
+               + any(not c.isalnum() for c in v))
+    return classes >= 2 and not _IDENT.match(v) and not _DOTTED.match(v)
 
 
 class CredentialWordRule(Rule):
@@ -717,13 +729,17 @@ class CredentialWordRule(Rule):
     rules do not know (a new vendor's format) is still not kept verbatim."""
 
     name = "generic-secret"
-    needles = ("tokenw", "keyw", "passw", "secretw", "credw")
+    needles = ("tokenw", "keyw", "passw", "secretw", "credw", "passflag")
 
     def spans(self, t: _Text, hits: Hits) -> list[Span]:
         s = t.s
         out: list[Span] = []
         done = 0
-        for p in _positions(hits, self.needles):
+        for p in _positions(hits, ("passflag",)):
+            m = _FLAG_VALUE.match(s, p)
+            if m is not None and _flag_password(m.group("secret")):
+                out.append(Span(*m.span("secret"), self.name))
+        for p in _positions(hits, self.needles[:-1]):
             if p < done:
                 continue
             m = _FALLBACK_VALUE.match(s, p)
@@ -733,7 +749,7 @@ class CredentialWordRule(Rule):
             if entropy_secret(v):
                 done = m.end()
                 out.append(Span(*m.span("secret"), self.name))
-        return out
+        return sorted(set(out))
 
 
 # --- names with a value: JSON, env files, YAML, code ---------------------------------------

@@ -58,7 +58,8 @@ def _harness_dir(value: str | None, option: str) -> Path | None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     store = store_of(args)
     maps = _parse_maps(args.map)
-    if args.paths and not args.watch:
+    again = bool(getattr(args, "again", False))
+    if args.paths and not args.watch and not again:
         handed = running_server.ingest_via_server(str(store.root), args.paths, maps)
         if handed is not None:
             _report(handed, handed["summary"], args.json)
@@ -69,13 +70,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     progress = terminal_progress("ingest")
     if args.paths:
-        stats = ingest_paths(store, [Path(p) for p in args.paths], maps, progress)
+        stats = ingest_paths(store, [Path(p) for p in args.paths], maps, progress, again=again)
         _report(stats.as_dict(), stats.summary(), args.json)
     else:
         stats, report = IngestStats(), DiscoveryReport()
         jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats,
                         report)
-        ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store))
+        ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store), again=again)
         verbose = bool(args.verbose or args.command_verbose)
         _report({**stats.as_dict(), "discovery": report.as_dict()},
                 stats.summary() + _where_looked(report, verbose), args.json)
@@ -152,6 +153,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--map", action="append", metavar="FROM=TO", help="rewrite session paths starting with FROM (without case for sessions recorded on macOS or "
                    "Windows)")
     s.add_argument("--watch", action="store_true", help="keep following live session files")
+    s.add_argument("--again", action="store_true",
+                   help="also capture sessions removed by `engram tapes rm` (from their start, with today's rules)")
     s.add_argument("-v", "--verbose", action="count", default=0, dest="command_verbose",
                    help="also say where discovery looked and why sessions there did not match (as `engram -v`)")
     people_output(s)

@@ -70,6 +70,53 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tapes_rm(args: argparse.Namespace) -> int:
+    from engram.capture.removal import remove_tapes
+    from engram.index.reindex import reindex
+    from engram.memory.memories import rebuild_projection
+    from engram.store.gc import collect
+
+    store = store_of(args)
+    done = remove_tapes(store, args.tape, purge=args.purge)
+    stats = reindex(store, also=[rebuild_projection])  # the index without them: a projection of the tapes left
+    removed_objects = collect(store)[0] if args.purge else 0
+    if args.json:
+        print_json({**done.as_dict(), "objects_removed": removed_objects, "tapes_left": stats["tapes"]})
+        return 0
+    what = plural(len(done.tapes), "tape")
+    where = "deleted with the objects only they used" if args.purge else f"moved to {done.kept_in}"
+    print(f"tapes rm: {what} of {', '.join(s[:8] for s in done.sessions)} removed from the catalogue, the index "
+          f"and search; files {where}" + (f" ({plural(removed_objects, 'object')})" if args.purge else ""))
+    print("  a later `engram ingest` skips the session; `engram ingest --again PATH` captures it again")
+    return 0
+
+
+def cmd_redact(args: argparse.Namespace) -> int:
+    from engram.capture.removal import redact_again
+    from engram.index.reindex import reindex
+    from engram.memory.memories import rebuild_projection
+    from engram.store.gc import collect
+
+    if not args.again:
+        print("engram redact: say --again to re-apply today's rules to every stored tape", file=sys.stderr)
+        return 2
+    store = store_of(args)
+    done = redact_again(store)
+    if done.changed:
+        reindex(store, also=[rebuild_projection])
+    objects = collect(store)[0] if done.changed else 0
+    if args.json:
+        print_json({**done.as_dict(), "objects_removed": objects})
+        return 0
+    found = sum(done.redactions.values())
+    print(f"redact --again: {plural(done.tapes, 'tape')} read, {plural(len(done.changed), 'tape')} rewritten "
+          f"({plural(found, 'secret')} newly redacted), {plural(objects, 'old object')} removed")
+    if done.changed:
+        print("  rewritten tapes have new ids; .engram/redirects.jsonl maps the old ones, which `show`, `view` "
+              "and memories' evidence still accept")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the tape commands to the command line."""
     s = sub.add_parser("tapes", help="list tapes")
@@ -77,6 +124,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--limit", type=positive, help="only the newest N tapes")
     s.add_argument("--harness", metavar="NAME", help="only tapes of this harness (claude-code, codex, editor, ...)")
     s.set_defaults(func=cmd_tapes)
+    tsub = s.add_subparsers(dest="tapes_command", metavar="{rm}")
+    r = tsub.add_parser("rm", help="remove a tape (or a session's tapes) from the store; ingest will not bring it back",
+                        description="Remove a tape, or every segment of a session, from the catalogue, the index and "
+                                    "full-text search, and record it in .engram/removed.jsonl so that a later ingest "
+                                    "skips the session (`engram ingest --again PATH` captures it again). The tape "
+                                    "file is kept in .engram/removed/ unless --purge deletes it and the objects only "
+                                    "it used: for a secret captured by mistake.")
+    r.add_argument("tape", help="a unique tape-id prefix, or a session id: all its segments")
+    r.add_argument("--purge", action="store_true", help="delete the tape file and its objects, keep no copy")
+    people_output(r)
+    r.set_defaults(func=cmd_tapes_rm)
 
     s = sub.add_parser("show", help="show a tape (id prefix or session id)")
     s.add_argument("tape", help="a unique tape-id prefix, or a session id (or its start): all its segments")
@@ -84,6 +142,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="one JSON document per tape, objects resolved")
     s.add_argument("--limit", type=positive, help="only the first N events")
     s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("redact", help="re-apply today's redaction rules to every stored tape (--again)",
+                       description="Rewrite every stored tape through the current redaction rules (built-in and "
+                                   "[redact] patterns of .engram/config.toml). A tape that changes gets a new id; "
+                                   ".engram/redirects.jsonl maps the old id to it, so references written before "
+                                   "(memories' evidence, TAPE@OFFSET) still resolve. The index is rebuilt and the "
+                                   "objects only the old tapes used are deleted. Interrupted, run it again.")
+    s.add_argument("--again", action="store_true", help="required: this rewrites tapes")
+    people_output(s)
+    s.set_defaults(func=cmd_redact)
 
     s = sub.add_parser("gc", help="remove objects no tape refers to (never a tape)")
     s.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")

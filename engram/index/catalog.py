@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import orjson
 
 from engram.errors import CorruptTape, EngramError, UnknownTape
 from engram.index.sql import ambiguity, by_prefix, immediate
@@ -75,10 +76,43 @@ def resolve_tapes(db: apsw.Connection, ref: str) -> list[TapeRow]:
         return _chain_order(rows)
     ids = by_prefix(db, "tapes", "id", ref.lower())
     if not ids:
+        moved = redirected(db, ref.lower())
+        if moved is not None:
+            return resolve_tapes(db, moved)
         return _session_prefix(db, ref)
     if len(ids) > 1:
         raise UnknownTape(ambiguity(ref, ids, "tapes"))
     return [TapeRow(*r) for r in db.execute(f"SELECT {cols} FROM tapes WHERE id = ?", (ids[0],))]
+
+
+def redirected(db: apsw.Connection, ref: str) -> str | None:
+    """The id a tape rewritten by `engram redact --again` has now, when `ref` starts an old id
+    (`.engram/redirects.jsonl`, next to the index): a memory's evidence and any `TAPE@OFFSET`
+    written before keep naming the same event, whose offset a redaction never changes."""
+    if len(ref) < 4:
+        return None
+    path = Path(db.filename).parent / "redirects.jsonl"
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    moves: dict[str, str] = {}
+    for line in raw.splitlines():
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("old"), str) and isinstance(rec.get("new"), str):
+            moves[rec["old"]] = rec["new"]
+    olds = [o for o in moves if o.startswith(ref)]
+    if len(olds) != 1:
+        return None
+    new = moves[olds[0]]
+    for _ in range(len(moves)):  # redacted again more than once
+        if new not in moves:
+            break
+        new = moves[new]
+    return new
 
 
 def _session_prefix(db: apsw.Connection, ref: str) -> list[TapeRow]:

@@ -20,7 +20,8 @@ def collect(store: Store, *, dry_run: bool = False) -> tuple[int, int]:
     refer to objects it has just stored."""
     with ingest_lock(store):
         used: set[str] = set()
-        for path in tape_files(store.tapes_dir):
+        # tapes set aside by `engram tapes rm` (without --purge) keep their objects: they can come back
+        for path in [*tape_files(store.tapes_dir), *tape_files(store.dir / "removed")]:
             try:
                 with TapeReader(path) as r:
                     for ev in r.events():
