@@ -278,6 +278,45 @@ def test_rebuilding_the_projection_gives_identical_recall_answers(store: Store) 
     assert answers(again) == want
 
 
+def test_a_memory_is_found_by_the_request_it_answered(store: Store) -> None:
+    """The context (what a memory was said in reply to) is searched, after a rebuild too, and
+    travels through export and import; the memory's content stays what was written."""
+    from engram.memory.interchange import export_lines
+    from engram.memory.memories import rebuild_projection
+
+    mem = Memories(store)
+    answer = mem.remember("Three times a week, it keeps us on track.",
+                          context="How often do you all work out together?")
+    other = mem.remember("Mornings suit us better than evenings.")
+    doc = recall(mem, "how often work out", now=NOW, reinforce=False)
+    assert ids(doc)[0] == answer.id and other.id not in ids(doc)[:1]
+    assert doc["memories"][0]["content"] == "Three times a week, it keeps us on track."
+    assert doc["memories"][0]["context"] == "How often do you all work out together?"
+    rebuild_projection(store, mem.db)
+    assert ids(recall(Memories(store), "how often work out", now=NOW, reinforce=False))[0] == answer.id
+    lines = export_lines(mem)
+    assert next(r for r in lines if r["id"] == answer.id)["context"] == "How often do you all work out together?"
+    edited = mem.edit(answer.id, context="")
+    assert edited.context == "" and answer.id not in ids(recall(mem, "work out", now=NOW, reinforce=False))
+
+
+def test_context_counts_less_than_content(store: Store) -> None:
+    mem = Memories(store)
+    said = mem.remember("The cache is flushed on deploy")
+    replied = mem.remember("Yes, every time", context="Is the cache flushed on deploy?")
+    assert ids(recall(mem, "cache flushed deploy", now=NOW, reinforce=False))[:2] == [said.id, replied.id]
+
+
+def test_a_query_naming_a_tag_prefers_memories_carrying_it(store: Store) -> None:
+    mem = Memories(store)
+    alice = mem.remember("I chose exponential backoff for the retries", tags=["Alice"])
+    bob = mem.remember("I chose exponential backoff for the retries, capped at a minute", tags=["bob"])
+    assert ids(recall(mem, "what did Alice choose for retries", now=NOW, reinforce=False))[0] == alice.id
+    doc = recall(mem, "what did Bob choose for retries", now=NOW, reinforce=False, debug=True)
+    assert ids(doc)[0] == bob.id and doc["memories"][0]["debug"]["tags"] > 0
+    assert doc["memories"][1]["debug"]["tags"] == 0
+
+
 def test_recall_reinforcement_is_written_in_batches(store: Store) -> None:
     mem = Memories(store)
     a = mem.remember("Logs rotate daily at midnight UTC")

@@ -152,3 +152,12 @@ def test_time_closeness_is_full_inside_the_period_and_halves_away_from_it() -> N
     assert time_closeness(june, date(2023, 6, 1) - timedelta(days=int(TIME_HALF_LIFE))) == pytest.approx(0.5)
     assert time_closeness(june, date(2023, 6, 30) + timedelta(days=TIME_GRACE_DAYS + 2 * int(TIME_HALF_LIFE))) \
         == pytest.approx(0.25)
+
+
+def test_a_tag_is_named_when_all_its_words_are_in_the_query() -> None:
+    from engram.memory.fusion import named_tags
+
+    assert named_tags("What did Alice's team decide about auth-flow?", ["alice", "auth-flow", "bob", "it"]) == \
+        ["alice", "auth-flow"]
+    assert named_tags("is it deployed", ["it", "deployed"]) == ["deployed"]  # a stopword tag is never named
+    assert named_tags("", ["x"]) == []

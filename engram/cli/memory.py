@@ -135,7 +135,8 @@ def cmd_remember(args: argparse.Namespace) -> int:
     content = _text(args.text, "TEXT")
     with _memories(args) as mem:
         done = mem.remember(content, kind=args.kind, tags=args.tag or (), importance=args.importance,
-                            pinned=args.pin, at=args.at or (), evidence=args.evidence or (), source=calling_agent())
+                            pinned=args.pin, at=args.at or (), evidence=args.evidence or (), source=calling_agent(),
+                            context=args.context or "")
     if args.json:
         _out(done.to_json())
         return 0
@@ -450,6 +451,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--evidence", action="append", metavar="TAPE@OFFSET",
                    help="the transcript event it came from (tape id or session id, and the event's offset)")
     s.add_argument("--pin", action="store_true", help="never decays or gets archived")
+    s.add_argument("--context", metavar="TEXT", help="what it answers or was said in reply to (e.g. the request): "
+                                                     "recall searches it too, at half weight")
     _common(s)
     s.set_defaults(func=cmd_remember)
 

@@ -321,8 +321,28 @@ def _v13(db: apsw.Connection) -> None:
                " WHERE EXISTS (SELECT 1 FROM fragments)")
 
 
+def _v14(db: apsw.Connection) -> None:
+    """A memory's context: what it was said in reply to or written during (the request it answers,
+    the conversation before it), searched at half the weight of its content (`MEMORY_FTS_RANK`) and
+    never shown as the memory itself. The full-text table gets the column (it is contentless:
+    rebuilt from `memories`; no memory had a context before)."""
+    if "context" not in {r[1] for r in db.execute("PRAGMA table_info(memories)")}:  # (a version set back by hand)
+        db.execute("ALTER TABLE memories ADD COLUMN context TEXT NOT NULL DEFAULT ''")
+    db.execute("DROP TABLE IF EXISTS memory_fts")
+    db.execute("CREATE VIRTUAL TABLE memory_fts USING fts5(content, tags, context, content='', contentless_delete=1,"
+               " tokenize='porter unicode61')")
+    db.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES('rank', ?)", (MEMORY_FTS_RANK,))
+    db.execute("INSERT INTO memory_fts(rowid, content, tags, context) SELECT no, content,"
+               " coalesce((SELECT group_concat(value, ' ') FROM json_each(tags)), ''), context FROM memories")
+
+
+#: The memories' full-text ranking: content 1.0, tags 1.0, context 0.5 (context alone matching is a
+#: weaker sign; 0.5 was the best of 0.3-1.0 on LoCoMo's tuning conversations, bench/locomo.py).
+MEMORY_FTS_RANK = "bm25(1.0, 1.0, 0.5)"
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                       _v12, _v13]
+                                                       _v12, _v13, _v14]
 REWRITES = {7}  # schema versions whose migration rewrites the largest table: compact after it
 SCHEMA_VERSION = len(MIGRATIONS)
 

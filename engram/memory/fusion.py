@@ -213,6 +213,25 @@ TIME_HALF_LIFE = 7.0
 TIME_WEIGHT = 0.5
 
 
+#: What recall adds to a fused score when the query names one of the memory's tags ("what did
+#: Alice decide about caching" and a memory tagged `alice` or `caching`): a tag is the writer's own
+#: word for what a memory is about. On LoCoMo (each turn tagged with its speaker) 0.3 lifted the
+#: tuning conversations' turn Hit@5 by 0.02-0.03 (0.2 to 0.5 within 0.01 of each other).
+TAG_WEIGHT = 0.3
+
+
+def named_tags(query: str, tags: Sequence[str]) -> list[str]:
+    """The tags a query names: every word of the tag is a word of the query (case aside), and the
+    tag is not made of stopwords only ("a", "it")."""
+    words = {w.lower() for w in _WORD.findall(query)}
+    out = []
+    for tag in tags:
+        parts = [w.lower() for w in _WORD.findall(tag)]
+        if parts and not all(p in STOPWORDS for p in parts) and all(p in words for p in parts):
+            out.append(tag)
+    return out
+
+
 def time_closeness(period: tuple[date, date], when: datetime | date) -> float:
     """How close a memory written `when` lies to `period`: 1.0 inside it (or up to TIME_GRACE_DAYS
     after), halving every TIME_HALF_LIFE days away; recall adds TIME_WEIGHT times this to a

@@ -11,8 +11,9 @@ merges them).
 
 JSON Lines record (one a line; `content` required, the rest optional):
 `{"content", "kind", "tags", "importance", "pinned", "created", "at", "source", "status", "id",
-"evidence"}` — `at` is "FILE:A-B" (or a list of them), `created` ISO 8601 (the memory's age for
-decay), `source` {"type": "person"|"agent"|"import", "harness", "session"} (default: import).
+"evidence", "context"}` — `at` is "FILE:A-B" (or a list of them), `created` ISO 8601 (the memory's
+age for decay), `source` {"type": "person"|"agent"|"import", "harness", "session"} (default:
+import), `context` what the memory was said in reply to (searched at half weight, not shown as it).
 `export_lines` writes the same fields.
 """
 
@@ -35,6 +36,7 @@ from engram.memory.model import (
     Evidence,
     Source,
     check_content,
+    check_context,
     check_importance,
     check_kind,
     check_status,
@@ -257,7 +259,7 @@ def _record(rec: dict[str, Any], default_source: Source) -> dict[str, Any]:
     if _UNREADABLE in rec:
         raise BadInput(rec[_UNREADABLE])
     unknown = set(rec) - {"content", "kind", "tags", "importance", "pinned", "created", "updated", "at", "source",
-                          "status", "id", "evidence", "anchors"}
+                          "status", "id", "evidence", "anchors", "context"}
     if unknown:
         raise BadInput(f"unknown {'field' if len(unknown) == 1 else 'fields'} {', '.join(sorted(unknown))}")
     out: dict[str, Any] = {
@@ -270,6 +272,7 @@ def _record(rec: dict[str, Any], default_source: Source) -> dict[str, Any]:
         else default_source.to_json(),
         "status": check_status(str(rec.get("status") or "active")),
         "evidence": [Evidence.from_json(e).to_json() for e in rec.get("evidence") or []],
+        "context": check_context(rec.get("context")),
     }
     if rec.get("created") is not None:
         out["created"] = parse_time(rec["created"])
@@ -326,6 +329,8 @@ def import_records(mem: Memories, records: list[tuple[str, int, dict[str, Any]]]
             taken.add(mid)
             data = {k: rec[k] for k in ("content", "kind", "tags", "importance", "pinned", "source", "evidence")}
             data["anchors"] = anchors
+            if rec["context"]:
+                data["context"] = rec["context"]
             if "created" in rec:
                 data["created"] = rec["created"]
             events.append(Pending("add", mid, by, data))
@@ -365,5 +370,7 @@ def export_lines(mem: Memories, *, hidden: bool = False) -> list[dict[str, Any]]
                 doc["at"] = at[0] if len(at) == 1 else at
             if m.evidence:
                 doc["evidence"] = m.evidence
+            if m.context:
+                doc["context"] = m.context
             out.append(doc)
     return out

@@ -35,6 +35,7 @@ from engram.memory.model import (
     Source,
     calling_agent,
     check_content,
+    check_context,
     check_importance,
     check_kind,
     check_relation,
@@ -246,14 +247,18 @@ class Memories:
                  importance: float = DEFAULT_IMPORTANCE, pinned: bool = False, at: Sequence[str] = (),
                  evidence: Sequence[str | Evidence] = (), source: Source | None = None,
                  created: str | None = None, dedup: bool = True,
-                 buffers: Mapping[str, str] | None = None) -> Remembered:
-        """Write a memory, or reinforce the active memory it nearly repeats (see `dedup`)."""
+                 buffers: Mapping[str, str] | None = None, context: str = "") -> Remembered:
+        """Write a memory, or reinforce the active memory it nearly repeats (see `dedup`).
+
+        `context`: what the memory was said in reply to or written during (the request it answers,
+        the conversation before it); recall searches it at half weight (`Memory.context`)."""
         from engram.memory import dedup as near_dups  # noqa: PLC0415
 
         content = check_content(content)
         check_kind(kind)
         tag_list = check_tags(list(tags))
         importance = check_importance(importance)
+        context = check_context(context)
         created = parse_time(created) if created is not None else None
         source = source or Source("person")
         anchors = [self._capture(a, buffers) for a in at]
@@ -274,6 +279,8 @@ class Memories:
                                     "evidence": proofs}
             if created is not None:
                 data["created"] = created
+            if context:
+                data["context"] = context
             events = [Pending("add", mid, source.to_json(), data)]
             links = []
             for target, relation, why in found.links:
@@ -324,11 +331,14 @@ class Memories:
 
     def edit(self, ref: str, *, content: str | None = None, kind: str | None = None,
              tags: Sequence[str] | None = None, importance: float | None = None, pinned: bool | None = None,
-             status: str | None = None, why: str | None = None, source: Source | None = None) -> Memory:
+             status: str | None = None, why: str | None = None, source: Source | None = None,
+             context: str | None = None) -> Memory:
         """Change a memory's fields and/or status; returns it as it is now."""
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = check_content(content)
+        if context is not None:
+            changes["context"] = check_context(context)
         if kind is not None:
             changes["kind"] = check_kind(kind)
         if tags is not None:

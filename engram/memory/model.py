@@ -154,6 +154,7 @@ class Memory:
     anchors: list[dict[str, Any]] = field(default_factory=list)  # Anchor.to_json() each
     evidence: list[dict[str, Any]] = field(default_factory=list)
     transitions: list[Transition] = field(default_factory=list)
+    context: str = ""  # what it was said in reply to or written during: searched, not shown as the memory
 
     @property
     def summary(self) -> str:
@@ -200,6 +201,15 @@ def check_content(content: Any) -> str:
     if not isinstance(content, str) or not content.strip():
         raise BadInput("a memory needs content: the text is empty")
     return content.strip("\n")
+
+
+def check_context(context: Any) -> str:
+    """A memory's context (see `Memory.context`): any text, "" for none."""
+    if context is None:
+        return ""
+    if not isinstance(context, str):
+        raise BadInput(f"context must be text, not {context!r}")
+    return context.strip()
 
 
 def check_tags(tags: Any) -> list[str]:

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 TABLES = ("memories", "memory_anchors", "memory_relations", "memory_transitions", "memory_forgotten",
           "memory_terms", "memory_log", "memory_state")
 COLUMNS = ("no", "id", "content", "kind", "tags", "importance", "pinned", "source", "status", "created", "updated",
-           "last_recalled", "recall_count", "evidence")
+           "last_recalled", "recall_count", "evidence", "context")
 
 
 def content_hash(content: str) -> str:
@@ -112,18 +112,19 @@ def _count(db: apsw.Connection, terms: set[str], delta: int) -> None:
         db.executemany("DELETE FROM memory_terms WHERE term = ? AND docs <= 0", ((t,) for t in sorted(terms)))
 
 
-def _fts_put(db: apsw.Connection, no: int, content: str, tags: list[str],
-             old: tuple[str, list[str]] | None = None) -> None:
+def _fts_put(db: apsw.Connection, no: int, content: str, tags: list[str], context: str = "",
+             old: tuple[str, list[str], str] | None = None) -> None:
     """The memory's full-text row and its words' memory counts (`old`: what they replace)."""
     if old is not None:
         _fts_drop(db, no, *old)
-    db.execute("INSERT INTO memory_fts(rowid, content, tags) VALUES(?, ?, ?)", (no, content, " ".join(tags)))
-    _count(db, words(content) | words(" ".join(tags)), +1)
+    db.execute("INSERT INTO memory_fts(rowid, content, tags, context) VALUES(?, ?, ?, ?)",
+               (no, content, " ".join(tags), context))
+    _count(db, words(content) | words(" ".join(tags)) | words(context), +1)
 
 
-def _fts_drop(db: apsw.Connection, no: int, content: str, tags: list[str]) -> None:
+def _fts_drop(db: apsw.Connection, no: int, content: str, tags: list[str], context: str = "") -> None:
     db.execute("DELETE FROM memory_fts WHERE rowid = ?", (no,))
-    _count(db, words(content) | words(" ".join(tags)), -1)
+    _count(db, words(content) | words(" ".join(tags)) | words(context), -1)
 
 
 def _put_anchors(db: apsw.Connection, no: int, anchors: list[dict[str, Any]]) -> None:
@@ -146,14 +147,17 @@ def _on_add(db: apsw.Connection, ev: Event) -> bool:
     tags = [str(t) for t in d.get("tags") or []]
     source = d.get("source") if isinstance(d.get("source"), dict) else ev.by
     created = str(d.get("created") or ev.ts)
+    context = str(d.get("context") or "")
     db.execute(
         "INSERT INTO memories(id, content, hash, kind, tags, importance, pinned, source, trust, status, created, updated,"
-        " last_recalled, recall_count, evidence, seq) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, NULL, 0, ?, ?)",
+        " last_recalled, recall_count, evidence, seq, context)"
+        " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, NULL, 0, ?, ?, ?)",
         (ev.memory, content, content_hash(content), str(d.get("kind", "fact")), _json(tags),
          float(d.get("importance", 0.5)), int(bool(d.get("pinned"))), _json(source),
-         TRUST.get(str(source.get("type")), 1), created, ev.ts, _json(d.get("evidence") or []), _next_seq(db)))
+         TRUST.get(str(source.get("type")), 1), created, ev.ts, _json(d.get("evidence") or []), _next_seq(db),
+         context))
     no = db.last_insert_rowid()
-    _fts_put(db, no, content, tags)
+    _fts_put(db, no, content, tags, context)
     _put_anchors(db, no, list(d.get("anchors") or []))
     _transition(db, no, ev, None, "active", d.get("why"))
     return True
@@ -164,9 +168,9 @@ def _on_edit(db: apsw.Connection, ev: Event) -> bool:
     if no is None:
         return False
     changes = ev.data.get("set") or {}
-    row = db.execute("SELECT content, tags FROM memories WHERE no = ?", (no,)).fetchall()[0]
-    content, tags = row[0], orjson.loads(row[1])
-    before = (content, list(tags))
+    row = db.execute("SELECT content, tags, context FROM memories WHERE no = ?", (no,)).fetchall()[0]
+    content, tags, context = row[0], orjson.loads(row[1]), row[2]
+    before = (content, list(tags), context)
     sets: dict[str, Any] = {}
     if "content" in changes:
         content = str(changes["content"])
@@ -174,6 +178,9 @@ def _on_edit(db: apsw.Connection, ev: Event) -> bool:
     if "tags" in changes:
         tags = [str(t) for t in changes["tags"] or []]
         sets["tags"] = _json(tags)
+    if "context" in changes:
+        context = str(changes["context"] or "")
+        sets["context"] = context
     if "kind" in changes:
         sets["kind"] = str(changes["kind"])
     if "importance" in changes:
@@ -186,8 +193,8 @@ def _on_edit(db: apsw.Connection, ev: Event) -> bool:
         return False
     sets.update(updated=ev.ts, seq=_next_seq(db))
     db.execute(f"UPDATE memories SET {', '.join(f'{k} = :{k}' for k in sets)} WHERE no = :no", {**sets, "no": no})
-    if "content" in changes or "tags" in changes:
-        _fts_put(db, no, content, tags, old=before)
+    if "content" in changes or "tags" in changes or "context" in changes:
+        _fts_put(db, no, content, tags, context, old=before)
     return True
 
 
@@ -423,7 +430,7 @@ def row_to_memory(db: apsw.Connection, row: tuple[Any, ...], *, full: bool = Fal
     m = Memory(id=r["id"], content=r["content"], kind=r["kind"], tags=orjson.loads(r["tags"]),
                importance=r["importance"], pinned=bool(r["pinned"]), source=orjson.loads(r["source"]),
                status=r["status"], created=r["created"], updated=r["updated"], last_recalled=r["last_recalled"],
-               recall_count=r["recall_count"], evidence=orjson.loads(r["evidence"]))
+               recall_count=r["recall_count"], evidence=orjson.loads(r["evidence"]), context=r["context"])
     if full:
         m.anchors = [orjson.loads(a) for (a,) in db.execute(
             "SELECT anchor FROM memory_anchors WHERE memory = ? ORDER BY n", (r["no"],))]

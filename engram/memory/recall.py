@@ -1,10 +1,12 @@
 """Recall: the memories that answer a query, near a place in the code if one is given.
 
-Three channels each rank memories: BM25 over content and tags (SQLite FTS5), dense cosine over
-the memories' vectors (one matrix product, `vectors.Matrix`), and anchor proximity (memories
-anchored on or near the span asked about, `places.near`, then on code the evidence index's lineage
-connects to it, `places.connected`). `fusion.fuse` merges them. Then each
-candidate's fused score is multiplied by its factors:
+Three channels each rank memories: BM25 over content, tags and context (SQLite FTS5; the context,
+what a memory was said in reply to, at half weight), dense cosine over the memories' vectors (one
+matrix product, `vectors.Matrix`), and anchor proximity (memories anchored on or near the span
+asked about, `places.near`, then on code the evidence index's lineage connects to it,
+`places.connected`). `fusion.fuse` merges them; a query naming a date favours memories written
+then, one naming a memory's tag favours it (`fusion.TAG_WEIGHT`). Then each candidate's score is
+multiplied by its factors:
 
 - **decay**: strength halves every HALF_LIFE_DAYS since the memory was written or last
   recalled, longer for important memories, for a person's (trust) and for often-recalled ones;
@@ -111,9 +113,10 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
             continue
         mem_places = places.get(no, [])
         f = factors(m, mem_places, now)
-        base = hit.score + _time_bonus(period, m)
+        tag = _tag_bonus(query, m)
+        base = hit.score + _time_bonus(period, m) + tag
         score = base * f["decay"] * f["status"] * f["drift"]
-        ranked.append((score, _answer(m, mem_places, score, hit, f, base, debug)))
+        ranked.append((score, _answer(m, mem_places, score, hit, f, (base, tag), debug)))
     ranked.sort(key=lambda x: (-x[0], x[1]["id"]))
     answers = [a for _, a in ranked[:limit]]
     if reinforce and answers:
@@ -210,12 +213,22 @@ def _time_bonus(period: Any, m: Memory) -> float:
     return float(fusion.TIME_WEIGHT) * float(fusion.time_closeness(period, moment_of(m.created)))
 
 
-def _answer(m: Memory, places: list[Place], score: float, hit: Any, f: dict[str, float], base: float,
-            debug: bool) -> dict[str, Any]:
+def _tag_bonus(query: str, m: Memory) -> float:
+    """A query naming one of the memory's tags favours it (`fusion.named_tags`)."""
+    from engram.memory.fusion import TAG_WEIGHT, named_tags  # noqa: PLC0415
+
+    return TAG_WEIGHT if query and m.tags and named_tags(query, m.tags) else 0.0
+
+
+def _answer(m: Memory, places: list[Place], score: float, hit: Any, f: dict[str, float],
+            bonus: tuple[float, float], debug: bool) -> dict[str, Any]:
+    """`bonus`: (the fused score with the time and tag bonuses, the tag bonus)."""
     out = memory_json(m, places)
     out["score"] = round(score, 6)
     if debug:
-        out["debug"] = {"ranks": dict(hit.ranks), "fused": round(hit.score, 6), "time": round(base - hit.score, 6),
+        base, tag = bonus
+        out["debug"] = {"ranks": dict(hit.ranks), "fused": round(hit.score, 6),
+                        "time": round(base - hit.score - tag, 6), "tags": tag,
                         "factors": {k: round(v, 4) for k, v in f.items()}}
     return out
 
@@ -225,6 +238,8 @@ def memory_json(m: Memory, places: list[Place]) -> dict[str, Any]:
     out: dict[str, Any] = {"id": m.id, "content": m.content, "kind": m.kind, "tags": m.tags,
                            "importance": m.importance, "status": m.status, "source": m.source,
                            "anchors": [p.to_json() for p in places], "evidence": m.evidence}
+    if m.context:
+        out["context"] = m.context
     state = best_state(places)
     if state == "vanished":
         out["drift"] = "vanished: the code this memory is anchored to is gone"
