@@ -42,7 +42,7 @@ class ResumeResult(BaseModel):
                                                           "`state` now: as-left, changed since (by whom), deleted")
     errors: list[dict[str, Any]] = Field(description="tool errors no later call of the tool on the target fixed")
     commands: list[dict[str, Any]] = Field(description="other commands, latest first, with their last outcome")
-    left_out: dict[str, int] | bool = Field(description="false, or how many items of each kind did not fit")
+    left_out: dict[str, int] | bool = Field(description="false, or how many items of each section did not fit")
     more: str | None = Field(default=None, description="how to get what was left out")
     budget: ResumeBudget | None = None
 

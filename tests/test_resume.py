@@ -74,7 +74,7 @@ def test_no_budget_gives_everything_and_a_small_one_keeps_the_most_load_bearing(
     assert small["budget"]["used"] <= 400
     assert small["requests"][0]["text"] == "did you push?"
     assert small["requests"][1]["text"] == "Implement spotter-gqc", "a short request brings the one it follows"
-    assert small["left_out"]["files"] >= 30
+    assert small["left_out"]["working_set"] >= 30
 
 
 def test_the_working_set_says_what_changed_since(spot: Path, tmp_path: Path) -> None:

@@ -184,11 +184,11 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
         order.append((("handoff",), "handoff", lambda: _handoff_item(items.store, handoff)))
     open_items = [i for i in f.plan.items if i.status in ("pending", "in_progress")]
     for n, it in enumerate(open_items):
-        order.append((("plan", n), "plan items", lambda it=it: {"text": _text(items.store, it.text, 300),
+        order.append((("plan", n), "plan", lambda it=it: {"text": _text(items.store, it.text, 300),
                                                                  "status": it.status, "at": it.at}))
     failing = sorted((r for r in f.runs.values() if r.failed and r.kind), key=lambda r: -r.seq)
     for r in failing:
-        order.append((("failing", r.at), "failing checks", lambda r=r: {
+        order.append((("failing", r.at), "failing", lambda r=r: {
             "command": _text(items.store, r.command, COMMAND_CHARS), "kind": r.kind, "runs": r.runs,
             "exit_code": r.exit_code, "at": r.at, "failing_since": r.first_failed_at,
             "output": _text(items.store, r.output, OUTPUT_CHARS, tail=True) if r.output is not None else None}))
@@ -203,9 +203,9 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
             "at": e.at}))
     touches = sorted(f.files.values(), key=lambda t: -t.last)
     for t in (t for t in touches if t.edited):
-        order.append((("file", t.path), "files", lambda t=t: items.file(t)))
+        order.append((("file", t.path), "working_set", lambda t=t: items.file(t)))
     for e in sorted(f.errors.values(), key=lambda e: -e.seq):
-        order.append((("error", e.tool, e.target), "tool errors", lambda e=e: {
+        order.append((("error", e.tool, e.target), "errors", lambda e=e: {
             "tool": e.tool, "target": e.target, "at": e.at,
             "output": _text(items.store, e.output, OUTPUT_CHARS, tail=True) if e.output is not None else None}))
     for i in range(1, len(f.requests)):
@@ -213,14 +213,14 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
             continue
         order.append((("requests", i), "requests", lambda i=i: items.request(i)))
     for t in (t for t in touches if not t.edited):
-        order.append((("file", t.path), "files", lambda t=t: items.file(t)))
+        order.append((("file", t.path), "working_set", lambda t=t: items.file(t)))
     for r in sorted((r for r in f.runs.values() if not (r.failed and r.kind)), key=lambda r: -r.seq):
         last = "no result recorded" if r.failed is None else "failed" if r.failed else "passed"
         order.append((("command", r.at), "commands", lambda r=r, last=last: {
             "command": _text(items.store, r.command, COMMAND_CHARS), "runs": r.runs, "last": last,
             **({"exit_code": r.exit_code} if r.exit_code else {}), "at": r.at}))
     if f.plan.accepted is not None:
-        order.append((("accepted_plan",), "accepted plan", lambda: {
+        order.append((("accepted_plan",), "accepted_plan", lambda: {
             "at": f.plan.accepted_at, "text": _text(items.store, f.plan.accepted, PLAN_CHARS)}))
     units = []
     for key, what, fn in order:

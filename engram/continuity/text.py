@@ -117,13 +117,18 @@ def _sections(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+_LEFT: Final = {"last_message": "last message", "plan": "plan items", "failing": "failing checks",
+                "must_not_redo": "side effects", "working_set": "files", "errors": "tool errors",
+                "accepted_plan": "accepted plan"}
+
+
 def _footer(doc: dict[str, Any]) -> list[str]:
     b = doc.get("budget")
     out = [""]
     if b:
         out.append(f"Budget: {b['used']} of {b['tokens']} tokens ({b['counted']}).")
     if doc.get("left_out"):
-        left = ", ".join(f"{n} {k}" for k, n in doc["left_out"].items())
+        left = ", ".join(f"{n} {_LEFT.get(k, k)}" for k, n in doc["left_out"].items())
         out.append(f"Left out: {left}. More: {doc['more']}")
     out.append("Any item: `engram view TAPE@OFFSET` shows the transcript there.")
     return out
