@@ -241,7 +241,8 @@ def main() -> None:
         print(f"# bench/hooks.py — {machine()}; load {load()}")
         tapes = sum(p.stat().st_size for p in (repo / ".engram" / "tapes").iterdir())
         print(f"store: {args.memories:,} memories ({args.anchored:.0%} anchored), {len(paths)} real sessions "
-              f"({tapes / 1e6:.1f} MB of tapes), {len(calls)} real edit calls x {args.repeat}; built in {built:.0f} s\n")
+              f"({tapes / 1e6:.1f} MB of tapes), {len(calls)} real edit calls x {args.repeat}; "
+              f"built in {built:.0f} s\n")
         print(fmt_table(["what the agent waits for", "runs", "p50 ms", "p99 ms", "max ms", "CPU p50 ms",
                          "CPU p99 ms", "target (wall)"], [
             row("reference: `engram --version`", version, c_version),
@@ -250,16 +251,16 @@ def main() -> None:
             row("pre-edit hook, no language server", local, c_local, "p50 ≤ 150"),
             row("pre-edit hook, `engram lsp` running", served, c_served, "p50 ≤ 60, p99 ≤ 150"),
             row("… the same calls, CPU of hook + language server", served,
-                [a + b for a, b in zip(c_served, SERVER_CPU)]),
+                [a + b for a, b in zip(c_served, SERVER_CPU, strict=True)]),
             row("SessionStart hook, no language server", [w for w, _ in session_local], c_session_local),
             row("SessionStart hook, `engram lsp` running", session_served, c_session_served),
         ]))
-        print("\n(CPU: the hook process's own user + sys time; the language server's work is not in it)")
+        print("\n(CPU: the hook process's own user + sys time; the language server's only where it says so)")
         over = sum(w > 1.0 for w in local + served)
         print(f"\ncalls over the shipped 1 s deadline (which would say nothing): {over} of {len(local) + len(served)}; "
               f"over this run's 10 s (said nothing, counted silent below): {sum(w > 10 for w in local + served)}")
-        same = sum(a == b for a, b in zip(sizes, served_sizes))
-        print(f"\nwhat the hooks inject (tokens of 4 bytes of text; budgets 800 before an edit, 1,500 at start):\n")
+        same = sum(a == b for a, b in zip(sizes, served_sizes, strict=True))
+        print("\nwhat the hooks inject (tokens of 4 bytes of text; budgets 800 before an edit, 1,500 at start):\n")
         print(fmt_table(["hook", "calls", "silent", "p50", "p99", "max"], [
             ["pre-edit", str(len(sizes)), str(len(sizes) - len(said)), f"{pct(said, 50):.0f}" if said else "—",
              f"{pct(said, 99):.0f}" if said else "—", str(max(said, default=0))],
