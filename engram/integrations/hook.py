@@ -78,6 +78,7 @@ def run_hook(stdin_text: str | None, argv_payload: str | None, ask: Ask | None =
                 sys.stdout.write(out)
                 sys.stdout.flush()
             return 0
+        _stop_deadline()  # capture must start whatever the time: the agent is not waiting for it
         _start_ingest(payload)
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent's turn
         _stop_deadline()
@@ -103,9 +104,10 @@ def _start_ingest(payload: dict[str, Any]) -> None:
 
 
 def hook_process(argv_payload: str | None, ask: Ask | None = None) -> int:
-    """`engram hook [PAYLOAD]` as a process: the payload from the argument or stdin, and a
-    deadline after which the process ends with nothing printed (a hook the agent waits for must
-    not hold it up; an edit goes ahead without the notes)."""
+    """`engram hook [PAYLOAD]` as a process: the payload from the argument or stdin, and, for the
+    context hooks, a deadline after which the process ends with nothing printed (a hook the agent
+    waits for must not hold it up; an edit goes ahead without the notes). A capture payload
+    cancels it: starting the ingest is quick, and must not be cut short."""
     previous = _start_deadline()
     try:
         stdin_text = None
