@@ -596,7 +596,8 @@ def start_lsp(cmd: list[str], repo: Path, log: Path, timeout: float = 60) -> tup
     """`engram lsp` initialised on `repo`, once its endpoint's run file names it; (client, run file)."""
     lsp = MiniLsp(cmd, repo, log)
     init = lsp.request("initialize", {"processId": os.getpid(), "rootUri": repo.as_uri(), "capabilities": {},
-                                      "workspaceFolders": [{"uri": repo.as_uri(), "name": repo.name}]})
+                                      "workspaceFolders": [{"uri": repo.as_uri(), "name": repo.name}]},
+                       timeout=max(60, timeout))
     if "error" in init:
         lsp.close()
         raise SystemExit(f"LSP initialize failed: {init['error']}")

@@ -39,39 +39,44 @@ class DocState:
     def apply_change(self, start_line: int, end_line: int, new_text: str, start_char: int = 1,
                      end_char: int = 1) -> None:
         """The replacement of the text between two positions (0-based lines) by `new_text`."""
-        delta = new_text.count("\n") - (end_line - start_line)
-        if start_char == 0 and end_char == 0 and (new_text == "" or new_text.endswith("\n")):
-            # Whole lines inserted or removed before `end_line`: that line's own text is untouched.
-            if end_line == start_line:
-                start_line -= 1  # pure insertion: nothing at or after start_line is touched
-            end_line -= 1
-            if end_line < start_line:
-                self._shift_from(start_line + 1, delta)
-                return
-        kept: list[LiveRegion] = []
-        for r in self.regions:
-            if r.end < start_line:
-                kept.append(r)
-            elif r.start > end_line:
-                r.start += delta
-                r.end += delta
-                kept.append(r)
-            else:  # the change touches the region's own text
-                r.dirty = True
-                r.end = max(r.start, r.end + delta)
-                if r.start > start_line and delta < 0:
-                    r.start = max(start_line, r.start + delta)
-                kept.append(r)
-        self.regions = kept
-
-    def _shift_from(self, line: int, delta: int) -> None:
-        for r in self.regions:
-            if r.start >= line:
-                r.start += delta
-                r.end += delta
+        self.regions = follow_change(self.regions, start_line, end_line, new_text, start_char, end_char)
 
     def region_at(self, line: int) -> LiveRegion | None:
         for r in self.regions:
             if r.start <= line <= r.end:
                 return r
         return None
+
+
+def follow_change(regions: list[LiveRegion], start_line: int, end_line: int, new_text: str, start_char: int = 1,
+                  end_char: int = 1) -> list[LiveRegion]:
+    """The regions after the text between two positions (0-based lines) became `new_text`: those
+    below the change move by the lines it added or removed, those it touches are marked dirty
+    (also what notes' places follow between two resolutions, engram_server.lsp.notes)."""
+    delta = new_text.count("\n") - (end_line - start_line)
+    if start_char == 0 and end_char == 0 and (new_text == "" or new_text.endswith("\n")):
+        # Whole lines inserted or removed before `end_line`: that line's own text is untouched.
+        if end_line == start_line:
+            start_line -= 1  # pure insertion: nothing at or after start_line is touched
+        end_line -= 1
+        if end_line < start_line:
+            for r in regions:
+                if r.start >= start_line + 1:
+                    r.start += delta
+                    r.end += delta
+            return regions
+    kept: list[LiveRegion] = []
+    for r in regions:
+        if r.end < start_line:
+            kept.append(r)
+        elif r.start > end_line:
+            r.start += delta
+            r.end += delta
+            kept.append(r)
+        else:  # the change touches the region's own text
+            r.dirty = True
+            r.end = max(r.start, r.end + delta)
+            if r.start > start_line and delta < 0:
+                r.start = max(start_line, r.start + delta)
+            kept.append(r)
+    return kept

@@ -50,7 +50,7 @@ class EngramLanguageServer(LanguageServer):
         self._conns: dict[Path, apsw.Connection] = {}
         self.computing: dict[str, asyncio.Future[None]] = {}  # (regions.py's)
         self.timers: dict[str, asyncio.TimerHandle] = {}  # (regions.py's)
-        self.notes: dict[str, tuple[int, float, list[Any]]] = {}  # (notes.py's: version, when, notes)
+        self.notes: dict[str, tuple[int, float, list[Any], bool]] = {}  # (notes.py's: version, when, notes, resolved)
         self.note_timers: dict[str, asyncio.TimerHandle] = {}  # (notes.py's)
         self.editor_session = EditorSession()
         self.mcp_endpoint: Any = None  # (endpoint.py's)

@@ -34,7 +34,8 @@ def did_change(ls: EngramLanguageServer, params: types.DidChangeTextDocumentPara
     state = ls.docs.get(params.text_document.uri)
     if state is None:
         return
-    state.version = params.text_document.version
+    before, state.version = state.version, params.text_document.version
+    notes.follow(ls, state.uri, before, state.version, params.content_changes)
     whole = False
     for change in params.content_changes:
         if isinstance(change, types.TextDocumentContentChangePartial):
