@@ -1,5 +1,8 @@
 """The catalog of tapes: registering a written tape (its row, sources, subagent link), finding
-tapes on disk the catalog missed, and looking tapes up by id prefix or by session id."""
+tapes on disk the catalog missed, and looking tapes up by id prefix or by session id.
+
+Every query opens the index through `require_tapes`: the tape reader and writer (and zstandard)
+are imported only by the functions that read or name tape files, not by a query that reads none."""
 
 from __future__ import annotations
 
@@ -16,8 +19,6 @@ from engram.index.sql import ambiguity, by_prefix, immediate
 from engram.fsutil import names_in, remove_stale_temps
 from engram.store.repo import Store
 from engram.tape import events as E
-from engram.tape.reader import TapeReader
-from engram.tape.writer import TAPE_SUFFIX, tape_path
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,8 @@ def _chain_order(rows: list[TapeRow]) -> list[TapeRow]:
 
 
 def tape_file(store: Store, tape_id: str) -> Path:
+    from engram.tape.writer import tape_path  # noqa: PLC0415
+
     return tape_path(store.tapes_dir, tape_id)
 
 
@@ -177,6 +180,8 @@ def register(db: apsw.Connection, row: dict[str, Any], sources: list[dict[str, A
 
 def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
     """Catalog a tape from its own content (used by reconcile and reindex)."""
+    from engram.tape.reader import TapeReader  # noqa: PLC0415
+
     with TapeReader(path, store.objects_dir) as r:
         evs = list(r.events())
         raw = sum(len(line) + 1 for line in r.raw_lines())
@@ -187,6 +192,8 @@ def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
 
 def reconcile(db: apsw.Connection, store: Store) -> int:
     """Catalog tapes that reached the disk but not the catalog (a crash between the two)."""
+    from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
+
     names = names_in(store.tapes_dir)
     remove_stale_temps(store.tapes_dir, names)
     on_disk = {n[: -len(TAPE_SUFFIX)] for n in names if n.endswith(TAPE_SUFFIX)}
@@ -204,6 +211,8 @@ def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> lis
     warning, so that one bad file does not stop every later ingest or rebuild (its session is
     captured again when its transcript is next ingested: the damaged file is then rewritten).
     Returns the ids of the tapes left out."""
+    from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
+
     damaged = []
     for path in paths:
         try:
