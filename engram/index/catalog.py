@@ -1,5 +1,8 @@
 """The catalog of tapes: registering a written tape (its row, sources, subagent link), finding
-tapes on disk the catalog missed, and looking tapes up by id prefix or by session id."""
+tapes on disk the catalog missed, and looking tapes up by id prefix or by session id.
+
+Every query opens the index through `require_tapes`: the tape reader and writer (and zstandard)
+are imported only by the functions that read or name tape files, not by a query that reads none."""
 
 from __future__ import annotations
 
@@ -18,8 +21,6 @@ from engram.index.sql import ambiguity, by_prefix, immediate
 from engram.fsutil import names_in, remove_stale_temps
 from engram.store.repo import Store
 from engram.tape import events as E
-from engram.tape.reader import TapeReader
-from engram.tape.writer import TAPE_SUFFIX, tape_files, tape_path
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,8 @@ def _chain_order(rows: list[TapeRow]) -> list[TapeRow]:
 
 
 def tape_file(store: Store, tape_id: str) -> Path:
+    from engram.tape.writer import tape_path  # noqa: PLC0415
+
     return tape_path(store.tapes_dir, tape_id)
 
 
@@ -155,6 +158,8 @@ def require_tapes(db: apsw.Connection, store: Store, ingest_hint: str) -> None:
     files on disk, an index removed or set aside) the index needs rebuilding."""
     if db.execute("SELECT 1 FROM tapes LIMIT 1").fetchall():
         return
+    from engram.tape.writer import tape_files  # noqa: PLC0415
+
     on_disk = len(tape_files(store.tapes_dir))
     if on_disk:
         raise EngramError(f"the index lists no tapes but {store.tapes_dir} holds {on_disk}: "
@@ -210,6 +215,8 @@ def register(db: apsw.Connection, row: dict[str, Any], sources: list[dict[str, A
 
 def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
     """Catalog a tape from its own content (used by reconcile and reindex)."""
+    from engram.tape.reader import TapeReader  # noqa: PLC0415
+
     with TapeReader(path, store.objects_dir) as r:
         evs = list(r.events())
         raw = sum(len(line) + 1 for line in r.raw_lines())
@@ -220,6 +227,8 @@ def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
 
 def reconcile(db: apsw.Connection, store: Store) -> int:
     """Catalog tapes that reached the disk but not the catalog (a crash between the two)."""
+    from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
+
     names = names_in(store.tapes_dir)
     remove_stale_temps(store.tapes_dir, names)
     on_disk = {n[: -len(TAPE_SUFFIX)] for n in names if n.endswith(TAPE_SUFFIX)}
@@ -237,6 +246,8 @@ def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> lis
     is moved to `.engram/quarantine/` with a warning, so that one bad file does not stop every
     later ingest or rebuild, and is never answered from (its session is captured again when its
     transcript is next ingested). Returns the ids of the tapes left out."""
+    from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
+
     damaged = []
     for path in paths:
         try:

@@ -25,9 +25,9 @@ within ±0.01 over WRITER_SHARE 0.4-0.7, WHOLE_COVER 0.4-0.8, LONG_RUN 4-10, MIN
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 import apsw
