@@ -508,7 +508,8 @@ def main() -> None:
             sys.exit(f"--set {assignment}: engram.memory.anchors has no {key}")
         setattr(anchors, key, type(getattr(anchors, key))(value))
     print(f"# VANISHED_BELOW = {anchors.VANISHED_BELOW}, VANISHED_LINES_BELOW = {anchors.VANISHED_LINES_BELOW}, "
-          f"MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
+          f"ELSEWHERE_FROM = {anchors.ELSEWHERE_FROM}, ELSEWHERE_LINES_FROM = {anchors.ELSEWHERE_LINES_FROM}, "
+          f"AMBIGUOUS_WITHIN = {anchors.AMBIGUOUS_WITHIN}, MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:

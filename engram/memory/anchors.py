@@ -11,8 +11,9 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``edited``: found, but changed: ``retained`` is the share of the anchored code's tokens still
   there, in order (a renamed variable costs its occurrences, not every line it is on);
 * ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
-  `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens, in that
-  file alone: text several files hold, a licence header, is no move); ``best_partial`` names the
+  `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens or
+  `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
+  header, is no move); ``best_partial`` names the
   best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
@@ -68,12 +69,14 @@ VANISHED_LINES_BELOW: Final = 0.5
 #: A match in another file replaces the own file's only when it retains this much more.
 ELSEWHERE_MARGIN: Final = 0.1
 #: A match in another file has no old place or neighbours to vouch for it, so it must hold at
-#: least ELSEWHERE_FROM of the anchor's tokens; and it is no move when another file holds the
-#: code within AMBIGUOUS_WITHIN as well: text in several files (a licence header, an example's
-#: preamble, copied code) says nothing of where this code went. Both chosen with bench/anchors.py
-#: on psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md): most dead spans found
-#: in another file were such text; no span alive in git's tracking was lost at its place.
+#: least ELSEWHERE_FROM of the anchor's tokens or ELSEWHERE_LINES_FROM of its lines (the own
+#: file's bars raised); and it is no move when another file holds the code within
+#: AMBIGUOUS_WITHIN as well: text in several files (a licence header, an example's preamble,
+#: copied code) says nothing of where this code went. Chosen with bench/anchors.py on
+#: psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md): most dead spans found in
+#: another file were such text.
 ELSEWHERE_FROM: Final = 0.85
+ELSEWHERE_LINES_FROM: Final = 0.75
 AMBIGUOUS_WITHIN: Final = 0.05
 #: A best partial match below this share is noise (a shared `return None`), not named.
 PARTIAL_FROM: Final = 0.2
@@ -696,9 +699,9 @@ def _vanishes(shares: dict[str, float]) -> bool:
 
 def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolution:
     """The state a best match (or none) makes: in another file, only an unambiguous match holding
-    ELSEWHERE_FROM of the tokens places the anchor (the rest names the best partial match)."""
-    if best is None or _vanishes(best.shares) or (best.file != anchor.file and (
-            best.ambiguous or best.retained < ELSEWHERE_FROM)):
+    ELSEWHERE_FROM of the tokens (or ELSEWHERE_LINES_FROM of the lines) places the anchor; the
+    rest names the best partial match."""
+    if best is None or _vanishes(best.shares) or (best.file != anchor.file and _unplaced(best)):
         partial = None
         if best is not None and best.retained >= PARTIAL_FROM:
             partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
@@ -712,6 +715,13 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
         if overlaps or _context_holds(split_lines(text), best.start - 1, best.end - 1, anchor.context):
             state = "intact"
     return Resolution(state, best.file, best.start, best.end, 1.0, shares=best.shares)
+
+
+def _unplaced(there: _Match) -> bool:
+    """A match in another file that does not place the anchor: ambiguous, or holding too little
+    (ELSEWHERE_FROM of the tokens, ELSEWHERE_LINES_FROM of the lines)."""
+    return there.ambiguous or (there.retained < ELSEWHERE_FROM
+                               and there.shares.get("lines", 0.0) < ELSEWHERE_LINES_FROM)
 
 
 # --------------------------------------------------------------------------------------------
