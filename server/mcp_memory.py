@@ -60,6 +60,7 @@ class MemoryOut(BaseModel):
     anchors: list[AnchorOut]
     evidence: list[EvidenceOut]
     drift: str | None = Field(default=None, description="set when the anchored code changed or vanished")
+    context: str | None = Field(default=None, description="what the memory was said in reply to, when recorded")
     debug: dict[str, Any] | None = None
     truncated: bool = Field(default=False, description=f"content cut to {MAX_CONTENT} characters")
 
@@ -212,6 +213,8 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
         evidence: list[str] = Field(default_factory=list,
                                     description="transcript events it came from, TAPE@OFFSET (explain gives both)"),
         pinned: bool = Field(default=False, description="never decays or gets archived"),
+        context: str = Field(default="", description="what it answers or was said in reply to (e.g. the user's "
+                                                      "request): recall searches it too, at half weight"),
         ctx: Context | None = None,
     ) -> RememberResult:
         """Record a fact, decision, preference, pattern, debugging insight, todo or a negative
@@ -228,7 +231,8 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
             mem, buffers = opened()
             at = _at(file, start_line, end_line)
             done = mem.remember(content, kind=kind, tags=tags, importance=importance, pinned=pinned,
-                                at=[at] if at else [], evidence=evidence, source=source, buffers=buffers)
+                                at=[at] if at else [], evidence=evidence, source=source, buffers=buffers,
+                                context=context)
             return RememberResult(**done.to_json())
 
         return await run(work)

@@ -300,6 +300,25 @@ def test_a_memory_is_found_by_the_request_it_answered(store: Store) -> None:
     assert edited.context == "" and answer.id not in ids(recall(mem, "work out", now=NOW, reinforce=False))
 
 
+def test_memories_written_before_contexts_existed_are_still_found(store: Store) -> None:
+    """An index of schema 12 (no context column) is migrated on open: every memory still found."""
+    from engram.index.db import open_db
+
+    mem = Memories(store)
+    a = mem.remember("Retries back off exponentially")
+    mem.db.execute("DROP TABLE memory_fts; ALTER TABLE memories DROP COLUMN context;"
+                   " CREATE VIRTUAL TABLE memory_fts USING fts5(content, tags, content='', contentless_delete=1,"
+                   " tokenize='porter unicode61');"
+                   " INSERT INTO memory_fts(rowid, content, tags) SELECT no, content, '' FROM memories;"
+                   " PRAGMA user_version=12;")
+    mem.db.close()
+    open_db(store).close()
+    again = Memories(store)
+    assert ids(recall(again, "retries backoff", now=NOW, reinforce=False)) == [a.id]
+    b = again.remember("Yes, capped at a minute", context="Is the retry backoff capped?")
+    assert ids(recall(again, "backoff capped", now=NOW, reinforce=False))[0] == b.id
+
+
 def test_context_counts_less_than_content(store: Store) -> None:
     mem = Memories(store)
     said = mem.remember("The cache is flushed on deploy")
