@@ -82,7 +82,7 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         return parse_events(job.sources, mapper_for, max_line_bytes=max_line_bytes)
     from engram.adapters.raw import parse_raw  # noqa: PLC0415
 
-    return parse_raw(job.sources)
+    return parse_raw(job.sources, max_line_bytes)
 
 
 def _prefix_sha(path: Path, end: int) -> str:
