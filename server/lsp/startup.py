@@ -7,13 +7,13 @@ import logging
 import sys
 from types import ModuleType
 
-from . import actions, commands, endpoint, hover, lenses, lifecycle, sync
+from . import actions, commands, endpoint, epoch, hover, lenses, lifecycle, sync
 from .server import EngramLanguageServer
 from .transport import CappedStdin, answer_invalid_requests
 
 # Each registers its handlers with `register(server)`. Lifecycle first: it owns `initialized` and
 # `shutdown`, which run the other features' hooks in this order.
-FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, actions, commands, endpoint)
+FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, actions, commands, endpoint, epoch)
 
 
 def create_server() -> EngramLanguageServer:
