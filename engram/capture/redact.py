@@ -81,36 +81,26 @@ class Span(NamedTuple):
 # (`AKIA`, `SG.`, `eyJ`).
 # What follows a secret's name: the rest of the name, a closing quote, an operator.
 _OP = rb"(?=[a-z0-9_.\-]{0,60}+\\?[\"']?[ \t]*+[:=])"  # possessive: a name never gives back
-# After a credential word with no operator (`the API key is …`, `--token …`): a run of 20
-# characters a token is made of, a word or two further on at most. Only where one follows does
-# the fallback rule (`CredentialWordRule`) look, so prose about tokens costs nothing.
-_FALL = rb"(?=[ \t\"'`:=,(]{1,4}+(?:(?:is|was|now|here)[ \t\"'`:]{1,3}+)?[a-z0-9+/_\-]{20})"
 _ANCHORS: tuple[tuple[bytes, bytes], ...] = (
     (rb"k", rb"(?P<key>ey)(?!s\(|s\b|word|board|frame|up|down|press|of\b|code|event|ring|chain)" + _OP +
             rb"|(?P<token>en)(?<=token)(?!s|i[sz])" + _OP + rb"|(?P<sk>-)(?<=sk-)|(?P<stripe>_(?:live|test)_)"
-            rb"|(?P<slackhook>s\.slack\.com/)(?<=hooks\.slack\.com/)|(?P<akia>ia)(?<=akia)"
-            rb"|(?P<twsk>)(?<=sk)(?=[0-9a-f]{32})"
-            rb"|en(?<=token)(?P<tokenw>)" + _FALL + rb"|ey(?:(?<=api.key)|(?<=apikey))(?P<keyw>)" + _FALL),
+            rb"|(?P<slackhook>s\.slack\.com/)(?<=hooks\.slack\.com/)|(?P<akia>ia)(?<=akia)"),
     (rb"p", rb"(?P<pass>ass)(?=w|phrase|[^a-z])" + _OP + rb"|(?P<pwd>wd)" + _OP +
-            rb"|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi)|(?P<private>rivate)(?=[_\-=:\"'])" + _OP +
-            rb"|ass(?:word|wd|phrase)(?P<passw>)" + _FALL),
+            rb"|(?P<npm>m_)(?<=npm_)|(?P<dapi>i)(?<=dapi)|(?P<private>rivate)(?=[_\-=:\"'])" + _OP),
     (rb"h", rb"(?P<gh>[pousr]_)(?<=gh[pousr]_)|(?P<ghpat>ub_pat_)(?<=github_pat_)|(?P<hf>f_)"
             rb"|(?P<auth>)(?<=auth)(?!or(?!ization)|enti)" + _OP),
     (rb"x", rb"(?P<xox>ox[abposr]-)|(?P<xapp>app-)"),
     (rb"g", rb"(?P<gl>l(?:pat|dt|rt|ptt|soat|cbt)-)|(?P<sg>\.[a-z0-9_\-]{22}\.)(?<=sg\.[a-z0-9_\-]{22}\.)"
             rb"|(?P<pem>in )(?<=-----begin )"),
-    (rb"cre", rb"(?P<secret>t)(?<=secret)" + _OP + rb"|(?P<credential>dential)" + _OP
-              + rb"|t(?<=secret)(?P<secretw>)" + _FALL + rb"|dentials?(?P<credw>)" + _FALL),
+    (rb"cre", rb"(?P<secret>t)(?<=secret)" + _OP + rb"|(?P<credential>dential)" + _OP),
     (rb":", rb"(?P<url>//)"),
     (rb"j", rb"(?P<jwt>)(?<=eyj)"),
     (rb"z", rb"(?P<aiza>a)(?<=aiza)"),
     (rb"i", rb"(?P<asia>a)(?<=asia)"),
-    (rb"ac", rb"(?P<twac>)(?=[0-9a-f]{32})"),
 )
 _BACK = {"key": 1, "token": 3, "sk": 2, "stripe": 2, "slackhook": 4, "akia": 2, "pass": 1, "pwd": 1, "npm": 2,
          "dapi": 3, "private": 1, "gh": 2, "ghpat": 4, "hf": 1, "auth": 4, "xox": 1, "xapp": 1, "gl": 1, "sg": 2,
-         "secret": 5, "credential": 3, "url": 1, "jwt": 3, "aiza": 3, "asia": 3, "pem": 8, "twsk": 2, "twac": 2,
-         "tokenw": 0, "keyw": 0, "passw": 0, "secretw": 0, "credw": 0}
+         "secret": 5, "credential": 3, "url": 1, "jwt": 3, "aiza": 3, "asia": 3, "pem": 8}
 # Two ways to search for them, equivalent in what they find. One alternation of all groups:
 # `re` skips positions by their first character and it is one call per text, the better deal
 # for short texts (most strings are short and a call costs more than their bytes). One pattern
@@ -604,138 +594,6 @@ class AuthHeaderRule(Rule):
         return out
 
 
-# --- secrets known by their neighbours ----------------------------------------------------
-
-def _window(s: str, p: int, lines: int, reach: int) -> tuple[int, int]:
-    """`lines` lines before and after position `p`, within `reach` characters and the string."""
-    lo, hi = max(0, p - reach), min(len(s), p + reach)
-    sep = s.rfind(_SEP, lo, p)
-    a = sep + 1 if sep >= 0 else lo
-    sep = s.find(_SEP, p, hi)
-    b = sep if sep >= 0 else hi
-    start, end = p, p
-    for _ in range(lines + 1):
-        nl = s.rfind("\n", a, start)
-        if nl < 0:
-            start = a
-            break
-        start = nl
-    for _ in range(lines + 1):
-        nl = s.find("\n", end + 1, b)
-        if nl < 0:
-            end = b
-            break
-        end = nl
-    return max(a, start), min(b, end)
-
-
-_AWS_ID = re.compile(r"A(?:KIA|SIA)[0-9A-Z]{16}")
-_AWS_SECRET_RUN = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-
-
-def _aws_secret_ok(v: str) -> bool:
-    """Random base64 of both cases and digits: not a git hash (hex), a path, a word run or `xxx…`."""
-    return (any(c.isupper() for c in v) and any(c.islower() for c in v) and any(c.isdigit() for c in v)
-            and len(set(v)) >= 15 and not is_placeholder(v) and v.count("/") <= 4)
-
-
-class AwsSecretNearIdRule(Rule):
-    """A 40-character secret access key within three lines of an access key id, with no name of
-    its own: the CSV IAM gives (`AKIA…,wJalr…`), `aws configure list`, a table, a sentence.
-
-    Runs before the id's own rule, which turns the id into a marker: the id is what shows where
-    to look. A key named as such (`aws_secret_access_key = …`) is the assignment rule's."""
-
-    name = "aws-secret-access-key"
-    needles = ("akia", "asia")
-
-    def spans(self, t: _Text, hits: Hits) -> list[Span]:
-        s = t.s
-        out: list[Span] = []
-        for p in _positions(hits, self.needles):
-            m = _AWS_ID.match(s, p)
-            if m is None or "EXAMPLE" in m.group(0) or not _left_ok(s, p) or not _right_ok(s, m.end()):
-                continue
-            a, b = _window(s, p, 3, 600)
-            for v in _AWS_SECRET_RUN.finditer(s, a, b):
-                if _aws_secret_ok(v.group(0)):
-                    out.append(Span(*v.span(), self.name))
-        return sorted(set(out))
-
-
-_TWILIO_SID = re.compile(r"AC[0-9a-f]{32}")
-_HEX32_RUN = re.compile(r"(?<![0-9A-Za-z_\-])[0-9a-f]{32}(?![0-9A-Za-z_\-])")
-
-
-def _hex_token_ok(v: str) -> bool:
-    return len(set(v)) >= 8 and any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
-
-
-class TwilioAuthTokenRule(Rule):
-    """A Twilio auth token passed by position after its account SID: `Client('AC…', '<32 hex>')`,
-    `curl -u AC…:<token>`, the two on consecutive lines. The SID is an identifier and stays."""
-
-    name = "twilio-credential"
-    needles = ("twac",)
-
-    def spans(self, t: _Text, hits: Hits) -> list[Span]:
-        s = t.s
-        out: list[Span] = []
-        for p in _positions(hits, self.needles):
-            m = _TWILIO_SID.match(s, p)
-            if m is None or not _left_ok(s, p) or not _right_ok(s, m.end()):
-                continue
-            a, b = _window(s, m.end(), 2, 300)
-            v = _HEX32_RUN.search(s, m.end(), b)
-            if v is not None and _hex_token_ok(v.group(0)):
-                out.append(Span(*v.span(), self.name))
-        return sorted(set(out))
-
-
-_FALLBACK_VALUE = re.compile(
-    r"""[ \t"'`:=,(]{1,4}+(?:(?:is|was|now|here)[ \t"'`:]{1,3}+)?(?P<secret>[A-Za-z0-9+/_\-]{20,512}={0,2})""",
-    re.IGNORECASE)
-FALLBACK_BITS = 3.5  # bits per character: the threshold gitleaks' generic rule uses
-
-
-def entropy_secret(v: str) -> bool:
-    """A long random string: the fallback's test of a value next to a credential word. Both cases
-    or letters and digits, high entropy, and none of the things ids and paths look like (a hash
-    as git or a lock file prints it, a UUID, a path, a name in any case convention)."""
-    if len(v) < 20 or not looks_random(v, 20) or shannon_bits(v) < FALLBACK_BITS:
-        return False
-    if _HEX.match(v) and len(v) in (40, 64, 128) or _UUID.match(v) or is_placeholder(v):
-        return False
-    if v.count("/") >= 2 or v.count("-") >= 4 or v.count("_") >= 4:
-        return False  # a path, a slug, a kebab- or snake-case name with a number in it
-    return True
-
-
-class CredentialWordRule(Rule):
-    """The fallback: a long random string a word or two after a credential word with no operator
-    (`my API key is …`, `--token …`, `password was …`), by its entropy alone. What the named
-    rules do not know (a new vendor's format) is still not kept verbatim."""
-
-    name = "generic-secret"
-    needles = ("tokenw", "keyw", "passw", "secretw", "credw")
-
-    def spans(self, t: _Text, hits: Hits) -> list[Span]:
-        s = t.s
-        out: list[Span] = []
-        done = 0
-        for p in _positions(hits, self.needles):
-            if p < done:
-                continue
-            m = _FALLBACK_VALUE.match(s, p)
-            if m is None or not _right_ok(s, m.end()):
-                continue
-            v = m.group("secret")
-            if entropy_secret(v):
-                done = m.end()
-                out.append(Span(*m.span("secret"), self.name))
-        return out
-
-
 # --- names with a value: JSON, env files, YAML, code ---------------------------------------
 
 _KEYWORDS = ("key", "token", "secret", "pass", "pwd", "credential", "auth", "private")
@@ -945,8 +803,6 @@ def _sk_ok(token: str) -> bool:
 
 
 BUILTIN_RULES: tuple[Rule, ...] = (
-    AwsSecretNearIdRule(),  # before the id's own rule: the id shows where to look
-    TwilioAuthTokenRule(),
     GcpServiceAccountRule(),
     PrivateKeyRule(),
     TokenRule("openai-api-key", ("sk",), r"sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,512}",
@@ -965,7 +821,6 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     TokenRule("stripe-key", ("stripe",), r"[spr]k_(?:live|test)_[A-Za-z0-9]{16,255}",
               check=lambda v: _token_body_ok(v[8:])),
     TokenRule("jwt", ("jwt",), r"eyJ[A-Za-z0-9_\-]{8,8192}\.[A-Za-z0-9_\-]{8,16384}\.[A-Za-z0-9_\-]{8,8192}"),
-    TokenRule("twilio-api-key", ("twsk",), r"SK[0-9a-fA-F]{32}", check=lambda v: _hex_token_ok(v[2:])),
     TokenRule("npm-token", ("npm",), r"npm_[A-Za-z0-9]{36}", check=lambda v: _token_body_ok(v[4:])),
     TokenRule("huggingface-token", ("hf",), r"hf_[A-Za-z0-9]{30,40}", check=lambda v: _mixed_case_ok(v[3:])),
     TokenRule("sendgrid-api-key", ("sg",), r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
@@ -974,7 +829,6 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     UrlPasswordRule(),
     AuthHeaderRule(),
     AssignmentRule(),
-    CredentialWordRule(),
 )
 
 
