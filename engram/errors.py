@@ -21,6 +21,11 @@ class BadInput(EngramError):
     """Input the user supplied (a path, a range, a transcript) cannot be used."""
 
 
+class NotAllowed(BadInput):
+    """A request to a running server names something it may not read (the local HTTP endpoint's
+    ingest of a path outside the transcript locations); the command line does it itself."""
+
+
 class CorruptTape(EngramError):
     """A tape file on disk does not match its own seek table or hash."""
 

@@ -28,7 +28,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
-from engram.errors import EngramError
+from engram.errors import EngramError, NotAllowed
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,9 @@ class CommandRoutes:
             return
         try:
             doc = await query(params)
+        except NotAllowed as exc:  # the command line then does it itself
+            await _reply(send, 403, {"error": str(exc)})
+            return
         except EngramError as exc:
             await _reply(send, 400, {"error": str(exc)})
             return
@@ -149,7 +152,16 @@ class Endpoint:
             log.debug("MCP endpoint stop", exc_info=True)
 
     def remove_run_file(self) -> None:
-        if self.run_file is not None:
+        """Remove the run file if it is still this process's: another server on the store may have
+        replaced it since (a run file a killed server left is replaced at the next start)."""
+        if self.run_file is None:
+            return
+        try:
+            with self.run_file.open(encoding="utf-8") as f:
+                owner = json.load(f).get("pid")
+        except (OSError, ValueError, AttributeError):
+            owner = os.getpid()  # unreadable: ours, half-written
+        if owner == os.getpid():
             with contextlib.suppress(FileNotFoundError):
                 self.run_file.unlink()
 

@@ -697,7 +697,7 @@ def test_a_command_line_explain_answers_without_importing_numpy(spotter: Path,
 
 
 def test_a_damaged_tape_is_left_out_then_captured_again(spotter: Path, tmp_path: Path) -> None:
-    """A tape file cut short on disk: explain says what to do; reindex leaves that tape out and
+    """A tape file cut short on disk: explain says what to do; reindex moves that tape to the quarantine and
     keeps every other; the next ingest writes the tape again (it used to keep the damaged file,
     whose name it already had) and the session is explained again."""
     root = tmp_path / "repo"
@@ -712,9 +712,10 @@ def test_a_damaged_tape_is_left_out_then_captured_again(spotter: Path, tmp_path:
     path.write_bytes(data[: len(data) // 2])
 
     proc = run_engram(root, "explain", f"{rel}:{a}-{b}", check=False)
-    assert proc.returncode == 1 and "the tape is damaged: `engram reindex` leaves it out" in proc.stderr
+    assert proc.returncode == 1 and "the tape is damaged: `engram reindex` moves it to .engram/quarantine/" in proc.stderr
     proc = run_engram(root, "reindex")
-    assert f"left out 1 damaged tape ({main_tape[:12]}): run `engram ingest`" in proc.stderr
+    assert f"moved 1 damaged tape to .engram/quarantine/ ({main_tape[:12]}): run `engram ingest`" in proc.stderr
+    assert (root / ".engram" / "quarantine" / path.name).exists()
     assert SPOTTER_MAIN not in run_engram(root, "tapes").stdout
     n = len((root / other).read_text().splitlines())
     assert explain(root, f"{other}:1-{n}", "--brief")["sessions"][0]["session_id"] == SPOTTER_OTHER

@@ -84,3 +84,35 @@ def test_a_killed_worker_is_one_line_and_the_rest_is_captured(repo: Path, tmp_pa
     assert "Traceback" not in again.stderr
     sessions = {t["session_id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
     assert sessions == {f"s-{n:02}" for n in range(16)}, "a re-run captures what the killed worker did not"
+
+
+def peak_ingest(repo: Path, path: Path) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`engram ingest PATH` and its peak resident memory in bytes (the process's own ru_maxrss)."""
+    code = ("import resource, sys\nfrom engram.cli.main import main\nrc = main(['ingest', sys.argv[1]])\n"
+            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)\n"
+            "sys.exit(rc)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=repo, capture_output=True, text=True,
+                          timeout=600, check=False)
+    peak = int(proc.stderr.rsplit("MAXRSS", 1)[1].split()[0])
+    return proc, peak
+
+
+def test_a_huge_line_of_a_plain_text_session_is_skipped_without_holding_it(repo: Path, tmp_path: Path) -> None:
+    small = tmp_path / "notes-small.txt"
+    small.write_text("the first note about the parser\n\nthe second note\n")
+    _, baseline = peak_ingest(repo, small)
+    huge = tmp_path / "notes.txt"
+    line = 40 << 20  # over the 32 MiB default of ingest.max_line_bytes
+    with huge.open("w") as f:
+        f.write("a note kept before the long line\n")
+        block = "word " * (1 << 18)
+        for _ in range(line // len(block)):
+            f.write(block)
+        f.write("\nand a note kept after it\n")
+    proc, peak = peak_ingest(repo, huge)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "line longer than" in proc.stdout, proc.stdout
+    assert peak < baseline + line // 2, f"peak {peak >> 20} MiB against {baseline >> 20} MiB for a small file"
+    texts = json.dumps(json.loads(run_engram(repo, "search", "note kept", "--json").stdout))
+    assert "before the long line" in texts and "after it" in texts
+    assert "0 new tapes" in run_engram(repo, "ingest", str(huge)).stdout, "captured to its end"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -108,10 +109,53 @@ def _leaves(value: Any) -> Iterator[tuple[str | None, str]]:
             stack.extend(reversed([(key, x) for x in v]))
 
 
-def parse_raw(sources: list[SourceSpan]) -> Capture:
+READ_BLOCK = 1 << 20
+
+
+def read_short_lines(path: Path, max_line_bytes: int, skipped: Counter[str]) -> tuple[bytes, int]:
+    """The file's bytes without its lines longer than `max_line_bytes` (each counted in
+    `skipped`), read a block at a time: a long line is passed over, never held (a 100 MB line of
+    plain text once took 2 GB: the bytes, their text, its chunks, the events). Also returns the
+    file offset after its last line break: how far the file is captured."""
+    kept = bytearray()
+    done = pos = 0
+    line = bytearray()
+    too_long = False
+    with path.open("rb") as f:
+        while block := f.read(READ_BLOCK):
+            at = 0
+            while at < len(block):
+                nl = block.find(b"\n", at)
+                stop = len(block) if nl < 0 else nl + 1
+                if not too_long:
+                    line += block[at:stop]
+                    if len(line) > max_line_bytes + 1 or (len(line) > max_line_bytes and not line.endswith(b"\n")):
+                        too_long = True
+                        line = bytearray()
+                if nl >= 0:
+                    done = pos + stop
+                    if too_long:
+                        skipped[f"line longer than {max_line_bytes} bytes"] += 1
+                    else:
+                        kept += line
+                    line, too_long = bytearray(), False
+                at = stop
+            pos += len(block)
+    if too_long:
+        skipped[f"line longer than {max_line_bytes} bytes"] += 1
+    else:
+        kept += line
+    return bytes(kept), done
+
+
+def parse_raw(sources: list[SourceSpan], max_line_bytes: int | None = None) -> Capture:
     src = sources[0]
-    data = src.path.read_bytes()
     skipped: Counter[str] = Counter()
+    filtered_end = None
+    if max_line_bytes is None or src.path.stat().st_size <= max_line_bytes:
+        data = src.path.read_bytes()
+    else:
+        data, filtered_end = read_short_lines(src.path, max_line_bytes, skipped)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -123,7 +167,7 @@ def parse_raw(sources: list[SourceSpan]) -> Capture:
     whole = _document(data) if end < len(data) else None
     if whole is not None:
         end = len(data)
-    src.end = end
+    src.end = end if filtered_end is None else filtered_end
     session_id = "raw-" + hashlib.sha256(str(src.path).encode()).hexdigest()[:16]
     cap = Capture(HARNESS, session_id, sources, skipped=skipped)
     cap.meta = {"harness_version": None, "cwd": None, "git_head": None, "git_branch": None, "model": None,

@@ -83,7 +83,7 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         return parse_events(job.sources, mapper_for, max_line_bytes=max_line_bytes)
     from engram.adapters.raw import parse_raw  # noqa: PLC0415
 
-    return parse_raw(job.sources)
+    return parse_raw(job.sources, max_line_bytes)
 
 
 def _prefix_sha(path: Path, end: int) -> str:
@@ -550,8 +550,29 @@ def ingest_request(store: Store, params: dict[str, Any], merge_later: bool = Fal
     if not (isinstance(maps, list) and all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)
                                            for m in maps)):
         raise BadInput("ingest: `maps` must be a list of [FROM, TO] pairs")
+    for p in paths:
+        _transcript_location(store, p)
     stats = ingest_paths(store, [Path(p) for p in paths], [(a, b) for a, b in maps], merge_later=merge_later)
     return stats.as_dict()
+
+
+def _transcript_location(store: Store, path: str) -> None:
+    """Refuse (NotAllowed) a path a running server is asked to ingest outside the places
+    transcripts live: the repository, the harnesses' session folders and `ingest.transcript_dirs`.
+    Anyone holding the endpoint's token could otherwise make any readable file (/etc/passwd) a
+    tape; the command line, refused, ingests the path itself, as the user it runs as."""
+    from engram.errors import NotAllowed  # noqa: PLC0415
+
+    from engram.capture.discovery import claude_home, codex_home  # noqa: PLC0415
+
+    real = os.path.realpath(path)
+    extra = store.config["ingest"].get("transcript_dirs") or []
+    for root in (store.root, claude_home(), codex_home(), *(Path(os.path.expanduser(str(d))) for d in extra)):
+        top = os.path.realpath(root)
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            return
+    raise NotAllowed(f"ingest: {path} is outside the transcript locations a running server reads (the repository, "
+                     "~/.claude, ~/.codex, [ingest] transcript_dirs in .engram/config.toml)")
 
 
 def terminal_progress(label: str) -> Callable[[int, int], None] | None:

@@ -51,6 +51,16 @@ def new_epoch(db: apsw.Connection) -> None:
     db.execute("INSERT OR REPLACE INTO state(key, value) VALUES('epoch', ?)", (secrets.token_hex(8),))
 
 
+REBUILDING = "rebuilding"  # a state key `engram reindex` holds while it refills the index
+
+
+def index_state(db: apsw.Connection) -> tuple[str, bool]:
+    """(epoch, whether a reindex is refilling the index): a language server polls it to notice a
+    rebuild another process made, and an answer read while one runs says it is partial."""
+    got = dict(db.execute("SELECT key, value FROM state WHERE key IN ('epoch', ?)", (REBUILDING,)).fetchall())
+    return str(got.get("epoch", "")), REBUILDING in got
+
+
 def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str) -> np.ndarray:
     """Kind number of each fragment id (0 for an id not in the index).
 

@@ -11,7 +11,7 @@ import apsw
 
 from engram.index.catalog import register_intact
 from engram.errors import DamagedIndex
-from engram.index import stoplist
+from engram.index import memo, stoplist
 from engram.index.build import Indexer, small_pages
 from engram.index.db import open_db, quick_check, set_aside
 from engram.index.sql import immediate
@@ -62,6 +62,9 @@ def _rebuild(store: Store, db: apsw.Connection, k: int | None, w: int | None, al
         for table in DERIVED:
             db.execute(f"DELETE FROM {table}")
         db.execute("DELETE FROM fts")
+        # Readers see this with the emptied catalogue: their answers say they are partial until
+        # the last transaction below (a reindex killed half-way leaves it: run it again).
+        db.execute("INSERT OR REPLACE INTO state(key, value) VALUES(?, ?)", (memo.REBUILDING, "1"))
         damaged = register_intact(db, store, tape_files(store.tapes_dir))
     from engram.anchor import DEFAULT_K, DEFAULT_W  # noqa: PLC0415
 
@@ -79,4 +82,7 @@ def _rebuild(store: Store, db: apsw.Connection, k: int | None, w: int | None, al
            "stoplist_share": float(cfg["stoplist_share"]), "stoplist_min_tapes": int(cfg["stoplist_min_tapes"])}
     for rebuild in also:
         out.update(rebuild(store, db))
+    with immediate(db):  # whole again: a new epoch tells a language server to recompute its lenses
+        db.execute("DELETE FROM state WHERE key = ?", (memo.REBUILDING,))
+        memo.new_epoch(db)
     return out

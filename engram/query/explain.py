@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import apsw
 
-from engram.index import snapshot
+from engram.index import memo, snapshot
 from engram.index.sql import int_array, reading
 from engram.index.kinds import CODE_CARRIED, KIND_NAME, KIND_NO
 from engram.query import ranking
@@ -124,6 +124,7 @@ class Result:
     asked: Span | None = None  # the span asked for, when `span` is wider
     widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence or expand-until
     trace: Trace | None = None  # with Options.debug: the ranking rules that changed the answer
+    partial: bool = False  # read while `engram reindex` refilled the index (memo.index_state)
 
 
 def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
@@ -599,6 +600,7 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
     asked, why = span, None
     notes = Trace() if opts.debug else None  # how the span answered was chosen
     with reading(db):
+        partial = memo.index_state(db)[1]  # (in the answer's own snapshot)
         span, tokens = widen_short(db, span, file_lines, notes)
         if span != asked:
             why = "few-tokens"
@@ -617,6 +619,7 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
             if notes is not None and res.span != before:
                 notes.note("expand_until", f"grown to lines {res.span.start}-{res.span.end} "
                                            f"for at most {plural(expand_until, 'session')}")
+    res.partial = partial
     if res.span != asked:
         res.asked, res.widened = asked, why
     if notes is not None and res.trace is not None:
@@ -624,10 +627,17 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
     return res
 
 
+PARTIAL = ("the index is being rebuilt (`engram reindex`): sessions not indexed yet are missing from this answer; "
+           "ask again when it ends (or run `engram reindex` if none is running)")
+
+
 def explain(store: Store, db: apsw.Connection, span: Span, opts: Options, expand_until: int | None = None,
             file_lines: list[str] | None = None) -> dict[str, Any]:
     """The explain document (see `resolve` for the span it answers)."""
-    doc = to_json(store, resolve(store, db, span, opts, expand_until, file_lines), opts)
+    res = resolve(store, db, span, opts, expand_until, file_lines)
+    doc = to_json(store, res, opts)
+    if res.partial:
+        doc["partial"] = PARTIAL
     if expand_until is not None:
         doc["expanded"] = True
     return doc

@@ -31,6 +31,10 @@ def whole_file(arg: str) -> bool:
     return not sep or not rng.replace("-", "").isdigit()
 
 
+#: What a request of `engram explain` must hold besides `span` or `text` (the command line sends them all).
+EXPLAIN_KEYS = ("before", "after", "brief", "include_deleted", "forensics", "min_confidence")
+
+
 def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
     """The explain document for a request of `engram explain` (from the command line, or sent by
     one to a running language server, which answers it the same way)."""
@@ -38,13 +42,23 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
     from engram.query.spans import parse_span, read_span, text_span
     from engram.store.config import choice
 
+    from engram.errors import BadInput
+
     budget = params.get("budget")
-    opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
-                   include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
-                   min_confidence=float(params["min_confidence"]), rank=choice("explain.rank", params.get("rank", "writer")),
-                   debug=bool(params.get("debug", False)), story=params.get("story"),
-                   budget=int(budget) if budget else None, page=int(params.get("page") or 1),
-                   more=params.get("more"))
+    missing = [k for k in EXPLAIN_KEYS if k not in params] + ([] if "span" in params or "text" in params else
+                                                               ["span (or text)"])
+    if missing:
+        raise BadInput(f"explain: the request lacks {', '.join(missing)}")
+    try:
+        opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
+                       include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
+                       min_confidence=float(params["min_confidence"]),
+                       rank=choice("explain.rank", params.get("rank", "writer")),
+                       debug=bool(params.get("debug", False)), story=params.get("story"),
+                       budget=int(budget) if budget else None, page=int(params.get("page") or 1),
+                       more=params.get("more"))
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"explain: an option of the request has the wrong type ({exc})") from None
     if params.get("full"):
         opts.context = None
     file_lines = None

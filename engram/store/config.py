@@ -22,6 +22,10 @@ DEFAULTS: dict[str, Any] = {
         "max_line_bytes": 32 * 1024 * 1024,
         # Strings longer than this move out of the tape into .engram/objects/.
         "object_threshold": 256 * 1024,
+        # Folders besides the repository and the harnesses' session folders (~/.claude, ~/.codex)
+        # that a running language server may ingest transcripts from when the command line hands
+        # it `engram ingest PATH` (the command line itself ingests any path it is given).
+        "transcript_dirs": [],
     },
     "redact": {
         # Extra patterns: a list of {name = "...", pattern = "..."} tables.

@@ -95,7 +95,7 @@ MISMATCH = "content does not match its id (another tape's content under this nam
 def intact(path: Path) -> bool:
     """Whether the tape file at `path` decodes and matches its id (reads all of it)."""
     try:
-        with TapeReader(path) as r:  # (opening it checks its id)
+        with TapeReader(path):  # (opening it checks its id)
             pass
     except CorruptTape:
         return False

@@ -7,12 +7,13 @@ import logging
 import sys
 from types import ModuleType
 
-from . import actions, commands, endpoint, hover, lenses, lifecycle, sync
+from . import actions, commands, endpoint, epoch, hover, lenses, lifecycle, sync
 from .server import EngramLanguageServer
+from .transport import CappedStdin, answer_invalid_requests
 
 # Each registers its handlers with `register(server)`. Lifecycle first: it owns `initialized` and
 # `shutdown`, which run the other features' hooks in this order.
-FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, actions, commands, endpoint)
+FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, actions, commands, endpoint, epoch)
 
 
 def create_server() -> EngramLanguageServer:
@@ -36,11 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         force=True)
     server = create_server()
+    answer_invalid_requests(server)
     try:
         if args.tcp:
             server.start_tcp("127.0.0.1", args.tcp)
         else:
-            server.start_io()
+            server.start_io(stdin=CappedStdin(sys.stdin.buffer))
     finally:
         endpoint.forget(server)
     return 0

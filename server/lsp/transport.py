@@ -1,0 +1,70 @@
+"""Hardening of pygls's stdio transport (issue 50 point 6), without replacing it.
+
+pygls reads a frame's body with one `read(Content-Length)` and structures it before dispatch: a
+header announcing 1 TiB made the server die of MemoryError, and a request whose positions the
+protocol types cannot hold (line -1) was logged and never answered. `CappedStdin` wraps the stdin
+pygls reads (`start_io(stdin=...)`), and `answering_protocol` answers such requests with an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, BinaryIO
+
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+log = logging.getLogger(__name__)
+
+MAX_FRAME_BYTES = 256 << 20  # an editor's didOpen of a large file stays well under this
+_HEADER = re.compile(rb"Content-Length: \d+\r\n")
+#: What pygls gets in place of a dropped body: a notification nobody handles (`$/` ones are ignored).
+DROPPED = b'{"jsonrpc": "2.0", "method": "$/engram/droppedFrame", "params": {}}'
+
+
+class CappedStdin:
+    """stdin for pygls: a body longer than MAX_FRAME_BYTES is not read into memory; the bytes up
+    to the next frame's header are passed over, a log line says so, and the server reads on."""
+
+    def __init__(self, raw: BinaryIO, max_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.raw, self.max_bytes = raw, max_bytes
+        self._next: bytes | None = None
+
+    def readline(self) -> bytes:
+        if self._next is not None:
+            line, self._next = self._next, None
+            return line
+        return self.raw.readline()
+
+    def read(self, n: int) -> bytes:
+        if n <= self.max_bytes:
+            return self.raw.read(n)
+        log.error("a message of %d bytes (more than %d) was skipped: the client sent a frame too large to hold",
+                  n, self.max_bytes)
+        while True:
+            line = self.raw.readline(1 << 20)
+            if not line:
+                return DROPPED  # (the next readline gives EOF: pygls stops as it would have)
+            found = _HEADER.search(line)
+            if found is not None:
+                self._next = line[found.start():]
+                return DROPPED
+
+
+def answer_invalid_requests(server: LanguageServer) -> None:
+    """A request whose params do not fit the protocol's types gets an Invalid Params error response
+    (pygls raises while structuring it, before any handler could answer)."""
+    protocol = server.protocol
+    structure = protocol.structure_message
+
+    def structure_or_answer(data: dict[str, Any]) -> Any:
+        try:
+            return structure(data)
+        except JsonRpcInvalidParams as exc:
+            if "id" in data and "method" in data:
+                exc.message = f"invalid params for {data['method']}: {exc.__cause__ or exc}"
+                protocol._send_response(data["id"], error=exc.to_response_error())  # noqa: SLF001
+            raise
+
+    protocol.structure_message = structure_or_answer  # type: ignore[method-assign]

@@ -1,0 +1,81 @@
+"""The language server's transport under bad frames (issue 50 point 6): a request whose positions
+the protocol types cannot hold gets an error response, and a frame announcing a body too large to
+hold is skipped with a log line while the server stays up and answers the next request. A raw
+stdio client: pytest-lsp's own client would refuse to send such messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from queue import Empty, Queue
+from typing import Any
+
+SERVER = [sys.executable, "-m", "engram_server.entry", "lsp", "--stdio"]
+
+
+def frame(doc: dict[str, Any]) -> bytes:
+    body = json.dumps(doc).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def responses(stream: Any, out: Queue[dict[str, Any]]) -> None:
+    while True:
+        header = b""
+        while not header.endswith(b"\r\n\r\n"):
+            c = stream.read(1)
+            if not c:
+                return
+            header += c
+        n = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
+        out.put(json.loads(stream.read(n)))
+
+
+def answer(out: Queue[dict[str, Any]], msg_id: int, timeout: float = 60) -> dict[str, Any]:
+    while True:
+        try:
+            doc = out.get(timeout=timeout)
+        except Empty:
+            raise AssertionError(f"no response to request {msg_id}") from None
+        if doc.get("id") == msg_id:
+            return doc
+
+
+def test_bad_positions_get_an_error_and_a_huge_frame_is_skipped(repo: Path) -> None:
+    (repo / "a.py").write_text("x = 1\n")
+    uri = (repo / "a.py").as_uri()
+    proc = subprocess.Popen(SERVER, cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    out: Queue[dict[str, Any]] = Queue()
+    threading.Thread(target=responses, args=(proc.stdout, out), daemon=True).start()
+    try:
+        send = proc.stdin.write
+        send(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"processId": None, "rootUri": repo.as_uri(), "capabilities": {}}}))
+        proc.stdin.flush()
+        assert "result" in answer(out, 1)
+        send(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        send(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}}}))
+        for msg_id, pos in ((2, {"line": -1, "character": 0}), (3, {"line": 0, "character": 2 ** 40})):
+            send(frame({"jsonrpc": "2.0", "id": msg_id, "method": "textDocument/hover",
+                        "params": {"textDocument": {"uri": uri}, "position": pos}}))
+            proc.stdin.flush()
+            got = answer(out, msg_id)
+            assert got["error"]["code"] == -32602, got
+        send(b"Content-Length: 1099511627776\r\n\r\n" + b'{"jsonrpc": "2.0", "id": 4, "method": "junk"}')
+        send(frame({"jsonrpc": "2.0", "id": 5, "method": "shutdown"}))
+        proc.stdin.flush()
+        assert answer(out, 5).get("error") is None, "the server stayed up and answers"
+        assert proc.poll() is None
+        send(frame({"jsonrpc": "2.0", "method": "exit"}))
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read().decode()
+    assert "MemoryError" not in err and "1099511627776" in err, err

@@ -1,0 +1,56 @@
+"""The local HTTP endpoint's command routes (issue 50 point 12): ingest reads only transcript
+locations, a request missing options is a 400 (not a 500), and a run file left by a killed server
+is replaced at the next start and never removed by a server that does not own it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from engram.cli.running_server import _post
+from engram.store.repo import Store
+from test_store_safety import write_session
+
+
+async def post(port: int, token: str, what: str, params: dict) -> tuple[int, dict]:
+    status, body = await asyncio.to_thread(_post, port, f"/engram/{what}", token, json.dumps(params).encode())
+    return status, json.loads(body)
+
+
+async def test_the_endpoint_ingests_only_transcripts_and_validates_explain(repo: Path, tmp_path: Path) -> None:
+    from engram_server.mcp_http import start_endpoint
+    from engram_server.mcp_tools import build_mcp, command_queries, thread_runner
+
+    store = Store(repo)
+    runner = thread_runner()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    store.endpoint_file.parent.mkdir(parents=True, exist_ok=True)
+    store.endpoint_file.write_text(json.dumps({"port": 1, "token": "t" * 40, "pid": gone.pid}))
+    endpoint = await start_endpoint(build_mcp(lambda: store, runner), store.endpoint_file,
+                                    command_queries(lambda: store, runner))
+    try:
+        info = json.loads(store.endpoint_file.read_text())
+        assert info["pid"] == os.getpid() and info["port"] == endpoint.port, "a stale run file is replaced"
+        secret = tmp_path / "secret.txt"
+        secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+        for outside in (secret, Path("/etc/passwd")):
+            status, doc = await post(endpoint.port, endpoint.token, "ingest", {"paths": [str(outside)]})
+            assert status == 403 and "transcript" in doc["error"], doc
+        assert not list(store.tapes_dir.iterdir()), "nothing outside the transcript locations became a tape"
+        inside = write_session(repo / "s-1.jsonl", repo, "s-1", "hello")
+        status, doc = await post(endpoint.port, endpoint.token, "ingest", {"paths": [str(inside)]})
+        assert status == 200 and doc["tapes"] == 1, doc
+        (repo / "a.py").write_text("x = 1\n")
+        for params in ({"span": "a.py:1-1"}, {"span": "a.py:1-1", "before": "many", "after": 1, "brief": True,
+                                               "include_deleted": False, "forensics": False, "min_confidence": 0.5}):
+            status, doc = await post(endpoint.port, endpoint.token, "explain", params)
+            assert status == 400 and "explain" in doc["error"], (status, doc)
+        # Another server took the run file over: stopping this one leaves it.
+        store.endpoint_file.write_text(json.dumps({"port": 2, "token": "u" * 40, "pid": 1}))
+    finally:
+        await endpoint.stop()
+    assert json.loads(store.endpoint_file.read_text())["pid"] == 1
