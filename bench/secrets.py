@@ -249,6 +249,8 @@ def main() -> int:
     ap.add_argument("--corpus", type=Path, help="a generated corpus (bench/gen_sessions.py) for the speed section")
     ap.add_argument("--mb", type=float, default=20.0, help="MB of the corpus to redact")
     ap.add_argument("--fixtures", type=Path, action="append", default=[], help="more real transcripts")
+    ap.add_argument("--baseline", type=Path, help="another redact.py (e.g. of an older commit, `git show "
+                    "REV:engram/capture/redact.py`) timed against this one on the corpus, alternating")
     args = ap.parse_args()
 
     found = probe()
@@ -293,7 +295,34 @@ def main() -> int:
             for line in lines:
                 gl.keywords.search(line.decode().lower())
             print(f"| gitleaks' keyword prefilter alone, one search per line | {mbs / (time.process_time() - t):.1f} |")
+        if args.baseline:
+            baseline_rows(lines, args.baseline)
     return 0
+
+
+def baseline_rows(lines: list[bytes], path: Path, runs: int = 4) -> None:
+    """Redaction alone (events parsed beforehand), this redact.py against `path`, alternating runs."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("redact_baseline", path)
+    assert spec is not None and spec.loader is not None
+    base = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(base)
+    events = [orjson.loads(line) for line in lines]
+    mbs = sum(map(len, lines)) / 1e6
+    from engram.capture import redact as current  # noqa: PLC0415
+
+    times: dict[str, list[float]] = {"baseline": [], "this": []}
+    for _ in range(runs):
+        for label, mod in (("baseline", base), ("this", current)):
+            r = mod.Redactor()
+            t = time.process_time()
+            for ev in events:
+                r.event(ev)
+            times[label].append(mbs / (time.process_time() - t))
+    print(f"\nredaction alone, {runs} alternating runs, MB per CPU second (baseline: {path})")
+    for label, v in times.items():
+        print(f"| {label} | {' '.join(f'{x:.1f}' for x in v)} | best {max(v):.1f} |")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,37 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
+def append_durably(path: Path, lines: list[bytes]) -> None:
+    """Append whole lines to a log and fsync it (and its directory) before returning."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, b"".join(line + b"\n" for line in lines))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
+
+
+def json_lines(path: Path) -> list[dict]:
+    """The JSON objects of a log appended by `append_durably`; none when it does not exist. A line
+    a crash cut short, or anything not an object, is left out: its change had not begun."""
+    import orjson  # noqa: PLC0415
+
+    try:
+        raw = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for line in raw.splitlines():
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
 def names_in(directory: Path) -> list[str]:
     """The entries of a directory under `.engram/`, none when it does not exist; symbolic links
     are left out, and a directory that is itself a link lists nothing (with a warning).

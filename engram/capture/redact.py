@@ -106,7 +106,9 @@ _ANCHORS: tuple[tuple[bytes, bytes], ...] = (
     (rb"j", rb"(?P<jwt>)(?<=eyj)"),
     (rb"z", rb"(?P<aiza>a)(?<=aiza)"),
     (rb"i", rb"(?P<asia>a)(?<=asia)"),
-    (rb"ac", rb"(?P<twac>)(?=[0-9a-f]{32})"),
+    # a Twilio account SID, `AC` + 32 hex: found from its `c` (rarer than `a`, and a first
+    # character the scanner tries anyway for `cre`); measured: the `ac` anchor cost 10% of speed
+    (rb"c", rb"(?P<twac>)(?<=ac)(?=[0-9a-f]{32})"),
 )
 _BACK = {"key": 1, "token": 3, "sk": 2, "stripe": 2, "slackhook": 4, "akia": 2, "pass": 1, "pwd": 1, "npm": 2,
          "dapi": 3, "private": 1, "gh": 2, "ghpat": 4, "hf": 1, "auth": 4, "xox": 1, "xapp": 1, "gl": 1, "sg": 2,

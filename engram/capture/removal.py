@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from engram.errors import UnknownTape
-from engram.fsutil import fsync_dir
+from engram.fsutil import append_durably, fsync_dir, json_lines
 from engram.index.catalog import TapeRow, resolve_tapes
 from engram.index.db import open_db
 from engram.index.sql import immediate
@@ -52,29 +52,13 @@ def aside_dir(store: Store) -> Path:
 
 def append_records(store: Store, records: list[dict[str, Any]]) -> None:
     """Append to the removal log and fsync before returning: the record precedes the removal."""
-    path = log_path(store)
-    data = b"".join(orjson.dumps(r) + b"\n" for r in records)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(path.parent)
+    append_durably(log_path(store), [orjson.dumps(r) for r in records])
 
 
 def removed_sessions(store: Store) -> frozenset[tuple[str, str]]:
     """(harness, session id) of every session removed and not captured again since."""
-    try:
-        raw = log_path(store).read_bytes()
-    except FileNotFoundError:
-        return frozenset()
     state: dict[tuple[str, str], bool] = {}
-    for line in raw.splitlines():
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue  # a line cut by a crash: its removal had not started
+    for rec in json_lines(log_path(store)):  # (a line a crash cut short: its removal had not begun)
         key = (str(rec.get("harness") or ""), str(rec.get("session_id") or ""))
         state[key] = rec.get("op") == "rm"
     return frozenset(k for k, removed in state.items() if removed)
@@ -149,16 +133,8 @@ def remove_tapes(store: Store, ref: str, *, purge: bool, why: str = "rm") -> Rem
 def _interrupted(store: Store, ref: str) -> list[TapeRow]:
     """Tapes of the removal log matching `ref` whose removal may not have finished (no catalogue
     row left): named again, they are removed again, which completes the job."""
-    try:
-        raw = log_path(store).read_bytes()
-    except FileNotFoundError:
-        return []
     rows: dict[str, TapeRow] = {}
-    for line in raw.splitlines():
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
+    for rec in json_lines(log_path(store)):
         tid = str(rec.get("tape") or "")
         if rec.get("op") == "rm" and tid and (tid.startswith(ref) or rec.get("session_id") == ref):
             rows[tid] = TapeRow(tid, str(rec.get("harness") or ""), str(rec.get("session_id") or ""),
@@ -240,10 +216,4 @@ def _prev_first(metas: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def append_redirects(store: Store, pairs: dict[str, str]) -> None:
-    path = store.dir / REDIRECTS
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, b"".join(orjson.dumps({"old": a, "new": b}) + b"\n" for a, b in pairs.items()))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_durably(store.dir / REDIRECTS, [orjson.dumps({"old": a, "new": b}) for a, b in pairs.items()])

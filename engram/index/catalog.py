@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import orjson
 
 from engram.errors import CorruptTape, EngramError, UnknownTape
 from engram.index.sql import ambiguity, by_prefix, immediate
-from engram.fsutil import names_in, remove_stale_temps
+from engram.fsutil import json_lines, names_in, remove_stale_temps
 from engram.store.repo import Store
 from engram.tape import events as E
 
@@ -92,19 +91,8 @@ def redirected(db: apsw.Connection, ref: str) -> str | None:
     written before keep naming the same event, whose offset a redaction never changes."""
     if len(ref) < 4:
         return None
-    path = Path(db.filename).parent / "redirects.jsonl"
-    try:
-        raw = path.read_bytes()
-    except OSError:
-        return None
-    moves: dict[str, str] = {}
-    for line in raw.splitlines():
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("old"), str) and isinstance(rec.get("new"), str):
-            moves[rec["old"]] = rec["new"]
+    moves = {rec["old"]: rec["new"] for rec in json_lines(Path(db.filename).parent / "redirects.jsonl")
+             if isinstance(rec.get("old"), str) and isinstance(rec.get("new"), str)}
     olds = [o for o in moves if o.startswith(ref)]
     if len(olds) != 1:
         return None
