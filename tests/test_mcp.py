@@ -326,6 +326,50 @@ def test_hook_captures_the_session_and_never_fails(spotter: Path, repo: Path, tm
     assert hook(repo, None, "not-json-argument").returncode == 0
 
 
+def _ingests_of(transcript: Path) -> list[int]:
+    """Live processes running `engram ingest` of `transcript` (the hook starts them detached)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ingest" in cmd and str(transcript).encode() in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+def test_hooks_faster_than_ingest_queue_one_ingest_not_one_each(spotter: Path, repo: Path, tmp_path: Path) -> None:
+    """An agent edits faster than a loaded machine ingests: each PostToolUse hook starts an ingest,
+    and they once queued by the dozen on the ingest lock for an hour. While an ingest runs, one
+    more waits (it reads the transcript when its turn comes); the others end at once."""
+    import fcntl
+
+    transcript = tmp_path / f"{SPOTTER_MAIN}.jsonl"
+    shutil.copy(spotter / f"{SPOTTER_MAIN}.jsonl", transcript)
+    payload = json.dumps({"session_id": SPOTTER_MAIN, "transcript_path": str(transcript), "cwd": str(repo),
+                          "hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_input": {"file_path": "x"}})
+    run_dir = repo / ".engram" / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / "ingest.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a running ingest
+    try:
+        for _ in range(5):
+            assert hook(repo, payload).returncode == 0
+        deadline = time.monotonic() + 120
+        while len(_ingests_of(transcript)) != 1 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert len(_ingests_of(transcript)) == 1, "one ingest waits, the others ended"
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    deadline = time.monotonic() + 120
+    while _ingests_of(transcript) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    tapes = json.loads(run_engram(repo, "tapes", "--json").stdout)
+    assert [t["session_id"] for t in tapes] == [SPOTTER_MAIN], "the waiting one captured the session"
+
+
 def test_setup_merges_and_keeps_a_backup(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
     (repo / ".claude").mkdir()

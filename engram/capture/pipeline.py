@@ -49,7 +49,7 @@ from engram.errors import BadInput, EngramError
 from engram.index.db import open_db
 from engram.index.sql import immediate
 from engram.index.catalog import catalog_row, reconcile, register
-from engram.store.lock import ingest_lock, ingest_lock_if_free
+from engram.store.lock import ingest_lock, ingest_lock_if_free, ingest_turn
 from engram.store.repo import Store
 from engram.words import agree, plural
 from engram.tape import events as E
@@ -285,7 +285,10 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
     stats = stats or IngestStats()
     redactor = Redactor(store.config["redact"].get("patterns") or [])
     n_workers = _worker_count(len(jobs)) if workers is None else workers
-    with ingest_lock(store):
+    with ingest_turn(store) as turn:
+        if not turn:
+            log.info("an ingest started by a hook already waits for the running one: it will capture this too")
+            return stats
         removed = removed_sessions(store)
         skip = frozenset() if again else removed
         db = open_db(store)

@@ -17,6 +17,9 @@ from __future__ import annotations
 import os
 import sys
 
+# engram.store.lock.COALESCE_ENV, not imported: the hook starts before the store modules load
+COALESCE_ENV = "ENGRAM_INGEST_COALESCE"
+
 TYPE_CHECKING = False  # (not typing's: see the module docstring)
 if TYPE_CHECKING:
     from pathlib import Path
@@ -100,7 +103,8 @@ def _start_ingest(payload: dict[str, Any]) -> None:
     logfile.parent.mkdir(parents=True, exist_ok=True)
     with open(logfile, "ab") as out:
         subprocess.Popen([sys.executable, "-m", "engram_server.entry", *args], cwd=root,
-                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                         env={**os.environ, COALESCE_ENV: "1"})
 
 
 def hook_process(argv_payload: str | None, ask: Ask | None = None) -> int:
