@@ -373,3 +373,20 @@ def test_the_mcp_resume_tool(spot: Path) -> None:
             assert bad.is_error and "no tape or session matches" in bad.content[0].text
 
     asyncio.run(go())
+
+
+def test_engram_hook_gives_the_package_after_a_compaction_and_the_notes_brief(spot: Path, spotter: Path) -> None:
+    """The SessionStart hook `engram setup` registers (`engram hook`) answers a compaction with the
+    resume package and the notes' brief in one additionalContext; a fresh start with the brief alone."""
+    run_engram(spot, "remember", "Deploys go through the staging branch first", "--kind", "decision",
+               "--importance", "0.9")
+    payload = {"session_id": SPOTTER_OTHER, "transcript_path": str(spotter / f"{SPOTTER_OTHER}.jsonl"),
+               "cwd": str(spot), "hook_event_name": "SessionStart", "source": "compact"}
+    out = json.loads(run_engram(spot, "hook", input=json.dumps(payload).encode()).stdout)
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert "git push --set-upstream origin spotter-dov" in context, "the package"
+    assert "staging branch first" in context, "the notes' brief"
+    fresh = json.loads(run_engram(spot, "hook", input=json.dumps({**payload, "source": "startup"}).encode()).stdout)
+    fresh_context = fresh["hookSpecificOutput"]["additionalContext"]
+    assert "staging branch first" in fresh_context and "spotter-dov" not in fresh_context

@@ -22,6 +22,7 @@ COALESCE_ENV = "ENGRAM_INGEST_COALESCE"
 
 TYPE_CHECKING = False  # (not typing's: see the module docstring)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 
@@ -64,9 +65,16 @@ def ingest_command(payload: dict[str, Any]) -> tuple[Path, list[str]] | None:
     return None
 
 
-def run_hook(stdin_text: str | None, argv_payload: str | None, ask: Ask | None = None) -> int:
+# A session starting with these (Claude Code's SessionStart `source`; Codex has no compact) gets
+# the resume package as well as the notes' brief: it lost or never had the work's context.
+RESUME_SOURCES = ("compact", "resume", "clear")
+
+
+def run_hook(stdin_text: str | None, argv_payload: str | None, ask: Ask | None = None,
+             resume: Callable[[str], str | None] | None = None) -> int:
     """Carry out one hook call (`ask`: how to reach a running language server, for the context
-    hooks); the exit status is always 0."""
+    hooks; `resume`: the resume package's hook output for a payload, `engram.cli.resume.resume_hook`);
+    the exit status is always 0."""
     try:
         raw = argv_payload if argv_payload is not None else (stdin_text or "")
         payload = parse_payload(raw[:MAX_PAYLOAD])
@@ -75,7 +83,12 @@ def run_hook(stdin_text: str | None, argv_payload: str | None, ask: Ask | None =
         from engram.integrations import context  # noqa: PLC0415
 
         if context.wants_context(payload):
-            out = context.respond(payload, ask)
+            package = None
+            if resume is not None and payload.get("hook_event_name") == "SessionStart" \
+                    and payload.get("source") in RESUME_SOURCES:
+                _stop_deadline()  # worth the wait (it ingests the session first); the harness's timeout bounds it
+                package = resume(raw)
+            out = _joined(package, context.respond(payload, ask))
             _stop_deadline()
             if out:
                 sys.stdout.write(out)
@@ -90,6 +103,24 @@ def run_hook(stdin_text: str | None, argv_payload: str | None, ask: Ask | None =
         except Exception:  # noqa: BLE001
             pass
     return 0
+
+
+def _joined(*outputs: str | None) -> str | None:
+    """One hook answer from several: their additionalContext texts, in order, one after another."""
+    import json  # noqa: PLC0415
+
+    texts, event = [], None
+    for out in outputs:
+        if not out:
+            continue
+        spec = json.loads(out).get("hookSpecificOutput", {})
+        event = event or spec.get("hookEventName")
+        texts.append(spec.get("additionalContext", ""))
+    if not texts:
+        return None
+    if len(texts) == 1:
+        return next(o for o in outputs if o)
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": "\n\n".join(texts)}})
 
 
 def _start_ingest(payload: dict[str, Any]) -> None:
@@ -107,7 +138,8 @@ def _start_ingest(payload: dict[str, Any]) -> None:
                          env={**os.environ, COALESCE_ENV: "1"})
 
 
-def hook_process(argv_payload: str | None, ask: Ask | None = None) -> int:
+def hook_process(argv_payload: str | None, ask: Ask | None = None,
+                 resume: Callable[[str], str | None] | None = None) -> int:
     """`engram hook [PAYLOAD]` as a process: the payload from the argument or stdin, and, for the
     context hooks, a deadline after which the process ends with nothing printed (a hook the agent
     waits for must not hold it up; an edit goes ahead without the notes). A capture payload
@@ -120,7 +152,7 @@ def hook_process(argv_payload: str | None, ask: Ask | None = None) -> int:
                 stdin_text = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read(MAX_PAYLOAD)
             except (OSError, ValueError):  # no stdin, or not text
                 stdin_text = None
-        return run_hook(stdin_text, argv_payload, ask)
+        return run_hook(stdin_text, argv_payload, ask, resume)
     finally:
         _stop_deadline(previous)
 
