@@ -150,6 +150,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, int]]:
             (half / f.name).write_bytes(b"".join(lines[: len(lines) // 2]))
         engram(appended, "ingest", str(half))
         templates["append"] = appended
+        # An append's reference is the same two captures uninterrupted: a session captured in two
+        # parts has two tapes (segments), whose ids differ from the one tape of a single capture.
+        ref_append = work / "reference-append"
+        shutil.copytree(appended, ref_append)
+        for f in sessions.glob("*.jsonl"):  # the same files grow (each trial cuts them back first)
+            shutil.copy(f, half / f.name)
+        engram(ref_append, "ingest", str(half))
+        references = {"ingest": reference, "reindex": reference, "append": answers(ref_append, spans)}
         t_append = full / 2
         durations = {"ingest": full, "append": t_append, "reindex": t_reindex}
         totals = {p: {"kills": 0, "corrupt": 0, "failed": 0, "changed": 0, "compared": 0} for p in PHASES}
@@ -160,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, int]]:
                     lines = f.read_bytes().splitlines(keepends=True)
                     (half / f.name).write_bytes(b"".join(lines[: len(lines) // 2]))
             got = trial(phase, templates[phase], work, sessions, half, rng.uniform(0, durations[phase] * 1.1),
-                        spans, reference)
+                        spans, references[phase])
             for k, v in got.items():
                 totals[phase][k] += v
     print(f"kill probe: {args.kills} kills, {len(spans)} spans, reference (never interrupted): ingest "
