@@ -1,5 +1,5 @@
 """Secrets of many kinds, each in a line of the context it is usually pasted in, for the secrets
-probe (tests/test_secrets_probe.py, bench/secrets.py).
+probe (tests/test_secrets_probe.py, bench/redaction.py).
 
 Every secret is generated at run time from pieces and a seed, so that no string in this file looks
 like a live credential to a secret scanner (and none is one). `KINDS` are the formats the built-in

@@ -2,7 +2,7 @@
 """The secrets probe, and what loading gitleaks' rule set would change: kinds caught, false
 redactions on real transcripts, redaction speed.
 
-    python bench/secrets.py --gitleaks /path/to/gitleaks.toml [--corpus bench/data/c30m] [--mb 30]
+    python bench/redaction.py --gitleaks /path/to/gitleaks.toml [--corpus bench/data/c30m] [--mb 30]
 
 1. Probe (`tests/secret_kinds.py`): 50 kinds of secret, each planted in a prompt, a command's
    output, a written file and a stored object, captured by `engram ingest` into a fresh store;
