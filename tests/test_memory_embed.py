@@ -104,3 +104,36 @@ def test_threads_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
     assert threads_setting() == 2
     monkeypatch.setenv(THREADS_ENV, "many")
     assert threads_setting() == DEFAULT_THREADS
+
+
+def test_one_process_embeds_what_waits_the_others_leave_it(tmp_path: Path) -> None:
+    """Every ingest embeds the memories still waiting for a vector; started one per agent edit by a
+    hook, they once ran the model over the same 10,000 memories at once. While one process holds
+    the embedding, another leaves it (the memories stay waiting, recall still finds them by words)."""
+    import fcntl
+    import os
+
+    from conftest import run_engram
+
+    from engram.index.db import open_db
+    from engram.memory.vectors import count_pending, embed_waiting
+    from engram.store.repo import Store, init_store
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    init_store(root)
+    run_engram(root, "remember", "The retry budget is three attempts")  # the command line embeds later
+    store = Store.discover(root)
+    fd = os.open(store.run_dir / "embed.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another process embedding
+    try:
+        assert embed_waiting(store) == 0
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    db = open_db(store)
+    try:
+        assert count_pending(db) == 1
+    finally:
+        db.close()
+    assert embed_waiting(store) == 1

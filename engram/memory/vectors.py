@@ -139,15 +139,20 @@ def embed_waiting(store: Any, *, load: bool = True) -> int:
     from engram.index.db import open_db  # noqa: PLC0415
     from engram.memory.events import SUBDIR  # noqa: PLC0415
 
+    from engram.store.lock import embed_lock_if_free  # noqa: PLC0415
+
     if not names_in(store.events_dir / SUBDIR):
         return 0
-    db = open_db(store)
-    try:
-        if not count_pending(db):
+    with embed_lock_if_free(store) as mine:
+        if not mine:
             return 0
-        return embed_pending(db, load=load)
-    finally:
-        db.close()
+        db = open_db(store)
+        try:
+            if not count_pending(db):
+                return 0
+            return embed_pending(db, load=load)
+        finally:
+            db.close()
 
 
 class Matrix:
