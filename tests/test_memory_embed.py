@@ -137,3 +137,20 @@ def test_one_process_embeds_what_waits_the_others_leave_it(tmp_path: Path) -> No
     finally:
         db.close()
     assert embed_waiting(store) == 1
+
+
+def test_running_the_model_writes_nothing_in_the_home_directory(tmp_path: Path) -> None:
+    """onnxruntime 1.32 keeps a device id and a usage database under ~/.cache/Microsoft unless
+    telemetry is off: Engram writes nothing outside the repository."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    code = "from engram.memory.embed import Embedder; print(Embedder.load().embed(['hello']).shape)"
+    proc = subprocess.run([sys.executable, "-c", code], env={**env, "HOME": str(home)}, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "(1, 384)" in proc.stdout, proc.stderr
+    assert list(home.rglob("*")) == []

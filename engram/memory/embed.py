@@ -158,6 +158,9 @@ class Embedder:
         """
         start = time.perf_counter()
         try:
+            # onnxruntime 1.32 writes a device id and a usage database under ~/.cache/Microsoft/
+            # at every session it creates unless told not to: nothing outside the repository.
+            os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             import onnxruntime as ort  # noqa: PLC0415 - optional until an embedding is needed
         except ImportError as exc:
             raise ModelUnavailable(f"onnxruntime is not installed ({exc}): pip install onnxruntime") from exc
