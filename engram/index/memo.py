@@ -8,12 +8,14 @@ starts from an empty state table), so a rebuilt index is never answered from a s
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import apsw
-import numpy as np
 
 from engram.index.kinds import kinds_of
+
+if TYPE_CHECKING:
+    import numpy as np  # (imported where used: explain reads `index_state` here, and a short span needs no numpy)
 
 _kinds: dict[tuple[str, str], np.ndarray] = {}
 _used: set[tuple[object, ...]] = set()
@@ -68,6 +70,8 @@ def fragment_kinds(db: apsw.Connection, ids: np.ndarray, index_epoch: str) -> np
     the second call in a process, see first_use) is extended with the rows past its end when an
     id beyond it is asked for; never inside a write transaction, whose rows may be rolled back.
     `index_epoch`: the epoch as the caller's query read it (snapshot)."""
+    import numpy as np  # noqa: PLC0415
+
     key = (db.filename, index_epoch)
     kinds = _kinds.get(key)
     if db.txn_state("main") == apsw.SQLITE_TXN_WRITE or (kinds is None and first_use(("kinds", *key))):
