@@ -298,8 +298,10 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
                                include_deleted=include_deleted, rank=rank or str(cfg["rank"]),
                                budget=max(1, tokens - used) if tokens else None, page=page)
-                return {**core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines),
-                        **notes}
+                doc = core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
+                if used and isinstance(doc.get("budget"), dict):  # the budget asked for, the notes' share counted in it
+                    doc["budget"] = {**doc["budget"], "tokens": tokens, "used": doc["budget"].get("used", 0) + used}
+                return {**doc, **notes}
 
         asked = {"file": file, "start_line": start_line, "end_line": end_line, "before": before, "after": after,
                  "brief": brief, "expand_until": expand_until, "min_confidence": min_confidence,

@@ -240,6 +240,9 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
     index warm), tells the editor, and redacts with the configuration as it is now."""
     root = tmp_path / "repo"
     build_spot_repo(spotter, root, ingest=False)
+    # The server ingests only from transcript locations: the repository, ~/.claude, ~/.codex, these.
+    dirs = f"[ingest]\ntranscript_dirs = [{json.dumps(str(tmp_path))}, {json.dumps(str(spotter))}]\n"
+    (root / ".engram" / "config.toml").write_text(dirs)
     rel = next(r for r, c in sorted(created_by(spotter, SPOTTER_MAIN).items())
                if (root / r).read_text() == c and len(c.splitlines()) > 40)
     await start(client, root)
@@ -272,7 +275,7 @@ async def test_an_ingest_in_a_terminal_is_handed_to_the_server_and_lights_up_len
     (inbox / "gone.jsonl").symlink_to(tmp_path / "deleted.jsonl")
     await asyncio.to_thread(ingest, inbox)  # the server has read the configuration now
     (root / ".engram" / "config.toml").write_text(
-        '[redact]\npatterns = [{name = "ticket", pattern = "spotter-gqc"}]\n')
+        dirs + '[redact]\npatterns = [{name = "ticket", pattern = "spotter-gqc"}]\n')
     client.indexed.clear()  # type: ignore[attr-defined]
     await asyncio.to_thread(ingest, spotter / f"{SPOTTER_MAIN}.jsonl", True)
     for _ in range(200):
@@ -318,6 +321,7 @@ async def test_appends_handed_over_never_wait_for_a_merge_and_the_server_merges_
     run_engram(root, "init")
     src = tmp_path / "src"
     src.mkdir()
+    (root / ".engram" / "config.toml").write_text(f"[ingest]\ntranscript_dirs = [{json.dumps(str(src))}]\n")
     n = postings.MAX_SEGMENTS + 3
     sessions = [tape(src, f"t{i:02d}", f"2026-02-{i + 1:02d}T10:00:00Z",
                      [edit(f"src/f{i}.py", [], block(f"w{i}", 10), f"2026-02-{i + 1:02d}T10:00:00Z", op="create")])
