@@ -19,8 +19,6 @@ from test_lsp import client, lenses, open_doc, spot, start  # noqa: F401 - fixtu
 FILE = "lib/spotter/services/transcript_renderer.ex"
 
 
-@pytest.mark.xfail(reason="known bug, open in issue 50 point 5: after the branches merged, the language server's "
-                          "epoch watch no longer recomputes documents after a command-line reindex", strict=False)
 async def test_a_reindex_from_the_command_line_brings_the_lenses_back(client: LanguageClient,  # noqa: F811
                                                                        spot: Path) -> None:  # noqa: F811
     await start(client, spot)

@@ -22,7 +22,7 @@ EPOCH_POLL_S = 2.0
 
 
 async def watch(ls: EngramLanguageServer) -> None:
-    seen: dict[Path, tuple[int, str, bool]] = {}
+    seen: dict[Path, tuple[int, str, bool]] = ls.epoch_seen  # type: ignore[attr-defined]
     while True:
         await asyncio.sleep(EPOCH_POLL_S)
         stores = {st.root: st for st in (d.store for d in list(ls.docs.values())) if st is not None}
@@ -58,4 +58,7 @@ async def start(ls: EngramLanguageServer) -> None:
 
 def register(server: EngramLanguageServer) -> None:
     server.epoch_inodes = {}  # type: ignore[attr-defined]
+    # Each store's (inode, epoch, rebuilding) as last seen: first as the lenses were computed
+    # (regions.record_epoch), so a rebuild within the first poll's 2 s is noticed too.
+    server.epoch_seen = {}  # type: ignore[attr-defined]
     server.on_initialized.append(start)

@@ -13,6 +13,8 @@ import logging
 from typing import Any
 
 from engram.errors import EngramError
+from engram.index.db import index_inode
+from engram.index.memo import index_state
 from engram.query.regions import evidence_regions
 from engram.store.repo import Store
 
@@ -82,7 +84,11 @@ async def compute(ls: EngramLanguageServer, uri: str, dirty_only: bool) -> None:
 
 
 def _regions_blocking(ls: EngramLanguageServer, store: Store, text: str) -> list:
-    return evidence_regions(ls.conn(store), text)
+    db = ls.conn(store)
+    seen = getattr(ls, "epoch_seen", None)
+    if seen is not None and store.root not in seen:  # the index these lenses come from (epoch.watch)
+        seen[store.root] = (index_inode(store), *index_state(db))
+    return evidence_regions(db, text)
 
 
 async def ready(ls: EngramLanguageServer, uri: str) -> DocState:
