@@ -17,9 +17,6 @@ from __future__ import annotations
 import os
 import sys
 
-# engram.store.lock.COALESCE_ENV, not imported: the hook starts before the store modules load
-COALESCE_ENV = "ENGRAM_INGEST_COALESCE"
-
 TYPE_CHECKING = False  # (not typing's: see the module docstring)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -128,6 +125,8 @@ def _start_ingest(payload: dict[str, Any]) -> None:
     if found is None:
         return
     import subprocess  # noqa: PLC0415
+
+    from engram.store.lock import COALESCE_ENV  # noqa: PLC0415 - (ingest_command has loaded the store modules)
 
     root, args = found
     logfile = root / ".engram" / "run" / "hook.log"

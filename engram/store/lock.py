@@ -43,23 +43,11 @@ def ingest_turn(store: Store) -> Iterator[bool]:
         if not queued:
             yield False
             return
-        fd = _take(store, "ingest.lock")  # waits for the running ingest, holding the queue
+        fd = _acquire(store, "ingest.lock", wait=True)  # waits for the running ingest, holding the queue
     try:  # the queue is free again: the next hook's ingest may wait behind this one
         yield True
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
-def _take(store: Store, name: str) -> int:
-    """A blocking lock on run/NAME, as an open descriptor the caller unlocks and closes."""
-    fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        _release(fd)  # type: ignore[arg-type] - a blocking lock is always taken
 
 
 @contextmanager
@@ -91,19 +79,30 @@ def memory_lock(store: Store) -> Iterator[None]:
 def _locked(store: Store, wait: bool, name: str = "ingest.lock") -> Iterator[bool]:
     if damage := store.damage(index=False):  # (six stats) before any writer touches a store it would misread
         raise BadInput(damage[0])
+    fd = _acquire(store, name, wait)
+    try:
+        yield fd is not None
+    finally:
+        if fd is not None:
+            _release(fd)
+
+
+def _acquire(store: Store, name: str, wait: bool) -> int | None:
+    """An exclusive lock on run/NAME as an open descriptor (`_release` gives it back), or None when
+    not waiting and another process holds it."""
     store.run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
-    got = False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-            got = True
-        except BlockingIOError:
-            pass
-        yield got
-    finally:
-        if got:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
+def _release(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
