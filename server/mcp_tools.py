@@ -422,10 +422,11 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
     from .mcp_memory import register_memory_tools  # noqa: PLC0415
 
     register_memory_tools(mcp, store_provider, run, text_provider)
-    from .mcp_resume import register_handoff_tool, register_resume_tool  # noqa: PLC0415
+    from .mcp_resume import register_handoff_tool, register_resume_tool, register_task_tools  # noqa: PLC0415
 
     register_resume_tool(mcp, store_provider, run, _opened)
     register_handoff_tool(mcp, store_provider, run, _opened)
+    register_task_tools(mcp, store_provider, run, _opened)
 
     @mcp.resource("engram://tape/{tape_id}", mime_type="text/plain", title="A session's transcript")
     async def tape_resource(tape_id: str) -> str:
