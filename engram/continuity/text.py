@@ -110,6 +110,9 @@ def _sections(doc: dict[str, Any]) -> list[str]:
                                          f"{w['reads']} reads" if w["reads"] else "") if x)
             by = f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else ""
             out.append(f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})")
+    if doc.get("likely_next"):
+        out += ["", "## Named but not touched yet (where the next edits often go)"]
+        out += [f"- {m['file']}  (in: {', '.join(m['named_in'])}; latest {m['at']})" for m in doc["likely_next"]]
     if doc["errors"]:
         out += ["", "## Tool errors no later call fixed"]
         for e in doc["errors"]:
@@ -124,7 +127,8 @@ def _sections(doc: dict[str, Any]) -> list[str]:
 
 
 _LEFT: Final = {"last_message": "last message", "plan": "plan items", "failing": "failing checks",
-                "must_not_redo": "side effects", "working_set": "files", "errors": "tool errors",
+                "must_not_redo": "side effects", "working_set": "files", "likely_next": "files named",
+                "errors": "tool errors",
                 "accepted_plan": "accepted plan"}
 
 
