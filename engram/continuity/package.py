@@ -214,6 +214,10 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
         order.append((("error", e.tool, e.target), "errors", lambda e=e: {
             "tool": e.tool, "target": e.target, "at": e.at,
             "output": text_of(items.store, e.output, OUTPUT_CHARS, tail=True) if e.output is not None else None}))
+    commands = sorted((r for r in f.runs.values() if not (r.failed and r.kind)), key=lambda r: -r.seq)
+    failed = [r for r in commands if r.failed]  # (errors no later run of the command fixed: before the rest)
+    for r in failed:
+        order.append(_command_unit(items, r))
     for i in range(1, len(f.requests)):
         if i == backing:
             continue
@@ -223,11 +227,9 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
     for m in f.likely_next[:LIKELY_NEXT]:
         order.append((("likely", m.path), "likely_next", lambda m=m: {
             "file": m.path, "named_in": [s for s in WEIGHTS if s in m.sources], "at": m.at}))
-    for r in sorted((r for r in f.runs.values() if not (r.failed and r.kind)), key=lambda r: -r.seq):
-        last = "no result recorded" if r.failed is None else "failed" if r.failed else "passed"
-        order.append((("command", r.at), "commands", lambda r=r, last=last: {
-            "command": text_of(items.store, r.command, COMMAND_CHARS), "runs": r.runs, "last": last,
-            **({"exit_code": r.exit_code} if r.exit_code else {}), "at": r.at}))
+    for r in commands:
+        if not r.failed:
+            order.append(_command_unit(items, r))
     if f.plan.accepted is not None:
         order.append((("accepted_plan",), "accepted_plan", lambda: {
             "at": f.plan.accepted_at, "text": text_of(items.store, f.plan.accepted, PLAN_CHARS)}))
@@ -236,6 +238,13 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
         build[key] = _memo(fn)
         units.append(Unit(key, what, None, lambda k=key: json_size(build[k]()) + 1))
     return units, build
+
+
+def _command_unit(items: _Items, r: Any) -> tuple[Any, str, Callable[[], Any]]:
+    last = "no result recorded" if r.failed is None else "failed" if r.failed else "passed"
+    return (("command", r.at), "commands", lambda: {
+        "command": text_of(items.store, r.command, COMMAND_CHARS), "runs": r.runs, "last": last,
+        **({"exit_code": r.exit_code} if r.exit_code else {}), "at": r.at})
 
 
 def _memo(fn: Callable[[], Any]) -> Callable[[], Any]:
