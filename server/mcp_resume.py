@@ -43,7 +43,8 @@ class ResumeResult(BaseModel):
     likely_next: list[dict[str, Any]] = Field(
         default_factory=list, description="files the transcript names (requests, plan, the agent's words, tool output) "
                                           "that no event touched yet, most likely next first, each with `named_in` (request, plan, "
-                                          "summary, message, thinking, call, output) and `at` (the latest mention)")
+                                          "summary, message, thinking, call, output), `at` (the latest mention) and `state` "
+                                          "(present or absent in the working tree)")
     errors: list[dict[str, Any]] = Field(description="tool errors no later call of the tool on the target fixed")
     commands: list[dict[str, Any]] = Field(description="other commands, latest first, with their last outcome")
     left_out: dict[str, int] | bool = Field(description="false, or how many items of each section did not fit")

@@ -413,7 +413,10 @@ def test_files_named_but_not_touched_are_listed_most_likely_first(tmp_path: Path
     assert "src/fetch/retry.py" not in named, "a file touched is in the working set, not here"
     assert not [f for f in named if "site-packages" in f or "node_modules" in f or "python.org" in f]
     text = run_engram(root, "resume").stdout
-    assert "## Named but not touched yet" in text and "src/fetch/backoff.py  (in: output;" in text
+    assert "## Named but not touched yet" in text and "src/fetch/backoff.py  [absent] (in: output;" in text
+    (root / "src" / "fetch").mkdir(parents=True, exist_ok=True)
+    (root / "src" / "fetch" / "client.py").write_text("x = 1\n")
+    assert {m["file"]: m["state"] for m in resume(root)["likely_next"]}["src/fetch/client.py"] == "present"
 
 
 def test_every_file_named_is_in_the_transcript_where_it_points(spot: Path) -> None:

@@ -9,8 +9,9 @@ has seen. Paths under dependency, build and temporary folders, and words that lo
 are left out; a path sharing more of its folders with the files the session touched ranks
 higher. Nothing is guessed: every file listed was written in the transcript, at `at`.
 
-Measured on real sessions cut mid-way (bench/resume.py): most of the files the package missed
-were named before the cut; the rest were created later under names nothing had said yet."""
+Measured on real sessions cut mid-way (bench/resume.py): about 40 % of the next files edited
+that the working set missed were named before the cut; the rest were mostly created later under
+names nothing had said yet."""
 
 from __future__ import annotations
 

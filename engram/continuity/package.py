@@ -6,7 +6,8 @@ JSON per token); the text rendering of the same items is smaller than their JSON
 bounds both. Items go in this order until the budget is spent: the latest request (and the one a
 short request follows), where the hand-off note disagrees with the transcript, the agent's last
 message, the note, the plan's open items, checks still failing, side effects not to repeat, files
-edited (latest first), files named but not touched yet (engram.continuity.mentions), tool errors no later call fixed, earlier requests, files only read, other
+edited (latest first), tool errors no later call fixed, commands whose last run failed, earlier
+requests, files only read, files named but not touched yet (engram.continuity.mentions), other
 commands, the accepted plan's text (docs/resume.md)."""
 
 from __future__ import annotations
@@ -124,6 +125,16 @@ def file_state(store: Store, touch: FileTouch) -> str:
     return "present"
 
 
+def _present(store: Store, path: str) -> str:
+    """A file named but not touched, in the working tree now: present, absent (to be created, or a
+    path of another tree: a dependency's, a stack trace's), or outside the repository."""
+    try:
+        rel = repo_relative(store.root, path, store.root)
+    except BadInput:
+        return "outside the repository"
+    return "present" if os.path.isfile(os.path.join(store.root, rel)) else "absent"
+
+
 # ------------------------------------------------------------------ items
 
 
@@ -226,7 +237,8 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
         order.append((("file", t.path), "working_set", lambda t=t: items.file(t)))
     for m in f.likely_next[:LIKELY_NEXT]:
         order.append((("likely", m.path), "likely_next", lambda m=m: {
-            "file": m.path, "named_in": [s for s in WEIGHTS if s in m.sources], "at": m.at}))
+            "file": m.path, "named_in": [s for s in WEIGHTS if s in m.sources], "at": m.at,
+            "state": _present(items.store, m.path)}))
     for r in commands:
         if not r.failed:
             order.append(_command_unit(items, r))

@@ -112,7 +112,8 @@ def _sections(doc: dict[str, Any]) -> list[str]:
             out.append(f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})")
     if doc.get("likely_next"):
         out += ["", "## Named but not touched yet (where the next edits often go)"]
-        out += [f"- {m['file']}  (in: {', '.join(m['named_in'])}; latest {m['at']})" for m in doc["likely_next"]]
+        out += [f"- {m['file']}  [{m['state']}] (in: {', '.join(m['named_in'])}; latest {m['at']})"
+                for m in doc["likely_next"]]
     if doc["errors"]:
         out += ["", "## Tool errors no later call fixed"]
         for e in doc["errors"]:
