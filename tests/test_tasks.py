@@ -162,3 +162,20 @@ def test_the_mcp_task_tools(spot: Path) -> None:
             assert cli["status"] == "closed" and cli["checkpoints"] == 2
 
     asyncio.run(go())
+
+
+def test_the_session_start_hook_gives_the_task_package(spot: Path, spotter: Path) -> None:
+    """After a compaction of a session that belongs to an open task, the context the hook injects
+    is the task's package (its sessions, its latest hand-off), kept as a checkpoint."""
+    tid = js(spot, "task", "new", "review context", "--session", CODEX_SESSION)["id"]
+    js(spot, "task", "join", tid, SPOTTER_OTHER)
+    payload = {"session_id": SPOTTER_OTHER, "transcript_path": str(spotter / f"{SPOTTER_OTHER}.jsonl"),
+               "cwd": str(spot), "hook_event_name": "SessionStart", "source": "compact"}
+    out = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(payload).encode()).stdout)
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert f"Task {tid} (open): review context — 2 sessions, checkpoint 1" in context
+    assert "List the files" in context or "019fc8be" in context, "the other harness's session is part of it"
+    assert [c["kind"] for c in js(spot, "task", "checkpoints", tid)] == ["resume"]
+    js(spot, "task", "close", tid)
+    out = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(payload).encode()).stdout)
+    assert f"Task {tid}" not in out["hookSpecificOutput"]["additionalContext"], "closed: the session's own package"

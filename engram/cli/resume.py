@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import closing
+from typing import Any
 
 from engram.cli.argtypes import count
 from engram.cli.context import store_of
@@ -64,13 +65,29 @@ def _hook_output(raw: str) -> str | None:
     session = payload.get("session_id") if source != "clear" else None
     with closing(_ready_db(store)) as db:
         try:
-            doc = resume(store, db, Options(session=session if isinstance(session, str) and session else None,
-                                            budget=DEFAULT_BUDGET))
+            doc = resume(store, db, _hook_options(store, db, session if isinstance(session, str) and session else None))
         except UnknownTape:
             doc = resume(store, db, Options(budget=DEFAULT_BUDGET))  # its own session is not captured: the latest
     codex = isinstance(transcript, str) and (".codex" in transcript or "rollout-" in os.path.basename(transcript))
     context = first_prompt(doc, "codex" if codex else "claude")  # the harness starting, whichever recorded the work
     return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}})
+
+
+def _hook_options(store: Any, db: Any, session: str | None) -> Any:
+    """What the hook resumes: the session's package, or when the session belongs to an open task
+    (joined, or continuing a session that did), the task's (the latest task it joined; kept as
+    the task's checkpoint like any `resume --task`)."""
+    from engram.continuity.chain import resolve_chain  # noqa: PLC0415
+    from engram.continuity.package import DEFAULT_BUDGET, Options  # noqa: PLC0415
+    from engram.continuity.tasks import tasks_of  # noqa: PLC0415
+
+    if session is not None:
+        sid = resolve_chain(db, session).session_id
+        found = tasks_of(store, db, sid)
+        if found:
+            return Options(task=found[-1].id, budget=DEFAULT_BUDGET,
+                           more="engram resume --task {task} --budget {budget}")
+    return Options(session=session, budget=DEFAULT_BUDGET)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
