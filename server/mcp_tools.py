@@ -42,7 +42,8 @@ INSTRUCTIONS = (
     "memories: `recall` what is known (give `file` to favour notes anchored on that code), `remember` a fact, "
     "decision or finding worth keeping (anchored to the lines it is about), `memory_update` or `forget` notes "
     "that turned out wrong. At the start of a session that continues earlier work (after a compaction, a "
-    "resume or a switch of harness), call `resume` for what that work's transcript says is left to do; before stopping mid-task, leave a `handoff` note."
+    "resume or a switch of harness), call `resume` for what that work's transcript says is left to do; before stopping mid-task, leave a `handoff` note. "
+    "Work that spans sessions is a task (`task_list`, `task_new`, `task_join`): `resume(task=...)` reads all its sessions."
 )
 
 
