@@ -1,6 +1,6 @@
 """The `resume` and `handoff` tools of the MCP server: `engram resume --json` for an agent that
 starts after a compaction, a rate limit or a switch of harness, and `engram handoff` for one that
-stops (engram.continuity; docs/resume.md).
+stops; and the `task_*` tools, `engram task ...` (engram.continuity; docs/resume.md).
 
 Thin: each parses its arguments, calls the core on the runner's thread, returns the document."""
 
@@ -40,6 +40,11 @@ class ResumeResult(BaseModel):
                                                             "migrations, deploys, publishes, deletions, installs")
     working_set: list[dict[str, Any]] = Field(description="files edited, then read, latest first, each with its "
                                                           "`state` now: as-left, changed since (by whom), deleted")
+    likely_next: list[dict[str, Any]] = Field(
+        default_factory=list, description="files the transcript names (requests, plan, the agent's words, tool output) "
+                                          "that no event touched yet, most likely next first, each with `named_in` (request, plan, "
+                                          "summary, message, thinking, call, output), `at` (the latest mention) and `state` "
+                                          "(present or absent in the working tree)")
     errors: list[dict[str, Any]] = Field(description="tool errors no later call of the tool on the target fixed")
     commands: list[dict[str, Any]] = Field(description="other commands, latest first, with their last outcome")
     left_out: dict[str, int] | bool = Field(description="false, or how many items of each section did not fit")
@@ -58,6 +63,9 @@ def register_resume_tool(mcp: MCPServer, store_provider: Callable[[], Store],
     async def resume(
         session: str | None = Field(default=None, description="session id (or its start) or tape-id prefix; "
                                                               "default: the latest session in this repository"),
+        task: str | None = Field(default=None, description="instead of a session: a task (`task_list`), all its "
+                                                           "sessions read as one; the package is kept as the "
+                                                           "task's next checkpoint"),
         harness: str | None = Field(default=None, description="with no session: the latest of this harness "
                                                               "(claude-code, codex, ...)"),
         budget: int = Field(default=2000, ge=0, description="at most this many tokens (4 bytes of JSON each); "
@@ -71,11 +79,16 @@ def register_resume_tool(mcp: MCPServer, store_provider: Callable[[], Store],
         from engram.continuity.package import Options  # noqa: PLC0415
         from engram.continuity.package import resume as core_resume
 
-        more = "resume(session={session!r}, budget={budget})"
+        more = "resume(task={task!r}, budget={budget})" if task else "resume(session={session!r}, budget={budget})"
 
         def work() -> dict[str, Any]:
+            if task and (session or harness):
+                from engram.errors import BadInput  # noqa: PLC0415
+
+                raise BadInput("give a task, or a session (or harness), not both")
             with opened(store_provider) as (store, db):
-                return core_resume(store, db, Options(session=session, harness=harness, budget=budget, more=more))
+                return core_resume(store, db, Options(session=session, harness=harness, budget=budget, more=more,
+                                                      task=task))
 
         return ResumeResult.model_validate(await run(work))
 
@@ -85,6 +98,8 @@ class HandoffResult(BaseModel):
     session_id: str = Field(description="the session it hands off")
     note: dict[str, Any]
     anchored: list[str] = Field(description="the FILE:A-B spans the note names, anchored so it follows the code")
+    checkpoints: list[dict[str, Any]] = Field(default_factory=list,
+                                              description="the tasks the note was kept for, each with its version")
 
 
 def register_handoff_tool(mcp: MCPServer, store_provider: Callable[[], Store],
@@ -106,6 +121,8 @@ def register_handoff_tool(mcp: MCPServer, store_provider: Callable[[], Store],
                                          description="what to keep as it is; FILE:A-B anchors the note there"),
         session: str | None = Field(default=None, description="the session handed off (default: yours when your "
                                                               "harness says which, else the latest)"),
+        task: str | None = Field(default=None, description="a task (`task_list`) the session joins; the note is "
+                                                           "kept as its checkpoint"),
         ctx: Context | None = None,
     ) -> HandoffResult:
         """Before stopping mid-task (context nearly full, a limit, the end of a turn of work), leave
@@ -121,6 +138,145 @@ def register_handoff_tool(mcp: MCPServer, store_provider: Callable[[], Store],
 
         def work() -> dict[str, Any]:
             with opened(store_provider) as (store, db):
-                return handoff_request(store, db, session, note, source)
+                return handoff_request(store, db, session, note, source, task=task)
 
         return HandoffResult.model_validate(await run(work))
+
+
+class TaskResult(BaseModel):
+    id: str
+    title: str
+    goal: str | None = None
+    status: str = Field(description="open or closed")
+    created: str
+    by: dict[str, Any]
+    closed: str | None = None
+    why: str | None = None
+    joined: list[dict[str, Any]] = Field(description="the sessions joined explicitly: session, via, ts")
+    checkpoints: int = Field(description="how many checkpoints are kept (`task_checkpoints` lists them)")
+    last_checkpoint: dict[str, Any] | None = None
+    sessions: list[dict[str, Any]] | None = Field(
+        default=None, description="every session of the task, oldest first, with `via`: joined, handoff, or the "
+                                  "continuation (compaction, resume) that brought it in")
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskResult]
+
+
+class Checkpoints(BaseModel):
+    task: str
+    checkpoints: list[dict[str, Any]] = Field(description="version, kind (resume or handoff), session, ts, by; "
+                                                          "with `version` given, that one with its `doc`")
+
+
+def register_task_tools(mcp: MCPServer, store_provider: Callable[[], Store],
+                        run: Callable[[Callable[[], T]], Awaitable[T]],
+                        opened: Callable[[Callable[[], Store]], Any]) -> None:
+    """Add `task_new`, `task_list`, `task_show`, `task_join`, `task_close` and `task_checkpoints`."""
+    from engram.continuity import tasks as core  # noqa: PLC0415
+
+    from .mcp_memory import _agent  # noqa: PLC0415
+
+    reads = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                             open_world_hint=False)
+    task_ref = Field(description="task id (or its start) or title")
+
+    def shown(store: Store, db: Any, task: Any) -> TaskResult:
+        return TaskResult.model_validate({**task.summary(), "sessions": core.sessions(db, task)})
+
+    @mcp.tool(title="Start a task that spans sessions", annotations=writes)
+    async def task_new(
+        title: str | None = Field(default=None, description="a line naming the goal (default: the first request "
+                                                            "of the session, verbatim)"),
+        goal: str | None = Field(default=None, description="the goal in more words"),
+        session: str | None = Field(default=None, description="a session that joins at once (default: yours when "
+                                                              "your harness says which, else none)"),
+        ctx: Context | None = None,
+    ) -> TaskResult:
+        """Start a task: the goal a piece of work has across sessions and harnesses. Sessions join it
+        (`task_join`, or `handoff` with `task`); `resume` with `task` reads all of them as one."""
+        source = _agent(ctx)
+
+        def work() -> TaskResult:
+            with opened(store_provider) as (store, db):
+                joins = session or (source.session if source.session and core.captured(db, source.session) else None)
+                return shown(store, db, core.new_task(store, db, title, goal=goal, session=joins, source=source))
+
+        return await run(work)
+
+    @mcp.tool(title="List tasks", annotations=reads)
+    async def task_list(all: bool = Field(default=False, description="closed tasks too")) -> TaskList:  # noqa: A002
+        """The open tasks of this repository (with `all`, the closed ones too), oldest first."""
+
+        def work() -> TaskList:
+            with opened(store_provider) as (store, _):
+                return TaskList(tasks=[TaskResult.model_validate(t.summary()) for t in core.load(store).values()
+                                       if all or t.status == "open"])
+
+        return await run(work)
+
+    @mcp.tool(title="Show a task and its sessions", annotations=reads)
+    async def task_show(task: str = task_ref) -> TaskResult:
+        """A task, its sessions (joined, or brought in by a continuation) and its last checkpoint."""
+
+        def work() -> TaskResult:
+            with opened(store_provider) as (store, db):
+                return shown(store, db, core.find(core.load(store), task))
+
+        return await run(work)
+
+    @mcp.tool(title="Join a session to a task", annotations=writes)
+    async def task_join(
+        task: str = task_ref,
+        session: str | None = Field(default=None, description="default: yours when your harness says which, "
+                                                              "else the latest session"),
+        ctx: Context | None = None,
+    ) -> TaskResult:
+        """Say that a session works on a task (the sessions continuing it follow on their own)."""
+        source = _agent(ctx)
+
+        def work() -> TaskResult:
+            with opened(store_provider) as (store, db):
+                joined, _ = core.join(store, db, task, session, source=source)
+                return shown(store, db, joined)
+
+        return await run(work)
+
+    @mcp.tool(title="Close a task", annotations=writes)
+    async def task_close(
+        task: str = task_ref,
+        why: str | None = Field(default=None, description="why: done, abandoned, ..."),
+        reopen: bool = Field(default=False, description="open a closed task again instead"),
+        ctx: Context | None = None,
+    ) -> TaskResult:
+        """Close a task when its goal is met or dropped; its sessions and checkpoints are kept."""
+        source = _agent(ctx)
+
+        def work() -> TaskResult:
+            with opened(store_provider) as (store, db):
+                return shown(store, db, core.close(store, task, why=why, reopen=reopen, source=source))
+
+        return await run(work)
+
+    @mcp.tool(title="A task's checkpoints", annotations=reads)
+    async def task_checkpoints(
+        task: str = task_ref,
+        version: int | None = Field(default=None, ge=1, description="this checkpoint, with what it kept"),
+    ) -> Checkpoints:
+        """The versions kept of a task's state: each `resume` of the task and each hand-off of one
+        of its sessions, numbered; with `version`, that one's package or note."""
+
+        def work() -> Checkpoints:
+            with opened(store_provider) as (store, _):
+                found = core.find(core.load(store), task)
+                rows = [c if version is not None else {k: v for k, v in c.items() if k != "doc"}
+                        for c in found.checkpoints if version is None or c["version"] == version]
+                if version is not None and not rows:
+                    from engram.errors import BadInput  # noqa: PLC0415
+
+                    raise BadInput(f"task {found.id} has {len(found.checkpoints)} checkpoints; no version {version}")
+                return Checkpoints(task=found.id, checkpoints=rows)
+
+        return await run(work)

@@ -42,7 +42,8 @@ INSTRUCTIONS = (
     "memories: `recall` what is known (give `file` to favour notes anchored on that code), `remember` a fact, "
     "decision or finding worth keeping (anchored to the lines it is about), `memory_update` or `forget` notes "
     "that turned out wrong. At the start of a session that continues earlier work (after a compaction, a "
-    "resume or a switch of harness), call `resume` for what that work's transcript says is left to do; before stopping mid-task, leave a `handoff` note."
+    "resume or a switch of harness), call `resume` for what that work's transcript says is left to do; before stopping mid-task, leave a `handoff` note. "
+    "Work that spans sessions is a task (`task_list`, `task_new`, `task_join`): `resume(task=...)` reads all its sessions."
 )
 
 
@@ -422,10 +423,11 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
     from .mcp_memory import register_memory_tools  # noqa: PLC0415
 
     register_memory_tools(mcp, store_provider, run, text_provider)
-    from .mcp_resume import register_handoff_tool, register_resume_tool  # noqa: PLC0415
+    from .mcp_resume import register_handoff_tool, register_resume_tool, register_task_tools  # noqa: PLC0415
 
     register_resume_tool(mcp, store_provider, run, _opened)
     register_handoff_tool(mcp, store_provider, run, _opened)
+    register_task_tools(mcp, store_provider, run, _opened)
 
     @mcp.resource("engram://tape/{tape_id}", mime_type="text/plain", title="A session's transcript")
     async def tape_resource(tape_id: str) -> str:

@@ -390,3 +390,41 @@ def test_engram_hook_gives_the_package_after_a_compaction_and_the_notes_brief(sp
     fresh = json.loads(run_engram(spot, "hook", input=json.dumps({**payload, "source": "startup"}).encode()).stdout)
     fresh_context = fresh["hookSpecificOutput"]["additionalContext"]
     assert "staging branch first" in fresh_context and "spotter-dov" not in fresh_context
+
+
+# ------------------------------------------------------------------ files named, not touched yet
+
+
+def test_files_named_but_not_touched_are_listed_most_likely_first(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    s = Session(root, "eeeeeeee-5555-4555-8555-000000000005")
+    s.prompt("Add retries to src/fetch/client.py, then cover them in tests/test_client.py")
+    s.write("src/fetch/retry.py", "def retry(fn):\n    return fn()\n")
+    _bash(s, "git status --short", 0, " M src/fetch/retry.py\n?? src/fetch/backoff.py\n")
+    _bash(s, "pytest -x", 1, "  File \"/usr/lib/python3/site-packages/urllib3/poolmanager.py\", line 3\n"
+                             "node_modules/left-pad/index.js\nsee https://docs.python.org/3/library/os.path.html")
+    sess = s.save(tmp_path / "sessions")
+    run_engram(root, "ingest", str(sess))
+    doc = resume(root)
+    named = {m["file"]: m for m in doc["likely_next"]}
+    assert list(named)[:2] == ["src/fetch/client.py", "tests/test_client.py"], "said in the request: first"
+    assert named["src/fetch/client.py"]["named_in"] == ["request"]
+    assert named["src/fetch/backoff.py"]["named_in"] == ["output"], "git status named it"
+    assert "src/fetch/retry.py" not in named, "a file touched is in the working set, not here"
+    assert not [f for f in named if "site-packages" in f or "node_modules" in f or "python.org" in f]
+    text = run_engram(root, "resume").stdout
+    assert "## Named but not touched yet" in text and "src/fetch/backoff.py  [absent] (in: output;" in text
+    (root / "src" / "fetch").mkdir(parents=True, exist_ok=True)
+    (root / "src" / "fetch" / "client.py").write_text("x = 1\n")
+    assert {m["file"]: m["state"] for m in resume(root)["likely_next"]}["src/fetch/client.py"] == "present"
+
+
+def test_every_file_named_is_in_the_transcript_where_it_points(spot: Path) -> None:
+    """Nothing guessed: each file of `likely_next` is written in the event its `at` opens."""
+    doc = resume(spot, SPOTTER_MAIN, "--budget", "0")
+    assert len(doc["likely_next"]) >= 10
+    touched = {w["file"] for w in doc["working_set"]}
+    for m in doc["likely_next"][:10]:
+        assert m["file"] not in touched
+        view = run_engram(spot, "view", m["at"], "--before", "0", "--after", "0", "--json").stdout
+        assert m["file"].rsplit("/", 1)[-1] in view, (m, view[:300])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import closing
+from typing import Any
 
 from engram.cli.argtypes import count
 from engram.cli.context import store_of
@@ -64,13 +65,29 @@ def _hook_output(raw: str) -> str | None:
     session = payload.get("session_id") if source != "clear" else None
     with closing(_ready_db(store)) as db:
         try:
-            doc = resume(store, db, Options(session=session if isinstance(session, str) and session else None,
-                                            budget=DEFAULT_BUDGET))
+            doc = resume(store, db, _hook_options(store, db, session if isinstance(session, str) and session else None))
         except UnknownTape:
             doc = resume(store, db, Options(budget=DEFAULT_BUDGET))  # its own session is not captured: the latest
     codex = isinstance(transcript, str) and (".codex" in transcript or "rollout-" in os.path.basename(transcript))
     context = first_prompt(doc, "codex" if codex else "claude")  # the harness starting, whichever recorded the work
     return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}})
+
+
+def _hook_options(store: Any, db: Any, session: str | None) -> Any:
+    """What the hook resumes: the session's package, or when the session belongs to an open task
+    (joined, or continuing a session that did), the task's (the latest task it joined; kept as
+    the task's checkpoint like any `resume --task`)."""
+    from engram.continuity.chain import resolve_chain  # noqa: PLC0415
+    from engram.continuity.package import DEFAULT_BUDGET, Options  # noqa: PLC0415
+    from engram.continuity.tasks import tasks_of  # noqa: PLC0415
+
+    if session is not None:
+        sid = resolve_chain(db, session).session_id
+        found = tasks_of(store, db, sid)
+        if found:
+            return Options(task=found[-1].id, budget=DEFAULT_BUDGET,
+                           more="engram resume --task {task} --budget {budget}")
+    return Options(session=session, budget=DEFAULT_BUDGET)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -84,9 +101,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from engram.continuity.text import first_prompt, render
 
     store = store_of(args)
-    more = "engram resume {session} --budget {budget}" + (f" --for {args.for_}" if args.for_ else "")
+    if args.task and (args.session or args.harness):
+        from engram.errors import BadInput
+
+        raise BadInput("--task reads the task's sessions: give the task, or a session (--harness), not both")
+    more = ("engram resume --task {task} --budget {budget}" if args.task else
+            "engram resume {session} --budget {budget}") + (f" --for {args.for_}" if args.for_ else "")
     opts = Options(session=args.session, harness=args.harness,
-                   budget=DEFAULT_BUDGET if args.budget is None else args.budget, more=more)
+                   budget=DEFAULT_BUDGET if args.budget is None else args.budget, more=more, task=args.task)
     with closing(_ready_db(store)) as db:
         doc = resume(store, db, opts)
     if args.json:
@@ -121,11 +143,13 @@ def cmd_handoff(args: argparse.Namespace) -> int:
         note = parse_note(sys.stdin.read())
     store = store_of(args)
     with closing(_ready_db(store)) as db:
-        done = handoff_request(store, db, args.session, note, calling_agent(), args.harness)
+        done = handoff_request(store, db, args.session, note, calling_agent(), args.harness, task=args.task)
     if args.json:
         print_json(done)
         return 0
     print(f"{done['id']}  hand-off note for session {done['session_id']}")
+    for t in done.get("checkpoints") or []:
+        print(f"  checkpoint {t['version']} of task {t['task']}", file=sys.stderr)
     for span in done["anchored"]:
         print(f"  anchored to {span}", file=sys.stderr)
     return 0
@@ -137,6 +161,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("session", nargs="?", help="a session id (or its start) or tape-id prefix, as `engram show` takes "
                                               "(default: the latest session in this repository)")
     s.add_argument("--harness", metavar="NAME", help="the latest session of this harness (claude-code, codex, ...)")
+    s.add_argument("--task", metavar="TASK", help="all the sessions of a task (engram task), read as one; the "
+                                                  "package is kept as the task's next checkpoint")
     s.add_argument("--budget", type=count, metavar="TOKENS",
                    help="at most this many tokens, 4 bytes of the package's JSON each (default 2000; 0: no bound)")
     s.add_argument("--for", dest="for_", choices=["claude", "codex"],
@@ -151,6 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("session", nargs="?", help="the session it hands off (default: the calling agent's session when "
                                               "its harness says, else the latest)")
     s.add_argument("--harness", metavar="NAME", help="with no session: the latest session of this harness")
+    s.add_argument("--task", metavar="TASK", help="the session joins this task (engram task), and the note is "
+                                                  "kept as its next checkpoint")
     for key, flag, text in _NOTE_FLAGS:
         if key == "goal":
             s.add_argument(flag, dest=key, metavar="TEXT", help=text)
@@ -158,3 +186,6 @@ def register(sub: argparse._SubParsersAction) -> None:
             s.add_argument(flag, dest=key, metavar="TEXT", action="append", help=text)
     people_output(s)
     s.set_defaults(func=cmd_handoff)
+    from engram.cli import task  # noqa: PLC0415
+
+    task.register(sub)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.continuity.commands import check_kind, command_line, covers, effects, family
+from engram.continuity.mentions import Mention, Mentions
 from engram.query.story import is_request
 from engram.tape import events as E
 
@@ -24,6 +25,7 @@ Pointer = str  # "TAPE@OFFSET", what `engram view` takes
 
 _TASK_ID: Final = re.compile(r"#(\d+)")
 _OPEN: Final = ("pending", "in_progress")
+_PLAN_TOOLS: Final = frozenset({"TodoWrite", "update_plan", "ExitPlanMode", "TaskCreate", "TaskUpdate"})
 
 
 @dataclass
@@ -107,6 +109,7 @@ class Facts:
     ended: str | None = None
     cwd: str | None = None
     branch: str | None = None
+    likely_next: list[Mention] = field(default_factory=list)  # files named, not touched: most likely first
 
 
 def _target(name: str, inp: dict[str, Any]) -> str:
@@ -115,6 +118,16 @@ def _target(name: str, inp: dict[str, Any]) -> str:
         if isinstance(v, (str, int)) and str(v):
             return str(v)
     return ""
+
+
+def _strings(value: Any, depth: int = 0) -> list[str]:
+    """The texts inside a tool call's input (its command, its file, a plan's items)."""
+    if isinstance(value, str):
+        return [value]
+    if depth > 4:
+        return []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [t for v in items for t in _strings(v, depth + 1)]
 
 
 class _Reader:
@@ -126,6 +139,10 @@ class _Reader:
         self.seq = 0
         self.task_no = 0
         self.ts: str | None = None
+        self.mentions = Mentions()
+
+    def _mention(self, text: Any, source: str, at: Pointer) -> None:
+        self.mentions.add(text, source, at, self.seq, self.f.cwd)
 
     def add(self, ev: dict[str, Any], at: Pointer) -> None:
         self.seq += 1
@@ -139,6 +156,7 @@ class _Reader:
         if kind == E.MSG_IN:
             self._message_in(ev, at)
         elif kind == E.MSG_OUT:
+            self._mention(ev.get("text"), "thinking" if ev.get("block") == "thinking" else "message", at)
             if not ev.get("agent") and ev.get("block") != "thinking" and ev.get("text"):
                 self.f.last_message = (at, ev["text"], ev.get("ts"))
         elif kind == E.TOOL_CALL:
@@ -151,18 +169,23 @@ class _Reader:
             self.f.compactions.append(at)
             if ev.get("message"):
                 self.f.summaries.append((at, ev["message"]))
+                self._mention(ev["message"], "summary", at)
 
     def _message_in(self, ev: dict[str, Any], at: Pointer) -> None:
         if ev.get("compact_summary") and ev.get("text"):
             self.f.summaries.append((at, ev["text"]))
+            self._mention(ev["text"], "summary", at)
         if ev.get("agent") or not is_request(ev):
             return
+        self._mention(ev["text"], "request", at)
         self.f.requests.append((at, ev["text"], ev.get("ts")))
 
     def _call(self, ev: dict[str, Any], at: Pointer) -> None:
         name = str(ev.get("name") or "")
         inp = ev.get("input") if isinstance(ev.get("input"), dict) else {}
         self.calls[str(ev.get("call_id") or "")] = (name, inp, at, self.seq)
+        if inp:
+            self._mention("\n".join(_strings(inp)), "plan" if name in _PLAN_TOOLS else "call", at)
         if not ev.get("agent"):
             self._plan(name, inp, at)
 
@@ -203,6 +226,8 @@ class _Reader:
             m = _TASK_ID.search(ev["stdout"])  # "Task #3 created successfully: ..." names the id TaskUpdate uses
             if m and self.f.plan.items and self.f.plan.items[-1].at == call_at:
                 self.f.plan.items[-1].key = m.group(1)
+        for text in (ev.get("stdout"), ev.get("stderr")):
+            self._mention(text, "output", at)
         line = command_line(name, inp)
         output = ev.get("stderr") or ev.get("stdout") if failed else None
         if line is not None:
@@ -257,6 +282,7 @@ class _Reader:
             later = self.f.runs.get(family(line)) if line is not None else None
             if line is not None and (later is None or later.seq < seq):
                 self._run(line, None, None, at, seq, None)
+        self.f.likely_next = self.mentions.ranked(set(self.f.files))
         return self.f
 
 

@@ -227,10 +227,12 @@ def _after(ts: str | None, created: str) -> bool:
 
 
 def handoff_request(store: Any, db: Any, session: str | None, note: dict[str, Any], source: Source,
-                    harness: str | None = None) -> dict[str, Any]:
+                    harness: str | None = None, task: str | None = None) -> dict[str, Any]:
     """Write a hand-off note for the session `session` names (default: the writer's own session
     when its harness says which, else the latest session), as `engram handoff` and the MCP tool
-    `handoff` do."""
+    `handoff` do. With `task`, the session joins that task first; the note is kept as a
+    checkpoint of every open task the session belongs to (`checkpoints`: task and version)."""
+    from engram.continuity import tasks as T  # noqa: PLC0415
     from engram.continuity.chain import resolve_chain  # noqa: PLC0415
     from engram.errors import UnknownTape  # noqa: PLC0415
     from engram.memory.memories import Memories  # noqa: PLC0415
@@ -244,9 +246,16 @@ def handoff_request(store: Any, db: Any, session: str | None, note: dict[str, An
         else:
             ref = chain.session_id
     chain = resolve_chain(db, ref, harness)
+    note = check_note(note)
+    if task is not None:
+        T.join(store, db, task, chain.session_id, via="handoff", source=source)
     last = chain.tapes[-1]
     mem = Memories(store, db)
     try:
-        return write_handoff(mem, chain, f"{last.id[:12]}@{max(0, last.events - 1)}", check_note(note), source)
+        done = write_handoff(mem, chain, f"{last.id[:12]}@{max(0, last.events - 1)}", note, source)
     finally:
         mem.close()
+    done["checkpoints"] = [{"task": t.id, "version": T.checkpoint(store, t, "handoff", chain.session_id,
+                                                                 {"id": done["id"], "note": note}, source)}
+                           for t in T.tasks_of(store, db, chain.session_id)]
+    return done

@@ -6,7 +6,8 @@ JSON per token); the text rendering of the same items is smaller than their JSON
 bounds both. Items go in this order until the budget is spent: the latest request (and the one a
 short request follows), where the hand-off note disagrees with the transcript, the agent's last
 message, the note, the plan's open items, checks still failing, side effects not to repeat, files
-edited (latest first), tool errors no later call fixed, earlier requests, files only read, other
+edited (latest first), tool errors no later call fixed, commands whose last run failed, earlier
+requests, files only read, files named but not touched yet (engram.continuity.mentions), other
 commands, the accepted plan's text (docs/resume.md)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.continuity.chain import Chain, resolve_chain
 from engram.continuity.facts import Facts, FileTouch, read_facts
+from engram.continuity.mentions import WEIGHTS
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
@@ -42,6 +44,9 @@ MESSAGE_CHARS: Final = 1000
 OUTPUT_CHARS: Final = 300
 PLAN_CHARS: Final = 1200
 COMMAND_CHARS: Final = 200
+#: Files named but not touched, listed at most (bench/resume.py, tuning sets: 8 → 0.65, 12 → 0.69,
+#: 20 → 0.71 next-files recall, against 0.72 for every file named).
+LIKELY_NEXT: Final = 20
 _RESERVE: Final = 600  # bytes for the session heading, the section keys and the budget line
 
 
@@ -51,9 +56,11 @@ class Options:
     harness: str | None = None
     budget: int | None = DEFAULT_BUDGET  # None or 0: no bound
     more: str = "engram resume {session} --budget {budget}"  # the call that gets more ("{budget}": larger)
+    task: str | None = None  # a task (engram.continuity.tasks): all its sessions, read as one
+    checkpoint: bool = True  # with `task`: keep the package as the task's next checkpoint
 
 
-def _text(store: Store, value: Any, limit: int, tail: bool = False) -> str:
+def text_of(store: Store, value: Any, limit: int, tail: bool = False) -> str:
     """A text of the tape (an object reference resolved), trimmed to `limit` characters: its
     head, or with `tail` its end (where a failing command's error is)."""
     if not isinstance(value, str):
@@ -118,6 +125,16 @@ def file_state(store: Store, touch: FileTouch) -> str:
     return "present"
 
 
+def _present(store: Store, path: str) -> str:
+    """A file named but not touched, in the working tree now: present, absent (to be created, or a
+    path of another tree: a dependency's, a stack trace's), or outside the repository."""
+    try:
+        rel = repo_relative(store.root, path, store.root)
+    except BadInput:
+        return "outside the repository"
+    return "present" if os.path.isfile(os.path.join(store.root, rel)) else "absent"
+
+
 # ------------------------------------------------------------------ items
 
 
@@ -131,12 +148,12 @@ class _Items:
 
     def request(self, i: int) -> dict[str, Any]:
         at, text, ts = self.f.requests[-1 - i]
-        return {"at": at, "ts": ts, "text": _text(self.store, text, LATEST_REQUEST_CHARS if i == 0 else REQUEST_CHARS)}
+        return {"at": at, "ts": ts, "text": text_of(self.store, text, LATEST_REQUEST_CHARS if i == 0 else REQUEST_CHARS)}
 
     def last_message(self) -> dict[str, Any]:
         assert self.f.last_message is not None
         at, text, ts = self.f.last_message
-        return {"at": at, "ts": ts, "text": _text(self.store, text, MESSAGE_CHARS)}
+        return {"at": at, "ts": ts, "text": text_of(self.store, text, MESSAGE_CHARS)}
 
     def file(self, t: FileTouch) -> dict[str, Any]:
         item: dict[str, Any] = {"file": t.path, "state": file_state(self.store, t), "edits": t.edited, "reads": t.read,
@@ -152,16 +169,16 @@ def _backing_request(items: _Items) -> int | None:
     """When the latest request is a word or three ("continue", "did you push?"), the index (latest
     first) of the last longer one before it (else the first): what "continue" continues."""
     reqs = items.f.requests
-    if not reqs or len(_text(items.store, reqs[-1][1], 200).split()) >= SHORT_REQUEST_WORDS:
+    if not reqs or len(text_of(items.store, reqs[-1][1], 200).split()) >= SHORT_REQUEST_WORDS:
         return None
     for i in range(1, len(reqs)):
-        if len(_text(items.store, reqs[-1 - i][1], 200).split()) >= SHORT_REQUEST_WORDS:
+        if len(text_of(items.store, reqs[-1 - i][1], 200).split()) >= SHORT_REQUEST_WORDS:
             return i
     return len(reqs) - 1 if len(reqs) > 1 else None  # none longer: the one that began the work
 
 
 def _handoff_item(store: Store, handoff: dict[str, Any]) -> dict[str, Any]:
-    note = {k: (_text(store, v, 300) if isinstance(v, str) else [_text(store, x, 300) for x in v[:12]])
+    note = {k: (text_of(store, v, 300) if isinstance(v, str) else [text_of(store, x, 300) for x in v[:12]])
             for k, v in handoff["note"].items() if v}
     return {"id": handoff["id"], "created": handoff["created"], "by": handoff.get("source"), "note": note}
 
@@ -184,14 +201,14 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
         order.append((("handoff",), "handoff", lambda: _handoff_item(items.store, handoff)))
     open_items = [i for i in f.plan.items if i.status in ("pending", "in_progress")]
     for n, it in enumerate(open_items):
-        order.append((("plan", n), "plan", lambda it=it: {"text": _text(items.store, it.text, 300),
+        order.append((("plan", n), "plan", lambda it=it: {"text": text_of(items.store, it.text, 300),
                                                                  "status": it.status, "at": it.at}))
     failing = sorted((r for r in f.runs.values() if r.failed and r.kind), key=lambda r: -r.seq)
     for r in failing:
         order.append((("failing", r.at), "failing", lambda r=r: {
-            "command": _text(items.store, r.command, COMMAND_CHARS), "kind": r.kind, "runs": r.runs,
+            "command": text_of(items.store, r.command, COMMAND_CHARS), "kind": r.kind, "runs": r.runs,
             "exit_code": r.exit_code, "at": r.at, "failing_since": r.first_failed_at,
-            "output": _text(items.store, r.output, OUTPUT_CHARS, tail=True) if r.output is not None else None}))
+            "output": text_of(items.store, r.output, OUTPUT_CHARS, tail=True) if r.output is not None else None}))
     seen_effects: set[tuple[str, str]] = set()
     for e in sorted(f.effects, key=lambda e: -e.seq):
         if e.failed or (e.category, e.command) in seen_effects:
@@ -199,7 +216,7 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
         seen_effects.add((e.category, e.command))
         outcome = "no result recorded" if e.failed is None else "done"
         order.append((("effect", e.seq, e.command), "must_not_redo", lambda e=e, o=outcome: {
-            "category": e.category, "command": _text(items.store, e.command, COMMAND_CHARS), "outcome": o,
+            "category": e.category, "command": text_of(items.store, e.command, COMMAND_CHARS), "outcome": o,
             "at": e.at}))
     touches = sorted(f.files.values(), key=lambda t: -t.last)
     for t in (t for t in touches if t.edited):
@@ -207,26 +224,39 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None
     for e in sorted(f.errors.values(), key=lambda e: -e.seq):
         order.append((("error", e.tool, e.target), "errors", lambda e=e: {
             "tool": e.tool, "target": e.target, "at": e.at,
-            "output": _text(items.store, e.output, OUTPUT_CHARS, tail=True) if e.output is not None else None}))
+            "output": text_of(items.store, e.output, OUTPUT_CHARS, tail=True) if e.output is not None else None}))
+    commands = sorted((r for r in f.runs.values() if not (r.failed and r.kind)), key=lambda r: -r.seq)
+    failed = [r for r in commands if r.failed]  # (errors no later run of the command fixed: before the rest)
+    for r in failed:
+        order.append(_command_unit(items, r))
     for i in range(1, len(f.requests)):
         if i == backing:
             continue
         order.append((("requests", i), "requests", lambda i=i: items.request(i)))
     for t in (t for t in touches if not t.edited):
         order.append((("file", t.path), "working_set", lambda t=t: items.file(t)))
-    for r in sorted((r for r in f.runs.values() if not (r.failed and r.kind)), key=lambda r: -r.seq):
-        last = "no result recorded" if r.failed is None else "failed" if r.failed else "passed"
-        order.append((("command", r.at), "commands", lambda r=r, last=last: {
-            "command": _text(items.store, r.command, COMMAND_CHARS), "runs": r.runs, "last": last,
-            **({"exit_code": r.exit_code} if r.exit_code else {}), "at": r.at}))
+    for m in f.likely_next[:LIKELY_NEXT]:
+        order.append((("likely", m.path), "likely_next", lambda m=m: {
+            "file": m.path, "named_in": [s for s in WEIGHTS if s in m.sources], "at": m.at,
+            "state": _present(items.store, m.path)}))
+    for r in commands:
+        if not r.failed:
+            order.append(_command_unit(items, r))
     if f.plan.accepted is not None:
         order.append((("accepted_plan",), "accepted_plan", lambda: {
-            "at": f.plan.accepted_at, "text": _text(items.store, f.plan.accepted, PLAN_CHARS)}))
+            "at": f.plan.accepted_at, "text": text_of(items.store, f.plan.accepted, PLAN_CHARS)}))
     units = []
     for key, what, fn in order:
         build[key] = _memo(fn)
         units.append(Unit(key, what, None, lambda k=key: json_size(build[k]()) + 1))
     return units, build
+
+
+def _command_unit(items: _Items, r: Any) -> tuple[Any, str, Callable[[], Any]]:
+    last = "no result recorded" if r.failed is None else "failed" if r.failed else "passed"
+    return (("command", r.at), "commands", lambda: {
+        "command": text_of(items.store, r.command, COMMAND_CHARS), "runs": r.runs, "last": last,
+        **({"exit_code": r.exit_code} if r.exit_code else {}), "at": r.at})
 
 
 def _memo(fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -263,9 +293,10 @@ def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any,
         plan = {"tool": f.plan.tool, "at": f.plan.at, "open": [], "done": done}
         if f.plan.explanation:
             plan["explanation"] = f.plan.explanation[:300]
-    lists = {"failing": [], "must_not_redo": [], "working_set": [], "errors": [], "commands": []}
-    section = {"failing": "failing", "effect": "must_not_redo", "file": "working_set", "error": "errors",
-               "command": "commands"}
+    lists: dict[str, list[Any]] = {"failing": [], "must_not_redo": [], "working_set": [], "likely_next": [],
+                                   "errors": [], "commands": []}
+    section = {"failing": "failing", "effect": "must_not_redo", "file": "working_set", "likely": "likely_next",
+               "error": "errors", "command": "commands"}
     for key in sorted(shown, key=_display_order):
         item = build[key]()
         if key[0] == "requests":
@@ -289,7 +320,7 @@ def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any,
 
 
 _KIND_ORDER: Final = {"requests": 0, "last_message": 1, "disagreement": 2, "handoff": 3, "plan": 4, "accepted_plan": 5,
-                      "failing": 6, "effect": 7, "file": 8, "error": 9, "command": 10}
+                      "failing": 6, "effect": 7, "file": 8, "likely": 9, "error": 10, "command": 11}
 
 
 def _display_order(key: Any) -> tuple[int, int]:
@@ -302,6 +333,8 @@ def resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[str, in
     from engram.continuity.handoff import disagreements, latest_handoff  # noqa: PLC0415
     from engram.memory.memories import Memories  # noqa: PLC0415
 
+    if opts.task:
+        return _task_resume(store, db, opts, stop)
     chain = resolve_chain(db, opts.session, opts.harness)
     facts = read_facts(store, chain.tapes, stop)
     handoff = latest_handoff(Memories(store, db), chain)
@@ -310,11 +343,39 @@ def resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[str, in
     return package(store, db, chain, facts, opts, handoff)
 
 
+def _task_resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[str, int] | None) -> dict[str, Any]:
+    """The package of a task: the facts of all its sessions read as one chain, headed by the task,
+    kept as the task's next checkpoint (the version is in `task.checkpoint`)."""
+    from engram.continuity import tasks as T  # noqa: PLC0415
+    from engram.continuity.handoff import disagreements, latest_handoff  # noqa: PLC0415
+    from engram.memory.memories import Memories  # noqa: PLC0415
+    from engram.memory.model import calling_agent  # noqa: PLC0415
+
+    assert opts.task is not None
+    task = T.find(T.load(store), opts.task)
+    chain = T.task_chain(db, task)
+    facts = read_facts(store, chain.tapes, stop)
+    handoff = latest_handoff(Memories(store, db), chain)
+    if handoff is not None:
+        handoff["disagreements"] = disagreements(handoff["note"], handoff["created"], facts)
+    head: dict[str, Any] = {"id": task.id, "title": task.title, "status": task.status,
+                            "sessions": len(chain.sessions), "checkpoint": None}
+    if task.goal:
+        head["goal"] = text_of(store, task.goal, REQUEST_CHARS)
+    doc = package(store, db, chain, facts, opts, handoff, task_head=head)
+    if opts.checkpoint:
+        doc["session"]["task"]["checkpoint"] = T.checkpoint(store, task, "resume", chain.session_id, doc,
+                                                            calling_agent())
+    return doc
+
+
 def package(store: Store, db: apsw.Connection, chain: Chain, facts: Facts, opts: Options,
-            handoff: dict[str, Any] | None = None) -> dict[str, Any]:
+            handoff: dict[str, Any] | None = None, task_head: dict[str, Any] | None = None) -> dict[str, Any]:
     items = _Items(store, db, facts, chain)
     units, build = _facts_units(items, facts, handoff)
     head = _heading(facts, chain)
+    if task_head is not None:
+        head["task"] = task_head
     if not opts.budget:
         doc = _assemble(head, facts, [u.key for u in units], build)
         doc["left_out"] = False
@@ -336,7 +397,7 @@ def _finish(head: dict[str, Any], facts: Facts, shown: list[Any], units: list[Un
     doc["left_out"] = left_out(left) if left else False
     if left:
         bigger = max(2 * int(opts.budget or DEFAULT_BUDGET), int(opts.budget or 0) + 2000)
-        doc["more"] = opts.more.format(session=chain.session_id, budget=bigger)
+        doc["more"] = opts.more.format(session=chain.session_id, budget=bigger, task=opts.task)
     doc["budget"] = {"tokens": opts.budget, "used": 0, "counted": COUNTED}
     doc["budget"]["used"] = tokens(json_size(doc))
     return doc

@@ -25,8 +25,14 @@ def _heading(doc: dict[str, Any]) -> list[str]:
            f"{s['events']} events in {s['tapes']} tape{'s' if s['tapes'] != 1 else ''}"
            + (f", {s['compactions']} compaction{'s' if s['compactions'] != 1 else ''}" if s.get("compactions") else "")
            + (f", branch {s['branch']}" if s.get("branch") else "")]
+    if s.get("task"):
+        t = s["task"]
+        out.insert(0, f"Task {t['id']} ({t['status']}): {t['title']} — {t['sessions']} session"
+                      f"{'s' if t['sessions'] != 1 else ''}" + (f", checkpoint {t['checkpoint']}" if t.get("checkpoint") else ""))
+        if t.get("goal"):
+            out.insert(1, f"Goal: {t['goal']}")
     if s.get("chain"):
-        out.append("Continues: " + " → ".join(f"{c['session_id'][:8]} ({c['harness']}"
+        out.append(("Sessions: " if s.get("task") else "Continues: ") + " → ".join(f"{c['session_id'][:8]} ({c['harness']}"
                                                + (f", via {c['via']}" if c.get("via") else "") + ")"
                                                for c in s["chain"]))
     if s.get("continued_by"):
@@ -104,6 +110,10 @@ def _sections(doc: dict[str, Any]) -> list[str]:
                                          f"{w['reads']} reads" if w["reads"] else "") if x)
             by = f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else ""
             out.append(f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})")
+    if doc.get("likely_next"):
+        out += ["", "## Named but not touched yet (where the next edits often go)"]
+        out += [f"- {m['file']}  [{m['state']}] (in: {', '.join(m['named_in'])}; latest {m['at']})"
+                for m in doc["likely_next"]]
     if doc["errors"]:
         out += ["", "## Tool errors no later call fixed"]
         for e in doc["errors"]:
@@ -118,7 +128,8 @@ def _sections(doc: dict[str, Any]) -> list[str]:
 
 
 _LEFT: Final = {"last_message": "last message", "plan": "plan items", "failing": "failing checks",
-                "must_not_redo": "side effects", "working_set": "files", "errors": "tool errors",
+                "must_not_redo": "side effects", "working_set": "files", "likely_next": "files named",
+                "errors": "tool errors",
                 "accepted_plan": "accepted plan"}
 
 

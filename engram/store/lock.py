@@ -76,6 +76,14 @@ def memory_lock(store: Store) -> Iterator[None]:
 
 
 @contextmanager
+def tasks_lock(store: Store) -> Iterator[None]:
+    """One writer of the task log (engram.continuity.tasks) at a time: a checkpoint's version
+    number is the count of those before it, read and appended under the lock."""
+    with _locked(store, wait=True, name="tasks.lock"):
+        yield
+
+
+@contextmanager
 def _locked(store: Store, wait: bool, name: str = "ingest.lock") -> Iterator[bool]:
     if damage := store.damage(index=False):  # (six stats) before any writer touches a store it would misread
         raise BadInput(damage[0])
