@@ -158,6 +158,20 @@ def test_a_grown_entire_session_adds_only_its_new_part(tmp_path: Path, env: dict
     assert _explain(root, "app/later.py:3-9", env)[0]["session_id"] == SESSION
 
 
+def test_a_sessions_pieces_merge_into_one_transcript() -> None:
+    """Entire's full.jsonl is the whole session so far or only its part since the previous
+    checkpoint (entireio/cli's branch has both): either way every record comes out once, in order."""
+    from engram.interop.entire import merge_pieces
+
+    def rec(n: int) -> bytes:
+        return json.dumps({"uuid": f"u{n}", "type": "user", "sessionId": "s"}).encode()
+
+    whole_so_far = [b"\n".join(rec(i) for i in range(k)) + b"\n" for k in (2, 4)]
+    assert merge_pieces(whole_so_far) == whole_so_far[-1]
+    since_last = [b"\n".join(rec(i) for i in (0, 1)), b"\n".join(rec(i) for i in (1, 2, 3)), rec(4)]
+    assert merge_pieces(since_last) == b"\n".join(rec(i) for i in range(5)) + b"\n"
+
+
 ENTIRE_FIXTURE = FIXTURES / "entire"
 
 

@@ -7,9 +7,10 @@ commit of the project names in its `Entire-Checkpoint:` trailer), with the check
 numbered folder per session: `metadata.json` (`session_id`, `created_at`, `agent`,
 `files_touched`), `full.jsonl` (the harness's own transcript, Claude Code's JSONL for most),
 `prompt.txt`, `context.md`, `content_hash.txt`. A session that spans checkpoints has its whole
-transcript, grown, in each: the latest is captured (`latest_per_session`), through the same
-adapters as a session file found on disk (`engram.capture.discovery.detect_format`), so an
-ingest captures a grown session's new part only and a re-ingest captures nothing."""
+transcript so far in each, or only its part since the previous one: its pieces are merged into one
+transcript (`merge_pieces`), captured through the same adapters as a session file found on disk
+(`engram.capture.discovery.detect_format`), so an ingest captures a grown session's new part only
+and a re-ingest captures nothing."""
 
 from __future__ import annotations
 
@@ -97,33 +98,88 @@ def _transcript_of(folder: str, files: dict[str, str]) -> str | None:
     return others[0] if len(others) == 1 else None
 
 
-def latest_per_session(entries: list[EntireSession]) -> list[EntireSession]:
-    """For each session with a transcript, its entry in the latest checkpoint (the largest
-    transcript among equals): the whole session so far. A transcript object missing from this
-    clone (size 0: a partial clone, a damaged mirror) is taken only when no other is there."""
-    best: dict[str, EntireSession] = {}
+@dataclass
+class SessionPieces:
+    """A session's transcripts on the branch, one per checkpoint it spans, oldest first."""
+
+    session_id: str
+    pieces: list[EntireSession]
+
+    @property
+    def latest(self) -> EntireSession:
+        return self.pieces[-1]
+
+    @property
+    def key(self) -> str:
+        """What changes when the session gains a piece (the cache's record of what was read)."""
+        return ",".join(p.blob or "" for p in self.pieces)
+
+    @property
+    def size(self) -> int:
+        return max(p.size for p in self.pieces)
+
+
+def by_session(entries: list[EntireSession]) -> list[SessionPieces]:
+    """Each session's entries that have a transcript, in the order they were made (the largest
+    last among equals). A transcript object missing from this clone (size 0: a partial clone, a
+    damaged mirror) is left out; a session with none left is kept, with its pieces all missing."""
+    groups: dict[str, list[EntireSession]] = {}
     for e in entries:
-        if e.blob is None:
-            continue
-        have = best.get(e.session_id)  # a transcript this clone lacks (size 0) only when there is no other
-        if have is None or (e.size > 0, e.created_at, e.size) > (have.size > 0, have.created_at, have.size):
-            best[e.session_id] = e
-    return sorted(best.values(), key=lambda e: (e.created_at, e.session_id))
-
-
-def stage(repo: Path, entries: list[EntireSession], into: Path) -> list[tuple[EntireSession, Path]]:
-    """Write each entry's transcript under `into`, at its path in the branch (which the tape's
-    meta then records as the source), and return where."""
-    data = git.read_blobs(repo, [e.blob for e in entries if e.blob])
+        if e.blob is not None:
+            groups.setdefault(e.session_id, []).append(e)
     out = []
-    for e in entries:
-        content = data.get(e.blob or "")
-        if content is None or e.transcript is None:
+    for sid, group in groups.items():
+        present = [e for e in group if e.size > 0] or group
+        out.append(SessionPieces(sid, sorted(present, key=lambda e: (e.created_at, e.size, e.folder))))
+    return sorted(out, key=lambda s: (s.latest.created_at, s.session_id))
+
+
+def merge_pieces(pieces: list[bytes]) -> bytes:
+    """One transcript from a session's pieces, oldest first. A checkpoint's transcript is most
+    often the whole session so far (it then replaces what came before: a prefix of it) and
+    sometimes only its part since the previous checkpoint: then each line not already had is
+    appended (a Claude Code record is had when its uuid and type are; any other line, when its
+    bytes are). Lines are kept verbatim."""
+    merged: list[bytes] = []
+    keys: set[bytes] = set()
+    for data in pieces:
+        lines = [x for x in data.split(b"\n") if x.strip()]
+        if lines[:len(merged)] == merged:
+            merged, keys = lines, {_line_key(x) for x in lines}
             continue
-        path = into / BRANCH / e.transcript
+        for raw in lines:
+            k = _line_key(raw)
+            if k not in keys:
+                keys.add(k)
+                merged.append(raw)
+    return b"\n".join(merged) + b"\n" if merged else b""
+
+
+def _line_key(raw: bytes) -> bytes:
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw
+    if isinstance(rec, dict) and isinstance(rec.get("uuid"), str):
+        return f"{rec['uuid']}/{rec.get('type')}".encode()
+    return raw
+
+
+def stage(repo: Path, sessions: list[SessionPieces], into: Path) -> list[tuple[SessionPieces, Path]]:
+    """Write each session's transcript (its pieces merged) under `into`, at the path of its latest
+    piece in the branch (which the tape's meta then records as the source), and return where. A
+    session none of whose pieces this clone holds is left out."""
+    data = git.read_blobs(repo, [p.blob for s in sessions for p in s.pieces if p.blob])
+    out = []
+    for s in sessions:
+        pieces = [c for p in s.pieces if (c := data.get(p.blob or "")) is not None]
+        content = merge_pieces(pieces) if len(pieces) > 1 else (pieces[0] if pieces else b"")
+        if not content or s.latest.transcript is None:
+            continue
+        path = into / BRANCH / s.latest.transcript
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
-        out.append((e, path))
+        out.append((s, path))
     return out
 
 

@@ -118,12 +118,15 @@ class NotesReport:
     tapes_new: int = 0
     tapes_known: int = 0
     problems: list[str] = field(default_factory=list)
+    unchanged: bool = False  # the notes ref has not moved since the last ingest read it
 
     def as_dict(self) -> dict[str, Any]:
-        return {"notes": self.notes, "sessions": self.sessions, "ranges": self.ranges, "tapes_new": self.tapes_new,
+        return {"unchanged": self.unchanged, "notes": self.notes, "sessions": self.sessions, "ranges": self.ranges, "tapes_new": self.tapes_new,
                 "tapes_known": self.tapes_known, "problems": self.problems}
 
     def line(self) -> str:
+        if self.unchanged:
+            return f"git-ai notes ({NOTES_REF}): unchanged since the last ingest"
         return (f"git-ai notes ({NOTES_REF}): {plural(self.notes, 'note')}, {plural(self.sessions, 'session')}' lines "
                 f"({plural(self.ranges, 'range')}), {plural(self.tapes_new, 'new tape')}")
 

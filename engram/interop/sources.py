@@ -24,7 +24,7 @@ from engram.capture.stats import IngestStats
 from engram.errors import EngramError
 from engram.interop import entire, git, gitai, tapes
 from engram.store.repo import Store
-from engram.words import agree, plural
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -85,17 +85,20 @@ def _entire(store: Store, repo: Path, stats: IngestStats, indexer: Callable[[], 
     ref, commit = found
     report.entire_ref = ref
     seen = cache.setdefault("entire", {}).setdefault(ref, {"commit": None, "sessions": {}})
-    chosen = entire.latest_per_session(entire.sessions(repo, commit))
-    report.entire_found = len(chosen)
+    if seen.get("commit") == commit and limit is None and not seen.get("missing"):
+        report.entire_found = int(seen.get("found") or 0)  # the branch did not move: nothing to read
+        return
+    chosen = entire.by_session(entire.sessions(repo, commit))
+    report.entire_found = seen["found"] = len(chosen)
     if limit is not None:
         chosen = chosen[-limit:]
-    todo = [e for e in chosen if seen["sessions"].get(e.session_id) != e.blob]
-    held = _captured_ends(store, [e.harness_session for e in todo])
-    fresh = [e for e in todo if held.get(e.harness_session, -1) < e.size]
+    todo = [s for s in chosen if seen["sessions"].get(s.session_id) != s.key]
+    held = _captured_ends(store, [s.latest.harness_session for s in todo])
+    fresh = [s for s in todo if held.get(s.latest.harness_session, -1) < s.size]
     report.entire_held = len(todo) - len(fresh)
-    for e in todo:
-        if e not in fresh:
-            seen["sessions"][e.session_id] = e.blob
+    for s in todo:
+        if s not in fresh:
+            seen["sessions"][s.session_id] = s.key
     from engram.capture.discovery import detect_format, job_for_file  # noqa: PLC0415
     from engram.capture.pipeline import ingest  # noqa: PLC0415
 
@@ -104,21 +107,21 @@ def _entire(store: Store, repo: Path, stats: IngestStats, indexer: Callable[[], 
         with tempfile.TemporaryDirectory(prefix="engram-entire-") as tmp:
             os.chmod(tmp, 0o700)  # transcripts are read before redaction: nobody else may
             jobs, staged = [], entire.stage(repo, batch, Path(tmp))
-            for e, path in staged:
+            for _, path in staged:
                 fmt = detect_format(path)
                 if fmt is None:
                     stats.skipped["Entire transcript that is no transcript (binary or undecodable)"] += 1
                     continue
                 jobs.append(job_for_file(path, fmt))
             ingest(store, jobs, stats=stats, after_tape=indexer(), workers=1)
-        for e, _ in staged:
-            seen["sessions"][e.session_id] = e.blob
+        for s, _ in staged:
+            seen["sessions"][s.session_id] = s.key
         report.entire_captured += len(staged)
         report.entire_missing += len(batch) - len(staged)
     if report.entire_missing:
-        report.problems.append(f"{plural(report.entire_missing, 'Entire transcript')} not in this clone (missing git "
-                               f"objects): `git fetch origin {entire.BRANCH}` fetches {agree(report.entire_missing, 'it', 'them')}")
-    seen["commit"] = commit
+        report.problems.append(f"{plural(report.entire_missing, 'Entire session')}' transcripts not in this clone "
+                               f"(missing git objects): `git fetch origin {entire.BRANCH}` fetches them")
+    seen["commit"], seen["missing"] = commit, report.entire_missing
 
 
 def _captured_ends(store: Store, sessions: list[str]) -> dict[str, int]:
@@ -141,14 +144,18 @@ def _notes(store: Store, repo: Path, stats: IngestStats, indexer: Callable[[], A
     found = git.refs(repo, gitai.NOTES_REF)
     if not found:
         return
-    git.commit_of(repo, gitai.NOTES_REF, found[gitai.NOTES_REF])
+    tip = git.commit_of(repo, gitai.NOTES_REF, found[gitai.NOTES_REF])
     report.notes = gitai.NotesReport()
+    if cache.get("git_ai_commit") == tip:
+        report.notes.unchanged = True  # no note added or changed since the last ingest
+        return
     done = set(cache.get("git_ai_notes") or [])
     pairs = [(blob, commit) for blob, commit in git.notes(repo, "ai") if f"{blob} {commit}" not in done]
     made = gitai.note_tapes(repo, pairs, report.notes)
     report.notes.tapes_new, report.notes.tapes_known = tapes.store(store, made)
     report.problems += report.notes.problems
     cache["git_ai_notes"] = sorted(done | {f"{b} {c}" for b, c in pairs})
+    cache["git_ai_commit"] = tip
 
 
 def _load(store: Store) -> dict[str, Any]:
