@@ -169,9 +169,9 @@ def stage(repo: Path, sessions: list[SessionPieces], into: Path) -> list[tuple[S
     """Write each session's transcript (its pieces merged) under `into`, at the path of its latest
     piece in the branch (which the tape's meta then records as the source), and return where. A
     session none of whose pieces this clone holds is left out."""
-    data = git.read_blobs(repo, [p.blob for s in sessions for p in s.pieces if p.blob])
     out = []
-    for s in sessions:
+    for s in sessions:  # one session's pieces in memory at a time
+        data = git.read_blobs(repo, [p.blob for p in s.pieces if p.blob])
         pieces = [c for p in s.pieces if (c := data.get(p.blob or "")) is not None]
         content = merge_pieces(pieces) if len(pieces) > 1 else (pieces[0] if pieces else b"")
         if not content or s.latest.transcript is None:

@@ -29,7 +29,8 @@ from engram.words import plural
 log = logging.getLogger(__name__)
 
 CACHE = "interop.json"
-BATCH = 32  # Entire transcripts staged and captured at a time (they can be megabytes each)
+BATCH = 32  # Entire sessions staged and captured at a time (their transcripts can be megabytes each)
+BATCH_BYTES = 256 << 20  # and at most this many bytes of them (the largest alone when larger)
 
 
 @dataclass
@@ -102,8 +103,7 @@ def _entire(store: Store, repo: Path, stats: IngestStats, indexer: Callable[[], 
     from engram.capture.discovery import detect_format, job_for_file  # noqa: PLC0415
     from engram.capture.pipeline import ingest  # noqa: PLC0415
 
-    for at in range(0, len(fresh), BATCH):
-        batch = fresh[at:at + BATCH]
+    for batch in _batches(fresh):
         with tempfile.TemporaryDirectory(prefix="engram-entire-") as tmp:
             os.chmod(tmp, 0o700)  # transcripts are read before redaction: nobody else may
             jobs, staged = [], entire.stage(repo, batch, Path(tmp))
@@ -122,6 +122,19 @@ def _entire(store: Store, repo: Path, stats: IngestStats, indexer: Callable[[], 
         report.problems.append(f"{plural(report.entire_missing, 'Entire session')}' transcripts not in this clone "
                                f"(missing git objects): `git fetch origin {entire.BRANCH}` fetches them")
     seen["commit"], seen["missing"] = commit, report.entire_missing
+
+
+def _batches(sessions: list[entire.SessionPieces]) -> list[list[entire.SessionPieces]]:
+    """Sessions in groups of at most BATCH, or of BATCH_BYTES of transcripts (staged on disk together)."""
+    out: list[list[entire.SessionPieces]] = []
+    size = 0
+    for s in sessions:
+        if not out or len(out[-1]) >= BATCH or size + s.size > BATCH_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(s)
+        size += s.size
+    return out
 
 
 def _captured_ends(store: Store, sessions: list[str]) -> dict[str, int]:
