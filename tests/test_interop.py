@@ -312,8 +312,13 @@ def test_an_exported_record_imported_in_a_clone_explains_the_lines(written: Path
     sessions = _explain(clone, "app/net.py:10-20", env)
     assert sessions[0]["session_id"] == SESSION and sessions[0]["harness"] == "agent-trace"
     before = _store_files(clone)
-    again = run_engram(clone, "import", "--agent-trace", str(record), env=env).stdout
+    moved = tmp_path / "elsewhere.jsonl"  # the same record from another file: the same tape
+    moved.write_bytes(record.read_bytes())
+    again = run_engram(clone, "import", "--agent-trace", str(moved), env=env).stdout
     assert "0 new tapes (1 already held)" in again and _store_files(clone) == before
+    run_engram(clone, "tapes", "rm", SESSION, env=env)  # taken back: an import respects it, as ingest does
+    out = run_engram(clone, "import", "--agent-trace", str(record), env=env).stdout
+    assert "(1 left out: removed by `engram tapes rm`)" in out and not _tapes(clone, env)
 
 
 def test_a_reformatted_range_is_found_by_its_fingerprints(written: Path, tmp_path: Path, env: dict[str, str]) -> None:

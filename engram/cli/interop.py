@@ -28,8 +28,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         atomic_write(Path(args.output), line)
         ranges = sum(len(c["ranges"]) for f in record["files"] for c in f["conversations"])
-        print(f"wrote an Agent Trace record of {len(record['files'])} file(s), {ranges} range(s) to {args.output}",
-              file=sys.stderr)
+        from engram.words import plural
+
+        print(f"wrote an Agent Trace record of {plural(len(record['files']), 'file')}, {plural(ranges, 'range')} "
+              f"to {args.output}", file=sys.stderr)
     else:
         sys.stdout.buffer.write(line)
     return 0
@@ -47,7 +49,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise BadInput(f"{args.file}: no such file")
         data, name = path.read_bytes(), args.file
-    report = import_records(store, parse_records(data, name), name)
+    report = import_records(store, parse_records(data, name))
     if args.json:
         from engram.cli.output import print_json
 

@@ -316,18 +316,21 @@ class ImportReport:
     conversations: int = 0
     tapes_new: int = 0
     tapes_known: int = 0
+    removed: int = 0  # conversations whose session `engram tapes rm` took back
     ranges: Counter[str] = field(default_factory=Counter)  # where each range's text came from
     missing: Counter[str] = field(default_factory=Counter)  # why a range has no text
 
     def as_dict(self) -> dict[str, Any]:
         return {"records": self.records, "conversations": self.conversations, "tapes_new": self.tapes_new,
-                "tapes_known": self.tapes_known, "ranges": dict(self.ranges), "without_text": dict(self.missing)}
+                "tapes_known": self.tapes_known, "removed": self.removed, "ranges": dict(self.ranges),
+                "without_text": dict(self.missing)}
 
     def summary(self) -> str:
         found = sum(self.ranges.values())
         out = (f"imported {plural(self.records, 'Agent Trace record')}: {plural(self.conversations, 'conversation')}, "
                f"{plural(self.tapes_new, 'new tape')}"
                + (f" ({self.tapes_known} already held)" if self.tapes_known else "")
+               + (f" ({self.removed} left out: removed by `engram tapes rm`)" if self.removed else "")
                + f"; {plural(found + sum(self.missing.values()), 'range')}")
         for how, n in sorted(self.ranges.items()):
             out += f"\n  {n} with text from {how}"
@@ -336,17 +339,17 @@ class ImportReport:
         return out
 
 
-def import_records(store: Store, records: list[dict[str, Any]], origin: str) -> ImportReport:
+def import_records(store: Store, records: list[dict[str, Any]]) -> ImportReport:
     """Add validated `records` (`parse_records`) to the store as evidence (see the module doc)."""
     report = ImportReport(records=len(records))
     texts = _Texts(store.root)
     out: list[list[dict[str, Any]]] = []
     for rec in records:
         for (conv_key, session), group in _conversations(rec).items():
-            events = _conversation_tape(rec, session, group, texts, report, origin)
+            events = _conversation_tape(rec, session, group, texts, report)
             out.append(events)
     report.conversations = len(out)
-    report.tapes_new, report.tapes_known = tapes.store(store, out)
+    report.tapes_new, report.tapes_known, report.removed = tapes.store(store, out)
     return report
 
 
@@ -375,7 +378,7 @@ def session_of(url: str | None, rec: dict[str, Any]) -> str:
 
 
 def _conversation_tape(rec: dict[str, Any], session: str, group: list[tuple[str, dict[str, Any]]],
-                       texts: _Texts, report: ImportReport, origin: str) -> list[dict[str, Any]]:
+                       texts: _Texts, report: ImportReport) -> list[dict[str, Any]]:
     ext = (rec.get("metadata") or {}).get(EXTENSION)
     known = ext.get("sessions", {}).get(group[0][1].get("url") or "") if isinstance(ext, dict) else None
     contributor = group[0][1].get("contributor") or {}
@@ -387,8 +390,7 @@ def _conversation_tape(rec: dict[str, Any], session: str, group: list[tuple[str,
     revision = vcs.get("revision") if vcs.get("type") == "git" else None
     events = [tapes.meta(HARNESS, session, model=model if isinstance(model, str) else None, started=ts,
                          agent=agent or tool.get("name"), git_head=revision,
-                         origin={"agent_trace": {"record": rec["id"], "file": origin,
-                                                 "conversation": group[0][1].get("url")}})]
+                         origin={"agent_trace": {"record": rec["id"], "conversation": group[0][1].get("url")}})]
     fingerprints = _fingerprints(ext)
     for path, conv in group:
         for r in conv["ranges"]:

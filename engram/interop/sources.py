@@ -165,7 +165,7 @@ def _notes(store: Store, repo: Path, stats: IngestStats, indexer: Callable[[], A
     done = set(cache.get("git_ai_notes") or [])
     pairs = [(blob, commit) for blob, commit in git.notes(repo, "ai") if f"{blob} {commit}" not in done]
     made = gitai.note_tapes(repo, pairs, report.notes)
-    report.notes.tapes_new, report.notes.tapes_known = tapes.store(store, made)
+    report.notes.tapes_new, report.notes.tapes_known, _ = tapes.store(store, made)
     report.problems += report.notes.problems
     cache["git_ai_notes"] = sorted(done | {f"{b} {c}" for b, c in pairs})
     cache["git_ai_commit"] = tip

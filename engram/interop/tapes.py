@@ -42,16 +42,21 @@ def unread_lines(file: str, first: int, last: int, ts: str | None, note: str, at
             "attested": attested}
 
 
-def store(store: Store, tapes: list[list[Event]]) -> tuple[int, int]:
-    """Write, catalogue and index `tapes`; (tapes new, tapes the store already held)."""
+def store(store: Store, tapes: list[list[Event]]) -> tuple[int, int, int]:
+    """Write, catalogue and index `tapes`; (tapes new, tapes the store already held, tapes left
+    out: their session was taken back with `engram tapes rm`, which an import respects as an
+    ingest does)."""
     if not tapes:
-        return 0, 0
+        return 0, 0, 0
     from engram.capture.pipeline import store_many  # noqa: PLC0415
+    from engram.capture.removal import removed_sessions  # noqa: PLC0415
     from engram.index.build import Indexer  # noqa: PLC0415
 
-    written = store_many(store, tapes, Indexer(store))
+    removed = removed_sessions(store)
+    kept = [t for t in tapes if (t[0].get("harness"), t[0].get("session_id")) not in removed]
+    written = store_many(store, kept, Indexer(store)) if kept else []
     new = sum(w.created for w in written)
-    return new, len(written) - new
+    return new, len(written) - new, len(tapes) - len(kept)
 
 
 def line_slice(text: str, first: int, last: int) -> str | None:
