@@ -243,22 +243,35 @@ def _commit(db: apsw.Connection, got: Captured, stats: IngestStats) -> WrittenTa
 def store_events(store: Store, events: list[dict[str, Any]], indexer: Any = None) -> WrittenTape:
     """Write events made here (a recorded command, an editor save) as a tape, catalogue it and,
     with an indexer, index it — under the ingest lock, like any capture."""
+    return store_many(store, [events], indexer)[0]
+
+
+def store_many(store: Store, tapes: list[list[dict[str, Any]]], indexer: Any = None) -> list[WrittenTape]:
+    """`store_events` for several tapes under one lock and one index batch (an import of many
+    attributions). A tape already stored (the same events) is neither written nor indexed again."""
     redactor = Redactor(store.config["redact"].get("patterns") or [])
+    out: list[WrittenTape] = []
     with ingest_lock(store):
-        written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
-                             object_threshold=int(store.config["ingest"]["object_threshold"]))
         db = open_db(store)
         try:
-            with immediate(db):
-                register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
-            if indexer is not None:
-                indexer(db, written)
-                finish = getattr(indexer, "finish", None)
-                if finish is not None:
-                    finish(db)
+            for events in tapes:
+                written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+                                     object_threshold=int(store.config["ingest"]["object_threshold"]))
+                with immediate(db):
+                    register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
+                if indexer is not None and (written.created or not _indexed(db, written.id)):
+                    indexer(db, written)
+                out.append(written)
+            finish = getattr(indexer, "finish", None)
+            if finish is not None and out:
+                finish(db)
         finally:
             db.close()
-    return written
+    return out
+
+
+def _indexed(db: apsw.Connection, tape: str) -> bool:
+    return bool(db.execute("SELECT 1 FROM tapes WHERE id=? AND indexed=1", (tape,)).fetchall())
 
 
 def _latest(db: apsw.Connection, tapes: list[str]) -> str | None:

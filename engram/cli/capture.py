@@ -77,9 +77,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats,
                         report)
         ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store), again=again)
+        from engram.interop.sources import ingest_repository_sources  # Entire checkpoints, git-ai notes
+
+        kept = ingest_repository_sources(store, stats, lambda: _indexer(store))
         verbose = bool(args.verbose or args.command_verbose)
-        _report({**stats.as_dict(), "discovery": report.as_dict()},
-                stats.summary() + _where_looked(report, verbose), args.json)
+        _report({**stats.as_dict(), "discovery": report.as_dict(), "repository": kept.as_dict()},
+                stats.summary() + "".join(f"\n{line}" for line in kept.lines()) + _where_looked(report, verbose),
+                args.json)
     from engram.memory.vectors import embed_waiting
 
     embed_waiting(store)  # memories written since the last ingest get their vectors (batched, off recall's path)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
 from engram.cli import agents, capture, doctor, memory, query, resume, running_server, tapes
+from engram.cli import interop
 
 log = logging.getLogger("engram")
 
@@ -140,6 +141,7 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     resume.register(sub)
     memory.register(sub)
     doctor.register(sub)
+    interop.register(sub)
     s = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     s.add_argument("shell", choices=["bash", "zsh", "fish"],
                    help="the shell: e.g. `source <(engram completion bash)` in ~/.bashrc (docs/cli.md)")
