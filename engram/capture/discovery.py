@@ -1,5 +1,5 @@
 """Finding agent sessions: where each harness keeps them, which belong to this repository, and
-which format a given file is in (Claude Code, Codex, Engram events, or plain text)."""
+which format a given file is in (Claude Code, Codex, Aider, Engram events, or plain text)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ CLAUDE = "claude-code"
 CODEX = "codex"
 RAW = "raw"
 EVENTS = "events"
+AIDER = "aider"
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Job:
 
     harness: str
     sources: list[SourceSpan]
+    part: str | None = None  # the session within a file holding several (an aider run: its start)
 
     @property
     def main(self) -> Path:
@@ -73,6 +75,10 @@ def detect_format(path: Path) -> str | None:
         return found
     if b"\0" in head[:8192]:
         return None
+    from engram.adapters.aider import is_history  # noqa: PLC0415
+
+    if is_history(head):
+        return AIDER
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -106,6 +112,15 @@ def _format_of_lines(lines: list[bytes]) -> str | None:
     return None
 
 
+def jobs_for_file(path: Path, fmt: str) -> list[Job]:
+    """The sessions a file holds: one, except an aider history (one per run of aider)."""
+    if fmt == AIDER:
+        from engram.adapters.aider import runs  # noqa: PLC0415
+
+        return [Job(AIDER, [SourceSpan("main", path)], started) for _, started in runs(path)]
+    return [job_for_file(path, fmt)]
+
+
 def job_for_file(path: Path, fmt: str) -> Job:
     if fmt == CLAUDE:
         from engram.adapters.claude import session_sources  # noqa: PLC0415
@@ -123,8 +138,9 @@ def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
     for p in paths:
         if p.is_dir():
             files = sorted(f for f in p.rglob("*.jsonl") if f.is_file() and not _is_subagent_file(f))
+            files += sorted(f for f in p.rglob(AIDER_HISTORY) if f.is_file())
             if not files:
-                stats.skipped[f"no transcripts (*.jsonl) under directory {p}"] += 1
+                stats.skipped[f"no transcripts (*.jsonl, {AIDER_HISTORY}) under directory {p}"] += 1
             for f in files:
                 _add_file(jobs, f, stats)
         elif p.is_file():
@@ -145,7 +161,13 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
     if fmt is None:
         stats.skipped["not a transcript (binary or undecodable)"] += 1
         return
-    jobs.append(job_for_file(f.resolve(), fmt))
+    found = jobs_for_file(f.resolve(), fmt)
+    if not found:
+        stats.skipped[f"{AIDER_HISTORY} without a message (aider started and left)"] += 1
+    jobs.extend(found)
+
+
+AIDER_HISTORY = ".aider.chat.history.md"
 
 
 def claude_home() -> Path:
@@ -219,6 +241,8 @@ def start_hint(job: Job, captured: int = 0) -> str:
     the tape's earliest event unless records the adapter drops come first with earlier times. Then
     a session of the same run that begins between the two is taken in another order than a rebuild
     takes it; the tapes overlap in time, so `Indexer.out_of_order` does not report it."""
+    if job.part:  # one run of a file holding several: its header's start
+        return job.part.replace(" ", "T")
     if captured:  # records are appended in time order: the first with a time says when it begins
         first = next((ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)), None)
         if first:
@@ -289,6 +313,35 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
             for f in files:
                 if place.saw(f, _first_cwd(f, CODEX), ours):
                     jobs.append(job_for_file(f.resolve(), CODEX))
+    jobs += _in_trees(trees, report)
+    return jobs
+
+
+def aider_histories(tree: Path) -> list[Path]:
+    """Where aider keeps the chat history of a run in `tree`: `.aider.chat.history.md` in its root,
+    or the file `AIDER_CHAT_HISTORY_FILE` names (relative to the tree, as aider takes it)."""
+    named = os.environ.get("AIDER_CHAT_HISTORY_FILE")
+    out = [tree / AIDER_HISTORY]
+    if named:
+        out.insert(0, Path(os.path.expanduser(named)) if os.path.isabs(os.path.expanduser(named)) else tree / named)
+    return list(dict.fromkeys(out))
+
+
+def _in_trees(trees: list[str], report: DiscoveryReport) -> list[Job]:
+    """The sessions kept inside this repository's work trees (an aider history is written, and
+    often committed, there): found wherever the tree is, whoever ran them."""
+    jobs: list[Job] = []
+    for t in trees:
+        for f in aider_histories(Path(t)):
+            if not f.is_file():
+                continue
+            place = Place(AIDER, f)
+            report.places.append(place)
+            found = jobs_for_file(f.resolve(), AIDER) if detect_format(f) == AIDER else []
+            place.sessions = place.matched = len(found)
+            if not found:
+                place.problem = "not an aider chat history, or no run with a message"
+            jobs += found
     return jobs
 
 

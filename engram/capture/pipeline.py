@@ -32,6 +32,7 @@ from engram.adapters.base import (
     posix_path,
 )
 from engram.capture.discovery import (
+    AIDER,
     CLAUDE,
     CODEX,
     EVENTS,
@@ -77,6 +78,10 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         from engram.adapters.codex import parse_rollout  # noqa: PLC0415
 
         return parse_rollout(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
+    if job.harness == AIDER:
+        from engram.adapters.aider import parse_history  # noqa: PLC0415
+
+        return parse_history(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root, run=job.part)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 

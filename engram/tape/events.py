@@ -25,7 +25,8 @@ record id when the harness has one):
                `from_file` (older tapes: `file` the source, `to_file` the destination) and
                followed by a delete of the source with `moved_to`; `placed` (earlier in the
                session | git history | working tree) when a patch was placed by its context in a
-               state of the file other than the one it was applied to
+               state of the file other than the one it was applied to; `commit` the commit the
+               harness made of the edit (aider), when this repository has it
 - `compact`    trigger, pre_tokens, message (a harness compaction boundary; Codex's summary in message)
 - `span.link`  file, range, target {file, range} or {tape, offset}, note
 
