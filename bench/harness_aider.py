@@ -44,10 +44,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fmt_table, load  # noqa: E402
+from common import fmt_table, load
 
 HISTORY = ".aider.chat.history.md"
-HEADER = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*$", re.M)
+HEADER = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*$", re.MULTILINE)
 SPAN = 5
 
 
@@ -63,8 +63,9 @@ def blob(repo: Path, rev: str) -> str | None:
 
 def checkout(src: Path, dest: Path) -> Path | None:
     """A work tree of `src` at the last commit holding the history file; None without one."""
-    if not dest.exists():
-        subprocess.run(["git", "clone", "-q", str(src), str(dest)], check=True, capture_output=True)
+    if not dest.exists() and subprocess.run(["git", "clone", "-q", str(src), str(dest)],
+                                            capture_output=True).returncode != 0:
+        return None
     last = git(dest, "log", "--all", "--format=%H", "-1", "--", HISTORY).strip()
     if not last:
         return None
@@ -127,15 +128,15 @@ def replies(history: str) -> list[Reply]:
 
 def transcript_edits(r: Reply) -> int:
     """How many edits aider says it made of a reply."""
-    applied = re.findall(r"^Applied edit to (.+?)\s*$", r.report, re.M)
-    failed = sum(int(n) for n in re.findall(r"^# (\d+) SEARCH/REPLACE blocks? failed to match", r.report, re.M))
+    applied = re.findall(r"^Applied edit to (.+?)\s*$", r.report, re.MULTILINE)
+    failed = sum(int(n) for n in re.findall(r"^# (\d+) SEARCH/REPLACE blocks? failed to match", r.report, re.MULTILINE))
     partial = "were applied successfully" in r.report
     if "<<<<<<< SEARCH" in r.text:
         if not applied and not partial:
             return 0
-        return max(0, len(re.findall(r"^<{5,9} SEARCH", r.text, re.M)) - failed)
-    if "```diff" in r.text and applied:
-        return len(re.findall(r"^@@", r.text, re.M))
+        return max(0, len(re.findall(r"^<{5,9} SEARCH", r.text, re.MULTILINE)) - failed)
+    if "```diff" in r.text and applied:  # hunks with a changed line
+        return sum(bool(re.search(r"^[-+](?![-+]{2} )", h, re.MULTILINE)) for h in re.split(r"^@@.*$|^```.*$", r.text, flags=re.MULTILINE))
     return len(set(applied))
 
 
@@ -222,7 +223,7 @@ def substantive(line: str) -> bool:
 
 def blamed_spans(repo: Path, made: dict[str, str]) -> list[tuple[str, int, str]]:
     """(file, first line, writing run) of every SPAN-line window git blame gives to one aider commit."""
-    files = {f for c in made for f in git(repo, "show", "--name-only", "--format=", c).split("\n") if f}
+    files = {f for f in git(repo, "ls-files").split("\n") if f and not f.startswith(".aider")}
     out = []
     for rel in sorted(files):
         if not (repo / rel).is_file():

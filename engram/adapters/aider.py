@@ -31,12 +31,19 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Final, Iterator
+from typing import Any, Final
 
 from engram.adapters.base import Capture, PathMapper, SourceSpan
-from engram.adapters.unified import Change, context_fields, edit_ranges, join_lines, split_lines
+from engram.adapters.unified import (
+    Change,
+    context_fields,
+    edit_ranges,
+    join_lines,
+    split_lines,
+)
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)
@@ -120,7 +127,9 @@ def segments(lines: list[tuple[int, str]]) -> list[Segment]:
             open_tool = bool(body.strip()) and not body.endswith("  ")
             body = body.rstrip()
         elif not line.strip() and (not out or out[-1].kind != "reply"):
-            continue  # a blank line between segments belongs to none
+            if out and out[-1].kind != "gap":
+                out.append(Segment("gap", offset))  # a blank line ends a message: the next is another
+            continue
         else:
             kind, body = "reply", line
         if out and out[-1].kind == kind:
@@ -167,7 +176,7 @@ def search_replace_blocks(text: str) -> list[Block]:
         name = ""
         for back in reversed(lines[max(0, i - 3):i]):
             candidate = _strip_name(back)
-            if candidate and candidate != "...":
+            if candidate and candidate != "..." and not _REPLACE.match(back.strip()):
                 name = candidate
                 break
             if not _FENCE.match(back.strip()):
@@ -186,22 +195,25 @@ def search_replace_blocks(text: str) -> list[Block]:
     return out
 
 
-def whole_blocks(text: str) -> list[Block]:
+def whole_blocks(text: str, files: frozenset[str] = frozenset()) -> list[Block]:
     """Every fenced block of a reply under the line that names its file (`whole` edit format):
-    aider takes each as the file's new text; which ones it wrote, its output says."""
+    aider takes each as the file's new text; which ones it wrote, its output says. A block under
+    a blank line is the file of `files` (those aider wrote) last named in backquotes before it."""
     lines = text.split("\n")
     out: list[Block] = []
+    saw = ""
     i = 0
     while i < len(lines):
         m = _FENCE.match(lines[i])
         if not m:
+            saw = next((w for w in re.findall(r"`([^`\s]+)`", lines[i]) if w in files), saw)
             i += 1
             continue
         fence = m.group(1)
         j = i + 1
         while j < len(lines) and lines[j].rstrip() != fence:
             j += 1
-        name = _strip_name(lines[i - 1]) if i > 0 else ""
+        name = (_strip_name(lines[i - 1]) if i > 0 else "") or saw
         if name and j < len(lines):
             out.append(Block(name, None, lines[i + 1:j], "whole"))
         i = j + 1
@@ -235,7 +247,7 @@ def udiff_blocks(text: str) -> list[Block]:
             hunk = None
         elif line.startswith("+++ "):
             path = line[4:].strip()
-            path = path[2:] if path.startswith("b/") else path
+            path = path.removeprefix("b/")
             hunk = []
         elif line.startswith("@@"):
             close()
@@ -305,7 +317,7 @@ def applied_blocks(reply: str, fmt: str | None, res: Outcome) -> tuple[list[Bloc
     elif "```diff" in reply and (fmt or "").endswith("udiff"):
         blocks = udiff_blocks(reply)
     else:
-        blocks = whole_blocks(reply)
+        blocks = whole_blocks(reply, frozenset(res.applied))
         named = {os.path.normpath(p) for p in res.applied}
         last = {b.path: b for b in blocks if os.path.normpath(b.path) in named}  # aider writes each in turn: the last one stays
         return [b for b in blocks if last.get(b.path) is b], 0

@@ -226,6 +226,8 @@ def _note_first_capture(stats: IngestStats, cap: Capture) -> None:
         stats.copied.update(cap.copied)
     if "cwd_inferred" in cap.meta:
         stats.inferred_cwd[cap.meta["cwd_inferred"] or ""] += 1
+    for lacks in cap.meta.get("unkept") or []:
+        stats.unkept[f"{cap.harness}: {lacks}"] += 1
 
 
 def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,

@@ -9,7 +9,8 @@ record id when the harness has one):
 
 - `meta`       harness, harness_version, model, session_id, cwd, git_head, git_branch, started,
                sources [{name, path, start, end, sha256, prefix_sha256}], prev (previous segment);
-               `subagent` (its kind) and `parent_session` for a session another agent started
+               `subagent` (its kind) and `parent_session` for a session another agent started;
+               `unkept`: what the harness's record never holds (message times, file texts), in words
 - `msg.in`     text (the user's words; `compact_summary`, `is_meta` flags copied from the source;
                `injected` for harness-injected context such as Codex's environment_context or AGENTS.md;
                `sender`, `recipient`, `encrypted` for a message between Codex agents of one team)
