@@ -58,7 +58,8 @@ UNKEPT: Final = ("message times (a run's start only; edits take their commit's t
 _SEARCH = re.compile(r"^<{5,9} SEARCH>?\s*$")
 _DIVIDER = re.compile(r"^={5,9}\s*$")
 _REPLACE = re.compile(r"^>{5,9} REPLACE\s*$")
-_FENCE = re.compile(r"^(`{3,}|~{3,})")
+# aider fences a file with backquotes, or, when its text holds them, with one of these tags
+_FENCE = re.compile(r"^(`{3,}|~{3,}|<(?:source|code|pre|codeblock|sourcecode)>)")
 _APPLIED = re.compile(r"^Applied edit to (.+?)\s*$")
 _COMMIT = re.compile(r"^Commit ([0-9a-f]{7,40}) (.*)$")
 _DIRTY = re.compile(r"^Committing .* before applying edits\.?\s*$")
@@ -210,8 +211,9 @@ def whole_blocks(text: str, files: frozenset[str] = frozenset()) -> list[Block]:
             i += 1
             continue
         fence = m.group(1)
+        close = "</" + fence[1:] if fence.startswith("<") else fence
         j = i + 1
-        while j < len(lines) and lines[j].rstrip() != fence:
+        while j < len(lines) and lines[j].rstrip() != close:
             j += 1
         name = (_strip_name(lines[i - 1]) if i > 0 else "") or saw
         if name and j < len(lines):
@@ -525,6 +527,8 @@ class _Run:
         offset = _block_offset(reply)
         touched: dict[str, str] = {}
         for block in blocks:
+            if "\\" in block.path and "/" not in block.path:  # aider on Windows names files so
+                block.path = block.path.replace("\\", "/")
             rel = self.mapper.to_repo(block.path)
             if rel is None:
                 self.cap.cursor = (0, offset)
