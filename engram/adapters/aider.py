@@ -71,6 +71,7 @@ _UDIFF_FAIL = re.compile(r"^# \d+ hunks? failed|UnifiedDiffNo(?:Match|tUnique)")
 # Where a block was placed when the file it changed is not known exactly (a code.edit's `placed`).
 HISTORY: Final = "git history"
 TREE: Final = "working tree"
+AFTER_UNPLACED: Final = "after an edit that could not be placed"
 
 
 def is_history(head: bytes) -> bool:
@@ -288,7 +289,7 @@ def outcome(tool: list[Segment]) -> Outcome:
                 elif out.commit is None:
                     out.commit = m.group(1)
             elif m := _FAILED_IN.match(s):
-                out.failed.append((m.group(1), _failed_search(lines[i + 1:])))
+                out.failed.append((m.group(1), [x.rstrip() for x in _failed_search(lines[i + 1:])]))
             elif "SEARCH/REPLACE block" in s and "applied successfully" in s:
                 out.partial = True
             elif _UDIFF_FAIL.search(s):
@@ -328,7 +329,8 @@ def applied_blocks(reply: str, fmt: str | None, res: Outcome) -> tuple[list[Bloc
     kept: list[Block] = []
     n_failed = 0
     for b in blocks:
-        hit = next((f for f in failed if f[0] == b.path and f[1] == b.search), None)
+        search = [x.rstrip() for x in b.search or []]
+        hit = next((f for f in failed if f[0] == b.path and f[1] == search), None)
         if hit is not None:
             failed.remove(hit)
             n_failed += 1
@@ -614,9 +616,11 @@ class _Run:
         return self.where(ev, rel)
 
     def unplaced(self, ev: dict[str, Any], rel: str, block: Block) -> dict[str, Any]:
-        """A block no known state of its file holds: its texts without ranges; the file is unknown now."""
-        self.files[rel] = None
-        self.placed.pop(rel, None)
+        """A block no known state of its file holds: its texts without ranges. Our copy stays as it
+        was (aider may have rejected the block, or matched it more loosely than `locate`), and the
+        file's later blocks are placed in it by their text, marked as placed, not known exactly."""
+        if self.files.get(rel) is not None:
+            self.placed[rel] = AFTER_UNPLACED
         ev.update(op="update", before_range=None, after_range=None, before_text=join_lines(block.search or []),
                   after_text=join_lines(block.after), file_before_sha=None, file_after_sha=None)
         return _hashed(ev)
