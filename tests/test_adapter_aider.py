@@ -95,7 +95,7 @@ def test_search_replace_edits_land_on_the_lines_aider_changed(repo: Path) -> Non
     history(repo, commit)
     out = run_engram(repo, "ingest", str(repo / ".aider.chat.history.md")).stdout
     assert "1 session" in out and "2 edits" in out
-    assert "aider session keeps no message times" in out  # said, not invented
+    assert "1 aider session: not kept by the harness: message times" in out  # said, not invented
     session = next(t["session_id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)
                    if t["session_id"].startswith("aider-20250301T100000-"))
     evs = shown(repo, session)

@@ -1,5 +1,5 @@
 """Finding agent sessions: where each harness keeps them, which belong to this repository, and
-which format a given file is in (Claude Code, Codex, Aider, Engram events, or plain text)."""
+which format a given file is in (Claude Code, Codex, Aider, SpecStory, Engram events, or plain text)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ CODEX = "codex"
 RAW = "raw"
 EVENTS = "events"
 AIDER = "aider"
+SPECSTORY = "specstory"
 
 
 @dataclass
@@ -79,6 +80,10 @@ def detect_format(path: Path) -> str | None:
 
     if is_history(head):
         return AIDER
+    from engram.adapters.specstory import is_export  # noqa: PLC0415
+
+    if is_export(head):
+        return SPECSTORY
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -129,6 +134,11 @@ def job_for_file(path: Path, fmt: str) -> Job:
     return Job(fmt, [SourceSpan("main", path)])
 
 
+def _is_specstory_file(path: Path) -> bool:
+    """A SpecStory export where SpecStory saves them: `.specstory/history/*.md`."""
+    return path.parent.name == "history" and path.parent.parent.name == ".specstory"
+
+
 def _is_subagent_file(path: Path) -> bool:
     return path.parent.name == "subagents" and (path.parent.parent.with_suffix(".jsonl")).is_file()
 
@@ -139,6 +149,7 @@ def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
         if p.is_dir():
             files = sorted(f for f in p.rglob("*.jsonl") if f.is_file() and not _is_subagent_file(f))
             files += sorted(f for f in p.rglob(AIDER_HISTORY) if f.is_file())
+            files += sorted(f for f in p.rglob("*.md") if f.is_file() and _is_specstory_file(f))
             if not files:
                 stats.skipped[f"no transcripts (*.jsonl, {AIDER_HISTORY}) under directory {p}"] += 1
             for f in files:
@@ -272,6 +283,10 @@ def _adapter_started(fmt: str, path: Path) -> str | None:
 
         at = _first_line_with(path, path.stem.encode()) if _UUID_NAME.fullmatch(path.stem) else None
         return claude_started(_head_records(path, at) if at else records, stem=path.stem)
+    if fmt == SPECSTORY:
+        from engram.adapters.specstory import started as export_started  # noqa: PLC0415
+
+        return export_started(path)
     if fmt == CODEX:
         from engram.adapters.codex import started  # noqa: PLC0415
     elif fmt == EVENTS:
@@ -328,8 +343,8 @@ def aider_histories(tree: Path) -> list[Path]:
 
 
 def _in_trees(trees: list[str], report: DiscoveryReport) -> list[Job]:
-    """The sessions kept inside this repository's work trees (an aider history is written, and
-    often committed, there): found wherever the tree is, whoever ran them."""
+    """The sessions kept inside this repository's work trees (an aider history, SpecStory's
+    exports are written, and often committed, there): found wherever the tree is, whoever ran them."""
     jobs: list[Job] = []
     for t in trees:
         for f in aider_histories(Path(t)):
@@ -342,6 +357,15 @@ def _in_trees(trees: list[str], report: DiscoveryReport) -> list[Job]:
             if not found:
                 place.problem = "not an aider chat history, or no run with a message"
             jobs += found
+        history = Path(t) / ".specstory" / "history"
+        if history.is_dir():
+            place = Place(SPECSTORY, history)
+            report.places.append(place)
+            for f in sorted(history.glob("*.md")):
+                place.sessions += 1
+                if f.is_file() and detect_format(f) == SPECSTORY:
+                    place.matched += 1
+                    jobs.append(Job(SPECSTORY, [SourceSpan("main", f.resolve())]))
     return jobs
 
 

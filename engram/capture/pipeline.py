@@ -37,6 +37,7 @@ from engram.capture.discovery import (
     CODEX,
     EVENTS,
     RAW,
+    SPECSTORY,
     Job,
     jobs_from_paths,
     repo_trees,
@@ -82,6 +83,10 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         from engram.adapters.aider import parse_history  # noqa: PLC0415
 
         return parse_history(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root, run=job.part)
+    if job.harness == SPECSTORY:
+        from engram.adapters.specstory import parse_export  # noqa: PLC0415
+
+        return parse_export(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 

@@ -88,7 +88,7 @@ class IngestStats:
         line += self._inferred_note()
         for what, n in sorted(self.unkept.items()):
             harness, _, lacks = what.partition(": ")
-            line += f"\n  note: {plural(n, harness + ' session')} {agree(n, 'keeps', 'keep')} no {lacks}"
+            line += f"\n  note: {plural(n, harness + ' session')}: not kept by the harness: {lacks}"
         if self.out_of_order:
             from engram.index.build import out_of_order_note  # noqa: PLC0415
 
