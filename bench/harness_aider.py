@@ -26,6 +26,12 @@ the commits aider made of its edits (`> Commit <hash>`) are both there. Per repo
   the top counts 1/n).
 
 Targets (issue 52): right ranges >= 0.98 of the edits with truth; writer recall@1 >= 0.95.
+
+With `--specstory GIT_DIR...`, a second table for SpecStory exports (`.specstory/history/*.md` at
+the repository's newest commit): the edit and read tool uses the exports show, counted by this
+script's own patterns (an edit whose result says it succeeded; each `**Chunk**` of a Cursor `Edit
+file`; each ```diff fence of an older export), next to what the adapter made of them: code.edits
+(with line ranges or not), edits counted as not recordable by reason, and code.reads.
 """
 
 from __future__ import annotations
@@ -294,6 +300,36 @@ def run_one(src: Path, work: Path, spans: int, seed: int) -> tuple[str, Scores] 
     return name, s
 
 
+def specstory_counts(repo: Path) -> list[str]:
+    """One row of the SpecStory table (see the module docstring)."""
+    from collections import Counter
+
+    from engram.capture.discovery import jobs_from_paths
+    from engram.capture.pipeline import parse_job
+    from engram.capture.stats import IngestStats
+
+    seen: Counter[str] = Counter()
+    files = sorted((repo / ".specstory" / "history").glob("*.md"))
+    for f in files:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        for block in re.findall(r'<tool-use data-tool-type="write".*?</tool-use>', text, re.S):
+            seen["edit uses ok"] += bool(re.search(r"updated successfully|created successfully", block))
+        seen["chunks"] += len(re.findall(r"^\*\*Chunk \d+\*\*", text, re.M))
+        seen["old diffs"] += len(re.findall(r"^```diff", text, re.M)) - len(re.findall(r"^\*\*Chunk \d+\*\*", text, re.M))
+        seen["reads"] += len(re.findall(r'data-tool-type="read"', text))
+    got: Counter[str] = Counter()
+    for job in jobs_from_paths(files, IngestStats()):
+        cap = parse_job(job, repo, [], 64 << 20)
+        got["sessions"] += 1
+        edits = [e for e in cap.events if e["kind"] == "code.edit"]
+        got["edits"] += len(edits)
+        got["ranged"] += sum(e.get("after_range") is not None for e in edits)
+        got["dropped"] += sum(cap.dropped.values())
+        got["reads"] += sum(e["kind"] == "code.read" for e in cap.events)
+    return [repo.name, str(got["sessions"]), str(seen["edit uses ok"]), str(seen["chunks"]), str(max(0, seen["old diffs"])),
+            str(got["edits"]), str(got["ranged"]), str(got["dropped"]), str(seen["reads"]), str(got["reads"])]
+
+
 def rows(results: list[tuple[str, Scores]], label: str) -> list[list[str]]:
     def ratio(a: float, b: float) -> str:
         return f"{a / b:.3f}" if b else "-"
@@ -318,6 +354,7 @@ def main() -> int:
     ap.add_argument("--spans", type=int, default=30, help="spans sampled per repository")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--misses", action="store_true", help="list the groups and spans that missed")
+    ap.add_argument("--specstory", type=Path, nargs="*", default=[], help="repositories committing SpecStory exports")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="engram-aider-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -330,8 +367,20 @@ def main() -> int:
                 for m in s.misses:
                     print(f"  {name}: {m}")
         table += rows(results, label) if results else []
-    print(fmt_table(["set", "repository", "edits in transcript", "with truth", "captured", "no ranges",
-                     "right ranges", "spans", "writer r@1", "grep r@1 (ref)"], table))
+    if table:
+        print(fmt_table(["set", "repository", "edits in transcript", "with truth", "captured", "no ranges",
+                         "right ranges", "spans", "writer r@1", "grep r@1 (ref)"], table))
+    spec = []
+    for src in args.specstory:
+        name = src.parent.name if src.name == "repo" else src.name
+        dest = work / name
+        if not dest.exists() and subprocess.run(["git", "clone", "-q", str(src.resolve()), str(dest)],
+                                                capture_output=True, check=False).returncode != 0:
+            continue
+        spec.append(specstory_counts(dest))
+    if spec:
+        print(fmt_table(["repository", "sessions", "edit uses (ok)", "Cursor chunks", "pathless diffs", "code.edits",
+                         "with ranges", "counted, not recorded", "read uses", "code.reads"], spec))
     return 0
 
 

@@ -26,11 +26,19 @@ What the export keeps of an edit depends on the agent:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Final
+from typing import Any, Final
 
-from engram.adapters.aider import HISTORY, TREE, GitFiles, _hashed, _on_disk, block_changes
+from engram.adapters.aider import (
+    HISTORY,
+    TREE,
+    GitFiles,
+    _hashed,
+    _on_disk,
+    block_changes,
+)
 from engram.adapters.base import Capture, PathMapper, SourceSpan
 from engram.adapters.unified import context_fields, edit_ranges, join_lines, split_lines
 from engram.tape import events as E
@@ -44,7 +52,7 @@ _TOOL_OPEN = re.compile(r'^<tool-use data-tool-type="([^"]*)" data-tool-name="([
 _EDIT_FILE = re.compile(r"^<details><summary>Edit file: (?:<code>)?(.+?)(?:</code>)?</summary>")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
-_DONE = re.compile(r"has been updated successfully|File created successfully|updated successfully", re.I)
+_DONE = re.compile(r"has been updated successfully|File created successfully|updated successfully", re.IGNORECASE)
 UNKEPT_CLAUDE: Final = "the body of Claude Code's edits (only the tool's result: no code.edit can hold them)"
 NO_BODY: Final = "an edit the export keeps without its text (SpecStory of a Claude Code session)"
 NO_PATH: Final = "an edit the export keeps without its file name"
@@ -154,12 +162,13 @@ def parse_export(sources: list[SourceSpan], mapper_for: Callable[[str | None], P
         offset += len(raw)
     msgs, head = turns(lines)
     cwd = str(src.path.parent.parent.parent) if src.path.parent.name == "history" else str(src.path.parent)
+    recorded = recorded_root([text for _, text in lines], repo_root)
     cap = Capture(HARNESS, head.get("session") or f"specstory-{src.path.stem}", sources)
     started = head.get("started") or next((t.ts for t in msgs if t.ts), None)
-    cap.meta = {"harness_version": None, "cwd": cwd, "git_branch": None, "git_head": None, "model": None,
-                "started": started, "agent": head.get("agent")}
+    cap.meta = {"harness_version": None, "cwd": recorded or cwd, "git_branch": None, "git_head": None,
+                "model": None, "started": started, "agent": head.get("agent")}
     unkept = [] if started else ["message times (this export has none)"]
-    _Export(cap, mapper_for(cwd), GitFiles(repo_root), unkept).read(msgs)
+    _Export(cap, mapper_for(recorded or cwd), GitFiles(repo_root), unkept).read(msgs)
     if unkept:
         cap.meta["unkept"] = unkept
     return cap
@@ -281,6 +290,26 @@ class _Export:
             ev.update(op="create" if not lines else "update", **edit_ranges(changes, lines, new))
         ev.update(context_fields([(at + 1, new_side)]), file_before_sha=None, file_after_sha=None, placed=where)
         return _hashed(ev)
+
+
+_ABSOLUTE = re.compile(r"(?:`|Edit file: |The file )(/[^`\s<]+)")
+
+
+def recorded_root(lines: list[str], repo_root: Path) -> str | None:
+    """Where the exported session ran, when its absolute paths say: the directory that, taken
+    off the most of them, leaves a file this repository has (the export records no working
+    directory; its agent named files absolutely, `/Users/x/src/app/pkg/f.go`, and relatively).
+    None when no absolute path names a file here."""
+    votes: dict[str, int] = {}
+    for line in lines:
+        for path in _ABSOLUTE.findall(line):
+            parts = path.strip("/").split("/")
+            for i in range(1, len(parts)):
+                if (repo_root / "/".join(parts[i:])).is_file():
+                    root = "/" + "/".join(parts[:i])
+                    votes[root] = votes.get(root, 0) + 1
+                    break
+    return max(votes, key=lambda r: (votes[r], -len(r))) if votes else None
 
 
 def _nearest(lines: list[str], part: list[str], hint: int) -> int | None:
