@@ -312,22 +312,64 @@ def specstory_counts(repo: Path) -> list[str]:
     files = sorted((repo / ".specstory" / "history").glob("*.md"))
     for f in files:
         text = f.read_text(encoding="utf-8", errors="replace")
-        for block in re.findall(r'<tool-use data-tool-type="write".*?</tool-use>', text, re.S):
+        for block in re.findall(r'<tool-use data-tool-type="write".*?</tool-use>', text, re.DOTALL):
             seen["edit uses ok"] += bool(re.search(r"updated successfully|created successfully", block))
-        seen["chunks"] += len(re.findall(r"^\*\*Chunk \d+\*\*", text, re.M))
-        seen["old diffs"] += len(re.findall(r"^```diff", text, re.M)) - len(re.findall(r"^\*\*Chunk \d+\*\*", text, re.M))
+        seen["chunks"] += len(re.findall(r"^\*\*Chunk \d+\*\*", text, re.MULTILINE))
+        seen["old diffs"] += len(re.findall(r"^```diff", text, re.MULTILINE)) - len(re.findall(r"^\*\*Chunk \d+\*\*", text, re.MULTILINE))
         seen["reads"] += len(re.findall(r'data-tool-type="read"', text))
     got: Counter[str] = Counter()
     for job in jobs_from_paths(files, IngestStats()):
         cap = parse_job(job, repo, [], 64 << 20)
         got["sessions"] += 1
         edits = [e for e in cap.events if e["kind"] == "code.edit"]
+        expected = header_lines(job.main.read_text(encoding="utf-8", errors="replace"))
+        if len(expected) == len(edits):  # one code.edit per chunk, in order
+            for want, ev in zip(expected, edits):
+                if want is not None:
+                    got["checkable"] += 1
+                    got["right"] += agrees(want, ev)
         got["edits"] += len(edits)
         got["ranged"] += sum(e.get("after_range") is not None for e in edits)
         got["dropped"] += sum(cap.dropped.values())
         got["reads"] += sum(e["kind"] == "code.read" for e in cap.events)
+    right = f"{got['right']}/{got['checkable']}" if got["checkable"] else "-"
     return [repo.name, str(got["sessions"]), str(seen["edit uses ok"]), str(seen["chunks"]), str(max(0, seen["old diffs"])),
-            str(got["edits"]), str(got["ranged"]), str(got["dropped"]), str(seen["reads"]), str(got["reads"])]
+            str(got["edits"]), str(got["ranged"]), right, str(got["dropped"]), str(seen["reads"]), str(got["reads"])]
+
+
+Hunk = tuple[int, list[str], int, list[str]]
+
+
+def agrees(hunk: Hunk, ev: dict[str, Any]) -> bool:
+    """Whether a code.edit's ranges and texts are those of Cursor's hunk, numbered as its header
+    numbers them: its before_text stands at its before_range among the hunk's old lines, its
+    after_text at its after_range among the new ones."""
+    a, old, c, new = hunk
+    b, f = ev.get("before_range"), ev.get("after_range")
+    if b is None or f is None:
+        return False
+    before, after = (ev.get("before_text") or "").splitlines(), (ev.get("after_text") or "").splitlines()
+    if ev.get("hunks"):  # several changes: their texts one after another
+        olds = [x for os_, oe, _, _ in ev["hunks"] for x in old[os_ - a:oe - a + 1]]
+        news = [x for _, _, ns, ne in ev["hunks"] for x in new[ns - c:ne - c + 1]]
+        return olds == before and news == after and min(h[0] for h in ev["hunks"]) >= a
+    return (old[b[0] - a:b[0] - a + len(before)] == before and new[f[0] - c:f[0] - c + len(after)] == after
+            and 0 <= b[0] - a <= len(old) and 0 <= f[0] - c <= len(new) and bool(before or after))
+
+
+def header_lines(text: str) -> list[Hunk | None]:
+    """Per Cursor chunk of an export, in order: its hunk (old start, old lines, new start, new
+    lines) when the chunk shows all of it, as its `@@ -a,b +c,d @@` header counts them (SpecStory
+    may leave context out); None otherwise."""
+    out: list[Hunk | None] = []
+    for block in re.findall(r"<details><summary>Edit file:.*?</details>", text, re.DOTALL):
+        for m in re.finditer(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@\n(.*?)(?=^@@|^```)", block, re.DOTALL | re.MULTILINE):
+            shown = m.group(5).split("\n")[:-1]
+            old = [ln[2:] for ln in shown if not ln.startswith("+")]
+            new = [ln[2:] for ln in shown if not ln.startswith("-")]
+            full = len(old) == int(m.group(2) or 1) and len(new) == int(m.group(4) or 1)
+            out.append((int(m.group(1)), old, int(m.group(3)), new) if full else None)
+    return out
 
 
 def rows(results: list[tuple[str, Scores]], label: str) -> list[list[str]]:
@@ -380,7 +422,7 @@ def main() -> int:
         spec.append(specstory_counts(dest))
     if spec:
         print(fmt_table(["repository", "sessions", "edit uses (ok)", "Cursor chunks", "pathless diffs", "code.edits",
-                         "with ranges", "counted, not recorded", "read uses", "code.reads"], spec))
+                         "with ranges", "right line (checkable)", "counted, not recorded", "read uses", "code.reads"], spec))
     return 0
 
 

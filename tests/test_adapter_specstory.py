@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import git, run_engram
 
 FIXTURE = Path(__file__).parent / "fixtures" / "specstory" / "2026-02-20_22-41-47Z-02-20-26-17.head.md"
@@ -80,7 +81,8 @@ def test_a_claude_code_export_gives_messages_reads_and_counts_the_edits_it_does_
     assert first["ts"] == "2026-02-20T22:41:47Z"
 
 
-def test_a_cursor_edit_chunk_lands_on_its_lines_and_explain_names_the_session(repo: Path) -> None:
+@pytest.mark.parametrize("header", ["@@ -37,7 +37,7 @@", "@@ -36,9 +36,9 @@"], ids=["whole hunk", "context left out"])
+def test_a_cursor_edit_chunk_lands_on_its_lines_and_explain_names_the_session(repo: Path, header: str) -> None:
     (repo / ".gitignore").write_text(GITIGNORE)
     git(repo, "add", ".gitignore")
     when = {"GIT_AUTHOR_DATE": "2025-10-01T00:00:00Z", "GIT_COMMITTER_DATE": "2025-10-01T00:00:00Z"}
@@ -90,12 +92,15 @@ def test_a_cursor_edit_chunk_lands_on_its_lines_and_explain_names_the_session(re
     (repo / ".gitignore").write_text(after)
     history = repo / ".specstory" / "history"
     history.mkdir(parents=True)
-    (history / "2025-10-14_22-25Z-ignore-the-env-files.md").write_text(CURSOR)
+    (history / "2025-10-14_22-25Z-ignore-the-env-files.md").write_text(CURSOR.replace("@@ -37,7 +37,7 @@", header))
     out = run_engram(repo, "ingest").stdout
     assert "1 edit" in out
     edits = [e for e in shown(repo, "fad6cf4a-024e-4183-b3cb-d87f25e2628f") if e["kind"] == "code.edit"]
     assert [(e["file"], e["before_range"], e["after_range"], e["after_text"]) for e in edits] == [
         (".gitignore", [39, 41], [39, 41], ".env\n.env.local\n.env.*.local\n")]
-    assert edits[0]["placed"] in ("git history", "working tree")  # where the export did not say
+    if header == "@@ -37,7 +37,7 @@":  # the chunk shows its whole hunk: where Cursor's header puts it
+        assert "placed" not in edits[0]
+    else:  # found by its lines in the file before the session: said to be placed
+        assert edits[0]["placed"] == "git history"
     doc = json.loads(run_engram(repo, "explain", ".gitignore:39-41", "--brief").stdout)
     assert doc["sessions"][0]["session_id"] == "fad6cf4a-024e-4183-b3cb-d87f25e2628f"

@@ -40,7 +40,13 @@ from engram.adapters.aider import (
     block_changes,
 )
 from engram.adapters.base import Capture, PathMapper, SourceSpan
-from engram.adapters.unified import context_fields, edit_ranges, join_lines, split_lines
+from engram.adapters.unified import (
+    changes_from_hunks,
+    context_fields,
+    edit_ranges,
+    join_lines,
+    split_lines,
+)
 from engram.tape import events as E
 
 HARNESS: Final = "specstory"
@@ -126,6 +132,8 @@ def _iso(text: str) -> str | None:
 class Chunk:
     old_start: int
     new_start: int
+    old_count: int
+    new_count: int
     tagged: list[tuple[str, str]]  # (tag, text) of the lines the chunk shows
 
 
@@ -142,7 +150,7 @@ def chunks(lines: list[str]) -> list[Chunk]:
             continue
         m = _HUNK.match(line)
         if m:
-            out.append(Chunk(int(m.group(1)), int(m.group(3)), []))
+            out.append(Chunk(int(m.group(1)), int(m.group(3)), int(m.group(2) or 1), int(m.group(4) or 1), []))
         elif out and not line:  # an empty line of the file, shown without its tag
             out[-1].tagged.append((" ", ""))
         elif out and line[:1] in ("+", "-", " "):
@@ -270,11 +278,40 @@ class _Export:
         text, where = self.files[rel]
         return (text if where is not None else None), where
 
+    def by_header(self, ev: dict[str, Any], rel: str, chunk: Chunk, old_side: list[str], new_side: list[str],
+                  text: str | None) -> dict[str, Any]:
+        """A chunk placed where its `@@` header says (the file's lines as Cursor changed them). Our
+        copy follows when it holds the chunk's old side there; else it is unknown from now on."""
+        hunk = {"oldStart": chunk.old_start, "oldLines": chunk.old_count, "newStart": chunk.new_start,
+                "newLines": chunk.new_count, "lines": [tag + line for tag, line in chunk.tagged]}
+        changes = changes_from_hunks([hunk])
+        lines = split_lines(text) if text is not None else None
+        at = max(chunk.old_start - 1, 0)
+        if lines is not None and [x.rstrip() for x in lines[at:at + len(old_side)]] == [x.rstrip() for x in old_side]:
+            self.files[rel] = (join_lines(lines[:at] + new_side + lines[at + len(old_side):]), self.files[rel][1])
+        else:
+            self.files[rel] = ("", None)
+        if not changes:
+            ev.update(op="update", before_range=[at + 1, at], after_range=[at + 1, at], before_text="", after_text="")
+        else:
+            ev.update(op="update", **edit_ranges(changes))
+        ev.update(context_fields([(chunk.new_start, new_side)]), file_before_sha=None, file_after_sha=None)
+        return _hashed(ev)
+
     def place(self, rel: str, chunk: Chunk) -> dict[str, Any]:
         ev: dict[str, Any] = {"kind": E.CODE_EDIT, "file": rel, "tool": "edit_file", "call_id": None}
         old_side = [t for tag, t in chunk.tagged if tag != "+"]
         new_side = [t for tag, t in chunk.tagged if tag != "-"]
+        fresh = rel not in self.files
         text, where = self.state(rel)
+        if fresh and chunk.old_count <= 1 and chunk.old_start <= 1 and not any(x.strip() for x in old_side) \
+                and len(new_side) > 1 and (text is None or where != HISTORY):
+            text, where = "", HISTORY  # a file the session created (Cursor's `@@ -1,1 +1,N` of an empty file)
+            self.files[rel] = (text, where)
+            old_side = []
+        full = len(old_side) == chunk.old_count and len(new_side) == chunk.new_count and not fresh_file(old_side, text)
+        if full:  # the chunk shows its whole hunk: Cursor's own header says where it applied it
+            return self.by_header(ev, rel, chunk, old_side, new_side, text)
         at = _nearest(split_lines(text), old_side, chunk.old_start) if text is not None else None
         if text is None or at is None:
             ev.update(op="update", before_range=None, after_range=None, before_text=join_lines(old_side),
@@ -310,6 +347,10 @@ def recorded_root(lines: list[str], repo_root: Path) -> str | None:
                     votes[root] = votes.get(root, 0) + 1
                     break
     return max(votes, key=lambda r: (votes[r], -len(r))) if votes else None
+
+
+def fresh_file(old_side: list[str], text: str | None) -> bool:
+    return text == "" and not old_side
 
 
 def _nearest(lines: list[str], part: list[str], hint: int) -> int | None:
