@@ -27,6 +27,8 @@ the commits aider made of its edits (`> Commit <hash>`) are both there. Per repo
 
 Targets (issue 52): right ranges >= 0.98 of the edits with truth; writer recall@1 >= 0.95.
 
+With `--cline FOLDER...` (task folders), a third table for Cline / Roo Code (see `cline_counts`).
+
 With `--specstory GIT_DIR...`, a second table for SpecStory exports (`.specstory/history/*.md` at
 the repository's newest commit): the edit and read tool uses the exports show, counted by this
 script's own patterns (an edit whose result says it succeeded; each `**Chunk**` of a Cursor `Edit
@@ -372,6 +374,49 @@ def header_lines(text: str) -> list[Hunk | None]:
     return out
 
 
+def cline_counts(folder: Path) -> list[str]:
+    """One row of the Cline table: the task's edit and read tool uses, counted from its
+    conversation by this script (an edit succeeded when its result holds the saved file), next
+    to the adapter's code.edits and code.reads; *right*: tool uses whose last code.edit's
+    after_text stands at its after_range in the file Cline saved (`<final_file_content>`)."""
+    import json
+
+    from engram.capture.discovery import jobs_from_paths
+    from engram.capture.pipeline import parse_job
+    from engram.capture.stats import IngestStats
+
+    task = folder / "api_conversation_history.json"
+    seen = {"edits ok": 0, "edits failed": 0, "reads": 0}
+    for msg in json.loads(task.read_text(encoding="utf-8")):
+        for b in msg.get("content") if isinstance(msg.get("content"), list) else []:
+            text = b.get("text") or ""
+            m = re.match(r"\[(replace_in_file|write_to_file|read_file) for '.*?'\] Result:", text)
+            if m and m.group(1) == "read_file":
+                seen["reads"] += 1
+            elif m:
+                seen["edits ok" if "<final_file_content" in text else "edits failed"] += 1
+    job = jobs_from_paths([task], IngestStats())[0]
+    cap = parse_job(job, folder, [], 64 << 20)
+    edits = [e for e in cap.events if e["kind"] == "code.edit"]
+    right = checked = 0
+    final: list[str] | None = None
+    last: dict[str, Any] | None = None
+    for ev in [*cap.events, {"kind": "end"}]:
+        if ev["kind"] in ("tool.result", "end") and last is not None and final is not None:
+            checked += 1
+            a = last.get("after_range")
+            right += a is not None and final[a[0] - 1:a[1]] == (last.get("after_text") or "").splitlines()
+            last = None
+        if ev["kind"] == "tool.result":
+            m = re.search(r'<final_file_content path="[^"]*">\n?(.*?)\n?</final_file_content>', ev.get("stdout") or "", re.DOTALL)
+            final = m.group(1).splitlines() if m else None
+        elif ev["kind"] == "code.edit":
+            last = ev
+    reads = sum(e["kind"] == "code.read" for e in cap.events)
+    return [folder.name, str(seen["edits ok"]), str(seen["edits failed"]), str(len(edits)),
+            str(sum(e.get("after_range") is None for e in edits)), f"{right}/{checked}", str(seen["reads"]), str(reads)]
+
+
 def rows(results: list[tuple[str, Scores]], label: str) -> list[list[str]]:
     def ratio(a: float, b: float) -> str:
         return f"{a / b:.3f}" if b else "-"
@@ -397,6 +442,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--misses", action="store_true", help="list the groups and spans that missed")
     ap.add_argument("--specstory", type=Path, nargs="*", default=[], help="repositories committing SpecStory exports")
+    ap.add_argument("--cline", type=Path, nargs="*", default=[], help="Cline / Roo Code task folders")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="engram-aider-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -423,6 +469,10 @@ def main() -> int:
     if spec:
         print(fmt_table(["repository", "sessions", "edit uses (ok)", "Cursor chunks", "pathless diffs", "code.edits",
                          "with ranges", "right line (checkable)", "counted, not recorded", "read uses", "code.reads"], spec))
+    cline = [cline_counts(folder.resolve()) for folder in args.cline]
+    if cline:
+        print(fmt_table(["task", "edit uses (ok)", "edit uses (failed)", "code.edits", "no ranges",
+                         "right (last edit of a use)", "read uses", "code.reads"], cline))
     return 0
 
 

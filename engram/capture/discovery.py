@@ -28,6 +28,9 @@ RAW = "raw"
 EVENTS = "events"
 AIDER = "aider"
 SPECSTORY = "specstory"
+CLINE = "cline"
+ROO = "roo-code"
+CLINE_TASK_FILE = "api_conversation_history.json"
 
 
 @dataclass
@@ -150,6 +153,7 @@ def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
             files = sorted(f for f in p.rglob("*.jsonl") if f.is_file() and not _is_subagent_file(f))
             files += sorted(f for f in p.rglob(AIDER_HISTORY) if f.is_file())
             files += sorted(f for f in p.rglob("*.md") if f.is_file() and _is_specstory_file(f))
+            files += sorted(f for f in p.rglob(CLINE_TASK_FILE) if f.is_file())
             if not files:
                 stats.skipped[f"no transcripts (*.jsonl, {AIDER_HISTORY}) under directory {p}"] += 1
             for f in files:
@@ -168,6 +172,9 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
     if f.stat().st_size == 0:
         stats.skipped["empty file"] += 1
         return
+    if f.name == CLINE_TASK_FILE:  # a Cline / Roo Code task folder's conversation (a JSON array)
+        jobs.append(cline_job(f.resolve()))
+        return
     fmt = detect_format(f)
     if fmt is None:
         stats.skipped["not a transcript (binary or undecodable)"] += 1
@@ -179,6 +186,38 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
 
 
 AIDER_HISTORY = ".aider.chat.history.md"
+
+
+def cline_job(path: Path) -> Job:
+    from engram.adapters.cline import harness_of, task_sources  # noqa: PLC0415
+
+    return Job(harness_of(path), task_sources(path))
+
+
+# VS Code and the editors built on it keep an extension's data under User/globalStorage/<extension id>.
+_EDITORS = ("Code", "Code - Insiders", "Cursor", "VSCodium", "Windsurf")
+_TASK_EXTENSIONS = {CLINE: "saoudrizwan.claude-dev", ROO: "rooveterinaryinc.roo-cline"}
+
+
+def cline_task_dirs() -> list[tuple[str, Path]]:
+    """Where Cline and Roo Code keep their task folders, per editor, on this system: (harness,
+    `…/User/globalStorage/<extension>/tasks`); `VSCODE_APPDATA` (VS Code's own variable) moves the
+    editors' user data, `CLINE_DIR` Cline's standalone (CLI) data (`~/.cline/data`)."""
+    import sys  # noqa: PLC0415
+
+    home = Path.home()
+    if os.environ.get("VSCODE_APPDATA"):
+        base = Path(os.environ["VSCODE_APPDATA"])
+    elif sys.platform == "darwin":
+        base = home / "Library" / "Application Support"
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming")
+    else:
+        base = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    out = [(h, base / editor / "User" / "globalStorage" / ext / "tasks")
+           for editor in _EDITORS for h, ext in _TASK_EXTENSIONS.items()]
+    out.append((CLINE, Path(os.environ.get("CLINE_DIR") or home / ".cline" / "data") / "tasks"))
+    return out
 
 
 def claude_home() -> Path:
@@ -329,6 +368,23 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
                 if place.saw(f, _first_cwd(f, CODEX), ours):
                     jobs.append(job_for_file(f.resolve(), CODEX))
     jobs += _in_trees(trees, report)
+    jobs += _cline_tasks(ours, report)
+    return jobs
+
+
+def _cline_tasks(ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:
+    """The Cline / Roo Code tasks (default folders, `cline_task_dirs`) whose working directory is ours."""
+    from engram.adapters.cline import first_cwd  # noqa: PLC0415
+
+    jobs: list[Job] = []
+    for harness, root in cline_task_dirs():
+        if not root.is_dir():
+            continue  # (one folder per editor and extension: only those that exist are reported)
+        place = Place(harness, root)
+        report.places.append(place)
+        for f in sorted(root.glob(f"*/{CLINE_TASK_FILE}")):
+            if place.saw(f, first_cwd(f), ours):
+                jobs.append(cline_job(f.resolve()))
     return jobs
 
 

@@ -34,9 +34,11 @@ from engram.adapters.base import (
 from engram.capture.discovery import (
     AIDER,
     CLAUDE,
+    CLINE,
     CODEX,
     EVENTS,
     RAW,
+    ROO,
     SPECSTORY,
     Job,
     jobs_from_paths,
@@ -83,6 +85,10 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         from engram.adapters.aider import parse_history  # noqa: PLC0415
 
         return parse_history(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root, run=job.part)
+    if job.harness in (CLINE, ROO):
+        from engram.adapters.cline import parse_task  # noqa: PLC0415
+
+        return parse_task(job.sources, mapper_for, max_line_bytes=max_line_bytes)
     if job.harness == SPECSTORY:
         from engram.adapters.specstory import parse_export  # noqa: PLC0415
 
