@@ -468,7 +468,7 @@ def main() -> int:
         spec.append(specstory_counts(dest))
     if spec:
         print(fmt_table(["repository", "sessions", "edit uses (ok)", "Cursor chunks", "pathless diffs", "code.edits",
-                         "with ranges", "right line (checkable)", "counted, not recorded", "read uses", "code.reads"], spec))
+                         "with ranges", "agree with Cursor's hunk", "counted, not recorded", "read uses", "code.reads"], spec))
     cline = [cline_counts(folder.resolve()) for folder in args.cline]
     if cline:
         print(fmt_table(["task", "edit uses (ok)", "edit uses (failed)", "code.edits", "no ranges",
