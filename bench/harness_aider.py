@@ -335,8 +335,10 @@ def specstory_counts(repo: Path) -> list[str]:
         got["dropped"] += sum(cap.dropped.values())
         got["reads"] += sum(e["kind"] == "code.read" for e in cap.events)
     right = f"{got['right']}/{got['checkable']}" if got["checkable"] else "-"
+    spans, r1, grep = edit_recall(repo, files, 30, random.Random(1))
+    recall = [str(spans), f"{r1:.3f}" if spans else "-", f"{grep:.3f}" if spans else "-"]
     return [repo.name, str(got["sessions"]), str(seen["edit uses ok"]), str(seen["chunks"]), str(max(0, seen["old diffs"])),
-            str(got["edits"]), str(got["ranged"]), right, str(got["dropped"]), str(seen["reads"]), str(got["reads"])]
+            str(got["edits"]), str(got["ranged"]), right, str(got["dropped"]), str(seen["reads"]), str(got["reads"]), *recall]
 
 
 Hunk = tuple[int, list[str], int, list[str]]
@@ -417,6 +419,61 @@ def cline_counts(folder: Path) -> list[str]:
             str(sum(e.get("after_range") is None for e in edits)), f"{right}/{checked}", str(seen["reads"]), str(reads)]
 
 
+def edit_recall(repo: Path, inputs: list[Path], n: int, rng: random.Random) -> tuple[int, float, float]:
+    """Writer recall@1 where no commit names the writer (SpecStory, Cline): 5-line windows of
+    what a session's code.edits wrote (3+ lines with a word) that stand verbatim in the file as it
+    is in `repo`; the writer is the last session (by its edits' order of time) whose edit wrote
+    that window. (spans, engram r@1, grep r@1 on the sessions' edit texts)."""
+    from engram.capture.discovery import jobs_from_paths
+    from engram.capture.pipeline import ingest_paths, parse_job
+    from engram.capture.stats import IngestStats
+    from engram.index.db import open_db
+    from engram.query import explain as X
+    from engram.query.spans import read_span
+    from engram.store.repo import init_store
+
+    writer: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}  # (file, window) -> (time, session)
+    texts: dict[str, str] = {}
+    for job in jobs_from_paths(inputs, IngestStats()):
+        cap = parse_job(job, repo, [], 64 << 20)
+        texts[cap.session_id] = "\n".join(str(e.get("text") or e.get("after_text") or e.get("stdout") or "")
+                                          for e in cap.events)
+        for ev in cap.events:
+            if ev["kind"] != "code.edit" or not ev.get("after_range"):
+                continue
+            lines = (ev.get("after_text") or "").splitlines()
+            for i in range(len(lines) - SPAN + 1):
+                win = tuple(lines[i:i + SPAN])
+                when = str(ev.get("ts") or cap.meta.get("started") or "")
+                if sum(map(substantive, win)) >= 3 and when >= writer.get((ev["file"], win), ("", ""))[0]:
+                    writer[(ev["file"], win)] = (when, cap.session_id)
+    cands = []
+    for (rel, win), (_, sid) in writer.items():
+        path = repo / rel
+        if not path.is_file():
+            continue
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        at = next((i for i in range(len(lines) - SPAN + 1) if tuple(lines[i:i + SPAN]) == win), None)
+        if at is not None:
+            cands.append((rel, at + 1, sid))
+    picks = rng.sample(sorted(cands), min(n, len(cands)))
+    if not picks:
+        return 0, 0.0, 0.0
+    store, _ = init_store(repo)
+    ingest_paths(store, inputs)
+    db = open_db(store)
+    opts = X.Options(brief=True)
+    r1 = grep = 0.0
+    for rel, first, sid in picks:
+        span = read_span(repo, rel, first, first + SPAN - 1, cwd=repo)
+        lines = (repo / rel).read_text(encoding="utf-8", errors="replace").splitlines()
+        doc = X.to_json(store, X.resolve(store, db, span, opts, file_lines=lines), opts)
+        r1 += [x["session_id"] for x in doc["sessions"]][:1] == [sid]
+        grep += grep_rank(texts, lines[first - 1:first - 1 + SPAN], sid)
+    db.close()
+    return len(picks), r1 / len(picks), grep / len(picks)
+
+
 def rows(results: list[tuple[str, Scores]], label: str) -> list[list[str]]:
     def ratio(a: float, b: float) -> str:
         return f"{a / b:.3f}" if b else "-"
@@ -468,11 +525,22 @@ def main() -> int:
         spec.append(specstory_counts(dest))
     if spec:
         print(fmt_table(["repository", "sessions", "edit uses (ok)", "Cursor chunks", "pathless diffs", "code.edits",
-                         "with ranges", "agree with Cursor's hunk", "counted, not recorded", "read uses", "code.reads"], spec))
+                         "with ranges", "agree with Cursor's hunk", "counted, not recorded", "read uses", "code.reads", "spans",
+                         "writer r@1", "grep r@1 (ref)"], spec))
     cline = [cline_counts(folder.resolve()) for folder in args.cline]
     if cline:
         print(fmt_table(["task", "edit uses (ok)", "edit uses (failed)", "code.edits", "no ranges",
                          "right (last edit of a use)", "read uses", "code.reads"], cline))
+        by_repo: dict[Path, list[Path]] = defaultdict(list)
+        for folder in args.cline:
+            top = git(folder.resolve(), "rev-parse", "--show-toplevel").strip()
+            by_repo[Path(top) if top else folder.resolve()].append(folder.resolve() / "api_conversation_history.json")
+        rec = []
+        for repo, tasks in by_repo.items():
+            spans, r1, grep = edit_recall(repo, tasks, args.spans, random.Random(args.seed))
+            rec.append([repo.name, str(len(tasks)), str(spans), f"{r1:.3f}" if spans else "-",
+                        f"{grep:.3f}" if spans else "-"])
+        print(fmt_table(["repository", "tasks", "spans", "writer r@1", "grep r@1 (ref)"], rec))
     return 0
 
 
