@@ -149,3 +149,19 @@ def test_blocks_are_placed_as_aider_places_them() -> None:
     assert [(b.path, b.search, b.after) for b in blocks] == [("src/a.py", ["a"], ["b"]), ("src/a.py", ["c"], ["d"])]
     whole = whole_blocks("Update `src/a.py`:\n\n```python\nx = 1\n```\n", frozenset({"src/a.py"}))
     assert [(b.path, b.after) for b in whole] == [("src/a.py", ["x = 1"])]
+
+
+def test_an_undone_commit_gives_the_file_back(repo: Path) -> None:
+    """After `/undo` (aider: `Removed: <hash> …`), the next block is placed in the file as it was."""
+    commit_file(repo, "app.py", APP_BEFORE, "start")
+    text = ("\n# aider chat started at 2025-03-01 10:00:00\n\n> Model: m with diff edit format  \n\n"
+            "#### rename greet  \n\n" + sr("app.py", "def greet(name):\n", "def hello(name):\n") +
+            "\n> Applied edit to app.py  \n> Commit 1234567 rename  \n\n#### /undo  \n\n"
+            "> Removed: 1234567 rename  \n> Now at:  abcdef0 start  \n\n#### add a docstring  \n\n" +
+            sr("app.py", "def greet(name):\n", 'def greet(name):\n    """Say hi."""\n') + "\n> Applied edit to app.py  \n")
+    (repo / ".aider.chat.history.md").write_text(text)
+    run_engram(repo, "ingest", str(repo / ".aider.chat.history.md"))
+    session = next(t["session_id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout))
+    edits = [e for e in shown(repo, session) if e["kind"] == "code.edit"]
+    assert [(e["before_range"], e["after_range"], e.get("after_range") is not None) for e in edits] == [
+        ([4, 4], [4, 4], True), ([5, 4], [5, 5], True)]

@@ -66,6 +66,7 @@ _DIRTY = re.compile(r"^Committing .* before applying edits\.?\s*$")
 _FAILED_IN = re.compile(r"^## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in (.+?)\s*$")
 _MODEL = re.compile(r"^(?:Main )?[Mm]odel: (\S+) with ([\w-]+) edit format")
 _VERSION = re.compile(r"^Aider v(\S+)")
+_UNDONE = re.compile(r"^Removed: ([0-9a-f]{7,40}) ")
 _UDIFF_FAIL = re.compile(r"^# \d+ hunks? failed|UnifiedDiffNo(?:Match|tUnique)")
 
 # Where a block was placed when the file it changed is not known exactly (a code.edit's `placed`).
@@ -490,6 +491,7 @@ class _Run:
         self.files: dict[str, str | None] = {}  # this session's copy of each file it edited (None: unknown)
         self.placed: dict[str, str] = {}  # files whose copy was placed, not known exactly: where it came from
         self.start_commit: str | None = None
+        self.undo: dict[str, dict[str, str | None]] = {}  # commit aider made -> its files as they were before
 
     def add(self, offset: int, ev: dict[str, Any]) -> None:
         self.cap.cursor = (0, offset)
@@ -515,6 +517,8 @@ class _Run:
                 self.fmt = m.group(1)
             elif (m := _VERSION.match(line.strip())) and not self.cap.meta.get("harness_version"):
                 self.cap.meta["harness_version"] = m.group(1)
+            elif (m := _UNDONE.match(line.strip())) and m.group(1) in self.undo:
+                self.files.update(self.undo.pop(m.group(1)))  # `/undo`: the files are back as they were
         failed = "failed to match" in seg.text or "did not conform" in seg.text
         self.add(seg.offset, {"kind": E.TOOL_RESULT, "call_id": None, "name": "aider", "is_error": failed,
                               "exit_code": None, "stdout": seg.text, "stderr": ""})
@@ -539,6 +543,8 @@ class _Run:
             if rel not in touched:
                 touched[rel] = block.path
                 self.begin(rel, commit, base, block.path in res.created)
+                if res.commit:
+                    self.undo.setdefault(res.commit, {})[rel] = self.files.get(rel)
             ev = self.edit(rel, block)
             if commit:
                 ev.update(ts=ts, commit=commit)
