@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -265,6 +266,7 @@ def score_recall(repo: Path, made: dict[str, str], n: int, rng: random.Random, s
     from engram.query.spans import read_span
     from engram.store.repo import init_store
 
+    shutil.rmtree(repo / ".engram", ignore_errors=True)  # (a store an earlier run left in this checkout)
     store, _ = init_store(repo)
     ingest_paths(store, [repo / HISTORY])
     db = open_db(store)
@@ -459,6 +461,7 @@ def edit_recall(repo: Path, inputs: list[Path], n: int, rng: random.Random) -> t
     picks = rng.sample(sorted(cands), min(n, len(cands)))
     if not picks:
         return 0, 0.0, 0.0
+    shutil.rmtree(repo / ".engram", ignore_errors=True)
     store, _ = init_store(repo)
     ingest_paths(store, inputs)
     db = open_db(store)
