@@ -213,8 +213,8 @@ complete_at engram --no
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "complete -o default -F _engram engram"
-    assert lines[1:] == ["[explain]", "[setup]", "[claude codex]", "[--rank]", "[writer touches evidence]",
-                         "[bash zsh fish]", "[--no-color]"]
+    assert lines[1:] == ["[explain]", "[setup]", "[claude codex cursor vscode cline roo]", "[--rank]",
+                         "[writer touches evidence]", "[bash zsh fish]", "[--no-color]"]
 
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])

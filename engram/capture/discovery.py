@@ -1,5 +1,5 @@
 """Finding agent sessions: where each harness keeps them, which belong to this repository, and
-which format a given file is in (Claude Code, Codex, Engram events, or plain text)."""
+which format a given file is in (Claude Code, Codex, Aider, SpecStory, Engram events, or plain text)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ CLAUDE = "claude-code"
 CODEX = "codex"
 RAW = "raw"
 EVENTS = "events"
+AIDER = "aider"
+SPECSTORY = "specstory"
+CLINE = "cline"
+ROO = "roo-code"
+CLINE_TASK_FILE = "api_conversation_history.json"
 
 
 @dataclass
@@ -34,6 +39,7 @@ class Job:
 
     harness: str
     sources: list[SourceSpan]
+    part: str | None = None  # the session within a file holding several (an aider run: its start)
 
     @property
     def main(self) -> Path:
@@ -73,6 +79,14 @@ def detect_format(path: Path) -> str | None:
         return found
     if b"\0" in head[:8192]:
         return None
+    from engram.adapters.aider import is_history  # noqa: PLC0415
+
+    if is_history(head):
+        return AIDER
+    from engram.adapters.specstory import is_export  # noqa: PLC0415
+
+    if is_export(head):
+        return SPECSTORY
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -106,12 +120,26 @@ def _format_of_lines(lines: list[bytes]) -> str | None:
     return None
 
 
+def jobs_for_file(path: Path, fmt: str) -> list[Job]:
+    """The sessions a file holds: one, except an aider history (one per run of aider)."""
+    if fmt == AIDER:
+        from engram.adapters.aider import runs  # noqa: PLC0415
+
+        return [Job(AIDER, [SourceSpan("main", path)], started) for _, started in runs(path)]
+    return [job_for_file(path, fmt)]
+
+
 def job_for_file(path: Path, fmt: str) -> Job:
     if fmt == CLAUDE:
         from engram.adapters.claude import session_sources  # noqa: PLC0415
 
         return Job(CLAUDE, session_sources(path))
     return Job(fmt, [SourceSpan("main", path)])
+
+
+def _is_specstory_file(path: Path) -> bool:
+    """A SpecStory export where SpecStory saves them: `.specstory/history/*.md`."""
+    return path.parent.name == "history" and path.parent.parent.name == ".specstory"
 
 
 def _is_subagent_file(path: Path) -> bool:
@@ -123,8 +151,11 @@ def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
     for p in paths:
         if p.is_dir():
             files = sorted(f for f in p.rglob("*.jsonl") if f.is_file() and not _is_subagent_file(f))
+            files += sorted(f for f in p.rglob(AIDER_HISTORY) if f.is_file())
+            files += sorted(f for f in p.rglob("*.md") if f.is_file() and _is_specstory_file(f))
+            files += sorted(f for f in p.rglob(CLINE_TASK_FILE) if f.is_file())
             if not files:
-                stats.skipped[f"no transcripts (*.jsonl) under directory {p}"] += 1
+                stats.skipped[f"no transcripts (*.jsonl, {AIDER_HISTORY}) under directory {p}"] += 1
             for f in files:
                 _add_file(jobs, f, stats)
         elif p.is_file():
@@ -141,11 +172,52 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
     if f.stat().st_size == 0:
         stats.skipped["empty file"] += 1
         return
+    if f.name == CLINE_TASK_FILE:  # a Cline / Roo Code task folder's conversation (a JSON array)
+        jobs.append(cline_job(f.resolve()))
+        return
     fmt = detect_format(f)
     if fmt is None:
         stats.skipped["not a transcript (binary or undecodable)"] += 1
         return
-    jobs.append(job_for_file(f.resolve(), fmt))
+    found = jobs_for_file(f.resolve(), fmt)
+    if not found:
+        stats.skipped[f"{AIDER_HISTORY} without a message (aider started and left)"] += 1
+    jobs.extend(found)
+
+
+AIDER_HISTORY = ".aider.chat.history.md"
+
+
+def cline_job(path: Path) -> Job:
+    from engram.adapters.cline import harness_of, task_sources  # noqa: PLC0415
+
+    return Job(harness_of(path), task_sources(path))
+
+
+# VS Code and the editors built on it keep an extension's data under User/globalStorage/<extension id>.
+_EDITORS = ("Code", "Code - Insiders", "Cursor", "VSCodium", "Windsurf")
+_TASK_EXTENSIONS = {CLINE: "saoudrizwan.claude-dev", ROO: "rooveterinaryinc.roo-cline"}
+
+
+def cline_task_dirs() -> list[tuple[str, Path]]:
+    """Where Cline and Roo Code keep their task folders, per editor, on this system: (harness,
+    `…/User/globalStorage/<extension>/tasks`); `VSCODE_APPDATA` (VS Code's own variable) moves the
+    editors' user data, `CLINE_DIR` Cline's standalone (CLI) data (`~/.cline/data`)."""
+    import sys  # noqa: PLC0415
+
+    home = Path.home()
+    if os.environ.get("VSCODE_APPDATA"):
+        base = Path(os.environ["VSCODE_APPDATA"])
+    elif sys.platform == "darwin":
+        base = home / "Library" / "Application Support"
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming")
+    else:
+        base = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    out = [(h, base / editor / "User" / "globalStorage" / ext / "tasks")
+           for editor in _EDITORS for h, ext in _TASK_EXTENSIONS.items()]
+    out.append((CLINE, Path(os.environ.get("CLINE_DIR") or home / ".cline" / "data") / "tasks"))
+    return out
 
 
 def claude_home() -> Path:
@@ -219,6 +291,8 @@ def start_hint(job: Job, captured: int = 0) -> str:
     the tape's earliest event unless records the adapter drops come first with earlier times. Then
     a session of the same run that begins between the two is taken in another order than a rebuild
     takes it; the tapes overlap in time, so `Indexer.out_of_order` does not report it."""
+    if job.part:  # one run of a file holding several: its header's start
+        return job.part.replace(" ", "T")
     if captured:  # records are appended in time order: the first with a time says when it begins
         first = next((ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)), None)
         if first:
@@ -248,6 +322,10 @@ def _adapter_started(fmt: str, path: Path) -> str | None:
 
         at = _first_line_with(path, path.stem.encode()) if _UUID_NAME.fullmatch(path.stem) else None
         return claude_started(_head_records(path, at) if at else records, stem=path.stem)
+    if fmt == SPECSTORY:
+        from engram.adapters.specstory import started as export_started  # noqa: PLC0415
+
+        return export_started(path)
     if fmt == CODEX:
         from engram.adapters.codex import started  # noqa: PLC0415
     elif fmt == EVENTS:
@@ -289,6 +367,61 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
             for f in files:
                 if place.saw(f, _first_cwd(f, CODEX), ours):
                     jobs.append(job_for_file(f.resolve(), CODEX))
+    jobs += _in_trees(trees, report)
+    jobs += _cline_tasks(ours, report)
+    return jobs
+
+
+def _cline_tasks(ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:
+    """The Cline / Roo Code tasks (default folders, `cline_task_dirs`) whose working directory is ours."""
+    from engram.adapters.cline import first_cwd  # noqa: PLC0415
+
+    jobs: list[Job] = []
+    for harness, root in cline_task_dirs():
+        if not root.is_dir():
+            continue  # (one folder per editor and extension: only those that exist are reported)
+        place = Place(harness, root)
+        report.places.append(place)
+        for f in sorted(root.glob(f"*/{CLINE_TASK_FILE}")):
+            if place.saw(f, first_cwd(f), ours):
+                jobs.append(cline_job(f.resolve()))
+    return jobs
+
+
+def aider_histories(tree: Path) -> list[Path]:
+    """Where aider keeps the chat history of a run in `tree`: `.aider.chat.history.md` in its root,
+    or the file `AIDER_CHAT_HISTORY_FILE` names (relative to the tree, as aider takes it)."""
+    named = os.environ.get("AIDER_CHAT_HISTORY_FILE")
+    out = [tree / AIDER_HISTORY]
+    if named:
+        out.insert(0, Path(os.path.expanduser(named)) if os.path.isabs(os.path.expanduser(named)) else tree / named)
+    return list(dict.fromkeys(out))
+
+
+def _in_trees(trees: list[str], report: DiscoveryReport) -> list[Job]:
+    """The sessions kept inside this repository's work trees (an aider history, SpecStory's
+    exports are written, and often committed, there): found wherever the tree is, whoever ran them."""
+    jobs: list[Job] = []
+    for t in trees:
+        for f in aider_histories(Path(t)):
+            if not f.is_file():
+                continue
+            place = Place(AIDER, f)
+            report.places.append(place)
+            found = jobs_for_file(f.resolve(), AIDER) if detect_format(f) == AIDER else []
+            place.sessions = place.matched = len(found)
+            if not found:
+                place.problem = "not an aider chat history, or no run with a message"
+            jobs += found
+        history = Path(t) / ".specstory" / "history"
+        if history.is_dir():
+            place = Place(SPECSTORY, history)
+            report.places.append(place)
+            for f in sorted(history.glob("*.md")):
+                place.sessions += 1
+                if f.is_file() and detect_format(f) == SPECSTORY:
+                    place.matched += 1
+                    jobs.append(Job(SPECSTORY, [SourceSpan("main", f.resolve())]))
     return jobs
 
 

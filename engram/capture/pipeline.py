@@ -32,10 +32,14 @@ from engram.adapters.base import (
     posix_path,
 )
 from engram.capture.discovery import (
+    AIDER,
     CLAUDE,
+    CLINE,
     CODEX,
     EVENTS,
     RAW,
+    ROO,
+    SPECSTORY,
     Job,
     jobs_from_paths,
     repo_trees,
@@ -77,6 +81,18 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         from engram.adapters.codex import parse_rollout  # noqa: PLC0415
 
         return parse_rollout(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
+    if job.harness == AIDER:
+        from engram.adapters.aider import parse_history  # noqa: PLC0415
+
+        return parse_history(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root, run=job.part)
+    if job.harness in (CLINE, ROO):
+        from engram.adapters.cline import parse_task  # noqa: PLC0415
+
+        return parse_task(job.sources, mapper_for, max_line_bytes=max_line_bytes)
+    if job.harness == SPECSTORY:
+        from engram.adapters.specstory import parse_export  # noqa: PLC0415
+
+        return parse_export(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 
@@ -221,6 +237,8 @@ def _note_first_capture(stats: IngestStats, cap: Capture) -> None:
         stats.copied.update(cap.copied)
     if "cwd_inferred" in cap.meta:
         stats.inferred_cwd[cap.meta["cwd_inferred"] or ""] += 1
+    for lacks in cap.meta.get("unkept") or []:
+        stats.unkept[f"{cap.harness}: {lacks}"] += 1
 
 
 def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,

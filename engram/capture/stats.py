@@ -34,6 +34,7 @@ class IngestStats:
     written: list[str] = field(default_factory=list)
     out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
     older_text: str | None = None  # the note when the index reads events an older way (build.older_text_note)
+    unkept: Counter[str] = field(default_factory=Counter)  # "harness: what its record never holds" -> sessions
 
     def merge(self, other: "IngestStats") -> None:
         for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged", "as_text",
@@ -45,6 +46,7 @@ class IngestStats:
         self.redactions.update(other.redactions)
         self.copied.update(other.copied)
         self.inferred_cwd.update(other.inferred_cwd)
+        self.unkept.update(other.unkept)
         self.written.extend(other.written)
 
     def as_dict(self) -> dict[str, Any]:
@@ -84,6 +86,9 @@ class IngestStats:
                          f"ingested; Claude Code deletes old ones): {', '.join(self.copied_uncaptured[:3])}"
                          f"{', …' if k > 3 else ''}")
         line += self._inferred_note()
+        for what, n in sorted(self.unkept.items()):
+            harness, _, lacks = what.partition(": ")
+            line += f"\n  note: {plural(n, harness + ' session')}: not kept by the harness: {lacks}"
         if self.out_of_order:
             from engram.index.build import out_of_order_note  # noqa: PLC0415
 

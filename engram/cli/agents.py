@@ -10,7 +10,7 @@ from typing import Any
 
 from engram.cli.output import people_output, print_json
 
-AGENTS = ("claude", "codex")
+AGENTS = ("claude", "codex", "cursor", "vscode", "cline", "roo")
 
 
 def run_hook_command(payload: str | None) -> int:
@@ -48,10 +48,18 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if args.agent is None:
         raise BadInput("set up which agent? `engram setup claude` or `engram setup codex` "
                        "(`engram setup --remove` takes Engram out of both)")
-    from engram.integrations.setup import codex_notify_conflict, engram_command, path_note, setup, verify
+    from engram.integrations import editors
+    from engram.integrations.setup import (
+        codex_notify_conflict,
+        engram_command,
+        path_note,
+        setup,
+        verify,
+    )
 
     command = engram_command()
-    plans = setup(args.agent, _root(args), dry_run=args.dry_run, command=command)
+    set_up = editors.setup if args.agent in editors.EDITORS else setup
+    plans = set_up(args.agent, _root(args), dry_run=args.dry_run, command=command)
     ok, answer = verify(command)
     warnings = [w for w in (path_note(command), codex_notify_conflict() if args.agent == "codex" else None) if w]
     if args.json:
@@ -81,10 +89,12 @@ def _say_verified(command: list[str], ok: bool, answer: str) -> None:
 
 
 def _remove(args: argparse.Namespace) -> int:
+    from engram.integrations import editors
     from engram.integrations.setup import remove
 
     agents = [args.agent] if args.agent else list(AGENTS)
-    plans = [p for agent in agents for p in remove(agent, _root(args), dry_run=args.dry_run)]
+    plans = [p for agent in agents for p in (editors.remove if agent in editors.EDITORS else remove)(
+        agent, _root(args), dry_run=args.dry_run)]
     if args.json:
         print_json({"agents": agents, "dry_run": args.dry_run, "files": _files(plans)})
         return 0
@@ -112,8 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("setup", help="add Engram's MCP server and automatic capture to Claude Code or Codex")
     s.add_argument("agent", nargs="?", choices=AGENTS,
-                   help="the agent to set up: claude (.mcp.json, .claude/settings.json) or codex "
-                        "(~/.codex/config.toml)")
+                   help="the agent to set up: claude (.mcp.json, .claude/settings.json), codex "
+                        "(~/.codex/config.toml); the MCP server only: cursor (.cursor/mcp.json), vscode "
+                        "(.vscode/mcp.json, Copilot), roo (.roo/mcp.json), cline (cline_mcp_settings.json)")
     s.add_argument("--dry-run", action="store_true", help="print the files instead of writing them")
     s.add_argument("--remove", action="store_true",
                    help="take out exactly what setup added (both agents when none is named); the rest stays")

@@ -9,7 +9,8 @@ record id when the harness has one):
 
 - `meta`       harness, harness_version, model, session_id, cwd, git_head, git_branch, started,
                sources [{name, path, start, end, sha256, prefix_sha256}], prev (previous segment);
-               `subagent` (its kind) and `parent_session` for a session another agent started
+               `subagent` (its kind) and `parent_session` for a session another agent started;
+               `unkept`: what the harness's record never holds (message times, file texts), in words
 - `msg.in`     text (the user's words; `compact_summary`, `is_meta` flags copied from the source;
                `injected` for harness-injected context such as Codex's environment_context or AGENTS.md;
                `sender`, `recipient`, `encrypted` for a message between Codex agents of one team)
@@ -25,7 +26,8 @@ record id when the harness has one):
                `from_file` (older tapes: `file` the source, `to_file` the destination) and
                followed by a delete of the source with `moved_to`; `placed` (earlier in the
                session | git history | working tree) when a patch was placed by its context in a
-               state of the file other than the one it was applied to
+               state of the file other than the one it was applied to; `commit` the commit the
+               harness made of the edit (aider), when this repository has it
 - `compact`    trigger, pre_tokens, message (a harness compaction boundary; Codex's summary in message)
 - `span.link`  file, range, target {file, range} or {tape, offset}, note
 
