@@ -151,6 +151,8 @@ def follow(ls: EngramLanguageServer, uri: str, before: int, after: int,
     for change in changes:
         assert isinstance(change, types.TextDocumentContentChangePartial)
         rng = change.range
+        if change.text.count("\n") == rng.end.line - rng.start.line:
+            continue  # no line added or removed (typing within lines): every place keeps its lines
         found = [_moved(n, rng.start.line, rng.end.line, change.text, rng.start.character, rng.end.character)
                  for n in found]
     ls.notes[uri] = (after, when, found, False)
