@@ -245,3 +245,19 @@ async def test_a_hover_right_after_an_edit_does_not_wait_for_the_notes_resolutio
     assert md is not None and "Marker" in md and "Claude Code" in md, "the note, moved 3 lines down, and the evidence"
     done = await resolved
     assert answered < done, f"the hover ({answered - t0:.3f} s) answered before the resolution ended ({done - t0:.3f} s)"
+
+    # The marker's lines rewritten in place: following the edit leaves its note where it was, and
+    # the resolution that comes after finds it edited: the editor is asked for lenses again.
+    asked = len(client.refreshes)  # type: ignore[attr-defined]
+    resolved = asyncio.ensure_future(published(client, uri, 3))
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=7, character=0), end=types.Position(line=9, character=0)),
+            text="rewritten = 1\nentirely = 2\n")]))
+    await resolved
+    for _ in range(50):
+        if len(client.refreshes) > asked:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.1)
+    assert len(client.refreshes) > asked, "lenses asked for again once the notes were resolved"  # type: ignore[attr-defined]
