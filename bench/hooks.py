@@ -16,7 +16,8 @@ deadline (the shipped 1 s deadline would hide the tail) and bytecode compiled.
 Rows: the pre-edit hook without a language server (ENGRAM_LOCAL=1) and with `engram lsp` running
 (handed over to its endpoint), the SessionStart hook both ways, and, as references measured in
 the same run, `python -c pass` and `python -S -c pass` (the interpreter with and without the
-site-packages' .pth files: the floor any Python hook pays here), `engram --version` (the console
+site-packages' .pth files: the floor any Python hook pays here; the pre-edit hook with a server is
+also run as `python -S` with the packages' directories on PYTHONPATH, what it costs without them), `engram --version` (the console
 script's start) and, last, the PostToolUse capture hook (`engram hook` starting a detached
 ingest; the ingests it started are waited for, at most 60 s, then ended: one embeds the 10,000
 memories for minutes and would load every row after it). Then the size of what the hooks inject
@@ -181,6 +182,16 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def bare_path(env: dict[str, str]) -> str:
+    """PYTHONPATH for `python -S`: the tree's and the installed packages' directories, so that engram
+    and its dependencies import without site's processing of the .pth files (an editable install's
+    finder and this machine's own: ~80 ms CPU of every Python start here)."""
+    import sysconfig  # noqa: PLC0415
+
+    dirs = [env.get("PYTHONPATH", ""), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    return os.pathsep.join(dict.fromkeys(d for d in dirs if d))
+
+
 @dataclass
 class Timed:
     """One row's calls: wall seconds, the hook process's CPU seconds, injected tokens, and the
@@ -192,8 +203,8 @@ class Timed:
     server_cpu: list[float] = field(default_factory=list)
 
 
-def pre_edit(repo: Path, calls: list, envs: list[dict[str, str]], repeat: int, server: int | None = None
-             ) -> list[Timed]:
+def pre_edit(repo: Path, calls: list, envs: list[dict[str, str]], repeat: int, server: int | None = None,
+             engram: list[str] = ENGRAM) -> list[Timed]:
     """The pre-edit hook over the sessions' calls, each call run once with each of `envs` in turn
     (alternating: the same load for each), one Timed per env (`server`: the language server's
     pid, whose CPU time per call is counted)."""
@@ -205,7 +216,7 @@ def pre_edit(repo: Path, calls: list, envs: list[dict[str, str]], repeat: int, s
                 if before is not None:
                     target.write_text(before)
                 s0 = process_cpu(server) if server else 0.0
-                wall, said = run([*ENGRAM, "hook"], repo, json.dumps(payload), env)
+                wall, said = run([*engram, "hook"], repo, json.dumps(payload), env)
                 if server:
                     timed.server_cpu.append(process_cpu(server) - s0)
                 timed.walls.append(wall)
@@ -304,6 +315,7 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
     session_local, c_session_local = measured(lambda: [run([*ENGRAM, "hook"], repo, start, local_envs[-1])
                                                        for _ in range(n_ref)])
     served: list[Timed] = []
+    bare: list[Timed] = []
     session_served: list[float] = []
     c_session_served: list[float] = []
     for _, env in trees:
@@ -315,6 +327,8 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
                 pid = json.loads((repo / ".engram" / "run" / "mcp.json").read_text())["pid"]
                 served += pre_edit(repo, calls, [server_env], args.repeat, pid)
                 if env is here:
+                    bare += pre_edit(repo, calls, [{**server_env, "PYTHONPATH": bare_path(env)}], args.repeat, pid,
+                                     [sys.executable, "-S", "-m", "engram_server.entry"])
                     n0 = len(CPU)
                     session_served = [run([*ENGRAM, "hook"], repo, start, server_env)[0] for _ in range(n_ref)]
                     c_session_served = CPU[n0:]
@@ -342,6 +356,8 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
         rows.append(row(f"pre-edit hook, `engram lsp` running{label}", timed.walls, timed.cpu, "p50 ≤ 60, p99 ≤ 150"))
         rows.append(row(f"… the same calls, CPU of hook + language server{label}", timed.walls,
                         [a + b for a, b in zip(timed.cpu, timed.server_cpu, strict=True)]))
+    rows.append(row("… the same, `python -S`, packages on PYTHONPATH (no .pth files)", bare[0].walls, bare[0].cpu,
+                    "p50 ≤ 60, p99 ≤ 150"))
     rows += [row("SessionStart hook, no language server", [w for w, _ in session_local], c_session_local),
              row("SessionStart hook, `engram lsp` running", session_served, c_session_served),
              row("reference: PostToolUse capture hook (starts an ingest)", capture, c_capture)]
