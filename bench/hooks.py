@@ -315,7 +315,7 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
     session_local, c_session_local = measured(lambda: [run([*ENGRAM, "hook"], repo, start, local_envs[-1])
                                                        for _ in range(n_ref)])
     served: list[Timed] = []
-    bare: list[Timed] = []
+    served_bare: list[Timed] = []
     session_served: list[float] = []
     c_session_served: list[float] = []
     for _, env in trees:
@@ -327,8 +327,9 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
                 pid = json.loads((repo / ".engram" / "run" / "mcp.json").read_text())["pid"]
                 served += pre_edit(repo, calls, [server_env], args.repeat, pid)
                 if env is here:
-                    bare += pre_edit(repo, calls, [{**server_env, "PYTHONPATH": bare_path(env)}], args.repeat, pid,
-                                     [sys.executable, "-S", "-m", "engram_server.entry"])
+                    bare_env = {**server_env, "PYTHONPATH": bare_path(env)}
+                    served_bare += pre_edit(repo, calls, [bare_env], args.repeat, pid,
+                                            [sys.executable, "-S", "-m", "engram_server.entry"])
                     n0 = len(CPU)
                     session_served = [run([*ENGRAM, "hook"], repo, start, server_env)[0] for _ in range(n_ref)]
                     c_session_served = CPU[n0:]
@@ -353,11 +354,12 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
     for (label, _), timed in zip(trees, local, strict=True):
         rows.append(row(f"pre-edit hook, no language server{label}", timed.walls, timed.cpu, "p50 ≤ 150"))
     for (label, _), timed in zip(trees, served, strict=True):
-        rows.append(row(f"pre-edit hook, `engram lsp` running{label}", timed.walls, timed.cpu, "p50 ≤ 60, p99 ≤ 150"))
+        rows.append(row(f"pre-edit hook, `engram lsp` running{label}", timed.walls, timed.cpu,
+                        "p50 ≤ 60, p99 ≤ 150"))
         rows.append(row(f"… the same calls, CPU of hook + language server{label}", timed.walls,
                         [a + b for a, b in zip(timed.cpu, timed.server_cpu, strict=True)]))
-    rows.append(row("… the same, `python -S`, packages on PYTHONPATH (no .pth files)", bare[0].walls, bare[0].cpu,
-                    "p50 ≤ 60, p99 ≤ 150"))
+    rows.append(row("… the same, `python -S`, packages on PYTHONPATH (no .pth files)", served_bare[0].walls,
+                    served_bare[0].cpu, "p50 ≤ 60, p99 ≤ 150"))
     rows += [row("SessionStart hook, no language server", [w for w, _ in session_local], c_session_local),
              row("SessionStart hook, `engram lsp` running", session_served, c_session_served),
              row("reference: PostToolUse capture hook (starts an ingest)", capture, c_capture)]
@@ -372,7 +374,8 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
     print("\nwhat the hooks inject (tokens of 4 bytes of text; budgets 800 before an edit, 1,500 at start):\n")
     print(fmt_table(["hook", "calls", "silent", "p50", "p99", "max"], [
         ["pre-edit, no language server", str(len(mine_local.sizes)), str(len(mine_local.sizes) - len(said)),
-         f"{pct(said, 50):.0f}" if said else "—", f"{pct(said, 99):.0f}" if said else "—", str(max(said, default=0))],
+         f"{pct(said, 50):.0f}" if said else "—", f"{pct(said, 99):.0f}" if said else "—",
+         str(max(said, default=0))],
         ["SessionStart", "1", "0" if brief else "1", str(brief), str(brief), str(brief)]]))
     print(f"\nthe server's answers had the local answers' sizes on {same} of {len(mine_local.sizes)} calls "
           "(without a server, a note whose code changed since it was last resolved is given where it was "
