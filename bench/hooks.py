@@ -1,7 +1,7 @@
 """The agent's hooks: what an edit waits for (`engram hook` on PreToolUse) with and without a
 running language server, on a store of 10,000 memories, and how many tokens the hooks inject.
 
-    python bench/hooks.py [--memories 10000] [--anchored 0.1] [--repeat 1] [--workdir DIR] [--keep]
+    python bench/hooks.py [--memories 10000] [--anchored 0.1] [--repeat 1] [--compare DIR] [--workdir DIR] [--keep]
 
 The repository holds the files the two real Claude Code sessions shipped in tests/fixtures
 (spotter: 67 Edit and 20 Write calls) wrote, and the store their tapes and N memories (synthetic
@@ -15,10 +15,19 @@ deadline (the shipped 1 s deadline would hide the tail) and bytecode compiled.
 
 Rows: the pre-edit hook without a language server (ENGRAM_LOCAL=1) and with `engram lsp` running
 (handed over to its endpoint), the SessionStart hook both ways, and, as references measured in
-the same run, `engram --version` (the interpreter and the console script's start) and the
-PostToolUse capture hook (`engram hook` starting a detached ingest). Then the size of what the
-hooks inject (tokens: 4 bytes of text each, engram.memory.briefs) over the payloads that inject
-something, and how many say nothing.
+the same run, `python -c pass` and `python -S -c pass` (the interpreter with and without the
+site-packages' .pth files: the floor any Python hook pays here; the pre-edit hook with a server is
+also run as `python -S` with the packages' directories on PYTHONPATH, what it costs without them), `engram --version` (the console
+script's start) and, last, the PostToolUse capture hook (`engram hook` starting a detached
+ingest; the ingests it started are waited for, at most 60 s, then ended: one embeds the 10,000
+memories for minutes and would load every row after it). Then the size of what the hooks inject
+(tokens: 4 bytes of text each, engram.memory.briefs) over the payloads that inject something,
+and how many say nothing.
+
+`--compare DIR`: another engram's source tree (`git archive COMMIT | tar -x -C DIR`, then
+`ln -s server DIR/engram_server`), measured in the same run on the same store: its pre-edit hook
+without a server alternates with this tree's call by call; with a server, its `engram lsp` runs
+the block before this tree's. "before"/"after" rows on the same load.
 """
 
 from __future__ import annotations
@@ -28,10 +37,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -171,23 +182,75 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def pre_edit(repo: Path, calls: list, env: dict[str, str], repeat: int, server: int | None = None
-             ) -> tuple[list[float], list[int]]:
-    """Wall times and injected tokens of the pre-edit hook over the sessions' calls (`server`:
-    the language server's pid, whose CPU time per call goes to SERVER_CPU)."""
-    walls, sizes = [], []
+def bare_path(env: dict[str, str]) -> str:
+    """PYTHONPATH for `python -S`: the tree's and the installed packages' directories, so that engram
+    and its dependencies import without site's processing of the .pth files (an editable install's
+    finder and this machine's own: ~80 ms CPU of every Python start here)."""
+    import sysconfig  # noqa: PLC0415
+
+    dirs = [env.get("PYTHONPATH", ""), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    return os.pathsep.join(dict.fromkeys(d for d in dirs if d))
+
+
+@dataclass
+class Timed:
+    """One row's calls: wall seconds, the hook process's CPU seconds, injected tokens, and the
+    language server's CPU seconds per call (when one ran)."""
+
+    walls: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+
+
+def pre_edit(repo: Path, calls: list, envs: list[dict[str, str]], repeat: int, server: int | None = None,
+             engram: list[str] = ENGRAM) -> list[Timed]:
+    """The pre-edit hook over the sessions' calls, each call run once with each of `envs` in turn
+    (alternating: the same load for each), one Timed per env (`server`: the language server's
+    pid, whose CPU time per call is counted)."""
+    out = [Timed() for _ in envs]
     for _ in range(repeat):
         for payload, before in calls:
-            target = Path(payload["tool_input"]["file_path"])
-            if before is not None:
-                target.write_text(before)
-            s0 = process_cpu(server) if server else 0.0
-            wall, out = run([*ENGRAM, "hook"], repo, json.dumps(payload), env)
-            if server:
-                SERVER_CPU.append(process_cpu(server) - s0)
-            walls.append(wall)
-            sizes.append(_tokens(out))
-    return walls, sizes
+            for env, timed in zip(envs, out, strict=True):
+                target = Path(payload["tool_input"]["file_path"])
+                if before is not None:
+                    target.write_text(before)
+                s0 = process_cpu(server) if server else 0.0
+                wall, said = run([*engram, "hook"], repo, json.dumps(payload), env)
+                if server:
+                    timed.server_cpu.append(process_cpu(server) - s0)
+                timed.walls.append(wall)
+                timed.cpu.append(CPU[-1])
+                timed.sizes.append(_tokens(said))
+    return out
+
+
+def detached_ingests(repo: Path) -> list[int]:
+    """Pids of the processes running in `repo` (the ingests the capture hook started, detached)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if os.readlink(d / "cwd") == str(repo) and b"ingest" in (d / "cmdline").read_bytes():
+                    found.append(int(d.name))
+            except OSError:
+                continue
+    return found
+
+
+def end_ingests(repo: Path, wait_s: float) -> int:
+    """Wait up to `wait_s` for the detached ingests in `repo` to finish, then end them; how many
+    had to be ended."""
+    deadline = time.monotonic() + wait_s
+    while detached_ingests(repo) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = detached_ingests(repo)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    return len(left)
 
 
 def _tokens(out: str) -> int:
@@ -207,74 +270,120 @@ def main() -> None:
     ap.add_argument("--memories", type=int, default=10000)
     ap.add_argument("--anchored", type=float, default=0.1, help="share of the memories anchored to code")
     ap.add_argument("--repeat", type=int, default=1, help="passes over the sessions' edit calls")
+    ap.add_argument("--compare", type=Path, metavar="DIR",
+                    help="another engram source tree, measured alternately in the same run (see above)")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     compile_bytecode()
+    if args.compare is not None:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.compare / "engram"),
+                        str(args.compare / "server")], check=False, capture_output=True)
     workdir = Path(tempfile.mkdtemp(prefix="engram-hooks-", dir=args.workdir))
     rng = random.Random(48)
+    repo = None
     try:
         t0 = time.perf_counter()
         repo, calls, paths = build(workdir, args.memories, args.anchored, rng)
         built = time.perf_counter() - t0
-        env_local = {"ENGRAM_LOCAL": "1", "ENGRAM_HOOK_DEADLINE_MS": "10000"}
-        env_server = {"ENGRAM_LOCAL": "", "ENGRAM_HOOK_DEADLINE_MS": "10000"}
-        start = json.dumps({"session_id": "bench", "cwd": str(repo), "hook_event_name": "SessionStart",
-                            "source": "startup", "transcript_path": str(paths[0])})
-        post = json.dumps({"session_id": "bench", "cwd": str(repo), "hook_event_name": "PostToolUse",
-                           "transcript_path": str(paths[0]), "tool_name": "Edit"})
-        n_ref = max(20, len(calls) // 4)
-        version, c_version = measured(lambda: [run([*ENGRAM, "--version"], repo, None, {})[0] for _ in range(n_ref)])
-        capture, c_capture = measured(lambda: [run([*ENGRAM, "hook"], repo, post, env_local)[0] for _ in range(n_ref)])
-        (local, sizes), c_local = measured(lambda: pre_edit(repo, calls, env_local, args.repeat))
-        session_local, c_session_local = measured(lambda: [run([*ENGRAM, "hook"], repo, start, env_local)
-                                                           for _ in range(n_ref)])
-        with language_server(ENGRAM, repo):
-            pid = json.loads((repo / ".engram" / "run" / "mcp.json").read_text())["pid"]
-            (served, served_sizes), c_served = measured(lambda: pre_edit(repo, calls, env_server, args.repeat, pid))
-            session_served, c_session_served = measured(lambda: [run([*ENGRAM, "hook"], repo, start, env_server)[0]
-                                                                 for _ in range(n_ref)])
-            version_during, c_during = measured(lambda: [run([*ENGRAM, "--version"], repo, None, {})[0]
-                                                         for _ in range(n_ref)])
-        brief = _tokens(session_local[0][1])
-        said = [s for s in sizes if s]
-        print(f"# bench/hooks.py — {machine()}; load {load()}")
-        tapes = sum(p.stat().st_size for p in (repo / ".engram" / "tapes").iterdir())
-        print(f"store: {args.memories:,} memories ({args.anchored:.0%} anchored), {len(paths)} real sessions "
-              f"({tapes / 1e6:.1f} MB of tapes), {len(calls)} real edit calls x {args.repeat}; "
-              f"built in {built:.0f} s\n")
-        print(fmt_table(["what the agent waits for", "runs", "p50 ms", "p99 ms", "max ms", "CPU p50 ms",
-                         "CPU p99 ms", "target (wall)"], [
-            row("reference: `engram --version`", version, c_version),
-            row("reference: `engram --version` while the server runs", version_during, c_during),
-            row("reference: PostToolUse capture hook (starts an ingest)", capture, c_capture),
-            row("pre-edit hook, no language server", local, c_local, "p50 ≤ 150"),
-            row("pre-edit hook, `engram lsp` running", served, c_served, "p50 ≤ 60, p99 ≤ 150"),
-            row("… the same calls, CPU of hook + language server", served,
-                [a + b for a, b in zip(c_served, SERVER_CPU, strict=True)]),
-            row("SessionStart hook, no language server", [w for w, _ in session_local], c_session_local),
-            row("SessionStart hook, `engram lsp` running", session_served, c_session_served),
-        ]))
-        print("\n(CPU: the hook process's own user + sys time; the language server's only where it says so)")
-        over = sum(w > 1.0 for w in local + served)
-        print(f"\ncalls over the shipped 1 s deadline (which would say nothing): {over} of {len(local) + len(served)}; "
-              f"over this run's 10 s (said nothing, counted silent below): {sum(w > 10 for w in local + served)}")
-        same = sum(a == b for a, b in zip(sizes, served_sizes, strict=True))
-        print("\nwhat the hooks inject (tokens of 4 bytes of text; budgets 800 before an edit, 1,500 at start):\n")
-        print(fmt_table(["hook", "calls", "silent", "p50", "p99", "max"], [
-            ["pre-edit", str(len(sizes)), str(len(sizes) - len(said)), f"{pct(said, 50):.0f}" if said else "—",
-             f"{pct(said, 99):.0f}" if said else "—", str(max(said, default=0))],
-            ["SessionStart", "1", "0" if brief else "1", str(brief), str(brief), str(brief)]]))
-        print(f"\nthe server's answers had the local answers' sizes on {same} of {len(sizes)} calls")
-        checks = [("server p50", pct(served, 50) <= TARGETS["server_p50"]),
-                  ("server p99", pct(served, 99) <= TARGETS["server_p99"]),
-                  ("local p50", pct(local, 50) <= TARGETS["local_p50"])]
-        print("targets: " + ", ".join(f"{n} {'met' if ok else 'NOT met'}" for n, ok in checks))
+        report(args, repo, calls, paths, built)
     finally:
+        if repo is not None and end_ingests(repo, 0):
+            print("(ended detached ingests left in the bench's repository)")
         if args.keep:
             print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path], built: float) -> None:
+    here = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    trees = [("", here)]
+    if args.compare is not None:
+        trees = [(" [before: --compare]", {"PYTHONPATH": str(args.compare.resolve())}), (" [after: this tree]", here)]
+    local_envs = [{**env, "ENGRAM_LOCAL": "1", "ENGRAM_HOOK_DEADLINE_MS": "10000"} for _, env in trees]
+    start = json.dumps({"session_id": "bench", "cwd": str(repo), "hook_event_name": "SessionStart",
+                        "source": "startup", "transcript_path": str(paths[0])})
+    post = json.dumps({"session_id": "bench", "cwd": str(repo), "hook_event_name": "PostToolUse",
+                       "transcript_path": str(paths[0]), "tool_name": "Edit"})
+    n_ref = max(20, len(calls) // 4)
+    floor, c_floor = measured(lambda: [run([sys.executable, "-c", "pass"], repo, None, {})[0] for _ in range(n_ref)])
+    bare, c_bare = measured(lambda: [run([sys.executable, "-S", "-c", "pass"], repo, None, {})[0]
+                                     for _ in range(n_ref)])
+    version, c_version = measured(lambda: [run([*ENGRAM, "--version"], repo, None, {})[0] for _ in range(n_ref)])
+    local = pre_edit(repo, calls, local_envs, args.repeat)
+    session_local, c_session_local = measured(lambda: [run([*ENGRAM, "hook"], repo, start, local_envs[-1])
+                                                       for _ in range(n_ref)])
+    served: list[Timed] = []
+    served_bare: list[Timed] = []
+    session_served: list[float] = []
+    c_session_served: list[float] = []
+    for _, env in trees:
+        server_env = {**env, "ENGRAM_LOCAL": "", "ENGRAM_HOOK_DEADLINE_MS": "10000"}
+        saved = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the language server of the same tree
+        try:
+            with language_server(ENGRAM, repo):
+                pid = json.loads((repo / ".engram" / "run" / "mcp.json").read_text())["pid"]
+                served += pre_edit(repo, calls, [server_env], args.repeat, pid)
+                if env is here:
+                    bare_env = {**server_env, "PYTHONPATH": bare_path(env)}
+                    served_bare += pre_edit(repo, calls, [bare_env], args.repeat, pid,
+                                            [sys.executable, "-S", "-m", "engram_server.entry"])
+                    n0 = len(CPU)
+                    session_served = [run([*ENGRAM, "hook"], repo, start, server_env)[0] for _ in range(n_ref)]
+                    c_session_served = CPU[n0:]
+        finally:
+            if saved is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = saved
+    capture, c_capture = measured(lambda: [run([*ENGRAM, "hook"], repo, post, local_envs[-1])[0] for _ in range(n_ref)])
+    ended = end_ingests(repo, 60)
+    brief = _tokens(session_local[0][1])
+    mine_local, mine_served = local[-1], served[-1]
+    said = [s for s in mine_local.sizes if s]
+    print(f"# bench/hooks.py — {machine()}; load {load()}")
+    tapes = sum(p.stat().st_size for p in (repo / ".engram" / "tapes").iterdir())
+    print(f"store: {args.memories:,} memories ({args.anchored:.0%} anchored), {len(paths)} real sessions "
+          f"({tapes / 1e6:.1f} MB of tapes), {len(calls)} real edit calls x {args.repeat}; "
+          f"built in {built:.0f} s\n")
+    rows = [row("reference: `python -c pass`", floor, c_floor),
+            row("reference: `python -S -c pass` (no .pth files)", bare, c_bare),
+            row("reference: `engram --version`", version, c_version)]
+    for (label, _), timed in zip(trees, local, strict=True):
+        rows.append(row(f"pre-edit hook, no language server{label}", timed.walls, timed.cpu, "p50 ≤ 150"))
+    for (label, _), timed in zip(trees, served, strict=True):
+        rows.append(row(f"pre-edit hook, `engram lsp` running{label}", timed.walls, timed.cpu,
+                        "p50 ≤ 60, p99 ≤ 150"))
+        rows.append(row(f"… the same calls, CPU of hook + language server{label}", timed.walls,
+                        [a + b for a, b in zip(timed.cpu, timed.server_cpu, strict=True)]))
+    rows.append(row("… the same, `python -S`, packages on PYTHONPATH (no .pth files)", served_bare[0].walls,
+                    served_bare[0].cpu, "p50 ≤ 60, p99 ≤ 150"))
+    rows += [row("SessionStart hook, no language server", [w for w, _ in session_local], c_session_local),
+             row("SessionStart hook, `engram lsp` running", session_served, c_session_served),
+             row("reference: PostToolUse capture hook (starts an ingest)", capture, c_capture)]
+    print(fmt_table(["what the agent waits for", "runs", "p50 ms", "p99 ms", "max ms", "CPU p50 ms",
+                     "CPU p99 ms", "target (wall)"], rows))
+    print("\n(CPU: the hook process's own user + sys time; the language server's only where it says so)")
+    print(f"detached ingests the capture rows started and that had not finished 60 s later (ended): {ended}")
+    walls = mine_local.walls + mine_served.walls
+    print(f"\ncalls over the shipped 1 s deadline (which would say nothing): {sum(w > 1.0 for w in walls)} of "
+          f"{len(walls)}; over this run's 10 s (said nothing, counted silent below): {sum(w > 10 for w in walls)}")
+    same = sum(a == b for a, b in zip(mine_local.sizes, mine_served.sizes, strict=True))
+    print("\nwhat the hooks inject (tokens of 4 bytes of text; budgets 800 before an edit, 1,500 at start):\n")
+    print(fmt_table(["hook", "calls", "silent", "p50", "p99", "max"], [
+        ["pre-edit, no language server", str(len(mine_local.sizes)), str(len(mine_local.sizes) - len(said)),
+         f"{pct(said, 50):.0f}" if said else "—", f"{pct(said, 99):.0f}" if said else "—",
+         str(max(said, default=0))],
+        ["SessionStart", "1", "0" if brief else "1", str(brief), str(brief), str(brief)]]))
+    print(f"\nthe server's answers had the local answers' sizes on {same} of {len(mine_local.sizes)} calls "
+          "(without a server, a note whose code changed since it was last resolved is given where it was "
+          "last found, among the changed ones)")
+    checks = [("server p50", pct(mine_served.walls, 50) <= TARGETS["server_p50"]),
+              ("server p99", pct(mine_served.walls, 99) <= TARGETS["server_p99"]),
+              ("local p50", pct(mine_local.walls, 50) <= TARGETS["local_p50"])]
+    print("targets (this tree): " + ", ".join(f"{n} {'met' if ok else 'NOT met'}" for n, ok in checks))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 """Hover and codeLens latency of `engram lsp` on a 5,000-line file with 10,000 notes in the store,
 against the same requests on the same file with no note (the reference, measured in the same run).
 
-    python bench/lsp_notes.py [--notes 10000] [--in-file 500] [--lines 5000] [--requests 150] [--pause 0.5]
+    python bench/lsp_notes.py [--notes 10000] [--in-file 500] [--lines 5000] [--requests 150] [--pause 0.5] [--compare DIR]
+
+`--compare DIR`: another engram source tree (`git archive COMMIT | tar -x -C DIR`, then
+`ln -s server DIR/engram_server`) whose `engram lsp` answers the same notes case in a row of its
+own, right before this tree's (a before/after on the same load).
 
 Each row is a fresh repository (a temporary directory): a generated Python file of --lines lines
 (functions of random words), 20 other files of 500 lines, and the notes imported in one append
@@ -28,6 +32,7 @@ evidence machinery's empty cost). Targets (issue 48): hover p99 <= 50 ms, codeLe
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -172,12 +177,17 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=150)
     ap.add_argument("--pause", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--compare", type=Path, metavar="DIR", help="another engram source tree (see above)")
     args = ap.parse_args()
     print(machine())
     print(load())
     rows = []
-    cases = [(0, 0), (args.notes, args.in_file)]
-    for n_notes, in_file in cases:
+    here = os.environ.get("PYTHONPATH", "")
+    cases = [(0, 0, here, ""), (args.notes, args.in_file, here, "")]
+    if args.compare is not None:
+        cases[1:] = [(args.notes, args.in_file, str(args.compare.resolve()), " [before: --compare]"),
+                     (args.notes, args.in_file, here, " [after: this tree]")]
+    for n_notes, in_file, tree, label in cases:
         rng = random.Random(args.seed)
         with tempfile.TemporaryDirectory(prefix="engram-lspnotes-") as tmp:
             root = Path(tmp) / "repo"
@@ -185,14 +195,18 @@ def main() -> None:
             covered = build(root, n_notes, in_file, args.lines, rng)
             setup = time.perf_counter() - t
             print(f"{n_notes:,} notes ({in_file} in the file): built in {setup:.0f} s", file=sys.stderr, flush=True)
-            s = Session(root, Path(tmp) / "lsp.log")
+            os.environ["PYTHONPATH"] = tree  # the language server of that tree
+            try:
+                s = Session(root, Path(tmp) / "lsp.log")
+            finally:
+                os.environ["PYTHONPATH"] = here
             try:
                 lat = measure(s, covered, args.requests, args.pause, rng)
             finally:
                 s.close()
         hover_ok = max(pct(lat["hover"], 99), pct(lat["hover_edit"], 99)) <= TARGETS["hover_p99"]
         lens_ok = pct(lat["lens_edit"], 99) <= TARGETS["lens_p99"]
-        rows.append([f"{n_notes:,} ({in_file:,} in the file)" if n_notes else "0 (reference)",
+        rows.append([(f"{n_notes:,} ({in_file:,} in the file)" if n_notes else "0 (reference)") + label,
                      *(f"{ms(pct(lat[k], 50))} / {ms(pct(lat[k], 99))}" for k in ("hover", "hover_edit", "lens_edit",
                                                                                   "lens_resolve")),
                      f"{ms(lat['hover_cpu'][0])} / {ms(lat['edit_cpu'][0])}",

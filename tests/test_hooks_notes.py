@@ -106,6 +106,28 @@ def test_drifted_notes_of_the_file_come_too_and_the_budget_says_what_it_left_out
     assert "engram memory list --at net.py" in said
 
 
+def test_without_a_server_the_hook_answers_from_sqlite_without_numpy_or_the_model(repo: Path) -> None:
+    """No language server: the notes still come, at the lines their code moved to, and the hook
+    process imports neither numpy nor onnxruntime (`-X importtime` lists every module it loads);
+    a note whose code changed is named with where it was last found and said to have changed."""
+    retry = remember(repo, "Retries back off exponentially: the upstream API rate-limits bursts", "net.py:4-10")
+    other = remember(repo, "unrelated() is called by the plugin loader by name", "net.py:13-14")
+    text = (repo / "net.py").read_text()
+    (repo / "net.py").write_text("# a header\n# of three\n# lines\n" + text.replace("return 42", "return 43"))
+    edit = {"file_path": str(repo / "net.py"), "old_string": "            time.sleep(2 ** i)\n", "new_string": ""}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-X", "importtime", *HOOK[1:]], cwd=repo, input=payload(repo, "Edit", edit),
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "ENGRAM_LOCAL": "1", "ENGRAM_HOOK_DEADLINE_MS": "20000"})
+    assert time.monotonic() - t0 < 20
+    said = context(proc)
+    assert retry in said and "net.py:7-13" in said, "found 3 lines down, where its code is now"
+    assert other in said and "net.py:13-14 (where it was last found; its code changed or vanished since)" in said
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "engram.memory.briefs" in loaded, "(the notes were read in this process)"
+    assert not {m for m in loaded if m.split(".")[0] in ("numpy", "onnxruntime", "tokenizers")}
+
+
 def test_session_start_gives_the_most_important_notes_first(repo: Path) -> None:
     start = json.dumps({"session_id": "s", "transcript_path": str(repo / "t.jsonl"), "cwd": str(repo),
                         "hook_event_name": "SessionStart", "source": "startup"})

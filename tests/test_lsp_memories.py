@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_engram
+from conftest import SPOTTER_MAIN, build_spot_repo, created_by, run_engram
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from test_lsp import client, lenses, open_doc, spot, start  # noqa: F401 - fixtures shared with test_lsp
@@ -196,3 +196,68 @@ async def test_an_edited_note_is_a_hint_below_the_threshold(client: LanguageClie
     assert md is not None and re.search(r"edited \d+%", md), md
     await command(client, "engram.forget", made["id"])
     await wait_for(lambda: not client.diagnostics[uri])
+
+
+async def published(lc: LanguageClient, uri: str, version: int) -> float:
+    """When (loop time) the diagnostics of `uri` at `version` arrive: its notes were resolved."""
+    while True:
+        params = await lc.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        if params.uri == uri and params.version == version:
+            return asyncio.get_running_loop().time()
+
+
+async def test_a_hover_right_after_an_edit_does_not_wait_for_the_notes_resolution(
+        client: LanguageClient, spotter: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Thousands of notes on one file: after an edit the server resolves them again against the
+    buffer (debounced) on its worker thread. A hover over the evidence asked while that runs
+    answers before it ends (the version's diagnostics), with the note at the line the edit moved it
+    to; it once waited behind the whole resolution."""
+    from engram.memory.interchange import import_records  # noqa: PLC0415
+    from engram.memory.memories import Memories  # noqa: PLC0415
+    from engram.store.repo import Store  # noqa: PLC0415
+
+    root = tmp_path / "repo"
+    build_spot_repo(spotter, root)
+    rel = next(r for r, c in sorted(created_by(spotter, SPOTTER_MAIN).items())
+               if (root / r).read_text() == c and len(c.splitlines()) > 60)
+    n_lines = len((root / rel).read_text().splitlines())
+    records = [("t", 1, {"content": "Marker: this block is generated, edit the template", "kind": "decision",
+                         "at": [f"{rel}:5-7"]})]
+    records += [("t", i + 2, {"content": f"note {i} on the code", "kind": "fact",
+                              "at": [f"{rel}:{1 + i % (n_lines - 3)}-{3 + i % (n_lines - 3)}"]}) for i in range(2500)]
+    mem = Memories(Store(root))
+    import_records(mem, records, dedup=False)
+    mem.db.close()
+
+    await start(client, root)
+    uri = (root / rel).as_uri()
+    opened = asyncio.ensure_future(published(client, uri, 1))
+    open_doc(client, root / rel)
+    await opened  # nothing left to do: the notes of the text as opened are resolved
+    assert await lenses(client, uri)
+    assert "Marker" in (await hover_text(client, uri, 5) or "")
+    resolved = asyncio.ensure_future(published(client, uri, 2))
+    insert_top(client, uri, 2, "# one\n# two\n# three\n")
+    await asyncio.sleep(0.5)  # past the debounce (0.4 s): the resolution of version 2 has started
+    t0 = asyncio.get_running_loop().time()
+    md = await hover_text(client, uri, 4 + 3)
+    answered = asyncio.get_running_loop().time()
+    assert md is not None and "Marker" in md and "Claude Code" in md, "the note, moved 3 lines down, and the evidence"
+    done = await resolved
+    assert answered < done, f"the hover ({answered - t0:.3f} s) answered before the resolution ended ({done - t0:.3f} s)"
+
+    # The marker's lines rewritten in place: following the edit leaves its note where it was, and
+    # the resolution that comes after finds it edited: the editor is asked for lenses again.
+    asked = len(client.refreshes)  # type: ignore[attr-defined]
+    resolved = asyncio.ensure_future(published(client, uri, 3))
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=7, character=0), end=types.Position(line=9, character=0)),
+            text="rewritten = 1\nentirely = 2\n")]))
+    await resolved
+    for _ in range(50):
+        if len(client.refreshes) > asked:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.1)
+    assert len(client.refreshes) > asked, "lenses asked for again once the notes were resolved"  # type: ignore[attr-defined]

@@ -360,6 +360,9 @@ def test_hooks_faster_than_ingest_queue_one_ingest_not_one_each(spotter: Path, r
         while len(_ingests_of(transcript)) != 1 and time.monotonic() < deadline:
             time.sleep(0.3)
         assert len(_ingests_of(transcript)) == 1, "one ingest waits, the others ended"
+        waiting = _ingests_of(transcript)[0]
+        niceness = int(Path(f"/proc/{waiting}/stat").read_text().rsplit(")", 1)[1].split()[16])
+        assert niceness >= os.nice(0) + 10, "below the agent's priority: its next hook is not kept waiting for a core"
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)

@@ -151,7 +151,7 @@ def answer(root: str, request: dict[str, Any], ask: Ask | None = None) -> dict[s
     from engram.memory.briefs import notes_request  # noqa: PLC0415
     from engram.store.repo import Store  # noqa: PLC0415
 
-    return notes_request(open_memories(Store(Path(root))), request)
+    return notes_request(open_memories(Store(Path(root))), request, quick=True)
 
 
 def respond(payload: dict[str, Any], ask: Ask | None = None) -> str:

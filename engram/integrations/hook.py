@@ -134,7 +134,21 @@ def _start_ingest(payload: dict[str, Any]) -> None:
     with open(logfile, "ab") as out:
         subprocess.Popen([sys.executable, "-m", "engram_server.entry", *args], cwd=root,
                          stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                         env={**os.environ, COALESCE_ENV: "1"})
+                         env={**os.environ, COALESCE_ENV: "1"},
+                         preexec_fn=_background_priority if hasattr(os, "nice") else None)  # noqa: PLW1509 - one thread
+
+
+#: Niceness of a hook-started ingest: it may embed thousands of memories for a minute, and must
+#: not take the cores from the agent's next hook, which it waits for (bench/hooks.py).
+INGEST_NICENESS = 10
+
+
+def _background_priority() -> None:
+    """(In the forked child, before exec; the hook process has one thread.)"""
+    try:
+        os.nice(INGEST_NICENESS)
+    except OSError:
+        pass
 
 
 def hook_process(argv_payload: str | None, ask: Ask | None = None,

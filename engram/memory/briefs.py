@@ -63,14 +63,15 @@ class Brief:
 
 
 def edit_notes(mem: Memories, file: str, ranges: Sequence[tuple[int, int]] | None, *,
-               budget: int = EDIT_BUDGET, drift_below: float = DRIFT_BELOW) -> Brief:
+               budget: int = EDIT_BUDGET, drift_below: float = DRIFT_BELOW, quick: bool = False) -> Brief:
     """The notes on lines `ranges` of `file` (repository-relative; None: the whole file, as a
     Write replaces it), then the file's other notes whose code vanished or was edited below
-    `drift_below` retained, within `budget` tokens."""
+    `drift_below` retained, within `budget` tokens. `quick`: anchors not fingerprinted
+    (`places_of`; a hook answering without a language server)."""
     if budget <= 0:
         return Brief("", [], 0, 0)
     on, drifted = [], []
-    for m, places in mem.in_file(file, attribute=False):  # (the agent waits: no session attribution)
+    for m, places in mem.in_file(file, attribute=False, quick=quick):  # (the agent waits: no session attribution)
         if any(_overlaps(p, ranges) for p in places):
             on.append((m, places))
         elif any(_drifted(p, drift_below) for p in places):
@@ -94,7 +95,9 @@ def _overlaps(place: Place, ranges: Sequence[tuple[int, int]] | None) -> bool:
 
 
 def _drifted(place: Place, drift_below: float) -> bool:
-    return place.state == "vanished" or place.state == "edited" and place.retained < drift_below
+    """Vanished, edited below `drift_below`, or not there as it was and not fingerprinted since
+    (`Place.checked`: its code changed, how much is not known)."""
+    return not place.checked or place.state == "vanished" or place.state == "edited" and place.retained < drift_below
 
 
 def _ranges_text(ranges: Sequence[tuple[int, int]]) -> str:
@@ -234,6 +237,8 @@ def _entry(m: Memory, places: list[Place]) -> str:
 
 def _place_text(p: Place) -> str:
     lines = f"{p.file}:{p.start}-{p.end}" if p.end != p.start else f"{p.file}:{p.start}"
+    if not p.checked:
+        return f"{lines} (where it was last found; its code changed or vanished since)"
     if p.state == "vanished":
         return f"{lines} (vanished: the code is gone)"
     if p.state == "edited":
@@ -248,10 +253,11 @@ def _clip(text: str, limit: int) -> str:
 # ---------------------------------------------------------------- requests
 
 
-def notes_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
+def notes_request(mem: Memories, params: Mapping[str, Any], quick: bool = False) -> dict[str, Any]:
     """A hook's request (`{"event": "edit", "file", "ranges"}` or `{"event": "session"}`) answered
     with the repository's `[hooks]` settings: `Brief.to_json()`. The language server answers the
-    same request over its endpoint."""
+    same request over its endpoint; the hook itself, without one, answers it `quick`
+    (`edit_notes`)."""
     cfg = mem.store.config.get("hooks", {})
     event = params.get("event")
     if event == "session":
@@ -261,7 +267,7 @@ def notes_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
                        "or {\"event\": \"session\"}")
     ranges = _ranges(params.get("ranges"))
     return edit_notes(mem, params["file"], ranges, budget=int(cfg.get("edit_budget", EDIT_BUDGET)),
-                      drift_below=float(cfg.get("drift_below", DRIFT_BELOW))).to_json()
+                      drift_below=float(cfg.get("drift_below", DRIFT_BELOW)), quick=quick).to_json()
 
 
 def _ranges(value: Any) -> list[tuple[int, int]] | None:

@@ -224,8 +224,8 @@ class Memories:
         return {r[0]: projection.row_to_memory(self.db, r, full=full) for r in rows}
 
     def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None,
-               attribute: bool = True) -> dict[int, list[Place]]:
-        return places_of(self.db, self.store.root, list(nos), buffers, attribute)
+               attribute: bool = True, quick: bool = False) -> dict[int, list[Place]]:
+        return places_of(self.db, self.store.root, list(nos), buffers, attribute, quick)
 
     def shown(self, ref: str, buffers: Mapping[str, str] | None = None
               ) -> tuple[Memory, list[Place], list[dict[str, Any]]]:
@@ -492,17 +492,22 @@ class Memories:
                     return found
         return found
 
-    def in_file(self, file: str, buffers: Mapping[str, str] | None = None,
-                attribute: bool = True) -> list[tuple[Memory, list[Place]]]:
+    def anchored_in(self, file: str) -> list[int]:
+        """The active memories (numbers) with an anchor in `file` or last resolved into it."""
+        self.sync()
+        return [r[0] for r in self.db.execute(
+            "SELECT DISTINCT a.memory FROM memory_anchors a JOIN memories m ON m.no = a.memory"
+            " WHERE (a.file = ? OR a.at_file = ?) AND m.status = 'active'", (file, file))]
+
+    def in_file(self, file: str, buffers: Mapping[str, str] | None = None, attribute: bool = True,
+                quick: bool = False, nos: Sequence[int] | None = None) -> list[tuple[Memory, list[Place]]]:
         """The active memories with an anchor in `file` (repository-relative), each with those of its
         places that are in it now (a vanished anchor: where it was): what an editor shows on that
         file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`.
-        `attribute`: see `places_of`."""
-        self.sync()
-        nos = [r[0] for r in self.db.execute(
-            "SELECT DISTINCT a.memory FROM memory_anchors a JOIN memories m ON m.no = a.memory"
-            " WHERE (a.file = ? OR a.at_file = ?) AND m.status = 'active'", (file, file))]
-        places = self.places(nos, buffers, attribute)
+        `attribute`, `quick`: see `places_of`. `nos`: only these of `anchored_in(file)` (a caller
+        resolving hundreds in slices, so that other work is not queued behind them)."""
+        nos = self.anchored_in(file) if nos is None else list(nos)
+        places = self.places(nos, buffers, attribute, quick)
         mems = self.by_no(nos, full=True)
         found = []
         for no in nos:

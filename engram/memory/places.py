@@ -46,6 +46,9 @@ class Place:
     best_partial: Any = None
     session: str | None = None  # the captured session whose edit explains the change
     edit: Any = None  # that edit: {"tape", "offset"}
+    # False: its file changed since it was last resolved and the anchored lines are not there as
+    # they were; state and lines are the last resolution's (a `quick` answer does not fingerprint).
+    checked: bool = True
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "lines": [self.start, self.end], "state": self.state,
@@ -75,11 +78,14 @@ def _stamp(root: str, file: str) -> str:
 
 
 def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[str, str] | None = None,
-              attribute: bool = True) -> dict[int, list[Place]]:
+              attribute: bool = True, quick: bool = False) -> dict[int, list[Place]]:
     """The anchors of memories `nos` in the repository at `root`, resolved (from the cache when
     their file is unchanged). Without `attribute`, a changed anchor is resolved without naming the
     session whose edit changed it (an explain query, half the time of a resolution; what an agent's
-    hook before an edit cannot wait for), and not cached, so a later answer still names it."""
+    hook before an edit cannot wait for), and not cached, so a later answer still names it.
+    `quick` (implies no `attribute`): a changed anchor is only looked for as it was
+    (`anchors.resolve_exact`), else given as last resolved, `checked` False: no fingerprinting,
+    no numpy (an agent's hook answering without a language server)."""
     if not nos:
         return {}
     rows = db.execute(
@@ -95,6 +101,8 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
             extra = orjson.loads(resolution) if resolution else {}
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
                           extra.get("session"), extra.get("edit"))
+        elif quick:
+            place = _quick(root, anchor, buffers, (state, at_file, at_start, at_end, retained))
         else:
             place = _resolve(db if attribute else None, root, anchor, buffers)
             if not live and attribute:
@@ -115,6 +123,22 @@ def _resolve(db: apsw.Connection | None, root: Path, anchor_json: dict[str, Any]
                      int(anchor_json["end"]), float(res.retained), res.best_partial, res.session, res.edit)
     return Place(anchor_json, res.state, res.file, res.start, res.end, float(res.retained), res.best_partial,
                  res.session, res.edit)
+
+
+def _quick(root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None,
+           last: tuple[Any, ...]) -> Place:
+    """An anchor whose file changed, found only if its lines are there as they were; else its
+    last resolution (the anchored place when there was none), `checked` False."""
+    from engram.memory.anchors import Anchor, resolve_exact  # noqa: PLC0415 - (no numpy)
+
+    res = resolve_exact(root, Anchor.from_json(anchor_json), buffers=buffers)
+    if res is not None and res.start is not None and res.end is not None:
+        return Place(anchor_json, res.state, res.file, res.start, res.end, 1.0)
+    state, at_file, at_start, at_end, retained = last
+    if state is not None and at_file is not None:
+        return Place(anchor_json, state, at_file, at_start, at_end, retained or 0.0, checked=False)
+    return Place(anchor_json, "intact", str(anchor_json["file"]), int(anchor_json["start"]),
+                 int(anchor_json["end"]), 1.0, checked=False)
 
 
 def _keep(db: apsw.Connection, fresh: list[tuple[Place, str, int, int]]) -> None:

@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 #: A document's notes are resolved again after this long even when its text did not change:
 #: another process (the command line, an agent) may have written or forgotten one meanwhile.
 FRESH_S = 2.0
+#: Notes resolved per turn of the worker thread (~0.2 ms each on a 5,000-line buffer): a hover or
+#: lens asked meanwhile waits for one slice, not for the 500 notes of a big file (~100 ms,
+#: bench/lsp_notes.py); between two slices the loop runs uncontended for the GIL.
+NOTE_SLICE = 24
 
 
 @dataclass(frozen=True)
@@ -89,21 +93,47 @@ async def of_document(ls: EngramLanguageServer, uri: str, exact: bool = False) -
                 ls.notes[uri] = (version, time.monotonic(), found, resolved)
                 schedule(ls, uri)
             return found
-    version, rel, text, store = state.version, relative(state), ls.text_of(uri), state.store
-
-    def work() -> list[Note]:
-        from engram.memory import open_memories  # noqa: PLC0415
-
-        return [Note(m, p) for m, p in open_memories(store).in_file(rel, {rel: text})]
-
+    version, rel, text = state.version, relative(state), ls.text_of(uri)
     try:
-        found = await ls.off_loop(work)
+        found = await _resolved(ls, state, rel, text)
     except EngramError as exc:
         log.warning("%s: notes: %s", uri, exc)
         found = []
+    if found is None:  # the document moved on: answer from its notes followed along (a newer resolution is due)
+        cached = ls.notes.get(uri)
+        return cached[2] if cached is not None and cached[0] == state.version else []
     if ls.docs.get(uri) is state and state.version == version:
+        before = ls.notes.get(uri)
         ls.notes[uri] = (version, time.monotonic(), found, True)
+        if before is not None and before[0] == version and not before[3] and _lines(before[2]) != _lines(found):
+            ls.in_background(refresh_lenses(ls))  # the lenses shown were the followed guesses
     return found
+
+
+async def _resolved(ls: EngramLanguageServer, state: DocState, rel: str, text: str) -> list[Note] | None:
+    """The document's notes resolved against `text` on the worker thread, NOTE_SLICE notes at a
+    time so that other requests' work runs between slices; None when the document changed before
+    the end (the rest is not worth resolving: a newer resolution is scheduled)."""
+    from engram.memory import open_memories  # noqa: PLC0415
+
+    store, version = state.store, state.version
+    mem = await ls.off_loop(open_memories, store)
+    nos = await ls.off_loop(mem.anchored_in, rel)
+    found: list[Note] = []
+    buffers = {rel: text}
+    for i in range(0, len(nos), NOTE_SLICE):
+        if i:
+            await asyncio.sleep(0)  # the requests that came meanwhile go first
+            if ls.docs.get(state.uri) is not state or state.version != version:
+                return None
+        part = await ls.off_loop(lambda chunk=nos[i:i + NOTE_SLICE]: mem.in_file(rel, buffers, nos=chunk))
+        found += [Note(m, p) for m, p in part]
+    found.sort(key=lambda n: (min(p.start for p in n.places), n.memory.id))
+    return found
+
+
+def _lines(notes: list[Note]) -> list[tuple[str, list[tuple[int, int, str]]]]:
+    return [(n.memory.id, [(p.start, p.end, p.state) for p in n.places]) for n in notes]
 
 
 def follow(ls: EngramLanguageServer, uri: str, before: int, after: int,
@@ -121,6 +151,8 @@ def follow(ls: EngramLanguageServer, uri: str, before: int, after: int,
     for change in changes:
         assert isinstance(change, types.TextDocumentContentChangePartial)
         rng = change.range
+        if change.text.count("\n") == rng.end.line - rng.start.line:
+            continue  # no line added or removed (typing within lines): every place keeps its lines
         found = [_moved(n, rng.start.line, rng.end.line, change.text, rng.start.character, rng.end.character)
                  for n in found]
     ls.notes[uri] = (after, when, found, False)
@@ -173,9 +205,10 @@ async def publish(ls: EngramLanguageServer, uri: str) -> None:
     state = ls.docs.get(uri)
     if state is None or state.store is None:
         return
+    version = state.version
     notes = await of_document(ls, uri, exact=True)  # hovers and lenses answer from it too
-    if ls.docs.get(uri) is not state:
-        return
+    if ls.docs.get(uri) is not state or state.version != version:
+        return  # (the next change scheduled a newer one)
     found: list[types.Diagnostic] = []
     if ls.settings.note_diagnostics:
         found = diagnostics(ls, notes, len(ls.text_of(uri).splitlines()))
@@ -219,6 +252,11 @@ async def changed(ls: EngramLanguageServer) -> None:
     ls.notes.clear()
     for uri in list(ls.docs):
         await _publish_logged(ls, uri)
+    await refresh_lenses(ls)
+
+
+async def refresh_lenses(ls: EngramLanguageServer) -> None:
+    """Ask the client for lenses again (when it can be asked)."""
     ws = ls.client_capabilities.workspace if ls.client_capabilities else None
     if ws and ws.code_lens and ws.code_lens.refresh_support:
         try:
