@@ -35,6 +35,9 @@ from engram.capture.discovery import (
     CLAUDE,
     CODEX,
     EVENTS,
+    GEMINI,
+    OPENCODE,
+    QWEN,
     RAW,
     Job,
     jobs_from_paths,
@@ -77,6 +80,13 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         from engram.adapters.codex import parse_rollout  # noqa: PLC0415
 
         return parse_rollout(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
+    if job.harness in (GEMINI, QWEN, OPENCODE):
+        from engram.adapters.gemini import parse_gemini  # noqa: PLC0415
+        from engram.adapters.opencode import parse_opencode  # noqa: PLC0415
+        from engram.adapters.qwen import parse_qwen  # noqa: PLC0415
+
+        parse = {GEMINI: parse_gemini, QWEN: parse_qwen, OPENCODE: parse_opencode}[job.harness]
+        return parse(job.sources, mapper_for, max_line_bytes=max_line_bytes)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 
@@ -221,6 +231,7 @@ def _note_first_capture(stats: IngestStats, cap: Capture) -> None:
         stats.copied.update(cap.copied)
     if "cwd_inferred" in cap.meta:
         stats.inferred_cwd[cap.meta["cwd_inferred"] or ""] += 1
+    stats.unknown.update(cap.meta.get("unknown") or [])
 
 
 def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats, *,

@@ -30,6 +30,7 @@ class IngestStats:
     copied: Counter[str] = field(default_factory=Counter)  # session -> its records other sessions' files repeat
     copying: int = 0  # sessions whose file starts with another session's records (resumed, plan hand-over)
     inferred_cwd: Counter[str] = field(default_factory=Counter)  # cwd ("" for none) of rollouts that record none
+    unknown: Counter[str] = field(default_factory=Counter)  # what sessions' formats do not record (meta `unknown`)
     copied_uncaptured: list[str] = field(default_factory=list)  # of `copied`, those the store has no tape of
     written: list[str] = field(default_factory=list)
     out_of_order: int = 0  # new tapes older than tapes indexed before them (see Indexer.out_of_order)
@@ -45,6 +46,7 @@ class IngestStats:
         self.redactions.update(other.redactions)
         self.copied.update(other.copied)
         self.inferred_cwd.update(other.inferred_cwd)
+        self.unknown.update(other.unknown)
         self.written.extend(other.written)
 
     def as_dict(self) -> dict[str, Any]:
@@ -84,6 +86,8 @@ class IngestStats:
                          f"ingested; Claude Code deletes old ones): {', '.join(self.copied_uncaptured[:3])}"
                          f"{', …' if k > 3 else ''}")
         line += self._inferred_note()
+        for what, n in sorted(self.unknown.items()):
+            line += f"\n  note: {plural(n, 'session')} {agree(n, 'does', 'do')} not record {what}: left unknown, not guessed"
         if self.out_of_order:
             from engram.index.build import out_of_order_note  # noqa: PLC0415
 

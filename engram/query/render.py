@@ -81,6 +81,8 @@ def event_line(offset: int, ev: dict[str, Any], width: int = 100) -> str:
                   f"model {ev.get('model') or '-'} cwd {ev.get('cwd') or '-'} ({srcs})")
         if ev.get("subagent"):
             detail += f" · {ev['subagent']} subagent of {ev.get('parent_session') or 'an unknown session'}"
+        if ev.get("unknown"):
+            detail += " · not recorded: " + "; ".join(ev["unknown"])
     elif kind in ("msg.in", "msg.out"):
         tag = " (thinking)" if ev.get("block") == "thinking" else ""
         tag += " (compaction summary)" if ev.get("compact_summary") else ""
