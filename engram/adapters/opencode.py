@@ -58,7 +58,7 @@ def sniff(head: bytes) -> bool:
     text = head[:65536].decode("utf-8", "replace").lstrip()
     if not text.startswith("{"):
         return False
-    export = re.match(r'\{\s*"info"\s*:\s*\{', text) and re.search(r'"id"\s*:\s*"ses_', text)
+    export = re.match(r'\{\s*"info"\s*:\s*\{', text) and re.search(r'"(?:projectID|sessionID)"\s*:', text)
     stored = re.search(r'"id"\s*:\s*"ses_', text) and re.search(r'"projectID"\s*:', text) and '"messages"' not in text
     return bool(export or stored)
 
@@ -129,7 +129,7 @@ def iso(ms: Any) -> str | None:
 
 def _session(cap: Capture, mapper_for: Callable[[str | None], PathMapper], info: dict[str, Any],
              messages: list[dict[str, Any]]) -> None:
-    cap.session_id = str(info.get("id") or cap.session_id)
+    cap.session_id = _session_id(info, messages) or cap.session_id
     cwd = info.get("directory") if isinstance(info.get("directory"), str) else None
     if cwd is None:
         cwd = next((m["info"]["path"]["cwd"] for m in messages if isinstance(m.get("info"), dict)
@@ -152,6 +152,18 @@ def _session(cap: Capture, mapper_for: Callable[[str | None], PathMapper], info:
         for part in msg.get("parts") or []:
             if isinstance(part, dict):
                 _part(cap, mapper, files, minfo, part)
+
+
+def _session_id(info: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
+    """The session's id (`ses_…`); where a copy replaced it (the Entire CLI's redaction writes
+    `REDACTED`), its messages' `sessionID`, else its slug and creation time: never one id shared
+    by every redacted session."""
+    ids = [info.get("id"), *((m.get("info") or {}).get("sessionID") for m in messages[:3] if isinstance(m, dict))]
+    found = next((i for i in ids if isinstance(i, str) and i.startswith("ses_")), None)
+    if found:
+        return found
+    created = (info.get("time") or {}).get("created") if isinstance(info.get("time"), dict) else None
+    return f"opencode-{info.get('slug') or 'session'}-{created}" if created else None
 
 
 def _part(cap: Capture, mapper: PathMapper, files: dict[str, str], minfo: dict[str, Any], part: dict[str, Any]) -> None:
@@ -220,7 +232,7 @@ def _edits(cap: Capture, mapper: PathMapper, files: dict[str, str], base: dict[s
         for f in meta["files"]:
             if isinstance(f, dict):
                 out += _one_edit(cap, mapper, files, base, name, f.get("movePath") or f.get("filePath"),
-                                 f.get("before"), f.get("after"), f.get("diff"), f.get("type"))
+                                 f.get("before"), f.get("after"), f.get("diff") or f.get("patch"), f.get("type"))
         return out
     fd = meta.get("filediff") if isinstance(meta.get("filediff"), dict) else {}
     path = inp.get("filePath") or fd.get("file")
@@ -259,6 +271,8 @@ def _one_edit(cap: Capture, mapper: PathMapper, files: dict[str, str], base: dic
     elif isinstance(diff, str) and "@@" in diff:
         files.pop(rel, None)
         fields = _from_diff(diff)
+        if fields is not None and typ == "add":
+            fields["op"] = "create"
     else:
         cap.drop("an edit whose call kept neither the file's text nor its diff")
         return []
