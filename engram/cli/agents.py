@@ -10,7 +10,7 @@ from typing import Any
 
 from engram.cli.output import people_output, print_json
 
-AGENTS = ("claude", "codex")
+AGENTS = ("claude", "codex", "gemini", "qwen", "opencode")
 
 
 def run_hook_command(payload: str | None) -> int:
@@ -83,7 +83,11 @@ def _say_verified(command: list[str], ok: bool, answer: str) -> None:
 def _remove(args: argparse.Namespace) -> int:
     from engram.integrations.setup import remove
 
-    agents = [args.agent] if args.agent else list(AGENTS)
+    from engram.integrations.setup import gemini_settings, opencode_file
+
+    others = {"gemini": gemini_settings(_root(args)), "qwen": gemini_settings(_root(args), ".qwen"),
+              "opencode": opencode_file(_root(args))}
+    agents = [args.agent] if args.agent else [a for a in AGENTS if a not in others or others[a].exists()]
     plans = [p for agent in agents for p in remove(agent, _root(args), dry_run=args.dry_run)]
     if args.json:
         print_json({"agents": agents, "dry_run": args.dry_run, "files": _files(plans)})
@@ -110,10 +114,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("payload", nargs="?", help="a JSON payload (Codex notify passes it as an argument)")
     s.set_defaults(func=cmd_hook)
 
-    s = sub.add_parser("setup", help="add Engram's MCP server and automatic capture to Claude Code or Codex")
+    s = sub.add_parser("setup", help="add Engram's MCP server (and automatic capture where the agent runs hooks) "
+                                     "to Claude Code, Codex, Gemini CLI, Qwen Code or OpenCode")
     s.add_argument("agent", nargs="?", choices=AGENTS,
-                   help="the agent to set up: claude (.mcp.json, .claude/settings.json) or codex "
-                        "(~/.codex/config.toml)")
+                   help="the agent to set up: claude (.mcp.json, .claude/settings.json), codex "
+                        "(~/.codex/config.toml), gemini (.gemini/settings.json: MCP server and hooks), "
+                        "qwen (.qwen/settings.json: MCP server) or opencode (opencode.json: MCP server)")
     s.add_argument("--dry-run", action="store_true", help="print the files instead of writing them")
     s.add_argument("--remove", action="store_true",
                    help="take out exactly what setup added (both agents when none is named); the rest stays")

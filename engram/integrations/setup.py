@@ -475,6 +475,111 @@ def codex_notify_conflict() -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- Gemini CLI, Qwen Code, OpenCode
+
+# Gemini CLI runs command hooks from its settings.json in Claude Code's format (timeouts in
+# milliseconds); its payload names the session's recording (`transcript_path`). Capture after each
+# turn (AfterAgent), before a compression and at the end. Qwen Code and OpenCode get the MCP server
+# only: Qwen Code's hooks and OpenCode's plugins (JavaScript) are not set up here.
+GEMINI_HOOKS = {
+    "AfterAgent": {"timeout": 10000},
+    "PreCompress": {"timeout": 30000},
+    "SessionEnd": {"timeout": 30000},
+}
+
+
+def gemini_settings(root: Path, folder: str = ".gemini") -> Path:
+    """The project's settings file of Gemini CLI (`.gemini/settings.json`) or Qwen Code (`.qwen/`)."""
+    return root / folder / "settings.json"
+
+
+def opencode_file(root: Path) -> Path:
+    """The project's OpenCode configuration: `opencode.json` (or an existing `opencode.jsonc`)."""
+    jsonc = root / "opencode.jsonc"
+    return jsonc if jsonc.exists() and not (root / "opencode.json").exists() else root / "opencode.json"
+
+
+def _plan_mcp_servers(path: Path, command: Sequence[str], hooks: dict[str, dict[str, Any]] | None) -> Planned:
+    """A settings file with `mcpServers.engram` (Gemini CLI's and Qwen Code's shape) and, with
+    `hooks`, Engram's command hooks."""
+    data = _load_json(path)
+    before = json.loads(json.dumps(data))
+    servers = data.setdefault("mcpServers", {})
+    present = servers.get("engram")
+    note = None
+    if present is None or server_engram(present) is not None:
+        wanted = {"command": command[0], "args": [*command[1:], "mcp"]}
+        servers["engram"] = {**present, **wanted} if isinstance(present, dict) else wanted
+    else:
+        note = f"{path} has an MCP server named engram that runs something else: left as it is"
+    if hooks:
+        hook_line = shlex.join([*command, "hook"])
+        ours = [(event, hook) for event, _, hook in _hook_commands(data) if hook_engram(hook["command"])]
+        for _, hook in ours:
+            hook["command"] = hook_line
+        table = data.setdefault("hooks", {})
+        for event, spec in hooks.items():
+            if not any(e == event for e, _ in ours):
+                table.setdefault(event, []).append(
+                    {"matcher": "*", "hooks": [{"type": "command", "command": hook_line, "timeout": spec["timeout"]}]})
+    plan = _json_plan(path, data, before, had_engram=present is not None)
+    plan.note = note
+    return plan
+
+
+def _unplan_mcp_servers(path: Path) -> Planned:
+    data = _load_json(path)
+    servers = data.get("mcpServers")
+    found = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
+    if found:
+        del servers["engram"]
+        if not servers:
+            del data["mcpServers"]
+    hooks = [(group, hook) for _, group, hook in _hook_commands(data) if hook_engram(hook["command"])]
+    for group, hook in hooks:
+        group["hooks"].remove(hook)
+    return _json_removal(path, _without_empty_hooks(data), found or bool(hooks))
+
+
+def opencode_engram(entry: Any) -> list[str] | None:
+    """The engram an OpenCode MCP entry (`{"type": "local", "command": [...]}`) runs as `engram mcp`."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), list):
+        return None
+    argv = entry["command"]
+    return engram_invocation(argv, "mcp") if all(isinstance(a, str) for a in argv) else None
+
+
+def plan_opencode(root: Path, command: Sequence[str]) -> list[Planned]:
+    path = opencode_file(root)
+    data = _load_json(path)
+    before = json.loads(json.dumps(data))
+    data.setdefault("$schema", "https://opencode.ai/config.json")
+    servers = data.setdefault("mcp", {})
+    present = servers.get("engram")
+    note = None
+    if present is None or opencode_engram(present) is not None:
+        servers["engram"] = {**(present or {}), "type": "local", "command": [*command, "mcp"], "enabled": True}
+    else:
+        note = f"{path} has an MCP server named engram that runs something else: left as it is"
+    plan = _json_plan(path, data, before, had_engram=present is not None)
+    plan.note = note
+    return [plan]
+
+
+def unplan_opencode(root: Path) -> list[Planned]:
+    path = opencode_file(root)
+    data = _load_json(path)
+    servers = data.get("mcp")
+    found = isinstance(servers, dict) and opencode_engram(servers.get("engram")) is not None
+    if found:
+        del servers["engram"]
+        if not servers:
+            del data["mcp"]
+            if list(data) == ["$schema"]:
+                data = {}
+    return [_json_removal(path, data, found)]
+
+
 # ---------------------------------------------------------------- what is installed
 
 
@@ -530,18 +635,24 @@ def _safe(load: Callable[[Path], dict[str, Any]], path: Path) -> dict[str, Any]:
 def setup(agent: str, root: Path, dry_run: bool = False, command: Sequence[str] | None = None) -> list[Planned]:
     """Add Engram to `agent`'s configuration, running `command` (default: this engram)."""
     cmd = list(command or engram_command())
-    return _carry_out(agent, {"claude": lambda: plan_claude(root, cmd), "codex": lambda: plan_codex(cmd)}, dry_run)
+    return _carry_out(agent, {"claude": lambda: plan_claude(root, cmd), "codex": lambda: plan_codex(cmd),
+                              "gemini": lambda: [_plan_mcp_servers(gemini_settings(root), cmd, GEMINI_HOOKS)],
+                              "qwen": lambda: [_plan_mcp_servers(gemini_settings(root, ".qwen"), cmd, None)],
+                              "opencode": lambda: plan_opencode(root, cmd)}, dry_run)
 
 
 def remove(agent: str, root: Path, dry_run: bool = False) -> list[Planned]:
     """Take Engram's entries out of `agent`'s configuration, leaving everything else as it is."""
-    return _carry_out(agent, {"claude": lambda: unplan_claude(root), "codex": unplan_codex}, dry_run)
+    return _carry_out(agent, {"claude": lambda: unplan_claude(root), "codex": unplan_codex,
+                              "gemini": lambda: [_unplan_mcp_servers(gemini_settings(root))],
+                              "qwen": lambda: [_unplan_mcp_servers(gemini_settings(root, ".qwen"))],
+                              "opencode": lambda: unplan_opencode(root)}, dry_run)
 
 
 def _carry_out(agent: str, planners: dict[str, Callable[[], list[Planned]]], dry_run: bool) -> list[Planned]:
     """The plans of `agent`'s planner, written unless `dry_run`."""
     if agent not in planners:
-        raise BadInput(f"unknown agent {agent!r}: use claude or codex")
+        raise BadInput(f"unknown agent {agent!r}: use claude, codex, gemini, qwen or opencode")
     plans = planners[agent]()
     if not dry_run:
         for p in plans:
