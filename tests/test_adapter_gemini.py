@@ -54,7 +54,8 @@ def test_real_gemini_recording_edits_reads_and_lines(real: Path) -> None:
     assert cap.meta["model"] == "gemini-3-flash-preview"
     assert edits(cap) == [("README.md", "update", [21, 33], [21, 53])]
     read = [e for e in cap.events if e["kind"] == "code.read"]
-    assert [(r["file"], r["range"]) for r in read] == [("README.md", [1, 49])]
+    # the prompt's @README.md (its text in the message), then a read_file of it
+    assert [(r["file"], r["range"]) for r in read] == [("README.md", [1, 49]), ("README.md", [1, 49])]
     edit = next(e for e in cap.events if e["kind"] == "code.edit")
     assert '<img src="docs/assets/checkpoints.gif" width=75%>' in edit["after_text"]
     assert edit["ts"].startswith("2026-04-14T14:1") and not cap.skipped

@@ -54,6 +54,7 @@ DONE: Final = frozenset({"success", "error", "cancelled"})
 MESSAGE_TYPES: Final = frozenset({"user", "gemini", "info", "error", "warning"})
 _SHOWING_RE: Final = re.compile(r"Showing lines (\d+)-(\d+) of (\d+) total lines")
 _CONTENT_MARK: Final = "--- FILE CONTENT (truncated) ---\n"
+_REFERENCED_RE: Final = re.compile(r"^\s*Content from @(.+?):\s*$")
 _WORKING_DIR_RE: Final = re.compile(r"I'm currently working in the directory: (\S[^\n]*)")
 _MD_HEAD_RE: Final = re.compile(r"^(?:## (USER|MODEL) \S+|\S+ ## (USER|MODEL))[ \t]*$", re.M)
 _MD_BLOCK_RE: Final = re.compile(r"\*\*Tool (Command|Response)\*\*:\n```json\n(.*?)\n```", re.S)
@@ -202,6 +203,7 @@ def _message(cap: Capture, st: State, mapper: PathMapper, msg: dict[str, Any]) -
         if text.strip() and "text" not in said:
             said.add("text")
             cap.add({"kind": E.MSG_IN, "ts": ts, "id": mid, "text": text})
+            _referenced(cap, st, mapper, msg.get("content"), {"ts": ts, "id": mid})
     elif typ == "gemini":
         if cap.meta.get("model") is None and isinstance(msg.get("model"), str):
             cap.meta["model"] = msg["model"]
@@ -220,6 +222,21 @@ def _message(cap: Capture, st: State, mapper: PathMapper, msg: dict[str, Any]) -
                 _recorded_call(cap, st, mapper, tc, ts)
     else:
         cap.ignored[f"{typ} message (the CLI's own notice)"] += 1
+
+
+def _referenced(cap: Capture, st: State, mapper: PathMapper, content: Any, base: dict[str, Any]) -> None:
+    """The files a prompt referenced (`@path`), whose whole text Gemini CLI put in the message after
+    a `Content from @path:` part: reads of those files, by the session."""
+    parts = content if isinstance(content, list) else []
+    for head, body in zip(parts, parts[1:]):
+        m = _REFERENCED_RE.match(head.get("text") or "") if isinstance(head, dict) else None
+        text = body.get("text") if isinstance(body, dict) else None
+        rel = mapper.to_repo(m.group(1)) if m else None
+        lines = split_lines(text) if isinstance(text, str) else []
+        if rel is None or not lines:
+            continue
+        st.files[rel] = join_lines(lines)
+        cap.add({"kind": E.CODE_READ, **base, "file": rel, "range": [1, len(lines)], "text": join_lines(lines)})
 
 
 def _thought_text(thought: Any) -> str:

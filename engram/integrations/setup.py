@@ -273,6 +273,14 @@ def _plan_hooks(path: Path, command: Sequence[str], wanted: dict[str, dict[str, 
     already there run this engram now, the others stay as they are."""
     settings = _load_json(path)
     before = json.loads(json.dumps(settings))
+    ours = _add_hooks(settings, command, wanted)
+    return _json_plan(path, settings, before, had_engram=ours)
+
+
+def _add_hooks(settings: dict[str, Any], command: Sequence[str], wanted: dict[str, dict[str, Any]]) -> bool:
+    """`command hook` on each event of `wanted` in a hooks document (Claude Code's format, which
+    Codex and Gemini CLI share); Engram's hooks already there run this engram now. Whether there
+    were some."""
     hook_line = shlex.join([*command, "hook"])
     ours = [(event, hook) for event, _, hook in _hook_commands(settings) if hook_engram(hook["command"])]
     for _, hook in ours:
@@ -285,28 +293,40 @@ def _plan_hooks(path: Path, command: Sequence[str], wanted: dict[str, dict[str, 
         if "matcher" in spec:
             group = {"matcher": spec["matcher"], **group}
         hooks.setdefault(event, []).append(group)
-    return _json_plan(path, settings, before, had_engram=bool(ours))
+    return bool(ours)
 
 
 def _unplan_hooks(path: Path) -> Planned:
     """The hooks file at `path` without Engram's hooks."""
     settings = _load_json(path)
+    found = _drop_hooks(settings)
+    return _json_removal(path, _without_empty_hooks(settings), found)
+
+
+def _drop_hooks(settings: dict[str, Any]) -> bool:
+    """Take Engram's hooks out of a hooks document; whether there were some."""
     hooks = [(group, hook) for _, group, hook in _hook_commands(settings) if hook_engram(hook["command"])]
     for group, hook in hooks:
         group["hooks"].remove(hook)
-    return _json_removal(path, _without_empty_hooks(settings), bool(hooks))
+    return bool(hooks)
+
+
+def _drop_server(doc: dict[str, Any]) -> bool:
+    """Take Engram's entry out of a document's `mcpServers`; whether it was there."""
+    servers = doc.get("mcpServers")
+    found = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
+    if found:
+        del servers["engram"]
+        if not servers:
+            del doc["mcpServers"]
+    return found
 
 
 def unplan_claude(root: Path) -> list[Planned]:
     """Claude Code's files without Engram's server and hooks."""
     mcp_path, settings_path = claude_files(root)
     mcp = _load_json(mcp_path)
-    servers = mcp.get("mcpServers")
-    server = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
-    if server:
-        del servers["engram"]
-        if not servers:
-            del mcp["mcpServers"]
+    server = _drop_server(mcp)
     return [_json_removal(mcp_path, mcp, server), _unplan_hooks(settings_path)]
 
 
@@ -482,9 +502,9 @@ def codex_notify_conflict() -> str | None:
 # turn (AfterAgent), before a compression and at the end. Qwen Code and OpenCode get the MCP server
 # only: Qwen Code's hooks and OpenCode's plugins (JavaScript) are not set up here.
 GEMINI_HOOKS = {
-    "AfterAgent": {"timeout": 10000},
-    "PreCompress": {"timeout": 30000},
-    "SessionEnd": {"timeout": 30000},
+    "AfterAgent": {"matcher": "*", "timeout": 10000},
+    "PreCompress": {"matcher": "*", "timeout": 30000},
+    "SessionEnd": {"matcher": "*", "timeout": 30000},
 }
 
 
@@ -513,15 +533,7 @@ def _plan_mcp_servers(path: Path, command: Sequence[str], hooks: dict[str, dict[
     else:
         note = f"{path} has an MCP server named engram that runs something else: left as it is"
     if hooks:
-        hook_line = shlex.join([*command, "hook"])
-        ours = [(event, hook) for event, _, hook in _hook_commands(data) if hook_engram(hook["command"])]
-        for _, hook in ours:
-            hook["command"] = hook_line
-        table = data.setdefault("hooks", {})
-        for event, spec in hooks.items():
-            if not any(e == event for e, _ in ours):
-                table.setdefault(event, []).append(
-                    {"matcher": "*", "hooks": [{"type": "command", "command": hook_line, "timeout": spec["timeout"]}]})
+        _add_hooks(data, command, hooks)
     plan = _json_plan(path, data, before, had_engram=present is not None)
     plan.note = note
     return plan
@@ -529,16 +541,9 @@ def _plan_mcp_servers(path: Path, command: Sequence[str], hooks: dict[str, dict[
 
 def _unplan_mcp_servers(path: Path) -> Planned:
     data = _load_json(path)
-    servers = data.get("mcpServers")
-    found = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
-    if found:
-        del servers["engram"]
-        if not servers:
-            del data["mcpServers"]
-    hooks = [(group, hook) for _, group, hook in _hook_commands(data) if hook_engram(hook["command"])]
-    for group, hook in hooks:
-        group["hooks"].remove(hook)
-    return _json_removal(path, _without_empty_hooks(data), found or bool(hooks))
+    found = _drop_server(data)
+    found = _drop_hooks(data) or found
+    return _json_removal(path, _without_empty_hooks(data), found)
 
 
 def opencode_engram(entry: Any) -> list[str] | None:
