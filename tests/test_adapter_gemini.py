@@ -205,7 +205,8 @@ def test_qwen_code_recording(tmp_path: Path) -> None:
     assert [e["kind"] for e in cap.events] == ["msg.in", "msg.out", "tool.call", "tool.result", "code.edit", "compact"]
 
 
-def test_opencode_storage_folder_reads_as_the_export(real: Path, tmp_path: Path) -> None:
+def _store_session(real: Path, tmp_path: Path) -> Path:
+    """The real export laid out as OpenCode's storage folder; the session file's path."""
     doc = json.loads((real / "opencode" / f"{OC_EDITS}.json").read_text())
     storage = tmp_path / "opencode" / "storage"
     session = storage / "session" / "proj1" / f"{OC_EDITS}.json"
@@ -219,12 +220,35 @@ def test_opencode_storage_folder_reads_as_the_export(real: Path, tmp_path: Path)
             pdir = storage / "part" / m["info"]["id"]
             pdir.mkdir(parents=True, exist_ok=True)
             (pdir / f"{p['id']}.json").write_text(json.dumps(p))
+    return session
+
+
+def test_opencode_storage_folder_reads_as_the_export(real: Path, tmp_path: Path) -> None:
+    session = _store_session(real, tmp_path)
     assert detect_format(session) == "opencode"
     stored = parse_opencode([SourceSpan("main", session)], mapper, max_line_bytes=1 << 30)
     exported = parse_opencode([SourceSpan("main", real / "opencode" / f"{OC_EDITS}.json")], mapper,
                               max_line_bytes=1 << 30)
     assert edits(stored) == edits(exported)
     assert len(stored.events) == len(exported.events)
+
+
+def test_a_rewritten_session_file_adds_only_its_new_events(real: Path, repo: Path, tmp_path: Path) -> None:
+    session = _store_session(real, tmp_path)
+    run_engram(repo, "ingest", str(session))
+    info = json.loads(session.read_text())
+    info["time"]["updated"] += 1000  # OpenCode rewrites the session file as the session goes on
+    session.write_text(json.dumps(info, indent=1))
+    last = sorted((session.parents[2] / "message" / OC_EDITS).glob("*.json"))[-1]
+    part_dir = session.parents[2] / "part" / last.stem
+    (part_dir / "prt_zzzzzzzzzzzz.json").write_text(json.dumps(
+        {"id": "prt_zzzzzzzzzzzz", "type": "text", "text": "one more thing, later"}))
+    run_engram(repo, "ingest", str(session))
+    tapes = json.loads(run_engram(repo, "tapes", "--json").stdout)
+    ours = [t for t in tapes if t["session_id"] == OC_EDITS]
+    assert len(ours) == 2 and sorted(t["events"] for t in ours)[0] == 2  # its meta and the one new event
+    run_engram(repo, "ingest", str(session))
+    assert len(json.loads(run_engram(repo, "tapes", "--json").stdout)) == len(tapes)
 
 
 def test_discovery_honours_the_tools_environment(real: Path, repo: Path, tmp_path: Path) -> None:
