@@ -259,12 +259,19 @@ def test_discovery_honours_the_tools_environment(real: Path, repo: Path, tmp_pat
     recording = (real / "gemini" / f"{GEMINI_ONE}.json").read_text().replace(PROJECT, str(repo))
     (project / "chats" / "session-2026-04-14T14-14-914f3c63.json").write_text(recording)
     (repo / "README.md").write_text("hello\n")
+    qwen_chats = tmp_path / "q" / "projects" / "-repo" / "chats"
+    qwen_chats.mkdir(parents=True)
+    _write_jsonl(qwen_chats / "q-7.jsonl", [{"sessionId": "q-7", "cwd": str(repo), "uuid": "u", "type": "user",
+                                             "timestamp": "2026-05-02T09:00:00Z",
+                                             "message": {"role": "user", "parts": [{"text": "hi"}]}}])
+    oc = _store_session(real, tmp_path / "xdg")
+    oc.write_text(oc.read_text().replace(PROJECT, str(repo)))
     env = {"GEMINI_CLI_HOME": str(home), "XDG_DATA_HOME": str(tmp_path / "xdg"), "QWEN_RUNTIME_DIR": str(tmp_path / "q"),
            "CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none")}
     out = run_engram(repo, "ingest", env=env)
-    assert "1 session" in out.stdout + out.stderr
+    assert "3 sessions" in out.stdout + out.stderr
     tapes = run_engram(repo, "tapes", env=env).stdout
-    assert "gemini-cli" in tapes and GEMINI_ONE in tapes
+    assert GEMINI_ONE in tapes and "q-7" in tapes and OC_EDITS in tapes
 
 
 def test_bad_input_is_counted_and_said(real: Path, repo: Path, tmp_path: Path) -> None:

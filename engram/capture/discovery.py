@@ -377,9 +377,8 @@ def discover_more(trees: list[str], ours: Callable[[str | None], bool], report: 
     if projects.is_dir():
         for place, files in _places(QWEN, projects, by_project=True, report=report):
             for f in files:
-                if f.parent.name == "chats" or place.path.name != "projects":
-                    if place.saw(f, _first_cwd(f, CLAUDE), ours) and detect_format(f) == QWEN:
-                        jobs.append(job_for_file(f.resolve(), QWEN))
+                if f.parent.name == "chats" and place.saw(f, _first_cwd(f, CLAUDE), ours) and detect_format(f) == QWEN:
+                    jobs.append(job_for_file(f.resolve(), QWEN))
     storage = opencode_data() / "storage" / "session"
     if storage.is_dir():
         place = Place(OPENCODE, storage)
