@@ -311,14 +311,16 @@ def _drop_hooks(settings: dict[str, Any]) -> bool:
     return bool(hooks)
 
 
-def _drop_server(doc: dict[str, Any]) -> bool:
-    """Take Engram's entry out of a document's `mcpServers`; whether it was there."""
-    servers = doc.get("mcpServers")
-    found = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
+def _drop_server(doc: dict[str, Any], key: str = "mcpServers",
+                 runs: Callable[[Any], list[str] | None] = server_engram) -> bool:
+    """Take Engram's entry out of a document's MCP servers (`key`: `mcpServers`, OpenCode's `mcp`;
+    `runs`: how an entry says what it runs); whether it was there."""
+    servers = doc.get(key)
+    found = isinstance(servers, dict) and runs(servers.get("engram")) is not None
     if found:
         del servers["engram"]
         if not servers:
-            del doc["mcpServers"]
+            del doc[key]
     return found
 
 
@@ -574,14 +576,9 @@ def plan_opencode(root: Path, command: Sequence[str]) -> list[Planned]:
 def unplan_opencode(root: Path) -> list[Planned]:
     path = opencode_file(root)
     data = _load_json(path)
-    servers = data.get("mcp")
-    found = isinstance(servers, dict) and opencode_engram(servers.get("engram")) is not None
-    if found:
-        del servers["engram"]
-        if not servers:
-            del data["mcp"]
-            if list(data) == ["$schema"]:
-                data = {}
+    found = _drop_server(data, "mcp", opencode_engram)
+    if found and list(data) == ["$schema"]:
+        data = {}
     return [_json_removal(path, data, found)]
 
 
