@@ -303,3 +303,22 @@ def test_setup_gemini_and_opencode_round_trip(repo: Path) -> None:
     assert json.loads((repo / "opencode.json").read_text())["mcp"]["engram"]["command"][-1] == "mcp"
     run_engram(repo, "setup", "--remove")
     assert not (repo / "opencode.json").exists() and not (repo / ".gemini" / "settings.json").exists()
+
+
+def test_older_chat_share_markdown_shape(tmp_path: Path) -> None:
+    """Older exports put the icon first (`🧑‍💻 ## USER`), glue `**Tool Command**` to the text before
+    it and give calls no id (the response's id is not the call's): as a public export has them."""
+    call = {"name": "replace", "args": {"old_string": "cp -r pkg/* dist/", "file_path": "/home/u/app/deploy.yml",
+                                        "new_string": "cp -r pkg dist/"}}
+    resp = {"id": "replace-1763281890233-88a8073605567", "name": "replace",
+            "response": {"output": "Successfully modified file: /home/u/app/deploy.yml (1 replacements)."}}
+    f = tmp_path / "chat.md"
+    f.write_text("🧑‍💻 ## USER\n\nI'm currently working in the directory: /home/u/app\n\n---\n\n"
+                 f"✨ ## MODEL\n\nI will fix the copy.**Tool Command**:\n```json\n{json.dumps(call, indent=2)}\n```\n\n---\n\n"
+                 f"🧑‍💻 ## USER\n\n**Tool Response**:\n```json\n{json.dumps(resp, indent=2)}\n```")
+    assert detect_format(f) == "gemini-cli"
+    cap = parse_gemini([SourceSpan("main", f)], mapper, max_line_bytes=1 << 20)
+    assert edits(cap) == [("deploy.yml", "update", None, None)]
+    edit = next(e for e in cap.events if e["kind"] == "code.edit")
+    assert edit["before_text"] == "cp -r pkg/* dist/\n" and edit["after_text"] == "cp -r pkg dist/\n"
+    assert [e["kind"] for e in cap.events][:2] == ["msg.in", "msg.out"]
