@@ -130,6 +130,8 @@ def test_jsonl_recording_counts_each_call_once_and_not_failed_ones(tmp_path: Pat
                               _diff("c2", "/w/app/a.py", "a\nB\nc\n", "z\n", status="error")]},
         {"$set": {"lastUpdated": "2026-05-01T10:00:03Z"}},
         {"$rewindTo": "m2"},
+        {"$set": {"lastUpdated": "2026-05-01T10:00:04Z", "messages": [
+            {"id": "m9", "timestamp": "2026-05-01T10:00:04Z", "type": "user", "content": "summary of the work"}]}},
     ])
     assert detect_format(f) == "gemini-cli"
     cap = parse_gemini([SourceSpan("main", f)], lambda cwd: mapper("/w/app"), max_line_bytes=1 << 20)
@@ -137,6 +139,7 @@ def test_jsonl_recording_counts_each_call_once_and_not_failed_ones(tmp_path: Pat
     assert [e["kind"] for e in cap.events].count("msg.out") == 1  # the message written twice: its text once
     assert [e["kind"] for e in cap.events].count("tool.call") == 2
     assert cap.ignored["failed, cancelled or rejected edit (not an edit)"] == 1
+    assert [e["kind"] for e in cap.events][-2:] == ["compact", "msg.in"]  # the rebuilt history, marked
 
 
 def test_chat_share_markdown_places_edits_it_can_and_says_what_it_cannot(tmp_path: Path, repo: Path) -> None:

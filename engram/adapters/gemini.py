@@ -6,7 +6,7 @@ Formats read (google-gemini/gemini-cli, packages/core/src/services/chatRecording
   metadata line `{sessionId, projectHash, startTime, kind}`, then one line per message write. A
   message is written again, whole, each time it grows (its tool calls finish, its tokens arrive),
   so a later line with the same `id` replaces an earlier one; `{"$set": …}` updates the metadata
-  and `{"$rewindTo": id}` marks a rewind (the conversation restarts before that message; the
+  (with `messages`: the history rebuilt, a continuation marker) and `{"$rewindTo": id}` marks a rewind (the conversation restarts before that message; the
   files the dropped turns changed stay changed, so their edits are kept). A subagent's file is
   `chats/<parent session>/<id>.jsonl` with `kind: "subagent"`;
 - the same record as one JSON document, `session-….json` (before the JSONL change);
@@ -135,7 +135,9 @@ def _recording(cap: Capture, mapper_for: Callable[[str | None], PathMapper], rec
             cap.ignored["rewind marker (the dropped turns' edits stay: the files kept them)"] += 1
         elif isinstance(rec.get("$set"), dict):
             meta.update({k: v for k, v in rec["$set"].items() if k != "messages"})
-            messages += [(offset, m) for m in rec["$set"].get("messages") or [] if isinstance(m, dict)]
+            if isinstance(rec["$set"].get("messages"), list):  # the history rebuilt (a compression, a checkpoint)
+                messages.append((offset, {"type": "$compact", "timestamp": rec["$set"].get("lastUpdated")}))
+                messages += [(offset, m) for m in rec["$set"]["messages"] if isinstance(m, dict)]
         elif "sessionId" in rec and "projectHash" in rec:
             meta.update({k: v for k, v in rec.items() if k != "messages"})
             messages += [(offset, m) for m in rec.get("messages") or [] if isinstance(m, dict)]
@@ -220,6 +222,8 @@ def _message(cap: Capture, st: State, mapper: PathMapper, msg: dict[str, Any]) -
         for tc in msg.get("toolCalls") or []:
             if isinstance(tc, dict):
                 _recorded_call(cap, st, mapper, tc, ts)
+    elif typ == "$compact":
+        cap.add({"kind": E.COMPACT, "ts": ts, "trigger": "history rewritten", "pre_tokens": None, "message": None})
     else:
         cap.ignored[f"{typ} message (the CLI's own notice)"] += 1
 
