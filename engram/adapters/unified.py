@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from engram.tape import events as E
+
 _TAGS = (" ", "-", "+")  # a hunk line's first character
 _HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -277,3 +279,30 @@ def trace_hunks(original: list[str], hunks: list[dict[str, Any]]) -> tuple[list[
     result.extend(original[pos:])
     origin.extend(range(pos, len(original)))
     return result, origin
+
+
+def edit_from_texts(before: str | None, after: str) -> dict[str, Any] | None:
+    """A code.edit's fields (op, ranges, texts, hashes, context) from the whole file before and
+    after a tool's change, as Gemini CLI, Qwen Code and OpenCode record it for each successful
+    edit (`originalContent`/`newContent`, `filediff.before`/`after`); None when nothing changed.
+
+    `before` None (or the tool said the file was new) is a creation: every line is written. The
+    ranges come from a line diff of the two texts, so they are the file's real lines, not a
+    placement of the tool's search string."""
+    new_lines = split_lines(after)
+    if before is None:
+        out: dict[str, Any] = {"op": "create", "before_range": [1, 0], "after_range": [1, len(new_lines)],
+                               "before_text": "", "after_text": join_lines(new_lines), "file_before_sha": None,
+                               "file_after_sha": E.git_blob_sha(after)}
+    else:
+        old_lines = split_lines(before)
+        hunks = diff_hunks(old_lines, new_lines)
+        changes = changes_from_hunks(hunks)
+        if not changes:
+            return None
+        out = {"op": "update", **edit_ranges(changes, old_lines, new_lines),
+               "file_before_sha": E.git_blob_sha(before), "file_after_sha": E.git_blob_sha(after),
+               **context_fields(hunk_extents(hunks))}
+    out["before_sha"] = E.sha256_text(out.get("before_text") or "")
+    out["after_sha"] = E.sha256_text(out.get("after_text") or "")
+    return out

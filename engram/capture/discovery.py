@@ -1,5 +1,6 @@
 """Finding agent sessions: where each harness keeps them, which belong to this repository, and
-which format a given file is in (Claude Code, Codex, Aider, SpecStory, Engram events, or plain text)."""
+which format a given file is in (Claude Code, Codex, Gemini CLI, Qwen Code, OpenCode, Aider,
+SpecStory, Cline / Roo Code, Engram events, or plain text)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ SPECSTORY = "specstory"
 CLINE = "cline"
 ROO = "roo-code"
 CLINE_TASK_FILE = "api_conversation_history.json"
+GEMINI = "gemini-cli"
+QWEN = "qwen-code"
+OPENCODE = "opencode"
+# Formats whose sessions are one JSON document (or a markdown export), not JSONL: a directory
+# given to `engram ingest` is searched for them too, keeping only files these formats claim.
+WHOLE_FILE_FORMATS = (GEMINI, OPENCODE)
 
 
 @dataclass
@@ -77,6 +84,9 @@ def detect_format(path: Path) -> str | None:
     found = _format_of_lines(head.split(b"\n")[:20])
     if found is not None:
         return found
+    found = _format_of_document(head)
+    if found is not None:
+        return found
     if b"\0" in head[:8192]:
         return None
     from engram.adapters.aider import is_history  # noqa: PLC0415
@@ -95,9 +105,22 @@ def detect_format(path: Path) -> str | None:
     return RAW
 
 
+def _format_of_document(head: bytes) -> str | None:
+    """The harness of a file that is one JSON document or a markdown export (Gemini CLI's session
+    and `/chat share` files, OpenCode's export and session files), judged from its start."""
+    from engram.adapters import gemini, opencode  # noqa: PLC0415
+
+    if gemini.sniff(head):
+        return GEMINI
+    if opencode.sniff(head):
+        return OPENCODE
+    return None
+
+
 def _format_of_lines(lines: list[bytes]) -> str | None:
     """The harness of the first of these lines that is a record one of them writes."""
     from engram.adapters.claude import looks_like_claude  # noqa: PLC0415
+    from engram.adapters.qwen import looks_like_qwen  # noqa: PLC0415
 
     for raw in lines:
         raw = raw.strip()
@@ -115,6 +138,10 @@ def _format_of_lines(lines: list[bytes]) -> str | None:
             return CODEX
         if "type" not in rec and {"id", "timestamp", "instructions"} <= set(rec):
             return CODEX  # a pre-envelope (<= 0.1.x) rollout starts with a bare session header
+        if "sessionId" in rec and "projectHash" in rec and "uuid" not in rec:
+            return GEMINI  # the chat recording's metadata line (or a whole legacy record on one line)
+        if looks_like_qwen(rec):
+            return QWEN  # before Claude Code: the same envelope around a Gemini Content
         if looks_like_claude(rec):
             return CLAUDE
     return None
@@ -154,8 +181,10 @@ def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
             files += sorted(f for f in p.rglob(AIDER_HISTORY) if f.is_file())
             files += sorted(f for f in p.rglob("*.md") if f.is_file() and _is_specstory_file(f))
             files += sorted(f for f in p.rglob(CLINE_TASK_FILE) if f.is_file())
+            files += [f for f in _whole_file_sessions(p) if f not in files]
             if not files:
-                stats.skipped[f"no transcripts (*.jsonl, {AIDER_HISTORY}) under directory {p}"] += 1
+                stats.skipped[f"no transcripts (*.jsonl, {AIDER_HISTORY}, Gemini CLI / OpenCode *.json) "
+                              f"under directory {p}"] += 1
             for f in files:
                 _add_file(jobs, f, stats)
         elif p.is_file():
@@ -166,6 +195,17 @@ def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
         else:
             raise BadInput(f"{p}: no such file or directory")
     return jobs
+
+
+def _whole_file_sessions(root: Path) -> list[Path]:
+    """The *.json and *.md files under `root` that are Gemini CLI or OpenCode sessions or exports
+    (any other JSON or markdown there is not a transcript: it is left alone)."""
+    found = []
+    for pattern in ("*.json", "*.md"):
+        for f in sorted(root.rglob(pattern)):
+            if f.is_file() and f.stat().st_size and detect_format(f) in WHOLE_FILE_FORMATS:
+                found.append(f)
+    return found
 
 
 def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
@@ -326,6 +366,10 @@ def _adapter_started(fmt: str, path: Path) -> str | None:
         from engram.adapters.specstory import started as export_started  # noqa: PLC0415
 
         return export_started(path)
+    if fmt in (GEMINI, OPENCODE):
+        from engram.adapters import gemini, opencode  # noqa: PLC0415
+
+        return (gemini if fmt == GEMINI else opencode).started(path)
     if fmt == CODEX:
         from engram.adapters.codex import started  # noqa: PLC0415
     elif fmt == EVENTS:
@@ -369,6 +413,7 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
                     jobs.append(job_for_file(f.resolve(), CODEX))
     jobs += _in_trees(trees, report)
     jobs += _cline_tasks(ours, report)
+    jobs += discover_more(trees, ours, report)
     return jobs
 
 
@@ -423,6 +468,80 @@ def _in_trees(trees: list[str], report: DiscoveryReport) -> list[Job]:
                     place.matched += 1
                     jobs.append(Job(SPECSTORY, [SourceSpan("main", f.resolve())]))
     return jobs
+
+
+def gemini_home() -> Path:
+    """Gemini CLI's folder: `$GEMINI_CLI_HOME/.gemini` (the variable replaces the home directory),
+    else `~/.gemini`, on every system."""
+    return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini"
+
+
+def qwen_home() -> Path:
+    """Where Qwen Code keeps its sessions: `$QWEN_RUNTIME_DIR`, else `~/.qwen`."""
+    return Path(os.environ.get("QWEN_RUNTIME_DIR") or Path.home() / ".qwen")
+
+
+def opencode_data() -> Path:
+    """OpenCode's data folder: `$XDG_DATA_HOME/opencode`, else `~/.local/share/opencode` (its
+    xdg-basedir default on Linux, macOS and Windows alike)."""
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "opencode"
+
+
+def discover_more(trees: list[str], ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:
+    """This repository's Gemini CLI, Qwen Code and OpenCode sessions, where those tools keep
+    them. A tool's folder that does not exist is not reported (most people use one or two)."""
+    import hashlib  # noqa: PLC0415
+
+    jobs: list[Job] = []
+    hashes = {hashlib.sha256(t.encode()).hexdigest(): t for t in trees}
+    for harness, tmp in ((GEMINI, gemini_home() / "tmp"), (QWEN, qwen_home() / "tmp")):
+        if not tmp.is_dir():
+            continue
+        for project in sorted(d for d in tmp.iterdir() if d.is_dir() and (d / "chats").is_dir()):
+            marker = project / ".project_root"
+            cwd = _small_text(marker) if marker.is_file() else hashes.get(project.name)
+            place = Place(harness, project / "chats")
+            report.places.append(place)
+            for f in sorted(project.glob("chats/**/session-*.json*")) + sorted(project.glob("chats/*/*.jsonl")):
+                if f.is_file() and place.saw(f, cwd, ours):
+                    fmt = detect_format(f)
+                    if fmt in (GEMINI, QWEN):
+                        jobs.append(job_for_file(f.resolve(), fmt))
+    projects = qwen_home() / "projects"
+    if projects.is_dir():
+        for place, files in _places(QWEN, projects, by_project=True, report=report):
+            for f in files:
+                if f.parent.name == "chats" and place.saw(f, _first_cwd(f, CLAUDE), ours) and detect_format(f) == QWEN:
+                    jobs.append(job_for_file(f.resolve(), QWEN))
+    storage = opencode_data() / "storage" / "session"
+    if storage.is_dir():
+        place = Place(OPENCODE, storage)
+        report.places.append(place)
+        for f in sorted(storage.rglob("*.json")):
+            if f.is_file() and place.saw(f, _opencode_directory(f), ours):
+                jobs.append(job_for_file(f.resolve(), OPENCODE))
+    if (opencode_data() / "opencode.db").is_file():
+        report.places.append(Place(OPENCODE, opencode_data() / "opencode.db",
+                                   problem="OpenCode's SQLite store is not read yet: export a session with "
+                                           "`opencode export ID > file.json` and ingest the file"))
+    return jobs
+
+
+def _small_text(path: Path) -> str | None:
+    try:
+        return path.read_text("utf-8").strip() or None if path.stat().st_size < 4096 else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _opencode_directory(path: Path) -> str | None:
+    """The working directory an OpenCode session file records (`directory`)."""
+    try:
+        with path.open("rb") as f:
+            rec = orjson.loads(f.read(1 << 20))
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return rec.get("directory") if isinstance(rec, dict) and isinstance(rec.get("directory"), str) else None
 
 
 @dataclass

@@ -37,6 +37,9 @@ from engram.capture.discovery import (
     CLINE,
     CODEX,
     EVENTS,
+    GEMINI,
+    OPENCODE,
+    QWEN,
     RAW,
     ROO,
     SPECSTORY,
@@ -93,6 +96,13 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
         from engram.adapters.specstory import parse_export  # noqa: PLC0415
 
         return parse_export(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
+    if job.harness in (GEMINI, QWEN, OPENCODE):
+        from engram.adapters.gemini import parse_gemini  # noqa: PLC0415
+        from engram.adapters.opencode import parse_opencode  # noqa: PLC0415
+        from engram.adapters.qwen import parse_qwen  # noqa: PLC0415
+
+        parse = {GEMINI: parse_gemini, QWEN: parse_qwen, OPENCODE: parse_opencode}[job.harness]
+        return parse(job.sources, mapper_for, max_line_bytes=max_line_bytes)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 
@@ -126,6 +136,41 @@ def _previous(db: apsw.Connection, harness: str, session_id: str, src: SourceSpa
         if end <= src.end and _prefix_sha(src.path, end) == sha:
             return end, tape
     return None
+
+
+# Formats whose session file is rewritten whole as the session goes on (OpenCode's stored session,
+# Gemini CLI's older .json recording, the exports): no earlier capture is a prefix of it.
+REWRITTEN_WHOLE = frozenset({GEMINI, OPENCODE})
+
+
+def _rewritten(db: apsw.Connection, store: Store, cap: Capture,
+               events: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """A rewritten session file captured before: (the latest earlier tape, the meta and only the
+    events no earlier tape of the session holds). Why: its captured prefix never matches again, so
+    each change captured it whole once more, a second tape of every event."""
+    from engram.index.catalog import tape_file  # noqa: PLC0415
+    from engram.tape.reader import TapeReader  # noqa: PLC0415
+
+    rows = db.execute("SELECT DISTINCT tape FROM captures WHERE harness=? AND session_id=?",
+                      (cap.harness, cap.session_id)).fetchall()
+    if not rows:
+        return None, events
+    held: Counter[bytes] = Counter()
+    for (tape,) in rows:
+        try:
+            with TapeReader(tape_file(store, tape), store.objects_dir) as r:
+                held.update(E.dumps(ev) for ev in r.events() if ev.get("kind") != E.META)
+        except (OSError, EngramError):
+            continue
+    body = []
+    for ev in events[1:]:
+        key = E.dumps(ev)
+        if held[key] > 0:
+            held[key] -= 1
+        else:
+            body.append(ev)
+    prev = _latest(db, [t for (t,) in rows])
+    return prev, [{**events[0], "prev": prev}, *body]
 
 
 def build_tape_events(cap: Capture, starts: list[int], prev: str | None) -> list[dict[str, Any]]:
@@ -190,6 +235,8 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
         return Captured(stats)
     prev = _latest(db, prev_tapes)
     events = build_tape_events(cap, starts, prev)
+    if prev is None and cap.harness in REWRITTEN_WHOLE:
+        prev, events = _rewritten(db, store, cap, events)
     if len(events) == 1 and prev is not None:
         stats.unchanged += 1  # only records we do not keep (progress, snapshots) were appended
         return Captured(stats)

@@ -10,7 +10,7 @@ from typing import Any
 
 from engram.cli.output import people_output, print_json
 
-AGENTS = ("claude", "codex", "cursor", "vscode", "cline", "roo")
+AGENTS = ("claude", "codex", "gemini", "qwen", "opencode", "cursor", "vscode", "cline", "roo")
 
 
 def run_hook_command(payload: str | None) -> int:
@@ -46,8 +46,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if args.remove:
         return _remove(args)
     if args.agent is None:
-        raise BadInput("set up which agent? `engram setup claude` or `engram setup codex` "
-                       "(`engram setup --remove` takes Engram out of both)")
+        raise BadInput(f"set up which agent? `engram setup AGENT`, AGENT one of {', '.join(AGENTS)} "
+                       "(`engram setup --remove` takes Engram out of each)")
     from engram.integrations import editors
     from engram.integrations.setup import (
         codex_notify_conflict,
@@ -88,11 +88,21 @@ def _say_verified(command: list[str], ok: bool, answer: str) -> None:
               "run `engram setup` again with the engram you mean to use", file=sys.stderr)
 
 
+def _only_if_present() -> dict[str, Any]:
+    """Agents whose configuration file `setup --remove` (without an agent) visits only when it exists:
+    their folders are created by setup itself, so an absent one holds nothing of Engram's."""
+    from engram.integrations.setup import gemini_settings, opencode_file
+
+    return {"gemini": gemini_settings, "qwen": lambda root: gemini_settings(root, ".qwen"), "opencode": opencode_file}
+
+
 def _remove(args: argparse.Namespace) -> int:
     from engram.integrations import editors
     from engram.integrations.setup import remove
 
-    agents = [args.agent] if args.agent else list(AGENTS)
+    present = _only_if_present()
+    agents = [args.agent] if args.agent else [a for a in AGENTS if a not in present
+                                              or present[a](_root(args)).exists()]
     plans = [p for agent in agents for p in (editors.remove if agent in editors.EDITORS else remove)(
         agent, _root(args), dry_run=args.dry_run)]
     if args.json:
@@ -120,11 +130,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("payload", nargs="?", help="a JSON payload (Codex notify passes it as an argument)")
     s.set_defaults(func=cmd_hook)
 
-    s = sub.add_parser("setup", help="add Engram's MCP server and automatic capture to Claude Code or Codex")
+    s = sub.add_parser("setup", help="add Engram's MCP server (and automatic capture where the agent runs hooks) "
+                                     "to Claude Code, Codex, Gemini CLI, Qwen Code, OpenCode, Cursor, VS Code, Cline or Roo Code")
     s.add_argument("agent", nargs="?", choices=AGENTS,
                    help="the agent to set up: claude (.mcp.json, .claude/settings.json), codex "
-                        "(~/.codex/config.toml); the MCP server only: cursor (.cursor/mcp.json), vscode "
-                        "(.vscode/mcp.json, Copilot), roo (.roo/mcp.json), cline (cline_mcp_settings.json)")
+                        "(~/.codex/config.toml), gemini (.gemini/settings.json: MCP server and hooks); "
+                        "the MCP server only: qwen (.qwen/settings.json), opencode (opencode.json), cursor "
+                        "(.cursor/mcp.json), vscode (.vscode/mcp.json, Copilot), roo (.roo/mcp.json), cline "
+                        "(cline_mcp_settings.json)")
     s.add_argument("--dry-run", action="store_true", help="print the files instead of writing them")
     s.add_argument("--remove", action="store_true",
                    help="take out exactly what setup added (both agents when none is named); the rest stays")

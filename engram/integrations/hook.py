@@ -55,7 +55,7 @@ def ingest_command(payload: dict[str, Any]) -> tuple[Path, list[str]] | None:
     except StoreNotFound:
         return None
     transcript = payload.get("transcript_path")
-    if isinstance(transcript, str) and transcript.endswith(".jsonl") and os.path.isfile(transcript):
+    if isinstance(transcript, str) and transcript.endswith((".jsonl", ".json")) and os.path.isfile(transcript):
         return store.root, ["ingest", transcript]
     if payload.get("type") == "agent-turn-complete" or "thread-id" in payload:  # Codex notify
         return store.root, ["ingest"]

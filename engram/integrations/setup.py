@@ -273,6 +273,14 @@ def _plan_hooks(path: Path, command: Sequence[str], wanted: dict[str, dict[str, 
     already there run this engram now, the others stay as they are."""
     settings = _load_json(path)
     before = json.loads(json.dumps(settings))
+    ours = _add_hooks(settings, command, wanted)
+    return _json_plan(path, settings, before, had_engram=ours)
+
+
+def _add_hooks(settings: dict[str, Any], command: Sequence[str], wanted: dict[str, dict[str, Any]]) -> bool:
+    """`command hook` on each event of `wanted` in a hooks document (Claude Code's format, which
+    Codex and Gemini CLI share); Engram's hooks already there run this engram now. Whether there
+    were some."""
     hook_line = shlex.join([*command, "hook"])
     ours = [(event, hook) for event, _, hook in _hook_commands(settings) if hook_engram(hook["command"])]
     for _, hook in ours:
@@ -285,28 +293,42 @@ def _plan_hooks(path: Path, command: Sequence[str], wanted: dict[str, dict[str, 
         if "matcher" in spec:
             group = {"matcher": spec["matcher"], **group}
         hooks.setdefault(event, []).append(group)
-    return _json_plan(path, settings, before, had_engram=bool(ours))
+    return bool(ours)
 
 
 def _unplan_hooks(path: Path) -> Planned:
     """The hooks file at `path` without Engram's hooks."""
     settings = _load_json(path)
+    found = _drop_hooks(settings)
+    return _json_removal(path, _without_empty_hooks(settings), found)
+
+
+def _drop_hooks(settings: dict[str, Any]) -> bool:
+    """Take Engram's hooks out of a hooks document; whether there were some."""
     hooks = [(group, hook) for _, group, hook in _hook_commands(settings) if hook_engram(hook["command"])]
     for group, hook in hooks:
         group["hooks"].remove(hook)
-    return _json_removal(path, _without_empty_hooks(settings), bool(hooks))
+    return bool(hooks)
+
+
+def _drop_server(doc: dict[str, Any], key: str = "mcpServers",
+                 runs: Callable[[Any], list[str] | None] = server_engram) -> bool:
+    """Take Engram's entry out of a document's MCP servers (`key`: `mcpServers`, OpenCode's `mcp`;
+    `runs`: how an entry says what it runs); whether it was there."""
+    servers = doc.get(key)
+    found = isinstance(servers, dict) and runs(servers.get("engram")) is not None
+    if found:
+        del servers["engram"]
+        if not servers:
+            del doc[key]
+    return found
 
 
 def unplan_claude(root: Path) -> list[Planned]:
     """Claude Code's files without Engram's server and hooks."""
     mcp_path, settings_path = claude_files(root)
     mcp = _load_json(mcp_path)
-    servers = mcp.get("mcpServers")
-    server = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
-    if server:
-        del servers["engram"]
-        if not servers:
-            del mcp["mcpServers"]
+    server = _drop_server(mcp)
     return [_json_removal(mcp_path, mcp, server), _unplan_hooks(settings_path)]
 
 
@@ -475,6 +497,91 @@ def codex_notify_conflict() -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- Gemini CLI, Qwen Code, OpenCode
+
+# Gemini CLI runs command hooks from its settings.json in Claude Code's format (timeouts in
+# milliseconds); its payload names the session's recording (`transcript_path`). Capture after each
+# turn (AfterAgent), before a compression and at the end. Qwen Code and OpenCode get the MCP server
+# only: Qwen Code's hooks and OpenCode's plugins (JavaScript) are not set up here.
+GEMINI_HOOKS = {
+    "AfterAgent": {"matcher": "*", "timeout": 10000},
+    "PreCompress": {"matcher": "*", "timeout": 30000},
+    "SessionEnd": {"matcher": "*", "timeout": 30000},
+}
+
+
+def gemini_settings(root: Path, folder: str = ".gemini") -> Path:
+    """The project's settings file of Gemini CLI (`.gemini/settings.json`) or Qwen Code (`.qwen/`)."""
+    return root / folder / "settings.json"
+
+
+def opencode_file(root: Path) -> Path:
+    """The project's OpenCode configuration: `opencode.json` (or an existing `opencode.jsonc`)."""
+    jsonc = root / "opencode.jsonc"
+    return jsonc if jsonc.exists() and not (root / "opencode.json").exists() else root / "opencode.json"
+
+
+def _plan_mcp_servers(path: Path, command: Sequence[str], hooks: dict[str, dict[str, Any]] | None) -> Planned:
+    """A settings file with `mcpServers.engram` (Gemini CLI's and Qwen Code's shape) and, with
+    `hooks`, Engram's command hooks."""
+    data = _load_json(path)
+    before = json.loads(json.dumps(data))
+    servers = data.setdefault("mcpServers", {})
+    present = servers.get("engram")
+    note = None
+    if present is None or server_engram(present) is not None:
+        wanted = {"command": command[0], "args": [*command[1:], "mcp"]}
+        servers["engram"] = {**present, **wanted} if isinstance(present, dict) else wanted
+    else:
+        note = f"{path} has an MCP server named engram that runs something else: left as it is"
+    if hooks:
+        _add_hooks(data, command, hooks)
+    plan = _json_plan(path, data, before, had_engram=present is not None)
+    plan.note = note
+    return plan
+
+
+def _unplan_mcp_servers(path: Path) -> Planned:
+    data = _load_json(path)
+    found = _drop_server(data)
+    found = _drop_hooks(data) or found
+    return _json_removal(path, _without_empty_hooks(data), found)
+
+
+def opencode_engram(entry: Any) -> list[str] | None:
+    """The engram an OpenCode MCP entry (`{"type": "local", "command": [...]}`) runs as `engram mcp`."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), list):
+        return None
+    argv = entry["command"]
+    return engram_invocation(argv, "mcp") if all(isinstance(a, str) for a in argv) else None
+
+
+def plan_opencode(root: Path, command: Sequence[str]) -> list[Planned]:
+    path = opencode_file(root)
+    data = _load_json(path)
+    before = json.loads(json.dumps(data))
+    data.setdefault("$schema", "https://opencode.ai/config.json")
+    servers = data.setdefault("mcp", {})
+    present = servers.get("engram")
+    note = None
+    if present is None or opencode_engram(present) is not None:
+        servers["engram"] = {**(present or {}), "type": "local", "command": [*command, "mcp"], "enabled": True}
+    else:
+        note = f"{path} has an MCP server named engram that runs something else: left as it is"
+    plan = _json_plan(path, data, before, had_engram=present is not None)
+    plan.note = note
+    return [plan]
+
+
+def unplan_opencode(root: Path) -> list[Planned]:
+    path = opencode_file(root)
+    data = _load_json(path)
+    found = _drop_server(data, "mcp", opencode_engram)
+    if found and list(data) == ["$schema"]:
+        data = {}
+    return [_json_removal(path, data, found)]
+
+
 # ---------------------------------------------------------------- what is installed
 
 
@@ -530,18 +637,24 @@ def _safe(load: Callable[[Path], dict[str, Any]], path: Path) -> dict[str, Any]:
 def setup(agent: str, root: Path, dry_run: bool = False, command: Sequence[str] | None = None) -> list[Planned]:
     """Add Engram to `agent`'s configuration, running `command` (default: this engram)."""
     cmd = list(command or engram_command())
-    return _carry_out(agent, {"claude": lambda: plan_claude(root, cmd), "codex": lambda: plan_codex(cmd)}, dry_run)
+    return _carry_out(agent, {"claude": lambda: plan_claude(root, cmd), "codex": lambda: plan_codex(cmd),
+                              "gemini": lambda: [_plan_mcp_servers(gemini_settings(root), cmd, GEMINI_HOOKS)],
+                              "qwen": lambda: [_plan_mcp_servers(gemini_settings(root, ".qwen"), cmd, None)],
+                              "opencode": lambda: plan_opencode(root, cmd)}, dry_run)
 
 
 def remove(agent: str, root: Path, dry_run: bool = False) -> list[Planned]:
     """Take Engram's entries out of `agent`'s configuration, leaving everything else as it is."""
-    return _carry_out(agent, {"claude": lambda: unplan_claude(root), "codex": unplan_codex}, dry_run)
+    return _carry_out(agent, {"claude": lambda: unplan_claude(root), "codex": unplan_codex,
+                              "gemini": lambda: [_unplan_mcp_servers(gemini_settings(root))],
+                              "qwen": lambda: [_unplan_mcp_servers(gemini_settings(root, ".qwen"))],
+                              "opencode": lambda: unplan_opencode(root)}, dry_run)
 
 
 def _carry_out(agent: str, planners: dict[str, Callable[[], list[Planned]]], dry_run: bool) -> list[Planned]:
     """The plans of `agent`'s planner, written unless `dry_run`."""
     if agent not in planners:
-        raise BadInput(f"unknown agent {agent!r}: use claude or codex")
+        raise BadInput(f"unknown agent {agent!r}: use claude, codex, gemini, qwen or opencode")
     plans = planners[agent]()
     if not dry_run:
         for p in plans:
