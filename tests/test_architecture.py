@@ -36,6 +36,8 @@ LAYERS: dict[str, set[str]] = {
                       "engram.anchor", "engram.adapters", "engram.index", "engram.query"},
     "engram.continuity": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store",
                           "engram.adapters", "engram.index", "engram.query", "engram.memory"},
+    "engram.share": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store", "engram.index",
+                     "engram.capture", "engram.memory"},
     "engram.doctor": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store", "engram.index",
                       "engram.capture", "engram.integrations", "engram.memory"},
 }
