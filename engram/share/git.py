@@ -20,8 +20,10 @@ from engram.errors import ShareError
 log = logging.getLogger(__name__)
 
 ZERO = "0" * 40
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbad4904"
 # git must never stop to ask (a password prompt would hang `engram sync` in a hook or CI).
+# How git says that someone else moved a ref first: the push is unioned and tried again.
+_RACES = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref", "already exists",
+          "failed to update ref", "incorrect old value", "[rejected]")
 _ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
 
 
@@ -120,13 +122,15 @@ class Git:
     def push(self, remote: str, refspecs: list[str]) -> tuple[bool, str]:
         """Push explicit `src:dst` refspecs, never forced. (True, "") or (False, git's reason):
         a rejection (someone pushed first) is for the caller to union and retry."""
-        out = self.run("push", "--quiet", "--porcelain", remote, *refspecs, check=False)
-        text = (out.stdout + out.stderr).decode("utf-8", "replace")
+        out = self.run("push", "--porcelain", remote, *refspecs, check=False)
         if out.returncode == 0:
             return True, ""
-        if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text or "stale info" in text:
-            return False, last_line(out.stderr) or "rejected"
-        raise ShareError(f"git push to {remote!r} failed: {last_line(out.stderr) or last_line(out.stdout)}")
+        refused = [ln for ln in out.stdout.decode("utf-8", "replace").splitlines() if ln.startswith("!")]
+        reasons = " ".join(ln.split("\t")[-1] for ln in refused)
+        if refused and any(word in reasons for word in _RACES):
+            return False, reasons
+        why = reasons or last_line(out.stderr) or last_line(out.stdout)
+        raise ShareError(f"git push to {remote!r} failed: {why}")
 
     # ------------------------------------------------------------ objects
 
@@ -201,7 +205,7 @@ class Git:
     def make_tree(self, files: dict[str, str]) -> str:
         """A tree of `path -> blob sha`, its folders built deepest first, one `mktree --batch` a level."""
         if not files:
-            return EMPTY_TREE
+            return self.text("mktree", input=b"")  # (written: commit-tree needs the object)
         folders: dict[str, dict[str, str]] = {"": {}}
         for path, sha in files.items():
             parts = path.split("/")
