@@ -4,6 +4,7 @@ remote does to a store (nothing)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 import zstandard
 from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram, session_cwd
+from pytest_lsp import LanguageClient
+from test_lsp import client, lenses, open_doc, start  # noqa: F401 - the language server fixture
 
 pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
                                 reason="git is not installed")
@@ -296,3 +299,25 @@ def _nested_tree(repo: Path, rows: list[str]) -> str:
         head, path = ln.split("\t", 1)
         files[path] = head.split()[2]
     return Git(repo).make_tree(files)
+
+
+async def test_a_running_language_server_shows_pulled_sessions(team: dict[str, Path], spotter: Path,
+                                                               client: LanguageClient) -> None:  # noqa: F811
+    alice, bob = team["alice"], team["bob"]
+    await asyncio.to_thread(run_engram, alice, "push")
+    await start(client, bob)
+    uri = ""
+    for rel, text in sorted(created_by(spotter, SPOTTER_MAIN).items()):  # a file only alice's session wrote
+        if (bob / rel).is_file() and (bob / rel).read_text() == text and len(text.splitlines()) > 30:
+            uri = open_doc(client, bob / rel)
+            if not await lenses(client, uri):
+                break
+    assert uri and not await lenses(client, uri), "bob has no session of this file yet"
+    client.indexed.clear()  # type: ignore[attr-defined]
+    await asyncio.to_thread(run_engram, bob, "pull")
+    for _ in range(300):
+        if client.indexed:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.1)
+    assert client.indexed, "the server noticed the pull's new epoch"  # type: ignore[attr-defined]
+    assert await lenses(client, uri), "the lenses show alice's session"
