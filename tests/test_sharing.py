@@ -8,6 +8,7 @@ import asyncio
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,11 +17,19 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, created_by, git, run_engram, session_cwd
+from conftest import (
+    SPOTTER_MAIN,
+    SPOTTER_OTHER,
+    build_spot_repo,
+    created_by,
+    git,
+    run_engram,
+    session_cwd,
+)
 from pytest_lsp import LanguageClient
 from test_lsp import client, lenses, open_doc, start  # noqa: F401 - the language server fixture
 
-pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+pytestmark = pytest.mark.skipif(shutil.which("git") is None,
                                 reason="git is not installed")
 
 

@@ -75,6 +75,9 @@ class Git:
                 return got
         return "origin"
 
+    def remotes(self) -> list[str]:
+        return self.run("remote", check=False).stdout.decode().split()
+
     def has_remote(self, name: str) -> bool:
         """`name` is a configured remote, or a path or URL git can use as one."""
         if self.run("config", f"remote.{name}.url", check=False).returncode == 0:
