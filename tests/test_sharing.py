@@ -330,3 +330,30 @@ async def test_a_running_language_server_shows_pulled_sessions(team: dict[str, P
         await asyncio.sleep(0.1)
     assert client.indexed, "the server noticed the pull's new epoch"  # type: ignore[attr-defined]
     assert await lenses(client, uri), "the lenses show alice's session"
+
+
+def test_what_leaves_is_chosen_by_marks_and_settings(team: dict[str, Path]) -> None:
+    bob, remote = team["bob"], team["remote"]
+
+    def dry() -> dict[str, str | None]:
+        doc = json.loads(run_engram(bob, "push", "--dry-run", "--json").stdout)
+        return {**{s["session_id"]: None for s in doc["sessions"]}, **{s["session_id"]: s["excluded"]
+                                                                        for s in doc["excluded"]}}
+
+    assert dry() == {SPOTTER_OTHER: None}
+    run_engram(bob, "tapes", "--private", SPOTTER_OTHER[:8])
+    assert "private" in str(dry()[SPOTTER_OTHER])
+    pushed = json.loads(run_engram(bob, "push", "--json").stdout)
+    assert pushed["sessions"] == [] and SPOTTER_OTHER not in str(pushed["refs"])
+    assert git(remote, "for-each-ref", "refs/engram/tapes") == "", "nothing of a private session left"
+    run_engram(bob, "tapes", "--shared", SPOTTER_OTHER)
+    assert dry() == {SPOTTER_OTHER: None}
+    config = bob / ".engram" / "config.toml"
+    for setting, why in (('exclude_harnesses = ["claude-code"]', "harness claude-code"),
+                         ('exclude_paths = ["lib/spotter/*"]', "touched lib/spotter/"),
+                         ("max_age_days = 30", "older than 30 days")):
+        config.write_text(f"[share]\n{setting}\n")
+        assert why in str(dry()[SPOTTER_OTHER]), setting
+    config.write_text('[share]\nmemory_scope = "everyone"\n')
+    bad = run_engram(bob, "push", "--dry-run", check=False)
+    assert bad.returncode == 1 and "share.memory_scope" in bad.stderr

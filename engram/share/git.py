@@ -80,6 +80,8 @@ class Git:
 
     def has_remote(self, name: str) -> bool:
         """`name` is a configured remote, or a path or URL git can use as one."""
+        if not name or name.startswith("-"):
+            return False
         if self.run("config", f"remote.{name}.url", check=False).returncode == 0:
             return True
         return "/" in name or ":" in name or Path(name).is_dir()

@@ -73,6 +73,8 @@ def pull(store: Store, remote: str | None = None, *, since: str | None = None, e
          index: bool = True) -> PullReport:
     git = open_git(store)
     remote = remote or git.default_remote()
+    if not git.has_remote(remote):
+        raise ShareError(f"no git remote {remote!r} (`git remote -v` lists them; `engram pull REMOTE` names one)")
     refs = git.remote_refs(remote, NAMESPACE)
     if INDEX_REF not in refs:
         raise ShareError(f"remote {remote!r} holds no Engram data (no {INDEX_REF}): nothing to pull. "
