@@ -18,10 +18,12 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import zstandard
 
+from engram.capture.pipeline import _worker_count
 from engram.capture.removal import remove_tapes, removed_sessions
 from engram.errors import CorruptTape, ShareError, UnknownTape
 from engram.fsutil import atomic_write, fsync_dir
@@ -45,7 +47,7 @@ from engram.share.push import fetch_index, open_git
 from engram.store.lock import ingest_lock, memory_lock
 from engram.store.repo import Store
 from engram.tape.objects import object_path
-from engram.tape.reader import TapeReader
+from engram.tape.reader import TapeReader, mark_verified
 from engram.tape.writer import TAPE_SUFFIX, tape_files, tape_path
 
 log = logging.getLogger(__name__)
@@ -192,7 +194,9 @@ def _write_tapes(store: Store, git: Git, wanted: list[dict[str, Any]], report: P
             tmp.unlink(missing_ok=True)
             report.damaged.append(f"tape {tid[:12]} ({exc})")
             continue
-        os.replace(tmp, tape_path(store.tapes_dir, tid))
+        final = tape_path(store.tapes_dir, tid)
+        os.replace(tmp, final)
+        mark_verified(final)  # (hashed above: the indexer of this process need not hash it again)
         report.sessions.append({"tape": tid, "session_id": e.get("session_id"), "harness": e.get("harness"),
                                 "started": e.get("started"), "size": len(data)})
         report.bytes += len(data)
@@ -227,17 +231,63 @@ def _merge_memories(store: Store, git: Git, idx: RemoteIndex) -> int:
     return changed
 
 
-def index_new(store: Store) -> int:
-    """Catalogue and index the tapes that arrived (the path of `engram index`), then give the index
-    a new epoch so a running language server recomputes its lenses."""
+def index_new(store: Store, workers: int | None = None) -> int:
+    """Catalogue and index the tapes that arrived (the path of `engram index`: `reconcile`, then
+    the tapes not indexed yet, fingerprinted in up to 2 worker processes as a bulk ingest does),
+    then give the index a new epoch so a running language server recomputes its lenses."""
     with ingest_lock(store):
         db = open_db(store)
         try:
             reconcile(db, store)
-            n = index_pending(store, db)
+            todo = [r[0] for r in db.execute("SELECT id FROM tapes WHERE indexed=0 ORDER BY begins, id")]
+            n_workers = workers if workers is not None else _worker_count(len(todo))  # (ENGRAM_WORKERS, as ingest)
+            if n_workers > 1 and len(todo) > 1:
+                n = _index_parallel(store, db, todo, n_workers)
+            else:
+                n = index_pending(store, db)
             if n:
                 with immediate(db):
                     new_epoch(db)
         finally:
             db.close()
     return n
+
+
+def _index_parallel(store: Store, db: Any, todo: list[str], n_workers: int) -> int:
+    """`index_pending` with the fingerprinting in worker processes (results taken in order, so
+    the index is the one the serial path builds). A killed worker leaves the rest unindexed, for
+    the next pull or `engram index`."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from engram.capture.pipeline import _exit_with
+    from engram.index.build import Indexer, small_pages
+
+    indexer = Indexer(store)
+    indexer.restore(db)
+    k, w = indexer.resolve_params(db)
+    ctx = multiprocessing.get_context("forkserver")  # safe in a process with threads (a language server)
+    ctx.set_forkserver_preload(["engram.index.build"])
+    done = 0
+    with small_pages(), ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_exit_with,
+                                            initargs=(os.getpid(),)) as pool:
+        try:
+            for prepared in pool.map(_prepare, [str(store.root)] * len(todo), todo, [k] * len(todo),
+                                     [w] * len(todo)):
+                indexer.accept(db, prepared)
+                done += 1
+        except (BrokenProcessPool, EOFError):
+            log.warning("a worker process was killed: %d pulled tapes left unindexed; `engram index` indexes them",
+                        len(todo) - done)
+        indexer.finish(db)
+    return done
+
+
+def _prepare(root: str, tape_id: str, k: int, w: int) -> Any:
+    """Worker side: one tape's fragments and fingerprints (`prepare_tape`), read from the store."""
+    from engram.index.build import prepare_tape
+
+    store = Store(Path(root))
+    with TapeReader(tape_path(store.tapes_dir, tape_id), store.objects_dir) as r:
+        return prepare_tape(tape_id, list(r.events(resolve_objects=True)), k, w)
