@@ -199,15 +199,22 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
     mb = sum(p.stat().st_size for p in files) / 1e6
     fetched = timed(lambda: pull(store, "origin", everything=True, index=False))
     n = len(fetched[2].sessions)  # type: ignore[attr-defined]
-    wall, cpu, indexed = timed(lambda: index_new(store))
+    # once serially in a copy (all the CPU in this process: the total work), once as a pull does it
+    # (worker processes, whose CPU the forkserver's children keep: wall only)
+    serial_root = base / "big-serial"
+    shutil.copytree(big, serial_root, symlinks=True)
+    s_wall, s_cpu, _ = timed(lambda: index_new(Store(serial_root), workers=1))
+    wall, _, indexed = timed(lambda: index_new(store))
     ok = "met" if wall <= 10 else "**not met**"
     return [[f"git push of the store's {mb:.0f} MB of tapes, plain blobs (reference)", f"{ref[0]:.1f} s",
              f"{ref[1]:.1f} s", "reference"],
             [f"engram push of the same {len(files)} tapes (with the redaction check)", f"{eng[0]:.1f} s",
              f"{eng[1]:.1f} s", f"{ref[0] / eng[0]:.2f}x the reference's speed"],
             [f"pull {n} sessions (fetch, verify, write)", f"{fetched[0]:.1f} s", f"{fetched[1]:.1f} s", "—"],
-            [f"index the {indexed} pulled tapes into the {args.store_size / 1e6:.0f} MB store",
-             f"{wall:.2f} s", f"{cpu:.2f} s", f"≤ 10 s: {ok}"]]
+            [f"index the {indexed} pulled tapes into the {args.store_size / 1e6:.0f} MB store, serially",
+             f"{s_wall:.2f} s", f"{s_cpu:.2f} s", "(the CPU of the work)"],
+            [f"the same as `engram pull` does it ({min(2, os.cpu_count() or 1)} workers)", f"{wall:.2f} s", "—",
+             f"≤ 10 s: {ok}"]]
 
 
 def main(argv: list[str] | None = None) -> int:
