@@ -357,3 +357,26 @@ def test_what_leaves_is_chosen_by_marks_and_settings(team: dict[str, Path]) -> N
     config.write_text('[share]\nmemory_scope = "everyone"\n')
     bad = run_engram(bob, "push", "--dry-run", check=False)
     assert bad.returncode == 1 and "share.memory_scope" in bad.stderr
+
+
+def test_pull_takes_sessions_since_a_date_and_of_this_clones_history(team: dict[str, Path], tmp_path: Path) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    (alice / "notes.txt").write_text("local work\n")
+    git(alice, "add", "notes.txt")
+    git(alice, "commit", "-qm", "not pushed")  # a commit only alice has
+    run_engram(alice, "record", "--", sys.executable, "-c", "print('recorded on the unpushed commit')")
+    run_engram(alice, "push")
+    run_engram(bob, "push")
+    carol = tmp_path / "carol" / "app"
+    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(carol))
+    run_engram(carol, "init")
+    since = json.loads(run_engram(carol, "pull", "--since", "2026-02-12", "--json").stdout)
+    assert {s["session_id"] for s in since["sessions"]} == {SPOTTER_OTHER}
+    assert any("began before 2026-02-12" in why for why in since["skipped"])
+    rest = json.loads(run_engram(carol, "pull", "--json").stdout)
+    assert {s["session_id"] for s in rest["sessions"]} == {SPOTTER_MAIN}, rest
+    assert any("not in this clone's history" in why for why in rest["skipped"]), rest["skipped"]
+    everything = json.loads(run_engram(carol, "pull", "--all", "--json").stdout)
+    assert [s["harness"] for s in everything["sessions"]] == ["record"], everything
+    bad = run_engram(carol, "pull", "--since", "last tuesday", check=False)
+    assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
