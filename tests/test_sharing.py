@@ -380,3 +380,29 @@ def test_pull_takes_sessions_since_a_date_and_of_this_clones_history(team: dict[
     assert [s["harness"] for s in everything["sessions"]] == ["record"], everything
     bad = run_engram(carol, "pull", "--since", "last tuesday", check=False)
     assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_a_push_that_loses_the_race_unions_and_retries(team: dict[str, Path], tmp_path: Path) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    real = shutil.which("git")
+    folder = tmp_path / "hold"
+    folder.mkdir()
+    # alice's first push of the index waits (after touching `held`) until `go` exists: bob pushes meanwhile
+    (folder / "git").write_text(
+        "#!/bin/sh\ncase \"$*\" in *push*refs/engram/index*) if [ ! -e '{d}/held' ]; then touch '{d}/held';"
+        " while [ ! -e '{d}/go' ]; do sleep 0.1; done; fi;; esac\nexec '{git}' \"$@\"\n".format(d=folder, git=real))
+    (folder / "git").chmod(0o755)
+    proc = _engram(alice, "push", "--json", env={"PATH": f"{folder}:{os.environ['PATH']}"})
+    deadline = time.time() + 120
+    while not (folder / "held").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert (folder / "held").exists()
+    run_engram(bob, "push")
+    (folder / "go").touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["attempts"] >= 2, "rejected once, then unioned with bob's push"
+    listed = git(remote, "ls-tree", "-r", "--name-only", "refs/engram/index", "sessions/").split()
+    sessions = {json.loads(git(remote, "show", f"refs/engram/index:{p}"))["session_id"] for p in listed}
+    assert sessions == {SPOTTER_MAIN, SPOTTER_OTHER}
+    assert len(git(remote, "rev-list", "refs/engram/index").split()) == 2, "bob's commit, then alice's on top"
