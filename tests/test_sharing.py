@@ -406,3 +406,26 @@ def test_a_push_that_loses_the_race_unions_and_retries(team: dict[str, Path], tm
     sessions = {json.loads(git(remote, "show", f"refs/engram/index:{p}"))["session_id"] for p in listed}
     assert sessions == {SPOTTER_MAIN, SPOTTER_OTHER}
     assert len(git(remote, "rev-list", "refs/engram/index").split()) == 2, "bob's commit, then alice's on top"
+
+
+def test_a_purged_tape_leaves_the_tip_of_its_shard_with_its_objects(team: dict[str, Path], tmp_path: Path) -> None:
+    from secret_kinds import kinds, probe_session
+
+    alice, remote = team["alice"], team["remote"]
+    (alice / ".engram" / "config.toml").write_text("[ingest]\nobject_threshold = 4096\n")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    run_engram(alice, "ingest", str(probe_session(probe, kinds(3), big=8192)))
+    assert list((alice / ".engram" / "objects").rglob("*")), "the probe's long output is an object"
+    run_engram(alice, "push")
+
+    def shard_files() -> list[str]:
+        refs = git(remote, "for-each-ref", "--format=%(refname)", "refs/engram/tapes").split()
+        return [p for ref in refs for p in git(remote, "ls-tree", "-r", "--name-only", ref).split()]
+
+    assert any(p.startswith("objects/") for p in shard_files())
+    run_engram(alice, "tapes", "rm", "5ec7e700-0000-4000-8000-000000000001", "--purge")
+    run_engram(alice, "push")
+    left = shard_files()
+    assert not any(p.startswith("objects/") for p in left), left
+    assert len([p for p in left if p.endswith(".jsonl.zst")]) == 1, "the main session's tape stays"

@@ -116,7 +116,7 @@ def push(store: Store, remote: str | None = None, *, dry_run: bool = False) -> P
         _describe(report, store, cands, going, mem, idx, tombs)
         if dry_run:
             return report
-        entries, shard_commits = _shards(git, store, remote, refs, clone, going, gone)
+        entries, shard_commits = _shards(git, store, remote, refs, clone, going, gone, idx)
         if shard_commits:
             ok, why = git.push(remote, [f"{c}:{ref}" for ref, c in sorted(shard_commits.items())])
             if not ok:
@@ -164,10 +164,10 @@ def _size(path: Any) -> int:
 
 
 def _shards(git: Git, store: Store, remote: str, refs: dict[str, str], clone: str, going: list[Candidate],
-            gone: set[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+            gone: set[str], idx: RemoteIndex) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """New commits of this clone's shards: each the remote shard's tree (tombstoned tapes left
-    out) plus the tapes going into it and their objects. Returns the index entries of the tapes
-    and the commits by ref."""
+    out, with the objects no tape left in it names) plus the tapes going into it and their
+    objects. Returns the index entries of the tapes and the commits by ref."""
     by_ref: dict[str, list[Candidate]] = {}
     for c in going:
         by_ref.setdefault(shard_ref(clone, month_of(c.started)), []).append(c)
@@ -181,6 +181,11 @@ def _shards(git: Git, store: Store, remote: str, refs: dict[str, str], clone: st
         files = {p: e.sha for p, e in git.tree(base).items()} if base else {}
         kept = {p: s for p, s in files.items() if not (p.endswith(TAPE_SUFFIX) and p[:64] in gone)}
         group = by_ref.get(ref, [])
+        if kept != files:  # a purged tape's objects (a large tool output) go with it
+            named = {d for tid, e in idx.sessions.items() if tid not in gone and
+                     SHARD_PREFIX + str(e.get("shard")) == ref for d in (e.get("objects") or {})}
+            named |= set().union(*(c.objects for c in group)) if group else set()
+            kept = {p: s for p, s in kept.items() if not p.startswith("objects/") or p[8:10] + p[11:] in named}
         if not group and kept == files:
             continue
         tape_paths = [c.path for c in group]
