@@ -36,3 +36,8 @@ class DamagedIndex(EngramError):
 
 class UnknownMemory(EngramError):
     """A memory reference matched nothing (or more than one memory), or a memory that was forgotten."""
+
+
+class ShareError(EngramError):
+    """Sharing through git failed: a remote that cannot be reached or holds no Engram data, a
+    rejected push that did not settle, objects that do not match their names."""

@@ -38,6 +38,8 @@ LAYERS: dict[str, set[str]] = {
                           "engram.adapters", "engram.index", "engram.query", "engram.memory"},
     "engram.interop": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store", "engram.anchor",
                        "engram.adapters", "engram.index", "engram.capture", "engram.query"},
+    "engram.share": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store", "engram.index",
+                     "engram.capture", "engram.memory"},
     "engram.doctor": {"engram.errors", "engram.words", "engram.fsutil", "engram.tape", "engram.store", "engram.index",
                       "engram.capture", "engram.integrations", "engram.memory"},
 }

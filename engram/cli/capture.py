@@ -26,6 +26,11 @@ def cmd_init(args: argparse.Namespace) -> int:
         print_json({"store": str(store.dir), "warnings": warnings})
     else:
         print(f"initialised {store.dir}")
+        from engram.share.git import Git
+
+        if Git(store.root).remotes():  # (no network: whether teammates pushed is for `engram pull` to find)
+            print("  teammates' sessions and notes shared on the remote: `engram pull` (docs/sharing.md)",
+                  file=sys.stderr)
     return 0
 
 

@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, doctor, memory, query, resume, running_server, tapes
-from engram.cli import interop
+from engram.cli import agents, capture, doctor, interop, memory, query, resume, running_server, share, tapes
 
 log = logging.getLogger("engram")
 
@@ -140,6 +139,7 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     query.register(sub)
     resume.register(sub)
     memory.register(sub)
+    share.register(sub)
     doctor.register(sub)
     interop.register(sub)
     s = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")

@@ -136,7 +136,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
     with _memories(args) as mem:
         done = mem.remember(content, kind=args.kind, tags=args.tag or (), importance=args.importance,
                             pinned=args.pin, at=args.at or (), evidence=args.evidence or (), source=calling_agent(),
-                            context=args.context or "")
+                            context=args.context or "", scope=args.scope)
     if args.json:
         _out(done.to_json())
         return 0
@@ -454,6 +454,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--context", metavar="TEXT", help="what it answers or was said in reply to (e.g. the request): "
                                                      "recall searches it too, at half weight")
     _common(s)
+    s.add_argument("--scope", choices=("team", "personal"),
+                   help="team: leaves with `engram push`; personal: never leaves this clone (default: the setting "
+                        "share.memory_scope, team; docs/sharing.md)")
     s.set_defaults(func=cmd_remember)
 
     s = sub.add_parser("recall", help="find the memories that answer a query (BM25, embeddings, anchors)",

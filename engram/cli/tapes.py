@@ -18,6 +18,8 @@ def cmd_tapes(args: argparse.Namespace) -> int:
 
     store = store_of(args)
     db = open_db(store)
+    if args.private or args.shared:
+        return _mark(store, db, args.private or args.shared, private=bool(args.private), json=args.json)
     rows = list_tapes(db, limit=args.limit, harness=args.harness)
     if args.json:
         print_json([r.as_dict() for r in rows])
@@ -27,6 +29,22 @@ def cmd_tapes(args: argparse.Namespace) -> int:
         print(f"no tapes from harness {args.harness!r}; `engram tapes` lists them all", file=sys.stderr)
     else:
         print("no tapes yet: run `engram ingest`", file=sys.stderr)
+    return 0
+
+
+def _mark(store: object, db: object, ref: str, *, private: bool, json: bool) -> int:
+    """`engram tapes --private ID` / `--shared ID`: mark a session (all its segments) as never
+    pushed, or pushable again (engram.share.choose)."""
+    from engram.index.catalog import resolve_tapes
+    from engram.share.choose import mark_private
+
+    sessions = sorted({r.session_id for r in resolve_tapes(db, ref)})  # type: ignore[arg-type]
+    mark_private(store, sessions, private)  # type: ignore[arg-type]
+    if json:
+        print_json({"sessions": sessions, "private": private})
+    else:
+        state = "private: `engram push` leaves it here" if private else "shared again: `engram push` sends it"
+        print(f"{plural(len(sessions), 'session')} ({', '.join(s[:8] for s in sessions)}) {state}")
     return 0
 
 
@@ -123,6 +141,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     people_output(s)
     s.add_argument("--limit", type=positive, help="only the newest N tapes")
     s.add_argument("--harness", metavar="NAME", help="only tapes of this harness (claude-code, codex, editor, ...)")
+    mark = s.add_mutually_exclusive_group()
+    mark.add_argument("--private", metavar="ID", help="mark a session (a tape-id prefix or session id) private: "
+                                                      "`engram push` never sends it")
+    mark.add_argument("--shared", metavar="ID", help="undo --private: the session may be pushed again")
     s.set_defaults(func=cmd_tapes)
     tsub = s.add_subparsers(dest="tapes_command", metavar="{rm}")
     r = tsub.add_parser("rm", help="remove a tape (or a session's tapes) from the store; ingest will not bring it back",

@@ -247,8 +247,12 @@ class Memories:
                  importance: float = DEFAULT_IMPORTANCE, pinned: bool = False, at: Sequence[str] = (),
                  evidence: Sequence[str | Evidence] = (), source: Source | None = None,
                  created: str | None = None, dedup: bool = True,
-                 buffers: Mapping[str, str] | None = None, context: str = "") -> Remembered:
+                 buffers: Mapping[str, str] | None = None, context: str = "", scope: str | None = None
+                 ) -> Remembered:
         """Write a memory, or reinforce the active memory it nearly repeats (see `dedup`).
+
+        `scope`: "team" (leaves with `engram push`) or "personal" (never leaves this clone); None
+        stores none, and the setting `share.memory_scope` decides when it is pushed.
 
         `context`: what the memory was said in reply to or written during (the request it answers,
         the conversation before it); recall searches it at half weight (`Memory.context`)."""
@@ -281,6 +285,8 @@ class Memories:
                 data["created"] = created
             if context:
                 data["context"] = context
+            if scope is not None:
+                data["scope"] = check_scope(scope)
             events = [Pending("add", mid, source.to_json(), data)]
             links = []
             for target, relation, why in found.links:
@@ -574,6 +580,15 @@ def _cwd_inside(root: Any) -> Any:
     cwd = Path.cwd().resolve()
     rootp = Path(root).resolve()
     return cwd if cwd == rootp or rootp in cwd.parents else rootp
+
+
+SCOPES = ("team", "personal")
+
+
+def check_scope(scope: str) -> str:
+    if scope not in SCOPES:
+        raise BadInput(f"scope {scope!r}: must be team (leaves with `engram push`) or personal (never leaves)")
+    return scope
 
 
 def rebuild_projection(store: Store, db: apsw.Connection) -> dict[str, Any]:

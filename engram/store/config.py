@@ -14,7 +14,8 @@ from engram.errors import BadInput
 
 log = logging.getLogger(__name__)
 
-CHOICES: dict[str, tuple[str, ...]] = {"explain.rank": ("writer", "touches", "evidence")}
+CHOICES: dict[str, tuple[str, ...]] = {"explain.rank": ("writer", "touches", "evidence"),
+                                       "share.memory_scope": ("team", "personal")}
 DEFAULTS: dict[str, Any] = {
     "ingest": {
         # Lines longer than this are skipped (counted) rather than parsed: a runaway
@@ -50,6 +51,17 @@ DEFAULTS: dict[str, Any] = {
         "session_budget": 1500,
         # An `edited` note counts as drifted below this share of its code retained.
         "drift_below": 0.8,
+    },
+    "share": {
+        # What `engram push` leaves out (docs/sharing.md): sessions of these harnesses, sessions
+        # that read or edited a file matching one of these globs (repository-relative, fnmatch),
+        # sessions that began more than max_age_days ago (0: any age).
+        "exclude_harnesses": [],
+        "exclude_paths": [],
+        "max_age_days": 0,
+        # The scope of a memory written without `--scope`: "team" travels with `engram push`,
+        # "personal" never leaves this clone.
+        "memory_scope": "team",
     },
     "index": {
         # Fingerprints present in more than this share of tapes are stop-listed: a query skips

@@ -1,0 +1,293 @@
+"""`engram pull [REMOTE] [--since DATE] [--all]`: teammates' sessions, notes and purges from the
+remote's `refs/engram/` into this store, then into its index incrementally.
+
+Order, so that a pull killed anywhere leaves a store every command can use and the next pull
+finishes the job: git fetches the index and the wanted shards (objects first, refs last); the
+tombstones are applied (the purged tapes removed, as `engram tapes rm --purge` does); then each
+object and tape is verified against its content address and written atomically (temp file,
+fsync, rename), objects before the tapes naming them; the memory log files are unioned
+atomically under the memory lock; last, under the ingest lock, the new tapes are catalogued and
+indexed (the code path of `engram index`: `reconcile` + `index_pending`) and the index gets a new
+epoch, which a running language server polls to recompute its lenses. What to fetch is decided
+from the index alone, so a tape already here is never fetched again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from engram.capture.pipeline import _worker_count
+from engram.capture.removal import remove_tapes, removed_sessions
+from engram.errors import CorruptTape, ShareError, UnknownTape
+from engram.fsutil import atomic_write, fsync_dir
+from engram.index.build import index_pending
+from engram.index.catalog import reconcile
+from engram.index.db import open_db
+from engram.index.memo import new_epoch
+from engram.index.sql import immediate
+from engram.memory.events import EventLog
+from engram.share.choose import local_tombstones, purged_in, union_log
+from engram.share.git import Git
+from engram.share.layout import (
+    INDEX_REF,
+    NAMESPACE,
+    SHARD_PREFIX,
+    RemoteIndex,
+    is_address,
+    tracking_ref,
+)
+from engram.share.push import fetch_index, open_git
+from engram.store.lock import ingest_lock, memory_lock
+from engram.store.repo import Store
+from engram.tape.objects import object_path
+from engram.tape.reader import TapeReader, mark_verified
+from engram.tape.writer import TAPE_SUFFIX, tape_files, tape_path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PullReport:
+    remote: str
+    sessions: list[dict[str, Any]] = field(default_factory=list)  # tapes pulled
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> tapes not pulled
+    damaged: list[str] = field(default_factory=list)  # what did not match its address (not written)
+    objects: int = 0
+    bytes: int = 0
+    purged: list[str] = field(default_factory=list)  # local tapes removed by a teammate's tombstone
+    memory_files: int = 0  # log files that changed here
+    indexed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"remote": self.remote, "sessions": self.sessions, "skipped": self.skipped, "damaged": self.damaged,
+                "objects": self.objects, "bytes": self.bytes, "purged": self.purged,
+                "memory_files": self.memory_files, "indexed": self.indexed}
+
+
+def pull(store: Store, remote: str | None = None, *, since: str | None = None, everything: bool = False,
+         index: bool = True) -> PullReport:
+    git = open_git(store)
+    remote = remote or git.default_remote()
+    if not git.has_remote(remote):
+        raise ShareError(f"no git remote {remote!r} (`git remote -v` lists them; `engram pull REMOTE` names one)")
+    refs = git.remote_refs(remote, NAMESPACE)
+    if INDEX_REF not in refs:
+        raise ShareError(f"remote {remote!r} holds no Engram data (no {INDEX_REF}): nothing to pull. "
+                         "`engram push` puts this clone's sessions there")
+    idx = fetch_index(git, remote, refs)
+    report = PullReport(remote)
+    report.purged = _apply_tombstones(store, idx)
+    wanted = _wanted(store, git, idx, refs, since, everything, report)
+    shards = sorted({SHARD_PREFIX + str(e["shard"]) for e in wanted})
+    git.fetch(remote, [f"+{ref}:{tracking_ref(remote, ref)}" for ref in shards if not git.have([refs[ref]])])
+    for ref in shards:
+        git.set_ref(tracking_ref(remote, ref), refs[ref])
+    _write_objects(store, git, wanted, report)
+    _write_tapes(store, git, wanted, report)
+    report.memory_files = _merge_memories(store, git, idx)
+    if index:
+        report.indexed = index_new(store)
+    return report
+
+
+def _skip(report: PullReport, why: str) -> None:
+    report.skipped[why] = report.skipped.get(why, 0) + 1
+
+
+def _wanted(store: Store, git: Git, idx: RemoteIndex, refs: dict[str, str], since: str | None, everything: bool,
+            report: PullReport) -> list[dict[str, Any]]:
+    """The remote's sessions to fetch: not here already, not purged or removed here, begun on or
+    after `since`, and (unless `everything`) of a commit this clone knows or of no commit."""
+    here = {p.name[: -len(TAPE_SUFFIX)] for p in tape_files(store.tapes_dir)}
+    gone = set(local_tombstones(store)) | set(idx.tombstones)
+    removed = removed_sessions(store)
+    heads = {str(e.get("git_head")) for e in idx.sessions.values() if e.get("git_head")}
+    known = git.have(heads) if not everything else heads
+    out = []
+    for tid, e in sorted(idx.sessions.items()):
+        shard = SHARD_PREFIX + str(e.get("shard") or "")
+        if tid in here:
+            continue
+        if tid in gone:
+            _skip(report, "purged")
+        elif (str(e.get("harness") or ""), str(e.get("session_id") or "")) in removed:
+            _skip(report, "removed here (engram tapes rm)")
+        elif since and str(e.get("started") or "") < since:
+            _skip(report, f"began before {since}")
+        elif e.get("git_head") and str(e["git_head"]) not in known:
+            _skip(report, "of a commit not in this clone's history (--all pulls them)")
+        elif shard not in refs or not isinstance(e.get("blob"), str):
+            _skip(report, "listed, but its shard is not on the remote (an interrupted push: push again there)")
+        else:
+            out.append(e)
+    return out
+
+
+def _apply_tombstones(store: Store, idx: RemoteIndex) -> list[str]:
+    """Remove here, for good, the tapes a teammate purged (each recorded in removed.jsonl, so
+    this clone's pushes carry the tombstone on), then rebuild the index without them."""
+    here = {p.name[: -len(TAPE_SUFFIX)] for p in tape_files(store.tapes_dir)}
+    hit = sorted(set(idx.tombstones) & here)
+    if not hit:
+        return []
+    from engram.index.reindex import reindex
+    from engram.memory.memories import rebuild_projection
+    from engram.store.gc import collect
+
+    for tid in hit:
+        try:
+            remove_tapes(store, tid, purge=True, why="purged by a teammate (engram pull)")
+        except UnknownTape:  # on disk but never catalogued: delete the file itself
+            tape_path(store.tapes_dir, tid).unlink(missing_ok=True)
+    reindex(store, also=[rebuild_projection])
+    collect(store)
+    log.info("applied %d tombstones from the remote", len(hit))
+    return hit
+
+
+def _write_objects(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport) -> None:
+    """Objects first: a tape written before its objects would answer with a missing one."""
+    want: dict[str, str] = {}
+    for e in wanted:
+        for digest, sha in (e.get("objects") or {}).items():
+            if is_address(digest) and not object_path(store.objects_dir, digest).exists():
+                want[digest] = str(sha)
+    by_sha = {sha: d for d, sha in want.items()}
+    dctx = zstandard.ZstdDecompressor()
+    for sha, data in git.blobs(sorted(by_sha)):
+        digest = by_sha[sha]
+        try:
+            ok = data is not None and hashlib.sha256(dctx.decompress(data)).hexdigest() == digest
+        except zstandard.ZstdError:
+            ok = False
+        if not ok:
+            report.damaged.append(f"object {digest}")
+            continue
+        atomic_write(object_path(store.objects_dir, digest), data)  # type: ignore[arg-type]
+        report.objects += 1
+
+
+def _write_tapes(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport) -> None:
+    """Each tape verified against its name in a scratch folder, then renamed into tapes/."""
+    scratch = store.run_dir / "pull"
+    scratch.mkdir(parents=True, exist_ok=True)
+    by_blob = {str(e["blob"]): e for e in wanted}
+    for sha, data in git.blobs(sorted(by_blob)):
+        e = by_blob[sha]
+        tid = str(e["tape"]) if is_address(str(e.get("tape"))) else ""
+        if data is None or not tid:
+            report.damaged.append(f"tape {tid or sha}")
+            continue
+        tmp = scratch / f"{tid}{TAPE_SUFFIX}"
+        atomic_write(tmp, data, mode=0o444)
+        try:
+            with TapeReader(tmp):  # opening it hashes the content against the name
+                pass
+        except CorruptTape as exc:
+            tmp.unlink(missing_ok=True)
+            report.damaged.append(f"tape {tid[:12]} ({exc})")
+            continue
+        final = tape_path(store.tapes_dir, tid)
+        os.replace(tmp, final)
+        mark_verified(final)  # (hashed above: the indexer of this process need not hash it again)
+        report.sessions.append({"tape": tid, "session_id": e.get("session_id"), "harness": e.get("harness"),
+                                "started": e.get("started"), "size": len(data)})
+        report.bytes += len(data)
+    fsync_dir(store.tapes_dir)
+    if report.damaged:
+        log.warning("%d items from the remote did not match their content address and were not written: %s",
+                    len(report.damaged), ", ".join(report.damaged[:5]))
+
+
+def _merge_memories(store: Store, git: Git, idx: RemoteIndex) -> int:
+    """Each remote log file unioned into the local one (other clones' files only: this clone's
+    own are written here alone). Returns the files changed."""
+    if not idx.memories:
+        return 0
+    elog = EventLog(store)
+    own = f".{elog.clone}."
+    remote = dict(git.blobs(sorted(set(idx.memories.values()))))
+    changed = 0
+    with memory_lock(store):
+        local = {f.name: (elog.dir / f.name).read_bytes() for f in elog.files()}
+        theirs = {name: remote.get(sha) or b"" for name, sha in idx.memories.items() if own not in name}
+        purged = purged_in([*local.values(), *theirs.values()])
+        for name, data in sorted(theirs.items()):
+            merged = union_log([local.get(name, b""), data], purged)
+            if merged and merged != local.get(name):
+                atomic_write(elog.dir / name, merged, mode=0o644)
+                changed += 1
+    if changed:
+        from engram.memory.memories import Memories
+
+        Memories(store).db.close()
+    return changed
+
+
+def index_new(store: Store, workers: int | None = None) -> int:
+    """Catalogue and index the tapes that arrived (the path of `engram index`: `reconcile`, then
+    the tapes not indexed yet, fingerprinted in up to 2 worker processes as a bulk ingest does),
+    then give the index a new epoch so a running language server recomputes its lenses."""
+    with ingest_lock(store):
+        db = open_db(store)
+        try:
+            reconcile(db, store)
+            todo = [r[0] for r in db.execute("SELECT id FROM tapes WHERE indexed=0 ORDER BY begins, id")]
+            n_workers = workers if workers is not None else _worker_count(len(todo))  # (ENGRAM_WORKERS, as ingest)
+            if n_workers > 1 and len(todo) > 1:
+                n = _index_parallel(store, db, todo, n_workers)
+            else:
+                n = index_pending(store, db)
+            if n:
+                with immediate(db):
+                    new_epoch(db)
+        finally:
+            db.close()
+    return n
+
+
+def _index_parallel(store: Store, db: Any, todo: list[str], n_workers: int) -> int:
+    """`index_pending` with the fingerprinting in worker processes (results taken in order, so
+    the index is the one the serial path builds). A killed worker leaves the rest unindexed, for
+    the next pull or `engram index`."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from engram.capture.pipeline import _exit_with
+    from engram.index.build import Indexer, small_pages
+
+    indexer = Indexer(store)
+    indexer.restore(db)
+    k, w = indexer.resolve_params(db)
+    ctx = multiprocessing.get_context("forkserver")  # safe in a process with threads (a language server)
+    ctx.set_forkserver_preload(["engram.index.build"])
+    done = 0
+    with small_pages(), ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_exit_with,
+                                            initargs=(os.getpid(),)) as pool:
+        try:
+            for prepared in pool.map(_prepare, [str(store.root)] * len(todo), todo, [k] * len(todo),
+                                     [w] * len(todo)):
+                indexer.accept(db, prepared)
+                done += 1
+        except (BrokenProcessPool, EOFError):
+            log.warning("a worker process was killed: %d pulled tapes left unindexed; `engram index` indexes them",
+                        len(todo) - done)
+        indexer.finish(db)
+    return done
+
+
+def _prepare(root: str, tape_id: str, k: int, w: int) -> Any:
+    """Worker side: one tape's fragments and fingerprints (`prepare_tape`), read from the store."""
+    from engram.index.build import prepare_tape
+
+    store = Store(Path(root))
+    with TapeReader(tape_path(store.tapes_dir, tape_id), store.objects_dir) as r:
+        return prepare_tape(tape_id, list(r.events(resolve_objects=True)), k, w)

@@ -1,0 +1,431 @@
+"""Sharing through git (`engram push`, `pull`, `sync`; docs/sharing.md), with real git and bare
+remotes on local disk: what teammates see, what never leaves, and what an interrupted or bad
+remote does to a store (nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import zstandard
+from conftest import (
+    SPOTTER_MAIN,
+    SPOTTER_OTHER,
+    build_spot_repo,
+    created_by,
+    git,
+    run_engram,
+    session_cwd,
+)
+from pytest_lsp import LanguageClient
+from test_lsp import client, lenses, open_doc, start  # noqa: F401 - the language server fixture
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None,
+                                reason="git is not installed")
+
+
+def _sessions(root: Path) -> set[str]:
+    return {t["session_id"] for t in json.loads(run_engram(root, "tapes", "--json").stdout)}
+
+
+@pytest.fixture
+def team(tmp_path: Path, spotter: Path) -> dict[str, Path]:
+    """A bare remote; alice's clone (the repository, the main session ingested) pushed its branch;
+    bob's clone, at another absolute path, with the other session ingested."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    alice = tmp_path / "home" / "alice" / "src" / "app"
+    build_spot_repo(spotter, alice, ingest=False)
+    run_engram(alice, "ingest", str(spotter / f"{SPOTTER_MAIN}.jsonl"))
+    git(alice, "add", "-A")
+    git(alice, "commit", "-qm", "the app")
+    git(alice, "remote", "add", "origin", str(remote))
+    git(alice, "push", "-q", "origin", "HEAD:main")
+    bob = tmp_path / "Users" / "bob" / "work" / "deeper" / "app"
+    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(bob))
+    run_engram(bob, "init")
+    run_engram(bob, "ingest", str(spotter / f"{SPOTTER_OTHER}.jsonl"))
+    return {"remote": remote, "alice": alice, "bob": bob}
+
+
+def _engram(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "engram.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
+                            start_new_session=True)
+
+
+def _remote_objects(remote: Path) -> bytes:
+    """Every object of the remote, blobs decompressed when they are zstd (tapes, objects)."""
+    out = subprocess.run(["git", "-C", str(remote), "cat-file", "--batch-all-objects", "--batch"],
+                         capture_output=True, check=True).stdout
+    parts = [out]
+    dctx = zstandard.ZstdDecompressor()
+    at = 0
+    while at < len(out):
+        nl = out.index(b"\n", at)
+        head = out[at:nl].split()
+        size = int(head[2])
+        body = out[nl + 1:nl + 1 + size]
+        at = nl + 1 + size + 1
+        if head[1] == b"blob" and body[:4] == b"\x28\xb5\x2f\xfd":
+            try:
+                parts.append(dctx.stream_reader(io.BytesIO(body), read_across_frames=True).read())
+            except zstandard.ZstdError:
+                pass
+    return b"\n".join(parts)
+
+
+def test_two_clones_push_at_once_and_both_end_with_the_union(team: dict[str, Path]) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    run_engram(alice, "remember", "Scans run in a Task.Supervisor, never inline", "--kind", "decision")
+    run_engram(bob, "remember", "The subagent view polls every 2 s on purpose")
+    run_engram(bob, "remember", "my own todo: ask about the poller", "--scope", "personal")
+    pushes = [_engram(alice, "push"), _engram(bob, "push")]
+    for p in pushes:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, (out, err)
+    for clone in (alice, bob):
+        run_engram(clone, "pull")
+        assert _sessions(clone) == {SPOTTER_MAIN, SPOTTER_OTHER}
+        notes = run_engram(clone, "memory", "list", "--json").stdout
+        assert "Task.Supervisor" in notes and "polls every 2 s" in notes
+    assert "my own todo" not in run_engram(alice, "memory", "list", "--json").stdout
+    assert b"my own todo" not in _remote_objects(remote), "a personal memory never leaves"
+    # explain and search in alice's clone see bob's session at once (the index was extended)
+    assert SPOTTER_OTHER in run_engram(alice, "search", "subagent", "--json").stdout
+    # the refs are engram's own: no branch changed, a plain clone or fetch does not bring them
+    assert git(remote, "for-each-ref", "--format=%(refname)", "refs/heads").split() == ["refs/heads/main"]
+    plain = remote.parent / "plain"
+    git(remote.parent, "clone", "-q", "-b", "main", str(remote), str(plain))
+    git(plain, "fetch", "-q")
+    assert git(plain, "for-each-ref", "refs/engram", "refs/engram-remotes") == ""
+    assert git(alice, "status", "--porcelain") == "", "the working tree and the index are untouched"
+    again = json.loads(run_engram(alice, "push", "--json").stdout)
+    assert again["sessions"] == [] and again["refs"] == [], "nothing new: nothing pushed"
+
+
+def _explain_first(root: Path, span: str) -> str:
+    doc = json.loads(run_engram(root, "explain", span, "--brief").stdout)
+    return str(doc["sessions"][0]["session_id"]) if doc["sessions"] else ""
+
+
+def test_a_clone_at_another_path_explains_the_same_spans_with_the_same_session_first(
+        team: dict[str, Path], spotter: Path) -> None:
+    alice, bob = team["alice"], team["bob"]
+    run_engram(alice, "push")
+    run_engram(bob, "pull")
+    cwd = session_cwd(spotter / f"{SPOTTER_MAIN}.jsonl")
+    assert not str(bob).startswith(cwd) and not str(alice).startswith(cwd)
+    files = [rel for rel, text in sorted(created_by(spotter, SPOTTER_MAIN).items())
+             if (bob / rel).is_file() and (alice / rel).read_text() == text and len(text.splitlines()) > 30][:3]
+    assert files
+    for rel in files:
+        span = f"{rel}:5-25"
+        first = _explain_first(alice, span)
+        assert first == SPOTTER_MAIN
+        assert _explain_first(bob, span) == first, span
+
+
+def test_purges_propagate_as_tombstones(team: dict[str, Path]) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    note = json.loads(run_engram(alice, "remember", "The scanner keeps a secret sauce recipe", "--json").stdout)["id"]
+    run_engram(bob, "push")
+    run_engram(alice, "pull")
+    run_engram(alice, "push")
+    run_engram(bob, "pull")
+    assert _sessions(bob) == {SPOTTER_MAIN, SPOTTER_OTHER}
+    assert "secret sauce" in run_engram(bob, "memory", "list", "--json").stdout
+
+    run_engram(alice, "tapes", "rm", SPOTTER_OTHER, "--purge")
+    run_engram(alice, "forget", note, "--purge")
+    pushed = json.loads(run_engram(alice, "push", "--json").stdout)
+    assert pushed["tombstones"] >= 1
+    pulled = json.loads(run_engram(bob, "pull", "--json").stdout)
+    assert pulled["purged"], pulled
+    assert _sessions(bob) == {SPOTTER_MAIN}
+    assert "secret sauce" not in run_engram(bob, "memory", "list", "--json").stdout
+    assert not any(b"secret sauce" in p.read_bytes() for p in (bob / ".engram" / "events").rglob("*.jsonl"))
+    # the tip of the remote's index no longer lists them (its history still holds them: docs/sharing.md)
+    tree = git(remote, "ls-tree", "-r", "--name-only", "refs/engram/index")
+    assert "sessions/" in tree and all(SPOTTER_OTHER not in git(remote, "show", f"refs/engram/index:{p}")
+                                       for p in tree.split() if p.startswith("sessions/"))
+    # bob pushes again: the purged session does not come back from his side
+    run_engram(bob, "push")
+    run_engram(alice, "pull")
+    assert _sessions(alice) == {SPOTTER_MAIN}
+
+
+def _git_wrapper(tmp: Path, sleep_on: str) -> dict[str, str]:
+    """PATH with a `git` that runs the real one, but stops for a minute (after touching
+    tmp/stopped) when its arguments contain `sleep_on`: a push killed at a known point."""
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    folder = tmp / "wrap"
+    folder.mkdir(exist_ok=True)
+    script = folder / "git"
+    script.write_text(f"#!/bin/sh\ncase \"$*\" in *'{sleep_on}'*) touch '{tmp}/stopped'; sleep 60;; esac\n"
+                      f"exec '{real}' \"$@\"\n")
+    script.chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def test_a_killed_push_and_a_killed_pull_recover(team: dict[str, Path], tmp_path: Path) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    # push killed after its tapes reached the remote, before the index named them
+    env = _git_wrapper(tmp_path, "refs/engram/index")
+    proc = _engram(alice, "push", env=env)
+    deadline = time.time() + 120
+    while not (tmp_path / "stopped").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    _kill(proc)
+    assert git(remote, "for-each-ref", "--format=%(refname)", "refs/engram/tapes"), "the shard was pushed"
+    assert git(remote, "for-each-ref", "refs/engram/index") == ""
+    before = sorted(p.name for p in (bob / ".engram" / "tapes").iterdir())
+    failed = run_engram(bob, "pull", check=False)
+    assert failed.returncode == 1 and "holds no Engram data" in failed.stderr
+    assert sorted(p.name for p in (bob / ".engram" / "tapes").iterdir()) == before
+    run_engram(alice, "push")
+    # pulls killed at several points, each in a fresh clone: the store stays usable, the next pull completes
+    killed = 0
+    for i, delay in enumerate((0.5, 1.0, 2.0)):
+        clone = tmp_path / f"carol{i}" / "app"
+        git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(clone))
+        run_engram(clone, "init")
+        proc = _engram(clone, "pull")
+        time.sleep(delay)
+        if proc.poll() is None:
+            killed += 1
+            _kill(proc)
+        else:
+            proc.communicate()
+        assert run_engram(clone, "tapes", "--json").returncode == 0
+        run_engram(clone, "pull")
+        assert _sessions(clone) == {SPOTTER_MAIN}
+        assert SPOTTER_MAIN in run_engram(clone, "search", "spotter", "--json").stdout
+    assert killed >= 1, "every pull finished before it could be killed"
+    run_engram(bob, "pull")
+    assert _sessions(bob) == {SPOTTER_MAIN, SPOTTER_OTHER}
+
+
+def test_nothing_unredacted_leaves(team: dict[str, Path], tmp_path: Path) -> None:
+    from secret_kinds import kinds, probe_session
+
+    alice, remote = team["alice"], team["remote"]
+    probe = kinds(7)
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    run_engram(alice, "ingest", str(probe_session(folder, probe)))
+    # a session captured before its token's rule was added: pushed only after `redact --again`
+    token = "itk_" + "Q7wz" * 8
+    late = tmp_path / "late.txt"
+    late.write_text(f"the deploy uses {token} for the internal API\n")
+    run_engram(alice, "ingest", str(late))
+    (alice / ".engram" / "config.toml").write_text(
+        '[redact]\npatterns = [{ name = "internal-token", pattern = "itk_[A-Za-z0-9]{32}" }]\n')
+    run_engram(alice, "remember", f"the staging password is password={'Zq9' * 6}x", "--scope", "team")
+    dry = json.loads(run_engram(alice, "push", "--dry-run", "--json").stdout)
+    held = [s for s in dry["excluded"] if "redact --again" in (s["excluded"] or "")]
+    assert len(held) == 1 and held[0]["would_redact"] == {"internal-token": 1}
+    assert dry["memories"]["held_back"], "a memory holding a secret stays"
+    assert any(sum(s["redacted"].values()) > 0 for s in dry["sessions"]), "redaction counts are listed"
+    run_engram(alice, "push")
+    run_engram(alice, "redact", "--again")
+    run_engram(alice, "push")
+    blob = _remote_objects(remote)
+    assert token.encode() not in blob
+    assert b"Zq9Zq9Zq9" not in blob
+    for _kind, _text, secrets in probe:
+        for secret in secrets:
+            assert secret.encode() not in blob, _kind
+    assert b"[REDACTED:internal-token]" in blob, "the rewritten tape went"
+
+
+def test_bad_remotes_get_clear_messages_and_leave_the_store_untouched(team: dict[str, Path], tmp_path: Path) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+
+    def store_state(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / ".engram").rglob("*"))
+                if p.is_file() and "run" not in p.parts and p.name != "index.sqlite-shm"}
+
+    before = store_state(bob)
+    out = run_engram(bob, "pull", check=False)
+    assert out.returncode == 1 and "holds no Engram data" in out.stderr and "Traceback" not in out.stderr
+    out = run_engram(bob, "pull", "nowhere", check=False)
+    assert out.returncode == 1 and "nowhere" in out.stderr and "Traceback" not in out.stderr
+    assert {k for k in store_state(bob)} == set(before)
+
+    # a ref pointing at garbage: a blob where the index commit should be
+    junk = subprocess.run(["git", "-C", str(remote), "hash-object", "-w", "--stdin"], input=b"not an index\n",
+                          capture_output=True, check=True).stdout.decode().strip()
+    git(remote, "update-ref", "refs/engram/index", junk)
+    for cmd in ("pull", "push"):
+        out = run_engram(bob, cmd, check=False)
+        assert out.returncode == 1 and "points at a blob" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    git(remote, "update-ref", "-d", "refs/engram/index")
+
+    # an index whose tape blob is not the tape it names: not written, said so, the rest pulled
+    run_engram(alice, "push")
+    tip = git(remote, "rev-parse", "refs/engram/index").strip()
+    entry_path = git(remote, "ls-tree", "-r", "--name-only", tip, "sessions/").split()[0]
+    entry = json.loads(git(remote, "show", f"{tip}:{entry_path}"))
+    garbage = subprocess.run(["git", "-C", str(remote), "hash-object", "-w", "--stdin"],
+                             input=b"\x28\xb5\x2f\xfd garbage", capture_output=True, check=True).stdout.decode().strip()
+    entry["blob"] = garbage
+    new_entry = subprocess.run(["git", "-C", str(remote), "hash-object", "-w", "--stdin"],
+                               input=json.dumps(entry).encode(), capture_output=True, check=True).stdout.decode().strip()
+    listing = git(remote, "ls-tree", "-r", tip)
+    rows = [ln.replace(ln.split()[2], new_entry) if ln.endswith(entry_path) else ln for ln in listing.splitlines()]
+    tree = _nested_tree(remote, rows)
+    commit = git(remote, "commit-tree", tree, "-p", tip, "-m", "corrupt").strip()
+    git(remote, "update-ref", "refs/engram/index", commit)
+    out = run_engram(bob, "pull", "--json", check=False)
+    assert out.returncode == 1, out.stdout
+    doc = json.loads(out.stdout)
+    assert entry["tape"][:12] in " ".join(doc["damaged"]), doc
+    assert not (bob / ".engram" / "tapes" / f"{entry['tape']}.jsonl.zst").exists()
+    assert run_engram(bob, "tapes", "--json").returncode == 0
+
+
+def _nested_tree(repo: Path, rows: list[str]) -> str:
+    """A tree from `ls-tree -r` lines (blobs at any depth)."""
+    from engram.share.git import Git
+
+    files = {}
+    for ln in rows:
+        head, path = ln.split("\t", 1)
+        files[path] = head.split()[2]
+    return Git(repo).make_tree(files)
+
+
+async def test_a_running_language_server_shows_pulled_sessions(team: dict[str, Path], spotter: Path,
+                                                               client: LanguageClient) -> None:  # noqa: F811
+    alice, bob = team["alice"], team["bob"]
+    await asyncio.to_thread(run_engram, alice, "push")
+    await start(client, bob)
+    uri = ""
+    for rel, text in sorted(created_by(spotter, SPOTTER_MAIN).items()):  # a file only alice's session wrote
+        if (bob / rel).is_file() and (bob / rel).read_text() == text and len(text.splitlines()) > 30:
+            uri = open_doc(client, bob / rel)
+            if not await lenses(client, uri):
+                break
+    assert uri and not await lenses(client, uri), "bob has no session of this file yet"
+    client.indexed.clear()  # type: ignore[attr-defined]
+    await asyncio.to_thread(run_engram, bob, "pull")
+    for _ in range(300):
+        if client.indexed:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.1)
+    assert client.indexed, "the server noticed the pull's new epoch"  # type: ignore[attr-defined]
+    assert await lenses(client, uri), "the lenses show alice's session"
+
+
+def test_what_leaves_is_chosen_by_marks_and_settings(team: dict[str, Path]) -> None:
+    bob, remote = team["bob"], team["remote"]
+
+    def dry() -> dict[str, str | None]:
+        doc = json.loads(run_engram(bob, "push", "--dry-run", "--json").stdout)
+        return {**{s["session_id"]: None for s in doc["sessions"]}, **{s["session_id"]: s["excluded"]
+                                                                        for s in doc["excluded"]}}
+
+    assert dry() == {SPOTTER_OTHER: None}
+    run_engram(bob, "tapes", "--private", SPOTTER_OTHER[:8])
+    assert "private" in str(dry()[SPOTTER_OTHER])
+    pushed = json.loads(run_engram(bob, "push", "--json").stdout)
+    assert pushed["sessions"] == [] and SPOTTER_OTHER not in str(pushed["refs"])
+    assert git(remote, "for-each-ref", "refs/engram/tapes") == "", "nothing of a private session left"
+    run_engram(bob, "tapes", "--shared", SPOTTER_OTHER)
+    assert dry() == {SPOTTER_OTHER: None}
+    config = bob / ".engram" / "config.toml"
+    for setting, why in (('exclude_harnesses = ["claude-code"]', "harness claude-code"),
+                         ('exclude_paths = ["lib/spotter/*"]', "touched lib/spotter/"),
+                         ("max_age_days = 30", "older than 30 days")):
+        config.write_text(f"[share]\n{setting}\n")
+        assert why in str(dry()[SPOTTER_OTHER]), setting
+    config.write_text('[share]\nmemory_scope = "everyone"\n')
+    bad = run_engram(bob, "push", "--dry-run", check=False)
+    assert bad.returncode == 1 and "share.memory_scope" in bad.stderr
+
+
+def test_pull_takes_sessions_since_a_date_and_of_this_clones_history(team: dict[str, Path], tmp_path: Path) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    (alice / "notes.txt").write_text("local work\n")
+    git(alice, "add", "notes.txt")
+    git(alice, "commit", "-qm", "not pushed")  # a commit only alice has
+    run_engram(alice, "record", "--", sys.executable, "-c", "print('recorded on the unpushed commit')")
+    run_engram(alice, "push")
+    run_engram(bob, "push")
+    carol = tmp_path / "carol" / "app"
+    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(carol))
+    run_engram(carol, "init")
+    since = json.loads(run_engram(carol, "pull", "--since", "2026-02-12", "--json").stdout)
+    assert {s["session_id"] for s in since["sessions"]} == {SPOTTER_OTHER}
+    assert any("began before 2026-02-12" in why for why in since["skipped"])
+    rest = json.loads(run_engram(carol, "pull", "--json").stdout)
+    assert {s["session_id"] for s in rest["sessions"]} == {SPOTTER_MAIN}, rest
+    assert any("not in this clone's history" in why for why in rest["skipped"]), rest["skipped"]
+    everything = json.loads(run_engram(carol, "pull", "--all", "--json").stdout)
+    assert [s["harness"] for s in everything["sessions"]] == ["record"], everything
+    bad = run_engram(carol, "pull", "--since", "last tuesday", check=False)
+    assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_a_push_that_loses_the_race_unions_and_retries(team: dict[str, Path], tmp_path: Path) -> None:
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    real = shutil.which("git")
+    folder = tmp_path / "hold"
+    folder.mkdir()
+    # alice's first push of the index waits (after touching `held`) until `go` exists: bob pushes meanwhile
+    (folder / "git").write_text(
+        "#!/bin/sh\ncase \"$*\" in *push*refs/engram/index*) if [ ! -e '{d}/held' ]; then touch '{d}/held';"
+        " while [ ! -e '{d}/go' ]; do sleep 0.1; done; fi;; esac\nexec '{git}' \"$@\"\n".format(d=folder, git=real))
+    (folder / "git").chmod(0o755)
+    proc = _engram(alice, "push", "--json", env={"PATH": f"{folder}:{os.environ['PATH']}"})
+    deadline = time.time() + 120
+    while not (folder / "held").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert (folder / "held").exists()
+    run_engram(bob, "push")
+    (folder / "go").touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["attempts"] >= 2, "rejected once, then unioned with bob's push"
+    listed = git(remote, "ls-tree", "-r", "--name-only", "refs/engram/index", "sessions/").split()
+    sessions = {json.loads(git(remote, "show", f"refs/engram/index:{p}"))["session_id"] for p in listed}
+    assert sessions == {SPOTTER_MAIN, SPOTTER_OTHER}
+    assert len(git(remote, "rev-list", "refs/engram/index").split()) == 2, "bob's commit, then alice's on top"
+
+
+def test_a_purged_tape_leaves_the_tip_of_its_shard_with_its_objects(team: dict[str, Path], tmp_path: Path) -> None:
+    from secret_kinds import kinds, probe_session
+
+    alice, remote = team["alice"], team["remote"]
+    (alice / ".engram" / "config.toml").write_text("[ingest]\nobject_threshold = 4096\n")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    run_engram(alice, "ingest", str(probe_session(probe, kinds(3), big=8192)))
+    assert list((alice / ".engram" / "objects").rglob("*")), "the probe's long output is an object"
+    run_engram(alice, "push")
+
+    def shard_files() -> list[str]:
+        refs = git(remote, "for-each-ref", "--format=%(refname)", "refs/engram/tapes").split()
+        return [p for ref in refs for p in git(remote, "ls-tree", "-r", "--name-only", ref).split()]
+
+    assert any(p.startswith("objects/") for p in shard_files())
+    run_engram(alice, "tapes", "rm", "5ec7e700-0000-4000-8000-000000000001", "--purge")
+    run_engram(alice, "push")
+    left = shard_files()
+    assert not any(p.startswith("objects/") for p in left), left
+    assert len([p for p in left if p.endswith(".jsonl.zst")]) == 1, "the main session's tape stays"
