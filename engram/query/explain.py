@@ -37,7 +37,7 @@ from engram.query import ranking
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
 from engram.query.clip import CONTEXT_LINES, SpanWords, clip_event
 from engram.query.direct import SpanTokens, direct_hits, span_tokens
-from engram.query.ranking import Holders, Trace
+from engram.query.ranking import Holders, Trace, Writes
 from engram.query.spans import Span
 from engram.query.touches import touch_count
 from engram.store.repo import Store
@@ -125,6 +125,7 @@ class Result:
     widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence or expand-until
     trace: Trace | None = None  # with Options.debug: the ranking rules that changed the answer
     partial: bool = False  # read while `engram reindex` refilled the index (memo.index_state)
+    writes: Writes = field(default_factory=Writes)  # each writing session's edits of the file together
 
 
 def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
@@ -223,15 +224,17 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     snap = snapshot.read(db)
     holders = Holders()
     match = Trace() if opts.debug else None
-    direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders, trace=match)
+    direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders, trace=match,
+                         writes=res.writes)
     frags = _frag_rows(db, list(direct))
     checked = {fr.tape_no for fr in frags.values()} if snap.subagents else set()
     reviews = ranking.reviewers(db, checked, res.trace)
     if reviews:  # matched again without them: they may have set the floor their parent fell under
         holders = Holders()
         match = Trace() if opts.debug else None
+        res.writes = Writes()
         direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders,
-                             exclude=_fragments_of(db, reviews), trace=match)
+                             exclude=_fragments_of(db, reviews), trace=match, writes=res.writes)
         frags = _frag_rows(db, list(direct))
     if res.trace is not None and match is not None:
         res.trace.fired += match.fired
@@ -289,8 +292,8 @@ def sessions_of(res: Result, rank: str = "writer", trace: Trace | None = None) -
                          "touches": touch_count((fr.kind, fr.file, (fr.tape_no, fr.offset)) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
-    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace)
-    wrote = ranking.latest_writes(ordered, res.span.file)
+    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace, res.writes)
+    wrote = ranking.latest_writes(ordered, res.span.file, res.writes)
     for s in ordered:
         s["wrote"] = id(s) in wrote
     return ordered

@@ -300,6 +300,57 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
     return joined
 
 
+class Writes:
+    """Each session's code.edits of the span's own file taken together: (harness, session id) →
+    (the share of the span's searched fingerprints they hold between them, as an edit's
+    confidence; the time of the latest of them). What the writer test reads beside each single
+    edit (`writer_edits`); filled by `direct.direct_hits` through `session_writes`."""
+
+    def __init__(self) -> None:
+        self.by_session: dict[tuple[str, str], tuple[float, str]] = {}
+
+
+def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,
+                   pairs: Callable[[set[int]], Iterable[tuple[int, int]]], writes: Writes | None) -> None:
+    """Fill `writes` for the sessions with a code.edit among `answer_edits` (the direct answer's
+    edits, any file): every edit of `file` those sessions made that holds any of the span's
+    searched fingerprints, however little, counted together (`pairs(frags)`: the (key, fragment)
+    postings of the span's searched fingerprints these fragments hold; `expected`: the count a
+    share is of).
+
+    A patch that re-indents a block is cut by the line diff into hunks around the lines it kept
+    (a closing brace at the old indentation): each hunk's fragment holds part of a span across
+    them (0.85 and the rest), none passed the writer test alone, and an earlier whole-file Write
+    holding all of it came first (issue 45, savekirk/session-bridge). The pieces under the
+    candidate bar (a line or two of the span) are counted too: they are what completes it."""
+    if writes is None or file is None:
+        return
+    ids = sorted(set(answer_edits))
+    if len(ids) < 2:
+        return  # one edit: the union is that edit, and nothing else to compare it with
+    tapes = {no: (harness, session) for no, harness, session in db.execute(
+        "SELECT DISTINCT o.no, o.harness, o.session_id FROM fragments f JOIN tapes t ON t.no = f.tape"
+        " JOIN tapes o ON o.session_id = t.session_id AND o.harness = t.harness"
+        f" WHERE f.id IN carray(?) AND f.kind = {EDIT} AND f.file = (SELECT id FROM files WHERE path = ?)",
+        (int_array(ids), file))}
+    if len(set(tapes.values())) < 2:
+        return  # one session's edits: nobody to rank it against
+    of: dict[int, tuple[str, str]] = {}
+    when: dict[int, str] = {}
+    for fid, tape, ts in db.execute(
+            f"SELECT id, tape, ts FROM fragments WHERE tape IN carray(?) AND kind = {EDIT}"
+            " AND file = (SELECT id FROM files WHERE path = ?)", (int_array(sorted(tapes)), file)):
+        of[fid], when[fid] = tapes[tape], ts or ""
+    held: dict[tuple[str, str], set[int]] = defaultdict(set)
+    last: dict[tuple[str, str], str] = {}
+    for key, frag in pairs(set(of)):
+        who = of[frag]
+        held[who].add(key)
+        last[who] = max(last.get(who, ""), when[frag])
+    writes.by_session = {who: (min(1.0, len(keys) / expected) * KIND_WEIGHT[EDIT], last[who])
+                         for who, keys in held.items()}
+
+
 def note_lookup(trace: Trace | None, *, searched: int, winnowed: int, winnowed_only: bool, restored: int,
                 all_kgrams: bool, expected: int) -> None:
     """What the lookup rules did to a direct match (`searched`: the searchable k-grams, `winnowed`
@@ -514,7 +565,7 @@ EVIDENCE_SESSION_FLOOR: Final = 0.8
 
 
 def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
-                   trace: Trace | None = None) -> list[dict[str, Any]]:
+                   trace: Trace | None = None, writes: Writes | None = None) -> list[dict[str, Any]]:
     """`sessions` (each with its "touches", "last_touch" and "_items", its (Hit, Fragment) pairs)
     in rank order.
 
@@ -529,7 +580,7 @@ def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
     if rank == "evidence":
         return _by_evidence(sessions, file, trace)
     if rank == "writer":
-        return _by_writer(sessions, file, trace)
+        return _by_writer(sessions, file, trace, writes)
     return _by_touches(sessions, trace)
 
 
@@ -566,19 +617,24 @@ def note_reads(trace: Trace | None, sessions: list[dict[str, Any]]) -> None:
 WRITER_FLOOR: Final = 0.95
 
 
-def writer_edits(s: dict[str, Any], file: str) -> list[tuple[float, str]]:
+def writer_edits(s: dict[str, Any], file: str, writes: Writes | None = None) -> list[tuple[float, str]]:
     """(confidence, time) of each code.edit of session `s` that matches the span directly: what it
     changed there, not lines it only held (those are code.carried) and not text it wrote that a
-    later edit replaced (that comes by lineage)."""
-    return [(h.confidence, fr.ts or "") for h, fr in s["_items"]
-            if fr.kind == EDIT and h.via == "direct" and fr.file == file]
+    later edit replaced (that comes by lineage); and, for a session with such an edit, all its
+    edits of the file taken together (`writes`, `session_writes`): the hunks of one patch that
+    hold the span between them are one write of it."""
+    own = [(h.confidence, fr.ts or "") for h, fr in s["_items"]
+           if fr.kind == EDIT and h.via == "direct" and fr.file == file]
+    if own and writes is not None and (together := writes.by_session.get((s["harness"], s["session_id"]))):
+        own.append(together)
+    return own
 
 
-def latest_writes(sessions: list[dict[str, Any]], file: str) -> dict[int, str]:
+def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | None = None) -> dict[int, str]:
     """The sessions among `sessions` that changed the span's lines (`writer_edits` at least
     WRITER_FLOOR of the strongest such edit), keyed by `id(session)`, each with the time of its
     latest such change."""
-    edits = {id(s): writer_edits(s, file) for s in sessions}
+    edits = {id(s): writer_edits(s, file, writes) for s in sessions}
     top = max((c for e in edits.values() for c, _ in e), default=0.0)
     if top <= 0.0:
         return {}
@@ -586,12 +642,13 @@ def latest_writes(sessions: list[dict[str, Any]], file: str) -> dict[int, str]:
     return {k: t for k, t in last.items() if t is not None}
 
 
-def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:
+def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None,
+               writes: Writes | None = None) -> list[dict[str, Any]]:
     """The sessions that changed the span's lines first, the latest change first (as git blame
     names the last commit to change a line), then every other session by touches. A session's
     reads, its discussion and the lines it carried in a later edit add touches, and the most
     recent of equals won: a carrier came before the writer (issue 45's measurements)."""
-    last = latest_writes(sessions, file)
+    last = latest_writes(sessions, file, writes)
     if not last:
         return _by_touches(sessions, trace)
     writers = [s for s in sessions if id(s) in last]
@@ -600,7 +657,20 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -
     if trace is not None and len(sessions) > 1:
         trace.note("writer_first", f"{plural(len(writers), 'session')} changed these lines (latest first: "
                    f"{', '.join(s['session_id'][:8] for s in writers)}); {plural(len(others), 'other')} by touches")
+        _note_together(trace, writers, file, writes)
     return writers + others
+
+
+def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, writes: Writes | None) -> None:
+    """The writers that passed only on their edits of the file taken together (`writer_edits`)."""
+    if writes is None:
+        return
+    top = max(c for s in writers for c, _ in writer_edits(s, file, writes))  # (the top session is a writer)
+    for s in writers:
+        best = max(c for c, _ in writer_edits(s, file))
+        if best < WRITER_FLOOR * top and (together := writes.by_session.get((s["harness"], s["session_id"]))):
+            trace.note("writer_together", f"{s['session_id'][:8]}'s edits of the file hold {together[0]:.4g} of the "
+                                          f"span together (its best single edit {best:.4g})")
 
 
 def _by_evidence(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:
