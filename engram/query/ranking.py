@@ -300,6 +300,11 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
     return joined
 
 
+# Which of a session's edits of the span's file the writer test takes together (`session_writes`):
+# "event" the hunks of one edit (one patch, one Write), "session" all of them, "off" none.
+WRITER_TOGETHER: Final = "event"
+
+
 class Writes:
     """Each session's code.edits of the span's own file taken together: (harness, session id) →
     (the share of the span's searched fingerprints they hold between them, as an edit's
@@ -307,7 +312,7 @@ class Writes:
     edit (`writer_edits`); filled by `direct.direct_hits` through `session_writes`."""
 
     def __init__(self) -> None:
-        self.by_session: dict[tuple[str, str], tuple[float, str]] = {}
+        self.by_session: dict[tuple[str, str], tuple[float, str, int]] = {}  # (share, time, edits)
 
 
 def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,
@@ -323,7 +328,7 @@ def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable
     them (0.85 and the rest), none passed the writer test alone, and an earlier whole-file Write
     holding all of it came first (issue 45, savekirk/session-bridge). The pieces under the
     candidate bar (a line or two of the span) are counted too: they are what completes it."""
-    if writes is None or file is None:
+    if writes is None or file is None or WRITER_TOGETHER == "off":
         return
     ids = sorted(set(answer_edits))
     if len(ids) < 2:
@@ -335,20 +340,24 @@ def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable
         (int_array(ids), file))}
     if len(set(tapes.values())) < 2:
         return  # one session's edits: nobody to rank it against
-    of: dict[int, tuple[str, str]] = {}
     when: dict[int, str] = {}
-    for fid, tape, ts in db.execute(
-            f"SELECT id, tape, ts FROM fragments WHERE tape IN carray(?) AND kind = {EDIT}"
+    of: dict[int, tuple[tuple[str, str], int | None]] = {}
+    for fid, tape, offset, ts in db.execute(
+            f"SELECT id, tape, offset, ts FROM fragments WHERE tape IN carray(?) AND kind = {EDIT}"
             " AND file = (SELECT id FROM files WHERE path = ?)", (int_array(sorted(tapes)), file)):
-        of[fid], when[fid] = tapes[tape], ts or ""
-    held: dict[tuple[str, str], set[int]] = defaultdict(set)
-    last: dict[tuple[str, str], str] = {}
+        of[fid] = (tapes[tape], (tape << 32 | offset) if WRITER_TOGETHER == "event" else None)
+        when[fid] = ts or ""
+    held: dict[tuple[tuple[str, str], int | None], set[int]] = defaultdict(set)
+    last: dict[tuple[tuple[str, str], int | None], str] = {}
+    members: dict[tuple[tuple[str, str], int | None], set[int]] = defaultdict(set)
     for key, frag in pairs(set(of)):
-        who = of[frag]
-        held[who].add(key)
-        last[who] = max(last.get(who, ""), when[frag])
-    writes.by_session = {who: (min(1.0, len(keys) / expected) * KIND_WEIGHT[EDIT], last[who])
-                         for who, keys in held.items()}
+        group = of[frag]
+        held[group].add(key)
+        members[group].add(frag)
+        last[group] = max(last.get(group, ""), when[frag])
+    for group, keys in sorted(held.items(), key=lambda g: len(g[1])):  # a session's best group last
+        writes.by_session[group[0]] = (min(1.0, len(keys) / expected) * KIND_WEIGHT[EDIT], last[group],
+                                       len(members[group]))
 
 
 def note_lookup(trace: Trace | None, *, searched: int, winnowed: int, winnowed_only: bool, restored: int,
@@ -615,30 +624,35 @@ def note_reads(trace: Trace | None, sessions: list[dict[str, Any]]) -> None:
 # 0.95: spotter 0.850 / 0.850 / 0.900, session-bridge 0.767 / – / 0.867, the others equal; the
 # held-out sets are in bench/README.md, "Multi-session sets").
 WRITER_FLOOR: Final = 0.95
+# ... and several hunks of one edit taken together this share: the k-grams that cross a line the
+# edit kept between them belong to no fragment, so two hunks around one kept line hold at most
+# ~0.88 of a 5-line span that they wrote but for that line (issue 45, savekirk/session-bridge).
+WRITER_TOGETHER_FLOOR: Final = 0.8
 
 
-def writer_edits(s: dict[str, Any], file: str, writes: Writes | None = None) -> list[tuple[float, str]]:
-    """(confidence, time) of each code.edit of session `s` that matches the span directly: what it
-    changed there, not lines it only held (those are code.carried) and not text it wrote that a
-    later edit replaced (that comes by lineage); and, for a session with such an edit, all its
-    edits of the file taken together (`writes`, `session_writes`): the hunks of one patch that
-    hold the span between them are one write of it."""
-    own = [(h.confidence, fr.ts or "") for h, fr in s["_items"]
+def writer_edits(s: dict[str, Any], file: str, writes: Writes | None = None) -> list[tuple[float, str, float]]:
+    """(confidence, time, the share of the strongest write it needs) of each code.edit of session
+    `s` that matches the span directly: what it changed there, not lines it only held (those are
+    code.carried) and not text it wrote that a later edit replaced (that comes by lineage); and,
+    for a session with such an edit, its edits of the file taken together (`writes`,
+    `session_writes`), which pass at WRITER_TOGETHER_FLOOR when there are several."""
+    own = [(h.confidence, fr.ts or "", WRITER_FLOOR) for h, fr in s["_items"]
            if fr.kind == EDIT and h.via == "direct" and fr.file == file]
     if own and writes is not None and (together := writes.by_session.get((s["harness"], s["session_id"]))):
-        own.append(together)
+        share, ts, n = together
+        own.append((share, ts, WRITER_TOGETHER_FLOOR if n > 1 else WRITER_FLOOR))
     return own
 
 
 def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | None = None) -> dict[int, str]:
     """The sessions among `sessions` that changed the span's lines (`writer_edits` at least
-    WRITER_FLOOR of the strongest such edit), keyed by `id(session)`, each with the time of its
-    latest such change."""
+    WRITER_FLOOR of the strongest such edit, or WRITER_TOGETHER_FLOOR for several edits taken
+    together), keyed by `id(session)`, each with the time of its latest such change."""
     edits = {id(s): writer_edits(s, file, writes) for s in sessions}
-    top = max((c for e in edits.values() for c, _ in e), default=0.0)
+    top = max((c for e in edits.values() for c, _, _ in e), default=0.0)
     if top <= 0.0:
         return {}
-    last = {k: max((t for c, t in e if c >= WRITER_FLOOR * top), default=None) for k, e in edits.items()}
+    last = {k: max((t for c, t, floor in e if c >= floor * top), default=None) for k, e in edits.items()}
     return {k: t for k, t in last.items() if t is not None}
 
 
@@ -665,9 +679,9 @@ def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, write
     """The writers that passed only on their edits of the file taken together (`writer_edits`)."""
     if writes is None:
         return
-    top = max(c for s in writers for c, _ in writer_edits(s, file, writes))  # (the top session is a writer)
+    top = max(c for s in writers for c, _, _ in writer_edits(s, file, writes))  # (the top session is a writer)
     for s in writers:
-        best = max(c for c, _ in writer_edits(s, file))
+        best = max(c for c, _, _ in writer_edits(s, file))
         if best < WRITER_FLOOR * top and (together := writes.by_session.get((s["harness"], s["session_id"]))):
             trace.note("writer_together", f"{s['session_id'][:8]}'s edits of the file hold {together[0]:.4g} of the "
                                           f"span together (its best single edit {best:.4g})")
