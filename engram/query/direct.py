@@ -36,6 +36,7 @@ from engram.query.ranking import (
     expected_count,
     floor_of,
     joined_edits,
+    line_count,
     note_lookup,
     note_scoring,
     session_writes,
@@ -88,7 +89,7 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
         k, w = snap.k, snap.w
     if isinstance(tokens, list) or (tokens is None and use_small(text)):
         return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap, file,
-                           holders, exclude, trace, writes)
+                           holders, exclude, trace, writes, line_count(text))
     from engram.query.direct_np import vector_hits  # noqa: PLC0415 - numpy
 
     return vector_hits(db, text, k, w, tokens, snap, file, holders, exclude, trace, writes)
@@ -96,7 +97,7 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
 
 def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: snapshot.Snapshot,
                 file: str | None, holders: Holders | None = None, exclude: Sequence[int] = (),
-                trace: Trace | None = None, writes: Writes | None = None) -> dict[int, float]:
+                trace: Trace | None = None, writes: Writes | None = None, lines: int = 1) -> dict[int, float]:
     """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
@@ -159,7 +160,7 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
     if trace is not None:
         note_scoring(trace, kinds=[kinds.get(f, 0) for f in ids], cut=weighable - len(ids),
                      best=best, floor=floor, kept=sum(c >= floor for c in conf), joined=len(joined))
-    session_writes(db, file, [*passing, *joined], expected, pairs, writes)
+    session_writes(db, file, [*passing, *joined], expected, lines, pairs, writes)
     return {f: round(c, 4) for f, c in [*zip(ids, conf), *small.items()] if c >= floor or f in joined}
 
 

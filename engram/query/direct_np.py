@@ -28,6 +28,7 @@ from engram.query.ranking import (
     expected_count,
     floor_of,
     joined_edits,
+    line_count,
     note_lookup,
     note_scoring,
     session_writes,
@@ -117,7 +118,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     if trace is not None:
         note_scoring(trace, kinds=kinds.tolist(), cut=weighable - len(ids), best=best, floor=floor,
                      kept=int(keep.sum()), joined=len(joined))
-    session_writes(db, file, [*passing, *joined], expected, pairs, writes)
+    session_writes(db, file, [*passing, *joined], expected, line_count(text), pairs, writes)
     if not joined:
         return out
     scored = [*zip(ids.tolist(), conf.tolist()), *small.items()]
