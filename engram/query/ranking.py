@@ -365,23 +365,22 @@ def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable
 def _best_window(group: list[int], hunks: dict[int, tuple[int, int, int | None, int | None, str]],
                  held: dict[int, set[int]], lines: int) -> tuple[set[int], int]:
     """The keys held by the hunks of one edit (`group`) that one window of `lines` lines reaches,
-    for the window holding most, and how many hunks those are. A hunk without a range is alone."""
+    for the window holding most, and how many of those hunks hold keys none of the others does
+    (a hunk without a range is alone)."""
     placed = sorted((hunks[f][2], hunks[f][3], f) for f in group if hunks[f][2] is not None and hunks[f][3] is not None)
-    best: tuple[set[int], int] = (set(), 0)
-    for f in group:
-        if hunks[f][2] is None or hunks[f][3] is None:
-            best = max(best, (held[f], 1), key=lambda b: len(b[0]))
-    for i, (_, _, first) in enumerate(placed):
-        keys, reach = set(held[first]), placed[i][1]
-        n = 1
+    windows = [[f] for f in group if hunks[f][2] is None or hunks[f][3] is None]
+    for i, (_, reach, first) in enumerate(placed):
+        members = [first]
         for line0, line1, f in placed[i + 1:]:
             if line0 - min(reach, line1) > lines - 1:
                 break  # (sorted by first line: every later hunk starts further off)
-            keys |= held[f]
+            members.append(f)
             reach = min(reach, line1)
-            n += 1
-        best = max(best, (keys, n), key=lambda b: len(b[0]))
-    return best
+        windows.append(members)
+    best = max(windows, key=lambda m: len(set().union(*(held[f] for f in m))))
+    keys = set().union(*(held[f] for f in best))
+    adding = sum(1 for f in best if held[f] - set().union(*(held[g] for g in best if g != f)))
+    return keys, adding
 
 
 def note_lookup(trace: Trace | None, *, searched: int, winnowed: int, winnowed_only: bool, restored: int,
