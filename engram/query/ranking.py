@@ -33,7 +33,11 @@ Sessions (explain.sessions_of)
   drop_copies            a resumed session's copy of another's events, and a reviewer reached
                          along lineage, leave the answer
   reads_once             a session's reads of one file are one touch (engram.query.touches)
-  by_touches             most touches first, then the most recent touch (the default order)
+  writer_first           the sessions whose edits changed the span come first, latest first (the
+                         default order; WRITER_FLOOR)
+  writer_together        so does one whose hunks of one edit hold the span together
+                         (session_writes, WRITER_TOGETHER_FLOOR)
+  by_touches             most touches first, then the most recent touch (`--rank touches`)
   by_evidence            `--rank evidence`: the strongest match first (EVIDENCE_SESSION_FLOOR)
 """
 
@@ -364,18 +368,18 @@ def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable
 
 def _best_window(group: list[int], hunks: dict[int, tuple[int, int, int | None, int | None, str]],
                  held: dict[int, set[int]], lines: int) -> tuple[set[int], int]:
-    """The keys held by the hunks of one edit (`group`) that one window of `lines` lines reaches,
-    for the window holding most, and how many of those hunks hold keys none of the others does
-    (a hunk without a range is alone)."""
+    """The keys held by hunks of one edit (`group`) next to each other (at most KEPT_BETWEEN lines
+    kept between two) that one window of `lines` lines reaches, for the window holding most, and
+    how many of those hunks hold keys none of the others does (a hunk without a range is alone)."""
     placed = sorted((hunks[f][2], hunks[f][3], f) for f in group if hunks[f][2] is not None and hunks[f][3] is not None)
     windows = [[f] for f in group if hunks[f][2] is None or hunks[f][3] is None]
     for i, (_, reach, first) in enumerate(placed):
-        members = [first]
+        members, end = [first], reach
         for line0, line1, f in placed[i + 1:]:
-            if line0 - min(reach, line1) > lines - 1:
+            if line0 - min(reach, line1) > lines - 1 or line0 - end - 1 > KEPT_BETWEEN:
                 break  # (sorted by first line: every later hunk starts further off)
             members.append(f)
-            reach = min(reach, line1)
+            reach, end = min(reach, line1), max(end, line1)
         windows.append(members)
     best = max(windows, key=lambda m: len(set().union(*(held[f] for f in m))))
     keys = set().union(*(held[f] for f in best))
@@ -651,6 +655,10 @@ WRITER_FLOOR: Final = 0.95
 # edit kept between them belong to no fragment, so two hunks around one kept line hold at most
 # ~0.88 of a 5-line span that they wrote but for that line (issue 45, savekirk/session-bridge).
 WRITER_TOGETHER_FLOOR: Final = 0.8
+# ... when at most this many lines are kept between two of them: with more, the hunks are
+# separate changes, and a carrier's patch that changed test set-up around a span held its
+# boilerplate in two nearby hunks (session-bridge, sessionDetailsPanel.test.ts: 3 lines apart).
+KEPT_BETWEEN: Final = 1
 
 
 def writer_edits(s: dict[str, Any], file: str, writes: Writes | None = None) -> list[tuple[float, str, float]]:
