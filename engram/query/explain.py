@@ -126,6 +126,9 @@ class Result:
     trace: Trace | None = None  # with Options.debug: the ranking rules that changed the answer
     partial: bool = False  # read while `engram reindex` refilled the index (memo.index_state)
     writes: Writes = field(default_factory=Writes)  # each writing session's edits of the file together
+    # (harness, session id) → its strongest edit of the lines around the span, when several
+    # sessions passed the writer test (`writer_context`); None: not asked
+    context: dict[tuple[str, str], float] | None = None
 
 
 def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
@@ -292,7 +295,7 @@ def sessions_of(res: Result, rank: str = "writer", trace: Trace | None = None) -
                          "touches": touch_count((fr.kind, fr.file, (fr.tape_no, fr.offset)) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
-    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace, res.writes)
+    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace, res.writes, res.context)
     wrote = ranking.latest_writes(ordered, res.span.file, res.writes)
     for s in ordered:
         s["wrote"] = id(s) in wrote
@@ -590,6 +593,30 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
         span.start, span.end, len(file_lines), trace)
 
 
+def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> dict[tuple[str, str], float] | None:
+    """When several sessions passed the writer test, how much of the lines around the span
+    (`ranking.WRITER_CONTEXT_LINES` a side) each one's edits hold: its strongest direct code.edit
+    of the file there, or its hunks taken together (`ranking.writer_context`)."""
+    pad = ranking.WRITER_CONTEXT_LINES
+    span = res.span
+    start, end = max(1, span.start - pad), min(len(file_lines), span.end + pad)
+    if pad <= 0 or (start, end) == (span.start, span.end):
+        return None
+    if sum(1 for s in sessions_of(res) if s["wrote"]) < 2:
+        return None
+    wide = _lines(span.file, file_lines, start, end)
+    writes = Writes()
+    hits = direct_hits(db, wide.text, file=span.file, writes=writes)
+    rows = _frag_rows(db, list(hits))
+    best = {who: together[0] for who, together in writes.by_session.items()}
+    for fid, conf in hits.items():
+        fr = rows.get(fid)
+        if fr is not None and fr.kind == ranking.EDIT and fr.file == span.file:
+            key = (fr.harness, fr.session_id)
+            best[key] = max(best.get(key, 0.0), conf)
+    return best
+
+
 def _lines(file: str, file_lines: list[str], start: int, end: int) -> Span:
     return Span(file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
 
@@ -622,6 +649,8 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
             if notes is not None and res.span != before:
                 notes.note("expand_until", f"grown to lines {res.span.start}-{res.span.end} "
                                            f"for at most {plural(expand_until, 'session')}")
+        if file_lines is not None and opts.rank == "writer":
+            res.context = writer_context(db, res, file_lines)
     res.partial = partial
     if res.span != asked:
         res.asked, res.widened = asked, why

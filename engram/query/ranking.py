@@ -37,6 +37,8 @@ Sessions (explain.sessions_of)
                          default order; WRITER_FLOOR)
   writer_together        so does one whose hunks of one edit hold the span together
                          (session_writes, WRITER_TOGETHER_FLOOR)
+  writer_context         a writer whose edits hold little of the lines around the span wrote
+                         them elsewhere in the file: after the others (explain.writer_context)
   by_touches             most touches first, then the most recent touch (`--rank touches`)
   by_evidence            `--rank evidence`: the strongest match first (EVIDENCE_SESSION_FLOOR)
 """
@@ -600,8 +602,9 @@ def copies_to_drop(db: apsw.Connection, hits: Iterable[int], frags: dict[int, Fr
 EVIDENCE_SESSION_FLOOR: Final = 0.8
 
 
-def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
-                   trace: Trace | None = None, writes: Writes | None = None) -> list[dict[str, Any]]:
+def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str, trace: Trace | None = None,
+                   writes: Writes | None = None,
+                   context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """`sessions` (each with its "touches", "last_touch" and "_items", its (Hit, Fragment) pairs)
     in rank order.
 
@@ -616,7 +619,7 @@ def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
     if rank == "evidence":
         return _by_evidence(sessions, file, trace)
     if rank == "writer":
-        return _by_writer(sessions, file, trace, writes)
+        return _by_writer(sessions, file, trace, writes, context)
     return _by_touches(sessions, trace)
 
 
@@ -687,8 +690,8 @@ def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | No
     return {k: t for k, t in last.items() if t is not None}
 
 
-def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None,
-               writes: Writes | None = None) -> list[dict[str, Any]]:
+def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, writes: Writes | None = None,
+               context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """The sessions that changed the span's lines first, the latest change first (as git blame
     names the last commit to change a line), then every other session by touches. A session's
     reads, its discussion and the lines it carried in a later edit add touches, and the most
@@ -697,13 +700,37 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None,
     if not last:
         return _by_touches(sessions, trace)
     writers = [s for s in sessions if id(s) in last]
-    writers.sort(key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
+    elsewhere = _written_elsewhere(writers, context)
+    writers.sort(key=lambda s: (id(s) in elsewhere, _neg_time(last[id(s)]), s["session_id"]))
     others = _by_touches([s for s in sessions if id(s) not in last], None)
     if trace is not None and len(sessions) > 1:
         trace.note("writer_first", f"{plural(len(writers), 'session')} changed these lines (latest first: "
                    f"{', '.join(s['session_id'][:8] for s in writers)}); {plural(len(others), 'other')} by touches")
         _note_together(trace, writers, file, writes)
+        if elsewhere:
+            trace.note("writer_context", f"{plural(len(elsewhere), 'writer')} whose edits hold little of the "
+                       f"{WRITER_CONTEXT_LINES} lines around the span after the others: "
+                       + ", ".join(s["session_id"][:8] for s in writers if id(s) in elsewhere))
     return writers + others
+
+
+# A writer whose edits hold under WRITER_CONTEXT_FLOOR of what the best writer's hold of the span
+# with this many lines more a side wrote the same lines elsewhere in the file (test set-up, a
+# guard clause repeated): it comes after the other writers (`writer_context`).
+WRITER_CONTEXT_LINES: Final = 3
+WRITER_CONTEXT_FLOOR: Final = RELATIVE_FLOOR
+
+
+def _written_elsewhere(writers: list[dict[str, Any]], context: dict[tuple[str, str], float] | None) -> set[int]:
+    """`id` of the writers whose edits hold little of the lines around the span (`context`:
+    (harness, session id) → the strongest of its edits there), when another's hold them."""
+    if not context or len(writers) < 2:
+        return set()
+    held = {id(s): context.get((s["harness"], s["session_id"]), 0.0) for s in writers}
+    top = max(held.values())
+    if top <= 0.0:
+        return set()
+    return {k for k, c in held.items() if c < WRITER_CONTEXT_FLOOR * top}
 
 
 def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, writes: Writes | None) -> None:
