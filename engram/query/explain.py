@@ -602,10 +602,11 @@ def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> d
     start, end = max(1, span.start - pad), min(len(file_lines), span.end + pad)
     if pad <= 0 or (start, end) == (span.start, span.end):
         return None
-    if sum(1 for s in sessions_of(res) if s["wrote"]) < 2:
+    writers = [(s["harness"], s["session_id"]) for s in sessions_of(res) if s["wrote"]]
+    if len(writers) < 2:
         return None
     wide = _lines(span.file, file_lines, start, end)
-    writes = Writes()
+    writes = Writes(writers, carried=True)
     hits = direct_hits(db, wide.text, file=span.file, writes=writes)
     rows = _frag_rows(db, list(hits))
     best = {who: together[0] for who, together in writes.by_session.items()}

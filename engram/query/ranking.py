@@ -318,8 +318,10 @@ class Writes:
     the writer test reads beside each single fragment (`writer_edits`); filled by
     `direct.direct_hits` through `session_writes`."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: Iterable[tuple[str, str]] = (), carried: bool = False) -> None:
         self.by_session: dict[tuple[str, str], tuple[float, str, int]] = {}
+        self.wanted = set(wanted)  # sessions measured whatever the answer holds of them
+        self.carried = carried  # with the lines each edit kept (code.carried): what it had in hand there
 
 
 def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,
@@ -341,18 +343,24 @@ def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable
     if writes is None or file is None:
         return
     ids = sorted(set(answer_edits))
-    if len(ids) < 2:
+    if len(ids) < 2 and not writes.wanted:
         return  # one edit: nothing to rank it against
     tapes = {no: (harness, session) for no, harness, session in db.execute(
         "SELECT DISTINCT o.no, o.harness, o.session_id FROM fragments f JOIN tapes t ON t.no = f.tape"
         " JOIN tapes o ON o.session_id = t.session_id AND o.harness = t.harness"
         f" WHERE f.id IN carray(?) AND f.kind = {EDIT} AND f.file = (SELECT id FROM files WHERE path = ?)",
-        (int_array(ids), file))}
-    if len(set(tapes.values())) < 2:
+        (int_array(ids), file))} if ids else {}
+    for harness, session in writes.wanted:
+        tapes.update((no, (harness, session)) for (no,) in db.execute(
+            "SELECT no FROM tapes WHERE session_id = ? AND harness = ?", (session, harness)))
+    if len(set(tapes.values())) < 2 and not writes.wanted:
         return  # one session's edits: nobody to rank it against
     hunks: dict[int, tuple[int, int, int | None, int | None, str]] = {}  # id → (tape, offset, line0, line1, ts)
+    if not tapes:
+        return
+    kinds = f"{EDIT}, {KIND_NO[CODE_CARRIED]}" if writes.carried else f"{EDIT}"
     for fid, tape, offset, line0, line1, ts in db.execute(
-            f"SELECT id, tape, offset, line0, line1, ts FROM fragments WHERE tape IN carray(?) AND kind = {EDIT}"
+            f"SELECT id, tape, offset, line0, line1, ts FROM fragments WHERE tape IN carray(?) AND kind IN ({kinds})"
             " AND file = (SELECT id FROM files WHERE path = ?)", (int_array(sorted(tapes)), file)):
         hunks[fid] = (tape, offset, line0, line1, ts or "")
     held: dict[int, set[int]] = defaultdict(set)
@@ -715,7 +723,8 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, w
 
 
 # A writer whose edits hold under WRITER_CONTEXT_FLOOR of what the best writer's hold of the span
-# with this many lines more a side wrote the same lines elsewhere in the file (test set-up, a
+# with this many lines more a side (its hunks and the lines it kept there, taken together as
+# `session_writes` does) wrote the same lines elsewhere in the file (test set-up, a
 # guard clause repeated): it comes after the other writers (`writer_context`).
 WRITER_CONTEXT_LINES: Final = 3
 WRITER_CONTEXT_FLOOR: Final = RELATIVE_FLOOR
