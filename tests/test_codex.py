@@ -1078,6 +1078,60 @@ def test_the_hunks_of_a_reindenting_patch_together_are_the_write_of_the_lines_th
     assert shown.index("centre the header") < shown.index("add the session details header")
 
 
+DATES = [
+    "export function formatDetailTimestamp(timestamp: string | undefined, includeDayInTimestamp: boolean): string | undefined {",
+    "\tif (!timestamp) {",
+    "\t\treturn undefined;",
+    "\t}",
+    "",
+    "\tconst date = new Date(timestamp);",
+    "\tif (Number.isNaN(date.getTime())) {",
+    "\t\treturn timestamp;",
+    "\t}",
+    "\treturn includeDayInTimestamp ? date.toLocaleString() : date.toLocaleTimeString();",
+    "}",
+]
+HEADER_DATE = [
+    "",
+    "function formatHeaderDate(timestamp: string | undefined): string | undefined {",
+    "\tif (!timestamp) {",
+    "\t\treturn undefined;",
+    "\t}",
+    "",
+    "\tconst date = new Date(timestamp);",
+    "\treturn new Intl.DateTimeFormat(undefined, { day: \"numeric\", month: \"long\", year: \"numeric\" }).format(date);",
+    "}",
+]
+
+
+def test_a_later_session_that_wrote_the_same_lines_elsewhere_in_the_file_comes_after_their_writer(
+        repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A later session adds a function to the file whose guard clause reads exactly as an earlier
+    function's: its edit holds that clause in full, so both passed the writer test and the later
+    one came first, though it never touched the earlier function (seen on savekirk/session-bridge,
+    where a session asked for full dates in a header). The lines around the clause tell them
+    apart: the writer's edit holds them, the later one's holds its own function's."""
+    root, head = repo
+    writer_id, later_id = SID, "019a0000-0000-7000-8000-0000000000ef"
+    writer = Rollout().meta(root, head).turn(root).message("user", "format the detail timestamps")
+    writer.custom("call_a", patch("*** Add File: src/dates.ts", *("+" + ln for ln in DATES)), custom_ok("src/dates.ts"))
+    (root / "src" / "dates.ts").write_text("\n".join(DATES) + "\n")
+    git(root, "add", "src/dates.ts")
+    git(root, "commit", "-qm", "dates")
+    later = Rollout().meta(root, git(root, "rev-parse", "HEAD").strip(), id=later_id).turn(root)
+    later.message("user", "use full dates in the header")
+    later.custom("call_p", patch("*** Update File: src/dates.ts", "@@", *(" " + ln for ln in DATES[-2:]),
+                                 *("+" + ln for ln in HEADER_DATE)), custom_ok("src/dates.ts"))
+    (root / "src" / "dates.ts").write_text("\n".join(DATES + HEADER_DATE) + "\n")
+    ingest_an_hour_apart(root, tmp_path, (writer_id, writer), (later_id, later))
+    doc = json.loads(run_engram(root, "explain", "src/dates.ts:2-6", "--brief").stdout)
+    assert [(s["session_id"], s["wrote"]) for s in doc["sessions"]] == [(writer_id, True), (later_id, True)]
+    debug = json.loads(run_engram(root, "explain", "src/dates.ts:2-6", "--brief", "--debug").stdout)
+    assert "writer_context" in {r["rule"] for r in debug["ranking"]}
+    doc = json.loads(run_engram(root, "explain", "src/dates.ts:14-18", "--brief").stdout)  # its own copy
+    assert doc["sessions"][0]["session_id"] == later_id
+
+
 def apply_reindent(lines: list[str]) -> list[str]:
     """PANEL after REINDENT, worked out from the patch by hand."""
     head, body = lines[:3], lines[3:]
