@@ -1079,6 +1079,38 @@ def _writer_edits(res: Any, writer: str) -> int:
                and fr.kind == edit)
 
 
+def dump_misses(path: Path, store: Any, db: Any, spans: list[tuple[Any, list[str]]], run: Any,
+                outs: list[Outcome], k: int, w: int) -> None:
+    """`--dump-misses`: each missed query answered again with `--debug`, one JSON line each (what
+    to read before changing a rule: which session came first, on which fragments)."""
+    import json
+
+    import engram.query.explain as X
+
+    orig = X.direct_hits
+
+    def direct_hits(db_: Any, text: str, *_a: Any, **_kw: Any) -> dict[int, float]:
+        return orig(db_, text, k, w, **_kw)
+
+    X.direct_hits = direct_hits
+    try:
+        with path.open("w") as out:
+            for q, o, (span, lines), mi in zip(run.queries, outs, spans, run.info):
+                if o.r1:
+                    continue
+                res = X.resolve(store, db, span, X.Options(brief=True, debug=True), file_lines=lines)
+                sessions = X.sessions_of(res, "writer", res.trace)
+                out.write(json.dumps({
+                    "span": f"{q.span.file}:{q.span.start}-{q.span.end}", "asked": f"{span.file}:{span.start}-{span.end}",
+                    "mutation": q.mutation, "class": mi.cls, "writer": q.span.writer, "carriers": sorted(mi.carriers),
+                    "sessions": [{"id": s["session_id"], "wrote": s.get("wrote"), "touches": s["touches"],
+                                  "frags": [[fr.kind, fr.offset, fr.file, fr.line0, fr.line1, h.confidence, h.via]
+                                            for h, fr in s["_items"]]} for s in sessions],
+                    "ranking": res.trace.fired if res.trace else [], "text": span.text}) + "\n")
+    finally:
+        X.direct_hits = orig
+
+
 def read_spans(repo: Path, queries: list[Query]) -> list[tuple[Any, list[str]]]:
     """Each mutated span as `engram explain FILE:START-END` reads it, with its file's lines (which
     the command passes on, so that a span can take in its neighbours): the mutation is written to
@@ -2125,6 +2157,8 @@ def run_multi(args: argparse.Namespace, work: Path) -> None:
     t0 = time.perf_counter()
     outs, evid = run_engram(store, db, spans, run.queries, run.truth, args.k, args.w, sids)
     qs = (time.perf_counter() - t0) / len(run.queries)
+    if args.dump_misses:
+        dump_misses(args.dump_misses, store, db, spans, run, outs, args.k, args.w)
     db.close()
     print(f"\nk={args.k} w={args.w}: index {npost} postings ({secs:.1f}s), explain + run {1000 * qs:.1f} ms/query")
     for line in _store_census(store, run):
@@ -2305,6 +2339,9 @@ def main(argv: list[str] | None = None) -> int:
                          "so sessions from several machines or a home-directory cwd can be mapped onto it")
     ap.add_argument("--examples", type=int, default=8, metavar="N",
                     help="--multi: list N unmutated spans whose writer is not first (default %(default)s)")
+    ap.add_argument("--dump-misses", type=Path, metavar="FILE",
+                    help="--multi: write each query whose writer is not first as a JSON line (span, mutation, "
+                         "writer, carriers, the sessions returned with their fragments, the --debug ranking notes)")
     ap.add_argument("--name", help="the set's name on --multi's summary line (default: the folder holding --sessions)")
     ap.add_argument("--extract-entire", nargs=2, type=Path, metavar=("GIT_DIR", "OUT"),
                     help="write the Claude Code sessions and Codex rollouts an Entire CLI checkpoint history holds "

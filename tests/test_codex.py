@@ -997,6 +997,159 @@ def test_a_patch_with_distant_hunks_is_not_the_writer_of_the_lines_between(repo:
     assert {f["kind"] for f in by_id[later_id]["fragments"]} == {"code.read"}
 
 
+# A view's template (TypeScript), as a Codex session created it, and as a later session re-indented
+# its header inside a new wrapper: the shape of a real patch (savekirk/session-bridge) whose line
+# diff keeps one `</div>` between the changed lines, cutting the span below over two hunks.
+PANEL = [
+    "export function renderHeader(detail: Detail, metaCards: string[]): string {",
+    "\treturn `<div class=\"layout\">",
+    "\t<header class=\"summary\">",
+    "\t\t<div class=\"summary__top\">",
+    "\t\t\t<div>",
+    "\t\t\t\t<p class=\"summary__eyebrow\">Session Details</p>",
+    "\t\t\t\t<h1 class=\"summary__title\">${escapeHtml(detail.promptPreview || detail.sessionId)}</h1>",
+    "\t\t\t</div>",
+    "\t\t\t<span class=\"status\">${escapeHtml(detail.status)}</span>",
+    "\t\t</div>",
+    "\t\t<div class=\"summary__meta\">",
+    "\t\t\t${metaCards.join(\"\")}",
+    "\t\t</div>",
+    "\t</header>`;",
+    "}",
+]
+REINDENT = patch(
+    "*** Update File: src/panel.ts",
+    "@@",
+    " \treturn `<div class=\"layout\">",
+    " \t<header class=\"summary\">",
+    "-\t\t<div class=\"summary__top\">",
+    "-\t\t\t<div>",
+    "-\t\t\t\t<p class=\"summary__eyebrow\">Session Details</p>",
+    "-\t\t\t\t<h1 class=\"summary__title\">${escapeHtml(detail.promptPreview || detail.sessionId)}</h1>",
+    "+\t\t<div class=\"summary__inner\">",
+    "+\t\t\t<div class=\"summary__top\">",
+    "+\t\t\t\t<div>",
+    "+\t\t\t\t\t<p class=\"summary__eyebrow\">Session Details</p>",
+    "+\t\t\t\t\t<h1 class=\"summary__title\">${escapeHtml(detail.promptPreview || detail.sessionId)}</h1>",
+    "+\t\t\t\t</div>",
+    "+\t\t\t\t<span class=\"status\">${escapeHtml(detail.status)}</span>",
+    " \t\t\t</div>",
+    "-\t\t\t<span class=\"status\">${escapeHtml(detail.status)}</span>",
+    "-\t\t</div>",
+    "-\t\t<div class=\"summary__meta\">",
+    "-\t\t\t${metaCards.join(\"\")}",
+    "+\t\t\t<div class=\"summary__meta\">",
+    "+\t\t\t\t${metaCards.join(\"\")}",
+    "+\t\t\t</div>",
+    " \t\t</div>",
+    " \t</header>`;",
+)
+
+
+def test_the_hunks_of_a_reindenting_patch_together_are_the_write_of_the_lines_they_changed(
+        repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A later session's patch wraps a header in a new element and re-indents it; the line diff
+    keeps one `</div>` at its old indentation, so the changed lines are two hunks, and a span
+    across them is held in part by each. The session that changed four of its five lines wrote
+    it and comes first; the session that created the file wrote an earlier version and comes
+    after. (Each hunk alone held under the writer test's share of the creating Add's, which holds
+    the whole text: the creator was answered as the writer, as on the real project.)"""
+    root, head = repo
+    creator_id, later_id = SID, "019a0000-0000-7000-8000-0000000000ee"
+    original = "\n".join(PANEL) + "\n"
+    creator = Rollout().meta(root, head).turn(root).message("user", "add the session details header")
+    creator.custom("call_a", patch("*** Add File: src/panel.ts", *("+" + ln for ln in PANEL)), custom_ok("src/panel.ts"))
+    (root / "src" / "panel.ts").write_text(original)
+    git(root, "add", "src/panel.ts")
+    git(root, "commit", "-qm", "header")
+    later = Rollout().meta(root, git(root, "rev-parse", "HEAD").strip(), id=later_id).turn(root)
+    later.message("user", "centre the header in a fixed-width column")
+    later.custom("call_p", REINDENT, custom_ok("src/panel.ts"))
+    final = apply_reindent(PANEL)
+    (root / "src" / "panel.ts").write_text("\n".join(final) + "\n")
+    ingest_an_hour_apart(root, tmp_path, (creator_id, creator), (later_id, later))
+    (edit,) = [e for e in shown_events(root, later_id) if e["kind"] == "code.edit"]
+    assert len(edit["hunks"]) == 2  # the diff's own cut: the kept `</div>` between them
+    first = final.index("\t\t\t\t\t<h1 class=\"summary__title\">${escapeHtml(detail.promptPreview || detail.sessionId)}</h1>") + 1
+    assert final[first + 2] == "\t\t\t</div>" and final[first + 1].endswith("</span>")  # the kept line, inside
+    doc = json.loads(run_engram(root, "explain", f"src/panel.ts:{first}-{first + 4}", "--brief").stdout)
+    assert [(s["session_id"], s["wrote"]) for s in doc["sessions"]] == [(later_id, True), (creator_id, True)]
+    shown = run_engram(root, "explain", f"src/panel.ts:{first}-{first + 4}", "--pretty", "--no-color").stdout
+    assert shown.index("centre the header") < shown.index("add the session details header")
+
+
+DATES = [
+    "export function formatDetailTimestamp(timestamp: string | undefined, includeDayInTimestamp: boolean): string | undefined {",
+    "\tif (!timestamp) {",
+    "\t\treturn undefined;",
+    "\t}",
+    "",
+    "\tconst date = new Date(timestamp);",
+    "\tif (Number.isNaN(date.getTime())) {",
+    "\t\treturn timestamp;",
+    "\t}",
+    "\treturn includeDayInTimestamp ? date.toLocaleString() : date.toLocaleTimeString();",
+    "}",
+]
+HEADER_DATE = [
+    "",
+    "function formatHeaderDate(timestamp: string | undefined): string | undefined {",
+    "\tif (!timestamp) {",
+    "\t\treturn undefined;",
+    "\t}",
+    "",
+    "\tconst date = new Date(timestamp);",
+    "\treturn new Intl.DateTimeFormat(undefined, { day: \"numeric\", month: \"long\", year: \"numeric\" }).format(date);",
+    "}",
+]
+
+
+def test_a_later_session_that_wrote_the_same_lines_elsewhere_in_the_file_comes_after_their_writer(
+        repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A later session adds a function to the file whose guard clause reads exactly as an earlier
+    function's: its edit holds that clause in full, so both passed the writer test and the later
+    one came first, though it never touched the earlier function (seen on savekirk/session-bridge,
+    where a session asked for full dates in a header). The lines around the clause tell them
+    apart: the writer's edit holds them, the later one's holds its own function's."""
+    root, head = repo
+    writer_id, later_id = SID, "019a0000-0000-7000-8000-0000000000ef"
+    writer = Rollout().meta(root, head).turn(root).message("user", "format the detail timestamps")
+    writer.custom("call_a", patch("*** Add File: src/dates.ts", *("+" + ln for ln in DATES)), custom_ok("src/dates.ts"))
+    (root / "src" / "dates.ts").write_text("\n".join(DATES) + "\n")
+    git(root, "add", "src/dates.ts")
+    git(root, "commit", "-qm", "dates")
+    later = Rollout().meta(root, git(root, "rev-parse", "HEAD").strip(), id=later_id).turn(root)
+    later.message("user", "use full dates in the header")
+    later.custom("call_p", patch("*** Update File: src/dates.ts", "@@", *(" " + ln for ln in DATES[-2:]),
+                                 *("+" + ln for ln in HEADER_DATE)), custom_ok("src/dates.ts"))
+    (root / "src" / "dates.ts").write_text("\n".join(DATES + HEADER_DATE) + "\n")
+    ingest_an_hour_apart(root, tmp_path, (writer_id, writer), (later_id, later))
+    doc = json.loads(run_engram(root, "explain", "src/dates.ts:2-6", "--brief").stdout)
+    assert [(s["session_id"], s["wrote"]) for s in doc["sessions"]] == [(writer_id, True), (later_id, True)]
+    debug = json.loads(run_engram(root, "explain", "src/dates.ts:2-6", "--brief", "--debug").stdout)
+    assert "writer_context" in {r["rule"] for r in debug["ranking"]}
+    doc = json.loads(run_engram(root, "explain", "src/dates.ts:14-18", "--brief").stdout)  # its own copy
+    assert doc["sessions"][0]["session_id"] == later_id
+
+
+def apply_reindent(lines: list[str]) -> list[str]:
+    """PANEL after REINDENT, worked out from the patch by hand."""
+    head, body = lines[:3], lines[3:]
+    return [*head,
+            "\t\t<div class=\"summary__inner\">",
+            "\t\t\t<div class=\"summary__top\">",
+            "\t\t\t\t<div>",
+            "\t\t\t\t\t<p class=\"summary__eyebrow\">Session Details</p>",
+            "\t\t\t\t\t<h1 class=\"summary__title\">${escapeHtml(detail.promptPreview || detail.sessionId)}</h1>",
+            "\t\t\t\t</div>",
+            "\t\t\t\t<span class=\"status\">${escapeHtml(detail.status)}</span>",
+            "\t\t\t</div>",
+            "\t\t\t<div class=\"summary__meta\">",
+            "\t\t\t\t${metaCards.join(\"\")}",
+            "\t\t\t</div>",
+            *body[9:]]
+
+
 def test_a_patch_applied_from_a_code_mode_script_is_an_edit(repo: tuple[Path, str], tmp_path: Path) -> None:
     """Codex's code mode runs the model's script in one `exec` call; the script applies patches,
     each reported by a `patch_apply_end` of its own id that no call of the rollout has. Its

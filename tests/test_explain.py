@@ -455,19 +455,25 @@ def test_explain_while_another_process_ingests(spotter: Path, tmp_path: Path) ->
 def direct_both(root: Path, texts: list[str],
                 files: list[str] | None = None) -> list[tuple[dict[int, float], dict[int, float]]]:
     """Direct hits of each text matched in plain Python and with numpy, on the store of `root`
-    (`files`: the file each text is a span of, which lets a session's edits be joined)."""
+    (`files`: the file each text is a span of, which lets a session's edits be joined); the
+    writer test's hunks taken together (`Writes`) must be the same from both too."""
     from engram.anchor import definition, tokenize  # noqa: PLC0415
     from engram.index import snapshot  # noqa: PLC0415
     from engram.index.db import open_db  # noqa: PLC0415
     from engram.query.direct import direct_hits  # noqa: PLC0415
+    from engram.query.ranking import Writes  # noqa: PLC0415
     from engram.store.repo import Store  # noqa: PLC0415
 
     db = open_db(Store.discover(root), readonly=True)
     try:
         snap = snapshot.read(db)
-        return [(direct_hits(db, t, tokens=definition.token_hashes(t), snap=snap, file=f),
-                 direct_hits(db, t, tokens=tokenize(t), snap=snap, file=f))
-                for t, f in zip(texts, files or [None] * len(texts))]
+        out = []
+        for t, f in zip(texts, files or [None] * len(texts)):
+            small, vec = Writes(), Writes()
+            out.append((direct_hits(db, t, tokens=definition.token_hashes(t), snap=snap, file=f, writes=small),
+                        direct_hits(db, t, tokens=tokenize(t), snap=snap, file=f, writes=vec)))
+            assert small.by_session == vec.by_session
+        return out
     finally:
         db.close()
 

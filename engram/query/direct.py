@@ -31,12 +31,15 @@ from engram.query.ranking import (
     WINNOWED_ONLY_FROM,
     Holders,
     Trace,
+    Writes,
     candidate_bar,
     expected_count,
     floor_of,
     joined_edits,
+    line_count,
     note_lookup,
     note_scoring,
+    session_writes,
 )
 
 if TYPE_CHECKING:
@@ -69,12 +72,14 @@ def span_tokens(text: str) -> SpanTokens:
 def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | None = None,
                 tokens: SpanTokens | None = None, snap: snapshot.Snapshot | None = None,
                 file: str | None = None, holders: Holders | None = None,
-                exclude: Sequence[int] = (), trace: Trace | None = None) -> dict[int, float]:
+                exclude: Sequence[int] = (), trace: Trace | None = None,
+                writes: Writes | None = None) -> dict[int, float]:
     """Fragment id → confidence of its direct match with `text` (k, w: the index's own by default;
     `tokens`: those of `text`, when the caller has them; `snap`: the index state the caller's
     query read; `file`: the repository path the text is at, when it is a file's span; `exclude`:
     fragments left out before anything is measured, ascending; `trace`: where the rules that
-    changed the match are noted, for `--debug`).
+    changed the match are noted, for `--debug`; `writes`: filled with what each session whose
+    edit is in the answer holds of the span in all its edits of `file` together, `session_writes`).
 
     Confidence is the share of the span's searched fingerprints a fragment holds — the winnowed
     ones (what a tape of the same text would hold) minus those the stop-list dropped — times its
@@ -84,15 +89,15 @@ def direct_hits(db: apsw.Connection, text: str, k: int | None = None, w: int | N
         k, w = snap.k, snap.w
     if isinstance(tokens, list) or (tokens is None and use_small(text)):
         return _small_hits(db, definition.token_hashes(text) if tokens is None else tokens, k, w, snap, file,
-                           holders, exclude, trace)
+                           holders, exclude, trace, writes, line_count(text))
     from engram.query.direct_np import vector_hits  # noqa: PLC0415 - numpy
 
-    return vector_hits(db, text, k, w, tokens, snap, file, holders, exclude, trace)
+    return vector_hits(db, text, k, w, tokens, snap, file, holders, exclude, trace, writes)
 
 
 def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: snapshot.Snapshot,
                 file: str | None, holders: Holders | None = None, exclude: Sequence[int] = (),
-                trace: Trace | None = None) -> dict[int, float]:
+                trace: Trace | None = None, writes: Writes | None = None, lines: int = 1) -> dict[int, float]:
     """`direct_hits` in plain Python (the order of the result is `vector_hits`' too: lineage walks
     its fragments in that order)."""
     kgrams = definition.kgram_values(hashes, k)
@@ -148,11 +153,14 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         small = {f: sh for f, sh in share.items() if JOIN_MIN_SHARE_NO_EDIT <= sh < bar}
         if len(small) > MAX_CANDIDATES:
             small = dict(sorted(sorted(small.items(), key=lambda fs: -counts[fs[0]])[:MAX_CANDIDATES]))
-    joined = joined_edits(db, file, below, small, passing, expected, floor,
-                          lambda frags: layout.lookup_pairs_small(db, keys, snap.segs, frags))
+    def pairs(frags: set[int]) -> list[tuple[int, int]]:
+        return layout.lookup_pairs_small(db, keys, snap.segs, frags)
+
+    joined = joined_edits(db, file, below, small, passing, expected, floor, pairs)
     if trace is not None:
         note_scoring(trace, kinds=[kinds.get(f, 0) for f in ids], cut=weighable - len(ids),
                      best=best, floor=floor, kept=sum(c >= floor for c in conf), joined=len(joined))
+    session_writes(db, file, [*passing, *joined], expected, lines, pairs, writes)
     return {f: round(c, 4) for f, c in [*zip(ids, conf), *small.items()] if c >= floor or f in joined}
 
 

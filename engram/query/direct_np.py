@@ -23,12 +23,15 @@ from engram.query.ranking import (
     WINNOWED_ONLY_FROM,
     Holders,
     Trace,
+    Writes,
     candidate_bar,
     expected_count,
     floor_of,
     joined_edits,
+    line_count,
     note_lookup,
     note_scoring,
+    session_writes,
 )
 
 _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, OTHER_WEIGHT) for i in range(128)], dtype=np.float64)
@@ -36,7 +39,8 @@ _KIND_WEIGHTS: Final = np.array([KIND_WEIGHT.get(i, OTHER_WEIGHT) for i in range
 
 def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens | None,
                 snap: snapshot.Snapshot, file: str | None = None, holders: Holders | None = None,
-                exclude: Sequence[int] = (), trace: Trace | None = None) -> dict[int, float]:
+                exclude: Sequence[int] = (), trace: Trace | None = None,
+                writes: Writes | None = None) -> dict[int, float]:
     """`direct.direct_hits` with numpy."""
     kgrams = kgram_fingerprints_from_tokens(tokenize(text) if tokens is None else tokens, k).values
     every = arrays.unique(kgrams)
@@ -100,13 +104,13 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     out = {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
     small: dict[int, float] = {}
     joined: set[int] = set()
+
+    def pairs(frs: set[int]) -> list[tuple[int, int]]:
+        mine = arrays.member(frags, np.array(sorted(frs), dtype=frags.dtype))
+        return list(zip(keys[mine].tolist(), frags[mine].tolist()))
+
     if file is not None and not (below.sum() < 2 and passing):
         small = {} if passing else _weak(all_ids, all_share, all_counts, possible)
-
-        def pairs(frs: set[int]) -> list[tuple[int, int]]:
-            mine = arrays.member(frags, np.array(sorted(frs), dtype=frags.dtype))
-            return list(zip(keys[mine].tolist(), frags[mine].tolist()))
-
         under_ids, under_conf = ids[below], conf[below]
         order = np.argsort(under_ids, kind="stable")
         under = dict(zip(under_ids[order].tolist(), under_conf[order].tolist()))
@@ -114,6 +118,7 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     if trace is not None:
         note_scoring(trace, kinds=kinds.tolist(), cut=weighable - len(ids), best=best, floor=floor,
                      kept=int(keep.sum()), joined=len(joined))
+    session_writes(db, file, [*passing, *joined], expected, line_count(text), pairs, writes)
     if not joined:
         return out
     scored = [*zip(ids.tolist(), conf.tolist()), *small.items()]

@@ -37,7 +37,7 @@ from engram.query import ranking
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
 from engram.query.clip import CONTEXT_LINES, SpanWords, clip_event
 from engram.query.direct import SpanTokens, direct_hits, span_tokens
-from engram.query.ranking import Holders, Trace
+from engram.query.ranking import Holders, Trace, Writes
 from engram.query.spans import Span
 from engram.query.touches import touch_count
 from engram.store.repo import Store
@@ -125,6 +125,10 @@ class Result:
     widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence or expand-until
     trace: Trace | None = None  # with Options.debug: the ranking rules that changed the answer
     partial: bool = False  # read while `engram reindex` refilled the index (memo.index_state)
+    writes: Writes = field(default_factory=Writes)  # each writing session's edits of the file together
+    # (harness, session id) → its strongest edit of the lines around the span, when several
+    # sessions passed the writer test (`writer_context`); None: not asked
+    context: dict[tuple[str, str], float] | None = None
 
 
 def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
@@ -223,15 +227,17 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
     snap = snapshot.read(db)
     holders = Holders()
     match = Trace() if opts.debug else None
-    direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders, trace=match)
+    direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders, trace=match,
+                         writes=res.writes)
     frags = _frag_rows(db, list(direct))
     checked = {fr.tape_no for fr in frags.values()} if snap.subagents else set()
     reviews = ranking.reviewers(db, checked, res.trace)
     if reviews:  # matched again without them: they may have set the floor their parent fell under
         holders = Holders()
         match = Trace() if opts.debug else None
+        res.writes = Writes()
         direct = direct_hits(db, span.text, tokens=tokens, snap=snap, file=span.file, holders=holders,
-                             exclude=_fragments_of(db, reviews), trace=match)
+                             exclude=_fragments_of(db, reviews), trace=match, writes=res.writes)
         frags = _frag_rows(db, list(direct))
     if res.trace is not None and match is not None:
         res.trace.fired += match.fired
@@ -289,8 +295,8 @@ def sessions_of(res: Result, rank: str = "writer", trace: Trace | None = None) -
                          "touches": touch_count((fr.kind, fr.file, (fr.tape_no, fr.offset)) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
-    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace)
-    wrote = ranking.latest_writes(ordered, res.span.file)
+    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace, res.writes, res.context)
+    wrote = ranking.latest_writes(ordered, res.span.file, res.writes)
     for s in ordered:
         s["wrote"] = id(s) in wrote
     return ordered
@@ -587,6 +593,31 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
         span.start, span.end, len(file_lines), trace)
 
 
+def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> dict[tuple[str, str], float] | None:
+    """When several sessions passed the writer test, how much of the lines around the span
+    (`ranking.WRITER_CONTEXT_LINES` a side) each one's edits hold: its strongest direct code.edit
+    of the file there, or its hunks taken together (`ranking.writer_context`)."""
+    pad = ranking.WRITER_CONTEXT_LINES
+    span = res.span
+    start, end = max(1, span.start - pad), min(len(file_lines), span.end + pad)
+    if pad <= 0 or (start, end) == (span.start, span.end):
+        return None
+    writers = [(s["harness"], s["session_id"]) for s in sessions_of(res) if s["wrote"]]
+    if len(writers) < 2:
+        return None
+    wide = _lines(span.file, file_lines, start, end)
+    writes = Writes(writers, carried=True)
+    hits = direct_hits(db, wide.text, file=span.file, writes=writes)
+    rows = _frag_rows(db, list(hits))
+    best = {who: together[0] for who, together in writes.by_session.items()}
+    for fid, conf in hits.items():
+        fr = rows.get(fid)
+        if fr is not None and fr.kind == ranking.EDIT and fr.file == span.file:
+            key = (fr.harness, fr.session_id)
+            best[key] = max(best.get(key, 0.0), conf)
+    return best
+
+
 def _lines(file: str, file_lines: list[str], start: int, end: int) -> Span:
     return Span(file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
 
@@ -619,6 +650,8 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
             if notes is not None and res.span != before:
                 notes.note("expand_until", f"grown to lines {res.span.start}-{res.span.end} "
                                            f"for at most {plural(expand_until, 'session')}")
+        if file_lines is not None and opts.rank == "writer":
+            res.context = writer_context(db, res, file_lines)
     res.partial = partial
     if res.span != asked:
         res.asked, res.widened = asked, why

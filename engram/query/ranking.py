@@ -33,7 +33,13 @@ Sessions (explain.sessions_of)
   drop_copies            a resumed session's copy of another's events, and a reviewer reached
                          along lineage, leave the answer
   reads_once             a session's reads of one file are one touch (engram.query.touches)
-  by_touches             most touches first, then the most recent touch (the default order)
+  writer_first           the sessions whose edits changed the span come first, latest first (the
+                         default order; WRITER_FLOOR)
+  writer_together        so does one whose hunks of one edit hold the span together
+                         (session_writes, WRITER_TOGETHER_FLOOR)
+  writer_context         a writer whose edits hold little of the lines around the span wrote
+                         them elsewhere in the file: after the others (explain.writer_context)
+  by_touches             most touches first, then the most recent touch (`--rank touches`)
   by_evidence            `--rank evidence`: the strongest match first (EVIDENCE_SESSION_FLOOR)
 """
 
@@ -300,6 +306,97 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
     return joined
 
 
+def line_count(text: str) -> int:
+    """How many lines `text` spans (a last line without its newline counts)."""
+    return text.count("\n") + (not text.endswith("\n"))
+
+
+class Writes:
+    """For each session with a code.edit of the span's own file in the direct answer, the hunks of
+    one of its edits that hold the span between them: (harness, session id) → (their share of the
+    span's searched fingerprints, as an edit's confidence; the edit's time; how many hunks). What
+    the writer test reads beside each single fragment (`writer_edits`); filled by
+    `direct.direct_hits` through `session_writes`."""
+
+    def __init__(self, wanted: Iterable[tuple[str, str]] = (), carried: bool = False) -> None:
+        self.by_session: dict[tuple[str, str], tuple[float, str, int]] = {}
+        self.wanted = set(wanted)  # sessions measured whatever the answer holds of them
+        self.carried = carried  # with the lines each edit kept (code.carried): what it had in hand there
+
+
+def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,
+                   lines: int, pairs: Callable[[set[int]], Iterable[tuple[int, int]]],
+                   writes: Writes | None) -> None:
+    """Fill `writes` for the sessions with a code.edit of `file` among `answer_edits` (the direct
+    answer's edits): for each, the best group of hunks of one of its edits of `file` that a window
+    of `lines` lines (the span's) reaches, in the edit's own line numbers, counted together
+    (`pairs(frags)`: the (key, fragment) postings of the span's searched fingerprints these
+    fragments hold; `expected`: the count a share is of). Hunks that hold any of the span count,
+    however little: a line or two of it under the candidate bar is what completes it.
+
+    A patch that re-indents a block is cut by the line diff into hunks around a line it kept (a
+    closing tag at its old indentation): each hunk's fragment holds part of a span across them
+    (0.85 and 0.12), neither passed the writer test alone, and an earlier whole-file Write holding
+    all of it came first (issue 45, savekirk/session-bridge). Taking every hunk of the edit, or
+    of the session, together made carriers writers: a patch of 55 hunks across a stylesheet held
+    the tokens of any 5 of its lines somewhere (carried R@1 there 0.867 → 0.829 / 0.842)."""
+    if writes is None or file is None:
+        return
+    ids = sorted(set(answer_edits))
+    if len(ids) < 2 and not writes.wanted:
+        return  # one edit: nothing to rank it against
+    tapes = {no: (harness, session) for no, harness, session in db.execute(
+        "SELECT DISTINCT o.no, o.harness, o.session_id FROM fragments f JOIN tapes t ON t.no = f.tape"
+        " JOIN tapes o ON o.session_id = t.session_id AND o.harness = t.harness"
+        f" WHERE f.id IN carray(?) AND f.kind = {EDIT} AND f.file = (SELECT id FROM files WHERE path = ?)",
+        (int_array(ids), file))} if ids else {}
+    for harness, session in writes.wanted:
+        tapes.update((no, (harness, session)) for (no,) in db.execute(
+            "SELECT no FROM tapes WHERE session_id = ? AND harness = ?", (session, harness)))
+    if len(set(tapes.values())) < 2 and not writes.wanted:
+        return  # one session's edits: nobody to rank it against
+    hunks: dict[int, tuple[int, int, int | None, int | None, str]] = {}  # id → (tape, offset, line0, line1, ts)
+    if not tapes:
+        return
+    kinds = f"{EDIT}, {KIND_NO[CODE_CARRIED]}" if writes.carried else f"{EDIT}"
+    for fid, tape, offset, line0, line1, ts in db.execute(
+            f"SELECT id, tape, offset, line0, line1, ts FROM fragments WHERE tape IN carray(?) AND kind IN ({kinds})"
+            " AND file = (SELECT id FROM files WHERE path = ?)", (int_array(sorted(tapes)), file)):
+        hunks[fid] = (tape, offset, line0, line1, ts or "")
+    held: dict[int, set[int]] = defaultdict(set)
+    for key, frag in pairs(set(hunks)):
+        held[frag].add(key)
+    edits: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for fid in held:
+        edits[hunks[fid][:2]].append(fid)
+    for (tape, _), group in edits.items():
+        keys, n = _best_window(group, hunks, held, lines)
+        who, share = tapes[tape], min(1.0, len(keys) / expected) * KIND_WEIGHT[EDIT]
+        if share > writes.by_session.get(who, (0.0, "", 0))[0]:
+            writes.by_session[who] = (share, hunks[group[0]][4], n)
+
+
+def _best_window(group: list[int], hunks: dict[int, tuple[int, int, int | None, int | None, str]],
+                 held: dict[int, set[int]], lines: int) -> tuple[set[int], int]:
+    """The keys held by hunks of one edit (`group`) next to each other (at most KEPT_BETWEEN lines
+    kept between two) that one window of `lines` lines reaches, for the window holding most, and
+    how many of those hunks hold keys none of the others does (a hunk without a range is alone)."""
+    placed = sorted((hunks[f][2], hunks[f][3], f) for f in group if hunks[f][2] is not None and hunks[f][3] is not None)
+    windows = [[f] for f in group if hunks[f][2] is None or hunks[f][3] is None]
+    for i, (_, reach, first) in enumerate(placed):
+        members, end = [first], reach
+        for line0, line1, f in placed[i + 1:]:
+            if line0 - min(reach, line1) > lines - 1 or line0 - end - 1 > KEPT_BETWEEN:
+                break  # (sorted by first line: every later hunk starts further off)
+            members.append(f)
+            reach, end = min(reach, line1), max(end, line1)
+        windows.append(members)
+    best = max(windows, key=lambda m: len(set().union(*(held[f] for f in m))))
+    keys = set().union(*(held[f] for f in best))
+    adding = sum(1 for f in best if held[f] - set().union(*(held[g] for g in best if g != f)))
+    return keys, adding
+
+
 def note_lookup(trace: Trace | None, *, searched: int, winnowed: int, winnowed_only: bool, restored: int,
                 all_kgrams: bool, expected: int) -> None:
     """What the lookup rules did to a direct match (`searched`: the searchable k-grams, `winnowed`
@@ -513,8 +610,9 @@ def copies_to_drop(db: apsw.Connection, hits: Iterable[int], frags: dict[int, Fr
 EVIDENCE_SESSION_FLOOR: Final = 0.8
 
 
-def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
-                   trace: Trace | None = None) -> list[dict[str, Any]]:
+def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str, trace: Trace | None = None,
+                   writes: Writes | None = None,
+                   context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """`sessions` (each with its "touches", "last_touch" and "_items", its (Hit, Fragment) pairs)
     in rank order.
 
@@ -529,7 +627,7 @@ def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str,
     if rank == "evidence":
         return _by_evidence(sessions, file, trace)
     if rank == "writer":
-        return _by_writer(sessions, file, trace)
+        return _by_writer(sessions, file, trace, writes, context)
     return _by_touches(sessions, trace)
 
 
@@ -564,43 +662,96 @@ def note_reads(trace: Trace | None, sessions: list[dict[str, Any]]) -> None:
 # 0.95: spotter 0.850 / 0.850 / 0.900, session-bridge 0.767 / – / 0.867, the others equal; the
 # held-out sets are in bench/README.md, "Multi-session sets").
 WRITER_FLOOR: Final = 0.95
+# ... and several hunks of one edit taken together this share: the k-grams that cross a line the
+# edit kept between them belong to no fragment, so two hunks around one kept line hold at most
+# ~0.88 of a 5-line span that they wrote but for that line (issue 45, savekirk/session-bridge).
+WRITER_TOGETHER_FLOOR: Final = 0.8
+# ... when at most this many lines are kept between two of them: with more, the hunks are
+# separate changes, and a carrier's patch that changed test set-up around a span held its
+# boilerplate in two nearby hunks (session-bridge, sessionDetailsPanel.test.ts: 3 lines apart).
+KEPT_BETWEEN: Final = 1
 
 
-def writer_edits(s: dict[str, Any], file: str) -> list[tuple[float, str]]:
-    """(confidence, time) of each code.edit of session `s` that matches the span directly: what it
-    changed there, not lines it only held (those are code.carried) and not text it wrote that a
-    later edit replaced (that comes by lineage)."""
-    return [(h.confidence, fr.ts or "") for h, fr in s["_items"]
-            if fr.kind == EDIT and h.via == "direct" and fr.file == file]
+def writer_edits(s: dict[str, Any], file: str, writes: Writes | None = None) -> list[tuple[float, str, float]]:
+    """(confidence, time, the share of the strongest write it needs) of each code.edit of session
+    `s` that matches the span directly: what it changed there, not lines it only held (those are
+    code.carried) and not text it wrote that a later edit replaced (that comes by lineage); and,
+    for a session with such an edit, its edits of the file taken together (`writes`,
+    `session_writes`), which pass at WRITER_TOGETHER_FLOOR when there are several."""
+    own = [(h.confidence, fr.ts or "", WRITER_FLOOR) for h, fr in s["_items"]
+           if fr.kind == EDIT and h.via == "direct" and fr.file == file]
+    if own and writes is not None and (together := writes.by_session.get((s["harness"], s["session_id"]))):
+        share, ts, n = together
+        own.append((share, ts, WRITER_TOGETHER_FLOOR if n > 1 else WRITER_FLOOR))
+    return own
 
 
-def latest_writes(sessions: list[dict[str, Any]], file: str) -> dict[int, str]:
+def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | None = None) -> dict[int, str]:
     """The sessions among `sessions` that changed the span's lines (`writer_edits` at least
-    WRITER_FLOOR of the strongest such edit), keyed by `id(session)`, each with the time of its
-    latest such change."""
-    edits = {id(s): writer_edits(s, file) for s in sessions}
-    top = max((c for e in edits.values() for c, _ in e), default=0.0)
+    WRITER_FLOOR of the strongest such edit, or WRITER_TOGETHER_FLOOR for several edits taken
+    together), keyed by `id(session)`, each with the time of its latest such change."""
+    edits = {id(s): writer_edits(s, file, writes) for s in sessions}
+    top = max((c for e in edits.values() for c, _, _ in e), default=0.0)
     if top <= 0.0:
         return {}
-    last = {k: max((t for c, t in e if c >= WRITER_FLOOR * top), default=None) for k, e in edits.items()}
+    last = {k: max((t for c, t, floor in e if c >= floor * top), default=None) for k, e in edits.items()}
     return {k: t for k, t in last.items() if t is not None}
 
 
-def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:
+def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, writes: Writes | None = None,
+               context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """The sessions that changed the span's lines first, the latest change first (as git blame
     names the last commit to change a line), then every other session by touches. A session's
     reads, its discussion and the lines it carried in a later edit add touches, and the most
     recent of equals won: a carrier came before the writer (issue 45's measurements)."""
-    last = latest_writes(sessions, file)
+    last = latest_writes(sessions, file, writes)
     if not last:
         return _by_touches(sessions, trace)
     writers = [s for s in sessions if id(s) in last]
-    writers.sort(key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
+    elsewhere = _written_elsewhere(writers, context)
+    writers.sort(key=lambda s: (id(s) in elsewhere, _neg_time(last[id(s)]), s["session_id"]))
     others = _by_touches([s for s in sessions if id(s) not in last], None)
     if trace is not None and len(sessions) > 1:
         trace.note("writer_first", f"{plural(len(writers), 'session')} changed these lines (latest first: "
                    f"{', '.join(s['session_id'][:8] for s in writers)}); {plural(len(others), 'other')} by touches")
+        _note_together(trace, writers, file, writes)
+        if elsewhere:
+            trace.note("writer_context", f"{plural(len(elsewhere), 'writer')} whose edits hold little of the "
+                       f"{WRITER_CONTEXT_LINES} lines around the span after the others: "
+                       + ", ".join(s["session_id"][:8] for s in writers if id(s) in elsewhere))
     return writers + others
+
+
+# A writer whose edits hold under WRITER_CONTEXT_FLOOR of what the best writer's hold of the span
+# with this many lines more a side (its hunks and the lines it kept there, taken together as
+# `session_writes` does) wrote the same lines elsewhere in the file (test set-up, a
+# guard clause repeated): it comes after the other writers (`writer_context`).
+WRITER_CONTEXT_LINES: Final = 3
+WRITER_CONTEXT_FLOOR: Final = RELATIVE_FLOOR
+
+
+def _written_elsewhere(writers: list[dict[str, Any]], context: dict[tuple[str, str], float] | None) -> set[int]:
+    """`id` of the writers whose edits hold little of the lines around the span (`context`:
+    (harness, session id) → the strongest of its edits there), when another's hold them."""
+    if not context or len(writers) < 2:
+        return set()
+    held = {id(s): context.get((s["harness"], s["session_id"]), 0.0) for s in writers}
+    top = max(held.values())
+    if top <= 0.0:
+        return set()
+    return {k for k, c in held.items() if c < WRITER_CONTEXT_FLOOR * top}
+
+
+def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, writes: Writes | None) -> None:
+    """The writers that passed only on their edits of the file taken together (`writer_edits`)."""
+    if writes is None:
+        return
+    top = max(c for s in writers for c, _, _ in writer_edits(s, file, writes))  # (the top session is a writer)
+    for s in writers:
+        best = max(c for c, _, _ in writer_edits(s, file))
+        if best < WRITER_FLOOR * top and (together := writes.by_session.get((s["harness"], s["session_id"]))):
+            trace.note("writer_together", f"{s['session_id'][:8]}: hunks of one of its edits hold {together[0]:.4g} of the "
+                                          f"span together (its best single edit {best:.4g})")
 
 
 def _by_evidence(sessions: list[dict[str, Any]], file: str, trace: Trace | None) -> list[dict[str, Any]]:
