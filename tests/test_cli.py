@@ -100,7 +100,7 @@ def test_hook_help_prints_help(tmp_path: Path) -> None:
 
 def test_a_command_s_help_starts_with_what_it_does(tmp_path: Path) -> None:
     out = engram(tmp_path, "setup", "--help")
-    assert "add Engram's MCP server and automatic capture" in out.stdout and "--remove" in out.stdout
+    assert "add Engram's MCP server (and automatic capture" in out.stdout and "--remove" in out.stdout
 
 
 def test_no_count_in_a_message_is_written_with_a_parenthesised_plural() -> None:
@@ -213,7 +213,7 @@ complete_at engram --no
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "complete -o default -F _engram engram"
-    assert lines[1:] == ["[explain]", "[setup]", "[claude codex cursor vscode cline roo]", "[--rank]",
+    assert lines[1:] == ["[explain]", "[setup]", "[claude codex gemini qwen opencode cursor vscode cline roo]", "[--rank]",
                          "[writer touches evidence]", "[bash zsh fish]", "[--no-color]"]
 
 

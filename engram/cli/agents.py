@@ -140,6 +140,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(cline_mcp_settings.json)")
     s.add_argument("--dry-run", action="store_true", help="print the files instead of writing them")
     s.add_argument("--remove", action="store_true",
-                   help="take out exactly what setup added (both agents when none is named); the rest stays")
+                   help="take out exactly what setup added (every agent when none is named); the rest stays")
     people_output(s)
     s.set_defaults(func=cmd_setup)
