@@ -18,7 +18,8 @@ Methods, all in the same run on the same memories:
 - RRF (`fusion.fuse_rrf`) and the normalised weighted sum (`fusion.fuse`) of the two channels;
 - the recipe before memories had a context: content-only BM25 + dense + the time bonus;
 - recall's recipe: the sum plus the time bonus (a query naming a date) and the tag bonus (a query
-  naming a memory's tag, here its speaker: `fusion.TAG_WEIGHT`);
+  naming a memory's tag, here its speaker: `fusion.TAG_WEIGHT`), every BM25 candidate also scored
+  by its cosine (`ScriptStore.union`); the same without that, as before, is a row;
 - `--context`: labelled apart, not shipped: the dense channel also over context + content (the
   mean of the two cosines: a second vector per memory).
 - `--engine engram`: the recipe through engram's own store (memories imported, `recall` called),
