@@ -281,6 +281,7 @@ class Row:
     text_there: bool  # at least half the span's lines of 2+ words are still in its file, verbatim
     file: str = ""  # the span's file at N
     by_blame: bool = False  # dead in the diffs, alive by git blame -M -C (moved)
+    lines: "LineDiff | None" = None  # the anchored span against the resolver's match (`line_diff`)
 
 
 def overlaps(file: str | None, start: int | None, end: int | None, true_file: str, survivors: list[int]) -> bool:
@@ -338,7 +339,7 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
             ms = (time.perf_counter() - t0) * 1000
             row = Row(alive, t.path, survivors, res, ms, _file_line(clone, s, t.path, survivors, lengths),
                       _tracker(tracked[id(s)][k], t.path, survivors), _text_there(clone, s.anchor, t.path, texts),
-                      s.file)
+                      s.file, lines=line_diff(s.anchor.text, _matched_text(clone, res)))
             if not alive:
                 moved = _blamed(clone, blames, base, chain[i + k], s, {t.path, res.file if res.start else None,
                                 (res.best_partial or {}).get("file"), (tracked[id(s)][k] or (None,))[0]})
@@ -436,6 +437,61 @@ def _tracker(place: tuple[str, int, int] | None, true_file: str, survivors: list
     return overlaps(*place, true_file, survivors), False
 
 
+# ------------------------------------------------------------------ the anchored span against its match
+
+IDENT = re.compile(r"[A-Za-z_]\w{2,}")
+SIMILAR = 0.6  # a changed line "is" an old line edited when this share of its tokens line up (difflib ratio)
+
+
+@dataclass
+class LineDiff:
+    """The anchored span's lines against the resolver's match (its best partial when vanished),
+    line by line (git's view, made without git): `verbatim`, the share of the anchor's non-blank
+    lines found unchanged (whitespace aside) in order; `similar`, those plus the lines paired with
+    an edited line (difflib ratio of their tokens >= SIMILAR); `idents`, the share of the anchor's
+    distinct identifiers (3+ characters) still in the match."""
+
+    verbatim: float
+    similar: float
+    idents: float
+
+
+def _matched_text(clone: Path, res: Resolution) -> str:
+    place = (res.file, res.start, res.end) if res.start is not None else (
+        (res.best_partial["file"], res.best_partial["start"], res.best_partial["end"]) if res.best_partial else None)
+    if place is None or place[1] is None:
+        return ""
+    p = clone / place[0]
+    text = p.read_text(errors="replace") if p.is_file() else ""
+    return "\n".join(anchors.split_lines(text)[place[1] - 1:place[2]])
+
+
+def line_diff(old: str, new: str) -> LineDiff:
+    import difflib  # noqa: PLC0415
+
+    def norm(text: str) -> list[str]:
+        return [" ".join(WORD.findall(x)) for x in anchors.split_lines(text) if x.strip()]
+
+    a, b = norm(old), norm(new)
+    if not a:
+        return LineDiff(1.0, 1.0, 1.0)
+    verbatim = similar = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            verbatim += i2 - i1
+        elif tag == "replace":
+            pool = list(range(j1, j2))
+            for x in a[i1:i2]:
+                best = max(pool, key=lambda j: difflib.SequenceMatcher(None, x.split(), b[j].split()).ratio(),
+                           default=None)
+                if best is not None and difflib.SequenceMatcher(None, x.split(), b[best].split()).ratio() >= SIMILAR:
+                    similar += 1
+                    pool.remove(best)
+    ids = set(IDENT.findall(old))
+    return LineDiff(verbatim / len(a), (verbatim + similar) / len(a),
+                    len(ids & set(IDENT.findall(new))) / len(ids) if ids else 1.0)
+
+
 # ------------------------------------------------------------------ scores
 
 @dataclass
@@ -524,6 +580,8 @@ def main() -> None:
                 sys.exit(f"{name}: {exc}")
     print_table(results, tune)
     print_states(results)
+    print_audit(results, tune)
+    print_line_sweep(results, tune)
     if tune:
         print_sweep({n: r for n, r in results.items() if n in tune})
 
@@ -620,6 +678,63 @@ def print_sweep(results: dict[str, dict[int, list[Row]]]) -> None:
     print(f"sweep on {', '.join(results)}: right place (the lowest of the three k) / vanished (all k), if "
           "vanished below a share of the tokens (rows) and of the lines (columns)")
     print(fmt_table(["tokens \\ lines", *map(_below, lines)], body))
+
+
+AUDIT = ("lines verbatim >= 0.5", "lines verbatim or edited >= 0.5", "fewer")
+
+
+def audit_class(r: Row) -> str:
+    """A span's resolved match, line by line (`LineDiff`): half its lines unchanged (git's diff cut
+    its hunks elsewhere, or a line rule counted it dead while most lines are there), half its
+    lines unchanged or edited in place (the same code rewritten line by line), or fewer."""
+    assert r.lines is not None
+    return AUDIT[0] if r.lines.verbatim >= 0.5 else AUDIT[1] if r.lines.similar >= 0.5 else AUDIT[2]
+
+
+def print_audit(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> None:
+    """Dead spans the resolver placed in their own file, against alive ones placed right, by what
+    their match holds line by line: is the truth's "dead" what a reader would call gone?"""
+    body = []
+    for label, names in (("tuned", [n for n in results if n in tune]), ("held out", [n for n in results if n not in tune])):
+        for k in KS[1:]:
+            rows = [r for n in names for r in results[n][k]]
+            dead = [r for r in rows if not r.alive and r.res.state != "vanished" and r.res.file == r.file]
+            right = [r for r in rows if r.alive and r.res.state == "edited" and r.res.file == r.true_file]
+            for what, group in (("dead, found in own file", dead), ("alive, edited, right file", right)):
+                c = Counter(audit_class(r) for r in group)
+                ids = [r.lines.idents for r in group if r.lines]
+                body.append([label, str(k), what, str(len(group)), *(share(c[a], len(group)) for a in AUDIT),
+                             f"{pct(ids, 50):.2f}" if ids else "-"])
+    print()
+    print("the match of dead spans found in their own file vs alive edited ones, line by line (lines: the "
+          f"anchor's non-blank lines; edited: a line whose tokens line up >= {SIMILAR} with a line of the match)")
+    print(fmt_table(["set", "k", "spans", "n", *AUDIT, "identifiers kept p50"], body))
+
+
+def print_line_sweep(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> None:
+    """Right place (worst k) / vanished (all k) if an `edited` match in the own file also vanished
+    when fewer than a share of the anchor's lines are there unchanged or edited in place (`LineDiff.similar`)."""
+    body = []
+    for below in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7):
+        cells = []
+        for names in ([n for n in results if n in tune], [n for n in results if n not in tune]):
+            per_k = []
+            for k in KS:
+                sc = Score()
+                for r in (r for n in names for r in results[n][k]):
+                    gone = r.res.state == "vanished" or (r.res.state == "edited" and r.res.file == r.file
+                                                         and r.lines is not None and r.lines.similar < below)
+                    sc.add(r.alive, not gone and overlaps(r.res.file, r.res.start, r.res.end, r.true_file,
+                                                          r.survivors), gone)
+                per_k.append(sc)
+            worst = min((sc.right / sc.alive for sc in per_k if sc.alive), default=None)
+            cells.append(f"{'-' if worst is None else f'{worst:.3f}'} / "
+                         f"{share(sum(sc.vanished for sc in per_k), sum(sc.dead for sc in per_k))}")
+        body.append([_below(below), *cells])
+    print()
+    print("if an edited match in the own file also vanished below a share of the anchor's lines unchanged or edited "
+          "in place: right place (the lowest of the three k) / vanished (all k)")
+    print(fmt_table(["lines unchanged or edited", "tuned", "held out (not for choosing)"], body))
 
 
 def _below(x: float) -> str:

@@ -18,7 +18,8 @@ Methods, all in the same run on the same memories:
 - RRF (`fusion.fuse_rrf`) and the normalised weighted sum (`fusion.fuse`) of the two channels;
 - the recipe before memories had a context: content-only BM25 + dense + the time bonus;
 - recall's recipe: the sum plus the time bonus (a query naming a date) and the tag bonus (a query
-  naming a memory's tag, here its speaker: `fusion.TAG_WEIGHT`);
+  naming a memory's tag, here its speaker: `fusion.TAG_WEIGHT`), every BM25 candidate also scored
+  by its cosine (`ScriptStore.union`); the same without that, as before, is a row;
 - `--context`: labelled apart, not shipped: the dense channel also over context + content (the
   mean of the two cosines: a second vector per memory).
 - `--engine engram`: the recipe through engram's own store (memories imported, `recall` called),
@@ -57,6 +58,7 @@ from engram.memory.embed import MODEL_SHA256, Embedder, model_status  # noqa: E4
 from engram.memory.fusion import (TAG_WEIGHT, TIME_WEIGHT, fts_query, fuse, fuse_rrf,  # noqa: E402
                                   named_tags, query_period, time_closeness)
 from engram.memory.memories import close_all  # noqa: E402
+from engram.memory.recall import BM25_POOL  # noqa: E402
 
 CATEGORIES = (1, 2, 3, 4)
 CONTEXT_TURNS = 2  # a turn's context: this many turns before it in its session (1: 0.778, 2: 0.794, 3: 0.804 tuned
@@ -159,6 +161,7 @@ class ScriptStore:
     def __init__(self, conv: Conversation, embedder: Embedder, context: bool = False) -> None:
         self.conv = conv
         self.ids = [m.id for m in conv.memories]
+        self.row = {m: i for i, m in enumerate(self.ids)}
         self.created = {m.id: m.created for m in conv.memories}
         self.tags = {m.id: [m.speaker] for m in conv.memories}
         self.db = apsw.Connection(":memory:")
@@ -176,15 +179,22 @@ class ScriptStore:
         self.context_vectors = (_vectors(embedder, [f"{m.context}\n{m.text}".strip() for m in conv.memories],
                                          conv.name + "-ctx2") if context else None)
 
-    def bm25(self, query: str, recall_channel: bool = True) -> Channel:
+    def bm25(self, query: str, recall_channel: bool = True, depth: int = DEPTH) -> Channel:
         """Recall's BM25 channel (content, tags, context), or with False over the content only."""
         match = fts_query(query)
         if not match:
             return [], []
         table = "r" if recall_channel else "m"
         rows = self.db.execute(f"SELECT rowid, -rank FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?",
-                               (match, DEPTH)).fetchall()
+                               (match, depth)).fetchall()
         return [self.ids[r] for r, _ in rows], [s for _, s in rows]
+
+    def union(self, qvec: np.ndarray, bm25: list[str]) -> Channel:
+        """Recall's dense channel: the DEPTH nearest memories and every BM25 candidate, by cosine."""
+        sims = self.vectors @ qvec
+        ids = list(dict.fromkeys([*self.dense(qvec)[0], *bm25]))
+        ids.sort(key=lambda i: -sims[self.row[i]])
+        return ids, [float(sims[self.row[i]]) for i in ids]
 
     def dense(self, qvec: np.ndarray, context: bool = False) -> Channel:
         sims = self.vectors @ qvec
@@ -297,7 +307,7 @@ Channels = tuple[dict[str, list[str]], dict[str, list[float]]]
 Method = Callable[[ScriptStore, Question, Channels, np.ndarray], list[str]]
 
 
-RECIPE = "recall's recipe: sum + time + tags"
+RECIPE = "recall's recipe: sum + time + tags, BM25 candidates scored by cosine"
 
 
 def methods(context: bool) -> dict[str, Method]:
@@ -312,8 +322,13 @@ def methods(context: bool) -> dict[str, Method]:
         (b, bs), (d, ds) = s.bm25(q.text, recall_channel=False), (ch[0]["dense"], ch[1]["dense"])
         return with_bonuses(q.text, fuse({"bm25": b, "dense": d}, scores={"bm25": bs, "dense": ds}), s, tags=False)
 
-    def recipe(s: ScriptStore, q: Question, ch: Channels, v: np.ndarray) -> list[str]:
+    def top_only(s: ScriptStore, q: Question, ch: Channels, v: np.ndarray) -> list[str]:
         return with_bonuses(q.text, fuse(ch[0], scores=ch[1]), s)
+
+    def recipe(s: ScriptStore, q: Question, ch: Channels, v: np.ndarray) -> list[str]:
+        b, bs = s.bm25(q.text, depth=BM25_POOL)
+        d, ds = s.union(v, b)
+        return with_bonuses(q.text, fuse({"bm25": b, "dense": d}, scores={"bm25": bs, "dense": ds}), s)
 
     out: dict[str, Method] = {
         "BM25, content only": lambda s, q, ch, v: s.bm25(q.text, recall_channel=False)[0],
@@ -322,6 +337,7 @@ def methods(context: bool) -> dict[str, Method]:
         "RRF k=60, equal weights": rrf(60, 1.0),
         "normalised sum, dense 0.5": summed,
         "recipe without context and tags": before,
+        "recipe, dense top 100 only (before the union)": top_only,
         RECIPE: recipe,
     }
     if context:

@@ -301,6 +301,26 @@ def test_a_memory_is_found_by_the_request_it_answered(store: Store) -> None:
     assert edited.context == "" and all(m["debug"]["ranks"].get("bm25") is None for m in after)  # words gone
 
 
+def test_every_word_match_is_also_scored_by_its_meaning(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory BM25 finds is given its cosine to the query even when it is not among the dense
+    channel's own nearest (POOL): its score is its similarity, not the zero of "not returned".
+    A memory neither channel found stays out."""
+    from engram.memory import recall as recall_module
+    from engram.memory.vectors import embed_pending
+
+    mem = Memories(store)
+    near = mem.remember("The build fails because the cache directory is missing.")
+    worded = mem.remember("Cache warming runs nightly on the staging servers.")
+    unrelated = mem.remember("We prefer tabs over spaces in Makefiles.")
+    embed_pending(mem.db)
+    monkeypatch.setattr(recall_module, "POOL", 1)
+    found = {m["id"]: m["debug"]["ranks"] for m in
+             recall(mem, "cache directory missing", now=NOW, reinforce=False, debug=True)["memories"]}
+    assert found[near.id] == {"bm25": 1, "dense": 1}
+    assert found[worded.id]["bm25"] == 2 and found[worded.id]["dense"] == 2
+    assert unrelated.id not in found
+
+
 def test_memories_written_before_contexts_existed_are_still_found(store: Store) -> None:
     """An index of schema 12 (no context column) is migrated on open: every memory still found."""
     from engram.index.db import open_db

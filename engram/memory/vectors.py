@@ -281,6 +281,17 @@ class Matrix:
         best = best[np.lexsort((nos[best], -exact[best]))]
         return [(int(nos[i]), float(exact[i])) for i in best]
 
+    def cosines(self, query: np.ndarray, nos: list[int]) -> dict[int, float]:
+        """memory no -> cosine to `query`, for those of `nos` that have a vector: the dense
+        channel's score of candidates another channel found (recall scores them all alike)."""
+        with self.lock:
+            rows = [(no, r) for no in nos if (r := self.rows.get(no)) is not None and self.live[r]]
+            if not rows:
+                return {}
+            sims = self.vecs[np.fromiter((r for _, r in rows), dtype=np.int64, count=len(rows))] @ \
+                query.astype(np.float32)
+        return {no: float(x) for (no, _), x in zip(rows, sims, strict=True)}
+
     def waiting(self) -> int:
         """Active memories without a vector of the current model (not embedded yet)."""
         return int((self.active[:self.n] & ~self.live[:self.n]).sum())
