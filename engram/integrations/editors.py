@@ -26,6 +26,7 @@ from engram.integrations.setup import (
     _json_removal,
     _load_json,
     _write,
+    put_engram_server,
     server_engram,
 )
 
@@ -68,15 +69,9 @@ def plan(agent: str, root: Path, command: Sequence[str]) -> list[Planned]:
     for path in files(agent, root):
         data = _load_json(path)
         before = _load_json(path)
-        servers = data.setdefault(key, {})
-        present = servers.get("engram")
         wanted = {**extras, "command": command[0], "args": [*command[1:], "mcp"]}
-        note = None
-        if present is None or server_engram(present) is not None:
-            servers["engram"] = {**present, **wanted} if isinstance(present, dict) else wanted
-        else:
-            note = f"{path} has an MCP server named engram that runs something else: left as it is"
-        p = _json_plan(path, data, before, had_engram=present is not None)
+        had, note = put_engram_server(path, data.setdefault(key, {}), wanted)
+        p = _json_plan(path, data, before, had_engram=had)
         p.note = note
         out.append(p)
     return out

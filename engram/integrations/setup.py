@@ -239,6 +239,19 @@ def hook_engram(command: str) -> list[str] | None:
         return None
 
 
+def put_engram_server(path: Path, servers: dict[str, Any], wanted: dict[str, Any],
+                      runs_engram: Callable[[Any], list[str] | None] | None = None) -> tuple[bool, str | None]:
+    """Engram's entry in an MCP server table, merged into an existing Engram entry (the user's own
+    keys kept); an entry named engram that runs another program is left alone and named in the note.
+    Returns (an entry named engram was there, the note). One rule for every agent's file."""
+    present = servers.get("engram")
+    ours = (runs_engram or server_engram)(present) is not None if present is not None else True
+    if not ours:
+        return True, f"{path} has an MCP server named engram that runs something else: left as it is"
+    servers["engram"] = {**present, **wanted} if isinstance(present, dict) else wanted
+    return present is not None, None
+
+
 def server_engram(server: Any) -> list[str] | None:
     """The engram an MCP server entry (`{"command": ..., "args": [...]}`) runs as `engram mcp`."""
     if not isinstance(server, dict) or not isinstance(server.get("command"), str):
@@ -251,15 +264,9 @@ def plan_claude(root: Path, command: Sequence[str]) -> list[Planned]:
     mcp_path, settings_path = claude_files(root)
     mcp = _load_json(mcp_path)
     before = json.loads(json.dumps(mcp))
-    servers = mcp.setdefault("mcpServers", {})
     wanted = {"type": "stdio", "command": command[0], "args": [*command[1:], "mcp"]}
-    present = servers.get("engram")
-    note = None
-    if present is None or server_engram(present) is not None:
-        servers["engram"] = {**present, **wanted} if isinstance(present, dict) else wanted
-    else:
-        note = f"{mcp_path} has an MCP server named engram that runs something else: left as it is"
-    plan = _json_plan(mcp_path, mcp, before, had_engram=present is not None)
+    had, note = put_engram_server(mcp_path, mcp.setdefault("mcpServers", {}), wanted)
+    plan = _json_plan(mcp_path, mcp, before, had_engram=had)
     plan.note = note
     plans = [plan]
 
@@ -526,17 +533,11 @@ def _plan_mcp_servers(path: Path, command: Sequence[str], hooks: dict[str, dict[
     `hooks`, Engram's command hooks."""
     data = _load_json(path)
     before = json.loads(json.dumps(data))
-    servers = data.setdefault("mcpServers", {})
-    present = servers.get("engram")
-    note = None
-    if present is None or server_engram(present) is not None:
-        wanted = {"command": command[0], "args": [*command[1:], "mcp"]}
-        servers["engram"] = {**present, **wanted} if isinstance(present, dict) else wanted
-    else:
-        note = f"{path} has an MCP server named engram that runs something else: left as it is"
+    wanted = {"command": command[0], "args": [*command[1:], "mcp"]}
+    had, note = put_engram_server(path, data.setdefault("mcpServers", {}), wanted)
     if hooks:
         _add_hooks(data, command, hooks)
-    plan = _json_plan(path, data, before, had_engram=present is not None)
+    plan = _json_plan(path, data, before, had_engram=had)
     plan.note = note
     return plan
 
@@ -561,14 +562,9 @@ def plan_opencode(root: Path, command: Sequence[str]) -> list[Planned]:
     data = _load_json(path)
     before = json.loads(json.dumps(data))
     data.setdefault("$schema", "https://opencode.ai/config.json")
-    servers = data.setdefault("mcp", {})
-    present = servers.get("engram")
-    note = None
-    if present is None or opencode_engram(present) is not None:
-        servers["engram"] = {**(present or {}), "type": "local", "command": [*command, "mcp"], "enabled": True}
-    else:
-        note = f"{path} has an MCP server named engram that runs something else: left as it is"
-    plan = _json_plan(path, data, before, had_engram=present is not None)
+    wanted = {"type": "local", "command": [*command, "mcp"], "enabled": True}
+    had, note = put_engram_server(path, data.setdefault("mcp", {}), wanted, opencode_engram)
+    plan = _json_plan(path, data, before, had_engram=had)
     plan.note = note
     return [plan]
 
