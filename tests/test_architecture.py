@@ -170,3 +170,16 @@ def test_nothing_in_the_core_imports_the_command_line_or_the_server() -> None:
     wrong = {f"{m} -> {t}" for m in inner if m.startswith("engram.") and not m.startswith("engram.cli")
              for t in inner[m] if t.startswith(("engram.cli", "engram_server"))}
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_every_package_is_installed_by_pip_install_dot() -> None:
+    """`pyproject.toml` lists the packages explicitly (server/ installs as `engram_server`), so a new
+    package missing from the list works in the editable install the tests use and is absent from a
+    user's `pip install .` (engram.share, engram.interop and engram.continuity once were)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {name + "".join("." + part for part in init.parent.relative_to(folder).parts)
+               for name, folder in PACKAGES.items() for init in folder.rglob("__init__.py")}
+    assert on_disk - listed == set(), f"add these to [tool.setuptools] packages in pyproject.toml: {on_disk - listed}"
+
