@@ -215,6 +215,9 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
         pinned: bool = Field(default=False, description="never decays or gets archived"),
         context: str = Field(default="", description="what it answers or was said in reply to (e.g. the user's "
                                                       "request): recall searches it too, at half weight"),
+        scope: Literal["team", "personal"] | None = Field(
+            default=None, description="team: leaves with `engram push`; personal: never leaves this clone "
+                                      "(default: the setting share.memory_scope, team)"),
         ctx: Context | None = None,
     ) -> RememberResult:
         """Record a fact, decision, preference, pattern, debugging insight, todo or a negative
@@ -232,7 +235,7 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
             at = _at(file, start_line, end_line)
             done = mem.remember(content, kind=kind, tags=tags, importance=importance, pinned=pinned,
                                 at=[at] if at else [], evidence=evidence, source=source, buffers=buffers,
-                                context=context)
+                                context=context, scope=scope)
             return RememberResult(**done.to_json())
 
         return await run(work)

@@ -99,6 +99,23 @@ async def test_the_memory_tools_over_stdio(repo: Path) -> None:
             assert bad.is_error is True and message in bad.content[0].text, (name, bad.content)
 
 
+async def test_an_agent_s_personal_memory_never_leaves_with_push(repo: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", str(remote)], check=True)
+    async with Client(stdio(repo)) as c:
+        mine = await c.call_tool("remember", {"content": "my scratch: ask Ana about the poller", "scope": "personal"})
+        assert mine.is_error is False, mine.content
+        assert "0 team memories" in run_engram(repo, "push", "--dry-run").stdout
+        team = await c.call_tool("remember", {"content": "the poller backs off to 30 s after errors"})
+        assert team.is_error is False, team.content
+        assert "1 team memory," in run_engram(repo, "push", "--dry-run").stdout
+        bad = await c.call_tool("remember", {"content": "x", "scope": "everyone"})
+        assert bad.is_error is True and "scope" in bad.content[0].text
+
+
 async def test_tools_on_a_server_built_like_the_language_server_s_read_unsaved_text(repo: Path) -> None:
     """The language server's endpoint builds the same tools with the editor's unsaved text: an
     anchor follows code moved in a buffer that is not saved yet."""

@@ -20,7 +20,7 @@ def _print_push(doc: dict[str, Any]) -> None:
     verb = "would push" if doc["dry_run"] else "pushed"
     sessions = doc["sessions"]
     print(f"push {doc['remote']}: {verb} {plural(len(sessions), 'tape')} ({_size(doc['bytes'])}), "
-          f"{doc['memories'].get('team', 0)} team memories, {plural(doc['tombstones'], 'new tombstone')}; "
+          f"{plural(doc['memories'].get('team', 0), 'team memory', 'team memories')}, {plural(doc['tombstones'], 'new tombstone')}; "
           f"{doc['already_on_remote']} already there")
     if doc["dry_run"]:
         for s in sessions:
