@@ -56,10 +56,12 @@ def register_resume_tool(mcp: MCPServer, store_provider: Callable[[], Store],
                          run: Callable[[Callable[[], T]], Awaitable[T]],
                          opened: Callable[[Callable[[], Store]], Any]) -> None:
     """Add the `resume` tool to `mcp`; `opened` gives the store and its index (mcp_tools._opened)."""
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                                open_world_hint=False)
+    # Not read-only: `resume(task=)` keeps the package as the task's next checkpoint. Idempotent: an
+    # identical package is not kept twice.
+    checkpoints = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                  open_world_hint=False)
 
-    @mcp.tool(title="Pick up where a session stopped", annotations=read_only)
+    @mcp.tool(title="Pick up where a session stopped", annotations=checkpoints)
     async def resume(
         session: str | None = Field(default=None, description="session id (or its start) or tape-id prefix; "
                                                               "default: the latest session in this repository"),
