@@ -22,12 +22,12 @@ from typing import Any
 
 from engram.integrations.setup import (
     Planned,
+    _drop_server,
     _json_plan,
     _json_removal,
     _load_json,
     _write,
     put_engram_server,
-    server_engram,
 )
 
 EDITOR_NAMES = ("Code", "Code - Insiders", "Cursor", "VSCodium", "Windsurf")
@@ -83,13 +83,7 @@ def unplan(agent: str, root: Path) -> list[Planned]:
     out = []
     for path in files(agent, root):
         data = _load_json(path)
-        servers = data.get(key)
-        found = isinstance(servers, dict) and server_engram(servers.get("engram")) is not None
-        if found:
-            del servers["engram"]
-            if not servers:
-                del data[key]
-        out.append(_json_removal(path, data, found))
+        out.append(_json_removal(path, data, _drop_server(data, key)))
     return out
 
 
