@@ -179,3 +179,24 @@ def test_the_session_start_hook_gives_the_task_package(spot: Path, spotter: Path
     js(spot, "task", "close", tid)
     out = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(payload).encode()).stdout)
     assert f"Task {tid}" not in out["hookSpecificOutput"]["additionalContext"], "closed: the session's own package"
+
+
+def test_resuming_one_session_of_an_open_task_is_kept_as_the_tasks_checkpoint(spot: Path) -> None:
+    tid = js(spot, "task", "new", "--session", SPOTTER_MAIN[:8])["id"]
+    doc = js(spot, "resume", SPOTTER_MAIN[:8], "--budget", "1200")
+    assert doc["session"]["session_id"] == SPOTTER_MAIN, "the session's own package, not the task's"
+    assert doc["session"]["task"] == {"id": tid, "title": "Implement spotter-gqc", "status": "open", "checkpoint": 1}
+    assert doc["budget"]["used"] <= 1200
+    assert js(spot, "resume", SPOTTER_MAIN[:8], "--budget", "1200")["session"]["task"]["checkpoint"] == 1, \
+        "the same package again is the same checkpoint"
+    rows = js(spot, "task", "checkpoints", tid)
+    assert [(r["version"], r["kind"], r["session"]) for r in rows] == [(1, "resume", SPOTTER_MAIN)]
+    text = run_engram(spot, "resume", SPOTTER_MAIN[:8], "--budget", "1200").stdout
+    assert f"Part of task {tid} (open): Implement spotter-gqc — kept as its checkpoint 1; " \
+           f"the whole task: engram resume --task {tid}" in text
+    other = js(spot, "resume", CODEX_SESSION, "--budget", "600")
+    assert "task" not in other["session"], "a session of no task: nothing kept"
+    assert len(js(spot, "task", "checkpoints", tid)) == 1
+    js(spot, "task", "close", tid)
+    assert "task" not in js(spot, "resume", SPOTTER_MAIN[:8], "--budget", "1300")["session"], \
+        "a closed task keeps no more checkpoints"

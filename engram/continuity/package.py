@@ -330,42 +330,66 @@ def _display_order(key: Any) -> tuple[int, int]:
 def resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[str, int] | None = None) -> dict[str, Any]:
     """The resume package of the chain `opts.session` names (default: the latest session), with
     the chain's latest hand-off note and where it disagrees with the transcript."""
-    from engram.continuity.handoff import disagreements, latest_handoff  # noqa: PLC0415
-    from engram.memory.memories import Memories  # noqa: PLC0415
 
     if opts.task:
         return _task_resume(store, db, opts, stop)
     chain = resolve_chain(db, opts.session, opts.harness)
     facts = read_facts(store, chain.tapes, stop)
+    handoff = _handoff_of(store, db, chain, facts)
+    task = _open_task_of(store, db, chain) if opts.checkpoint and stop is None else None
+    if task is None:
+        return package(store, db, chain, facts, opts, handoff)
+    head = {"id": task.id, "title": task.title, "status": task.status, "checkpoint": None}
+    doc = package(store, db, chain, facts, opts, handoff, task_head=head)
+    _keep_checkpoint(store, task, chain, doc)
+    return doc
+
+
+def _handoff_of(store: Store, db: apsw.Connection, chain: Chain, facts: Facts) -> dict[str, Any] | None:
+    """The chain's latest hand-off note, with where the transcript disagrees with it."""
+    from engram.continuity.handoff import disagreements, latest_handoff  # noqa: PLC0415
+    from engram.memory.memories import Memories  # noqa: PLC0415
+
     handoff = latest_handoff(Memories(store, db), chain)
     if handoff is not None:
         handoff["disagreements"] = disagreements(handoff["note"], handoff["created"], facts)
-    return package(store, db, chain, facts, opts, handoff)
+    return handoff
+
+
+def _open_task_of(store: Store, db: apsw.Connection, chain: Chain) -> Any:
+    """The open task the chain's session belongs to (the latest joined), if any: resuming one of
+    its sessions is a state of that task too, so it is kept as a checkpoint like `resume --task`."""
+    from engram.continuity.tasks import tasks_of  # noqa: PLC0415
+
+    found = tasks_of(store, db, chain.session_id)
+    return found[-1] if found else None
+
+
+def _keep_checkpoint(store: Store, task: Any, chain: Chain, doc: dict[str, Any]) -> None:
+    from engram.continuity import tasks as T  # noqa: PLC0415
+    from engram.memory.model import calling_agent  # noqa: PLC0415
+
+    doc["session"]["task"]["checkpoint"] = T.checkpoint(store, task, "resume", chain.session_id, doc,
+                                                        calling_agent())
 
 
 def _task_resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[str, int] | None) -> dict[str, Any]:
     """The package of a task: the facts of all its sessions read as one chain, headed by the task,
     kept as the task's next checkpoint (the version is in `task.checkpoint`)."""
     from engram.continuity import tasks as T  # noqa: PLC0415
-    from engram.continuity.handoff import disagreements, latest_handoff  # noqa: PLC0415
-    from engram.memory.memories import Memories  # noqa: PLC0415
-    from engram.memory.model import calling_agent  # noqa: PLC0415
 
     assert opts.task is not None
     task = T.find(T.load(store), opts.task)
     chain = T.task_chain(db, task)
     facts = read_facts(store, chain.tapes, stop)
-    handoff = latest_handoff(Memories(store, db), chain)
-    if handoff is not None:
-        handoff["disagreements"] = disagreements(handoff["note"], handoff["created"], facts)
+    handoff = _handoff_of(store, db, chain, facts)
     head: dict[str, Any] = {"id": task.id, "title": task.title, "status": task.status,
                             "sessions": len(chain.sessions), "checkpoint": None}
     if task.goal:
         head["goal"] = text_of(store, task.goal, REQUEST_CHARS)
     doc = package(store, db, chain, facts, opts, handoff, task_head=head)
     if opts.checkpoint:
-        doc["session"]["task"]["checkpoint"] = T.checkpoint(store, task, "resume", chain.session_id, doc,
-                                                            calling_agent())
+        _keep_checkpoint(store, task, chain, doc)
     return doc
 
 

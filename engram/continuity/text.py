@@ -25,14 +25,19 @@ def _heading(doc: dict[str, Any]) -> list[str]:
            f"{s['events']} events in {s['tapes']} tape{'s' if s['tapes'] != 1 else ''}"
            + (f", {s['compactions']} compaction{'s' if s['compactions'] != 1 else ''}" if s.get("compactions") else "")
            + (f", branch {s['branch']}" if s.get("branch") else "")]
-    if s.get("task"):
+    if s.get("task") and "sessions" not in s["task"]:  # one session of a task
+        t = s["task"]
+        out.append(f"Part of task {t['id']} ({t['status']}): {t['title']}"
+                   + (f" — kept as its checkpoint {t['checkpoint']}" if t.get("checkpoint") else "")
+                   + f"; the whole task: engram resume --task {t['id']}")
+    elif s.get("task"):
         t = s["task"]
         out.insert(0, f"Task {t['id']} ({t['status']}): {t['title']} — {t['sessions']} session"
                       f"{'s' if t['sessions'] != 1 else ''}" + (f", checkpoint {t['checkpoint']}" if t.get("checkpoint") else ""))
         if t.get("goal"):
             out.insert(1, f"Goal: {t['goal']}")
     if s.get("chain"):
-        out.append(("Sessions: " if s.get("task") else "Continues: ") + " → ".join(f"{c['session_id'][:8]} ({c['harness']}"
+        out.append(("Sessions: " if (s.get("task") or {}).get("sessions") else "Continues: ") + " → ".join(f"{c['session_id'][:8]} ({c['harness']}"
                                                + (f", via {c['via']}" if c.get("via") else "") + ")"
                                                for c in s["chain"]))
     if s.get("continued_by"):
