@@ -237,7 +237,17 @@ async def test_a_hover_right_after_an_edit_does_not_wait_for_the_notes_resolutio
     assert await lenses(client, uri)
     assert "Marker" in (await hover_text(client, uri, 5) or "")
     resolved = asyncio.ensure_future(published(client, uri, 2))
-    insert_top(client, uri, 2, "# one\n# two\n# three\n")
+    # Three lines on top move every note; lines 20 to the end (of the text as opened) put back as
+    # they were still count as changed there: the notes on them (most of the 2,500) resolve again.
+    below = "".join((root / rel).read_text().splitlines(keepends=True)[20:])
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(
+            start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            text="# one\n# two\n# three\n"),
+            types.TextDocumentContentChangePartial(range=types.Range(
+                start=types.Position(line=23, character=0), end=types.Position(line=n_lines + 3, character=0)),
+                text=below)]))
     await asyncio.sleep(0.5)  # past the debounce (0.4 s): the resolution of version 2 has started
     t0 = asyncio.get_running_loop().time()
     md = await hover_text(client, uri, 4 + 3)
@@ -261,3 +271,42 @@ async def test_a_hover_right_after_an_edit_does_not_wait_for_the_notes_resolutio
             break
         await asyncio.sleep(0.1)
     assert len(client.refreshes) > asked, "lenses asked for again once the notes were resolved"  # type: ignore[attr-defined]
+
+
+async def test_an_edit_resolves_the_notes_it_touched_and_another_process_notes_appear(
+        client: LanguageClient, spot: Path) -> None:  # noqa: F811
+    """After an edit only the notes whose lines it changed are resolved again (the others moved
+    with it stand, their text being the same): a note rewritten is `edited`, a note below it keeps
+    its place moved by the lines added, and a note the command line writes meanwhile (another
+    process) appears without any edit."""
+    await start(client, spot, {"noteDriftBelow": 1.0, "debounce": 0.05})
+    path = spot / "shapes_two.py"
+    path.write_text(DRIFT_TEXT + "\n\ndef volume(w, h, d):\n    return w * h * d\n")
+    uri = open_doc(client, path)
+    edited = await command(client, "engram.remember", uri, rng(4, 7), "Perimeters are never negative.", "fact")
+    below = await command(client, "engram.remember", uri, rng(10, 11), "Volumes are in cubic metres.", "fact")
+    await wait_for(lambda: uri in client.diagnostics)
+    assert not client.diagnostics[uri]
+    resolved = asyncio.ensure_future(published(client, uri, 2))
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=6, character=0), end=types.Position(line=7, character=0)),
+            text="    if total < 0:\n        raise ValueError(total)\n")]))
+    await resolved
+    (diag,) = client.diagnostics[uri]
+    assert diag.data == {"memory": edited["id"]} and "edited" in diag.message and diag.range.start.line == 4
+    md = await hover_text(client, uri, 12)
+    assert md is not None and "cubic metres" in md, "the note below, one line further down"
+    assert "cubic metres" not in (await hover_text(client, uri, 10) or "")
+
+    third = run_engram(spot, "remember", "Area is width times height.", "--at", "shapes_two.py:1-2", "--json")
+    third_id = json.loads(third.stdout)["id"]
+    for _ in range(80):  # the server sees the store changed at its next look (2 s at most)
+        md = await hover_text(client, uri, 0)
+        if md is not None and "width times height" in md:
+            break
+        await asyncio.sleep(0.1)
+    assert md is not None and "width times height" in md, "another process's note, with no edit of the buffer"
+    for ref in (edited["id"], below["id"], third_id):
+        await command(client, "engram.forget", ref)

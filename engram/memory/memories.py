@@ -223,6 +223,19 @@ class Memories:
         rows = self.db.execute(projection.select_sql("WHERE no IN carray(?)"), (int_array(list(nos)),)).fetchall()
         return {r[0]: projection.row_to_memory(self.db, r, full=full) for r in rows}
 
+    def ids_of(self, nos: Sequence[int]) -> dict[int, str]:
+        """The ids of memories by number (what a caller keeping resolved notes by id needs)."""
+        from engram.index.sql import int_array  # noqa: PLC0415
+
+        if not nos:
+            return {}
+        return dict(self.db.execute("SELECT no, id FROM memories WHERE no IN carray(?)", (int_array(list(nos)),)))
+
+    def stamp(self) -> tuple[tuple[str, int, int], ...]:
+        """What the memories are now, as cheaply as it can be told (the log files' names, sizes
+        and inodes: every change is an append, a purge a rewrite): equal stamps, same memories."""
+        return tuple((f.name, f.size, f.ino) for f in self.log.files())
+
     def places(self, nos: Sequence[int], buffers: Mapping[str, str] | None = None,
                attribute: bool = True, quick: bool = False) -> dict[int, list[Place]]:
         return places_of(self.db, self.store.root, list(nos), buffers, attribute, quick)

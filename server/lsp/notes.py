@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 #: A document's notes are resolved again after this long even when its text did not change:
 #: another process (the command line, an agent) may have written or forgotten one meanwhile.
 FRESH_S = 2.0
+#: A document's notes are resolved whole at least this often; in between, only those an edit
+#: touched are (the others' text did not change: the places `follow` moved them to stand), as long
+#: as the store's memories are the same (`Memories.stamp`).
+FULL_S = 30.0
 #: Notes resolved per turn of the worker thread (~0.2 ms each on a 5,000-line buffer): a hover or
 #: lens asked meanwhile waits for one slice, not for the 500 notes of a big file (~100 ms,
 #: bench/lsp_notes.py); between two slices the loop runs uncontended for the GIL.
@@ -89,13 +93,14 @@ async def of_document(ls: EngramLanguageServer, uri: str, exact: bool = False) -
         if resolved and fresh:
             return found
         if not exact:
-            if not fresh:  # resolved again in the background, asked again FRESH_S later at the earliest
-                ls.notes[uri] = (version, time.monotonic(), found, resolved)
+            if not fresh:  # looked at again in the background (marked unresolved, or the look answers
+                ls.notes[uri] = (version, time.monotonic(), found, False)  # itself), FRESH_S later at the earliest
                 schedule(ls, uri)
             return found
     version, rel, text = state.version, relative(state), ls.text_of(uri)
+    keep = _kept(ls, uri, state.version)
     try:
-        found = await _resolved(ls, state, rel, text)
+        found = await _resolved(ls, state, rel, text, keep)
     except EngramError as exc:
         log.warning("%s: notes: %s", uri, exc)
         found = []
@@ -110,26 +115,51 @@ async def of_document(ls: EngramLanguageServer, uri: str, exact: bool = False) -
     return found
 
 
-async def _resolved(ls: EngramLanguageServer, state: DocState, rel: str, text: str) -> list[Note] | None:
+def _kept(ls: EngramLanguageServer, uri: str, version: int) -> tuple[Any, dict[str, Note]] | None:
+    """(store stamp, the notes that need no resolving again by id) when the document's notes of
+    `version` are the last resolution's moved along with edits that touched only some of them;
+    None to resolve them all."""
+    cached, dirty = ls.notes.get(uri), ls.note_dirty.get(uri)
+    if cached is None or cached[0] != version or dirty is None or time.monotonic() - dirty[1] >= FULL_S:
+        return None
+    stamp, _, touched = dirty
+    return stamp, {n.memory.id: n for n in cached[2] if n.memory.id not in touched}
+
+
+async def _resolved(ls: EngramLanguageServer, state: DocState, rel: str, text: str,
+                    keep: tuple[Any, dict[str, Note]] | None = None) -> list[Note] | None:
     """The document's notes resolved against `text` on the worker thread, NOTE_SLICE notes at a
     time so that other requests' work runs between slices; None when the document changed before
-    the end (the rest is not worth resolving: a newer resolution is scheduled)."""
+    the end (the rest is not worth resolving: a newer resolution is scheduled). With `keep`
+    (`_kept`), the notes it holds are taken as they are unless the store's memories changed."""
     from engram.memory import open_memories  # noqa: PLC0415
 
-    store, version = state.store, state.version
+    store, version, uri = state.store, state.version, state.uri
     mem = await ls.off_loop(open_memories, store)
-    nos = await ls.off_loop(mem.anchored_in, rel)
-    found: list[Note] = []
+    nos, stamp, ids = await ls.off_loop(_anchored, mem, rel, keep is not None)
+    whole = keep is None or keep[0] != stamp
+    found = [] if whole else [keep[1][ids[no]] for no in nos if ids.get(no) in keep[1]]  # type: ignore[index]
+    todo = nos if whole else [no for no in nos if ids.get(no) not in keep[1]]  # type: ignore[index]
     buffers = {rel: text}
-    for i in range(0, len(nos), NOTE_SLICE):
+    for i in range(0, len(todo), NOTE_SLICE):
         if i:
             await asyncio.sleep(0)  # the requests that came meanwhile go first
-            if ls.docs.get(state.uri) is not state or state.version != version:
+            if ls.docs.get(uri) is not state or state.version != version:
                 return None
-        part = await ls.off_loop(lambda chunk=nos[i:i + NOTE_SLICE]: mem.in_file(rel, buffers, nos=chunk))
+        part = await ls.off_loop(lambda chunk=todo[i:i + NOTE_SLICE]: mem.in_file(rel, buffers, nos=chunk))
         found += [Note(m, p) for m, p in part]
     found.sort(key=lambda n: (min(p.start for p in n.places), n.memory.id))
+    if ls.docs.get(uri) is state and state.version == version:
+        full_at = time.monotonic() if whole else ls.note_dirty[uri][1]
+        ls.note_dirty[uri] = (stamp, full_at, set())
     return found
+
+
+def _anchored(mem: Any, rel: str, with_ids: bool) -> tuple[list[int], Any, dict[int, str]]:
+    """(the memories anchored in `rel`, the store's stamp, their ids when asked) — on the worker."""
+    stamp = mem.stamp()
+    nos = mem.anchored_in(rel)
+    return nos, stamp, mem.ids_of(nos) if with_ids else {}
 
 
 def _lines(notes: list[Note]) -> list[tuple[str, list[tuple[int, int, str]]]]:
@@ -147,15 +177,25 @@ def follow(ls: EngramLanguageServer, uri: str, before: int, after: int,
     version, when, found, _ = cached
     if version != before or not all(isinstance(c, types.TextDocumentContentChangePartial) for c in changes):
         ls.notes.pop(uri, None)
+        ls.note_dirty.pop(uri, None)
         return
+    dirty = ls.note_dirty.get(uri)
     for change in changes:
         assert isinstance(change, types.TextDocumentContentChangePartial)
         rng = change.range
+        if dirty is not None:  # their text changed: resolved again (the others only move)
+            dirty[2].update(n.memory.id for n in found if _touched(n, rng.start.line, rng.end.line))
         if change.text.count("\n") == rng.end.line - rng.start.line:
             continue  # no line added or removed (typing within lines): every place keeps its lines
         found = [_moved(n, rng.start.line, rng.end.line, change.text, rng.start.character, rng.end.character)
                  for n in found]
     ls.notes[uri] = (after, when, found, False)
+
+
+def _touched(note: Note, start0: int, end0: int) -> bool:
+    """Whether a change of 0-based lines start0-end0 reaches one of the note's places (vanished
+    ones included: the change may bring their text back)."""
+    return any(p.start - 1 <= end0 and start0 <= p.end - 1 for p in note.places)
 
 
 def _moved(note: Note, start_line: int, end_line: int, text: str, start_char: int, end_char: int) -> Note:
@@ -241,6 +281,7 @@ async def _publish_logged(ls: EngramLanguageServer, uri: str) -> None:
 
 def closed(ls: EngramLanguageServer, uri: str) -> None:
     ls.notes.pop(uri, None)
+    ls.note_dirty.pop(uri, None)
     timer = ls.note_timers.pop(uri, None)
     if timer is not None:
         timer.cancel()
@@ -250,6 +291,7 @@ async def changed(ls: EngramLanguageServer) -> None:
     """The store's memories changed (a command wrote one): drop what was resolved, publish the
     diagnostics again and ask the client for lenses again."""
     ls.notes.clear()
+    ls.note_dirty.clear()
     for uri in list(ls.docs):
         await _publish_logged(ls, uri)
     await refresh_lenses(ls)

@@ -52,6 +52,7 @@ class EngramLanguageServer(LanguageServer):
         self.timers: dict[str, asyncio.TimerHandle] = {}  # (regions.py's)
         self.notes: dict[str, tuple[int, float, list[Any], bool]] = {}  # (notes.py's: version, when, notes, resolved)
         self.note_timers: dict[str, asyncio.TimerHandle] = {}  # (notes.py's)
+        self.note_dirty: dict[str, tuple[Any, set[str]]] = {}  # (notes.py's: store stamp, ids edited since)
         self.editor_session = EditorSession()
         self.mcp_endpoint: Any = None  # (endpoint.py's)
         self.mcp_starting: asyncio.Future[None] | None = None  # (endpoint.py's)
