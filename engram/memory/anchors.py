@@ -533,6 +533,18 @@ def _line_starts(text: str) -> dict[str, list[int]]:
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _text_kgrams(text: str, k: int) -> tuple[Any, Any]:
+    """(tokens, k-gram hashes) of a file's text, kept for the last texts: every anchor of a file
+    that is not found as it was is matched against the same text (the notes an edit touched in a
+    5,000-line buffer: tokenizing it once per anchor cost ~10 ms each). Callers do not change them."""
+    from engram.anchor.tokens import tokenize  # noqa: PLC0415
+    from engram.anchor.winnow import kgram_hashes  # noqa: PLC0415
+
+    tok = tokenize(text)
+    return tok, (kgram_hashes(tok.hashes, k) if len(tok) >= k else None)
+
+
 def _context_holds(lines: list[str], s0: int, e0: int, context: tuple[str | None, str | None] | None) -> bool:
     """Is a neighbour of lines s0-e0 one the anchor had? (No context kept: take it as shifted.)"""
     if context is None:
@@ -580,14 +592,10 @@ class _Probe:
         """The best place of the anchor's code in `text` (nearest `near_line` among equals)."""
         import numpy as np  # noqa: PLC0415
 
-        from engram.anchor.tokens import tokenize  # noqa: PLC0415
-        from engram.anchor.winnow import kgram_hashes  # noqa: PLC0415
-
-        tok = tokenize(text)
+        tok, kg = _text_kgrams(text, self.k)
         n = len(tok)
         if n < self.k or not len(self.seeds):
             return None
-        kg = kgram_hashes(tok.hashes, self.k)
         hit = np.flatnonzero(np.isin(kg, self.seeds))
         if not hit.size:
             return None

@@ -120,9 +120,12 @@ def _kept(ls: EngramLanguageServer, uri: str, version: int) -> tuple[Any, dict[s
     `version` are the last resolution's moved along with edits that touched only some of them;
     None to resolve them all."""
     cached, dirty = ls.notes.get(uri), ls.note_dirty.get(uri)
-    if cached is None or cached[0] != version or dirty is None or time.monotonic() - dirty[1] >= FULL_S:
+    if cached is None or cached[0] != version or dirty is None:
         return None
-    stamp, _, touched = dirty
+    stamp, full_at, touched = dirty
+    if time.monotonic() - full_at >= FULL_S:  # due: whole, once (typing on may cut it short: then
+        ls.note_dirty[uri] = (stamp, time.monotonic(), touched)  # the next is FULL_S later, not at every edit)
+        return None
     return stamp, {n.memory.id: n for n in cached[2] if n.memory.id not in touched}
 
 
