@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (NO_INDEX_SNIPPET, SUMMARY_RE, add_corpus_arguments, best_of, child_cpu, dir_bytes,  # noqa: E402
+from common import (NO_INDEX_SETUP, NO_INDEX_SNIPPET, SUMMARY_RE, add_corpus_arguments, best_of, child_cpu, dir_bytes,  # noqa: E402
                     engram_version, ensure_corpus, fmt_table, fresh_repo, index_bytes, ingest_summary, load,
                     require_rg, timed, top_functions, verdict, warm_cache)
 
@@ -229,8 +229,7 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
     return "\n".join(out)
 
 
-PROFILE_NO_INDEX = ("import cProfile, sys, engram.cli.capture as c, engram.cli.main as m; "
-                    "c._indexer = lambda store: None; cProfile.run('m.main(sys.argv[2:])', sys.argv[1])")
+PROFILE_NO_INDEX = NO_INDEX_SETUP + "import cProfile\ncProfile.run('m.main(sys.argv[2:])', sys.argv[1])"
 
 
 def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top: int, *, no_index: bool = False) -> str:
