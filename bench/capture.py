@@ -44,7 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (NO_INDEX_SETUP, NO_INDEX_SNIPPET, SUMMARY_RE, add_corpus_arguments, best_of, child_cpu, dir_bytes,  # noqa: E402
+from common import (NO_INDEX_SETUP, NO_INDEX_SNIPPET, SUMMARY_RE, add_corpus_arguments, become_subreaper, best_of,  # noqa: E402
+                    child_cpu, dir_bytes,
                     engram_version, ensure_corpus, fmt_table, fresh_repo, index_bytes, ingest_summary, load,
                     require_rg, timed, top_functions, verdict, warm_cache)
 
@@ -275,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     cold = warm_cache(files)
     print(f"corpus: {projects} — {len(files)} files, {raw_mb:.1f} MB (first read {cold:.2f}s; timings below are warm-cache)")
 
+    subreaper = become_subreaper()
+    print(f"CPU times count the ingest's worker processes: {'yes' if subreaper else 'NO (parent only)'}")
     print(f"load average before: {load()} on {os.cpu_count()} CPUs "
           "(other processes on the machine slow every figure below)")
     rg_s, rg_cpu, rg_note = time_rg(projects, args.rg_runs)
