@@ -14,8 +14,9 @@ redactions on real transcripts, redaction speed.
 3. False redactions: every string of the real transcripts under tests/fixtures (and
    `--fixtures DIR`, e.g. /work/shared/fixtures/transcripts) redacted both ways; those sessions
    hold no live secret, so each redaction is a candidate false one (printed by class, with examples).
-4. Speed: `Redactor.event` over every record of a generated corpus (bench/gen_sessions.py), MB of
-   JSONL per second of CPU, both ways, against `orjson.loads` of the same lines (reference).
+4. Speed: `Redactor.events` over every record of a generated corpus (bench/gen_sessions.py), as
+   capture redacts a tape, MB of JSONL per second of CPU, both ways, against `orjson.loads` of
+   the same lines (reference).
 """
 
 from __future__ import annotations
@@ -215,12 +216,21 @@ def false_redactions(strings: list[str], gl: GitleaksRules | None) -> tuple[Coun
     return r.counts, examples
 
 
+def redact_all(r: Any, records: list[Any]) -> None:
+    """Redact `records` as capture redacts a tape's events: all at once where the redactor can
+    (`Redactor.events`), else one by one (an older redact.py given to --baseline)."""
+    if hasattr(r, "events"):
+        r.events(records)
+    else:
+        for rec in records:
+            r.event(rec)
+
+
 def speed(lines: list[bytes], gl: GitleaksRules | None) -> float:
-    """MB of JSONL per CPU second: parse + redact each record (the parse alone when `gl` is ...)."""
+    """MB of JSONL per CPU second: parse + redact the records, as capture redacts a tape."""
     r = redactor(gl)
     t = time.process_time()
-    for line in lines:
-        r.event(orjson.loads(line))
+    redact_all(r, [orjson.loads(line) for line in lines])
     return sum(map(len, lines)) / 1e6 / (time.process_time() - t)
 
 
@@ -317,8 +327,7 @@ def baseline_rows(lines: list[bytes], path: Path, runs: int = 4) -> None:
         for label, mod in (("baseline", base), ("this", current)):
             r = mod.Redactor()
             t = time.process_time()
-            for ev in events:
-                r.event(ev)
+            redact_all(r, events)
             times[label].append(mbs / (time.process_time() - t))
     print(f"\nredaction alone, {runs} alternating runs, MB per CPU second (baseline: {path})")
     for label, v in times.items():
