@@ -230,6 +230,30 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
     return "\n".join(out)
 
 
+def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons: list[str], runs: int) -> str:
+    """Capture only (index off), this interpreter's engram against each of `pythons` (another
+    install: a venv of an older commit), in one process (ENGRAM_WORKERS=1) and with the worker
+    pool, alternating `runs` times; best wall and best CPU of each, and the load seen."""
+    confs = [(f"{py} ({label})", py, env) for py in [sys.executable, *pythons]
+             for label, env in (("1 process", {"ENGRAM_WORKERS": "1"}), ("workers", {}))]
+    got: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _, _ in confs}
+    for _ in range(runs):
+        for label, py, env in confs:
+            repo = fresh_repo(workdir, "engram-bench-", [str(Path(py).with_name("engram"))])
+            seen = os.getloadavg()[0]
+            wall, cpu, _ = timed([py, "-c", NO_INDEX_SNIPPET, "--repo", str(repo), "ingest", str(projects)], repo,
+                                 "ingest", env)
+            got[label].append((wall, cpu, seen))
+            shutil.rmtree(repo, ignore_errors=True)
+    rows = []
+    for label, v in got.items():
+        wall, cpu = min(x[0] for x in v), min(x[1] for x in v)
+        rows.append((label, f"{raw_mb / wall:,.1f} MB/s ({wall:.2f} s)", f"{raw_mb / cpu:,.1f} MB/s ({cpu:.2f} s)",
+                     f"{min(x[2] for x in v):.1f}-{max(x[2] for x in v):.1f}"))
+    return (f"capture only, best of {runs} alternating runs:\n"
+            + fmt_table(["interpreter (engram it imports)", "wall", "CPU (user+sys, workers counted)", "load"], rows))
+
+
 PROFILE_NO_INDEX = NO_INDEX_SETUP + "import cProfile\ncProfile.run('m.main(sys.argv[2:])', sys.argv[1])"
 
 
@@ -260,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the throw-away repositories")
     ap.add_argument("--split-index", action="store_true",
                     help="also time an ingest with the index hook disabled (engram.cli.capture._indexer patched in-process)")
+    ap.add_argument("--compare", nargs="+", default=[], metavar="PYTHON",
+                    help="also time capture only against the engram each of these interpreters imports (a venv of an "
+                         "older commit), alternating, in one process and with workers")
+    ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (best kept)")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
     ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
                     help="profile the full ingest, capture only (index hook off), or both (default)")
@@ -318,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     print(fmt_table(["metric", "value"], rows, pad_last=False))
     if indexing:
         print("\nnote: ingest's per-tape index hook (engram.cli.capture._indexer) is active: the ingest figure includes indexing.")
+    if args.compare:
+        print()
+        print(compare_capture(projects, raw_mb, args.workdir, args.compare, args.compare_runs))
     print("\nseekable-frame cost:")
     print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
 

@@ -401,6 +401,9 @@ def test_strings_of_one_event_never_combine() -> None:
     ev = {"a": "export DB_PASSWORD=", "b": "hunter2-not-a-value-of-a", "c": "postgres://u:", "d": "pw@host/db"}
     assert r.event(ev) == ev
     assert not r.counts
+    flag = ["deploy --password ab", "cdefghijklmnopq"]  # a flag's value never runs into the next string
+    assert r.events([flag, {"x": flag}]) == [flag, {"x": flag}]
+    assert not r.counts
     parts = {"a": "ends with a backslash \\", "b": '"api_key": "' + rnd(30, seed=46) + '"'}
     out = r.event(parts)
     assert out["a"] == parts["a"] and "[REDACTED:json-secret]" in out["b"]

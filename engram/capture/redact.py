@@ -705,7 +705,7 @@ def entropy_secret(v: str) -> bool:
     return v.count("/") < 2 and v.count("-") < 4 and v.count("_") < 4
 
 
-_FLAG_VALUE = re.compile(r"""[ \t]+(?P<q>["']?)(?P<secret>[^\s"'`]{6,256})(?P=q)""")
+_FLAG_VALUE = re.compile(r"""[ \t]+(?P<q>["']?)(?P<secret>[^\s"'`\x00]{6,256})(?P=q)""")  # (\x00: `_SEP`)
 
 
 def _flag_password(v: str) -> bool:
@@ -1175,37 +1175,35 @@ class Redactor:
         """`[self.value(ev) for ev in evs]`: every event of a tape at once, as capture runs it.
 
         The strings worth scanning of all the events are scanned for needles together (one call
-        per needle pattern for the whole tape, not per event); the rules then run on the events
-        where a needle was found, with the needles already known. Needles are found on a
+        per needle pattern for the whole tape, not per event; a string repeated, once); the rules
+        then run on the strings where a needle was found, with the needles already known. Needles are found on a
         string's own text, as `text()` finds them: not on its JSON form, where an escaped quote
         or tab (`my token \\"…\\"`) hid them until 2026-11-28.
         """
-        walked: list[tuple[list[str], list[int]]] = []
-        texts: list[str] = []  # the strings worth scanning of every event, in order
-        bounds: list[int] = [0]  # event i's strings are texts[bounds[i]:bounds[i + 1]]
+        walked: list[tuple[list[str], list[int], list[int]]] = []
+        number: dict[str, int] = {}  # each distinct string worth scanning -> its place in the scan
         for ev in evs:
             leaves: list[str] = []
             flags: list[int] = []
             _walk(ev, leaves, flags)
-            texts += [s for s, f in zip(leaves, flags) if f == _SCAN]
-            bounds.append(len(texts))
-            walked.append((leaves, flags))
-        by_text = _needles_of(texts)
+            todo = [j for j, f in enumerate(flags) if f == _SCAN]
+            for j in todo:
+                number.setdefault(leaves[j], len(number))
+            walked.append((leaves, flags, todo))
+        by_text = _needles_of(list(number))  # a string repeated (read, edited, read again): once
         out: list[Any] = []
-        for i, (ev, (leaves, flags)) in enumerate(zip(evs, walked)):
-            lo, hi = bounds[i], bounds[i + 1]
-            found = [k for k in range(lo, hi) if k in by_text]
-            if found or self._extra or _WHOLE in flags:
-                todo = [j for j, f in enumerate(flags) if f == _SCAN]
-                hits = _joined_hits([len(t) for t in texts[lo:hi]], [k - lo for k in found],
-                                    [by_text[k] for k in found])
+        for ev, (leaves, flags, todo) in zip(evs, walked):
+            if not self._extra:  # the rules change only the strings their needles are in
+                todo = [j for j in todo if number[leaves[j]] in by_text]
+            if todo or self._extra or _WHOLE in flags:
+                hits = _joined_hits([len(leaves[j]) for j in todo], [by_text.get(number[leaves[j]], []) for j in todo])
                 ev = self._apply(ev, leaves, [f == _WHOLE for f in flags], todo, hits)
             out.append(ev)
         return out
 
 
 def _needles_of(texts: list[str]) -> dict[int, list[tuple[str, int]]]:
-    """The needles of each of `texts` that has any: its place in `texts` -> (needle, position).
+    """The needles of each of `texts` that has any: its place in `texts` -> [(needle, position)].
 
     One scan of the texts joined by `_SEP` (no needle's match contains it, so each lies within
     one text), as `_scan` scans one text.
@@ -1228,18 +1226,15 @@ def _needles_of(texts: list[str]) -> dict[int, list[tuple[str, int]]]:
     return found
 
 
-def _joined_hits(lengths: list[int], which: list[int], needles: list[list[tuple[str, int]]]) -> Hits:
-    """The needles of texts of `lengths` joined by `_SEP`, from the needles of those of them
-    at `which`: what `_scan` of the joined text gives."""
-    offsets: list[int] = []
-    pos = 0
-    for n in lengths:
-        offsets.append(pos)
-        pos += n + 1
+def _joined_hits(lengths: list[int], needles: list[list[tuple[str, int]]]) -> Hits:
+    """The needles of texts of `lengths` joined by `_SEP`, from each one's own (`needles`): what
+    `_scan` of the joined text gives."""
     hits: Hits = {}
-    for j, found in zip(which, needles):
+    offset = 0
+    for n, found in zip(lengths, needles):
         for name, at in found:
-            hits.setdefault(name, []).append(offsets[j] + at)
+            hits.setdefault(name, []).append(offset + at)
+        offset += n + 1
     for positions in hits.values():
         positions.sort()
     return hits
