@@ -230,6 +230,51 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
     return "\n".join(out)
 
 
+# Capture only, in one process, with a CPU timer around each step (few calls each: no profiler's
+# distortion). Prints one `step seconds` line per step, then `total seconds`.
+PHASES_SNIPPET = """import sys, time, collections
+from pathlib import Path
+import engram.capture.pipeline as p, engram.tape.writer as w, engram.capture.redact as r
+from engram.store.repo import Store
+from engram.capture.discovery import jobs_from_paths
+from engram.capture.stats import IngestStats
+T = collections.Counter()
+def wrap(mod, name, label):
+    fn = getattr(mod, name)
+    T[label] += 0.0  # (the table's order)
+    def timed(*a, **k):
+        c = time.process_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            T[label] += time.process_time() - c
+    setattr(mod, name, timed)
+wrap(p, "parse_job", "parse (engram.adapters)")
+wrap(p, "_prefix_sha", "sha256 of the sources")
+wrap(p, "write_tape", "write tapes, all")
+wrap(w, "encode_tape", "  of which zstd frames")
+wrap(w, "atomic_write", "  of which write + fsync")
+wrap(r.Redactor, "events" if hasattr(r.Redactor, "events") else "event", "  of which redaction")
+c0 = time.process_time()
+stats = IngestStats()
+p.ingest(Store(Path(sys.argv[1])), jobs_from_paths([Path(sys.argv[2])], stats), stats=stats, workers=1)
+for k, v in T.items():
+    print(k, round(v, 3), sep="\t")
+print("total", round(time.process_time() - c0, 3), sep="\t")
+"""
+
+
+def capture_phases(projects: Path, workdir: Path | None, engram: list[str]) -> str:
+    """Where capture's CPU goes, in one process (PHASES_SNIPPET), as a table of shares."""
+    repo = fresh_repo(workdir, "engram-bench-", engram)
+    _, _, proc = timed([sys.executable, "-c", PHASES_SNIPPET, str(repo), str(projects)], repo, "phases")
+    shutil.rmtree(repo, ignore_errors=True)
+    steps = [line.split("\t") for line in proc.stdout.splitlines() if "\t" in line]
+    total = float(steps[-1][1])
+    rows = [(name, f"{float(sec):.2f} s", f"{float(sec) / total:.0%}") for name, sec in steps]
+    return "capture only, one process, CPU by step:\n" + fmt_table(["step", "CPU", "share"], rows)
+
+
 def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons: list[str], runs: int) -> str:
     """Capture only (index off), this interpreter's engram against each of `pythons` (another
     install: a venv of an older commit), in one process (ENGRAM_WORKERS=1) and with the worker
@@ -288,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time capture only against the engram each of these interpreters imports (a venv of an "
                          "older commit), alternating, in one process and with workers")
     ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (best kept)")
+    ap.add_argument("--phases", action="store_true", help="also time each step of capture (parse, hash, redact, "
+                    "compress, write) in one process")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
     ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
                     help="profile the full ingest, capture only (index hook off), or both (default)")
@@ -346,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     print(fmt_table(["metric", "value"], rows, pad_last=False))
     if indexing:
         print("\nnote: ingest's per-tape index hook (engram.cli.capture._indexer) is active: the ingest figure includes indexing.")
+    if args.phases:
+        print()
+        print(capture_phases(projects, args.workdir, engram))
     if args.compare:
         print()
         print(compare_capture(projects, raw_mb, args.workdir, args.compare, args.compare_runs))
