@@ -44,7 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (NO_INDEX_SNIPPET, SUMMARY_RE, add_corpus_arguments, best_of, child_cpu, dir_bytes,  # noqa: E402
+from common import (NO_INDEX_SETUP, NO_INDEX_SNIPPET, SUMMARY_RE, add_corpus_arguments, become_subreaper, best_of,  # noqa: E402
+                    child_cpu, dir_bytes,
                     engram_version, ensure_corpus, fmt_table, fresh_repo, index_bytes, ingest_summary, load,
                     require_rg, timed, top_functions, verdict, warm_cache)
 
@@ -229,8 +230,76 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
     return "\n".join(out)
 
 
-PROFILE_NO_INDEX = ("import cProfile, sys, engram.cli.capture as c, engram.cli.main as m; "
-                    "c._indexer = lambda store: None; cProfile.run('m.main(sys.argv[2:])', sys.argv[1])")
+# Capture only, in one process, with a CPU timer around each step (few calls each: no profiler's
+# distortion). Prints one `step seconds` line per step, then `total seconds`.
+PHASES_SNIPPET = """import sys, time, collections
+from pathlib import Path
+import engram.capture.pipeline as p, engram.tape.writer as w, engram.capture.redact as r
+from engram.store.repo import Store
+from engram.capture.discovery import jobs_from_paths
+from engram.capture.stats import IngestStats
+T = collections.Counter()
+def wrap(mod, name, label):
+    fn = getattr(mod, name)
+    T[label] += 0.0  # (the table's order)
+    def timed(*a, **k):
+        c = time.process_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            T[label] += time.process_time() - c
+    setattr(mod, name, timed)
+wrap(p, "parse_job", "parse (engram.adapters)")
+wrap(p, "_prefix_sha", "sha256 of the sources")
+wrap(p, "write_tape", "write tapes, all")
+wrap(w, "encode_tape", "  of which zstd frames")
+wrap(w, "atomic_write", "  of which write + fsync")
+wrap(r.Redactor, "events" if hasattr(r.Redactor, "events") else "event", "  of which redaction")
+c0 = time.process_time()
+stats = IngestStats()
+p.ingest(Store(Path(sys.argv[1])), jobs_from_paths([Path(sys.argv[2])], stats), stats=stats, workers=1)
+for k, v in T.items():
+    print(k, round(v, 3), sep="\t")
+print("total", round(time.process_time() - c0, 3), sep="\t")
+"""
+
+
+def capture_phases(projects: Path, workdir: Path | None, engram: list[str]) -> str:
+    """Where capture's CPU goes, in one process (PHASES_SNIPPET), as a table of shares."""
+    repo = fresh_repo(workdir, "engram-bench-", engram)
+    _, _, proc = timed([sys.executable, "-c", PHASES_SNIPPET, str(repo), str(projects)], repo, "phases")
+    shutil.rmtree(repo, ignore_errors=True)
+    steps = [line.split("\t") for line in proc.stdout.splitlines() if "\t" in line]
+    total = float(steps[-1][1])
+    rows = [(name, f"{float(sec):.2f} s", f"{float(sec) / total:.0%}") for name, sec in steps]
+    return "capture only, one process, CPU by step:\n" + fmt_table(["step", "CPU", "share"], rows)
+
+
+def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons: list[str], runs: int) -> str:
+    """Capture only (index off), this interpreter's engram against each of `pythons` (another
+    install: a venv of an older commit), in one process (ENGRAM_WORKERS=1) and with the worker
+    pool, alternating `runs` times; best wall and best CPU of each, and the load seen."""
+    confs = [(f"{py} ({label})", py, env) for py in [sys.executable, *pythons]
+             for label, env in (("1 process", {"ENGRAM_WORKERS": "1"}), ("workers", {}))]
+    got: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _, _ in confs}
+    for _ in range(runs):
+        for label, py, env in confs:
+            repo = fresh_repo(workdir, "engram-bench-", [str(Path(py).with_name("engram"))])
+            seen = os.getloadavg()[0]
+            wall, cpu, _ = timed([py, "-c", NO_INDEX_SNIPPET, "--repo", str(repo), "ingest", str(projects)], repo,
+                                 "ingest", env)
+            got[label].append((wall, cpu, seen))
+            shutil.rmtree(repo, ignore_errors=True)
+    rows = []
+    for label, v in got.items():
+        wall, cpu = min(x[0] for x in v), min(x[1] for x in v)
+        rows.append((label, f"{raw_mb / wall:,.1f} MB/s ({wall:.2f} s)", f"{raw_mb / cpu:,.1f} MB/s ({cpu:.2f} s)",
+                     f"{min(x[2] for x in v):.1f}-{max(x[2] for x in v):.1f}"))
+    return (f"capture only, best of {runs} alternating runs:\n"
+            + fmt_table(["interpreter (engram it imports)", "wall", "CPU (user+sys, workers counted)", "load"], rows))
+
+
+PROFILE_NO_INDEX = NO_INDEX_SETUP + "import cProfile\ncProfile.run('m.main(sys.argv[2:])', sys.argv[1])"
 
 
 def profile_ingest(repo: Path, projects: Path, extra: list[str], out: Path, top: int, *, no_index: bool = False) -> str:
@@ -260,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the throw-away repositories")
     ap.add_argument("--split-index", action="store_true",
                     help="also time an ingest with the index hook disabled (engram.cli.capture._indexer patched in-process)")
+    ap.add_argument("--compare", nargs="+", default=[], metavar="PYTHON",
+                    help="also time capture only against the engram each of these interpreters imports (a venv of an "
+                         "older commit), alternating, in one process and with workers")
+    ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (best kept)")
+    ap.add_argument("--phases", action="store_true", help="also time each step of capture (parse, hash, redact, "
+                    "compress, write) in one process")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
     ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
                     help="profile the full ingest, capture only (index hook off), or both (default)")
@@ -276,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     cold = warm_cache(files)
     print(f"corpus: {projects} — {len(files)} files, {raw_mb:.1f} MB (first read {cold:.2f}s; timings below are warm-cache)")
 
+    subreaper = become_subreaper()
+    print(f"CPU times count the ingest's worker processes: {'yes' if subreaper else 'NO (parent only)'}")
     print(f"load average before: {load()} on {os.cpu_count()} CPUs "
           "(other processes on the machine slow every figure below)")
     rg_s, rg_cpu, rg_note = time_rg(projects, args.rg_runs)
@@ -316,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     print(fmt_table(["metric", "value"], rows, pad_last=False))
     if indexing:
         print("\nnote: ingest's per-tape index hook (engram.cli.capture._indexer) is active: the ingest figure includes indexing.")
+    if args.phases:
+        print()
+        print(capture_phases(projects, args.workdir, engram))
+    if args.compare:
+        print()
+        print(compare_capture(projects, raw_mb, args.workdir, args.compare, args.compare_runs))
     print("\nseekable-frame cost:")
     print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
 

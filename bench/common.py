@@ -43,9 +43,18 @@ T = TypeVar("T")
 SPAN_DIR = "_scale_spans"
 SPAN_LINES = 20
 SUMMARY_RE = re.compile(r"ingest: (\d+) sessions?, (\d+) new tapes?, (\d+) events?, (\d+) edits?, (\d+) reads?")
-# `engram ...` in a fresh interpreter with the CLI's per-tape index hook replaced by None: capture only.
-NO_INDEX_SNIPPET = ("import sys, engram.cli.capture as c, engram.cli.main as m; c._indexer = lambda store: None; "
-                    "sys.exit(m.main(sys.argv[1:]))")
+# `engram ...` in a fresh interpreter with indexing switched off in-process: capture only (parse, redact, write
+# tapes, catalogue), in one process. Both ways an ingest indexes are replaced: the CLI's per-tape hook and the
+# Indexer that `ingest_paths` (`engram ingest PATH`) builds (patching the hook alone indexed PATH ingests still).
+NO_INDEX_SETUP = """import sys, engram.cli.capture as c, engram.cli.main as m, engram.capture.pipeline as p
+c._indexer = lambda store: None
+def _capture_only(store, paths, maps=None, progress=None, merge_later=False, again=False):
+    stats = p.IngestStats()
+    p.ingest(store, p.jobs_from_paths(paths, stats), maps=maps, stats=stats, progress=progress, again=again)
+    return stats
+p.ingest_paths = _capture_only
+"""
+NO_INDEX_SNIPPET = NO_INDEX_SETUP + "sys.exit(m.main(sys.argv[1:]))"
 
 
 def _prog() -> str:
@@ -134,6 +143,18 @@ def ms(x: float) -> str:
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux PR_SET_CHILD_SUBREAPER), so that worker processes `engram ingest`
+    starts and does not wait for itself (multiprocessing's forkserver and its workers) are reaped here and
+    their CPU time is counted in RUSAGE_CHILDREN. Without it the CPU column misses the capture workers."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def reap_orphans(timeout: float = 2.0) -> int:

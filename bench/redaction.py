@@ -14,8 +14,9 @@ redactions on real transcripts, redaction speed.
 3. False redactions: every string of the real transcripts under tests/fixtures (and
    `--fixtures DIR`, e.g. /work/shared/fixtures/transcripts) redacted both ways; those sessions
    hold no live secret, so each redaction is a candidate false one (printed by class, with examples).
-4. Speed: `Redactor.event` over every record of a generated corpus (bench/gen_sessions.py), MB of
-   JSONL per second of CPU, both ways, against `orjson.loads` of the same lines (reference).
+4. Speed: `Redactor.events` over every record of a generated corpus (bench/gen_sessions.py), as
+   capture redacts a tape, MB of JSONL per second of CPU, both ways, against `orjson.loads` of
+   the same lines (reference).
 """
 
 from __future__ import annotations
@@ -215,12 +216,21 @@ def false_redactions(strings: list[str], gl: GitleaksRules | None) -> tuple[Coun
     return r.counts, examples
 
 
+def redact_all(r: Any, records: list[Any]) -> None:
+    """Redact `records` as capture redacts a tape's events: all at once where the redactor can
+    (`Redactor.events`), else one by one (an older redact.py given to --baseline)."""
+    if hasattr(r, "events"):
+        r.events(records)
+    else:
+        for rec in records:
+            r.event(rec)
+
+
 def speed(lines: list[bytes], gl: GitleaksRules | None) -> float:
-    """MB of JSONL per CPU second: parse + redact each record (the parse alone when `gl` is ...)."""
+    """MB of JSONL per CPU second: parse + redact the records, as capture redacts a tape."""
     r = redactor(gl)
     t = time.process_time()
-    for line in lines:
-        r.event(orjson.loads(line))
+    redact_all(r, [orjson.loads(line) for line in lines])
     return sum(map(len, lines)) / 1e6 / (time.process_time() - t)
 
 
@@ -296,33 +306,54 @@ def main() -> int:
                 gl.keywords.search(line.decode().lower())
             print(f"| gitleaks' keyword prefilter alone, one search per line | {mbs / (time.process_time() - t):.1f} |")
         if args.baseline:
-            baseline_rows(lines, args.baseline)
+            baseline_rows(lines, args.baseline, args.corpus, args.mb)
     return 0
 
 
-def baseline_rows(lines: list[bytes], path: Path, runs: int = 4) -> None:
-    """Redaction alone (events parsed beforehand), this redact.py against `path`, alternating runs."""
+def capture_events(corpus: Path, mb: float) -> list[list[Any]]:
+    """The events capture writes for the corpus's first sessions (about `mb` MB of transcripts):
+    the adapters' output, one list per session, as `Redactor.events` gets a tape's."""
+    from engram.capture.discovery import jobs_from_paths  # noqa: PLC0415
+    from engram.capture.pipeline import parse_job  # noqa: PLC0415
+    from engram.capture.stats import IngestStats  # noqa: PLC0415
+
+    tapes: list[list[Any]] = []
+    raw = 0
+    with tempfile.TemporaryDirectory(prefix="engram-redaction-") as root:
+        for job in jobs_from_paths([corpus], IngestStats()):
+            tapes.append(parse_job(job, Path(root), [], 32 << 20).events)
+            raw += sum(src.path.stat().st_size for src in job.sources)
+            if raw >= mb * 1e6:
+                break
+    return tapes
+
+
+def baseline_rows(lines: list[bytes], path: Path, corpus: Path, mb: float, runs: int = 4) -> None:
+    """Redaction alone (parsed beforehand), this redact.py against `path`, alternating runs: on the
+    transcripts' records, and on the events capture writes for the same sessions, tape by tape."""
     import importlib.util  # noqa: PLC0415
 
     spec = importlib.util.spec_from_file_location("redact_baseline", path)
     assert spec is not None and spec.loader is not None
     base = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(base)
-    events = [orjson.loads(line) for line in lines]
-    mbs = sum(map(len, lines)) / 1e6
     from engram.capture import redact as current  # noqa: PLC0415
 
-    times: dict[str, list[float]] = {"baseline": [], "this": []}
-    for _ in range(runs):
-        for label, mod in (("baseline", base), ("this", current)):
-            r = mod.Redactor()
-            t = time.process_time()
-            for ev in events:
-                r.event(ev)
-            times[label].append(mbs / (time.process_time() - t))
-    print(f"\nredaction alone, {runs} alternating runs, MB per CPU second (baseline: {path})")
-    for label, v in times.items():
-        print(f"| {label} | {' '.join(f'{x:.1f}' for x in v)} | best {max(v):.1f} |")
+    inputs = {"records": [[orjson.loads(line) for line in lines]], "capture's events": capture_events(corpus, mb)}
+    for what, tapes in inputs.items():
+        mbs = sum(len(orjson.dumps(ev)) for tape in tapes for ev in tape) / 1e6
+        times: dict[str, list[float]] = {"baseline": [], "this": []}
+        for _ in range(runs):
+            for label, mod in (("baseline", base), ("this", current)):
+                r = mod.Redactor()
+                t = time.process_time()
+                for tape in tapes:
+                    redact_all(r, tape)
+                times[label].append(mbs / (time.process_time() - t))
+        print(f"\nredaction alone of {what} ({mbs:.1f} MB as JSON), {runs} alternating runs, MB per CPU second "
+              f"(baseline: {path})")
+        for label, v in times.items():
+            print(f"| {label} | {' '.join(f'{x:.1f}' for x in v)} | best {max(v):.1f} |")
 
 
 if __name__ == "__main__":

@@ -76,8 +76,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_sessions  # noqa: E402
-from common import (SPAN_DIR, SPAN_LINES, Explainer, Lat, Run, SpanCase, add_corpus_arguments, compile_bytecode,  # noqa: E402
-                    any_session, child_cpu, cold_start_ingest, dir_bytes, engram_command, engram_files,
+from common import (SPAN_DIR, SPAN_LINES, Explainer, Lat, Run, SpanCase, add_corpus_arguments,  # noqa: E402
+                    become_subreaper, compile_bytecode, any_session, child_cpu, cold_start_ingest, dir_bytes, engram_command, engram_files,
                     engram_version, ensure_corpus, explain_block, fmt_table, fresh_repo, index_bytes,
                     index_readonly, language_server, load, machine, ms, pct, reap_orphans, require_rg, rg_files,
                     sample_spans, timed, top_functions, top_session, verdict, warm_cache)
@@ -88,20 +88,6 @@ TARGETS = {
     "mbps": 40.0, "index_share": 0.25, "tape_share": 0.10, "warm_p50_ms": 2.0, "warm_p99_ms": 10.0,
     "rg_speedup": 100.0, "cold_p50_ms": 30.0, "cli_p50_ms": 150.0, "append_ms": 100.0,
 }
-
-
-# ------------------------------------------------------------------ worker processes
-
-def become_subreaper() -> bool:
-    """Adopt orphaned descendants (Linux PR_SET_CHILD_SUBREAPER), so that worker processes `engram ingest`
-    starts and does not wait for itself (multiprocessing's forkserver and its workers) are reaped here and
-    their CPU time is counted in RUSAGE_CHILDREN. Without it the CPU column misses the capture workers."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 # ------------------------------------------------------------------ explain timings

@@ -401,9 +401,37 @@ def test_strings_of_one_event_never_combine() -> None:
     ev = {"a": "export DB_PASSWORD=", "b": "hunter2-not-a-value-of-a", "c": "postgres://u:", "d": "pw@host/db"}
     assert r.event(ev) == ev
     assert not r.counts
+    flag = ["deploy --password ab", "cdefghijklmnopq"]  # a flag's value never runs into the next string
+    assert r.events([flag, {"x": flag}]) == [flag, {"x": flag}]
+    assert not r.counts
     parts = {"a": "ends with a backslash \\", "b": '"api_key": "' + rnd(30, seed=46) + '"'}
     out = r.event(parts)
     assert out["a"] == parts["a"] and "[REDACTED:json-secret]" in out["b"]
+
+
+def test_quotes_and_tabs_in_an_event_hide_no_secret() -> None:
+    """An event's strings are searched in their own text, as a lone string is: not in the JSON
+    form, where `"` and a tab are escaped (these three stayed in events until 2026-11-28)."""
+    value = rnd(28, seed=61)
+    texts = [f'my token "{value}"', f"TOKEN\t= {value}", f'cfg = {{\\"api_token\\": \\"{value}\\"}}']
+    for text in texts:
+        alone = Redactor().text(text)
+        assert value not in alone, text
+        assert Redactor().event({"kind": "tool.result", "output": {"stdout": text}})["output"]["stdout"] == alone
+
+
+def test_a_tapes_events_redacted_together_as_each_alone() -> None:
+    """Capture redacts all the events of a tape at once (`Redactor.events`): the same events, the
+    same counts as one by one, an unchanged event returned as it is."""
+    evs: list[Any] = [{"kind": "msg.in", "text": text, "id": f"e{i}"} for i, (_, text, _, _) in enumerate(CASES)]
+    evs += [{"kind": "tool.result", "output": {"stdout": "x = 1\n" * 400 + text}} for _, text, _, _ in CASES[:5]]
+    evs += [{"kind": "msg.out", "text": text} for _, text in NEAR_MISSES] + [{"kind": "msg.out", "text": t} for t in BENIGN]
+    evs += [{"kind": "tool.call", "input": {"api_key": rnd(30, seed=62), "n": [1, (CASES[0][1],)]}}]
+    together, alone = Redactor(), Redactor()
+    out = together.events(evs)
+    assert out == [alone.event(ev) for ev in evs]
+    assert together.counts == alone.counts and together.counts
+    assert all(o is ev for o, ev in zip(out, evs) if o == ev)
 
 
 def test_both_scanners_find_the_same_needles() -> None:
@@ -549,6 +577,15 @@ def test_property_an_events_strings_are_redacted_as_if_alone(strings: list[str])
     """Strings of one event are scanned together; the result must not depend on their neighbours."""
     alone, together = Redactor(), Redactor()
     assert together.value(strings) == [alone.text(s) for s in strings]
+    assert together.counts == alone.counts
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.one_of(SECRETISH, st.text(max_size=20)), max_size=6).map("".join), max_size=12))
+def test_property_a_tapes_strings_are_redacted_as_if_alone(strings: list[str]) -> None:
+    """All the events of a tape are scanned together; no event's result depends on the others."""
+    alone, together = Redactor(), Redactor()
+    assert together.events([{"text": s} for s in strings]) == [{"text": alone.text(s)} for s in strings]
     assert together.counts == alone.counts
 
 

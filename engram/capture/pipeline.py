@@ -244,7 +244,7 @@ def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tup
         _note_first_capture(stats, cap)
         return Captured(stats)
     before = Counter(redactor.counts)
-    written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+    written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
                          object_threshold=int(cfg["object_threshold"]))
     stats.redactions.update(redactor.counts - before)
     row = catalog_row(written.id, events, written.size, written.raw_bytes)
@@ -320,7 +320,7 @@ def store_many(store: Store, tapes: list[list[dict[str, Any]]], indexer: Any = N
         db = open_db(store)
         try:
             for events in tapes:
-                written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+                written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
                                      object_threshold=int(store.config["ingest"]["object_threshold"]))
                 with immediate(db):
                     register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])
@@ -358,7 +358,8 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
     `engram tapes rm` are skipped, unless `again`: then they are captured anew.
 
     With several sessions and cores, sessions are parsed, written and fingerprinted in worker
-    processes while this one keeps the catalog and the index (the only writer of index.sqlite).
+    processes while this one keeps the catalog and the index (the only writer of index.sqlite);
+    without an indexer (`after_tape` None) the workers capture and this process catalogues.
     """
     stats = stats or IngestStats()
     redactor = Redactor(store.config["redact"].get("patterns") or [])
@@ -379,7 +380,7 @@ def ingest(store: Store, jobs: list[Job], *, maps: list[tuple[str, str]] | None 
             if restore is not None:  # postings an interrupted run did not write
                 restore(db)
             with _bulk_memory(after_tape, len(jobs)):
-                if n_workers > 1 and hasattr(after_tape, "accept"):
+                if n_workers > 1 and (after_tape is None or hasattr(after_tape, "accept")):
                     _ingest_parallel(db, store, jobs, stats, maps or [], progress, after_tape, n_workers, skip)
                 else:
                     _ingest_serial(db, store, jobs, stats, maps or [], progress, after_tape, redactor, skip)
@@ -465,10 +466,9 @@ _worker_redactor: Redactor | None = None
 
 def _capture_in_worker(root: str, config: dict[str, Any], job: Job, maps: list[tuple[str, str]], k: int,
                        w: int, removed: frozenset[tuple[str, str]] = frozenset()) -> Captured:
-    """Worker-process side: capture one job and fingerprint its tape for the parent's index."""
+    """Worker-process side: capture one job and, when the parent indexes (`k` > 0), fingerprint
+    its tape for the parent's index."""
     global _worker_redactor  # noqa: PLW0603 - one compiled redactor per worker process
-    from engram.index.build import prepare_tape  # noqa: PLC0415
-
     store = Store(Path(root), config)
     if _worker_redactor is None:
         _worker_redactor = Redactor(config["redact"].get("patterns") or [])
@@ -482,7 +482,10 @@ def _capture_in_worker(root: str, config: dict[str, Any], job: Job, maps: list[t
     finally:
         db.close()
     if got.written is not None and got.written.events is not None:
-        got.prepared = prepare_tape(got.written.id, got.written.events, k, w)
+        if k > 0:
+            from engram.index.build import prepare_tape  # noqa: PLC0415
+
+            got.prepared = prepare_tape(got.written.id, got.written.events, k, w)
         got.written.events = None  # the fingerprints travel back, not the text
     return got
 
@@ -544,14 +547,16 @@ def _worker_lost(stats: IngestStats, left: int) -> None:
 def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
                      maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
                      indexer: Any, n_workers: int, removed: frozenset[tuple[str, str]] = frozenset()) -> None:
+    """Capture `jobs` in `n_workers` processes, results committed (and indexed by `indexer`, when
+    there is one) here in job order."""
     import multiprocessing  # noqa: PLC0415
     from concurrent.futures import Future, ProcessPoolExecutor  # noqa: PLC0415
     from concurrent.futures.process import BrokenProcessPool  # noqa: PLC0415
 
-    k, w = indexer.resolve_params(db)
+    k, w = indexer.resolve_params(db) if indexer is not None else (0, 0)
     # forkserver: safe even when this process has threads (the language server calls ingest).
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["engram.capture.pipeline", "engram.index.build"])
+    ctx.set_forkserver_preload(["engram.capture.pipeline", *(["engram.index.build"] if indexer is not None else [])])
     sizes = [_job_bytes(job) for job in jobs]
     with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_exit_with,
                              initargs=(os.getpid(),)) as pool:

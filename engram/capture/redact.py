@@ -9,13 +9,13 @@ is replaced so that the transcript stays readable.
 Three properties shape the code:
 
 - Speed. Capture must run at >= 100 MB/s and every string passes through here, so the common
-  case must cost next to nothing, and in Python the cost is in calls more than in bytes. An
-  event is serialised once (orjson) and searched once, lower-cased, for *needles*: the places
-  where some rule could match (a keyword such as `token`, a prefix such as `ghp_`). An event
-  with none, most of them, comes back as it is. Otherwise its strings are joined and scanned
-  once for the positions of the needles, on an ASCII view whose offsets are the string's own,
-  and the rules run only there, with `.match`, never searching the text again. Strings too
-  short to hold a secret, and ids, hashes and timestamps, are not looked at.
+  case must cost next to nothing, and in Python the cost is in calls more than in bytes. The
+  strings of all the events of a tape are joined and scanned once, lower-cased, for *needles*:
+  the places where some rule could match (a keyword such as `token`, a prefix such as `ghp_`),
+  on an ASCII view whose offsets are the strings' own. An event with none, most of them, comes
+  back as it is; in the others the rules run only at the needles, with `.match`, never
+  searching the text again. Strings too short to hold a secret, and ids, hashes and
+  timestamps, are not looked at.
 - Precision. Source code is full of names like `password`, `token` and `api_key` that hold no
   secret (`password = get_password()`, `API_KEY=${API_KEY}`, `token: str`). Values are checked:
   placeholders, variable references, calls, types and paths stay; names that are only weakly
@@ -35,10 +35,9 @@ import functools
 import logging
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
-
-import orjson
 
 from engram.errors import BadInput
 
@@ -124,13 +123,6 @@ _SCANNERS = tuple(re.compile(anchor + b"(?:" + rest + b")") for anchor, rest in 
 _LONG = 1024  # measured: per-anchor patterns win from about 1 KiB
 
 Hits = dict[str, list[int]]
-
-
-def _any_needle(lb: bytes) -> bool:
-    """Whether the text whose lower-cased ASCII view is `lb` has any needle at all."""
-    if len(lb) <= _LONG:
-        return _SCANNER.search(lb) is not None
-    return any(pattern.search(lb) is not None for pattern in _SCANNERS)
 
 
 def _scan(lb: bytes) -> Hits:
@@ -713,7 +705,7 @@ def entropy_secret(v: str) -> bool:
     return v.count("/") < 2 and v.count("-") < 4 and v.count("_") < 4
 
 
-_FLAG_VALUE = re.compile(r"""[ \t]+(?P<q>["']?)(?P<secret>[^\s"'`]{6,256})(?P=q)""")
+_FLAG_VALUE = re.compile(r"""[ \t]+(?P<q>["']?)(?P<secret>[^\s"'`\x00]{6,256})(?P=q)""")  # (\x00: `_SEP`)
 
 
 def _flag_password(v: str) -> bool:
@@ -1073,11 +1065,12 @@ class Redactor:
         self.counts["redaction-error"] += 1
         return REPLACEMENT.format(name="redaction-error")
 
-    def _builtin(self, parts: list[str]) -> list[str]:
+    def _builtin(self, parts: list[str], hits: Hits | None = None) -> list[str]:
         """The built-in rules over `parts`, scanned and matched as one text.
 
         One scan per call, whatever the number of parts: the parts are joined with `_SEP`, which
-        no rule's match can contain, so no match spans two parts.
+        no rule's match can contain, so no match spans two parts. `hits`: the needles of the
+        joined text when a scan of a whole tape found them already (`events`).
         """
         joined = _SEP.join(parts) if len(parts) > 1 else parts[0]
         ends: list[int] = []
@@ -1087,6 +1080,7 @@ class Redactor:
             ends.append(pos)
             pos += 1
         t = _Text(joined)
+        t._hits = hits  # None: scanned when a rule first asks
         changed = False
         for rule in BUILTIN_RULES:
             hits = t.hits
@@ -1139,32 +1133,23 @@ class Redactor:
     def value(self, v: Any) -> Any:
         """`v` (a str, or dicts, lists and tuples of them) with every string redacted.
 
-        A structure is first scanned whole, in its JSON form: with no needle anywhere, it comes
-        back as it is. Otherwise its strings are redacted together, as one text (see
-        `_builtin`). A string under a secret-named key (`{"api_key": "…"}` in a tool's input)
-        is a secret by position, even with no context in its own text.
+        The strings of a structure are redacted together, as one text (see `_builtin`), and
+        only where a needle is found. A string under a secret-named key (`{"api_key": "…"}` in
+        a tool's input) is a secret by position, even with no context in its own text.
         """
         if isinstance(v, str):
             return self.text(v)
         if not isinstance(v, (dict, list, tuple)):
             return v
-        if not self._extra:
-            try:
-                blob = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)
-            except (TypeError, orjson.JSONEncodeError):
-                pass  # lone surrogates, odd types: look at the strings
-            else:
-                if not _any_needle(blob.lower()):
-                    return v
-        leaves: list[str] = []
-        whole: list[bool] = []
-        _leaves(v, leaves, whole)
+        return self.events([v])[0]
+
+    def _apply(self, v: Any, leaves: list[str], whole: list[bool], todo: list[int], hits: Hits | None = None) -> Any:
+        """`v` with the built-in rules run over its `todo` leaves (as one text, whose needles
+        are `hits` when known), its `whole` leaves replaced and the extra patterns applied."""
         new = list(leaves)
-        todo = [i for i, s in enumerate(leaves)
-                if not whole[i] and len(s) >= MIN_LEN and (len(s) > 80 or s.strip(_SAFE_CHARS))]
         try:
             if todo:
-                done = self._builtin([leaves[i] for i in todo])
+                done = self._builtin([leaves[i] for i in todo], hits)
                 for i, s in zip(todo, done):
                     new[i] = s
         except Exception:  # noqa: BLE001 - see text()
@@ -1186,6 +1171,100 @@ class Redactor:
     def event(self, ev: dict[str, Any]) -> dict[str, Any]:
         return self.value(ev)
 
+    def events(self, evs: list[Any]) -> list[Any]:
+        """`[self.value(ev) for ev in evs]`: every event of a tape at once, as capture runs it.
+
+        The strings worth scanning of all the events are scanned for needles together (one call
+        per needle pattern for the whole tape, not per event; a string repeated, once); the rules
+        then run on the strings where a needle was found, with the needles already known. Needles are found on a
+        string's own text, as `text()` finds them: not on its JSON form, where an escaped quote
+        or tab (`my token \\"…\\"`) hid them until 2026-11-28.
+        """
+        walked: list[tuple[list[str], list[int], list[int]]] = []
+        number: dict[str, int] = {}  # each distinct string worth scanning -> its place in the scan
+        for ev in evs:
+            leaves: list[str] = []
+            flags: list[int] = []
+            _walk(ev, leaves, flags)
+            todo = [j for j, f in enumerate(flags) if f == _SCAN]
+            for j in todo:
+                number.setdefault(leaves[j], len(number))
+            walked.append((leaves, flags, todo))
+        by_text = _needles_of(list(number))  # a string repeated (read, edited, read again): once
+        out: list[Any] = []
+        for ev, (leaves, flags, todo) in zip(evs, walked):
+            if not self._extra:  # the rules change only the strings their needles are in
+                todo = [j for j in todo if number[leaves[j]] in by_text]
+            if todo or self._extra or _WHOLE in flags:
+                hits = _joined_hits([len(leaves[j]) for j in todo], [by_text.get(number[leaves[j]], []) for j in todo])
+                ev = self._apply(ev, leaves, [f == _WHOLE for f in flags], todo, hits)
+            out.append(ev)
+        return out
+
+
+def _needles_of(texts: list[str]) -> dict[int, list[tuple[str, int]]]:
+    """The needles of each of `texts` that has any: its place in `texts` -> [(needle, position)].
+
+    One scan of the texts joined by `_SEP` (no needle's match contains it, so each lies within
+    one text), as `_scan` scans one text.
+    """
+    if not texts:
+        return {}
+    lb = _SEP.join(texts).encode("ascii", "replace").lower()
+    starts: list[int] = []
+    pos = 0
+    for t in texts:
+        starts.append(pos)
+        pos += len(t) + 1
+    found: dict[int, list[tuple[str, int]]] = {}
+    for pattern in (_SCANNERS if len(lb) > _LONG else (_SCANNER,)):
+        for m in pattern.finditer(lb):
+            name = m.lastgroup
+            if name is not None:
+                k = bisect_right(starts, m.start()) - 1
+                found.setdefault(k, []).append((name, m.start(name) - _BACK[name] - starts[k]))
+    return found
+
+
+def _joined_hits(lengths: list[int], needles: list[list[tuple[str, int]]]) -> Hits:
+    """The needles of texts of `lengths` joined by `_SEP`, from each one's own (`needles`): what
+    `_scan` of the joined text gives."""
+    hits: Hits = {}
+    offset = 0
+    for n, found in zip(lengths, needles):
+        for name, at in found:
+            hits.setdefault(name, []).append(offset + at)
+        offset += n + 1
+    for positions in hits.values():
+        positions.sort()
+    return hits
+
+
+_SKIP, _SCAN, _WHOLE = 0, 1, 2
+
+
+def _walk(v: dict[str, Any] | list[Any] | tuple[Any, ...], leaves: list[str], flags: list[int]) -> None:
+    """Every string of `v` in a fixed order, each with what to do with it: _WHOLE (a secret by its
+    key alone), _SCAN (worth scanning) or _SKIP. Every string of every event passes here: few
+    calls per string."""
+    items = v.items() if isinstance(v, dict) else ((None, x) for x in v)
+    kinds = _KEY_KINDS
+    for k, x in items:
+        tx = type(x)
+        if tx is str:
+            leaves.append(x)
+            if k is not None and (kinds.get(k) if k in kinds else _key_kind(k)) and _whole_secret(k, x):
+                flags.append(_WHOLE)
+            else:
+                n = len(x)
+                flags.append(_SCAN if n >= MIN_LEN and (n > 80 or x.strip(_SAFE_CHARS)) else _SKIP)
+        elif tx is dict or tx is list or tx is tuple or isinstance(x, (dict, list, tuple)):
+            _walk(x, leaves, flags)
+        elif isinstance(x, str):
+            leaves.append(x)
+            flags.append(_WHOLE if k is not None and _whole_secret(k, x) else
+                         _SCAN if _worth_scanning(x) else _SKIP)
+
 
 def _worth_scanning(s: str) -> bool:
     """False for strings no built-in rule can match: short ones, ids, hashes, timestamps."""
@@ -1198,35 +1277,21 @@ _KEY_KINDS: dict[str, int] = {}
 
 def _whole_secret(key: Any, value: str) -> bool:
     """Whether `value` is a secret by its key alone: `{"api_key": "…"}`."""
-    if not isinstance(key, str):
-        return False
+    return bool(_key_kind(key)) and MARK not in value and len(value) < 4096 and dict_value_secret(key, value)
+
+
+def _key_kind(key: Any) -> int:
+    """`name_kind` of a structure's key, cached (a store has few distinct keys)."""
     kind = _KEY_KINDS.get(key)
     if kind is None:
-        kind = name_kind(key) if len(key) <= 100 else 0
+        kind = name_kind(key) if isinstance(key, str) and len(key) <= 100 else 0
         if len(_KEY_KINDS) < 65536:
             _KEY_KINDS[key] = kind
-    return bool(kind) and MARK not in value and len(value) < 4096 and dict_value_secret(key, value)
-
-
-def _leaves(v: Any, out: list[str], whole: list[bool]) -> None:
-    """Every string of `v` in a fixed order, and whether it is a secret by its key alone."""
-    if isinstance(v, str):
-        out.append(v)
-        whole.append(False)
-    elif isinstance(v, dict):
-        for k, x in v.items():
-            if isinstance(x, str):
-                out.append(x)
-                whole.append(_whole_secret(k, x))
-            else:
-                _leaves(x, out, whole)
-    elif isinstance(v, (list, tuple)):
-        for x in v:
-            _leaves(x, out, whole)
+    return kind
 
 
 def _rebuild(v: Any, new: Iterator[str]) -> Any:
-    """`v` with its strings, in `_leaves` order, taken from `new`."""
+    """`v` with its strings, in `_walk` order, taken from `new`."""
     if isinstance(v, str):
         return next(new)
     if isinstance(v, dict):

@@ -186,7 +186,7 @@ def redact_again(store: Store) -> Reredaction:
             prev = events[0].get("prev")
             if prev in out.changed:
                 events[0] = {**events[0], "prev": out.changed[prev]}
-            written = write_tape(store.tapes_dir, store.objects_dir, events, redact=redactor.event,
+            written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
                                  object_threshold=threshold)
             out.tapes += 1
             if written.id != tid:
