@@ -182,6 +182,7 @@ class Git:
         proc = subprocess.Popen(["git", *_OPTIONS, "-C", str(self.root), "cat-file", "--batch"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env)
         assert proc.stdin is not None and proc.stdout is not None
+        _widen(proc.stdout.fileno())
         try:
             for sha in shas:
                 proc.stdin.write(sha.encode() + b"\n")
@@ -244,6 +245,17 @@ class Git:
         for p in parents:
             args += ["-p", p]
         return self.text(*args, "-m", message)
+
+
+def _widen(fd: int) -> None:
+    """A 1 MB pipe instead of 64 KB (Linux): a 2 MB tape then crosses in 2 reads, not 32 context
+    switches between git and Python. Best effort: the pipe works either way."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError):
+        pass
 
 
 def _read_exactly(stream: object, size: int) -> bytes:
