@@ -18,7 +18,7 @@ import zstandard
 from engram.errors import CorruptTape
 from engram.tape import frames as fr
 from engram.tape.events import Event, loads
-from engram.tape.objects import resolve
+from engram.tape.objects import OBJ_KEY, resolve
 
 _TAIL_GUESS = 4096
 SHARED_CACHE_BYTES = 64 << 20
@@ -88,6 +88,10 @@ _shared = _SharedFrames(SHARED_CACHE_BYTES)
 REPAIR = ("the tape is damaged: `engram reindex` moves it to .engram/quarantine/, then `engram ingest` captures its "
           "session again")
 
+
+# How an object reference looks in a canonical JSONL line (`{"$obj": digest, ...}`): a line
+# without it has none, and is not walked to find one.
+_OBJ_NEEDLE = b'"' + OBJ_KEY.encode() + b'"'
 
 MISMATCH = "content does not match its id (another tape's content under this name?)"
 
@@ -280,9 +284,10 @@ class TapeReader:
             fi += 1
 
     def events(self, start: int = 0, stop: int | None = None, *, resolve_objects: bool = False) -> Iterator[Event]:
+        resolving = resolve_objects and self.objects_dir is not None
         for line in self.raw_lines(start, stop):
             ev = loads(line)
-            if resolve_objects and self.objects_dir is not None:
+            if resolving and _OBJ_NEEDLE in line:  # (walking every event's values cost 6 s per 200 MB indexed)
                 ev = resolve(ev, self.objects_dir)
             yield ev
 
