@@ -357,6 +357,17 @@ def test_what_leaves_is_chosen_by_marks_and_settings(team: dict[str, Path]) -> N
     config.write_text('[share]\nmemory_scope = "everyone"\n')
     bad = run_engram(bob, "push", "--dry-run", check=False)
     assert bad.returncode == 1 and "share.memory_scope" in bad.stderr
+    # marked private after it was pushed: said plainly, with what to do
+    first = run_engram(bob, "tapes", "--private", SPOTTER_OTHER)
+    assert "warning" not in first.stderr, "never pushed: nothing to warn about"
+    run_engram(bob, "tapes", "--shared", SPOTTER_OTHER)
+    config.write_text("")
+    run_engram(bob, "push")
+    late = run_engram(bob, "tapes", "--private", SPOTTER_OTHER[:8])
+    assert "pushed to 'origin' already" in late.stderr and "cannot un-send" in late.stderr
+    assert f"engram tapes rm {SPOTTER_OTHER[:8]} --purge" in late.stderr
+    doc = json.loads(run_engram(bob, "tapes", "--private", SPOTTER_OTHER, "--json").stdout)
+    assert list(doc["already_pushed"]) == ["origin"]
 
 
 def test_pull_takes_sessions_since_a_date_and_of_this_clones_history(team: dict[str, Path], tmp_path: Path) -> None:
