@@ -41,6 +41,27 @@ class TreeEntry:
     path: str
 
 
+class Fetching:
+    """A `git fetch` under way (`Git.fetch_started`)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes] | None) -> None:
+        self.proc = proc  # None: nothing to fetch
+
+    def wait(self) -> None:
+        """Until it has finished: its objects are here and its refs moved; ShareError if it failed."""
+        if self.proc is None:
+            return
+        _, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise ShareError(f"git fetch failed: {last_line(err)}")
+
+    def stop(self) -> None:
+        """Ends it, when the caller gives up (git leaves no ref moved, at most a temp pack it removes later)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
 class Git:
     """git commands in the repository at `root`."""
 
@@ -129,6 +150,18 @@ class Git:
         """Fetch explicit refspecs (objects first; git moves the local refs last)."""
         if refspecs:
             self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *refspecs)
+
+    def fetch_started(self, remote: str, refspecs: list[str]) -> Fetching:
+        """`fetch`, running in the background while the caller does something else."""
+        if not refspecs:
+            return Fetching(None)
+        try:
+            proc = subprocess.Popen(["git", *_OPTIONS, "-C", str(self.root), "fetch", "--quiet", "--no-tags",
+                                     "--no-write-fetch-head", remote, *refspecs], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env)
+        except FileNotFoundError as exc:
+            raise ShareError("git is not installed (or not on PATH): sharing goes through git") from exc
+        return Fetching(proc)
 
     def push(self, remote: str, refspecs: list[str]) -> tuple[bool, str]:
         """Push explicit `src:dst` refspecs, never forced. (True, "") or (False, git's reason):
