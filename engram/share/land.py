@@ -3,18 +3,19 @@ before it is visible, at the speed of the disk rather than of one fsync after an
 
 `git cat-file --batch` streams the blobs (git has checked each one's SHA-1 as it fetched them);
 worker threads check each against the address it is listed under (a tape's sha256, an object's)
-and write it to a temp file in a scratch folder; a batch (`BATCH_BYTES`) is then fsynced, file by
-file in the workers at once (the kernel has been writing it back meanwhile, and concurrent fsyncs
-share a journal commit), renamed into place, and each directory it reached fsynced once. A
-process killed anywhere leaves whole files under their final names and nothing else: temp files
-are in the scratch folder, which the next landing empties. zstd and hashlib release the GIL, so
-two workers use two cores.
+and write it to a temp file in this process's scratch folder; a batch (`BATCH_BYTES`) is then
+fsynced, file by file in the workers at once (the kernel has been writing it back meanwhile, and
+concurrent fsyncs share a journal commit), renamed into place, and each directory it reached
+fsynced once. A process killed anywhere leaves whole files under their final names and nothing
+else: temp files are in its scratch folder, which the next landing removes. zstd and hashlib
+release the GIL, so two workers use two cores.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,9 +54,38 @@ def land(git: Git, items: list[Landing], scratch: Path, workers: int = WORKERS) 
     out = Landed()
     if not items:
         return out
+    mine = _own_folder(scratch)
+    try:
+        _land(git, items, mine, workers, out)
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+    return out
+
+
+def _own_folder(scratch: Path) -> Path:
+    """This process's folder in `scratch` (a pull beside it has its own), after removing those a
+    killed landing left (their process is gone; what is in them was never visible)."""
     scratch.mkdir(parents=True, exist_ok=True)
-    for name in names_in(scratch):  # what a killed landing left: never visible, never needed
-        (scratch / name).unlink(missing_ok=True)
+    for name in names_in(scratch):
+        pid = name[len("land-"):]
+        if name.startswith("land-") and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(scratch / name, ignore_errors=True)
+    mine = scratch / f"land-{os.getpid()}"
+    mine.mkdir(exist_ok=True)
+    return mine
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # (another user's process)
+        return True
+    return True
+
+
+def _land(git: Git, items: list[Landing], scratch: Path, workers: int, out: Landed) -> None:
     by_sha: dict[str, list[Landing]] = {}
     for it in items:
         by_sha.setdefault(it.sha, []).append(it)
@@ -74,7 +104,6 @@ def land(git: Git, items: list[Landing], scratch: Path, workers: int = WORKERS) 
         for fut in pending:
             _take(fut.result(), staged, out)
         _commit(pool, staged, out)
-    return out
 
 
 def _take(result: tuple[Landing, Path | None, int, str | None], staged: list[tuple[Landing, Path, int]],
