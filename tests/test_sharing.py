@@ -357,6 +357,17 @@ def test_what_leaves_is_chosen_by_marks_and_settings(team: dict[str, Path]) -> N
     config.write_text('[share]\nmemory_scope = "everyone"\n')
     bad = run_engram(bob, "push", "--dry-run", check=False)
     assert bad.returncode == 1 and "share.memory_scope" in bad.stderr
+    # marked private after it was pushed: said plainly, with what to do
+    first = run_engram(bob, "tapes", "--private", SPOTTER_OTHER)
+    assert "warning" not in first.stderr, "never pushed: nothing to warn about"
+    run_engram(bob, "tapes", "--shared", SPOTTER_OTHER)
+    config.write_text("")
+    run_engram(bob, "push")
+    late = run_engram(bob, "tapes", "--private", SPOTTER_OTHER[:8])
+    assert "pushed to 'origin' already" in late.stderr and "cannot un-send" in late.stderr
+    assert f"engram tapes rm {SPOTTER_OTHER[:8]} --purge" in late.stderr
+    doc = json.loads(run_engram(bob, "tapes", "--private", SPOTTER_OTHER, "--json").stdout)
+    assert list(doc["already_pushed"]) == ["origin"]
 
 
 def test_pull_takes_sessions_since_a_date_and_of_this_clones_history(team: dict[str, Path], tmp_path: Path) -> None:
@@ -429,3 +440,44 @@ def test_a_purged_tape_leaves_the_tip_of_its_shard_with_its_objects(team: dict[s
     left = shard_files()
     assert not any(p.startswith("objects/") for p in left), left
     assert len([p for p in left if p.endswith(".jsonl.zst")]) == 1, "the main session's tape stays"
+
+
+def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """Three months of tapes with large strings kept as objects, pulled a shard at a time (each
+    group's fetch overlaps the landing of the one before): every tape and object arrives intact."""
+    from engram.share import pull as pull_module
+    from engram.share.git import Git
+    from engram.share.push import push
+    from engram.store.repo import init_store
+    from engram.tape.reader import intact
+    from engram.tape.writer import tape_files, write_tape
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    roots = []
+    for name in ("alice", "bob"):
+        root = tmp_path / name
+        git(tmp_path, "init", "-q", str(root))
+        git(root, "remote", "add", "origin", str(remote))
+        roots.append(root)
+    alice, _ = init_store(roots[0])
+    for i, month in enumerate(("2026-09", "2026-10", "2026-11") * 2):
+        meta = {"kind": "meta", "v": 1, "harness": "claude-code", "session_id": f"s{i}", "started": f"{month}-02T10:00:00Z",
+                "cwd": "/home/dev/proj", "git_head": None, "sources": [], "prev": None}
+        big = {"kind": "tool.result", "ts": meta["started"], "call_id": f"c{i}", "name": "Bash", "is_error": False,
+               "exit_code": 0, "stdout": f"output {i} " * 4000, "stderr": ""}
+        write_tape(alice.tapes_dir, alice.objects_dir, [meta, big], object_threshold=1000)
+    push(alice, "origin")
+    bob, _ = init_store(roots[1])
+    monkeypatch.setattr(pull_module, "PIPELINE_BYTES", 1)  # a group per shard, as in a pull of many MB
+    fetches: list[list[str]] = []
+    real = Git.fetch_started
+    monkeypatch.setattr(Git, "fetch_started", lambda g, remote, specs: fetches.append(specs) or real(g, remote, specs))
+    report = pull_module.pull(bob, "origin", everything=True)
+    assert [len(specs) for specs in fetches] == [1, 1, 1], "one fetch per shard"
+    assert len(report.sessions) == 6 and report.objects == 6 and not report.damaged
+    assert sorted(p.name for p in tape_files(bob.tapes_dir)) == sorted(p.name for p in tape_files(alice.tapes_dir))
+    assert all(intact(p) for p in tape_files(bob.tapes_dir))
+    assert not list((bob.run_dir / "pull").iterdir()), "no temp file is left behind"
+    assert report.indexed == 6

@@ -40,12 +40,29 @@ def _mark(store: object, db: object, ref: str, *, private: bool, json: bool) -> 
 
     sessions = sorted({r.session_id for r in resolve_tapes(db, ref)})  # type: ignore[arg-type]
     mark_private(store, sessions, private)  # type: ignore[arg-type]
+    sent = _already_pushed(store, db, sessions) if private else {}
     if json:
-        print_json({"sessions": sessions, "private": private})
+        print_json({"sessions": sessions, "private": private, "already_pushed": sent})
     else:
         state = "private: `engram push` leaves it here" if private else "shared again: `engram push` sends it"
         print(f"{plural(len(sessions), 'session')} ({', '.join(s[:8] for s in sessions)}) {state}")
+    for remote, tapes in sent.items():
+        print(f"warning: {plural(len(tapes), 'tape')} of it {'was' if len(tapes) == 1 else 'were'} pushed to "
+              f"{remote!r} already (its index as of this clone's last push or pull), and git cannot un-send: "
+              "--private only stops later pushes. To take it back from the remote and from every store that "
+              f"pulls: `engram tapes rm {ref} --purge`, then `engram push` (a tombstone; it deletes the session "
+              "here too). Whoever fetched it before keeps a copy: rotate any secret in it (docs/sharing.md, "
+              "\"what git cannot un-send\")", file=sys.stderr)
     return 0
+
+
+def _already_pushed(store: object, db: object, sessions: list[str]) -> dict[str, list[str]]:
+    """Remote -> the tapes of `sessions` its index listed when this clone last pushed or pulled."""
+    from engram.share.push import pushed_to
+
+    marks = ",".join("?" * len(sessions))
+    tapes = {r[0] for r in db.execute(f"SELECT id FROM tapes WHERE session_id IN ({marks})", sessions)}  # type: ignore[attr-defined]
+    return pushed_to(store, tapes)  # type: ignore[arg-type]
 
 
 def cmd_show(args: argparse.Namespace) -> int:

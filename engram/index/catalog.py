@@ -206,9 +206,9 @@ def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
     from engram.tape.reader import TapeReader  # noqa: PLC0415
 
     with TapeReader(path, store.objects_dir) as r:
-        evs = list(r.events())
-        raw = sum(len(line) + 1 for line in r.raw_lines())
-        row = catalog_row(r.id, evs, r.size, raw)
+        lines = list(r.raw_lines())  # (once: decompressed twice, this was half of cataloguing a pull)
+        evs = [E.loads(line) for line in lines]
+        row = catalog_row(r.id, evs, r.size, sum(len(line) + 1 for line in lines))
     register(db, row, evs[0].get("sources") or [])
     return row["id"]
 

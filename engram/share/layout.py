@@ -31,6 +31,7 @@ from engram.share.git import Git, TreeEntry
 NAMESPACE = "refs/engram/"
 INDEX_REF = "refs/engram/index"
 SHARD_PREFIX = "refs/engram/tapes/"
+TRACKING_PREFIX = "refs/engram-remotes/"  # this clone's copies of remotes' refs (tracking_ref)
 FORMAT = 1
 FORMAT_FILE = "format.json"
 SESSIONS = "sessions/"
@@ -66,7 +67,7 @@ def tracking_ref(remote: str, ref: str) -> str:
     """Where this repository keeps its copy of `ref` of `remote` (outside `refs/engram/`, which
     is pushed, and outside `refs/remotes/`, which branch tools list)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", remote).strip("._") or "remote"
-    return f"refs/engram-remotes/{safe}/{ref[len(NAMESPACE):]}"
+    return f"{TRACKING_PREFIX}{safe}/{ref[len(NAMESPACE):]}"
 
 
 def format_blob() -> bytes:

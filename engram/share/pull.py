@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,8 @@ import zstandard
 
 from engram.capture.pipeline import _worker_count
 from engram.capture.removal import remove_tapes, removed_sessions
-from engram.errors import CorruptTape, ShareError, UnknownTape
-from engram.fsutil import atomic_write, fsync_dir
+from engram.errors import ShareError, UnknownTape
+from engram.fsutil import atomic_write
 from engram.index.build import index_pending
 from engram.index.catalog import reconcile
 from engram.index.db import open_db
@@ -34,7 +36,8 @@ from engram.index.memo import new_epoch
 from engram.index.sql import immediate
 from engram.memory.events import EventLog
 from engram.share.choose import local_tombstones, purged_in, union_log
-from engram.share.git import Git
+from engram.share.git import Fetching, Git
+from engram.share.land import Landing, land
 from engram.share.layout import (
     INDEX_REF,
     NAMESPACE,
@@ -47,7 +50,7 @@ from engram.share.push import fetch_index, open_git
 from engram.store.lock import ingest_lock, memory_lock
 from engram.store.repo import Store
 from engram.tape.objects import object_path
-from engram.tape.reader import TapeReader, mark_verified
+from engram.tape.reader import TapeReader, check_bytes, mark_verified
 from engram.tape.writer import TAPE_SUFFIX, tape_files, tape_path
 
 log = logging.getLogger(__name__)
@@ -85,16 +88,65 @@ def pull(store: Store, remote: str | None = None, *, since: str | None = None, e
     report = PullReport(remote)
     report.purged = _apply_tombstones(store, idx)
     wanted = _wanted(store, git, idx, refs, since, everything, report)
-    shards = sorted({SHARD_PREFIX + str(e["shard"]) for e in wanted})
-    git.fetch(remote, [f"+{ref}:{tracking_ref(remote, ref)}" for ref in shards if not git.have([refs[ref]])])
-    for ref in shards:
-        git.set_ref(tracking_ref(remote, ref), refs[ref])
-    _write_objects(store, git, wanted, report)
-    _write_tapes(store, git, wanted, report)
+    _fetch_and_land(store, git, remote, refs, wanted, report)
+    if report.damaged:
+        log.warning("%d items from the remote did not match their content address and were not written: %s",
+                    len(report.damaged), ", ".join(report.damaged[:5]))
     report.memory_files = _merge_memories(store, git, idx)
     if index:
         report.indexed = index_new(store)
     return report
+
+
+def _fetch_and_land(store: Store, git: Git, remote: str, refs: dict[str, str], wanted: list[dict[str, Any]],
+                    report: PullReport) -> None:
+    """Fetch the shards holding `wanted` and land their objects, then their tapes, a group of
+    shards at a time: the next group downloads while this one is checked and written, so the
+    landing costs little more wall time than the fetch alone (bench/sharing.py)."""
+    groups = _groups(wanted)
+    started = None
+    try:
+        for i, group in enumerate(groups):
+            if i == 0:
+                started = _fetch(git, remote, refs, group)
+            assert started is not None
+            started.wait()
+            for ref in sorted({SHARD_PREFIX + str(e["shard"]) for e in group}):
+                git.set_ref(tracking_ref(remote, ref), refs[ref])
+            started = _fetch(git, remote, refs, groups[i + 1]) if i + 1 < len(groups) else None
+            _write_objects(store, git, group, report)
+            _write_tapes(store, git, group, report)
+    finally:
+        if started is not None:
+            started.stop()
+
+
+PIPELINE_BYTES = 48 << 20  # a pull smaller than twice this fetches in one `git fetch`
+
+
+def _groups(wanted: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """`wanted` by shard, the shards in groups of at least PIPELINE_BYTES of tapes (one git fetch
+    each: a small pull pays one fetch's start-up, not one a month)."""
+    by_shard: dict[str, list[dict[str, Any]]] = {}
+    for e in wanted:
+        by_shard.setdefault(str(e["shard"]), []).append(e)
+    groups: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for shard in sorted(by_shard):
+        if size >= PIPELINE_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1] += by_shard[shard]
+        size += sum(int(e.get("size") or 0) for e in by_shard[shard])
+    if len(groups) > 1 and size < PIPELINE_BYTES:  # (a small last group joins the one before)
+        groups[-2] += groups.pop()
+    return [g for g in groups if g]
+
+
+def _fetch(git: Git, remote: str, refs: dict[str, str], group: list[dict[str, Any]]) -> Fetching:
+    shards = sorted({SHARD_PREFIX + str(e["shard"]) for e in group})
+    return git.fetch_started(remote, [f"+{ref}:{tracking_ref(remote, ref)}" for ref in shards
+                                      if not git.have([refs[ref]])])
 
 
 def _skip(report: PullReport, why: str) -> None:
@@ -159,51 +211,52 @@ def _write_objects(store: Store, git: Git, wanted: list[dict[str, Any]], report:
         for digest, sha in (e.get("objects") or {}).items():
             if is_address(digest) and not object_path(store.objects_dir, digest).exists():
                 want[digest] = str(sha)
-    by_sha = {sha: d for d, sha in want.items()}
-    dctx = zstandard.ZstdDecompressor()
-    for sha, data in git.blobs(sorted(by_sha)):
-        digest = by_sha[sha]
-        try:
-            ok = data is not None and hashlib.sha256(dctx.decompress(data)).hexdigest() == digest
-        except zstandard.ZstdError:
-            ok = False
-        if not ok:
-            report.damaged.append(f"object {digest}")
-            continue
-        atomic_write(object_path(store.objects_dir, digest), data)  # type: ignore[arg-type]
-        report.objects += 1
+    items = [Landing(sha, object_path(store.objects_dir, d), partial(_object_error, d), f"object {d}")
+             for d, sha in sorted(want.items())]
+    landed = land(git, items, store.run_dir / "pull")
+    report.objects += len(landed.done)
+    report.damaged += landed.damaged
+
+
+_DCTX = threading.local()
+
+
+def _object_error(digest: str, data: bytes) -> str | None:
+    """What is wrong with an object's bytes (zstd of text whose sha256 is `digest`), or None."""
+    dctx = getattr(_DCTX, "dctx", None) or zstandard.ZstdDecompressor()
+    _DCTX.dctx = dctx
+    try:
+        ok = hashlib.sha256(dctx.decompress(data)).hexdigest() == digest
+    except zstandard.ZstdError as exc:
+        return f"not zstd: {exc}"
+    return None if ok else "content does not match its address"
+
+
+def _tape_error(tid: str, data: bytes) -> str | None:
+    dctx = getattr(_DCTX, "dctx", None) or zstandard.ZstdDecompressor()
+    _DCTX.dctx = dctx
+    return check_bytes(data, tid, dctx)
 
 
 def _write_tapes(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport) -> None:
-    """Each tape verified against its name in a scratch folder, then renamed into tapes/."""
-    scratch = store.run_dir / "pull"
-    scratch.mkdir(parents=True, exist_ok=True)
-    by_blob = {str(e["blob"]): e for e in wanted}
-    for sha, data in git.blobs(sorted(by_blob)):
-        e = by_blob[sha]
+    """Each tape checked against its name, then landed in tapes/ (land.py)."""
+    items = []
+    for e in wanted:
         tid = str(e["tape"]) if is_address(str(e.get("tape"))) else ""
-        if data is None or not tid:
-            report.damaged.append(f"tape {tid or sha}")
+        if not tid:
+            report.damaged.append(f"tape {e.get('blob')} (its entry names no tape id)")
             continue
-        tmp = scratch / f"{tid}{TAPE_SUFFIX}"
-        atomic_write(tmp, data, mode=0o444)
-        try:
-            with TapeReader(tmp):  # opening it hashes the content against the name
-                pass
-        except CorruptTape as exc:
-            tmp.unlink(missing_ok=True)
-            report.damaged.append(f"tape {tid[:12]} ({exc})")
-            continue
-        final = tape_path(store.tapes_dir, tid)
-        os.replace(tmp, final)
-        mark_verified(final)  # (hashed above: the indexer of this process need not hash it again)
-        report.sessions.append({"tape": tid, "session_id": e.get("session_id"), "harness": e.get("harness"),
-                                "started": e.get("started"), "size": len(data)})
-        report.bytes += len(data)
-    fsync_dir(store.tapes_dir)
-    if report.damaged:
-        log.warning("%d items from the remote did not match their content address and were not written: %s",
-                    len(report.damaged), ", ".join(report.damaged[:5]))
+        items.append(Landing(str(e["blob"]), tape_path(store.tapes_dir, tid), partial(_tape_error, tid),
+                             f"tape {tid[:12]}", mode=0o444))
+    by_path = {tape_path(store.tapes_dir, str(e["tape"])): e for e in wanted if is_address(str(e.get("tape")))}
+    landed = land(git, items, store.run_dir / "pull")
+    report.damaged += landed.damaged
+    for it, size in landed.done:
+        mark_verified(it.final)  # (hashed above: the indexer of this process need not hash it again)
+        e = by_path[it.final]
+        report.sessions.append({"tape": e["tape"], "session_id": e.get("session_id"), "harness": e.get("harness"),
+                                "started": e.get("started"), "size": size})
+        report.bytes += size
 
 
 def _merge_memories(store: Store, git: Git, idx: RemoteIndex) -> int:

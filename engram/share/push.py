@@ -38,6 +38,7 @@ from engram.share.layout import (
     SHARD_PREFIX,
     TAPE_SUFFIX,
     TOMBSTONES,
+    TRACKING_PREFIX,
     RemoteIndex,
     format_blob,
     month_of,
@@ -89,6 +90,24 @@ def fetch_index(git: Git, remote: str, refs: dict[str, str]) -> RemoteIndex:
     elif tip is not None:
         git.set_ref(tracking_ref(remote, INDEX_REF), tip)
     return read_index(git, tip, remote)
+
+
+def pushed_to(store: Store, tape_ids: set[str]) -> dict[str, list[str]]:
+    """Which of `tape_ids` each remote's index lists, as this clone last saw it (its latest push
+    or pull to that remote: `refs/engram-remotes/<remote>/index`); no network. Remote -> tapes."""
+    git = Git(store.root)
+    if not tape_ids or not git.is_repository():
+        return {}
+    out: dict[str, list[str]] = {}
+    suffix = "/" + INDEX_REF[len(NAMESPACE):]
+    for ref, sha in sorted(git.refs(TRACKING_PREFIX).items()):
+        if not ref.endswith(suffix):
+            continue
+        listed = git.run("ls-tree", "--name-only", "-z", sha, SESSIONS, check=False).stdout.decode().split("\0")
+        hit = sorted(tape_ids & {name[len(SESSIONS):-len(".json")] for name in listed if name.endswith(".json")})
+        if hit:
+            out[ref.rsplit("/", 2)[-2]] = hit
+    return out
 
 
 def push(store: Store, remote: str | None = None, *, dry_run: bool = False) -> PushReport:
