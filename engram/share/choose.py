@@ -74,16 +74,17 @@ def read_candidate(store: Store, path: Path, redactor: Redactor) -> Candidate:
         for line in r.raw_lines():
             for m in _MARKER.finditer(line):
                 cand.redacted[m.group(1).decode()] += 1
+        wholes = []
         for ev in r.events():
             refs: set[str] = set()
             referenced_objects(ev, refs)
             cand.objects |= refs
             if ev.get("kind") in E.CODE_KINDS and isinstance(ev.get("file"), str):
                 cand.files.add(ev["file"])
-            whole = resolve(ev, store.objects_dir) if refs else ev
-            before = Counter(redactor.counts)
-            if redactor.event(whole) != whole:
-                cand.would_redact.update(redactor.counts - before)
+            wholes.append(resolve(ev, store.objects_dir) if refs else ev)
+    before = Counter(redactor.counts)  # the tape's events at once, as capture redacts them
+    if redactor.events(wholes) != wholes:
+        cand.would_redact.update(redactor.counts - before)
     return cand
 
 
