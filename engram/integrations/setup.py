@@ -585,18 +585,51 @@ def unplan_opencode(root: Path) -> list[Planned]:
 class Configured:
     """One place an agent's configuration runs engram: the file, what it is, the engram it runs."""
 
-    agent: str  # claude, codex
+    agent: str  # claude, codex, gemini, qwen, opencode (the editor agents: engram.integrations.editors)
     path: Path
     what: str  # "MCP server", "PostToolUse hook", "notify"
     command: tuple[str, ...]
 
 
+def user_settings(agent: str) -> Path:
+    """The user's own settings file of Gemini CLI (`$GEMINI_CLI_HOME/.gemini/settings.json`), Qwen
+    Code (`~/.qwen/settings.json`) or OpenCode (`$XDG_CONFIG_HOME/opencode/opencode.json`): each
+    merges it under the project's, so an engram named there runs in this repository too."""
+    if agent == "gemini":
+        return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini" / "settings.json"
+    if agent == "qwen":
+        return Path.home() / ".qwen" / "settings.json"
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "opencode" / "opencode.json"
+
+
+def _settings_entries(agent: str, path: Path) -> list[Configured]:
+    """Engram's MCP server and command hooks in a Gemini CLI / Qwen Code settings file."""
+    data = _safe(_load_json, path)
+    servers = data.get("mcpServers")
+    found = []
+    if isinstance(servers, dict) and (cmd := server_engram(servers.get("engram"))):
+        found.append(Configured(agent, path, "MCP server", tuple(cmd)))
+    for event, _, hook in _hook_commands(data):
+        if cmd := hook_engram(hook["command"]):
+            found.append(Configured(agent, path, f"{event} hook", tuple(cmd)))
+    return found
+
+
 def configured(agent: str, root: Path) -> list[Configured]:
     """Every entry of `agent`'s configuration (for the repository at `root`) that runs an engram:
     what `engram doctor` checks. Claude Code reads hooks from the user's and the project's
-    settings files; all of them are looked at."""
+    settings files, Gemini CLI, Qwen Code and OpenCode merge the user's file under the
+    project's; all of them are looked at."""
     found: list[Configured] = []
-    if agent == "claude":
+    if agent in ("gemini", "qwen"):
+        for path in dict.fromkeys((gemini_settings(root, f".{agent}"), user_settings(agent))):
+            found += _settings_entries(agent, path)
+    elif agent == "opencode":
+        for path in dict.fromkeys((opencode_file(root), user_settings(agent))):
+            mcp = _safe(_load_json, path).get("mcp")
+            if isinstance(mcp, dict) and (cmd := opencode_engram(mcp.get("engram"))):
+                found.append(Configured(agent, path, "MCP server", tuple(cmd)))
+    elif agent == "claude":
         mcp_path, settings_path = claude_files(root)
         server = _safe(_load_json, mcp_path).get("mcpServers", {})
         if isinstance(server, dict) and (cmd := server_engram(server.get("engram"))):
