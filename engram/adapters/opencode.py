@@ -270,7 +270,7 @@ def _one_edit(cap: Capture, mapper: PathMapper, files: dict[str, str], base: dic
         fields = edit_from_texts(before, after)
     elif isinstance(diff, str) and "@@" in diff:
         files.pop(rel, None)
-        fields = _from_diff(diff)
+        fields = edit_from_diff(diff)
         if fields is not None and typ == "add":
             fields["op"] = "create"
     else:
@@ -282,7 +282,7 @@ def _one_edit(cap: Capture, mapper: PathMapper, files: dict[str, str], base: dic
     return [{"kind": E.CODE_EDIT, **base, "file": rel, "tool": name, **fields}]
 
 
-def _from_diff(diff: str) -> dict[str, Any] | None:
+def edit_from_diff(diff: str) -> dict[str, Any] | None:
     """An edit known only by its unified diff: the hunks' line numbers are the file's; their
     lines may have lost a common indentation (OpenCode trims it), so texts can differ in it."""
     hunks = hunks_from_diff(diff)

@@ -36,6 +36,7 @@ from engram.capture.discovery import (
     CLAUDE,
     CLINE,
     CODEX,
+    COPILOT,
     EVENTS,
     GEMINI,
     OPENCODE,
@@ -103,6 +104,10 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
 
         parse = {GEMINI: parse_gemini, QWEN: parse_qwen, OPENCODE: parse_opencode}[job.harness]
         return parse(job.sources, mapper_for, max_line_bytes=max_line_bytes)
+    if job.harness == COPILOT:
+        from engram.adapters.copilot import parse_copilot  # noqa: PLC0415
+
+        return parse_copilot(job.sources, mapper_for, max_line_bytes=max_line_bytes)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 
