@@ -170,13 +170,17 @@ def session_checks(store: Store) -> Iterator[Check]:
         yield Check("sessions", WARN, f"no Claude Code or Codex session of this repository found: {looked}",
                     "engram ingest PATH... (the transcripts' files), or start an agent here")
         return
+    digests: set[tuple[str, str]] = set()
     try:
         with closing(open_db(store, readonly=True)) as db:
             ends = captured_ends(db)
+            digests = {(name, sha) for name, sha in db.execute("SELECT source, prefix_sha256 FROM captures")}
     except Exception as exc:  # noqa: BLE001 - the index checks said what is wrong with it
         log.info("sessions not compared with the index: %s", exc)
         ends = {}
-    behind = sum(1 for job in jobs if _size(job.main) > ends.get(str(job.main), 0))
+    behind = sum(1 for job in jobs if (
+        (job.sources[0].name, job.sources[0].digest) not in digests if job.sources[0].digest is not None
+        else _size(job.main) > ends.get(str(job.main), 0)))  # a session of a store: captured as it is now?
     if behind:
         yield Check("sessions", WARN, f"{plural(len(jobs), 'session')} of this repository found, {behind} with "
                     "records not captured yet", "engram ingest")

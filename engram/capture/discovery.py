@@ -220,6 +220,9 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
         jobs.append(cline_job(f.resolve()))
         return
     fmt = detect_format(f)
+    if fmt is None and (stored := _store_jobs(f)):
+        jobs.extend(stored)
+        return
     if fmt is None:
         stats.skipped["not a transcript (binary or undecodable)"] += 1
         return
@@ -230,6 +233,19 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
 
 
 AIDER_HISTORY = ".aider.chat.history.md"
+
+
+def _store_jobs(f: Path) -> list[Job]:
+    """Every session of an OpenCode SQLite store given by its path (`engram ingest opencode.db`)."""
+    from engram.adapters import opencode_db  # noqa: PLC0415
+
+    try:
+        with f.open("rb") as fh:
+            if not opencode_db.is_store(fh.read(16)):
+                return []
+    except OSError:
+        return []
+    return [Job(OPENCODE, [opencode_db.source(f.resolve(), sid)]) for sid, _ in opencode_db.sessions(f)]
 
 
 def cline_job(path: Path) -> Job:
@@ -344,6 +360,11 @@ def start_hint(job: Job, captured: int = 0) -> str:
         first = next((ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)), None)
         if first:
             return first
+    if job.sources[0].digest is not None:  # a session of OpenCode's store: its row says
+        from engram.adapters import opencode_db  # noqa: PLC0415
+
+        sid = opencode_db.session_id_of(job.sources[0])
+        return (opencode_db.started(job.main, sid) if sid else None) or ""
     at = _adapter_started(job.harness, job.main)
     if at:
         return at
@@ -533,11 +554,21 @@ def discover_more(trees: list[str], ours: Callable[[str | None], bool], report: 
         for f in sorted(storage.rglob("*.json")):
             if f.is_file() and place.saw(f, _opencode_directory(f), ours):
                 jobs.append(job_for_file(f.resolve(), OPENCODE))
-    if (opencode_data() / "opencode.db").is_file():
-        report.places.append(Place(OPENCODE, opencode_data() / "opencode.db",
-                                   problem="OpenCode's SQLite store is not read yet: export a session with "
-                                           "`opencode export ID > file.json` and ingest the file"))
+    jobs += _opencode_store(opencode_data() / "opencode.db", ours, report)
     return jobs
+
+
+def _opencode_store(store: Path, ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:
+    """The sessions of OpenCode's SQLite store (OpenCode >= 1.2) whose directory is a work tree,
+    read without writing or holding a lock on it (engram.adapters.opencode_db)."""
+    from engram.adapters import opencode_db  # noqa: PLC0415
+
+    if not store.is_file() or store.is_symlink():
+        return []
+    place = Place(OPENCODE, store)
+    report.places.append(place)
+    return [Job(OPENCODE, [opencode_db.source(store.resolve(), sid)])
+            for sid, cwd in opencode_db.sessions(store) if place.saw(store, cwd, ours)]
 
 
 def _copilot_sessions(ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:

@@ -130,6 +130,14 @@ def _prefix_sha(path: Path, end: int) -> str:
     return h.hexdigest()
 
 
+def _source_sha(src: SourceSpan, end: int) -> str:
+    """What the first `end` bytes of a source hash to; for a source that stands for part of a
+    larger file (`SourceSpan.digest`), its digest, and only at its own end."""
+    if src.digest is not None:
+        return src.digest if end == src.end else ""
+    return _prefix_sha(src.path, end)
+
+
 def _previous(db: apsw.Connection, harness: str, session_id: str, src: SourceSpan) -> tuple[int, str] | None:
     """(end, tape) of the longest earlier capture of this source whose bytes are still a prefix."""
     rows = db.execute(
@@ -138,7 +146,7 @@ def _previous(db: apsw.Connection, harness: str, session_id: str, src: SourceSpa
         (harness, session_id, src.name),
     ).fetchall()
     for end, tape, sha in rows:
-        if end <= src.end and _prefix_sha(src.path, end) == sha:
+        if end <= src.end and _source_sha(src, end) == sha:
             return end, tape
     return None
 
@@ -183,7 +191,7 @@ def build_tape_events(cap: Capture, starts: list[int], prev: str | None) -> list
     body = [ev for ev, (si, off) in zip(cap.events, cap.positions) if off >= starts[si]]
     sources = []
     for src, start in zip(cap.sources, starts):
-        sources.append({**src.as_meta(), "start": start, "prefix_sha256": _prefix_sha(src.path, src.end)})
+        sources.append({**src.as_meta(), "start": start, "prefix_sha256": _source_sha(src, src.end)})
     times = [ev.get("ts") for ev in body if ev.get("ts")]
     meta: dict[str, Any] = {
         "kind": E.META,
