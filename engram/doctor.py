@@ -203,7 +203,7 @@ def _size(path: Path) -> int:
 # configuration, since most people use one or two of them.
 AGENTS: dict[str, tuple[str, bool]] = {
     "claude": ("Claude Code", True), "codex": ("Codex", True), "gemini": ("Gemini CLI", True),
-    "qwen": ("Qwen Code", False), "opencode": ("OpenCode", False), "cursor": ("Cursor", False),
+    "qwen": ("Qwen Code", True), "opencode": ("OpenCode", True), "cursor": ("Cursor", False),
     "vscode": ("VS Code (Copilot)", False), "cline": ("Cline", False), "roo": ("Roo Code", False),
 }
 ALWAYS = ("claude", "codex")
@@ -231,7 +231,8 @@ def _agent_lines(agent: str, name: str, hooked: bool, entries: list[Any],
 
     server = any(e.what == "MCP server" for e in entries)
     if not server or (hooked and all(e.what == "MCP server" for e in entries)):
-        has, lacks = ("MCP server", "capture hooks") if server else ("capture hooks", "MCP server")
+        capture = "capture plugin" if agent == "opencode" else "capture hooks"
+        has, lacks = ("MCP server", capture) if server else (capture, "MCP server")
         yield Check(agent, WARN, f"{name} has Engram's {has} but not its {lacks}", f"engram setup {agent}")
     for command in dict.fromkeys(e.command for e in entries):
         if command not in answers:

@@ -114,3 +114,39 @@ def test_a_store_given_by_path_is_ingested(export: Path, repo: Path, tmp_path: P
     db = make_store(tmp_path / "copy" / "opencode.db", export)
     out = run_engram(repo, "ingest", "--map", f"{PROJECT}={repo}", str(db))
     assert "1 session" in out.stdout + out.stderr
+
+
+def test_the_capture_plugin_setup_writes_captures_a_session_when_it_goes_idle(export: Path, repo: Path,
+                                                                              tmp_path: Path) -> None:
+    """`engram setup opencode` writes a plugin into `.opencode/plugins/`; run as OpenCode runs it
+    (an ES module whose `event` hook gets `session.idle`; node stands in for Bun), it starts the
+    capture of the session from OpenCode's store. `setup --remove` deletes it."""
+    import os
+    import shutil
+    import subprocess
+    import time
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the plugin cannot be run here")
+    make_store(tmp_path / "xdg" / "opencode" / "opencode.db", export, directory=str(repo))
+    (repo / "README.md").write_text("hello\n")
+    env = {"XDG_DATA_HOME": str(tmp_path / "xdg"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none")}
+    run_engram(repo, "setup", "opencode", env=env, check=False)
+    plugin = repo / ".opencode" / "plugins" / "engram-capture.js"
+    script = (f"const m = await import({json.dumps(plugin.as_uri())});\n"
+              f"const hooks = await m.EngramCapture({{ directory: {json.dumps(str(repo))} }});\n"
+              "await hooks.event({ event: { type: 'session.idle', properties: { sessionID: 'x' } } });\n")
+    ran = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, **env})
+    assert ran.returncode == 0, ran.stderr
+    deadline, tapes = time.monotonic() + 120, []
+    while time.monotonic() < deadline and not tapes:
+        time.sleep(0.5)
+        tapes = json.loads(run_engram(repo, "tapes", "--json", env=env).stdout)
+    assert [t["session_id"] for t in tapes] == [OC_EDITS]
+    doctor = json.loads(run_engram(repo, "doctor", "--json", env=env, check=False).stdout)
+    assert [c["status"] for c in doctor["checks"] if c["area"] == "opencode"] == ["ok"]
+    run_engram(repo, "setup", "--remove", "opencode", env=env)
+    assert not plugin.exists() and not (repo / ".opencode").exists() and not (repo / "opencode.json").exists()

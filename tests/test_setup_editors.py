@@ -56,7 +56,9 @@ def test_doctor_checks_every_agent_that_setup_configured_and_names_the_fix(repo:
     for agent in agents:
         assert [c["status"] for c in checks[agent]] == ["ok"], checks[agent]
     assert "AfterAgent, PreCompress, SessionEnd hooks" in checks["gemini"][0]["detail"]
+    assert "Stop, PreCompact, SessionEnd hooks" in checks["qwen"][0]["detail"]
     assert str(repo / "opencode.json") in checks["opencode"][0]["detail"]
+    assert "engram-capture.js (capture plugin)" in checks["opencode"][0]["detail"]
 
     # Gemini CLI's hooks gone, Cursor's engram gone (a deleted virtual environment).
     settings = repo / ".gemini" / "settings.json"
@@ -79,3 +81,33 @@ def test_doctor_checks_every_agent_that_setup_configured_and_names_the_fix(repo:
         run_engram(repo, "setup", "--remove", agent, env=env)
     _, checks = doctor(repo, env)
     assert not set(agents) & set(checks)
+
+
+def test_qwen_code_s_stop_hook_captures_the_session(repo: Path, tmp_path: Path) -> None:
+    """`engram setup qwen` adds Qwen Code's hooks (Claude Code's format in `.qwen/settings.json`);
+    the Stop hook's command, given the payload Qwen Code sends (`transcript_path`), captures the
+    session; `setup --remove qwen` takes server and hooks out."""
+    import shlex
+    import subprocess
+    import time
+
+    run_engram(repo, "setup", "qwen")
+    settings = json.loads((repo / ".qwen" / "settings.json").read_text())
+    assert set(settings["hooks"]) == {"Stop", "PreCompact", "SessionEnd"}
+    command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    transcript = tmp_path / "q-9.jsonl"
+    transcript.write_text(json.dumps({"sessionId": "q-9", "cwd": str(repo), "uuid": "u1", "parentUuid": None,
+                                      "type": "user", "timestamp": "2026-05-02T09:00:00Z",
+                                      "message": {"role": "user", "parts": [{"text": "hello"}]}}) + "\n")
+    payload = {"session_id": "q-9", "transcript_path": str(transcript), "cwd": str(repo), "hook_event_name": "Stop",
+               "timestamp": "2026-05-02T09:00:01Z"}
+    hook = subprocess.run(shlex.split(command), input=json.dumps(payload), text=True, capture_output=True,
+                          cwd=repo, timeout=60)
+    assert hook.returncode == 0, hook.stderr
+    deadline, tapes = time.monotonic() + 120, []
+    while time.monotonic() < deadline and not tapes:
+        time.sleep(0.5)
+        tapes = json.loads(run_engram(repo, "tapes", "--json").stdout)
+    assert [t["session_id"] for t in tapes] == ["q-9"]
+    run_engram(repo, "setup", "--remove", "qwen")
+    assert not (repo / ".qwen" / "settings.json").exists()
