@@ -93,3 +93,34 @@ def test_an_edit_of_a_file_never_shown_takes_its_lines_from_copilot_s_diff(repo:
     run_engram(repo, "ingest", str(f))
     edits = [e for e in json.loads(run_engram(repo, "show", SID, "--json").stdout)["events"] if e["kind"] == "code.edit"]
     assert (edits[0]["before_range"], edits[0]["after_range"], edits[0]["file_after_sha"]) == ([2, 2], [2, 3], None)
+
+
+def test_a_vs_code_log_places_its_edits_by_their_text_in_the_file_committed_before(repo: Path,
+                                                                                   tmp_path: Path) -> None:
+    """VS Code's Copilot Chat writes the same log without tool results: a replacement is placed
+    where its old string stands in the file of the newest commit before the session (`placed: git
+    history`, no file hashes); one whose old string is not there has no line ranges."""
+    from conftest import git
+
+    (repo / "app.py").write_text(APP)
+    git(repo, "add", "app.py")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "app",
+        "--date", "2026-02-16T10:00:00Z")
+    rec = "c:\\Users\\me\\repos\\proj"
+    steps = [
+        ("session.start", {"sessionId": "vs-1", "version": 1, "producer": "copilot-agent", "copilotVersion": "0.37.6",
+                           "vscodeVersion": "1.109.3", "startTime": "2030-02-16T12:28:35.487Z"}),
+        ("user.message", {"content": "friendlier", "attachments": []}),
+        ("tool.execution_start", {"toolCallId": "t1", "toolName": "multi_replace_string_in_file", "arguments": {
+            "replacements": [{"filePath": rec + "\\app.py", "oldString": "    return 'hi ' + name",
+                              "newString": "    message = f'hello {name}!'\n    return message"},
+                             {"filePath": rec + "\\app.py", "oldString": "not in the file", "newString": "x"}]}}),
+        ("tool.execution_complete", {"toolCallId": "t1", "success": True}),
+    ]
+    f = tmp_path / "2030-02-16-friendlier-vs1.json"
+    f.write_text("".join(json.dumps(event(t, d, n)) + "\n" for n, (t, d) in enumerate(steps)))
+    run_engram(repo, "ingest", "--map", f"c:/Users/me/repos/proj={repo}", str(f))
+    edits = [e for e in json.loads(run_engram(repo, "show", "vs-1", "--json").stdout)["events"]
+             if e["kind"] == "code.edit"]
+    assert [(e["after_range"], e.get("placed"), e["file_after_sha"]) for e in edits] == [
+        ([2, 3], "git history", None), (None, None, None)]

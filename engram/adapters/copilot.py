@@ -19,14 +19,25 @@
 
 A failed call (`success: false`) is not an edit. The legacy `history-session-state/*.json`
 files of Copilot CLI before its events log are not read.
+
+VS Code's Copilot Chat writes the same log (`vscodeVersion` in `session.start`; projects export
+it with a hook, e.g. `.chat/*.json`) with its own tools and **no tool results**: no reads, and an
+edit keeps only what it asked for. `create_file` (`content`) is a creation, exact;
+`replace_string_in_file` and each replacement of `multi_replace_string_in_file` (`oldString`,
+`newString`) is placed where its old string stands once in this session's copy of the file, else
+in the file in the newest commit before the session, else on disk (`placed`: `git history`,
+`working tree`, and no file hashes); one nothing places is kept without line ranges. Its start
+names no working directory: absolute paths need `--map`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
+from engram.adapters.aider import GitFiles, _on_disk
 from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
 from engram.adapters.opencode import edit_from_diff
 from engram.adapters.unified import edit_from_texts, join_lines, split_lines
@@ -34,6 +45,8 @@ from engram.tape import events as E
 
 HARNESS: Final = "copilot-cli"
 EDIT_TOOLS: Final = frozenset({"edit", "create", "apply_patch", "str_replace_editor", "write"})
+VSCODE_EDITS: Final = frozenset({"replace_string_in_file", "multi_replace_string_in_file", "create_file"})
+HISTORY, TREE = "git history", "working tree"
 _NUMBERED = re.compile(r"^(\d+)\. ?(.*)$")
 _FILE_DIFF = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
 _BOOKKEEPING: Final = ("hook.", "assistant.turn_", "permission.", "session.info", "session.shutdown",
@@ -50,7 +63,7 @@ def looks_like_copilot(rec: dict[str, Any]) -> bool:
 
 
 def parse_copilot(sources: list[SourceSpan], mapper_for: Callable[[str | None], PathMapper], *,
-                  max_line_bytes: int) -> Capture:
+                  max_line_bytes: int, repo_root: Path | None = None) -> Capture:
     src = sources[0]
     name = src.path.parent.name if src.path.name == "events.jsonl" else src.path.stem
     cap = Capture(HARNESS, name, sources)
@@ -63,7 +76,9 @@ def parse_copilot(sources: list[SourceSpan], mapper_for: Callable[[str | None], 
     cap.meta = {"harness_version": start.get("copilotVersion"), "cwd": cwd, "git_branch": context.get("branch"),
                 "git_head": context.get("headCommit"), "model": start.get("selectedModel"),
                 "started": start.get("startTime") or (records[0][1].get("timestamp") if records else None)}
-    session = _Session(cap, mapper_for(cwd))
+    if start.get("vscodeVersion"):
+        cap.meta["unkept"] = ["tool results (VS Code's log): no reads, and edits placed by their text"]
+    session = _Session(cap, mapper_for(cwd), GitFiles(repo_root) if repo_root is not None else None)
     for offset, rec in records:
         cap.cursor = (0, offset)
         session.event(rec)
@@ -71,10 +86,12 @@ def parse_copilot(sources: list[SourceSpan], mapper_for: Callable[[str | None], 
 
 
 class _Session:
-    def __init__(self, cap: Capture, mapper: PathMapper) -> None:
-        self.cap, self.mapper = cap, mapper
+    def __init__(self, cap: Capture, mapper: PathMapper, git: GitFiles | None = None) -> None:
+        self.cap, self.mapper, self.git = cap, mapper, git
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self.files: dict[str, str] = {}  # this session's copy of the files it showed whole or wrote
+        self.placed: dict[str, str] = {}  # a copy taken from git or the disk, not the session: where from
+        self.unknown: set[str] = set()  # files the session changed in ways not followed
 
     def event(self, rec: dict[str, Any]) -> None:
         typ = str(rec.get("type") or "")
@@ -124,6 +141,9 @@ class _Session:
         elif name == "view":
             if (ev := self.view(at, args, text)) is not None:
                 self.cap.add(ev)
+        elif name in VSCODE_EDITS:
+            for ev in self.vscode_edits(at, name, args):
+                self.cap.add(ev)
         elif name in EDIT_TOOLS or (isinstance(detail, str) and detail.lstrip().startswith("diff --git")):
             for ev in self.edits(at, name, args, detail if isinstance(detail, str) else ""):
                 self.cap.add(ev)
@@ -147,6 +167,7 @@ class _Session:
             return None
         if nums[0] == 1 and not args.get("view_range"):
             self.files[rel] = join_lines(lines)
+            self.placed.pop(rel, None)
         return {"kind": E.CODE_READ, **at, "file": rel, "range": [nums[0], nums[-1]], "text": join_lines(lines)}
 
     def edits(self, at: dict[str, Any], name: str, args: dict[str, Any], detail: str) -> list[dict[str, Any]]:
@@ -181,6 +202,7 @@ class _Session:
         if after is not None:
             fields = edit_from_texts(known, after)
             self.files[rel] = after
+            self.placed.pop(rel, None)
         elif "@@" in diff:
             self.files.pop(rel, None)
             fields = edit_from_diff(diff)
@@ -196,6 +218,67 @@ class _Session:
             self.cap.ignored[f"{name} that changed nothing (or kept no diff)"] += 1
             return []
         return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}]
+
+
+    def vscode_edits(self, at: dict[str, Any], name: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+        """VS Code's edits, known by what they asked for (its log keeps no results)."""
+        if name == "create_file":
+            return self.replaced(at, name, args.get("filePath"), None, args.get("content"))
+        pairs = args.get("replacements") if name == "multi_replace_string_in_file" else [args]
+        out = []
+        for r in pairs if isinstance(pairs, list) else []:
+            if isinstance(r, dict):
+                out += self.replaced(at, name, r.get("filePath"), r.get("oldString"), r.get("newString"))
+        return out
+
+    def replaced(self, at: dict[str, Any], name: str, path: Any, old: Any, new: Any) -> list[dict[str, Any]]:
+        if not isinstance(path, str) or not isinstance(new, str) or (old is not None and not isinstance(old, str)):
+            self.cap.ignored[f"{name} without its file or text"] += 1
+            return []
+        rel = self.mapper.to_repo(path)
+        if rel is None:
+            self.cap.drop(self.mapper.drop_reason(path))
+            return []
+        if old is None:  # create_file
+            fields = edit_from_texts(None, new)
+            self.files[rel] = new
+            return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}] if fields else []
+        text, where = self.state(rel)
+        if text is not None and old and text.count(old) == 1:
+            after = text.replace(old, new, 1)
+            fields = edit_from_texts(text, after)
+            self.files[rel] = after
+            if fields is None:
+                self.cap.ignored[f"{name} that changed nothing"] += 1
+                return []
+            if where is not None:
+                fields.update(placed=where, file_before_sha=None, file_after_sha=None)
+        else:
+            self.files.pop(rel, None)
+            self.unknown.add(rel)
+            o, n = join_lines(split_lines(old)), join_lines(split_lines(new))
+            fields = {"op": "update", "before_range": None, "after_range": None, "before_text": o, "after_text": n,
+                      "file_before_sha": None, "file_after_sha": None,
+                      "before_sha": E.sha256_text(o), "after_sha": E.sha256_text(n)}
+        return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}]
+
+    def state(self, rel: str) -> tuple[str | None, str | None]:
+        """The file as this session last left it (where None: the session's own copy), else as the
+        newest commit before the session holds it, else on disk; (None, None) when none does or the
+        session changed it in a way not followed."""
+        if rel in self.files:
+            return self.files[rel], self.placed.get(rel)
+        if rel in self.unknown or self.git is None:
+            return None, None
+        when = str(self.cap.meta.get("started") or "")
+        commit = self.git.before(when) if when else None
+        text, where = (self.git.text(commit, rel), HISTORY) if commit else (None, HISTORY)
+        if text is None:
+            text, where = _on_disk(self.mapper.repo_root / rel), TREE
+        if text is None:
+            return None, None
+        self.files[rel], self.placed[rel] = text, where
+        return text, where
 
 
 def started(path: Any) -> str | None:

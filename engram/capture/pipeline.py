@@ -107,7 +107,7 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
     if job.harness == COPILOT:
         from engram.adapters.copilot import parse_copilot  # noqa: PLC0415
 
-        return parse_copilot(job.sources, mapper_for, max_line_bytes=max_line_bytes)
+        return parse_copilot(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 
