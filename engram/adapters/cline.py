@@ -231,7 +231,7 @@ class _Task:
                   "stdout": text, "stderr": ""}, ts)
         path = str(inp.get("absolutePath") or inp.get("path") or "")
         rel = self.mapper.to_repo(path) if path else None
-        if call == "read_file" and not failed and "<file>" in text:
+        if call == "read_file" and not failed and text.lstrip().startswith("<files>"):  # Roo Code's
             self.roo_reads(text, ts)
         elif call == "apply_diff" and not failed:
             for file, diff, hint in _diffs(inp):
