@@ -378,7 +378,7 @@ def header_lines(text: str) -> list[Hunk | None]:
     return out
 
 
-def cline_counts(folder: Path) -> list[str]:
+def cline_counts(folder: Path, maps: list[tuple[str, str]] = []) -> list[str]:  # noqa: B006 - read only
     """One row of the Cline table: the task's edit and read tool uses, counted from its
     conversation by this script (an edit succeeded when its result holds the saved file), next
     to the adapter's code.edits and code.reads; *right*: tool uses whose last code.edit's
@@ -400,7 +400,7 @@ def cline_counts(folder: Path) -> list[str]:
             elif m:
                 seen["edits ok" if "<final_file_content" in text else "edits failed"] += 1
     job = jobs_from_paths([task], IngestStats())[0]
-    cap = parse_job(job, folder, [], 64 << 20)
+    cap = parse_job(job, folder, maps, 64 << 20)
     edits = [e for e in cap.events if e["kind"] == "code.edit"]
     right = checked = 0
     final: list[str] | None = None
@@ -421,7 +421,8 @@ def cline_counts(folder: Path) -> list[str]:
             str(sum(e.get("after_range") is None for e in edits)), f"{right}/{checked}", str(seen["reads"]), str(reads)]
 
 
-def edit_recall(repo: Path, inputs: list[Path], n: int, rng: random.Random) -> tuple[int, float, float]:
+def edit_recall(repo: Path, inputs: list[Path], n: int, rng: random.Random,
+                maps: list[tuple[str, str]] = []) -> tuple[int, float, float]:  # noqa: B006 - read only
     """Writer recall@1 where no commit names the writer (SpecStory, Cline): 5-line windows of
     what a session's code.edits wrote (3+ lines with a word) that stand verbatim in the file as it
     is in `repo`; the writer is the last session (by its edits' order of time) whose edit wrote
@@ -437,7 +438,7 @@ def edit_recall(repo: Path, inputs: list[Path], n: int, rng: random.Random) -> t
     writer: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}  # (file, window) -> (time, session)
     texts: dict[str, str] = {}
     for job in jobs_from_paths(inputs, IngestStats()):
-        cap = parse_job(job, repo, [], 64 << 20)
+        cap = parse_job(job, repo, maps, 64 << 20)
         texts[cap.session_id] = "\n".join(str(e.get("text") or e.get("after_text") or e.get("stdout") or "")
                                           for e in cap.events)
         for ev in cap.events:
@@ -463,7 +464,7 @@ def edit_recall(repo: Path, inputs: list[Path], n: int, rng: random.Random) -> t
         return 0, 0.0, 0.0
     shutil.rmtree(repo / ".engram", ignore_errors=True)
     store, _ = init_store(repo)
-    ingest_paths(store, inputs)
+    ingest_paths(store, inputs, maps)
     db = open_db(store)
     opts = X.Options(brief=True)
     r1 = grep = 0.0
@@ -503,6 +504,8 @@ def main() -> int:
     ap.add_argument("--misses", action="store_true", help="list the groups and spans that missed")
     ap.add_argument("--specstory", type=Path, nargs="*", default=[], help="repositories committing SpecStory exports")
     ap.add_argument("--cline", type=Path, nargs="*", default=[], help="Cline / Roo Code task folders")
+    ap.add_argument("--cline-map", nargs="*", default=[], help="folders a task recorded its files under (a moved "
+                    "work tree): read as the task's repository, as `engram ingest --map FROM=REPO` does")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="engram-aider-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -530,7 +533,10 @@ def main() -> int:
         print(fmt_table(["repository", "sessions", "edit uses (ok)", "Cursor chunks", "pathless diffs", "code.edits",
                          "with ranges", "agree with Cursor's hunk", "counted, not recorded", "read uses", "code.reads", "spans",
                          "writer r@1", "grep r@1 (ref)"], spec))
-    cline = [cline_counts(folder.resolve()) for folder in args.cline]
+    def cline_maps(repo: Path) -> list[tuple[str, str]]:
+        return [(frm, str(repo)) for frm in args.cline_map]
+
+    cline = [cline_counts(folder.resolve(), cline_maps(folder.resolve())) for folder in args.cline]
     if cline:
         print(fmt_table(["task", "edit uses (ok)", "edit uses (failed)", "code.edits", "no ranges",
                          "right (last edit of a use)", "read uses", "code.reads"], cline))
@@ -540,7 +546,7 @@ def main() -> int:
             by_repo[Path(top) if top else folder.resolve()].append(folder.resolve() / "api_conversation_history.json")
         rec = []
         for repo, tasks in by_repo.items():
-            spans, r1, grep = edit_recall(repo, tasks, args.spans, random.Random(args.seed))
+            spans, r1, grep = edit_recall(repo, tasks, args.spans, random.Random(args.seed), cline_maps(repo))
             rec.append([repo.name, str(len(tasks)), str(spans), f"{r1:.3f}" if spans else "-",
                         f"{grep:.3f}" if spans else "-"])
         print(fmt_table(["repository", "tasks", "spans", "writer r@1", "grep r@1 (ref)"], rec))

@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""Capture fidelity of the Gemini CLI, Qwen Code and OpenCode adapters on real sessions, and
+"""Capture fidelity of the Gemini CLI, Qwen Code, OpenCode and Copilot CLI adapters on real sessions, and
 whether `engram explain` names the session that wrote a span.
 
     python bench/harness_gemini.py --entire GIT_DIR [--entire GIT_DIR ...] [--spans 100] [--seed 1]
     python bench/harness_gemini.py --sessions gemini-cli=DIR --sessions opencode=DIR [...]
 
 Sessions come from the Entire CLI's checkpoint branch of public repositories (`--entire`, a bare
-clone: every checkpoint whose metadata names the agent "Gemini CLI", "OpenCode" or "Qwen Code";
+clone: every checkpoint whose metadata names the agent "Gemini CLI", "OpenCode", "Qwen Code" or
+"Copilot CLI";
 per session id the largest `full.jsonl` kept, which is the whole session as the agent saved it),
 or from folders of session files (`--sessions HARNESS=DIR`). For each harness the run:
 
 1. counts the edits each transcript shows with a parser of its own (not engram's adapters):
    Gemini CLI / Qwen Code tool calls whose display is a file diff (`resultDisplay.fileDiff`, with
    the whole file before and after), OpenCode `edit` / `write` / `multiedit` / `apply_patch` parts
-   (one per file an apply_patch changed); successful ones are the edits, the others (error,
+   (one per file an apply_patch changed), Copilot CLI `edit` / `create` / `apply_patch` calls (one
+   per file of the git diff its result keeps); successful ones are the edits, the others (error,
    cancelled) are counted apart. The expected line range on the new side is the span from the
-   first to the last line a line diff (difflib) of the file before and after marks as changed;
+   first to the last line a line diff (difflib) of the file before and after marks as changed
+   (read off the diff's hunks when the transcript keeps only the diff);
 2. ingests every session into one store (`--map` of each session's project directory onto the
    test repository), reads the tapes back, and counts the code.edit events whose call and file
    match a transcript edit and whose `after_range` equals the expected one (the *captured with
@@ -49,7 +52,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-AGENTS = {"Gemini CLI": "gemini-cli", "OpenCode": "opencode", "Qwen Code": "qwen-code"}
+AGENTS = {"Gemini CLI": "gemini-cli", "OpenCode": "opencode", "Qwen Code": "qwen-code", "Copilot CLI": "copilot-cli"}
+COPILOT_EDITS = {"edit", "create", "apply_patch"}
 OPENCODE_EDITS = {"edit", "write", "multiedit", "apply_patch", "patch"}
 SPAN = 5
 WORD = re.compile(r"[A-Za-z_]{3,}")
@@ -153,7 +157,36 @@ def _iso(ms: Any) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds") if ms else ""
 
 
-READERS = {"gemini-cli": read_gemini, "opencode": read_opencode}
+def read_copilot(path: Path) -> Session | None:
+    """A Copilot CLI session log: each successful `edit` / `create` / `apply_patch` is one edit per
+    file its git diff (`result.detailedContent`) names; a `create` keeps the file written whole."""
+    events = [json.loads(line) for line in path.read_text("utf-8", "replace").splitlines() if line.startswith("{")]
+    start = next((e["data"] for e in events if e.get("type") == "session.start"), None)
+    if start is None:
+        return None
+    s = Session("copilot-cli", path, start["sessionId"], (start.get("context") or {}).get("cwd"),
+                start.get("startTime") or "")
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for e in events:
+        d = e.get("data") or {}
+        if e.get("type") == "tool.execution_start" and d.get("toolName") in COPILOT_EDITS:
+            calls[d["toolCallId"]] = (d["toolName"], d.get("arguments") or {})
+        elif e.get("type") == "tool.execution_complete" and d.get("toolCallId") in calls:
+            name, args = calls.pop(d["toolCallId"])
+            ok = d.get("success") is True
+            diff = (d.get("result") or {}).get("detailedContent") or ""
+            files = re.split(r"^diff --git a/.*? b/", diff, flags=re.MULTILINE)[1:] if ok else []
+            for body in files or [""]:
+                path_ = "/" + body.split("\n", 1)[0] if body else str(args.get("path") or "")
+                if len(files) == 1 and args.get("path"):
+                    path_ = args["path"]
+                after = args.get("file_text") if name == "create" else None
+                s.edits.append(Edit(s.session_id, e["timestamp"], d["toolCallId"], path_, None, after, ok,
+                                    None if after is not None else body))
+    return s
+
+
+READERS = {"gemini-cli": read_gemini, "opencode": read_opencode, "copilot-cli": read_copilot}
 
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")

@@ -4,10 +4,11 @@ ok, warn or fail, with the command that puts it right.
 The checks read and never write: the store and its index (tapes on disk against the catalogue,
 the schema, tapes not indexed, segments waiting to be merged, history indexed out of time
 order), this repository's sessions where the harnesses keep them (captured or not, and where
-discovery looked when it finds none), the agents' configurations (`engram setup`: each engram
-they run exists and answers `--version`), the language server's endpoint (its run file alive or
-stale) and the embedding model (when this engram has `engram.memory`). The command line prints
-them (engram/cli/doctor.py)."""
+discovery looked when it finds none), the agents' configurations (`engram setup` of Claude
+Code, Codex, Gemini CLI, Qwen Code, OpenCode, Cursor, VS Code, Cline and Roo Code: complete, and
+each engram they run exists and answers `--version`), the language server's endpoint (its run
+file alive or stale) and the embedding model (when this engram has `engram.memory`). The command
+line prints them (engram/cli/doctor.py)."""
 
 from __future__ import annotations
 
@@ -169,13 +170,17 @@ def session_checks(store: Store) -> Iterator[Check]:
         yield Check("sessions", WARN, f"no Claude Code or Codex session of this repository found: {looked}",
                     "engram ingest PATH... (the transcripts' files), or start an agent here")
         return
+    digests: set[tuple[str, str]] = set()
     try:
         with closing(open_db(store, readonly=True)) as db:
             ends = captured_ends(db)
+            digests = {(name, sha) for name, sha in db.execute("SELECT source, prefix_sha256 FROM captures")}
     except Exception as exc:  # noqa: BLE001 - the index checks said what is wrong with it
         log.info("sessions not compared with the index: %s", exc)
         ends = {}
-    behind = sum(1 for job in jobs if _size(job.main) > ends.get(str(job.main), 0))
+    behind = sum(1 for job in jobs if (
+        (job.sources[0].name, job.sources[0].digest) not in digests if job.sources[0].digest is not None
+        else _size(job.main) > ends.get(str(job.main), 0)))  # a session of a store: captured as it is now?
     if behind:
         yield Check("sessions", WARN, f"{plural(len(jobs), 'session')} of this repository found, {behind} with "
                     "records not captured yet", "engram ingest")
@@ -193,30 +198,52 @@ def _size(path: Path) -> int:
 # ---------------------------------------------------------------- agents
 
 
+# agent -> (its name, whether setup gives it capture hooks as well as the MCP server). Claude Code
+# and Codex are always reported (not set up: a warning); the others only when Engram is in their
+# configuration, since most people use one or two of them.
+AGENTS: dict[str, tuple[str, bool]] = {
+    "claude": ("Claude Code", True), "codex": ("Codex", True), "gemini": ("Gemini CLI", True),
+    "qwen": ("Qwen Code", True), "opencode": ("OpenCode", True), "cursor": ("Cursor", False),
+    "vscode": ("VS Code (Copilot)", False), "cline": ("Cline", False), "roo": ("Roo Code", False),
+}
+ALWAYS = ("claude", "codex")
+
+
 def agent_checks(root: Path) -> Iterator[Check]:
-    """Claude Code's and Codex's configurations: set up, and running an engram that runs."""
-    from engram.integrations.setup import configured, verify  # noqa: PLC0415
+    """Each agent's configuration written by `engram setup`: complete (server and hooks), and
+    running an engram that runs. One `--version` per distinct command, however many files name it."""
+    from engram.integrations import editors  # noqa: PLC0415
+    from engram.integrations.setup import configured  # noqa: PLC0415
 
     answers: dict[tuple[str, ...], tuple[bool, str]] = {}
-    for agent, name in (("claude", "Claude Code"), ("codex", "Codex")):
-        entries = configured(agent, root)
+    for agent, (name, hooked) in AGENTS.items():
+        entries = (editors.configured if agent in editors.EDITORS else configured)(agent, root)
         if not entries:
-            yield Check(agent, WARN, f"{name} is not set up to use Engram here", f"engram setup {agent}")
+            if agent in ALWAYS:
+                yield Check(agent, WARN, f"{name} is not set up to use Engram here", f"engram setup {agent}")
             continue
-        server = any(e.what == "MCP server" for e in entries)
-        if not server or all(e.what == "MCP server" for e in entries):
-            has, lacks = ("MCP server", "capture hooks") if server else ("capture hooks", "MCP server")
-            yield Check(agent, WARN, f"{name} has Engram's {has} but not its {lacks}", f"engram setup {agent}")
-        for command in dict.fromkeys(e.command for e in entries):
-            if command not in answers:
-                answers[command] = verify(command)
-            ok, answer = answers[command]
-            where = _uses([e for e in entries if e.command == command])
-            shown = " ".join(command)
-            if ok:
-                yield Check(agent, OK, f"{where} run {shown}: {answer}")
-            else:
-                yield Check(agent, FAIL, f"{where} run {shown}, which does not run: {answer}", f"engram setup {agent}")
+        yield from _agent_lines(agent, name, hooked, entries, answers)
+
+
+def _agent_lines(agent: str, name: str, hooked: bool, entries: list[Any],
+                 answers: dict[tuple[str, ...], tuple[bool, str]]) -> Iterator[Check]:
+    from engram.integrations.setup import verify  # noqa: PLC0415
+
+    server = any(e.what == "MCP server" for e in entries)
+    if not server or (hooked and all(e.what == "MCP server" for e in entries)):
+        capture = "capture plugin" if agent == "opencode" else "capture hooks"
+        has, lacks = ("MCP server", capture) if server else (capture, "MCP server")
+        yield Check(agent, WARN, f"{name} has Engram's {has} but not its {lacks}", f"engram setup {agent}")
+    for command in dict.fromkeys(e.command for e in entries):
+        if command not in answers:
+            answers[command] = verify(command)
+        ok, answer = answers[command]
+        where = _uses([e for e in entries if e.command == command])
+        shown = " ".join(command)
+        if ok:
+            yield Check(agent, OK, f"{where} run {shown}: {answer}")
+        else:
+            yield Check(agent, FAIL, f"{where} run {shown}, which does not run: {answer}", f"engram setup {agent}")
 
 
 def _uses(entries: list[Any]) -> str:

@@ -73,3 +73,87 @@ def test_a_damaged_task_is_a_counted_skip(repo: Path, tmp_path: Path) -> None:
     (folder / "api_conversation_history.json").write_text('[{"role": "user", "content": [')
     out = run_engram(repo, "ingest", str(folder)).stdout
     assert "unreadable conversation (JSONDecodeError)" in out
+
+
+ROO_READ = ("[read_file for 'app.py'. Reading multiple files at once is more efficient for the LLM. If other files "
+            "are relevant to your current task, please read them simultaneously.] Result:")
+
+
+def roo_task(folder: Path, cwd: Path) -> Path:
+    """A Roo Code task in its own shapes: tool uses as XML in the assistant's text (and one as a
+    `tool_use` block, as newer Roo writes them), each result header alone in its text block with the
+    result in the next, numbered reads, apply_diff blocks with `:start_line:`."""
+    numbered = "".join(f"{i:>3} | {line}\n" for i, line in enumerate(APP.splitlines(), 1))
+    two_blocks = ("<<<<<<< SEARCH\n:start_line:2\n-------\n    return 'hi ' + name\n=======\n"
+                  "    message = f'hello {name}!'\n    return message\n>>>>>>> REPLACE\n\n"
+                  "<<<<<<< SEARCH\n:start_line:5\n-------\ndef main():\n    print(greet('you'))\n=======\n"
+                  "def main():\n    print(greet('world'))\n>>>>>>> REPLACE")
+    wrong = "<<<<<<< SEARCH\n:start_line:9\n-------\nnot in the file\n=======\nx\n>>>>>>> REPLACE"
+    unseen = "<<<<<<< SEARCH\n:start_line:3\n-------\nb = 2\n=======\nb = 3\n>>>>>>> REPLACE"
+    native = "<<<<<<< SEARCH\n:start_line:1\n-------\ndef greet(name):\n=======\ndef greet(name: str) -> str:\n>>>>>>> REPLACE"
+
+    def said(text: str) -> dict:
+        return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+    def result(header: str, text: str) -> dict:
+        return {"role": "user", "content": [{"type": "text", "text": header}, {"type": "text", "text": text},
+                                            {"type": "text", "text": ENV.format(cwd=cwd)}]}
+
+    written = "<file_write_result>\n<path>{}</path>\n<operation>{}</operation>\n<notice>\n<i>You do not need to " \
+              "re-read the file, as you have seen all changes</i>\n</notice>\n</file_write_result>\n"
+    conversation = [
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nmake greet friendlier\n</task>"},
+                                     {"type": "text", "text": ENV.format(cwd=cwd)}]},
+        said("Reading it first.\n\n<read_file>\n<args>\n  <file>\n    <path>app.py</path>\n  </file>\n</args>\n"
+             "</read_file>"),
+        result(ROO_READ, f'<files>\n<file><path>app.py</path>\n<content lines="1-6">\n{numbered}</content>\n'
+                         "</file>\n</files>"),
+        said(f"<apply_diff>\n<path>app.py</path>\n<diff>\n{two_blocks}\n</diff>\n</apply_diff>"),
+        result("[apply_diff for 'app.py'] Result:", written.format("app.py", "modified")),
+        said(f"<apply_diff>\n<path>app.py</path>\n<diff>\n{wrong}\n</diff>\n</apply_diff>"),
+        result("[apply_diff for 'app.py'] Result:", "<error_details>\nNo sufficiently similar match found at line: "
+                                                    "9 (12% similar, needs 100%)\n</error_details>"),
+        said(f"<apply_diff>\n<path>other.py</path>\n<diff>\n{unseen}\n</diff>\n</apply_diff>"),
+        result("[apply_diff for 'other.py'] Result:", "Changes successfully applied to other.py:\n\n"),
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "apply_diff",
+                                           "input": {"path": "app.py", "diff": native}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                      "content": [{"type": "text", "text": written.format("app.py", "modified")}]}]},
+        said("<write_to_file>\n<path>extra.py</path>\n<content>\nX = 1\n</content>\n<line_count>1</line_count>\n"
+             "</write_to_file>"),
+        result("[write_to_file for 'extra.py'] Result:", written.format("extra.py", "created")),
+    ]
+    folder.mkdir(parents=True)
+    (folder / "api_conversation_history.json").write_text(json.dumps(conversation))
+    return folder
+
+
+def test_roo_code_apply_diff_blocks_are_edits_at_the_lines_they_wrote(repo: Path, tmp_path: Path) -> None:
+    """Roo Code's apply_diff keeps no saved file: its blocks are placed in the session's copy of
+    the file (the numbered read), each block shifted by what the ones before it added; a block in
+    a file the session never read stands at the line Roo was told (`placed: start_line`); a
+    failed apply_diff is not an edit."""
+    final = ("def greet(name: str) -> str:\n    message = f'hello {name}!'\n    return message\n\n\n"
+             "def main():\n    print(greet('world'))\n")
+    (repo / "app.py").write_text(final)
+    (repo / "other.py").write_text("a = 1\n\nb = 3\n")
+    folder = roo_task(tmp_path / "rooveterinaryinc.roo-cline" / "tasks" / "0197a1b2-task", repo)
+    out = run_engram(repo, "ingest", str(folder)).stdout
+    assert "1 session" in out and "5 edits" in out and "1 read" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-0197a1b2-task", "--json").stdout)["events"]
+    assert events[0]["harness"] == "roo-code"
+    [read] = [e for e in events if e["kind"] == "code.read"]
+    assert read["file"] == "app.py" and read["range"] == [1, 6] and read["text"] == APP
+    edits = [e for e in events if e["kind"] == "code.edit"]
+    assert [(e["file"], e["op"], e["before_range"], e["after_range"], e.get("placed")) for e in edits] == [
+        ("app.py", "update", [2, 2], [2, 3], None),
+        ("app.py", "update", [7, 7], [7, 7], None),  # line 5 of the file Roo was given, 7 after the first block
+        ("other.py", "update", [3, 3], [3, 3], "start_line"),
+        ("app.py", "update", [1, 1], [1, 1], None),
+        ("extra.py", "create", [1, 0], [1, 1], None)]
+    assert edits[1]["after_text"] == "    print(greet('world'))\n"
+    assert edits[3]["file_after_sha"] is not None and edits[2]["file_after_sha"] is None
+    failed = [e for e in events if e["kind"] == "tool.result" and e["is_error"]]
+    assert len(failed) == 1 and "No sufficiently similar match" in failed[0]["stdout"]
+    doc = json.loads(run_engram(repo, "explain", "app.py:2-3", "--brief").stdout)
+    assert doc["sessions"][0]["session_id"] == "roo-0197a1b2-task"

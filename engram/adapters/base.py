@@ -34,6 +34,9 @@ class SourceSpan:
     path: Path
     start: int = 0
     end: int = 0  # set by the reader: the end of the last complete line
+    # A source that is part of a larger file (a session of OpenCode's SQLite store): what its
+    # content hashes to, standing for the hash of the file's first `end` bytes (never computed).
+    digest: str | None = None
 
     def as_meta(self) -> dict[str, Any]:
         return {"name": self.name, "path": str(self.path), "start": self.start, "end": self.end}

@@ -17,6 +17,21 @@ message's environment details name. What the tools did:
   session never saw the file), else diffed against this session's copy;
 * a result that says the edit failed (no saved file) is a failed edit, not counted.
 
+Roo Code writes its tool uses either as `tool_use` blocks or, in its XML protocol, as XML in the
+assistant's text (`<apply_diff><path>…</path><diff>…</diff></apply_diff>`, each result then in the
+next user message as `[apply_diff for 'path'] Result:` and the result's own text block); both are
+read. Its `apply_diff` sends SEARCH/REPLACE blocks marked with the line they start at
+(`<<<<<<< SEARCH` / `:start_line:N` / `-------` / `=======` / `>>>>>>> REPLACE`), numbered in the
+file before the tool, and keeps no saved file: the result says only `Changes successfully
+applied` or `<file_write_result>` (`<operation>modified</operation>`). Each block is placed where
+its SEARCH lines stand in this session's copy of the file, nearest the line it names (Roo applies
+the blocks in that order, shifting each by what the earlier ones added or took away); without a
+copy holding them, at the line it names, marked `placed: start_line` (Roo itself searches about
+that line, so the lines are Roo's but not checked against the file). Roo's `read_file` results are
+numbered (`<content lines="A-B">` with `N | text`): a code.read of those lines, and the session's
+copy of the file when they are all of it. A partial success (`But unable to apply all diff
+parts`) keeps the blocks this session's copy places and counts the others as failed.
+
 Times come from `ui_messages.json` (each tool the panel showed, in order, matched to the tool uses).
 """
 
@@ -36,12 +51,29 @@ from engram.tape import events as E
 
 HISTORY_FILE: Final = "api_conversation_history.json"
 UI_FILE: Final = "ui_messages.json"
-_RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)')?\] Result:\n?", re.DOTALL)
+_RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)'[^\]\n]*)?\] Result:\n?", re.DOTALL)
 _FINAL = re.compile(r'<final_file_content path="[^"]*">\n?(.*?)\n?</final_file_content>', re.DOTALL)
 _CWD = re.compile(r"# Current Working Directory \((.+?)\)")
 _BLOCK = re.compile(r"^(?:-{3,} SEARCH|<{3,} SEARCH)\s*\n(.*?)^={3,}\s*\n(.*?)^(?:\+{3,} REPLACE|>{3,} REPLACE)\s*$",
                     re.DOTALL | re.MULTILINE)
 EDITS: Final = frozenset({"replace_in_file", "write_to_file", "apply_diff", "search_and_replace"})
+# Roo Code's apply_diff blocks: an optional `:start_line:` (and `:end_line:`) before the `-------` line.
+_ROO_BLOCK = re.compile(r"^<{3,} SEARCH[ \t]*\n(?::start_line:[ \t]*(\d+)[ \t]*\n)?(?::end_line:[ \t]*\d+[ \t]*\n)?"
+                        r"(?:-{3,}[ \t]*\n)?(.*?)^={3,}[ \t]*\n(.*?)^>{3,} REPLACE[ \t]*$", re.DOTALL | re.MULTILINE)
+_NUMBERED = re.compile(r"^\s*\d+ \| ?")
+# The tools of Roo Code's (and older Cline's) XML protocol, as they appear in the assistant's text.
+XML_TOOLS: Final = ("read_file", "write_to_file", "apply_diff", "replace_in_file", "search_and_replace",
+                    "insert_content", "execute_command", "list_files", "search_files", "list_code_definition_names",
+                    "codebase_search", "browser_action", "use_mcp_tool", "access_mcp_resource",
+                    "ask_followup_question", "attempt_completion", "switch_mode", "new_task", "update_todo_list",
+                    "fetch_instructions", "run_slash_command")
+_XML_TOOL = re.compile(r"<(" + "|".join(XML_TOOLS) + r")>\n?(.*?)\n?</\1>", re.DOTALL)
+_XML_PARAM = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.DOTALL)
+_ROO_FILE = re.compile(r"<file>\s*<path>(.*?)</path>(.*?)</file>", re.DOTALL)
+_ROO_CONTENT = re.compile(r'<content(?: lines="(\d+)-(\d+)")?>\n?(.*?)</content>', re.DOTALL)
+_ROO_OK = ("Changes successfully applied", "<operation>modified</operation>", "<operation>created</operation>",
+           "successfully saved")
+_ROO_PARTIAL = "unable to apply all diff parts"
 
 
 def task_sources(path: Path) -> list[SourceSpan]:
@@ -138,6 +170,8 @@ class _Task:
             self.cap.cursor = (0, i)
             content = msg.get("content")
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            if msg.get("role") == "user":
+                blocks = _results_joined(blocks)
             for block in blocks:
                 if isinstance(block, dict):
                     self.block(msg.get("role"), block)
@@ -149,6 +183,8 @@ class _Task:
             ts, ui = self.tools.pop(0) if self.tools else (None, "")
             self.pending.append((name, inp, ts, ui))
             self.add({"kind": E.TOOL_CALL, "call_id": b.get("id"), "name": name, "input": inp}, ts)
+        elif role == "assistant" and kind == "text" and isinstance(b.get("text"), str) and _XML_TOOL.search(b["text"]):
+            self.xml_tools(b["text"])
         elif role == "assistant" and kind in ("text", "thinking"):
             text = b.get("text") if kind == "text" else b.get("thinking")
             if isinstance(text, str) and text.strip():
@@ -165,6 +201,21 @@ class _Task:
             text = content if isinstance(content, str) else "\n".join(_texts({"content": content}))
             self.result(self.pending[0][0], text, bool(b.get("is_error")))
 
+    def xml_tools(self, text: str) -> None:
+        """An assistant's text holding tool uses in the XML protocol: the words around them are its
+        message, each tool use a tool.call (its parameters the tags inside it)."""
+        at = 0
+        for m in _XML_TOOL.finditer(text):
+            if text[at:m.start()].strip():
+                self.add({"kind": E.MSG_OUT, "text": text[at:m.start()], "block": "text"})
+            name, inp = m.group(1), dict(_XML_PARAM.findall(m.group(2)))
+            ts, ui = self.tools.pop(0) if self.tools else (None, "")
+            self.pending.append((name, inp, ts, ui))
+            self.add({"kind": E.TOOL_CALL, "call_id": None, "name": name, "input": inp}, ts)
+            at = m.end()
+        if text[at:].strip():
+            self.add({"kind": E.MSG_OUT, "text": text[at:], "block": "text"})
+
     def add(self, ev: dict[str, Any], ts: str | None = None) -> None:
         if ts:
             ev["ts"] = ts
@@ -174,23 +225,40 @@ class _Task:
         i = next((k for k, p in enumerate(self.pending) if p[0] == name), 0)
         call, inp, ts, ui = self.pending.pop(i)
         final = _FINAL.search(text)
-        failed = error or (call in EDITS and final is None and "successfully saved" not in text)
+        partial = call == "apply_diff" and _ROO_PARTIAL in text
+        failed = error or (call in EDITS and final is None and not partial and not any(m in text for m in _ROO_OK))
         self.add({"kind": E.TOOL_RESULT, "call_id": None, "name": call, "is_error": failed, "exit_code": None,
                   "stdout": text, "stderr": ""}, ts)
         path = str(inp.get("absolutePath") or inp.get("path") or "")
         rel = self.mapper.to_repo(path) if path else None
-        if call == "read_file" and not failed and rel is not None and text and not text.startswith("Error"):
+        if call == "read_file" and not failed and text.lstrip().startswith("<files>"):  # Roo Code's
+            self.roo_reads(text, ts)
+        elif call == "apply_diff" and not failed:
+            for file, diff, hint in _diffs(inp):
+                where = self.mapper.to_repo(file)
+                if where is None:
+                    self.cap.drop(self.mapper.drop_reason(file))
+                    continue
+                for ev in self.roo_edits(where, diff, hint, partial):
+                    self.add(ev, ts)
+        elif call == "read_file" and not failed and rel is not None and text and not text.startswith("Error"):
+            text = _unnumbered(text)
             self.files[rel] = text if text.endswith("\n") else text + "\n"
             self.add({"kind": E.CODE_READ, "file": rel, "range": [1, len(split_lines(text))],
                       "text": self.files[rel], "call_id": None}, ts)
         elif call in EDITS and failed:
             self.cap.ignored[f"{call} that failed"] += 1
+        elif call in ("search_and_replace", "insert_content"):
+            self.cap.ignored[f"{call} (Roo Code): its edit is not read"] += 1
+            if rel is not None:
+                self.files.pop(rel, None)  # the file changed in a way this session's copy does not follow
         elif call in EDITS:
             if rel is None:
                 self.cap.drop(self.mapper.drop_reason(path))
                 return
             after = final.group(1) if final else str(inp.get("content") or "")
             after = after if after.endswith("\n") or not after else after + "\n"
+            ui = "newFileCreated" if "<operation>created</operation>" in text else ui
             for ev in self.edits(call, rel, inp, after, ui):
                 self.add(ev, ts)
 
@@ -221,6 +289,64 @@ class _Task:
                       "file_before_sha": E.git_blob_sha(join_lines(lines)), "file_after_sha": E.git_blob_sha(join_lines(new))}
                 out.append(_hashed(ev))
             lines = new
+        return out
+
+    def roo_reads(self, text: str, ts: str | None) -> None:
+        """Roo Code's `read_file` result: each file's numbered lines a code.read; the session's copy
+        of the file when they start at its first line and nothing says more were left out."""
+        for path, body in _ROO_FILE.findall(text):
+            rel = self.mapper.to_repo(path.strip())
+            m = _ROO_CONTENT.search(body)
+            if rel is None or m is None or "<error>" in body:
+                continue
+            lines = [_NUMBERED.sub("", x, count=1) for x in split_lines(m.group(3))]
+            if not lines:
+                continue
+            first = int(m.group(1) or 1)
+            if first == 1 and "<notice>" not in body:
+                self.files[rel] = join_lines(lines)
+            self.add({"kind": E.CODE_READ, "file": rel, "range": [first, first + len(lines) - 1],
+                      "text": join_lines(lines), "call_id": None}, ts)
+
+    def roo_edits(self, rel: str, diff: str, hint: int | None, partial: bool) -> list[dict[str, Any]]:
+        """Roo Code's apply_diff blocks as code.edits, in the order Roo applies them (by the line
+        each names, shifted by what the blocks before it added or took away)."""
+        blocks = sorted(_roo_blocks(diff, hint), key=lambda b: b[0] or 0)
+        known = self.files.get(rel)
+        lines = split_lines(known) if known is not None else None
+        delta, out = 0, []
+        for start, search, replace in blocks:
+            target = start - 1 + delta if start else None
+            at = _nearest(lines, search, target) if lines is not None else None
+            if at is None and partial:
+                self.cap.ignored["apply_diff block that failed"] += 1
+                continue
+            if at is not None and lines is not None:
+                new = lines[:at] + replace + lines[at + len(search):]
+                if changes := block_changes(at, search, replace):
+                    out.append(_hashed({"kind": E.CODE_EDIT, "file": rel, "tool": "apply_diff", "call_id": None,
+                                        "op": "update", **edit_ranges(changes, lines, new),
+                                        **context_fields([(at + 1, replace)]),
+                                        "file_before_sha": E.git_blob_sha(join_lines(lines)),
+                                        "file_after_sha": E.git_blob_sha(join_lines(new))}))
+                lines = new
+            elif target is not None and target >= 0:
+                if changes := block_changes(target, search, replace):
+                    out.append(_hashed({"kind": E.CODE_EDIT, "file": rel, "tool": "apply_diff", "call_id": None,
+                                        "op": "update", **edit_ranges(changes), **context_fields([(target + 1, replace)]),
+                                        "file_before_sha": None, "file_after_sha": None, "placed": "start_line"}))
+                lines = None
+            else:
+                out.append(_hashed({"kind": E.CODE_EDIT, "file": rel, "tool": "apply_diff", "call_id": None,
+                                    "op": "update", "before_range": None, "after_range": None,
+                                    "before_text": join_lines(search), "after_text": join_lines(replace),
+                                    "file_before_sha": None, "file_after_sha": None}))
+                lines = None
+            delta += len(replace) - len(search)
+        if lines is not None:
+            self.files[rel] = join_lines(lines)
+        else:
+            self.files.pop(rel, None)
         return out
 
     def whole(self, rel: str, before: str | None, after: str) -> dict[str, Any]:
@@ -266,3 +392,71 @@ def _undo(after: str, blocks: list[tuple[list[str], list[str]]]) -> str | None:
         at, n, written = found
         lines = lines[:at] + written + lines[at + n:]
     return join_lines(lines)
+
+
+def _results_joined(blocks: list[Any]) -> list[Any]:
+    """A user message's blocks with each result header that stands alone (`[tool for 'p'] Result:`,
+    Roo Code's way) joined to the text blocks after it that hold the result."""
+    out: list[Any] = []
+    open_header = False
+    for b in blocks:
+        text = b.get("text") if isinstance(b, dict) and b.get("type") == "text" else None
+        if isinstance(text, str) and open_header and not _RESULT.match(text) \
+                and not text.startswith("<environment_details>"):
+            out[-1] = {**out[-1], "text": out[-1]["text"] + text}
+            continue
+        m = _RESULT.match(text) if isinstance(text, str) else None
+        open_header = bool(m and not text[m.end():].strip())
+        out.append(b)
+    return out
+
+
+def _diffs(inp: dict[str, Any]) -> list[tuple[str, str, int | None]]:
+    """(path, SEARCH/REPLACE text, the start line given apart) of an apply_diff: one file
+    (`path`, `diff`, the older `start_line`), or several (`args` of `<file>` elements)."""
+    if isinstance(inp.get("diff"), str) and inp.get("path"):
+        start = str(inp.get("start_line") or "")
+        return [(str(inp["path"]), inp["diff"], int(start) if start.isdigit() else None)]
+    out = []
+    for path, body in _ROO_FILE.findall(str(inp.get("args") or "")):
+        for diff in re.findall(r"<diff>(.*?)</diff>", body, re.DOTALL):
+            content = re.search(r"<content>\n?(.*?)</content>", diff, re.DOTALL)
+            start = re.search(r"<start_line>\s*(\d+)\s*</start_line>", diff)
+            out.append((path.strip(), content.group(1) if content else diff, int(start.group(1)) if start else None))
+    return out
+
+
+def _roo_blocks(diff: str, hint: int | None) -> list[tuple[int | None, list[str], list[str]]]:
+    """(start line, SEARCH lines, REPLACE lines) of each block; line numbers (`12 | `) that
+    prefix every SEARCH line are taken off, as Roo Code does."""
+    out = []
+    for start, search, replace in _ROO_BLOCK.findall(diff):
+        s, r = split_lines(search), split_lines(replace)
+        if s and all(_NUMBERED.match(x) for x in s if x.strip()):
+            s = [_NUMBERED.sub("", x, count=1) for x in s]
+            r = [_NUMBERED.sub("", x, count=1) for x in r]
+        out.append((int(start) if start else hint, s, r))
+    return out
+
+
+def _nearest(lines: list[str], search: list[str], target: int | None) -> int | None:
+    """Where `search` stands in `lines` (exactly, else ignoring trailing white space), the
+    occurrence nearest `target` (0-based) when it stands in several places."""
+    n = len(search)
+    if not n:
+        return None
+    for key in (lambda x: x, lambda x: x.rstrip()):
+        want = [key(x) for x in search]
+        keyed = [key(x) for x in lines]
+        hits = [i for i in range(len(lines) - n + 1) if keyed[i:i + n] == want]
+        if hits:
+            return min(hits, key=lambda i: abs(i - target)) if target is not None else hits[0]
+    return None
+
+
+def _unnumbered(text: str) -> str:
+    """A read's text without the line numbers older Roo Code put before every line (`3 | x`)."""
+    lines = split_lines(text)
+    if lines and all(_NUMBERED.match(x) for x in lines if x.strip()):
+        return join_lines([_NUMBERED.sub("", x, count=1) for x in lines])
+    return text

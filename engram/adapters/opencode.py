@@ -32,6 +32,7 @@ from typing import Any, Callable, Final
 
 import orjson
 
+from engram.adapters import opencode_db
 from engram.adapters.base import Capture, PathMapper, SourceSpan
 from engram.adapters.unified import (
     changes_from_hunks,
@@ -67,6 +68,8 @@ def parse_opencode(sources: list[SourceSpan], mapper_for: Callable[[str | None],
                    max_line_bytes: int) -> Capture:
     src = sources[0]
     cap = Capture(HARNESS, src.path.stem, sources)
+    if (stored := opencode_db.session_id_of(src)) is not None:
+        return _from_store(cap, mapper_for, src, stored)
     data = src.path.read_bytes()
     src.end = len(data)
     try:
@@ -89,6 +92,25 @@ def parse_opencode(sources: list[SourceSpan], mapper_for: Callable[[str | None],
         src.end = 0
         return cap
     _session(cap, mapper_for, info, messages)
+    return cap
+
+
+def _from_store(cap: Capture, mapper_for: Callable[[str | None], PathMapper], src: SourceSpan,
+                session_id: str) -> Capture:
+    """A session of OpenCode's SQLite store (engram.adapters.opencode_db)."""
+    cap.session_id = session_id
+    try:
+        found = opencode_db.load(src.path, session_id)
+    except Exception as exc:  # noqa: BLE001 - apsw's errors: a locked or damaged store
+        cap.skipped[f"OpenCode's store could not be read ({exc.__class__.__name__}); try again, or `opencode "
+                    "export` the session and ingest the file"] += 1
+        src.end = 0
+        return cap
+    if found is None:
+        cap.skipped["a session no longer in OpenCode's store"] += 1
+        src.end = 0
+        return cap
+    _session(cap, mapper_for, *found)
     return cap
 
 
@@ -270,7 +292,7 @@ def _one_edit(cap: Capture, mapper: PathMapper, files: dict[str, str], base: dic
         fields = edit_from_texts(before, after)
     elif isinstance(diff, str) and "@@" in diff:
         files.pop(rel, None)
-        fields = _from_diff(diff)
+        fields = edit_from_diff(diff)
         if fields is not None and typ == "add":
             fields["op"] = "create"
     else:
@@ -282,7 +304,7 @@ def _one_edit(cap: Capture, mapper: PathMapper, files: dict[str, str], base: dic
     return [{"kind": E.CODE_EDIT, **base, "file": rel, "tool": name, **fields}]
 
 
-def _from_diff(diff: str) -> dict[str, Any] | None:
+def edit_from_diff(diff: str) -> dict[str, Any] | None:
     """An edit known only by its unified diff: the hunks' line numbers are the file's; their
     lines may have lost a common indentation (OpenCode trims it), so texts can differ in it."""
     hunks = hunks_from_diff(diff)

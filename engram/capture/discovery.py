@@ -35,6 +35,7 @@ CLINE_TASK_FILE = "api_conversation_history.json"
 GEMINI = "gemini-cli"
 QWEN = "qwen-code"
 OPENCODE = "opencode"
+COPILOT = "copilot-cli"
 # Formats whose sessions are one JSON document (or a markdown export), not JSONL: a directory
 # given to `engram ingest` is searched for them too, keeping only files these formats claim.
 WHOLE_FILE_FORMATS = (GEMINI, OPENCODE)
@@ -120,6 +121,7 @@ def _format_of_document(head: bytes) -> str | None:
 def _format_of_lines(lines: list[bytes]) -> str | None:
     """The harness of the first of these lines that is a record one of them writes."""
     from engram.adapters.claude import looks_like_claude  # noqa: PLC0415
+    from engram.adapters.copilot import looks_like_copilot  # noqa: PLC0415
     from engram.adapters.qwen import looks_like_qwen  # noqa: PLC0415
 
     for raw in lines:
@@ -142,6 +144,8 @@ def _format_of_lines(lines: list[bytes]) -> str | None:
             return GEMINI  # the chat recording's metadata line (or a whole legacy record on one line)
         if looks_like_qwen(rec):
             return QWEN  # before Claude Code: the same envelope around a Gemini Content
+        if looks_like_copilot(rec):
+            return COPILOT
         if looks_like_claude(rec):
             return CLAUDE
     return None
@@ -216,6 +220,9 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
         jobs.append(cline_job(f.resolve()))
         return
     fmt = detect_format(f)
+    if fmt is None and (stored := _store_jobs(f)):
+        jobs.extend(stored)
+        return
     if fmt is None:
         stats.skipped["not a transcript (binary or undecodable)"] += 1
         return
@@ -226,6 +233,19 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
 
 
 AIDER_HISTORY = ".aider.chat.history.md"
+
+
+def _store_jobs(f: Path) -> list[Job]:
+    """Every session of an OpenCode SQLite store given by its path (`engram ingest opencode.db`)."""
+    from engram.adapters import opencode_db  # noqa: PLC0415
+
+    try:
+        with f.open("rb") as fh:
+            if not opencode_db.is_store(fh.read(16)):
+                return []
+    except OSError:
+        return []
+    return [Job(OPENCODE, [opencode_db.source(f.resolve(), sid)]) for sid, _ in opencode_db.sessions(f)]
 
 
 def cline_job(path: Path) -> Job:
@@ -316,6 +336,9 @@ def _first_cwd(path: Path, fmt: str) -> str | None:
             return rec["cwd"]
         if fmt == CODEX and isinstance(rec.get("payload"), dict) and isinstance(rec["payload"].get("cwd"), str):
             return rec["payload"]["cwd"]
+        if fmt == COPILOT and rec.get("type") == "session.start":
+            context = (rec.get("data") or {}).get("context") if isinstance(rec.get("data"), dict) else None
+            return context.get("cwd") if isinstance(context, dict) and isinstance(context.get("cwd"), str) else None
     return None
 
 
@@ -337,6 +360,11 @@ def start_hint(job: Job, captured: int = 0) -> str:
         first = next((ts for rec in _head_records(job.main, captured) if isinstance(ts := _time_of(rec), str)), None)
         if first:
             return first
+    if job.sources[0].digest is not None:  # a session of OpenCode's store: its row says
+        from engram.adapters import opencode_db  # noqa: PLC0415
+
+        sid = opencode_db.session_id_of(job.sources[0])
+        return (opencode_db.started(job.main, sid) if sid else None) or ""
     at = _adapter_started(job.harness, job.main)
     if at:
         return at
@@ -366,10 +394,10 @@ def _adapter_started(fmt: str, path: Path) -> str | None:
         from engram.adapters.specstory import started as export_started  # noqa: PLC0415
 
         return export_started(path)
-    if fmt in (GEMINI, OPENCODE):
-        from engram.adapters import gemini, opencode  # noqa: PLC0415
+    if fmt in (GEMINI, OPENCODE, COPILOT):
+        from engram.adapters import copilot, gemini, opencode  # noqa: PLC0415
 
-        return (gemini if fmt == GEMINI else opencode).started(path)
+        return {GEMINI: gemini, OPENCODE: opencode, COPILOT: copilot}[fmt].started(path)
     if fmt == CODEX:
         from engram.adapters.codex import started  # noqa: PLC0415
     elif fmt == EVENTS:
@@ -481,6 +509,11 @@ def qwen_home() -> Path:
     return Path(os.environ.get("QWEN_RUNTIME_DIR") or Path.home() / ".qwen")
 
 
+def copilot_home() -> Path:
+    """GitHub Copilot CLI's folder: `$COPILOT_HOME`, else `~/.copilot`, on every system."""
+    return Path(os.environ.get("COPILOT_HOME") or Path.home() / ".copilot")
+
+
 def opencode_data() -> Path:
     """OpenCode's data folder: `$XDG_DATA_HOME/opencode`, else `~/.local/share/opencode` (its
     xdg-basedir default on Linux, macOS and Windows alike)."""
@@ -488,8 +521,8 @@ def opencode_data() -> Path:
 
 
 def discover_more(trees: list[str], ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:
-    """This repository's Gemini CLI, Qwen Code and OpenCode sessions, where those tools keep
-    them. A tool's folder that does not exist is not reported (most people use one or two)."""
+    """This repository's Gemini CLI, Qwen Code, OpenCode and Copilot CLI sessions, where those
+    tools keep them. A tool's folder that does not exist is not reported (most people use one or two)."""
     import hashlib  # noqa: PLC0415
 
     jobs: list[Job] = []
@@ -513,6 +546,7 @@ def discover_more(trees: list[str], ours: Callable[[str | None], bool], report: 
             for f in files:
                 if f.parent.name == "chats" and place.saw(f, _first_cwd(f, CLAUDE), ours) and detect_format(f) == QWEN:
                     jobs.append(job_for_file(f.resolve(), QWEN))
+    jobs += _copilot_sessions(ours, report)
     storage = opencode_data() / "storage" / "session"
     if storage.is_dir():
         place = Place(OPENCODE, storage)
@@ -520,10 +554,35 @@ def discover_more(trees: list[str], ours: Callable[[str | None], bool], report: 
         for f in sorted(storage.rglob("*.json")):
             if f.is_file() and place.saw(f, _opencode_directory(f), ours):
                 jobs.append(job_for_file(f.resolve(), OPENCODE))
-    if (opencode_data() / "opencode.db").is_file():
-        report.places.append(Place(OPENCODE, opencode_data() / "opencode.db",
-                                   problem="OpenCode's SQLite store is not read yet: export a session with "
-                                           "`opencode export ID > file.json` and ingest the file"))
+    jobs += _opencode_store(opencode_data() / "opencode.db", ours, report)
+    return jobs
+
+
+def _opencode_store(store: Path, ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:
+    """The sessions of OpenCode's SQLite store (OpenCode >= 1.2) whose directory is a work tree,
+    read without writing or holding a lock on it (engram.adapters.opencode_db)."""
+    from engram.adapters import opencode_db  # noqa: PLC0415
+
+    if not store.is_file() or store.is_symlink():
+        return []
+    place = Place(OPENCODE, store)
+    report.places.append(place)
+    return [Job(OPENCODE, [opencode_db.source(store.resolve(), sid)])
+            for sid, cwd in opencode_db.sessions(store) if place.saw(store, cwd, ours)]
+
+
+def _copilot_sessions(ours: Callable[[str | None], bool], report: DiscoveryReport) -> list[Job]:
+    """Copilot CLI's session logs: `session-state/<id>/events.jsonl` (older releases:
+    `session-state/<id>.jsonl`), each this repository's when its start names a work tree."""
+    state = copilot_home() / "session-state"
+    if not state.is_dir():
+        return []
+    place = Place(COPILOT, state)
+    report.places.append(place)
+    jobs = []
+    for f in sorted(state.glob("*/events.jsonl")) + sorted(state.glob("*.jsonl")):
+        if f.is_file() and not f.is_symlink() and place.saw(f, _first_cwd(f, COPILOT), ours):
+            jobs.append(job_for_file(f.resolve(), COPILOT))
     return jobs
 
 

@@ -36,6 +36,7 @@ from engram.capture.discovery import (
     CLAUDE,
     CLINE,
     CODEX,
+    COPILOT,
     EVENTS,
     GEMINI,
     OPENCODE,
@@ -103,6 +104,10 @@ def parse_job(job: Job, repo_root: Path, maps: list[tuple[str, str]], max_line_b
 
         parse = {GEMINI: parse_gemini, QWEN: parse_qwen, OPENCODE: parse_opencode}[job.harness]
         return parse(job.sources, mapper_for, max_line_bytes=max_line_bytes)
+    if job.harness == COPILOT:
+        from engram.adapters.copilot import parse_copilot  # noqa: PLC0415
+
+        return parse_copilot(job.sources, mapper_for, max_line_bytes=max_line_bytes, repo_root=repo_root)
     if job.harness == EVENTS:
         from engram.adapters.events import parse_events  # noqa: PLC0415
 
@@ -125,6 +130,14 @@ def _prefix_sha(path: Path, end: int) -> str:
     return h.hexdigest()
 
 
+def _source_sha(src: SourceSpan, end: int) -> str:
+    """What the first `end` bytes of a source hash to; for a source that stands for part of a
+    larger file (`SourceSpan.digest`), its digest, and only at its own end."""
+    if src.digest is not None:
+        return src.digest if end == src.end else ""
+    return _prefix_sha(src.path, end)
+
+
 def _previous(db: apsw.Connection, harness: str, session_id: str, src: SourceSpan) -> tuple[int, str] | None:
     """(end, tape) of the longest earlier capture of this source whose bytes are still a prefix."""
     rows = db.execute(
@@ -133,7 +146,7 @@ def _previous(db: apsw.Connection, harness: str, session_id: str, src: SourceSpa
         (harness, session_id, src.name),
     ).fetchall()
     for end, tape, sha in rows:
-        if end <= src.end and _prefix_sha(src.path, end) == sha:
+        if end <= src.end and _source_sha(src, end) == sha:
             return end, tape
     return None
 
@@ -178,7 +191,7 @@ def build_tape_events(cap: Capture, starts: list[int], prev: str | None) -> list
     body = [ev for ev, (si, off) in zip(cap.events, cap.positions) if off >= starts[si]]
     sources = []
     for src, start in zip(cap.sources, starts):
-        sources.append({**src.as_meta(), "start": start, "prefix_sha256": _prefix_sha(src.path, src.end)})
+        sources.append({**src.as_meta(), "start": start, "prefix_sha256": _source_sha(src, src.end)})
     times = [ev.get("ts") for ev in body if ev.get("ts")]
     meta: dict[str, Any] = {
         "kind": E.META,

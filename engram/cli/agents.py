@@ -91,9 +91,10 @@ def _say_verified(command: list[str], ok: bool, answer: str) -> None:
 def _only_if_present() -> dict[str, Any]:
     """Agents whose configuration file `setup --remove` (without an agent) visits only when it exists:
     their folders are created by setup itself, so an absent one holds nothing of Engram's."""
-    from engram.integrations.setup import gemini_settings, opencode_file
+    from engram.integrations.setup import gemini_settings, opencode_file, opencode_plugin
 
-    return {"gemini": gemini_settings, "qwen": lambda root: gemini_settings(root, ".qwen"), "opencode": opencode_file}
+    return {"gemini": gemini_settings, "qwen": lambda root: gemini_settings(root, ".qwen"),
+            "opencode": lambda root: opencode_file(root) if opencode_file(root).exists() else opencode_plugin(root)}
 
 
 def _remove(args: argparse.Namespace) -> int:
@@ -134,8 +135,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                      "to Claude Code, Codex, Gemini CLI, Qwen Code, OpenCode, Cursor, VS Code, Cline or Roo Code")
     s.add_argument("agent", nargs="?", choices=AGENTS,
                    help="the agent to set up: claude (.mcp.json, .claude/settings.json), codex "
-                        "(~/.codex/config.toml), gemini (.gemini/settings.json: MCP server and hooks); "
-                        "the MCP server only: qwen (.qwen/settings.json), opencode (opencode.json), cursor "
+                        "(~/.codex/config.toml), gemini (.gemini/settings.json: MCP server and hooks), qwen "
+                        "(.qwen/settings.json: the same), opencode (opencode.json and a capture plugin in "
+                        ".opencode/plugins/); the MCP server only: cursor "
                         "(.cursor/mcp.json), vscode (.vscode/mcp.json, Copilot), roo (.roo/mcp.json), cline "
                         "(cline_mcp_settings.json)")
     s.add_argument("--dry-run", action="store_true", help="print the files instead of writing them")

@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engram.errors import BadInput
 from engram.integrations.setup import (
+    Configured,
     Planned,
     _drop_server,
     _json_plan,
@@ -28,6 +30,7 @@ from engram.integrations.setup import (
     _load_json,
     _write,
     put_engram_server,
+    server_engram,
 )
 
 EDITOR_NAMES = ("Code", "Code - Insiders", "Cursor", "VSCodium", "Windsurf")
@@ -85,6 +88,20 @@ def unplan(agent: str, root: Path) -> list[Planned]:
         data = _load_json(path)
         out.append(_json_removal(path, data, _drop_server(data, key)))
     return out
+
+
+def configured(agent: str, root: Path) -> list[Configured]:
+    """Engram's MCP server in `agent`'s configuration, where it runs an engram (`engram doctor`)."""
+    _, key, _ = EDITORS[agent]
+    found = []
+    for path in files(agent, root):
+        try:
+            servers = _load_json(path).get(key)
+        except (BadInput, OSError):
+            continue
+        if isinstance(servers, dict) and (cmd := server_engram(servers.get("engram"))):
+            found.append(Configured(agent, path, "MCP server", tuple(cmd)))
+    return found
 
 
 def setup(agent: str, root: Path, dry_run: bool = False, command: Sequence[str] | None = None) -> list[Planned]:

@@ -4,8 +4,8 @@ It must never block or break the agent, and it exits 0 whatever happens. Two kin
 
 * `PreToolUse` (an edit) and `SessionStart`: the notes the model should see are printed as the
   hook's additional context (`engram.integrations.context`), or nothing, within a deadline;
-* the others (`PostToolUse`, `PreCompact`, `SessionEnd`, Codex's notify): if the payload names a
-  session of a repository with a store, a detached `engram ingest` of that transcript starts and
+* the others (`PostToolUse`, `PreCompact`, `SessionEnd`, `Stop`, Gemini CLI's `AfterAgent`, Codex's
+  notify, Engram's OpenCode plugin): if the payload names a session of a repository with a store, a detached `engram ingest` of that transcript starts and
   the hook returns at once. Failures are logged to `.engram/run/hook.log` (or swallowed).
 
 The process's imports are kept to `os`, `sys` and `json` until a payload needs more: the agent
@@ -58,6 +58,8 @@ def ingest_command(payload: dict[str, Any]) -> tuple[Path, list[str]] | None:
     if isinstance(transcript, str) and transcript.endswith((".jsonl", ".json")) and os.path.isfile(transcript):
         return store.root, ["ingest", transcript]
     if payload.get("type") == "agent-turn-complete" or "thread-id" in payload:  # Codex notify
+        return store.root, ["ingest"]
+    if payload.get("harness") == "opencode":  # Engram's OpenCode plugin: its store holds the session
         return store.root, ["ingest"]
     return None
 

@@ -172,12 +172,15 @@ def _write(plan: Planned) -> None:
 
 
 def _remove_if_empty(folder: Path) -> None:
-    """A `.claude/` left empty by `--remove` goes: setup created it."""
-    if folder.name == ".claude":
+    """A `.claude/` (or OpenCode's `.opencode/plugins/` and `.opencode/`) left empty by `--remove`
+    goes: setup created it."""
+    folders = [folder] if folder.name == ".claude" else \
+        [folder, folder.parent] if folder.name == "plugins" and folder.parent.name == ".opencode" else []
+    for f in folders:
         try:
-            folder.rmdir()
+            f.rmdir()
         except OSError:
-            pass
+            return
 
 
 def _json_plan(path: Path, data: dict[str, Any], before: dict[str, Any], had_engram: bool) -> Planned:
@@ -508,13 +511,43 @@ def codex_notify_conflict() -> str | None:
 
 # Gemini CLI runs command hooks from its settings.json in Claude Code's format (timeouts in
 # milliseconds); its payload names the session's recording (`transcript_path`). Capture after each
-# turn (AfterAgent), before a compression and at the end. Qwen Code and OpenCode get the MCP server
-# only: Qwen Code's hooks and OpenCode's plugins (JavaScript) are not set up here.
+# turn (AfterAgent), before a compression and at the end. Qwen Code's hooks are Claude Code's
+# (settings.json, milliseconds, `transcript_path` in the payload): capture when a reply ends (Stop),
+# before a compaction and at the end. OpenCode runs JavaScript plugins: setup writes one
+# (`opencode_plugin`) that calls `engram hook` when a session goes idle or was compacted.
 GEMINI_HOOKS = {
     "AfterAgent": {"matcher": "*", "timeout": 10000},
     "PreCompress": {"matcher": "*", "timeout": 30000},
     "SessionEnd": {"matcher": "*", "timeout": 30000},
 }
+QWEN_HOOKS = {"Stop": {"timeout": 10000}, "PreCompact": {"timeout": 30000}, "SessionEnd": {"timeout": 30000}}
+PLUGIN_FILE = "engram-capture.js"
+# The plugin's first line says it is Engram's: setup rewrites such a file, --remove deletes it, and
+# a file of that name without it is the user's and is left alone.
+PLUGIN_MARK = "// engram-capture: written by `engram setup opencode`"
+PLUGIN_JS = PLUGIN_MARK + """; `engram setup --remove opencode` deletes it.
+// When a session goes idle (a reply ended) or was compacted, it runs `engram hook`, which starts a
+// background `engram ingest` of this repository's sessions and returns at once; a failure is ignored.
+import { spawn } from "node:child_process";
+
+const ENGRAM = %s;
+
+export const EngramCapture = async ({ directory }) => ({
+  event: async ({ event }) => {
+    if (!event || (event.type !== "session.idle" && event.type !== "session.compacted")) return;
+    const payload = JSON.stringify({ harness: "opencode", hook_event_name: event.type, cwd: directory,
+                                     session_id: event.properties?.sessionID ?? null });
+    try {
+      const child = spawn(ENGRAM[0], [...ENGRAM.slice(1), "hook", payload], { stdio: "ignore", detached: true });
+      child.on("error", () => {});
+      child.unref();
+    } catch {
+      // a hook never fails the agent
+    }
+  },
+});
+"""
+_PLUGIN_COMMAND = re.compile(r"^const ENGRAM = (\[.*\]);$", re.MULTILINE)
 
 
 def gemini_settings(root: Path, folder: str = ".gemini") -> Path:
@@ -549,6 +582,41 @@ def _unplan_mcp_servers(path: Path) -> Planned:
     return _json_removal(path, _without_empty_hooks(data), found)
 
 
+def opencode_plugin(root: Path) -> Path:
+    """The capture plugin setup writes in the project's OpenCode plugin folder."""
+    return root / ".opencode" / "plugins" / PLUGIN_FILE
+
+
+def plugin_engram(path: Path) -> list[str] | None:
+    """The engram Engram's OpenCode plugin at `path` runs (None: no such file, or not Engram's)."""
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else ""
+    except OSError:
+        return None
+    m = _PLUGIN_COMMAND.search(text) if text.startswith(PLUGIN_MARK) else None
+    try:
+        argv = json.loads(m.group(1)) if m else None
+    except ValueError:
+        return None
+    ok = isinstance(argv, list) and all(isinstance(a, str) for a in argv) and runs_engram(argv)
+    return argv if ok else None
+
+
+def _plan_plugin(root: Path, command: Sequence[str]) -> Planned:
+    path = opencode_plugin(root)
+    text = PLUGIN_JS % json.dumps(list(command))
+    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    if current is not None and plugin_engram(path) is None and not current.startswith(PLUGIN_MARK):
+        return Planned(path, current, False, note=f"{path} exists and is not Engram's: left as it is")
+    return Planned(path, text, text != current)
+
+
+def _unplan_plugin(root: Path) -> Planned:
+    path = opencode_plugin(root)
+    ours = path.is_file() and path.read_text(encoding="utf-8", errors="replace").startswith(PLUGIN_MARK)
+    return Planned(path, None, ours)
+
+
 def opencode_engram(entry: Any) -> list[str] | None:
     """The engram an OpenCode MCP entry (`{"type": "local", "command": [...]}`) runs as `engram mcp`."""
     if not isinstance(entry, dict) or not isinstance(entry.get("command"), list):
@@ -566,7 +634,7 @@ def plan_opencode(root: Path, command: Sequence[str]) -> list[Planned]:
     had, note = put_engram_server(path, data.setdefault("mcp", {}), wanted, opencode_engram)
     plan = _json_plan(path, data, before, had_engram=had)
     plan.note = note
-    return [plan]
+    return [plan, _plan_plugin(root, command)]
 
 
 def unplan_opencode(root: Path) -> list[Planned]:
@@ -575,7 +643,7 @@ def unplan_opencode(root: Path) -> list[Planned]:
     found = _drop_server(data, "mcp", opencode_engram)
     if found and list(data) == ["$schema"]:
         data = {}
-    return [_json_removal(path, data, found)]
+    return [_json_removal(path, data, found), _unplan_plugin(root)]
 
 
 # ---------------------------------------------------------------- what is installed
@@ -585,18 +653,53 @@ def unplan_opencode(root: Path) -> list[Planned]:
 class Configured:
     """One place an agent's configuration runs engram: the file, what it is, the engram it runs."""
 
-    agent: str  # claude, codex
+    agent: str  # claude, codex, gemini, qwen, opencode (the editor agents: engram.integrations.editors)
     path: Path
     what: str  # "MCP server", "PostToolUse hook", "notify"
     command: tuple[str, ...]
 
 
+def user_settings(agent: str) -> Path:
+    """The user's own settings file of Gemini CLI (`$GEMINI_CLI_HOME/.gemini/settings.json`), Qwen
+    Code (`~/.qwen/settings.json`) or OpenCode (`$XDG_CONFIG_HOME/opencode/opencode.json`): each
+    merges it under the project's, so an engram named there runs in this repository too."""
+    if agent == "gemini":
+        return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini" / "settings.json"
+    if agent == "qwen":
+        return Path.home() / ".qwen" / "settings.json"
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "opencode" / "opencode.json"
+
+
+def _settings_entries(agent: str, path: Path) -> list[Configured]:
+    """Engram's MCP server and command hooks in a Gemini CLI / Qwen Code settings file."""
+    data = _safe(_load_json, path)
+    servers = data.get("mcpServers")
+    found = []
+    if isinstance(servers, dict) and (cmd := server_engram(servers.get("engram"))):
+        found.append(Configured(agent, path, "MCP server", tuple(cmd)))
+    for event, _, hook in _hook_commands(data):
+        if cmd := hook_engram(hook["command"]):
+            found.append(Configured(agent, path, f"{event} hook", tuple(cmd)))
+    return found
+
+
 def configured(agent: str, root: Path) -> list[Configured]:
     """Every entry of `agent`'s configuration (for the repository at `root`) that runs an engram:
     what `engram doctor` checks. Claude Code reads hooks from the user's and the project's
-    settings files; all of them are looked at."""
+    settings files, Gemini CLI, Qwen Code and OpenCode merge the user's file under the
+    project's; all of them are looked at."""
     found: list[Configured] = []
-    if agent == "claude":
+    if agent in ("gemini", "qwen"):
+        for path in dict.fromkeys((gemini_settings(root, f".{agent}"), user_settings(agent))):
+            found += _settings_entries(agent, path)
+    elif agent == "opencode":
+        for path in dict.fromkeys((opencode_file(root), user_settings(agent))):
+            mcp = _safe(_load_json, path).get("mcp")
+            if isinstance(mcp, dict) and (cmd := opencode_engram(mcp.get("engram"))):
+                found.append(Configured(agent, path, "MCP server", tuple(cmd)))
+        if cmd := plugin_engram(opencode_plugin(root)):
+            found.append(Configured(agent, opencode_plugin(root), "capture plugin", tuple(cmd)))
+    elif agent == "claude":
         mcp_path, settings_path = claude_files(root)
         server = _safe(_load_json, mcp_path).get("mcpServers", {})
         if isinstance(server, dict) and (cmd := server_engram(server.get("engram"))):
@@ -635,7 +738,7 @@ def setup(agent: str, root: Path, dry_run: bool = False, command: Sequence[str] 
     cmd = list(command or engram_command())
     return _carry_out(agent, {"claude": lambda: plan_claude(root, cmd), "codex": lambda: plan_codex(cmd),
                               "gemini": lambda: [_plan_mcp_servers(gemini_settings(root), cmd, GEMINI_HOOKS)],
-                              "qwen": lambda: [_plan_mcp_servers(gemini_settings(root, ".qwen"), cmd, None)],
+                              "qwen": lambda: [_plan_mcp_servers(gemini_settings(root, ".qwen"), cmd, QWEN_HOOKS)],
                               "opencode": lambda: plan_opencode(root, cmd)}, dry_run)
 
 

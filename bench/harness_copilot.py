@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""VS Code Copilot Chat session logs committed in a repository (`.chat/*.json`, the events log
+VS Code writes, exported by a hook): edits counted by this script vs the Copilot adapter's
+code.edits, and whether the ranges it placed are right.
+
+    python bench/harness_copilot.py --repo CLONE --map RECORDED_ROOT [--glob '.chat/*.json']
+
+1. counts each log's successful `replace_string_in_file` replacements (one per pair of a
+   `multi_replace_string_in_file`) and `create_file` calls with its own JSON reading;
+2. parses each log with engram's adapter (the clone as the repository, `--map` of the folder the
+   session ran in onto it) and counts the code.edits, those with line ranges, and how they were
+   placed (the log keeps no tool results: by the old string's place in the file in the newest
+   commit before the session, `git history`);
+3. *right*: for the last code.edit of each file in a session, its after_text stands at its
+   after_range in the file of the first commit after the session's last event that changed the
+   file (the user committed the session's work); edits later commits changed again are not
+   checked (*checked* counts those that were).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def own_count(path: Path) -> Counter[str]:
+    """Successful edit calls of a log, read without engram."""
+    starts: dict[str, tuple[str, dict[str, Any]]] = {}
+    out: Counter[str] = Counter()
+    for line in path.read_text("utf-8", "replace").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        d = e.get("data") or {}
+        if e.get("type") == "tool.execution_start":
+            starts[d.get("toolCallId")] = (d.get("toolName"), d.get("arguments") or {})
+        elif e.get("type") == "tool.execution_complete" and d.get("toolCallId") in starts:
+            name, args = starts.pop(d["toolCallId"])
+            ok = d.get("success") is True
+            n = len(args.get("replacements") or []) if name == "multi_replace_string_in_file" else 1
+            if name in ("replace_string_in_file", "multi_replace_string_in_file", "create_file"):
+                out["edits ok" if ok else "edits failed"] += n
+    return out
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False).stdout
+
+
+def file_after(repo: Path, rel: str, when: str) -> list[str] | None:
+    """The file in the first commit after `when` that changed it."""
+    commits = git(repo, "log", "--reverse", f"--since={when}", "--format=%H", "--", rel).split()
+    if not commits:
+        return None
+    text = subprocess.run(["git", "-C", str(repo), "show", f"{commits[0]}:{rel}"], capture_output=True,
+                          check=False).stdout
+    return text.decode("utf-8", "replace").splitlines() if text else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repo", type=Path, required=True, help="a clone of the repository (a work tree)")
+    ap.add_argument("--map", required=True, help="the folder the sessions ran in, as they recorded it")
+    ap.add_argument("--glob", default=".chat/*.json")
+    args = ap.parse_args()
+    from engram.capture.discovery import COPILOT, detect_format, jobs_from_paths
+    from engram.capture.pipeline import parse_job
+    from engram.capture.stats import IngestStats
+
+    repo = args.repo.resolve()
+    rows, total = [], Counter()
+    for f in sorted(repo.glob(args.glob)):
+        if detect_format(f) != COPILOT:
+            continue
+        seen = own_count(f)
+        cap = parse_job(jobs_from_paths([f], IngestStats())[0], repo, [(args.map, str(repo))], 64 << 20)
+        edits = [e for e in cap.events if e["kind"] == "code.edit"]
+        ended = max((e.get("ts") or "" for e in cap.events), default="")
+        last = {e["file"]: e for e in edits}
+        right = checked = 0
+        for rel, e in last.items():
+            a = e.get("after_range")
+            lines = file_after(repo, rel, ended) if a else None
+            if lines is None:
+                continue
+            checked += 1
+            right += lines[a[0] - 1:a[1]] == (e.get("after_text") or "").splitlines()
+        row = Counter({"sessions": 1, "edits ok": seen["edits ok"], "edits failed": seen["edits failed"],
+                       "code.edits": len(edits), "with ranges": sum(e.get("after_range") is not None for e in edits),
+                       "placed (git history)": sum(e.get("placed") == "git history" for e in edits),
+                       "checked": checked, "right": right})
+        total.update(row)
+        rows.append((f.name, row))
+    cols = ["edits ok", "edits failed", "code.edits", "with ranges", "placed (git history)", "checked", "right"]
+    print("| log | " + " | ".join(cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for name, row in [*rows, (f"all ({total['sessions']} sessions)", total)]:
+        print(f"| {name} | " + " | ".join(str(row[c]) for c in cols) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,292 @@
+"""GitHub Copilot CLI sessions: `~/.copilot/session-state/<session id>/events.jsonl`
+(`COPILOT_HOME` replaces `~/.copilot`), append-only JSONL, one event per line:
+`{type, data, id, timestamp, parentId}`.
+
+* `session.start` names the session (`sessionId`), Copilot's version and the working directory
+  with its git branch and commit (`context`); `session.model_change` and each assistant message
+  name the model;
+* `user.message` / `assistant.message` (`content`, and the tool calls it asks for in
+  `toolRequests`) are the conversation;
+* `tool.execution_start` (`toolCallId`, `toolName`, `arguments`) and `tool.execution_complete`
+  (`success`, `result.content` for the model and `result.detailedContent`, or `error`) are a
+  tool's call and outcome. For a tool that changed files (`edit`, `create`, `apply_patch`),
+  `detailedContent` is a git diff of each file, its hunks numbered as in the file: the edit's
+  ranges are exact. `create` also keeps the whole file written (`file_text`); an `edit` whose
+  file this session showed whole (`view`) has its file hashes too;
+* `view` prints the file's lines numbered (`12. text`): a code.read of them;
+* `session.compaction_complete` is a compaction marker; hook, turn and permission events are
+  the harness's own bookkeeping (counted as ignored).
+
+A failed call (`success: false`) is not an edit. The legacy `history-session-state/*.json`
+files of Copilot CLI before its events log are not read.
+
+VS Code's Copilot Chat writes the same log (`vscodeVersion` in `session.start`; projects export
+it with a hook, e.g. `.chat/*.json`) with its own tools and **no tool results**: no reads, and an
+edit keeps only what it asked for. `create_file` (`content`) is a creation, exact;
+`replace_string_in_file` and each replacement of `multi_replace_string_in_file` (`oldString`,
+`newString`) is placed where its old string stands once in this session's copy of the file, else
+in the file in the newest commit before the session, else on disk (`placed`: `git history`,
+`working tree`, and no file hashes); one nothing places is kept without line ranges. Its start
+names no working directory: absolute paths need `--map`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from engram.adapters.aider import GitFiles, _on_disk
+from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.opencode import edit_from_diff
+from engram.adapters.unified import edit_from_texts, join_lines, split_lines
+from engram.tape import events as E
+
+HARNESS: Final = "copilot-cli"
+EDIT_TOOLS: Final = frozenset({"edit", "create", "apply_patch", "str_replace_editor", "write"})
+VSCODE_EDITS: Final = frozenset({"replace_string_in_file", "multi_replace_string_in_file", "create_file"})
+HISTORY, TREE = "git history", "working tree"
+_NUMBERED = re.compile(r"^(\d+)\. ?(.*)$")
+_FILE_DIFF = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
+_BOOKKEEPING: Final = ("hook.", "assistant.turn_", "permission.", "session.info", "session.shutdown",
+                       "system.notification", "session.permissions_changed", "abort", "assistant.message_delta")
+
+
+def looks_like_copilot(rec: dict[str, Any]) -> bool:
+    """A Copilot CLI event: the `{type, data, id, timestamp}` envelope of its session log."""
+    data = rec.get("data")
+    typ = rec.get("type")
+    return isinstance(data, dict) and isinstance(typ, str) and "id" in rec and "timestamp" in rec and (
+        (typ == "session.start" and data.get("producer") == "copilot-agent")
+        or typ.startswith(("tool.execution_", "assistant.turn_", "session.")) and "payload" not in rec)
+
+
+def parse_copilot(sources: list[SourceSpan], mapper_for: Callable[[str | None], PathMapper], *,
+                  max_line_bytes: int, repo_root: Path | None = None) -> Capture:
+    src = sources[0]
+    name = src.path.parent.name if src.path.name == "events.jsonl" else src.path.stem
+    cap = Capture(HARNESS, name, sources)
+    lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=cap.skipped)
+    records = [(line.offset, line.record) for line in lines if isinstance(line.record, dict)]
+    start = next((r.get("data") or {} for _, r in records if r.get("type") == "session.start"), {})
+    context = start.get("context") if isinstance(start.get("context"), dict) else {}
+    cwd = context.get("cwd") if isinstance(context.get("cwd"), str) else None
+    cap.session_id = str(start.get("sessionId") or name)
+    cap.meta = {"harness_version": start.get("copilotVersion"), "cwd": cwd, "git_branch": context.get("branch"),
+                "git_head": context.get("headCommit"), "model": start.get("selectedModel"),
+                "started": start.get("startTime") or (records[0][1].get("timestamp") if records else None)}
+    if start.get("vscodeVersion"):
+        cap.meta["unkept"] = ["tool results (VS Code's log): no reads, and edits placed by their text"]
+    session = _Session(cap, mapper_for(cwd), GitFiles(repo_root) if repo_root is not None else None)
+    for offset, rec in records:
+        cap.cursor = (0, offset)
+        session.event(rec)
+    return cap
+
+
+class _Session:
+    def __init__(self, cap: Capture, mapper: PathMapper, git: GitFiles | None = None) -> None:
+        self.cap, self.mapper, self.git = cap, mapper, git
+        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.files: dict[str, str] = {}  # this session's copy of the files it showed whole or wrote
+        self.placed: dict[str, str] = {}  # a copy taken from git or the disk, not the session: where from
+        self.unknown: set[str] = set()  # files the session changed in ways not followed
+
+    def event(self, rec: dict[str, Any]) -> None:
+        typ = str(rec.get("type") or "")
+        data = rec.get("data") if isinstance(rec.get("data"), dict) else {}
+        base: dict[str, Any] = {"ts": rec.get("timestamp")}
+        if isinstance(rec.get("id"), str):
+            base["id"] = rec["id"]
+        if typ == "user.message" and isinstance(data.get("content"), str):
+            self.cap.add({"kind": E.MSG_IN, **base, "text": data["content"]})
+        elif typ == "assistant.message":
+            if isinstance(data.get("model"), str):
+                self.cap.meta["model"] = self.cap.meta.get("model") or data["model"]
+            if isinstance(data.get("content"), str) and data["content"].strip():
+                self.cap.add({"kind": E.MSG_OUT, **base, "text": data["content"], "block": "text"})
+        elif typ == "session.model_change" and isinstance(data.get("newModel"), str):
+            self.cap.meta["model"] = self.cap.meta.get("model") or data["newModel"]
+        elif typ == "tool.execution_start":
+            call, name = str(data.get("toolCallId") or ""), str(data.get("toolName") or "")
+            args = data.get("arguments") if isinstance(data.get("arguments"), dict) else {}
+            self.calls[call] = (name, args)
+            self.cap.add({"kind": E.TOOL_CALL, **base, "call_id": call, "name": name, "input": args})
+        elif typ == "tool.execution_complete":
+            self.complete(base, data)
+        elif typ == "session.compaction_complete":
+            self.cap.add({"kind": E.COMPACT, **base, "trigger": data.get("trigger"),
+                          "pre_tokens": data.get("preCompactionTokens"), "message": data.get("summaryContent")})
+        elif typ == "session.start" or typ.startswith(_BOOKKEEPING) or typ in ("system.message",
+                                                                              "session.model_change"):
+            self.cap.ignored[typ] += 1
+        else:
+            self.cap.ignored[f"Copilot CLI event {typ!r}"] += 1
+
+    def complete(self, base: dict[str, Any], data: dict[str, Any]) -> None:
+        call = str(data.get("toolCallId") or "")
+        name, args = self.calls.pop(call, ("", {}))
+        ok = data.get("success") is True
+        result = data.get("result") if isinstance(data.get("result"), dict) else {}
+        error = data.get("error") if isinstance(data.get("error"), dict) else {}
+        text = str(result.get("content") or "") if ok else str(error.get("message") or "")
+        self.cap.add({"kind": E.TOOL_RESULT, **base, "call_id": call, "name": name, "is_error": not ok,
+                      "exit_code": None, "stdout": text, "stderr": ""})
+        at = {**base, "call_id": call}
+        detail = result.get("detailedContent")
+        if not ok:
+            if name in EDIT_TOOLS:
+                self.cap.ignored[f"{name} that failed"] += 1
+        elif name == "view":
+            if (ev := self.view(at, args, text)) is not None:
+                self.cap.add(ev)
+        elif name in VSCODE_EDITS:
+            for ev in self.vscode_edits(at, name, args):
+                self.cap.add(ev)
+        elif name in EDIT_TOOLS or (isinstance(detail, str) and detail.lstrip().startswith("diff --git")):
+            for ev in self.edits(at, name, args, detail if isinstance(detail, str) else ""):
+                self.cap.add(ev)
+
+    def view(self, at: dict[str, Any], args: dict[str, Any], output: str) -> dict[str, Any] | None:
+        """A `view` of a file: its numbered lines a code.read; the session's copy of the file when
+        it showed the whole file (no range asked)."""
+        path = str(args.get("path") or "")
+        rel = self.mapper.to_repo(path) if path else None
+        if rel is None:
+            return None
+        nums: list[int] = []
+        lines: list[str] = []
+        for line in output.split("\n"):
+            m = _NUMBERED.match(line)
+            if m is None:
+                break
+            nums.append(int(m.group(1)))
+            lines.append(m.group(2))
+        if not nums or nums != list(range(nums[0], nums[0] + len(nums))):
+            return None
+        if nums[0] == 1 and not args.get("view_range"):
+            self.files[rel] = join_lines(lines)
+            self.placed.pop(rel, None)
+        return {"kind": E.CODE_READ, **at, "file": rel, "range": [nums[0], nums[-1]], "text": join_lines(lines)}
+
+    def edits(self, at: dict[str, Any], name: str, args: dict[str, Any], detail: str) -> list[dict[str, Any]]:
+        """The code.edits of a successful edit tool, one per file its diff names."""
+        out = []
+        sections = list(_FILE_DIFF.finditer(detail))
+        if not sections and isinstance(args.get("path"), str):
+            return self.one_edit(at, name, args, args["path"], "")
+        for i, m in enumerate(sections):
+            body = detail[m.end(): sections[i + 1].start() if i + 1 < len(sections) else len(detail)]
+            path = "/" + m.group(2) if not re.match(r"[A-Za-z]:", m.group(2)) else m.group(2)
+            if isinstance(args.get("path"), str) and len(sections) == 1:
+                path = args["path"]
+            out += self.one_edit(at, name, args, path, body)
+        return out
+
+    def one_edit(self, at: dict[str, Any], name: str, args: dict[str, Any], path: str,
+                 diff: str) -> list[dict[str, Any]]:
+        rel = self.mapper.to_repo(path)
+        if rel is None:
+            self.cap.drop(self.mapper.drop_reason(path))
+            return []
+        created = "\n--- a/dev/null" in f"\n{diff}" or "new file mode" in diff or "create file mode" in diff
+        known = None if created else self.files.get(rel)
+        after = None
+        if name == "create" and isinstance(args.get("file_text"), str):
+            after = args["file_text"]
+        elif name == "edit" and known is not None and isinstance(args.get("old_str"), str) \
+                and known.count(args["old_str"]) == 1 and isinstance(args.get("new_str"), str):
+            after = known.replace(args["old_str"], args["new_str"])
+        fields = None
+        if after is not None:
+            fields = edit_from_texts(known, after)
+            self.files[rel] = after
+            self.placed.pop(rel, None)
+        elif "@@" in diff:
+            self.files.pop(rel, None)
+            fields = edit_from_diff(diff)
+            if fields is not None and created:
+                fields["op"] = "create"
+        elif isinstance(args.get("old_str"), str) and isinstance(args.get("new_str"), str):
+            self.files.pop(rel, None)
+            old, new = join_lines(split_lines(args["old_str"])), join_lines(split_lines(args["new_str"]))
+            fields = {"op": "update", "before_range": None, "after_range": None, "before_text": old,
+                      "after_text": new, "file_before_sha": None, "file_after_sha": None,
+                      "before_sha": E.sha256_text(old), "after_sha": E.sha256_text(new)}
+        if fields is None:
+            self.cap.ignored[f"{name} that changed nothing (or kept no diff)"] += 1
+            return []
+        return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}]
+
+
+    def vscode_edits(self, at: dict[str, Any], name: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+        """VS Code's edits, known by what they asked for (its log keeps no results)."""
+        if name == "create_file":
+            return self.replaced(at, name, args.get("filePath"), None, args.get("content"))
+        pairs = args.get("replacements") if name == "multi_replace_string_in_file" else [args]
+        out = []
+        for r in pairs if isinstance(pairs, list) else []:
+            if isinstance(r, dict):
+                out += self.replaced(at, name, r.get("filePath"), r.get("oldString"), r.get("newString"))
+        return out
+
+    def replaced(self, at: dict[str, Any], name: str, path: Any, old: Any, new: Any) -> list[dict[str, Any]]:
+        if not isinstance(path, str) or not isinstance(new, str) or (old is not None and not isinstance(old, str)):
+            self.cap.ignored[f"{name} without its file or text"] += 1
+            return []
+        rel = self.mapper.to_repo(path)
+        if rel is None:
+            self.cap.drop(self.mapper.drop_reason(path))
+            return []
+        if old is None:  # create_file
+            fields = edit_from_texts(None, new)
+            self.files[rel] = new
+            return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}] if fields else []
+        text, where = self.state(rel)
+        if text is not None and old and text.count(old) == 1:
+            after = text.replace(old, new, 1)
+            fields = edit_from_texts(text, after)
+            self.files[rel] = after
+            if fields is None:
+                self.cap.ignored[f"{name} that changed nothing"] += 1
+                return []
+            if where is not None:
+                fields.update(placed=where, file_before_sha=None, file_after_sha=None)
+        else:
+            self.files.pop(rel, None)
+            self.unknown.add(rel)
+            o, n = join_lines(split_lines(old)), join_lines(split_lines(new))
+            fields = {"op": "update", "before_range": None, "after_range": None, "before_text": o, "after_text": n,
+                      "file_before_sha": None, "file_after_sha": None,
+                      "before_sha": E.sha256_text(o), "after_sha": E.sha256_text(n)}
+        return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}]
+
+    def state(self, rel: str) -> tuple[str | None, str | None]:
+        """The file as this session last left it (where None: the session's own copy), else as the
+        newest commit before the session holds it, else on disk; (None, None) when none does or the
+        session changed it in a way not followed."""
+        if rel in self.files:
+            return self.files[rel], self.placed.get(rel)
+        if rel in self.unknown or self.git is None:
+            return None, None
+        when = str(self.cap.meta.get("started") or "")
+        commit = self.git.before(when) if when else None
+        text, where = (self.git.text(commit, rel), HISTORY) if commit else (None, HISTORY)
+        if text is None:
+            text, where = _on_disk(self.mapper.repo_root / rel), TREE
+        if text is None:
+            return None, None
+        self.files[rel], self.placed[rel] = text, where
+        return text, where
+
+
+def started(path: Any) -> str | None:
+    """When the session began: its `session.start` event's `startTime`, from the file's start."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16384).decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = re.search(r'"startTime"\s*:\s*"([^"]+)"', head)
+    return m.group(1) if m else None
