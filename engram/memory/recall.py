@@ -103,10 +103,11 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
         dense = "not used: no query"
     if at is not None:
         _anchor(mem, at, buffers, channels, no_of)
-    fused = fuse(channels, scores=scores)[:max(SCORED, 3 * limit)]
+    fused = fuse(channels, scores=scores, top=max(SCORED, 3 * limit))
     rows = mem.by_no([no_of[h.id] for h in fused])
     places = mem.places([no_of[h.id] for h in fused], buffers)
     period = _period(query)
+    named = _tag_matcher(query)
     ranked: list[tuple[float, dict[str, Any]]] = []
     for hit in fused:
         no = no_of[hit.id]
@@ -116,7 +117,7 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
             continue
         mem_places = places.get(no, [])
         f = factors(m, mem_places, now)
-        tag = _tag_bonus(query, m)
+        tag = _tag_bonus(named, m)
         base = hit.score + _time_bonus(period, m) + tag
         score = base * f["decay"] * f["status"] * f["drift"]
         ranked.append((score, _answer(m, mem_places, score, hit, f, (base, tag), debug)))
@@ -227,11 +228,18 @@ def _time_bonus(period: Any, m: Memory) -> float:
     return float(fusion.TIME_WEIGHT) * float(fusion.time_closeness(period, moment_of(m.created)))
 
 
-def _tag_bonus(query: str, m: Memory) -> float:
-    """A query naming one of the memory's tags favours it (`fusion.named_tags`)."""
-    from engram.memory.fusion import TAG_WEIGHT, named_tags  # noqa: PLC0415
+def _tag_matcher(query: str) -> Any:
+    """`fusion.named_tags` for this query, its words read once for every candidate."""
+    from engram.memory.fusion import tags_named_by  # noqa: PLC0415
 
-    return TAG_WEIGHT if query and m.tags and named_tags(query, m.tags) else 0.0
+    return tags_named_by(query)
+
+
+def _tag_bonus(named: Any, m: Memory) -> float:
+    """A query naming one of the memory's tags favours it (`fusion.named_tags`)."""
+    from engram.memory.fusion import TAG_WEIGHT  # noqa: PLC0415
+
+    return TAG_WEIGHT if m.tags and named(m.tags) else 0.0
 
 
 def _answer(m: Memory, places: list[Place], score: float, hit: Any, f: dict[str, float],
