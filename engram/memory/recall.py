@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engram.errors import BadInput
@@ -97,8 +98,9 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     scores: dict[str, list[float]] = {}
     no_of: dict[str, int] = {}
     if query:
+        embedding = _embedding(query)  # (computed beside the full-text search)
         _bm25(mem, query, kind, hidden, channels, scores, no_of)
-        dense = _dense(mem, query, kind, hidden, channels, scores, no_of)
+        dense = _dense(mem, embedding, kind, hidden, channels, scores, no_of)
     else:
         dense = "not used: no query"
     if at is not None:
@@ -165,7 +167,30 @@ def _bm25(mem: Memories, query: str, kind: str | None, hidden: bool, channels: d
     no_of.update((mid, no) for no, mid, _ in rows)
 
 
-def _dense(mem: Memories, query: str, kind: str | None, hidden: bool, channels: dict[str, list[str]],
+_embedding_thread: Any = None
+_embedding_lock = threading.Lock()
+
+
+def _embedding(query: str) -> Any:
+    """The query's vector, being computed on a thread of its own while the caller runs the
+    full-text search (a future; None when the model cannot run here). Both release the GIL (the
+    ONNX run, SQLite's step): on two cores a recall waits for the longer of the two, not their
+    sum (the embedding was ~40% of a recall's CPU at 100,000 memories, the full-text search ~15%)."""
+    global _embedding_thread  # noqa: PLW0603 - one worker per process, started on first use
+    from engram.memory import vectors  # noqa: PLC0415
+
+    if not vectors.status()[0]:
+        return None
+    with _embedding_lock:
+        if _embedding_thread is None:
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+            _embedding_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-embed")
+    model = vectors.embedder()
+    return _embedding_thread.submit(lambda: model.embed([query])[0])
+
+
+def _dense(mem: Memories, embedding: Any, kind: str | None, hidden: bool, channels: dict[str, list[str]],
            scores: dict[str, list[float]], no_of: dict[str, int]) -> str:
     """The dense channel, and what the answer says of it.
 
@@ -176,11 +201,10 @@ def _dense(mem: Memories, query: str, kind: str | None, hidden: bool, channels: 
     from engram.memory import vectors  # noqa: PLC0415
 
     ok, reason = vectors.status()
-    if not ok:
+    if not ok or embedding is None:
         return f"unavailable: {reason}"
-    model = vectors.embedder()
-    qv = model.embed([query])[0]
     mem.matrix.refresh(mem.db)
+    qv = embedding.result()
     top = mem.matrix.top(qv, POOL, hidden=hidden, kind=kind)
     seen = {no for no, _ in top}
     extra = mem.matrix.cosines(qv, [no_of[mid] for mid in channels.get("bm25", ()) if no_of[mid] not in seen])

@@ -18,7 +18,10 @@ Why this way:
   at 100,000 memories: 25-50 ms on the loaded 2-core machine measured, more than recall's 20 ms.
   The matrix then also keeps every row projected on its LOW_DIMS principal directions (SVD of the
   rows themselves, made once); the product with those (a third of the bytes) picks RESCORED
-  candidates, whose exact cosines are computed from the full rows. The answer is the exact top k
+  candidates, whose exact cosines are computed from the full rows. That product runs on the
+  calling thread (`np.einsum`): through BLAS (`@`) it was split over both cores, whose threads
+  then spin, and cost 1.7x the CPU (17 against 10 ms at 100,000 rows under load; the same wall
+  time). The answer is the exact top k
   unless a true neighbour falls outside the RESCORED best of the projection. Measured on MiniLM
   vectors of LoCoMo's 2,760 turns, rescoring 1% of the rows as at 100,000 (300 queries, top 10):
   96 directions kept 0.996 of the exact neighbours, 128 all of them (128 hold 92% of the variance).
@@ -273,7 +276,9 @@ class Matrix:
             if k <= 0:
                 return []
             if self.basis is not None and n > self.rescored:
-                rough = self.low[:n] @ (self.basis.T @ q)
+                # einsum, not `@`: BLAS splits this 25-50 MB product over every core and its threads spin
+                # on after it, 2x the CPU of one core's loop; einsum keeps it on this thread (below)
+                rough = np.einsum("ij,j->i", self.low[:n], self.basis.T @ q)
                 if not everything:
                     rough[~mask] = -np.inf
                 rows = np.argpartition(rough, n - self.rescored)[n - self.rescored:]
