@@ -35,7 +35,7 @@ import orjson
 
 from engram.memory import projection
 from engram.memory.events import Pending
-from engram.memory.model import check_content, moment_of
+from engram.memory.model import TRUST, check_content, moment_of
 
 if TYPE_CHECKING:
     from engram.memory.memories import Memories
@@ -196,8 +196,9 @@ def _pending(mem: Memories, call: Call) -> Pending | None:
 
 def _waiting_since(mem: Memories) -> str | None:
     """When the oldest agent memory not linked to its call yet was written (None: there is none)."""
-    rows = mem.db.execute("SELECT min(created) FROM memories WHERE json_extract(source, '$.type') = 'agent'"
-                          " AND json_extract(source, '$.written_at') IS NULL").fetchall()
+    rows = mem.db.execute(f"SELECT min(created) FROM memories WHERE trust = {TRUST['agent']}"  # (no JSON read for the rest)
+                          " AND json_extract(source, '$.type') = 'agent' AND json_extract(source, '$.written_at') IS NULL"
+                          ).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
 
 
