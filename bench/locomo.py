@@ -353,8 +353,9 @@ ENGRAM_ROW = "engram recall (its own store)"
 
 
 def evaluate(convs: list[Conversation], embedder: Embedder, context: bool,
-             workdir: Path | None = None) -> dict[str, dict[str, Tally]]:
-    """method -> conversation name -> tally. With `workdir`, also the ENGRAM_ROW through engram's store."""
+             workdir: Path | None = None, dump: dict[str, list[str]] | None = None) -> dict[str, dict[str, Tally]]:
+    """method -> conversation name -> tally. With `workdir`, also the ENGRAM_ROW through engram's store
+    (and, given `dump`, each question's first 10 turns as engram ranked them, to compare two runs)."""
     ms = methods(context)
     out: dict[str, dict[str, Tally]] = {name: {} for name in ms}
     differ = []
@@ -373,6 +374,8 @@ def evaluate(convs: list[Conversation], embedder: Embedder, context: bool,
                 tally.add(method(store, q, ch, v), q)
             if real is not None:
                 ranked = real.recall(q.text)
+                if dump is not None:
+                    dump[f"{conv.name} {len(dump):04d} {q.text}"] = ranked[:10]
                 out.setdefault(ENGRAM_ROW, {}).setdefault(conv.name, Tally()).add(ranked, q)
                 if ranked[:5] != methods(False)[RECIPE](store, q, ch, v)[:5]:
                     differ.append(q.text)
@@ -482,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", action="store_true", help="add the (not shipped) dense-over-context row")
     ap.add_argument("--speed", action="store_true", help="add the embedding speed table")
     ap.add_argument("--engine", choices=("script", "engram"), default="script")
+    ap.add_argument("--dump", type=Path, metavar="FILE", help="with --engine engram: write each question's first 10 "
+                    "turns as engram ranked them (JSON), to check that a change keeps every answer")
     args = ap.parse_args(argv)
     if not args.path.is_file():
         sys.exit(f"locomo: no file {args.path} (see bench/README.md, 'locomo.py', for where it comes from)")
@@ -498,8 +503,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if args.engine == "engram":
         with tempfile.TemporaryDirectory(prefix="locomo-") as work:
-            results = evaluate(convs, Embedder.shared(), args.context, Path(work))
+            dump: dict[str, list[str]] | None = {} if args.dump else None
+            results = evaluate(convs, Embedder.shared(), args.context, Path(work), dump)
             close_all()
+            if args.dump:
+                args.dump.write_text(json.dumps(dump, indent=0, sort_keys=True))
     else:
         results = evaluate(convs, Embedder.shared(), args.context)
     report(results, convs, tune)

@@ -101,14 +101,15 @@ CPU: dict[int, list[float]] = {}  # id of a list timings() returned -> the same 
 
 
 def timings(fn, items: list) -> list[float]:  # noqa: ANN001
-    """Wall time of each call; the calls' CPU time of this thread is kept in CPU (cpu_of): on a
-    shared machine wall time is mostly waiting for a core, CPU time is what the code costs."""
+    """Wall time of each call; the calls' CPU time of the process (every thread: recall embeds the
+    query on a thread of its own) is kept in CPU (cpu_of): on a shared machine wall time is mostly
+    waiting for a core, CPU time is what the code costs."""
     out, cpu = [], []
     for item in items:
-        t, c = time.perf_counter(), time.thread_time()
+        t, c = time.perf_counter(), time.process_time()
         fn(item)
         out.append(time.perf_counter() - t)
-        cpu.append(time.thread_time() - c)
+        cpu.append(time.process_time() - c)
     CPU[id(out)] = cpu
     return out
 

@@ -416,6 +416,9 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
             stats = IngestStats()
             jobs = discover(store.root, None, None, stats)
             core_ingest(store, jobs, stats=stats, after_tape=Indexer(store))
+            from engram.memory.provenance import link_waiting  # noqa: PLC0415
+
+            link_waiting(store)
             return IngestResult(summary=stats.summary(), new_tapes=stats.tapes, sessions=stats.sessions)
 
         return await run(work)
@@ -529,6 +532,9 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
         store = store_provider()
         doc = await runner(lambda: ingest_request(store, params, merge_later=merge_when_idle is not None))
         if doc["tapes"]:
+            from engram.memory.provenance import link_waiting  # noqa: PLC0415
+
+            await runner(lambda: link_waiting(store))
             if on_index_changed is not None:
                 on_index_changed()
             if merge_when_idle is not None:

@@ -161,3 +161,28 @@ def test_a_tag_is_named_when_all_its_words_are_in_the_query() -> None:
         ["alice", "auth-flow"]
     assert named_tags("is it deployed", ["it", "deployed"]) == ["deployed"]  # a stopword tag is never named
     assert named_tags("", ["x"]) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from("abcdefghij"), max_size=12), st.lists(st.sampled_from("abcdefghij"), max_size=12),
+       st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=12, max_size=12), st.integers(0, 12))
+def test_the_first_hits_alone_are_the_full_ranking_cut(bm25: list[str], dense: list[str], values: list[float],
+                                                      top: int) -> None:
+    """Recall asks only for the hits it scores: they are the full ranking's first ones, in its
+    order, with the same ranks and shares (ties and repeats included)."""
+    channels = {"bm25": bm25, "dense": dense}
+    scores = {"bm25": values[:len(bm25)], "dense": values[-len(dense):] if dense else []}
+    full = fuse(channels, scores=scores)
+    assert fuse(channels, scores=scores, top=top) == full[:top]
+    # the definition, written out: min-max per channel over its first listing of each id, weighted
+    # sum; ties by the best rank in any channel, then the id
+    weights, expected = {"bm25": 1.0, "dense": 0.5}, {}
+    for name, ids in channels.items():
+        vals = scores[name][:len(ids)]
+        lo, hi = (min(vals), max(vals)) if vals else (0.0, 0.0)
+        for i in dict.fromkeys(ids):
+            v = vals[ids.index(i)]
+            expected[i] = expected.get(i, 0.0) + weights[name] * ((v - lo) / (hi - lo) if hi > lo else 1.0)
+    order = sorted(expected, key=lambda i: (-expected[i], min(ids.index(i) + 1 for ids in channels.values()
+                                                             if i in ids), i))
+    assert [h.id for h in full] == order and [h.score for h in full] == [expected[i] for i in order]

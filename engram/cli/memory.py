@@ -269,7 +269,8 @@ def cmd_show(args: argparse.Namespace) -> int:
               + (f", anchored at {a['anchored']['file']}:{a['anchored']['lines'][0]}-{a['anchored']['lines'][1]}"
                  if "anchored" in a else ""))
     for e in m.evidence:
-        print(f"    evidence: engram view {e['tape'][:12]} --at {e['offset']}")
+        wrote = " (the call that wrote it)" if e == m.source.get("written_at") else ""
+        print(f"    evidence: engram view {e['tape'][:12]} --at {e['offset']}{wrote}")
     for link in links:
         arrow = "→" if link["direction"] == "out" else "←"
         print(f"    {arrow} {link['relation']} {link['id']}" + (" (candidate)" if link["candidate"] else ""))

@@ -47,7 +47,7 @@ SUBDIR = "memories"
 SUFFIX = ".jsonl"
 CLONE_FILE = "clone"
 # Operations, each a kind of change (docs/memories.md describes their fields).
-OPS = ("add", "edit", "status", "link", "reanchor", "forget", "reinforce", "recalled")
+OPS = ("add", "edit", "status", "link", "reanchor", "forget", "reinforce", "recalled", "written_at")
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,10 @@ weights 0.25 to 2 and half-lives 3 to 30 days were within 0.02 of each other.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -121,8 +122,10 @@ def _ranks(ids: Sequence[str]) -> dict[str, int]:
 
 
 def fuse(channels: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None, *,
-         scores: Mapping[str, Sequence[float]] | None = None) -> list[FusedHit]:
-    """The fused ranking of every memory any channel returned, best first.
+         scores: Mapping[str, Sequence[float]] | None = None, top: int | None = None) -> list[FusedHit]:
+    """The fused ranking of every memory any channel returned, best first (its first `top` only,
+    when given: the same hits in the same order as the full ranking cut there, found without
+    building the others, which was a tenth of a recall at 100,000 memories).
 
     `channels`: channel name -> memory ids, best first ("bm25", "dense", "anchor", ...).
     `weights`: channel -> weight (missing ones from DEFAULT_WEIGHTS, else 1.0).
@@ -132,16 +135,22 @@ def fuse(channels: Mapping[str, Sequence[str]], weights: Mapping[str, float] | N
     weights = {**DEFAULT_WEIGHTS, **(weights or {})}
     scores = scores or {}
     total: dict[str, float] = {}
-    parts: dict[str, dict[str, float]] = {}
-    ranks = {name: _ranks(ids) for name, ids in channels.items()}
+    best: dict[str, int] = {}  # id -> its best rank in any channel
+    normalised: dict[str, dict[str, float]] = {}
     for name, ids in channels.items():
         weight = weights.get(name, 1.0)
-        for i, value in _normalised(ids, scores.get(name)).items():
-            parts.setdefault(i, {})[name] = weight * value
+        values = normalised[name] = _normalised(ids, scores.get(name))
+        for i, value in values.items():
             total[i] = total.get(i, 0.0) + weight * value
-    hits = [FusedHit(i, total[i], {name: ranks[name].get(i) for name in channels}, parts[i]) for i in total]
-    hits.sort(key=lambda h: (-h.score, min((r for r in h.ranks.values() if r), default=0), h.id))
-    return hits
+        for r, i in enumerate(ids, 1):
+            if r < best.get(i, r + 1):
+                best[i] = r
+    order = (lambda i: (-total[i], best[i], i))  # noqa: E731 - the one sort key, used twice
+    chosen = sorted(total, key=order) if top is None or top >= len(total) else heapq.nsmallest(top, total, key=order)
+    ranks = {name: _ranks(ids) for name, ids in channels.items()}
+    return [FusedHit(i, total[i], {name: ranks[name].get(i) for name in channels},
+                     {name: weights.get(name, 1.0) * normalised[name][i] for name in channels if i in normalised[name]})
+            for i in chosen]
 
 
 def fuse_rrf(channels: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None, *,
@@ -223,13 +232,22 @@ TAG_WEIGHT = 0.3
 def named_tags(query: str, tags: Sequence[str]) -> list[str]:
     """The tags a query names: every word of the tag is a word of the query (case aside), and the
     tag is not made of stopwords only ("a", "it")."""
+    return tags_named_by(query)(tags)
+
+
+def tags_named_by(query: str) -> Callable[[Sequence[str]], list[str]]:
+    """`named_tags` with the query's words read once (recall asks it of 30 candidates)."""
     words = {w.lower() for w in _WORD.findall(query)}
-    out = []
-    for tag in tags:
-        parts = [w.lower() for w in _WORD.findall(tag)]
-        if parts and not all(p in STOPWORDS for p in parts) and all(p in words for p in parts):
-            out.append(tag)
-    return out
+
+    def named(tags: Sequence[str]) -> list[str]:
+        out = []
+        for tag in tags:
+            parts = [w.lower() for w in _WORD.findall(tag)]
+            if parts and not all(p in STOPWORDS for p in parts) and all(p in words for p in parts):
+                out.append(tag)
+        return out
+
+    return named
 
 
 def time_closeness(period: tuple[date, date], when: datetime | date) -> float:

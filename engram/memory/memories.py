@@ -18,7 +18,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import apsw
 import orjson
@@ -179,6 +179,12 @@ class Memories:
             projection.apply(self.db, written)
             projection.record_appended(self.db, self.log, written)
         return written
+
+    def record(self, decide: Callable[[], Sequence[Pending]]) -> list[Event]:
+        """Append and apply the events `decide` returns, decided under the memory lock with the
+        projection caught up (a change worked out elsewhere: `engram.memory.provenance`)."""
+        with self._writing():
+            return self._commit(decide())
 
     def rebuild(self) -> dict[str, int]:
         """Replay the whole log into the projection (`engram reindex`)."""

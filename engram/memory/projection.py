@@ -298,12 +298,38 @@ def _on_recalled(db: apsw.Connection, ev: Event) -> bool:
     return changed
 
 
+def _on_written_at(db: apsw.Connection, ev: Event) -> bool:
+    """The transcript event a memory was written at (`engram.memory.provenance`): the call is added
+    to its evidence and, unless the call only reinforced it (`reinforced`), recorded in its source
+    as `written_at` with the session when the source did not name one. Applying it twice changes
+    nothing."""
+    no = _no(db, ev.memory)
+    tape, offset = ev.data.get("tape"), ev.data.get("offset")
+    if no is None or not isinstance(tape, str) or not isinstance(offset, int):
+        return False
+    source_text, evidence_text = db.execute("SELECT source, evidence FROM memories WHERE no = ?", (no,)).fetchall()[0]
+    source, evidence = orjson.loads(source_text), orjson.loads(evidence_text)
+    here = {"tape": tape, "offset": offset}
+    changed = here not in evidence
+    if changed:
+        evidence.append(here)
+    if not ev.data.get("reinforced") and source.get("type") == "agent" and "written_at" not in source:
+        source["written_at"] = here
+        if not source.get("session") and isinstance(ev.data.get("session"), str):
+            source["session"] = ev.data["session"]
+        changed = True
+    if changed:
+        db.execute("UPDATE memories SET source = ?, evidence = ? WHERE no = ?", (_json(source), _json(evidence), no))
+    return changed
+
+
 def _forgotten(db: apsw.Connection, memory: str) -> bool:
     return bool(db.execute("SELECT 1 FROM memory_forgotten WHERE id = ?", (memory,)).fetchall())
 
 
 _HANDLERS = {"add": _on_add, "edit": _on_edit, "status": _on_status, "link": _on_link, "reanchor": _on_reanchor,
-             "forget": _on_forget, "reinforce": _on_reinforce, "recalled": _on_recalled}
+             "forget": _on_forget, "reinforce": _on_reinforce, "recalled": _on_recalled,
+             "written_at": _on_written_at}
 
 
 # ---------------------------------------------------------------- following the log

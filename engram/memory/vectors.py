@@ -18,7 +18,10 @@ Why this way:
   at 100,000 memories: 25-50 ms on the loaded 2-core machine measured, more than recall's 20 ms.
   The matrix then also keeps every row projected on its LOW_DIMS principal directions (SVD of the
   rows themselves, made once); the product with those (a third of the bytes) picks RESCORED
-  candidates, whose exact cosines are computed from the full rows. The answer is the exact top k
+  candidates, whose exact cosines are computed from the full rows. That product runs on the
+  calling thread (`np.einsum`): through BLAS (`@`) it was split over both cores, whose threads
+  then spin, and cost 1.7x the CPU (17 against 10 ms at 100,000 rows under load; the same wall
+  time). The answer is the exact top k
   unless a true neighbour falls outside the RESCORED best of the projection. Measured on MiniLM
   vectors of LoCoMo's 2,760 turns, rescoring 1% of the rows as at 100,000 (300 queries, top 10):
   96 directions kept 0.996 of the exact neighbours, 128 all of them (128 hold 92% of the variance).
@@ -178,6 +181,9 @@ class Matrix:
         self.n = 0
         self.rows: dict[int, int] = {}
         self.lock = threading.Lock()
+        self.usable = np.zeros(0, dtype=bool)  # live & active, kept by `refresh` (what recall searches)
+        self.all_usable = True  # every row usable: no mask to apply
+        self._waiting = 0
 
     def refresh(self, db: apsw.Connection) -> None:
         """Read what changed in the projection since the last refresh (everything after a rebuild)."""
@@ -200,6 +206,10 @@ class Matrix:
             self.seq = seq
             if self.basis is None and self.n >= self.prefilter_from:
                 self._project()
+            live, active = self.live[:self.n], self.active[:self.n]
+            self.usable = live & active
+            self.all_usable = bool(self.usable.all())
+            self._waiting = int((active & ~live).sum())
 
     def _put(self, changed: list[tuple[int, str, str, bytes | None]]) -> None:
         for no, status, kind, blob in changed:
@@ -257,19 +267,21 @@ class Matrix:
             return []
         q = query.astype(np.float32)
         with self.lock:
-            n = self.n
-            mask = self.live[:n].copy()
-            if not hidden:
-                mask &= self.active[:n]
+            n = min(self.n, len(self.usable))  # (rows added since the last refresh: not searched yet)
+            everything = self.all_usable and not hidden and kind is None
+            mask = self.live[:n].copy() if hidden else self.usable[:n].copy()
             if kind is not None:
                 mask &= self.kinds[:n] == KIND_CODES.get(kind, -2)
-            k = min(k, int(mask.sum()))
+            k = min(k, n if everything else int(mask.sum()))
             if k <= 0:
                 return []
             if self.basis is not None and n > self.rescored:
-                rough = self.low[:n] @ (self.basis.T @ q)
-                rough[~mask] = -np.inf
-                rows = np.argpartition(-rough, self.rescored - 1)[:self.rescored]
+                # einsum, not `@`: BLAS splits this 25-50 MB product over every core and its threads spin
+                # on after it, 2x the CPU of one core's loop; einsum keeps it on this thread (below)
+                rough = np.einsum("ij,j->i", self.low[:n], self.basis.T @ q)
+                if not everything:
+                    rough[~mask] = -np.inf
+                rows = np.argpartition(rough, n - self.rescored)[n - self.rescored:]
                 rows = rows[mask[rows]]
                 exact = self.vecs[rows] @ q
             else:
@@ -293,8 +305,8 @@ class Matrix:
         return {no: float(x) for (no, _), x in zip(rows, sims, strict=True)}
 
     def waiting(self) -> int:
-        """Active memories without a vector of the current model (not embedded yet)."""
-        return int((self.active[:self.n] & ~self.live[:self.n]).sum())
+        """Active memories without a vector of the current model (not embedded yet), as of the last refresh."""
+        return self._waiting
 
     def vector(self, no: int) -> np.ndarray | None:
         row = self.rows.get(no)

@@ -160,6 +160,9 @@ async def cmd_ingest(ls: EngramLanguageServer, *args: Any) -> dict:
             ingest(store, jobs, stats=stats, progress=progress, after_tape=Indexer(store))
         except _Cancelled:
             return {"cancelled": True, "summary": stats.summary()}
+        from engram.memory.provenance import link_waiting  # noqa: PLC0415
+
+        link_waiting(store)
         return {"cancelled": False, "summary": stats.summary(), "tapes": stats.tapes}
 
     result = await ls.off_loop(work)
