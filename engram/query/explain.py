@@ -588,9 +588,24 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
     missing or weak (`ranking.widen_for_evidence`)."""
     span = res.span
     return ranking.widen_for_evidence(
-        res, lambda r: ranking.strongest(r.hits.values()),
+        res, lambda r: ranking.strongest_in_file(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
         lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
         span.start, span.end, len(file_lines), trace)
+
+
+def widen_for_writer(store: Store, db: apsw.Connection, span: Span, res: Result, opts: Options,
+                     file_lines: list[str], trace: Trace | None = None) -> Result:
+    """`res` (the answer for `span`, or for the wider span `widen_for_evidence` chose), or the
+    evidence for `span` with a few lines more above and below when no edit of its file holds
+    `res`'s span as well as a read of the file does (`ranking.widen_for_writer`)."""
+    def ask(start: int, end: int) -> Result:
+        if (start, end) == (res.span.start, res.span.end):
+            return res
+        return run(store, db, _lines(span.file, file_lines, start, end), opts)
+
+    return ranking.widen_for_writer(
+        res, lambda r: ranking.attributed(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
+        ask, span.start, span.end, len(file_lines), trace)
 
 
 def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> dict[tuple[str, str], float] | None:
@@ -641,6 +656,9 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
             res = widen_for_evidence(store, db, res, opts, file_lines, notes)
             if res.span != span:
                 why = "weak-evidence" if had else "no-evidence"
+            wider = widen_for_writer(store, db, span, res, opts, file_lines, notes)
+            if wider is not res:
+                res, why = wider, "no-writer"
         if expand_until is not None and file_lines is not None:
             before = res.span
             while len(sessions_of(res, opts.rank)) > expand_until and (res.span.start > 1 or res.span.end < len(file_lines)):

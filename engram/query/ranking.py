@@ -176,10 +176,68 @@ def widen_for_evidence(res: R, strength: Callable[[R], float], ask: Callable[[in
     return best
 
 
+# A span whose own file's edits hold under this share of what a read of the file holds names no
+# writer of its lines: it takes in up to MAX_WIDEN_LINES a side until one edit holds as much of the
+# wider span as the file's reads do (`widen_for_writer`).
+WRITER_WIDEN_SHARE: Final = 0.95
+
+
+def widen_for_writer(res: R, attributed: Callable[[R], bool], ask: Callable[[int, int], R],
+                     start: int, end: int, last: int, trace: Trace | None = None) -> R:
+    """The answer for lines `start`-`end` (`res`), or for the span with a line more above and
+    below, up to MAX_WIDEN_LINES a side (`ask(a, b)`), when no edit of the span's file holds it
+    as well as the file's reads do (`attributed(res)` false): the first wider span where one
+    does; `res` when none does.
+
+    A person's renames leave a 5-line span few k-grams (short lines keep none), and those it keeps
+    are the common ones every read of the file holds: the writer's edit held no more than
+    each of a dozen reads and fell under the floor, or was not among the matches at all, and the
+    most recent reader came first. The lines around the span are the writer's too, more often than
+    not: with them, its edit holds as much as the reads do."""
+    if attributed(res):
+        return res
+    tried = (start, end)
+    for step in range(1, MAX_WIDEN_LINES + 1):
+        a, b = max(1, start - step), min(last, end + step)
+        if (a, b) == tried:
+            break
+        tried = (a, b)
+        wide = ask(a, b)
+        if attributed(wide):
+            if trace is not None:
+                trace.note("widen_for_writer", f"no edit held the span as well as a read of its file: answered "
+                                               f"for lines {a}-{b}, where one does")
+            return wide
+    if trace is not None:
+        trace.note("widen_for_writer", f"no edit held the span as well as a read of its file, nor up to "
+                                       f"{MAX_WIDEN_LINES} lines wider a side: kept")
+    return res
+
+
+def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> bool:
+    """Does an edit of `file` match the span directly as strongly as anything of `file` does
+    (WRITER_WIDEN_SHARE)? No match in `file` at all counts as attributed: widening has nothing
+    of the file to find."""
+    best = best_edit = 0.0
+    for h, fr in items:
+        if h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file:
+            best = max(best, h.confidence)
+            if fr.kind == EDIT:
+                best_edit = max(best_edit, h.confidence)
+    return best_edit >= WRITER_WIDEN_SHARE * best
+
+
 def strongest(hits: Iterable[Hit]) -> float:
     """A span's own evidence: its strongest direct match or agent link (lineage and tombstones
     are reached through those, or are about deleted text)."""
     return max((h.confidence for h in hits if h.via in ("direct", "agent_link")), default=0.0)
+
+
+def strongest_in_file(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> float:
+    """A span's own evidence in its own file: its strongest direct match by an edit, a read or
+    carried lines of `file`, or an agent link (what `widen_for_evidence` weighs)."""
+    return max((h.confidence for h, fr in items if h.via == "agent_link" or (
+        h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file)), default=0.0)
 
 
 # --------------------------------------------------------------------------- direct matches
