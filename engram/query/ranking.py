@@ -182,19 +182,19 @@ def widen_for_evidence(res: R, strength: Callable[[R], float], ask: Callable[[in
 WRITER_WIDEN_SHARE: Final = 0.95
 
 
-def widen_for_writer(res: R, attributed: Callable[[R], bool], ask: Callable[[int, int], R],
+def widen_for_writer(res: R, attributed: Callable[[R], bool | None], ask: Callable[[int, int], R],
                      start: int, end: int, last: int, trace: Trace | None = None) -> R:
     """The answer for lines `start`-`end` (`res`), or for the span with a line more above and
     below, up to MAX_WIDEN_LINES a side (`ask(a, b)`), when no edit of the span's file holds it
-    as well as the file's reads do (`attributed(res)` false): the first wider span where one
-    does; `res` when none does.
+    as well as the file's reads do (`attributed(res)` False; None: nothing of the file matched):
+    the first wider span where one does; `res` when none does.
 
     A person's renames leave a 5-line span few k-grams (short lines keep none), and those it keeps
     are the common ones every read of the file holds: the writer's edit held no more than
     each of a dozen reads and fell under the floor, or was not among the matches at all, and the
     most recent reader came first. The lines around the span are the writer's too, more often than
     not: with them, its edit holds as much as the reads do."""
-    if attributed(res):
+    if attributed(res) is not False:
         return res
     tried = (start, end)
     for step in range(1, MAX_WIDEN_LINES + 1):
@@ -214,16 +214,18 @@ def widen_for_writer(res: R, attributed: Callable[[R], bool], ask: Callable[[int
     return res
 
 
-def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> bool:
+def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> bool | None:
     """Does an edit of `file` match the span directly as strongly as anything of `file` does
-    (WRITER_WIDEN_SHARE)? No match in `file` at all counts as attributed: widening has nothing
-    of the file to find."""
+    (WRITER_WIDEN_SHARE)? None when nothing of `file` matches it directly (`widen_for_evidence`
+    answers for such a span)."""
     best = best_edit = 0.0
     for h, fr in items:
         if h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file:
             best = max(best, h.confidence)
             if fr.kind == EDIT:
                 best_edit = max(best_edit, h.confidence)
+    if best <= 0.0:
+        return None
     return best_edit >= WRITER_WIDEN_SHARE * best
 
 
