@@ -122,7 +122,7 @@ class Result:
     edges_followed: int = 0
     truncated: bool = False
     asked: Span | None = None  # the span asked for, when `span` is wider
-    widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence or expand-until
+    widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence, no-writer or expand-until
     trace: Trace | None = None  # with Options.debug: the ranking rules that changed the answer
     partial: bool = False  # read while `engram reindex` refilled the index (memo.index_state)
     writes: Writes = field(default_factory=Writes)  # each writing session's edits of the file together
@@ -585,7 +585,7 @@ def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None,
 def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Options,
                        file_lines: list[str], trace: Trace | None = None) -> Result:
     """`res`, or the evidence for the span with a few lines more above and below when its own is
-    missing or weak (`ranking.widen_for_evidence`)."""
+    missing or weak in its own file (`ranking.widen_for_evidence`, `ranking.strongest_in_file`)."""
     span = res.span
     return ranking.widen_for_evidence(
         res, lambda r: ranking.strongest_in_file(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),

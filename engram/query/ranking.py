@@ -12,7 +12,10 @@ rules in this order, and `engram explain FILE:A-B --debug` lists those that chan
 
 The span asked (explain.resolve)
   too_few_tokens         a span with no guaranteed fingerprint takes in its neighbours
-  widen_for_evidence     so does one with no or weak evidence of its own (WEAK_EVIDENCE, MAX_WIDEN_LINES)
+  widen_for_evidence     so does one with no or weak evidence of its own in its own file (WEAK_EVIDENCE,
+                         MAX_WIDEN_LINES)
+  widen_for_writer       so does one that no edit of its file holds as well as the file's reads do
+                         (WRITER_WIDEN_SHARE)
   expand_until           `--expand-until N` (asked for, not a measured rule)
 Fragments matched directly (direct.direct_hits)
   winnowed_only          a long span looks up its own winnowed fingerprints only (WINNOWED_ONLY_FROM)
@@ -237,7 +240,10 @@ def strongest(hits: Iterable[Hit]) -> float:
 
 def strongest_in_file(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> float:
     """A span's own evidence in its own file: its strongest direct match by an edit, a read or
-    carried lines of `file`, or an agent link (what `widen_for_evidence` weighs)."""
+    carried lines of `file`, or an agent link (what `widen_for_evidence` weighs). Weighed over
+    every match, a span whose renamed lines kept a few k-grams that another file's edit held at
+    0.44 was not widened, nothing of its own file passed the floor, and that other session was the
+    whole answer (savekirk/session-bridge, `src/test/checkpoints/transcript.test.ts`)."""
     return max((h.confidence for h, fr in items if h.via == "agent_link" or (
         h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file)), default=0.0)
 
