@@ -598,14 +598,11 @@ def widen_for_writer(store: Store, db: apsw.Connection, span: Span, res: Result,
     """`res` (the answer for `span`, or for the wider span `widen_for_evidence` chose), or the
     evidence for `span` with a few lines more above and below when no edit of its file holds
     `res`'s span as well as a read of the file does (`ranking.widen_for_writer`)."""
-    def ask(start: int, end: int) -> Result:
-        if (start, end) == (res.span.start, res.span.end):
-            return res
-        return run(store, db, _lines(span.file, file_lines, start, end), opts)
-
     return ranking.widen_for_writer(
         res, lambda r: ranking.attributed(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
-        ask, span.start, span.end, len(file_lines), trace)
+        lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
+        span.start, span.end, len(file_lines), trace,
+        first_step=1 + max(span.start - res.span.start, res.span.end - span.end))
 
 
 def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> dict[tuple[str, str], float] | None:

@@ -186,11 +186,12 @@ WRITER_WIDEN_SHARE: Final = 0.95
 
 
 def widen_for_writer(res: R, attributed: Callable[[R], bool | None], ask: Callable[[int, int], R],
-                     start: int, end: int, last: int, trace: Trace | None = None) -> R:
+                     start: int, end: int, last: int, trace: Trace | None = None, first_step: int = 1) -> R:
     """The answer for lines `start`-`end` (`res`), or for the span with a line more above and
     below, up to MAX_WIDEN_LINES a side (`ask(a, b)`), when no edit of the span's file holds it
     as well as the file's reads do (`attributed(res)` False; None: nothing of the file matched):
-    the first wider span where one does; `res` when none does.
+    the first wider span where one does; `res` when none does. `first_step`: the fewest lines a
+    side to take in (`res` may be for a span `widen_for_evidence` widened already: never narrower).
 
     A person's renames leave a 5-line span few k-grams (short lines keep none), and those it keeps
     are the common ones every read of the file holds: the writer's edit held no more than
@@ -199,8 +200,8 @@ def widen_for_writer(res: R, attributed: Callable[[R], bool | None], ask: Callab
     not: with them, its edit holds as much as the reads do."""
     if attributed(res) is not False:
         return res
-    tried = (start, end)
-    for step in range(1, MAX_WIDEN_LINES + 1):
+    tried = (max(1, start - first_step + 1), min(last, end + first_step - 1))
+    for step in range(first_step, MAX_WIDEN_LINES + 1):
         a, b = max(1, start - step), min(last, end + step)
         if (a, b) == tried:
             break
