@@ -43,12 +43,17 @@ def listed(root: Path) -> dict[str, dict[str, Any]]:
     return {m["id"]: m for m in out["memories"]}
 
 
-def insert_top(lc: LanguageClient, uri: str, version: int, text: str) -> None:
+def replace_lines(lc: LanguageClient, uri: str, version: int, start: int, end: int, text: str) -> None:
+    """Lines start..end-1 (0-based; start == end: insert before `start`) replaced by `text`."""
     lc.text_document_did_change(types.DidChangeTextDocumentParams(
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
         content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            range=types.Range(start=types.Position(line=start, character=0), end=types.Position(line=end, character=0)),
             text=text)]))
+
+
+def insert_top(lc: LanguageClient, uri: str, version: int, text: str) -> None:
+    replace_lines(lc, uri, version, 0, 0, text)
 
 
 async def test_a_note_comes_before_the_evidence_and_follows_unsaved_edits(
@@ -260,11 +265,7 @@ async def test_a_hover_right_after_an_edit_does_not_wait_for_the_notes_resolutio
     # the resolution that comes after finds it edited: the editor is asked for lenses again.
     asked = len(client.refreshes)  # type: ignore[attr-defined]
     resolved = asyncio.ensure_future(published(client, uri, 3))
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=7, character=0), end=types.Position(line=9, character=0)),
-            text="rewritten = 1\nentirely = 2\n")]))
+    replace_lines(client, uri, 3, 7, 9, "rewritten = 1\nentirely = 2\n")
     await resolved
     for _ in range(50):
         if len(client.refreshes) > asked:  # type: ignore[attr-defined]
@@ -288,11 +289,7 @@ async def test_an_edit_resolves_the_notes_it_touched_and_another_process_notes_a
     await wait_for(lambda: uri in client.diagnostics)
     assert not client.diagnostics[uri]
     resolved = asyncio.ensure_future(published(client, uri, 2))
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=6, character=0), end=types.Position(line=7, character=0)),
-            text="    if total < 0:\n        raise ValueError(total)\n")]))
+    replace_lines(client, uri, 2, 6, 7, "    if total < 0:\n        raise ValueError(total)\n")
     await resolved
     (diag,) = client.diagnostics[uri]
     assert diag.data == {"memory": edited["id"]} and "edited" in diag.message and diag.range.start.line == 4
