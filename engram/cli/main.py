@@ -192,6 +192,9 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # a hook never fails the agent,
         return agents.run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
+    if argv == ["--version"]:  # what setup and doctor run to check a configured engram: no parser to build
+        print(version_line())
+        return 0
     command = _command_of(argv)
     if command is None and not {"-h", "--help", "--version"} & set(argv):
         build_parser(plugins).print_help()
