@@ -152,9 +152,9 @@ async def _resolved(ls: EngramLanguageServer, state: DocState, rel: str, text: s
         part = await ls.off_loop(lambda chunk=todo[i:i + NOTE_SLICE]: mem.in_file(rel, buffers, nos=chunk))
         found += [Note(m, p) for m, p in part]
     found.sort(key=lambda n: (min(p.start for p in n.places), n.memory.id))
-    if ls.docs.get(uri) is state and state.version == version:
-        full_at = time.monotonic() if whole else ls.note_dirty[uri][1]
-        ls.note_dirty[uri] = (stamp, full_at, set())
+    prior = ls.note_dirty.get(uri)  # (gone when `changed` or `closed` ran meanwhile: the next is whole)
+    if ls.docs.get(uri) is state and state.version == version and (whole or prior is not None):
+        ls.note_dirty[uri] = (stamp, time.monotonic() if whole else prior[1], set())  # type: ignore[index]
     return found
 
 
