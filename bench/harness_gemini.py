@@ -298,11 +298,19 @@ def load_set(harness: str, files: list[Path]) -> tuple[list[Session], Counter[st
     return sessions, notes
 
 
+TREES: list[str] = []  # other work trees of the sessions' repository (`--tree`), mapped as their cwd is
+
+
 def rel_path(s: Session, path: str) -> str | None:
-    if not s.cwd or not path.startswith(s.cwd.rstrip("/") + "/"):
-        return None
-    rel = path[len(s.cwd.rstrip("/")) + 1:]
-    return None if rel.startswith(".git/") else rel
+    """`path` relative to the session's directory or a `--tree` (a Windows path's back slashes
+    read as slashes)."""
+    path = path.replace("\\", "/")
+    for root in [s.cwd or "", *TREES]:
+        root = root.replace("\\", "/").rstrip("/")
+        if root and path.startswith(root + "/"):
+            rel = path[len(root) + 1:]
+            return None if rel.startswith(".git/") else rel
+    return None
 
 
 # --------------------------------------------------------------------------- capture
@@ -452,7 +460,7 @@ def run_set(harness: str, files: list[Path], work: Path, n_spans: int, seed: int
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     final = replay(sessions, repo)
     store, _ = init_store(repo)
-    maps = sorted({(s.cwd, str(repo)) for s in sessions if s.cwd})
+    maps = sorted({(s.cwd, str(repo)) for s in sessions if s.cwd} | {(t, str(repo)) for t in TREES})
     stats = ingest_paths(store, [s.file for s in sessions], maps=maps)
     row = score_capture(sessions, captured(store))
     spans = sample_spans(final, n_spans, random.Random(seed))
@@ -474,7 +482,10 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=100, help="spans sampled per harness (default 100)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    ap.add_argument("--tree", action="append", default=[], metavar="DIR",
+                    help="another work tree of the sessions' repository, as they name it: its edits count too")
     args = ap.parse_args()
+    TREES.extend(args.tree)
     work = args.keep or Path(tempfile.mkdtemp(prefix="engram-harness-"))
     work.mkdir(parents=True, exist_ok=True)
     sets: dict[str, list[Path]] = defaultdict(list)
