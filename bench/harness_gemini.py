@@ -126,8 +126,11 @@ def read_opencode(path: Path) -> Session | None:
                 if isinstance(x, str) and x.startswith("ses_")), None)
     sid = sid or f"opencode-{info.get('slug') or 'session'}-{(info.get('time') or {}).get('created')}"
     s = Session("opencode", path, sid, info.get("directory"), _iso((info.get("time") or {}).get("created")))
+    known: dict[str, str] = {}  # each file's text after this session's last edit that kept it whole
     for m in doc["messages"]:
         for p in m.get("parts") or []:
+            if p.get("type") == "tool" and p.get("tool") == "read":
+                _whole_read(p.get("state") or {}, known)
             if p.get("type") != "tool" or p.get("tool") not in OPENCODE_EDITS:
                 continue
             st = p.get("state") or {}
@@ -145,10 +148,31 @@ def read_opencode(path: Path) -> Session | None:
                 inp = st.get("input") or {}
                 fd = md.get("filediff") or {}
                 after = fd.get("after") if "after" in fd else inp.get("content")
-                s.edits.append(Edit(sid, ts, p["callID"], inp.get("filePath") or fd.get("file") or "",
-                                    fd.get("before"), after, ok,
+                path_ = inp.get("filePath") or fd.get("file") or ""
+                before = fd.get("before")
+                if before is None and p.get("tool") == "write" and md.get("exists"):
+                    before = known.get(path_)  # (1.16 keeps no filediff: the text this session last wrote)
+                s.edits.append(Edit(sid, ts, p["callID"], path_, before, after, ok,
                                     None if after is not None else fd.get("patch") or md.get("diff")))
+                if ok and isinstance(after, str):
+                    known[path_] = after
+                elif ok:
+                    known.pop(path_, None)
     return s
+
+
+def _whole_read(st: dict[str, Any], known: dict[str, str]) -> None:
+    """A completed OpenCode `read` (1.16: `N: text` lines in `<content>`, ending `(End of file -
+    total N lines)`) that showed a file whole, from line 1: its text, as this session saw it."""
+    out, inp = str(st.get("output") or ""), st.get("input") or {}
+    m = re.search(r"<content>\n(.*)\n\n\(End of file - total (\d+) lines\)\n</content>", out, re.DOTALL)
+    if st.get("status") != "completed" or m is None or inp.get("offset") or (st.get("metadata") or {}).get("truncated"):
+        return
+    lines = m.group(1).split("\n")
+    nums = [re.match(r"(\d+): ?", line) for line in lines]
+    if len(lines) != int(m.group(2)) or any(n is None or int(n.group(1)) != i for i, n in enumerate(nums, 1)):
+        return
+    known[str(inp.get("filePath") or "")] = "".join(line[n.end():] + "\n" for line, n in zip(lines, nums) if n)
 
 
 def _iso(ms: Any) -> str:
@@ -298,11 +322,19 @@ def load_set(harness: str, files: list[Path]) -> tuple[list[Session], Counter[st
     return sessions, notes
 
 
+TREES: list[str] = []  # other work trees of the sessions' repository (`--tree`), mapped as their cwd is
+
+
 def rel_path(s: Session, path: str) -> str | None:
-    if not s.cwd or not path.startswith(s.cwd.rstrip("/") + "/"):
-        return None
-    rel = path[len(s.cwd.rstrip("/")) + 1:]
-    return None if rel.startswith(".git/") else rel
+    """`path` relative to the session's directory or a `--tree` (a Windows path's back slashes
+    read as slashes)."""
+    path = path.replace("\\", "/")
+    for root in [s.cwd or "", *TREES]:
+        root = root.replace("\\", "/").rstrip("/")
+        if root and path.startswith(root + "/"):
+            rel = path[len(root) + 1:]
+            return None if rel.startswith(".git/") else rel
+    return None
 
 
 # --------------------------------------------------------------------------- capture
@@ -452,7 +484,7 @@ def run_set(harness: str, files: list[Path], work: Path, n_spans: int, seed: int
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     final = replay(sessions, repo)
     store, _ = init_store(repo)
-    maps = sorted({(s.cwd, str(repo)) for s in sessions if s.cwd})
+    maps = sorted({(s.cwd, str(repo)) for s in sessions if s.cwd} | {(t, str(repo)) for t in TREES})
     stats = ingest_paths(store, [s.file for s in sessions], maps=maps)
     row = score_capture(sessions, captured(store))
     spans = sample_spans(final, n_spans, random.Random(seed))
@@ -474,7 +506,10 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=100, help="spans sampled per harness (default 100)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    ap.add_argument("--tree", action="append", default=[], metavar="DIR",
+                    help="another work tree of the sessions' repository, as they name it: its edits count too")
     args = ap.parse_args()
+    TREES.extend(args.tree)
     work = args.keep or Path(tempfile.mkdtemp(prefix="engram-harness-"))
     work.mkdir(parents=True, exist_ok=True)
     sets: dict[str, list[Path]] = defaultdict(list)

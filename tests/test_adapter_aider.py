@@ -13,7 +13,13 @@ from pathlib import Path
 
 from conftest import git, run_engram
 
-from engram.adapters.aider import locate, search_replace_blocks, whole_blocks
+from engram.adapters.aider import (
+    locate,
+    search_replace_blocks,
+    segments,
+    whole_blocks,
+    without_reasoning,
+)
 
 APP_BEFORE = """import os
 
@@ -165,3 +171,43 @@ def test_an_undone_commit_gives_the_file_back(repo: Path) -> None:
     edits = [e for e in shown(repo, session) if e["kind"] == "code.edit"]
     assert [(e["before_range"], e["after_range"], e.get("after_range") is not None) for e in edits] == [
         ([4, 4], [4, 4], True), ([5, 4], [5, 5], True)]
+
+
+def test_whole_file_replies_are_read_as_aider_reads_them() -> None:
+    """Shapes met in real histories (Ahmad-A0/Inversity-SnapSwap, BeauCranston/car-game)."""
+    # JSX in a reply: a line that is just `>` is code, not aider's output
+    jsx = ["Here:", "", "src/App.js", "```", "<motion.div", '  className="mt-12"', ">", "  <Masonry/>",
+           "</motion.div>", "```", "", "> Applied edit to src/App.js  "]
+    segs = segments(list(enumerate(jsx)))
+    assert [s.kind for s in segs] == ["reply", "tool"] and ">" in segs[0].lines
+    # a reply cut off inside its block: aider writes what it got
+    assert [(b.path, b.after) for b in whole_blocks("src/a.js\n```\nline 1\nline 2\n", frozenset({"src/a.js"}))] == \
+        [("src/a.js", ["line 1", "line 2"])]
+    # of two listings of one file, the first named by its line is written; a block under a blank
+    # line is the only file aider wrote; a sentence before a fence is a file name to aider
+    text = ("src/a.js\n```\nfirst\n```\nsrc/a.js\n```\nsecond\n```\n")
+    assert [b.after for b in whole_blocks(text, frozenset({"src/a.js"}))] == [["first"]]
+    assert [(b.path, b.after) for b in whole_blocks("Install it:\n```bash\nnpm i x\n```\n", frozenset({"a.js"}))] == \
+        [("Install it", ["npm i x"])]
+    assert [(b.path, b.after) for b in whole_blocks("First:\n\n\n```bash\nnpm i x\n```\n", frozenset({"a.js"}))] == \
+        [("a.js", ["npm i x"])]
+    # the model's reasoning, shown in the history, holds drafts aider does not write
+    draft = "<thinking-content-7bbeb8e1>\nsrc/a.js\n```\n... content ...\n```\n</thinking-content-7bbeb8e1>\n\n"
+    assert [b.after for b in whole_blocks(without_reasoning(draft + "src/a.js\n```\nreal\n```\n"),
+                                          frozenset({"src/a.js"}))] == [["real"]]
+
+
+def test_a_block_aider_matched_loosely_takes_its_range_from_the_commit(repo: Path) -> None:
+    """A SEARCH block that splits a line of the file (aider's looser matching applied it, and
+    committed the result): its edit is the file's change in that commit, at exact lines."""
+    commit_file(repo, "app.py", APP_BEFORE, "start")
+    commit = commit_file(repo, "app.py", APP_BEFORE.replace("def greet(name):", "def greet(name, loud=False):"), "loud")
+    reply = sr("app.py", "def greet\n\n(name):\n", "def greet(name, loud=False):\n")
+    (repo / ".aider.chat.history.md").write_text(
+        "\n# aider chat started at 2025-03-01 10:00:00\n\n> Main model: m with diff edit format  \n\n"
+        "#### add loud  \n\n" + reply + f"\n> Applied edit to app.py  \n> Commit {commit} loud  \n")
+    run_engram(repo, "ingest", str(repo / ".aider.chat.history.md"))
+    session = next(t["session_id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout))
+    [edit] = [e for e in shown(repo, session) if e["kind"] == "code.edit"]
+    assert (edit["before_range"], edit["after_range"], edit["after_text"]) == ([4, 4], [4, 4], "def greet(name, loud=False):\n")
+    assert edit["file_after_sha"] == git(repo, "rev-parse", f"{commit}:app.py").strip()

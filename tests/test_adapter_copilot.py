@@ -124,3 +124,24 @@ def test_a_vs_code_log_places_its_edits_by_their_text_in_the_file_committed_befo
              if e["kind"] == "code.edit"]
     assert [(e["after_range"], e.get("placed"), e["file_after_sha"]) for e in edits] == [
         ([2, 3], "git history", None), (None, None, None)]
+
+
+def test_a_view_printed_bare_is_read_by_the_hunk_copilot_keeps_of_it(repo: Path, tmp_path: Path) -> None:
+    """Copilot CLI 1.0.7x (polecatspeaks/StarCar's Entire checkpoints, MIT) prints a view's lines
+    without numbers and keeps in `detailedContent` a diff of the file with itself, its one hunk
+    numbering them: a code.read of those lines, and the session's copy of a file shown whole."""
+    app = f"{repo}/app.py"
+    shown = "".join(f" {line}\n" for line in APP.splitlines()[1:4])
+    log = session_log(repo)
+    for e in log:
+        if e["type"] == "tool.execution_start" and e["data"]["toolCallId"] == "t1":
+            e["data"]["arguments"] = {"path": app, "view_range": [2, 4]}
+        if e["type"] == "tool.execution_complete" and e["data"]["toolCallId"] == "t1":
+            e["data"]["result"] = {"content": "".join(line + "\n" for line in APP.splitlines()[1:4]),
+                                   "detailedContent": git_diff(app, "@@ -2,3 +2,3 @@\n" + shown)}
+    f = tmp_path / "events.jsonl"
+    f.write_text("".join(json.dumps(e) + "\n" for e in log))
+    run_engram(repo, "ingest", str(f))
+    events = json.loads(run_engram(repo, "show", SID, "--json").stdout)["events"]
+    [read] = [e for e in events if e["kind"] == "code.read"]
+    assert (read["file"], read["range"], read["text"]) == ("app.py", [2, 4], "    return 'hi ' + name\n\n\n")

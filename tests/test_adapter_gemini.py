@@ -325,3 +325,22 @@ def test_older_chat_share_markdown_shape(tmp_path: Path) -> None:
     edit = next(e for e in cap.events if e["kind"] == "code.edit")
     assert edit["before_text"] == "cp -r pkg/* dist/\n" and edit["after_text"] == "cp -r pkg dist/\n"
     assert [e["kind"] for e in cap.events][:2] == ["msg.in", "msg.out"]
+
+
+def test_opencode_session_kept_one_message_per_line_reads_as_the_export(real: Path, tmp_path: Path) -> None:
+    """The Entire CLI's early checkpoints kept an OpenCode session as one `{info, parts}` message
+    per line, no session document (a real one: adrianmg/test-repo, OpenCode of February 2026). The
+    same messages read that way give the export's session and edits; a last line cut short is a
+    file cut short, left for a later ingest."""
+    doc = json.loads((real / "opencode" / f"{OC_PATCH}.json").read_text())
+    lines = tmp_path / "messages.jsonl"
+    lines.write_text("".join(json.dumps({"info": {k: v for k, v in m["info"].items() if k != "sessionID"},
+                                         "parts": m["parts"]}) + "\n" for m in doc["messages"]))
+    assert detect_format(lines) == "opencode"
+    cap = parse_opencode([SourceSpan("main", lines)], mapper, max_line_bytes=1 << 30)
+    assert cap.session_id == OC_PATCH and cap.meta["cwd"] == PROJECT
+    assert edits(cap) == [("LICENSE.md", "create", [1, 0], [1, 21])]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(lines.read_text()[:-200])
+    cap = parse_opencode([SourceSpan("main", cut)], mapper, max_line_bytes=1 << 30)
+    assert not cap.events and any("cut short" in k for k in cap.skipped)

@@ -67,6 +67,8 @@ _FAILED_IN = re.compile(r"^## SearchReplaceNoExactMatch: This SEARCH block faile
 _MODEL = re.compile(r"^(?:Main )?[Mm]odel: (\S+) with ([\w-]+) edit format")
 _VERSION = re.compile(r"^Aider v(\S+)")
 _UNDONE = re.compile(r"^Removed: ([0-9a-f]{7,40}) ")
+_REASONING = re.compile(r"<(thinking-content-[0-9a-f]+|think)>.*?</\1>", re.DOTALL)
+_REASONING_END = re.compile(r"</(?:thinking-content-[0-9a-f]+|think)>")
 _UDIFF_FAIL = re.compile(r"^# \d+ hunks? failed|UnifiedDiffNo(?:Match|tUnique)")
 
 # Where a block was placed when the file it changed is not known exactly (a code.edit's `placed`).
@@ -118,10 +120,15 @@ def segments(lines: list[tuple[int, str]]) -> list[Segment]:
     """A run's lines (offset, text without newline) as user, reply and tool segments."""
     out: list[Segment] = []
     open_tool = False  # inside a multi-line message of aider's (only its first line has `> `)
+    fenced = False  # inside a fence the reply opened: a `>` line there is code (JSX, a quote)
     for offset, line in lines:
         if open_tool:
             out[-1].lines.append(line)
             open_tool = not line.endswith("  ")
+            continue
+        fenced = fenced and out[-1].kind == "reply"
+        if fenced and line.startswith(">") and not line.endswith("  ") and out[-1].lines[-1].strip():
+            out[-1].lines.append(line)  # (aider's own lines end in a line break, `  `, after a blank line)
             continue
         if line.startswith("#### ") and line.endswith("  "):  # (a reply's own `#### ` heading has no line break)
             kind, body = "user", line[5:].rstrip()
@@ -135,6 +142,7 @@ def segments(lines: list[tuple[int, str]]) -> list[Segment]:
             continue
         else:
             kind, body = "reply", line
+            fenced = fenced != bool(_FENCE.match(line))
         if out and out[-1].kind == kind:
             out[-1].lines.append(body)
         else:
@@ -199,12 +207,17 @@ def search_replace_blocks(text: str) -> list[Block]:
 
 
 def whole_blocks(text: str, files: frozenset[str] = frozenset()) -> list[Block]:
-    """Every fenced block of a reply under the line that names its file (`whole` edit format):
-    aider takes each as the file's new text; which ones it wrote, its output says. A block under
-    a blank line is the file of `files` (those aider wrote) last named in backquotes before it."""
+    """The files a reply writes in the `whole` edit format, as aider's WholeFileCoder reads them:
+    every block that starts at a fence line (a line beginning with the run's fence), named by the
+    line before it (stripped of `*`, a trailing `:`, backquotes and `#`, whatever is left: even a
+    sentence, which aider then writes as a file); under a blank line, the file of `files` (those
+    aider wrote) last named in backquotes, else the only file it wrote. A reply that ends inside a
+    block still writes it (a truncated reply). Of several blocks of one file, the first named by
+    its line wins, then one named in backquotes, then the only file's: aider writes that one."""
     lines = text.split("\n")
-    out: list[Block] = []
+    found: list[tuple[Block, int]] = []  # (block, rank of its name's source: 0 line, 1 backquotes, 2 only file)
     saw = ""
+    only = next(iter(files)) if len(files) == 1 else ""
     i = 0
     while i < len(lines):
         m = _FENCE.match(lines[i])
@@ -213,15 +226,42 @@ def whole_blocks(text: str, files: frozenset[str] = frozenset()) -> list[Block]:
             i += 1
             continue
         fence = m.group(1)
-        close = "</" + fence[1:] if fence.startswith("<") else fence
+        ends = (fence[:3],) if fence[0] in "`~" else (fence, "</" + fence[1:])
         j = i + 1
-        while j < len(lines) and lines[j].rstrip() != close:
+        while j < len(lines) and not lines[j].startswith(ends):
             j += 1
-        name = (_strip_name(lines[i - 1]) if i > 0 else "") or saw
-        if name and j < len(lines):
-            out.append(Block(name, None, lines[i + 1:j], "whole"))
+        name, rank = _whole_name(lines[i - 1] if i > 0 else "", files), 0
+        if not name:
+            name, rank = (saw, 1) if saw else (only, 2)
+        body = lines[i + 1:j] if j < len(lines) else _trailing(lines[i + 1:])
+        if name:
+            found.append((Block(name, None, body, "whole"), rank))
         i = j + 1
+    out: list[Block] = []
+    for rank in (0, 1, 2):
+        for block, r in found:
+            if r == rank and all(b.path != block.path for b in out):
+                out.append(block)
     return out
+
+
+def _whole_name(line: str, files: frozenset[str]) -> str:
+    """The file name aider takes from the line before a `whole` block (its own clean-up, in its
+    order); a name with a directory that is not one of `files` but whose base name is, the base
+    name (aider drops a directory the model made up)."""
+    name = line.strip().strip("*").rstrip(":").strip("`").lstrip("#").strip()
+    if len(name) > 250:
+        return ""
+    if name and name not in files and os.path.basename(name) in files:
+        return os.path.basename(name)
+    return name
+
+
+def _trailing(lines: list[str]) -> list[str]:
+    """The lines of a block the reply ends inside, without the blank lines the history adds after it."""
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    return lines
 
 
 def udiff_blocks(text: str) -> list[Block]:
@@ -312,19 +352,27 @@ def _failed_search(lines: list[str]) -> list[str]:
     return []
 
 
+def without_reasoning(reply: str) -> str:
+    """A reply without the model's reasoning, which aider shows in the history (between
+    `<thinking-content-…>` tags, or a reasoning model's own `<think>`) but takes out before it
+    reads the edits: file listings the model drafted there are not written."""
+    reply = _REASONING.sub("", reply)
+    closing = _REASONING_END.search(reply)  # (a closing tag whose opening the reply lacks: all before it)
+    return reply[closing.end():] if closing else reply
+
+
 def applied_blocks(reply: str, fmt: str | None, res: Outcome) -> tuple[list[Block], int]:
     """The blocks of `reply` aider wrote, in order, and how many it reported as failed."""
     if res.nothing and not res.applied:
         return [], 0
+    reply = without_reasoning(reply)
     if any(_SEARCH.match(ln.strip()) for ln in reply.split("\n")):
         blocks = search_replace_blocks(reply)
     elif "```diff" in reply and (fmt or "").endswith("udiff"):
         blocks = udiff_blocks(reply)
     else:
-        blocks = whole_blocks(reply, frozenset(res.applied))
         named = {os.path.normpath(p) for p in res.applied}
-        last = {b.path: b for b in blocks if os.path.normpath(b.path) in named}  # aider writes each in turn: the last one stays
-        return [b for b in blocks if last.get(b.path) is b], 0
+        return [b for b in whole_blocks(reply, frozenset(res.applied)) if os.path.normpath(b.path) in named], 0
     failed = list(res.failed)
     applied = {os.path.normpath(p) for p in res.applied}
     kept: list[Block] = []
@@ -532,6 +580,7 @@ class _Run:
         base = self.git.parent(commit) if commit else None
         offset = _block_offset(reply)
         touched: dict[str, str] = {}
+        loose: dict[str, list[Block]] = {}  # blocks aider matched more loosely than `locate`, by file
         for block in blocks:
             if "\\" in block.path and "/" not in block.path:  # aider on Windows names files so
                 block.path = block.path.replace("\\", "/")
@@ -545,10 +594,16 @@ class _Run:
                 self.begin(rel, commit, base, block.path in res.created)
                 if res.commit:
                     self.undo.setdefault(res.commit, {})[rel] = self.files.get(rel)
+            if commit and not self.placeable(rel, block):
+                loose.setdefault(rel, []).append(block)
+                continue
             ev = self.edit(rel, block)
             if commit:
                 ev.update(ts=ts, commit=commit)
             self.add(offset, ev)
+        for rel, held in loose.items():
+            for ev in self.from_commit(rel, held, commit or ""):
+                self.add(offset, {**ev, "ts": ts, "commit": commit})
         if commit:  # what the reply's commit holds is the file as it now is, whatever our copy says
             for rel in touched:
                 text = self.git.text(commit, rel)
@@ -603,6 +658,25 @@ class _Run:
         ev.update(context_fields([(at + 1, written)]), file_before_sha=self.sha(rel, old),
                   file_after_sha=self.sha(rel, new_text))
         return self.where(ev, rel)
+
+    def placeable(self, rel: str, block: Block) -> bool:
+        """Whether `locate` finds the block in our copy of its file (a whole file always is)."""
+        old = self.files.get(rel)
+        return block.search is None or (old is not None and locate(split_lines(old), block.search, block.after) is not None)
+
+    def from_commit(self, rel: str, held: list[Block], commit: str) -> list[dict[str, Any]]:
+        """The blocks of a reply that aider applied but `locate` does not place (aider's looser
+        matching: a udiff hunk split around lines it lacks, a SEARCH off by indentation or line
+        breaks): what they changed is what is left between our copy, with the reply's other blocks
+        applied, and the file in the reply's commit. One code.edit of that difference, its ranges
+        exact; without the commit's file, each block without ranges, as when there is no commit."""
+        target = self.git.text(commit, rel)
+        if target is None:
+            return [self.unplaced({"kind": E.CODE_EDIT, "file": rel, "tool": b.kind, "call_id": None}, rel, b)
+                    for b in held]
+        log.info("%s: %d block(s) aider matched loosely, placed by commit %s", rel, len(held), commit[:12])
+        ev = {"kind": E.CODE_EDIT, "file": rel, "tool": held[0].kind, "call_id": None}
+        return [self.whole(ev, rel, self.files.get(rel) or "", split_lines(target))]
 
     def whole(self, ev: dict[str, Any], rel: str, old: str | None, after: list[str]) -> dict[str, Any]:
         new_text = join_lines(after)

@@ -13,7 +13,9 @@
   `detailedContent` is a git diff of each file, its hunks numbered as in the file: the edit's
   ranges are exact. `create` also keeps the whole file written (`file_text`); an `edit` whose
   file this session showed whole (`view`) has its file hashes too;
-* `view` prints the file's lines numbered (`12. text`): a code.read of them;
+* `view` prints the file's lines numbered (`12. text`): a code.read of them; newer releases
+  (1.0.7x) print them bare and keep in `detailedContent` a diff of the file with itself whose one
+  hunk (`@@ -12,40 +12,40 @@`) numbers them;
 * `session.compaction_complete` is a compaction marker; hook, turn and permission events are
   the harness's own bookkeeping (counted as ignored).
 
@@ -49,6 +51,7 @@ VSCODE_EDITS: Final = frozenset({"replace_string_in_file", "multi_replace_string
 HISTORY, TREE = "git history", "working tree"
 _NUMBERED = re.compile(r"^(\d+)\. ?(.*)$")
 _FILE_DIFF = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
+_SHOWN = re.compile(r"^@@ -(\d+),(\d+) \+\1,\2 @@[^\n]*\n", re.MULTILINE)  # a view's lines, unchanged
 _BOOKKEEPING: Final = ("hook.", "assistant.turn_", "permission.", "session.info", "session.shutdown",
                        "system.notification", "session.permissions_changed", "abort", "assistant.message_delta")
 
@@ -139,7 +142,7 @@ class _Session:
             if name in EDIT_TOOLS:
                 self.cap.ignored[f"{name} that failed"] += 1
         elif name == "view":
-            if (ev := self.view(at, args, text)) is not None:
+            if (ev := self.view(at, args, text, detail if isinstance(detail, str) else "")) is not None:
                 self.cap.add(ev)
         elif name in VSCODE_EDITS:
             for ev in self.vscode_edits(at, name, args):
@@ -148,7 +151,7 @@ class _Session:
             for ev in self.edits(at, name, args, detail if isinstance(detail, str) else ""):
                 self.cap.add(ev)
 
-    def view(self, at: dict[str, Any], args: dict[str, Any], output: str) -> dict[str, Any] | None:
+    def view(self, at: dict[str, Any], args: dict[str, Any], output: str, detail: str) -> dict[str, Any] | None:
         """A `view` of a file: its numbered lines a code.read; the session's copy of the file when
         it showed the whole file (no range asked)."""
         path = str(args.get("path") or "")
@@ -163,6 +166,8 @@ class _Session:
                 break
             nums.append(int(m.group(1)))
             lines.append(m.group(2))
+        if not nums:
+            nums, lines = _shown_lines(output, detail)
         if not nums or nums != list(range(nums[0], nums[0] + len(nums))):
             return None
         if nums[0] == 1 and not args.get("view_range"):
@@ -290,3 +295,20 @@ def started(path: Any) -> str | None:
         return None
     m = re.search(r'"startTime"\s*:\s*"([^"]+)"', head)
     return m.group(1) if m else None
+
+
+def _shown_lines(output: str, detail: str) -> tuple[list[int], list[str]]:
+    """The numbers and lines of a view printed bare (Copilot CLI 1.0.7x): its `detailedContent`
+    is a diff of the file with itself whose one hunk holds exactly the lines shown, numbered;
+    anything else (several hunks, lines that are not the output's) gives nothing."""
+    hunks = list(_SHOWN.finditer(detail))
+    if len(hunks) != 1:
+        return [], []
+    start, count = int(hunks[0].group(1)), int(hunks[0].group(2))
+    body = detail[hunks[0].end():].split("\n")[:count]
+    if len(body) != count or any(not line.startswith(" ") for line in body if line):
+        return [], []
+    lines = [line[1:] for line in body]
+    if split_lines(output) != lines:
+        return [], []
+    return list(range(start, start + count)), lines

@@ -75,6 +75,8 @@ def parse_opencode(sources: list[SourceSpan], mapper_for: Callable[[str | None],
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
+        doc = _message_lines(data)
+    if doc is None:
         cap.skipped["truncated or malformed JSON (an OpenCode export or session file cut short): nothing "
                     "captured; ingest it again once it is complete"] += 1
         src.end = 0
@@ -93,6 +95,26 @@ def parse_opencode(sources: list[SourceSpan], mapper_for: Callable[[str | None],
         return cap
     _session(cap, mapper_for, info, messages)
     return cap
+
+
+def _message_lines(data: bytes) -> dict[str, Any] | None:
+    """A session kept as one message per line (`{info, parts}`, as the Entire CLI's early
+    checkpoints kept OpenCode's), as an export: its info the first message's time. None unless
+    every line is such a message (a file cut short is left for a later ingest)."""
+    messages = []
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not (isinstance(msg, dict) and isinstance(msg.get("info"), dict) and isinstance(msg.get("parts"), list)):
+            return None
+        messages.append(msg)
+    if not messages:
+        return None
+    return {"info": {"time": messages[0]["info"].get("time")}, "messages": messages}
 
 
 def _from_store(cap: Capture, mapper_for: Callable[[str | None], PathMapper], src: SourceSpan,
@@ -180,7 +202,9 @@ def _session_id(info: dict[str, Any], messages: list[dict[str, Any]]) -> str | N
     """The session's id (`ses_…`); where a copy replaced it (the Entire CLI's redaction writes
     `REDACTED`), its messages' `sessionID`, else its slug and creation time: never one id shared
     by every redacted session."""
-    ids = [info.get("id"), *((m.get("info") or {}).get("sessionID") for m in messages[:3] if isinstance(m, dict))]
+    ids = [info.get("id"), *((m.get("info") or {}).get("sessionID") for m in messages[:3] if isinstance(m, dict)),
+           *(p.get("sessionID") for m in messages[:3] if isinstance(m, dict) for p in m.get("parts") or []
+             if isinstance(p, dict))]
     found = next((i for i in ids if isinstance(i, str) and i.startswith("ses_")), None)
     if found:
         return found
