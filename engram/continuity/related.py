@@ -34,7 +34,7 @@ SEEDS: Final = 8
 #: Files changed often in the newest commits are often changed again (a README, a changelog, the
 #: module under work), related to no edited file: they rank after the related ones.
 #: A conventional partner of the latest edited file counts as much as this many shared commits of two files.
-PARTNER_WEIGHT = 3.0
+PARTNER_WEIGHT: Final = 3.0
 HOT_COMMITS: Final = 50
 HOT_WEIGHT: Final = 0.5
 TIMEOUT_S: Final = 5.0
