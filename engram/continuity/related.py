@@ -1,10 +1,11 @@
 """Files the repository relates to a session's working set: where its next edits are likely to go
 when the transcript never named them.
 
-Two kinds of evidence, both read from git and nothing else, no model: files that changed in the
-same commits as the files the session edited (co-change: "changed with src/a.py in 7 commits"),
-and a file's conventional partner (a source file's test and the other way round, a header and
-its implementation: "test of src/a.py"). Only files in the tree of the newest commit read count
+Evidence read from git and nothing else, no model: files that changed in the same commits as the
+files the session edited (co-change: "changed with src/a.py in 7 commits"), a file's conventional
+partner (a source file's test and the other way round, a header and its implementation: "test of
+src/a.py"), and with little weight the files changed often lately ("changed in 6 of the last 50
+commits"). Only files in the tree of the newest commit read count
 (a partner that does not exist is not a lead). The history is read up to `until` (a benchmark
 cuts a session at a time and must not see later commits; `engram resume` reads it up to now),
 the newest `HISTORY_COMMITS` commits, leaving out merges and commits of more than `BULK_FILES`
@@ -31,14 +32,13 @@ HISTORY_COMMITS: Final = 300
 BULK_FILES: Final = 20
 #: The working set's latest edited files whose co-changes count.
 SEEDS: Final = 8
-#: Files changed often in the newest commits are often changed again (a README, a changelog, the
-#: module under work), related to no edited file: they rank after the related ones.
-#: A conventional partner of the latest edited file counts as much as this many shared commits of two files.
+#: A conventional partner of the latest edited file counts as this many commits shared with it alone.
 PARTNER_WEIGHT: Final = 3.0
+#: Files changed in 2 or more of the newest HOT_COMMITS commits are often changed again (a README, a
+#: changelog, the module under work) though related to no file edited: they count little.
 HOT_COMMITS: Final = 50
 HOT_WEIGHT: Final = 0.5
 TIMEOUT_S: Final = 5.0
-#: Of the conventional partners, the test and implementation pairs by language.
 _TEST_DIRS: Final = ("tests", "test", "spec", "__tests__")
 _TEST_SUFFIXES: Final = ("_test", ".test", ".spec", "_spec", "Test", "Tests")
 _HEADERS: Final = {".h": (".c", ".cc", ".cpp", ".m", ".mm"), ".hpp": (".cpp", ".cc"), ".c": (".h",),
@@ -154,32 +154,47 @@ def _shared(a: list[str], b: list[str]) -> int:
 
 def related(history: History, edited: list[str], touched: set[str], limit: int) -> list[Related]:
     """Files of the tree related to the session's `edited` files (latest first), not `touched`
-    yet, most related first: each conventional partner of an edited file, then each file by the
-    commits it shares with them (a commit of few files counts more than one of many)."""
+    yet, most related first, each with why: the conventional partners of the files edited, the
+    files sharing commits with them, the files changed often lately (ties: the more recently
+    changed first)."""
     seeds = edited[:SEEDS]
     found: dict[str, Related] = {}
-
-    def add(path: str, score: float, why: str) -> None:
+    for path, score, why in [*_partner_leads(history, seeds), *_cochange_leads(history, seeds), *_hot_leads(history)]:
         if path in touched or path not in history.tree:
-            return
+            continue
         r = found.setdefault(path, Related(path, 0.0))
         r.score += score
         if why not in r.why:
             r.why.append(why)
+    newest: dict[str, int] = {}
+    for i, files in enumerate(history.commits):
+        for f in files:
+            newest.setdefault(f, i)
+    return sorted(found.values(), key=lambda r: (-r.score, newest.get(r.path, len(history.commits)), r.path))[:limit]
 
+
+Lead = tuple[str, float, str]  # a file, how much it counts, why
+
+
+def _partner_leads(history: History, seeds: list[str]) -> list[Lead]:
     names = by_name(history.tree)
+    out = []
     for rank, seed in enumerate(seeds):
         for p in partners(seed, history.tree, names):
             why = f"test of {seed}" if _looks_test(p) else f"tested by {seed}" if _looks_test(seed) else f"pairs with {seed}"
-            add(p, PARTNER_WEIGHT / (1 + rank), why)
+            out.append((p, PARTNER_WEIGHT / (1 + rank), why))
+    return out
+
+
+def _cochange_leads(history: History, seeds: list[str]) -> list[Lead]:
+    """Each file sharing commits with the seeds: a commit counts 1 / (its other files), shared
+    with a later seed less (1 / (1 + its rank)); why names the seed it shares most commits with."""
+    seed_rank = {s: i for i, s in enumerate(seeds)}
     shared: dict[str, Counter[str]] = {}
     weight: Counter[str] = Counter()
-    seed_rank = {s: i for i, s in enumerate(seeds)}
     for files in history.commits:
-        if len(files) > BULK_FILES:
-            continue
         hit = [s for s in files if s in seed_rank]
-        if not hit:
+        if not hit or len(files) > BULK_FILES:
             continue
         for f in files:
             if f in seed_rank:
@@ -187,18 +202,17 @@ def related(history: History, edited: list[str], touched: set[str], limit: int) 
             for s in hit:
                 shared.setdefault(f, Counter())[s] += 1
                 weight[f] += 1.0 / (1 + seed_rank[s]) / max(1, len(files) - 1)
+    out = []
     for f, w in weight.items():
         s, n = shared[f].most_common(1)[0]
-        add(f, w, f"changed with {s} in {n} commit{'s' if n > 1 else ''}")
+        out.append((f, w, f"changed with {s} in {n} commit{'s' if n > 1 else ''}"))
+    return out
+
+
+def _hot_leads(history: History) -> list[Lead]:
     recent = [c for c in history.commits[:HOT_COMMITS] if len(c) <= BULK_FILES]
-    for f, n in Counter(f for c in recent for f in c).items():
-        if n >= 2:
-            add(f, HOT_WEIGHT * n / max(1, len(recent)), f"changed in {n} of the last {len(recent)} commits")
-    newest: dict[str, int] = {}
-    for i, files in enumerate(history.commits):
-        for f in files:
-            newest.setdefault(f, i)
-    return sorted(found.values(), key=lambda r: (-r.score, newest.get(r.path, len(history.commits)), r.path))[:limit]
+    return [(f, HOT_WEIGHT * n / len(recent), f"changed in {n} of the last {len(recent)} commits")
+            for f, n in Counter(f for c in recent for f in c).items() if n >= 2]
 
 
 def _looks_test(path: str) -> bool:
