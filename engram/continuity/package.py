@@ -6,9 +6,11 @@ JSON per token); the text rendering of the same items is smaller than their JSON
 bounds both. Items go in this order until the budget is spent: the latest request (and the one a
 short request follows), where the hand-off note disagrees with the transcript, the agent's last
 message, the note, the plan's open items, checks still failing, side effects not to repeat, files
-edited (latest first), tool errors no later call fixed, commands whose last run failed, earlier
-requests, files only read, files named but not touched yet (engram.continuity.mentions), other
-commands, the accepted plan's text (docs/resume.md)."""
+edited (latest first), the first 10 files likely next (named but not touched yet:
+engram.continuity.mentions; then related to the files edited by the repository's git:
+engram.continuity.related), tool errors no later call fixed, commands whose last run failed,
+earlier requests, files only read, the other files likely next, other commands, the accepted
+plan's text (docs/resume.md)."""
 
 from __future__ import annotations
 
@@ -196,8 +198,8 @@ def _handoff_item(store: Store, handoff: dict[str, Any]) -> dict[str, Any]:
     return {"id": handoff["id"], "created": handoff["created"], "by": handoff.get("source"), "note": note}
 
 
-def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None, related_files: list[Related] = ()
-                 ) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:  # type: ignore[assignment]
+def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
+                 related_files: list[Related] | None = None) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
     """The units of the package in the order they go in, and how to build each one's item."""
     build: dict[Any, Callable[[], Any]] = {}
     order: list[tuple[Any, str, Callable[[], Any]]] = []
@@ -234,7 +236,7 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
     touches = sorted(f.files.values(), key=lambda t: -t.last)
     for t in (t for t in touches if t.edited):
         order.append((("file", t.path), "working_set", lambda t=t: items.file(t)))
-    likely = _likely(f, related_files)
+    likely = _likely(f, related_files or [])
     for path, m, r in likely[:EARLY_LIKELY]:
         order.append((("likely", path), "likely_next", lambda path=path, m=m, r=r: _likely_item(items, path, m, r)))
     for e in sorted(f.errors.values(), key=lambda e: -e.seq):
