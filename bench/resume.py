@@ -11,7 +11,9 @@ plus whatever --transcripts adds. Every session is cut after 25 %, 50 % and 75 %
 
 - next-files recall: the share of the distinct files edited in the next 10 edits that the
   package names, in its working set (files touched) or its `likely_next` (files named, not
-  touched: engram.continuity.mentions); the working set alone too. Ceilings: the files touched
+  touched: engram.continuity.mentions; with --history, files the repository's commits up to the
+  cut relate to the working set: engram.continuity.related); the package from the transcript
+  alone (no history) and the working set alone too. Ceilings: the files touched
   before the cut, and those touched or named before it. Reference in the same run: the files of
   the last 10 edits before the cut, and where the harness compacted, its own summary (a file
   counts when its path or name is in the summary's text) with its size;
@@ -19,7 +21,8 @@ plus whatever --transcripts adds. Every session is cut after 25 %, 50 % and 75 %
   failed) and run again after it, that the package flags (failing checks, commands whose last
   run failed, tool errors);
 - size: tokens as the package counts them (4 bytes of compact JSON), at the default budget and
-  unbounded; time: building the package in-process (best of 3), and for a generated 10 MB
+  unbounded; time: building the package in-process (best of 3; CPU: the process's and the git it
+  runs to read --history), and for a generated 10 MB
   single-session chain (`gen_sessions.py` sessions joined into one).
 """
 
@@ -41,6 +44,7 @@ from common import best_of, fmt_table, load, machine, pct
 ROOT = Path(__file__).resolve().parent.parent
 NEXT_EDITS = 10
 CUTS = (0.25, 0.5, 0.75)
+LONG_SESSION = "11111111-2222-4333-8444-555555555555"
 
 
 def _unpack_fixtures(dst: Path) -> list[Path]:
@@ -62,7 +66,7 @@ def _long_session(dst: Path, mb: float) -> Path:
     corpus = dst / "gen"
     gen_sessions.generate(corpus, int(mb * 4e6), 5, 1)
     files = sorted(p for p in (corpus / "projects").rglob("*.jsonl") if "subagents" not in p.parts)
-    out = dst / "long" / "11111111-2222-4333-8444-555555555555.jsonl"
+    out = dst / "long" / f"{LONG_SESSION}.jsonl"
     out.parent.mkdir(parents=True)
     size = 0
     with out.open("wb") as f:
@@ -85,6 +89,8 @@ def _long_session(dst: Path, mb: float) -> Path:
 
 def _repo(workdir: Path, sources: list[Path], maps: list[str] = ()) -> Path:  # type: ignore[assignment]
     repo = workdir / "repo"
+    if (repo / ".engram").is_dir():
+        return repo  # --work: ingested by an earlier run
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -107,6 +113,12 @@ def _events(store: Any, tapes: list[Any]) -> list[tuple[str, int, dict[str, Any]
     return out
 
 
+def _cpu() -> float:
+    """This process's CPU time and its finished children's (the git the package runs)."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
+
+
 def _flagged(doc: dict[str, Any]) -> set[str]:
     from engram.continuity.commands import family  # noqa: PLC0415
 
@@ -115,7 +127,8 @@ def _flagged(doc: dict[str, Any]) -> set[str]:
     return out
 
 
-def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict[str, Any]]]) -> list[dict[str, Any]]:
+def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict[str, Any]]],
+              history: Path | None) -> list[dict[str, Any]]:
     from engram.continuity.commands import command_line, family  # noqa: PLC0415
     from engram.continuity.facts import read_facts  # noqa: PLC0415
     from engram.continuity.package import Options, package  # noqa: PLC0415
@@ -132,14 +145,18 @@ def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict
             continue
         want = set(nxt)
         facts = read_facts(store, chain.tapes, (tape, off))
-        doc = package(store, db, chain, facts, Options(budget=2000))
+        doc = package(store, db, chain, facts, Options(budget=2000, history=history, history_until=facts.ended))
+        alone = package(store, db, chain, facts, Options(budget=2000, history=Path(store.root)))  # (no commit)
         named = {w["file"] for w in doc["working_set"]}
         likely = {w["file"] for w in doc.get("likely_next") or []}
+        said = {w["file"] for w in alone["working_set"] + (alone.get("likely_next") or [])}
         touched = {f for f in facts.files}
         last10 = {events[i][2]["file"] for i in [i for i in edits if i < at][-NEXT_EDITS:]}
         row: dict[str, Any] = {"why": why, "want": len(want), "working": len(want & named) / len(want),
                                "package": len(want & (named | likely)) / len(want),
-                               "named": len(want & (touched | set(m.path for m in facts.likely_next))) / len(want),
+                               "transcript": len(want & said) / len(want),
+                               "related": sum(1 for w in doc.get("likely_next") or [] if "why" in w),
+                               "named": len(want & (touched | {m.path for m in facts.likely_next})) / len(want),
                                "last10": len(want & last10) / len(want), "tokens": doc["budget"]["used"],
                                "ceiling": len(want & touched) / len(want)}
         if why == "compaction":
@@ -162,6 +179,10 @@ def main() -> int:
     ap.add_argument("--long-mb", type=float, default=10.0, help="size of the generated single-session chain (0: none)")
     ap.add_argument("--map", action="append", default=[], metavar="FROM=TO",
                     help="passed to `engram ingest` ({repo}: the bench's repository), for sessions recorded elsewhere")
+    ap.add_argument("--work", type=Path, help="keep the ingested repository in this folder, and reuse it on a "
+                    "later run (its sessions as ingested then; the long chain is not timed again)")
+    ap.add_argument("--history", type=Path, help="the sessions' repository (a bare clone will do): the package "
+                    "relates files to the working set from its commits up to each cut's time (default: none)")
     ap.add_argument("--no-fixtures", action="store_true", help="only the --transcripts (a held-out set measured apart)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -172,10 +193,11 @@ def main() -> int:
     from engram.store.repo import Store  # noqa: PLC0415
 
     print(f"machine: {machine()}  load: {load()}")
-    work = Path(tempfile.mkdtemp(prefix="bench-resume-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-resume-"))
+    again = (work / "repo" / ".engram").is_dir()
     try:
-        sources = ([] if args.no_fixtures else _unpack_fixtures(work)) + [p.resolve() for p in args.transcripts]
-        long = _long_session(work, args.long_mb) if args.long_mb else None
+        sources = ([] if args.no_fixtures or again else _unpack_fixtures(work)) + [p.resolve() for p in args.transcripts]
+        long = _long_session(work, args.long_mb) if args.long_mb and not again else None
         repo = _repo(work, sources + ([long] if long else []), args.map)
         store = Store.discover(repo)
         db = open_db(store)
@@ -189,9 +211,11 @@ def main() -> int:
                             ids).fetchall()[0][0] / 1e6  # the transcript's bytes, as the harness wrote them
 
             def build(chain: Any = chain) -> dict[str, Any]:
-                return package(store, db, chain, read_facts(store, chain.tapes), Options(budget=2000))
+                facts = read_facts(store, chain.tapes)
+                return package(store, db, chain, facts, Options(budget=2000, history=args.history,
+                                                                history_until=facts.ended))
 
-            wall, cpu, doc = best_of(build, 3)
+            wall, cpu, doc = best_of(build, 3, _cpu)
             assert doc is not None
             whole = package(store, db, chain, read_facts(store, chain.tapes), Options(budget=0))
             n_full = -(-len(orjson.dumps(whole)) // 4)
@@ -201,8 +225,9 @@ def main() -> int:
             size_rows.append([sid[:8], f"{mb:.2f}", str(sum(t.events for t in chain.tapes)), str(doc["budget"]["used"]),
                               str(n_full), f"{wall * 1000:.0f} ms", f"{cpu * 1000:.0f} ms",
                               ", ".join(f"{n} {k}" for k, n in (doc["left_out"] or {}).items()) or "-"])
-            if long is None or sid != long.stem:
-                cut_rows += [{"session": sid[:8], **r} for r in _cut_rows(store, db, chain, _events(store, chain.tapes))]
+            if sid != LONG_SESSION:
+                cut_rows += [{"session": sid[:8], **r}
+                             for r in _cut_rows(store, db, chain, _events(store, chain.tapes), args.history)]
         print("\n## Package size and build time (budget 2000)\n")
         print(fmt_table(["session", "transcript MB", "events", "tokens", "unbounded", "wall", "cpu", "left out"], size_rows))
         print(f"\ntokens at budget 2000: p50 {pct(sizes, 50):.0f}, max {max(sizes)}; unbounded: p50 {pct(full, 50):.0f}, "
@@ -210,10 +235,11 @@ def main() -> int:
         if cut_rows:
             print("\n## Cuts: next-files recall (next 10 edits) and open failures\n")
             print(fmt_table(["session", "cut at", "files next", "touched before", "named before", "working set",
-                             "package", "last 10 edited", "harness summary", "tokens (summary)", "failing & re-run",
+                             "transcript alone", "package", "related listed", "last 10 edited", "harness summary", "tokens (summary)", "failing & re-run",
                              "flagged"],
                             [[r["session"], r["why"], str(r["want"]), f"{r['ceiling']:.2f}", f"{r['named']:.2f}",
-                              f"{r['working']:.2f}", f"{r['package']:.2f}", f"{r['last10']:.2f}",
+                              f"{r['working']:.2f}", f"{r['transcript']:.2f}", f"{r['package']:.2f}",
+                              str(r["related"]), f"{r['last10']:.2f}",
                               f"{r['summary']:.2f}" if "summary" in r else "-",
                               f"{r['tokens']} ({r['summary_tokens']})" if "summary" in r else str(r["tokens"]),
                               str(r["rerun_failures"]), str(r["flagged"])] for r in cut_rows]))
@@ -221,14 +247,15 @@ def main() -> int:
             reruns = sum(r["rerun_failures"] for r in cut_rows)
             flagged = sum(r["flagged"] for r in cut_rows)
             print(f"\nnext-files recall, mean of {len(cut_rows)} cuts: package {mean('package'):.2f} (target >= 0.85; "
-                  f"its working set alone {mean('working'):.2f}), last 10 edited {mean('last10'):.2f}; files touched "
+                  f"from the transcript alone {mean('transcript'):.2f}, its working set {mean('working'):.2f}), last 10 edited {mean('last10'):.2f}; files touched "
                   f"before the cut {mean('ceiling'):.2f}, touched or named before it (the ceiling of both lists) "
                   f"{mean('named'):.2f}; open-failure recall: "
                   + (f"{flagged}/{reruns} = {flagged / reruns:.2f} (target >= 0.9)" if reruns else "no failure re-run "
                      "after a cut in these sessions"))
         db.close()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

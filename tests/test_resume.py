@@ -414,7 +414,7 @@ def test_files_named_but_not_touched_are_listed_most_likely_first(tmp_path: Path
     assert "src/fetch/retry.py" not in named, "a file touched is in the working set, not here"
     assert not [f for f in named if "site-packages" in f or "node_modules" in f or "python.org" in f]
     text = run_engram(root, "resume").stdout
-    assert "## Named but not touched yet" in text and "src/fetch/backoff.py  [absent] (in: output;" in text
+    assert "## Not touched yet: named" in text and "src/fetch/backoff.py  [absent] (in: output;" in text
     (root / "src" / "fetch").mkdir(parents=True, exist_ok=True)
     (root / "src" / "fetch" / "client.py").write_text("x = 1\n")
     assert {m["file"]: m["state"] for m in resume(root)["likely_next"]}["src/fetch/client.py"] == "present"
@@ -423,9 +423,58 @@ def test_files_named_but_not_touched_are_listed_most_likely_first(tmp_path: Path
 def test_every_file_named_is_in_the_transcript_where_it_points(spot: Path) -> None:
     """Nothing guessed: each file of `likely_next` is written in the event its `at` opens."""
     doc = resume(spot, SPOTTER_MAIN, "--budget", "0")
-    assert len(doc["likely_next"]) >= 10
+    named = [m for m in doc["likely_next"] if m.get("named_in")]
+    assert len(named) >= 10
     touched = {w["file"] for w in doc["working_set"]}
-    for m in doc["likely_next"][:10]:
+    for m in named[:10]:
         assert m["file"] not in touched
         view = run_engram(spot, "view", m["at"], "--before", "0", "--after", "0", "--json").stdout
         assert m["file"].rsplit("/", 1)[-1] in view, (m, view[:300])
+
+
+def _related_session(root: Path, tmp_path: Path) -> None:
+    s = Session(root, "ffffffff-6666-4666-8666-000000000006")
+    s.prompt("Make the core module's parse step stricter")
+    s.write("src/app/core.py", "def parse(x):\n    return int(x)\n")
+    sess = s.save(tmp_path / f"sessions-{root.name}")
+    run_engram(root, "ingest", str(sess))
+
+
+def test_files_the_history_relates_to_the_working_set_are_listed_with_why(tmp_path: Path) -> None:
+    """The session edits src/app/core.py and names nothing else: the repository's history says
+    helpers.py changes with it, and its naming says tests/test_core.py tests it; none of that is
+    read from a repository without git."""
+    root = _repo(tmp_path)
+    files = {"src/app/core.py": "a\n", "src/app/helpers.py": "a\n", "src/app/other.py": "a\n",
+             "tests/test_core.py": "a\n", "README.md": "a\n"}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "start")
+    for n in range(2):
+        for rel in ("src/app/core.py", "src/app/helpers.py"):
+            (root / rel).write_text(f"v{n}\n")
+        git(root, "commit", "-qam", f"core and helpers {n}")
+    (root / "src/app/other.py").write_text("b\n")
+    git(root, "commit", "-qam", "other alone")
+    _related_session(root, tmp_path)
+    doc = resume(root)
+    related = {m["file"]: m["why"] for m in doc["likely_next"] if "why" in m}
+    assert related["tests/test_core.py"][0] == "test of src/app/core.py"
+    assert related["src/app/helpers.py"][0] == "changed with src/app/core.py in 3 commits"
+    assert list(related)[:2] == ["tests/test_core.py", "src/app/helpers.py"], "a test, then the file changed with it"
+    assert "src/app/core.py" not in related, "the file edited is in the working set"
+    assert {m["file"]: m["state"] for m in doc["likely_next"]}["src/app/helpers.py"] == "present"
+    text = run_engram(root, "resume").stdout
+    assert "- src/app/helpers.py  [present] (changed with src/app/core.py in 3 commits" in text
+
+    bare = (tmp_path / "nogit").resolve()
+    bare.mkdir()
+    run_engram(bare, "init")
+    (bare / "tests").mkdir()
+    (bare / "tests" / "test_core.py").write_text("a\n")
+    _related_session(bare, tmp_path)
+    doc = resume(bare)
+    assert doc["working_set"][0]["file"] == "src/app/core.py"
+    assert not [m for m in doc["likely_next"] if "why" in m], "no git: nothing related, nothing guessed"

@@ -7,6 +7,6 @@ the commands run with their last outcome, the failures no later run fixed, and t
 already done that must not be done twice. No model reads or writes any of it: every item is a
 fact of the transcript with the `tape@offset` it is at (`chain` finds the tapes, `facts` reads
 them in one pass, `commands` sorts shell commands, `mentions` ranks the files named but not
-touched yet, `package` fits them to a token budget, `text` writes them for people and as a first
-prompt). `handoff` keeps and checks explicit notes; `tasks` groups sessions toward one goal and
+touched yet, `related` those the repository's git relates to the files edited, `package` fits
+them to a token budget, `text` writes them for people and as a first prompt). `handoff` keeps and checks explicit notes; `tasks` groups sessions toward one goal and
 keeps each package and note handed over as a checkpoint."""

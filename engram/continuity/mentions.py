@@ -125,4 +125,4 @@ class Mentions:
             parts = m.path.split("/")
             shared = max([j for j in range(1, len(parts)) if "/".join(parts[:j]) in folders] or [0])
             m.score *= UNRELATED + shared / max(1, len(parts) - 1) if len(parts) > 1 else UNRELATED
-        return sorted(merged.values(), key=lambda m: (-m.score, -m.seq))[:limit]
+        return sorted(merged.values(), key=lambda m: (-m.score, -m.seq, m.path))[:limit]  # (a path: the same order every run)

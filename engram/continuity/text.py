@@ -116,9 +116,10 @@ def _sections(doc: dict[str, Any]) -> list[str]:
             by = f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else ""
             out.append(f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})")
     if doc.get("likely_next"):
-        out += ["", "## Named but not touched yet (where the next edits often go)"]
-        out += [f"- {m['file']}  [{m['state']}] (in: {', '.join(m['named_in'])}; latest {m['at']})"
-                for m in doc["likely_next"]]
+        out += ["", "## Not touched yet: named, or related by the repository (where the next edits often go)"]
+        out += [f"- {m['file']}  [{m['state']}] ("
+                + "; ".join(([f"in: {', '.join(m['named_in'])}; latest {m['at']}"] if m.get("named_in") else [])
+                            + m.get("why", [])) + ")" for m in doc["likely_next"]]
     if doc["errors"]:
         out += ["", "## Tool errors no later call fixed"]
         for e in doc["errors"]:
@@ -133,7 +134,7 @@ def _sections(doc: dict[str, Any]) -> list[str]:
 
 
 _LEFT: Final = {"last_message": "last message", "plan": "plan items", "failing": "failing checks",
-                "must_not_redo": "side effects", "working_set": "files", "likely_next": "files named",
+                "must_not_redo": "side effects", "working_set": "files", "likely_next": "files named or related",
                 "errors": "tool errors",
                 "accepted_plan": "accepted plan"}
 
