@@ -490,7 +490,9 @@ def _exactly(anchor: Anchor, text: str | None) -> Resolution | None:
         return None
     # The cached tuples, not split_lines' list copies: 500 anchors of a 5,000-line file copied it 500 times.
     want = _split_lines(anchor.text)
-    found = _exact(_split_lines(text), want, anchor.start - 1, anchor.context, _line_starts(text))
+    lines = _split_lines(text)
+    near = anchor.start - 1
+    found = _exact(lines, want, near, anchor.context, None if lines[near:near + len(want)] == want else _line_index(text))
     if found is None:
         return None
     s0, shifted = found
@@ -521,6 +523,25 @@ def _exact(lines: Sequence[str], want: Sequence[str], near: int,
         if _context_holds(lines, i, i + n - 1, context):
             return i, True
     return starts[0], False
+
+
+#: Searches of one text by scanning before its lines are indexed (`_line_index`).
+SCANS_BEFORE_INDEX = 8
+_scans: dict[str, int] = {}  # text → searches by scanning so far (the last few texts)
+
+
+def _line_index(text: str) -> Mapping[str, list[int]] | None:
+    """`_line_starts(text)` once the text has been searched SCANS_BEFORE_INDEX times, else None (scan
+    it): the two notes an edit touched in a 5,000-line buffer scan it in ~0.2 ms each, where
+    indexing each new version of it cost ~15 ms of the language server's worker holding the GIL;
+    the 500 anchors of a whole resolution index it once."""
+    seen = _scans.get(text, 0)
+    if seen >= SCANS_BEFORE_INDEX:
+        return _line_starts(text)
+    if seen == 0 and len(_scans) >= 8:
+        _scans.pop(next(iter(_scans), None), None)  # (the oldest; never raises, another thread or not)
+    _scans[text] = seen + 1
+    return None
 
 
 @functools.lru_cache(maxsize=8)
