@@ -38,7 +38,6 @@ import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from difflib import Match
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,6 +46,8 @@ from engram.errors import BadInput
 from engram.query.spans import repo_relative
 
 if TYPE_CHECKING:
+    from difflib import Match  # (difflib itself only where spans are aligned: an agent's hook imports this module)
+
     import apsw
 
 log = logging.getLogger(__name__)
@@ -694,7 +695,7 @@ def _align(a: list[int], a_lines: list[int], b: list[int], b_lines: list[int]) -
     Lines first, then tokens within the lines that differ: a diff of a 400-line span's tokens
     (5,000 of them, a third of them brackets and dots) took SequenceMatcher most of a second,
     a diff of its lines a millisecond, and the changed lines are few."""
-    from difflib import SequenceMatcher  # noqa: PLC0415
+    from difflib import Match, SequenceMatcher  # noqa: PLC0415
 
     a_rows, b_rows = _rows(a_lines), _rows(b_lines)
     a_keys = [hash(tuple(a[i:j])) for i, j in a_rows]
