@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 from engram.errors import BadInput
@@ -30,6 +29,8 @@ def fsync_dir(path: Path) -> None:
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write `data` to `path` so that readers see all of it or none of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # noqa: PLC0415 - (and shutil, random: not for what only reads)
+
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -223,17 +223,25 @@ def _post(port: int, path: str, token: str, body: bytes) -> tuple[int, bytes]:
 
     A socket and a few lines instead of http.client, whose imports (email, ssl) cost ~15 ms of
     a command that should take well under 150 ms. The server is ours (uvicorn): the response has
-    a Content-Length or chunked encoding, and `Connection: close` ends it."""
-    import socket  # noqa: PLC0415 - ~4 ms, only when a server is running
+    a Content-Length or chunked encoding, and `Connection: close` ends it. The C `_socket`
+    alone, connected to the address as it is: `socket`'s module (selectors, enum) and the name
+    lookup `create_connection` makes (which imports the idna codec and unicodedata) are work an
+    agent's hook waits for before every edit."""
+    import _socket  # noqa: PLC0415 - only when a server is running
 
     head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n")
-    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(TIMEOUT_S)
+        sock.connect(("127.0.0.1", port))
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         sock.sendall(head.encode() + body)
         chunks = []
         while chunk := sock.recv(1 << 16):
             chunks.append(chunk)
+    finally:
+        sock.close()
     raw = b"".join(chunks)
     header, sep, rest = raw.partition(b"\r\n\r\n")
     if not sep:

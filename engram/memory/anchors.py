@@ -38,7 +38,6 @@ import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from difflib import Match
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,6 +46,8 @@ from engram.errors import BadInput
 from engram.query.spans import repo_relative
 
 if TYPE_CHECKING:
+    from difflib import Match  # (difflib itself only where spans are aligned: an agent's hook imports this module)
+
     import apsw
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ def _line_key(line: str) -> str:
     return hashlib.sha256("".join(line.split()).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _neighbours(lines: list[str], s0: int, e0: int) -> tuple[str | None, str | None]:
+def _neighbours(lines: Sequence[str], s0: int, e0: int) -> tuple[str | None, str | None]:
     """Keys of the nearest non-blank lines above line `s0` and below line `e0` (0-based)."""
     above = next((_line_key(lines[i]) for i in range(s0 - 1, -1, -1) if lines[i].strip()), None)
     below = next((_line_key(lines[i]) for i in range(e0 + 1, len(lines)) if lines[i].strip()), None)
@@ -488,15 +489,18 @@ def resolve_exact(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | No
 def _exactly(anchor: Anchor, text: str | None) -> Resolution | None:
     if text is None or not anchor.text:
         return None
-    want = split_lines(anchor.text)
-    found = _exact(split_lines(text), want, anchor.start - 1, anchor.context, _line_starts(text))
+    # The cached tuples, not split_lines' list copies: 500 anchors of a 5,000-line file copied it 500 times.
+    want = _split_lines(anchor.text)
+    lines = _split_lines(text)
+    near = anchor.start - 1
+    found = _exact(lines, want, near, anchor.context, None if lines[near:near + len(want)] == want else _line_index(text))
     if found is None:
         return None
     s0, shifted = found
     return Resolution("intact" if shifted else "moved", anchor.file, s0 + 1, s0 + len(want), 1.0)
 
 
-def _exact(lines: list[str], want: list[str], near: int,
+def _exact(lines: Sequence[str], want: Sequence[str], near: int,
            context: tuple[str | None, str | None] | None,
            where: Mapping[str, list[int]] | None = None) -> tuple[int, bool] | None:
     """(0-based start, shifted-not-moved) of the anchored lines in `lines`: at the old place,
@@ -522,6 +526,25 @@ def _exact(lines: list[str], want: list[str], near: int,
     return starts[0], False
 
 
+#: Searches of one text by scanning before its lines are indexed (`_line_index`).
+SCANS_BEFORE_INDEX = 8
+_scans: dict[str, int] = {}  # text → searches by scanning so far (the last few texts)
+
+
+def _line_index(text: str) -> Mapping[str, list[int]] | None:
+    """`_line_starts(text)` once the text has been searched SCANS_BEFORE_INDEX times, else None (scan
+    it): the two notes an edit touched in a 5,000-line buffer scan it in ~0.2 ms each, where
+    indexing each new version of it cost ~15 ms of the language server's worker holding the GIL;
+    the 500 anchors of a whole resolution index it once."""
+    seen = _scans.get(text, 0)
+    if seen >= SCANS_BEFORE_INDEX:
+        return _line_starts(text)
+    if seen == 0 and len(_scans) >= 8:
+        _scans.pop(next(iter(_scans), None), None)  # (the oldest; never raises, another thread or not)
+    _scans[text] = seen + 1
+    return None
+
+
 @functools.lru_cache(maxsize=8)
 def _line_starts(text: str) -> dict[str, list[int]]:
     """Each line of `text` (as split_lines gives them) → its 0-based positions, kept for the last
@@ -545,7 +568,7 @@ def _text_kgrams(text: str, k: int) -> tuple[Any, Any]:
     return tok, (kgram_hashes(tok.hashes, k) if len(tok) >= k else None)
 
 
-def _context_holds(lines: list[str], s0: int, e0: int, context: tuple[str | None, str | None] | None) -> bool:
+def _context_holds(lines: Sequence[str], s0: int, e0: int, context: tuple[str | None, str | None] | None) -> bool:
     """Is a neighbour of lines s0-e0 one the anchor had? (No context kept: take it as shifted.)"""
     if context is None:
         return True
@@ -672,7 +695,7 @@ def _align(a: list[int], a_lines: list[int], b: list[int], b_lines: list[int]) -
     Lines first, then tokens within the lines that differ: a diff of a 400-line span's tokens
     (5,000 of them, a third of them brackets and dots) took SequenceMatcher most of a second,
     a diff of its lines a millisecond, and the changed lines are few."""
-    from difflib import SequenceMatcher  # noqa: PLC0415
+    from difflib import Match, SequenceMatcher  # noqa: PLC0415
 
     a_rows, b_rows = _rows(a_lines), _rows(b_lines)
     a_keys = [hash(tuple(a[i:j])) for i, j in a_rows]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -139,6 +138,8 @@ class EventLog:
             except FileNotFoundError:
                 self._clone = ""
             if not self._clone:
+                import secrets  # noqa: PLC0415 - (only when writing)
+
                 self._clone = secrets.token_hex(4)
                 atomic_write(path, (self._clone + "\n").encode(), mode=0o644)
         return self._clone

@@ -227,7 +227,10 @@ class Memories:
         if not nos:
             return {}
         rows = self.db.execute(projection.select_sql("WHERE no IN carray(?)"), (int_array(list(nos)),)).fetchall()
-        return {r[0]: projection.row_to_memory(self.db, r, full=full) for r in rows}
+        out = {r[0]: projection.row_to_memory(self.db, r) for r in rows}
+        if full and out:
+            projection.add_history(self.db, out)
+        return out
 
     def ids_of(self, nos: Sequence[int]) -> dict[int, str]:
         """The ids of memories by number (what a caller keeping resolved notes by id needs)."""

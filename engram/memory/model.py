@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import secrets
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -234,6 +233,8 @@ def check_tags(tags: Any) -> list[str]:
 
 def new_id() -> str:
     """A memory's id: random, so two clones never mint the same one (see ID_CHARS)."""
+    import secrets  # noqa: PLC0415 - (hmac, random: only when writing)
+
     return secrets.token_hex(ID_CHARS // 2)
 
 

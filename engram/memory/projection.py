@@ -22,7 +22,7 @@ from typing import Any, Iterable
 import apsw
 import orjson
 
-from engram.index.sql import immediate
+from engram.index.sql import immediate, int_array
 from engram.memory.events import Event, EventLog
 from engram.memory.model import TRUST, Memory, Transition
 
@@ -458,12 +458,23 @@ def row_to_memory(db: apsw.Connection, row: tuple[Any, ...], *, full: bool = Fal
                status=r["status"], created=r["created"], updated=r["updated"], last_recalled=r["last_recalled"],
                recall_count=r["recall_count"], evidence=orjson.loads(r["evidence"]), context=r["context"])
     if full:
-        m.anchors = [orjson.loads(a) for (a,) in db.execute(
-            "SELECT anchor FROM memory_anchors WHERE memory = ? ORDER BY n", (r["no"],))]
-        m.transitions = [Transition(ts, old, new, orjson.loads(by), why) for ts, old, new, by, why in db.execute(
-            "SELECT ts, status_from, status, by, why FROM memory_transitions WHERE memory = ? ORDER BY ts, rowid",
-            (r["no"],))]
+        add_history(db, {r["no"]: m})
     return m
+
+
+def add_history(db: apsw.Connection, memories: dict[int, Memory]) -> None:
+    """Fill in the anchors and transitions of memories by number, two queries for all of them (two
+    per memory cost a language server's 500 notes of a file ~30 ms)."""
+    nos = int_array(list(memories))
+    for m in memories.values():
+        m.anchors, m.transitions = [], []
+    for no, a in db.execute("SELECT memory, anchor FROM memory_anchors WHERE memory IN carray(?) ORDER BY memory, n",
+                            (nos,)):
+        memories[no].anchors.append(orjson.loads(a))
+    for no, ts, old, new, by, why in db.execute(
+            "SELECT memory, ts, status_from, status, by, why FROM memory_transitions WHERE memory IN carray(?)"
+            " ORDER BY memory, ts, rowid", (nos,)):
+        memories[no].transitions.append(Transition(ts, old, new, orjson.loads(by), why))
 
 
 def select_sql(where: str = "") -> str:

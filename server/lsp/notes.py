@@ -30,9 +30,12 @@ log = logging.getLogger(__name__)
 #: another process (the command line, an agent) may have written or forgotten one meanwhile.
 FRESH_S = 2.0
 #: A document's notes are resolved whole at least this often; in between, only those an edit
-#: touched are (the others' text did not change: the places `follow` moved them to stand), as long
-#: as the store's memories are the same (`Memories.stamp`).
-FULL_S = 30.0
+#: touched and those whose code vanished (an edit anywhere may bring it back) are: the others'
+#: text did not change, the places `follow` moved them to stand. A change of the store's memories
+#: (`Memories.stamp`) resolves them whole at once. The whole resolution (~100 ms of the worker for
+#: 500 notes in a 5,000-line file) ran every 30 s and was the tail of a hover or lens that came
+#: meanwhile (bench/lsp_notes.py); this is only a safety net now.
+FULL_S = 300.0
 #: Notes resolved per turn of the worker thread (~0.2 ms each on a 5,000-line buffer): a hover or
 #: lens asked meanwhile waits for one slice, not for the 500 notes of a big file (~100 ms,
 #: bench/lsp_notes.py); between two slices the loop runs uncontended for the GIL.
@@ -126,7 +129,8 @@ def _kept(ls: EngramLanguageServer, uri: str, version: int) -> tuple[Any, dict[s
     if time.monotonic() - full_at >= FULL_S:  # due: whole, once (typing on may cut it short: then
         ls.note_dirty[uri] = (stamp, time.monotonic(), touched)  # the next is FULL_S later, not at every edit)
         return None
-    return stamp, {n.memory.id: n for n in cached[2] if n.memory.id not in touched}
+    return stamp, {n.memory.id: n for n in cached[2]
+                   if n.memory.id not in touched and all(p.state != "vanished" for p in n.places)}
 
 
 async def _resolved(ls: EngramLanguageServer, state: DocState, rel: str, text: str,
