@@ -164,16 +164,24 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
     engram = args.engram.split()
     remote = bare(base, "team.git")
     corpus = args.store_corpus or base / "store-corpus"
-    if not (common.corpus_files(corpus / "projects") if (corpus / "projects").is_dir() else []):
+    if not args.store and not (common.corpus_files(corpus / "projects") if (corpus / "projects").is_dir() else []):
         print(f"  generating a {args.store_size / 1e6:.0f} MB corpus in {corpus} ...", flush=True)
         gen_sessions.generate(corpus, args.store_size, 1, 2)
     big = new_repo(base, "big", remote)
-    subprocess.run([*engram, "init"], cwd=big, check=True, capture_output=True)
-    wall, cpu = ingest(big, engram, corpus / "projects")
-    store = Store(big)
+    if args.store:  # a copy: the store given is never written
+        shutil.copytree(args.store / ".engram", big / ".engram", symlinks=True,
+                        ignore=shutil.ignore_patterns("run", "*.lock"))
+        (big / ".engram" / "run").mkdir()
+        store = Store(big)
+        print(f"  store: a copy of {args.store}", flush=True)
+    else:
+        subprocess.run([*engram, "init"], cwd=big, check=True, capture_output=True)
+        wall, cpu = ingest(big, engram, corpus / "projects")
+        store = Store(big)
+        print(f"  store: {args.store_size / 1e6:.0f} MB of transcripts ingested in {wall:.0f} s ({cpu:.0f} s CPU)",
+              flush=True)
     tapes_mb = sum(p.stat().st_size for p in tape_files(store.tapes_dir)) / 1e6
-    print(f"  store: {args.store_size / 1e6:.0f} MB of transcripts ingested in {wall:.0f} s ({cpu:.0f} s CPU), "
-          f"{tapes_mb:.0f} MB of tapes; load {common.load()}", flush=True)
+    print(f"  {len(tape_files(store.tapes_dir))} tapes, {tapes_mb:.0f} MB; load {common.load()}", flush=True)
     mains: list[Path] = []
     seed = 2
     while len(mains) < args.sessions and seed < 12:  # (the generator picks each session's size itself)
@@ -222,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tapes", default="200MB", type=gen_sessions.parse_size, help="tape bytes to push and pull")
     ap.add_argument("--tape-size", default="2MB", type=gen_sessions.parse_size, help="bytes of each tape")
     ap.add_argument("--store-corpus", type=Path, help="raw transcripts of the large store (generated when empty)")
+    ap.add_argument("--store", type=Path, help="a repository with an ingested .engram to copy as the large store "
+                    "(instead of ingesting --store-corpus)")
     ap.add_argument("--store-size", default="100MB", type=gen_sessions.parse_size,
                     help="size of the store's corpus when it is generated")
     ap.add_argument("--sessions", type=int, default=100, help="sessions pulled into the large store")
