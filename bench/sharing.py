@@ -208,11 +208,11 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
     fetched = timed(lambda: pull(store, "origin", everything=True, index=False))
     n = len(fetched[2].sessions)  # type: ignore[attr-defined]
     # once serially in a copy (all the CPU in this process: the total work), once as a pull does it
-    # (worker processes, whose CPU the forkserver's children keep: wall only)
+    # (worker processes: their CPU is counted once the forkserver that waited for them is stopped)
     serial_root = base / "big-serial"  # (the store alone: git may be repacking the repository in the background)
     shutil.copytree(big / ".engram", serial_root / ".engram", symlinks=True)
     s_wall, s_cpu, _ = timed(lambda: index_new(Store(serial_root), workers=1))
-    wall, _, indexed = timed(lambda: index_new(store))
+    wall, cpu, indexed = timed(lambda: index_new(store) + _reap_workers())
     ok = "met" if wall <= 10 else "**not met**"
     return [[f"git push of the store's {mb:.0f} MB of tapes, plain blobs (reference)", f"{ref[0]:.1f} s",
              f"{ref[1]:.1f} s", "reference"],
@@ -221,8 +221,19 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
             [f"pull {n} sessions (fetch, verify, write)", f"{fetched[0]:.1f} s", f"{fetched[1]:.1f} s", "—"],
             [f"index the {indexed} pulled tapes into the {args.store_size / 1e6:.0f} MB store, serially",
              f"{s_wall:.2f} s", f"{s_cpu:.2f} s", "(the CPU of the work)"],
-            [f"the same as `engram pull` does it ({min(2, os.cpu_count() or 1)} workers)", f"{wall:.2f} s", "—",
-             f"≤ 10 s: {ok}"]]
+            [f"the same as `engram pull` does it ({min(2, os.cpu_count() or 1)} workers)", f"{wall:.2f} s",
+             f"{cpu:.2f} s" if cpu else "—", f"≤ 10 s: {ok}"]]
+
+
+def _reap_workers() -> int:
+    """Stop multiprocessing's forkserver, so that its CPU and its workers' (which it waited for)
+    count as this process's children's; 0 (nothing to add to the tapes indexed)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # (private: best effort)
+    if stop is not None:
+        stop()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -296,11 +296,6 @@ class Indexer:
         if self.n_postings >= FLUSH_POSTINGS:
             self._flush(db, and_postings=False)
 
-    def write_pending(self, db: apsw.Connection) -> None:
-        """Write the pending tapes' fragments and lineage now, their postings with the run's at
-        `finish` (a caller whose fingerprints come from workers writes while they work)."""
-        self._flush(db, and_postings=False)
-
     def finish(self, db: apsw.Connection) -> None:
         """Write what is pending, then the run's postings, and refresh the stop-list if the store
         grew enough."""
