@@ -164,16 +164,24 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
     engram = args.engram.split()
     remote = bare(base, "team.git")
     corpus = args.store_corpus or base / "store-corpus"
-    if not (common.corpus_files(corpus / "projects") if (corpus / "projects").is_dir() else []):
+    if not args.store and not (common.corpus_files(corpus / "projects") if (corpus / "projects").is_dir() else []):
         print(f"  generating a {args.store_size / 1e6:.0f} MB corpus in {corpus} ...", flush=True)
         gen_sessions.generate(corpus, args.store_size, 1, 2)
     big = new_repo(base, "big", remote)
-    subprocess.run([*engram, "init"], cwd=big, check=True, capture_output=True)
-    wall, cpu = ingest(big, engram, corpus / "projects")
-    store = Store(big)
+    if args.store:  # a copy: the store given is never written
+        shutil.copytree(args.store / ".engram", big / ".engram", symlinks=True,
+                        ignore=shutil.ignore_patterns("run", "*.lock"))
+        (big / ".engram" / "run").mkdir()
+        store = Store(big)
+        print(f"  store: a copy of {args.store}", flush=True)
+    else:
+        subprocess.run([*engram, "init"], cwd=big, check=True, capture_output=True)
+        wall, cpu = ingest(big, engram, corpus / "projects")
+        store = Store(big)
+        print(f"  store: {args.store_size / 1e6:.0f} MB of transcripts ingested in {wall:.0f} s ({cpu:.0f} s CPU)",
+              flush=True)
     tapes_mb = sum(p.stat().st_size for p in tape_files(store.tapes_dir)) / 1e6
-    print(f"  store: {args.store_size / 1e6:.0f} MB of transcripts ingested in {wall:.0f} s ({cpu:.0f} s CPU), "
-          f"{tapes_mb:.0f} MB of tapes; load {common.load()}", flush=True)
+    print(f"  {len(tape_files(store.tapes_dir))} tapes, {tapes_mb:.0f} MB; load {common.load()}", flush=True)
     mains: list[Path] = []
     seed = 2
     while len(mains) < args.sessions and seed < 12:  # (the generator picks each session's size itself)
@@ -200,11 +208,11 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
     fetched = timed(lambda: pull(store, "origin", everything=True, index=False))
     n = len(fetched[2].sessions)  # type: ignore[attr-defined]
     # once serially in a copy (all the CPU in this process: the total work), once as a pull does it
-    # (worker processes, whose CPU the forkserver's children keep: wall only)
+    # (worker processes: their CPU is counted once the forkserver that waited for them is stopped)
     serial_root = base / "big-serial"  # (the store alone: git may be repacking the repository in the background)
     shutil.copytree(big / ".engram", serial_root / ".engram", symlinks=True)
     s_wall, s_cpu, _ = timed(lambda: index_new(Store(serial_root), workers=1))
-    wall, _, indexed = timed(lambda: index_new(store))
+    wall, cpu, indexed = timed(lambda: index_new(store) + _reap_workers())
     ok = "met" if wall <= 10 else "**not met**"
     return [[f"git push of the store's {mb:.0f} MB of tapes, plain blobs (reference)", f"{ref[0]:.1f} s",
              f"{ref[1]:.1f} s", "reference"],
@@ -213,8 +221,19 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
             [f"pull {n} sessions (fetch, verify, write)", f"{fetched[0]:.1f} s", f"{fetched[1]:.1f} s", "—"],
             [f"index the {indexed} pulled tapes into the {args.store_size / 1e6:.0f} MB store, serially",
              f"{s_wall:.2f} s", f"{s_cpu:.2f} s", "(the CPU of the work)"],
-            [f"the same as `engram pull` does it ({min(2, os.cpu_count() or 1)} workers)", f"{wall:.2f} s", "—",
-             f"≤ 10 s: {ok}"]]
+            [f"the same as `engram pull` does it ({min(2, os.cpu_count() or 1)} workers)", f"{wall:.2f} s",
+             f"{cpu:.2f} s" if cpu else "—", f"≤ 10 s: {ok}"]]
+
+
+def _reap_workers() -> int:
+    """Stop multiprocessing's forkserver, so that its CPU and its workers' (which it waited for)
+    count as this process's children's; 0 (nothing to add to the tapes indexed)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # (private: best effort)
+    if stop is not None:
+        stop()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tapes", default="200MB", type=gen_sessions.parse_size, help="tape bytes to push and pull")
     ap.add_argument("--tape-size", default="2MB", type=gen_sessions.parse_size, help="bytes of each tape")
     ap.add_argument("--store-corpus", type=Path, help="raw transcripts of the large store (generated when empty)")
+    ap.add_argument("--store", type=Path, help="a repository with an ingested .engram to copy as the large store "
+                    "(instead of ingesting --store-corpus)")
     ap.add_argument("--store-size", default="100MB", type=gen_sessions.parse_size,
                     help="size of the store's corpus when it is generated")
     ap.add_argument("--sessions", type=int, default=100, help="sessions pulled into the large store")

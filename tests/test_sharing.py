@@ -481,3 +481,36 @@ def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path
     assert all(intact(p) for p in tape_files(bob.tapes_dir))
     assert not list((bob.run_dir / "pull").iterdir()), "no temp file is left behind"
     assert report.indexed == 6
+
+
+def test_index_workers_take_the_landings_check_only_for_the_bytes_it_checked(tmp_path: Path) -> None:
+    """A pulled tape is hashed once (by the landing): the index workers are handed its identity.
+    A file changed since has another identity, and a worker hashes it: a tape replaced by other
+    bytes under the same name is refused, never indexed under that name."""
+    from engram.errors import CorruptTape
+    from engram.tape.reader import TapeReader, trust, verified_as
+    from engram.tape.writer import write_tape
+
+    meta = {"kind": "meta", "v": 1, "harness": "claude-code", "session_id": "s1", "started": "2026-11-02T10:00:00Z",
+            "cwd": "/home/dev/proj", "git_head": None, "sources": [], "prev": None}
+    tapes, objects = tmp_path / "tapes", tmp_path / "objects"
+    one = write_tape(tapes, objects, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "one"}])
+    two = write_tape(tapes, objects, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "two, longer"}])
+    ident = verified_as(one.path)
+    assert ident is not None and ident[0] == str(one.path), "written (or landed) here: checked"
+    trust(ident)  # (what a worker does with it)
+    os.chmod(one.path, 0o644)
+    shutil.copyfile(two.path, one.path)  # other bytes under the first tape's name
+    assert verified_as(one.path) is None
+    with pytest.raises(CorruptTape):
+        TapeReader(one.path)  # (this process: the identity it trusted is not the file's any more)
+    # A fresh process, as a pull's index worker is, handed the old identity: it hashes the file.
+    code = ("import sys; from pathlib import Path; from engram.tape.reader import TapeReader, trust\n"
+            "from engram.errors import CorruptTape\ntrust(tuple(sys.argv[2:]))\n"
+            "try:\n    TapeReader(Path(sys.argv[1])).close(); print('opened')\n"
+            "except CorruptTape:\n    print('refused')")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code, str(one.path), *map(str, ident)], capture_output=True,
+                         text=True, env=env, check=True).stdout.strip()
+    assert out == "refused"

@@ -141,6 +141,23 @@ def mark_verified(path: Path) -> None:
     _shared.put_verified((str(path), st.st_size, st.st_mtime_ns))
 
 
+def verified_as(path: Path) -> tuple[str, int, int] | None:
+    """The file's identity (path, size, mtime) when this process has checked its id, else None:
+    what a worker process is handed (`trust`) so that it does not hash the same bytes again."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    ident = (str(path), st.st_size, st.st_mtime_ns)
+    return ident if _shared.is_verified(ident) else None
+
+
+def trust(ident: tuple[str, int, int]) -> None:
+    """Take the parent process's word (`verified_as`) that the file with this identity matches
+    its id; a file changed since has another identity and is hashed on open as usual."""
+    _shared.put_verified((str(ident[0]), int(ident[1]), int(ident[2])))
+
+
 class TapeReader:
     """Random access to one tape file. Cheap to open: reads only the seek table."""
 
