@@ -238,7 +238,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
     parsed records included, and finds nothing: JSON trees hold no cycles and are freed by
     reference counting. Measured on bench/data/c100m: 8% of capture's CPU. Nested and threaded
     captures share one pause; the collector is back on (if it was) when the last one ends."""
-    global _gc_pauses, _gc_was_on  # noqa: PLW0603 - one process-wide pause, like gc's own switch
+    global _gc_pauses, _gc_was_on  # one process-wide pause, like gc's own switch
     with _GC_LOCK:
         if _gc_pauses == 0:
             _gc_was_on = gc.isenabled()
