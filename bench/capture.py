@@ -252,7 +252,7 @@ def wrap(mod, name, label):
 wrap(p, "parse_job", "parse (engram.adapters)")
 wrap(p, "_prefix_sha", "sha256 of the sources")
 wrap(p, "write_tape", "write tapes, all")
-wrap(w, "encode_tape", "  of which zstd frames")
+wrap(w, "_encode_frames" if hasattr(w, "_encode_frames") else "encode_tape", "  of which zstd frames")
 wrap(w, "atomic_write", "  of which write + fsync")
 wrap(r.Redactor, "events" if hasattr(r.Redactor, "events") else "event", "  of which redaction")
 c0 = time.process_time()

@@ -101,7 +101,7 @@ def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str],
         stop = n if last else nl
         raw = data[pos:stop]
         nxt = n if last else nl + 1
-        if not raw.strip():
+        if not raw or raw.isspace():  # (not `strip()`: a copy of every line)
             pos = nxt
             end_complete = nxt if not last else end_complete
             continue

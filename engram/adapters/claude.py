@@ -28,6 +28,7 @@ from engram.adapters.unified import (
     apply_hunks,
     changes_from_hunks,
     context_fields,
+    count_lines,
     diff_hunks,
     edit_ranges,
     hunk_extents,
@@ -176,7 +177,8 @@ _SESSION_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 def _real_session_ids(records: list[dict[str, Any]]) -> bool:
     """Whether every session id the records carry is one Claude Code makes (a UUID): only then
     are records of another session told apart from the file's own (`own_session`)."""
-    return all(_SESSION_NAME.fullmatch(sid) for rec in records if (sid := _session_of(rec)) is not None)
+    ids = {sid for rec in records if (sid := _session_of(rec)) is not None}  # (each id matched once)
+    return all(_SESSION_NAME.fullmatch(sid) for sid in ids)
 
 
 def _session_of(rec: dict[str, Any]) -> str | None:
@@ -562,7 +564,7 @@ def _read(cap: Capture, mapper: PathMapper, rec: dict[str, Any], agent: str | No
     except (TypeError, ValueError):
         start = 1
     # numLines counts the empty string after a final newline; the text itself is the truth.
-    n = len(split_lines(text))
+    n = count_lines(text)
     ev = _base(rec, agent, E.CODE_READ)
     ev.update(file=rel, range=[start, start + n - 1], text=text, call_id=call_id)
     return ev

@@ -40,6 +40,13 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+def count_lines(text: str) -> int:
+    """`len(split_lines(text))`, without making the lines (a read's whole file)."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
 def join_lines(lines: list[str] | tuple[str, ...]) -> str:
     return "".join(line + "\n" for line in lines)
 

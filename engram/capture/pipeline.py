@@ -10,16 +10,18 @@ whose captured prefix no longer matches (the file was rewritten) is captured aga
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
 import sys
+import threading
 import time
 from collections import Counter
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import apsw
 
@@ -222,10 +224,45 @@ class Captured:
 REMOVED_SKIP = "removed by `engram tapes rm` (`engram ingest --again PATH` captures it again)"
 
 
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0  # captures running in this process with the cyclic collector paused
+_gc_was_on = False
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a session is parsed, redacted and written.
+
+    Why: a capture allocates hundreds of thousands of dicts and lists (the parsed records, the
+    events), each counted towards a collection that scans every live container, the session's
+    parsed records included, and finds nothing: JSON trees hold no cycles and are freed by
+    reference counting. Measured on bench/data/c100m: 8% of capture's CPU. Nested and threaded
+    captures share one pause; the collector is back on (if it was) when the last one ends."""
+    global _gc_pauses, _gc_was_on  # one process-wide pause, like gc's own switch
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_on = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_on:
+                gc.enable()
+
+
 def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tuple[str, str]],
                   redactor: Redactor, removed: frozenset[tuple[str, str]] = frozenset()) -> Captured:
     """Parse a session and write its new part as a tape. Reads the catalog, never writes it.
     A session in `removed` (taken back by `engram tapes rm`) is skipped."""
+    with _cyclic_gc_paused():
+        return _capture_write(db, store, job, maps=maps, redactor=redactor, removed=removed)
+
+
+def _capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tuple[str, str]],
+                   redactor: Redactor, removed: frozenset[tuple[str, str]]) -> Captured:
     cfg = store.config["ingest"]
     stats = IngestStats()
     cap = parse_job(job, store.root, maps, int(cfg["max_line_bytes"]))

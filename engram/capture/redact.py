@@ -1180,24 +1180,31 @@ class Redactor:
         string's own text, as `text()` finds them: not on its JSON form, where an escaped quote
         or tab (`my token \\"…\\"`) hid them until 2026-11-28.
         """
-        walked: list[tuple[list[str], list[int], list[int]]] = []
+        walked: list[tuple[list[str], list[int], list[int], list[int]]] = []
         number: dict[str, int] = {}  # each distinct string worth scanning -> its place in the scan
         for ev in evs:
             leaves: list[str] = []
-            flags: list[int] = []
-            _walk(ev, leaves, flags)
-            todo = [j for j, f in enumerate(flags) if f == _SCAN]
-            for j in todo:
-                number.setdefault(leaves[j], len(number))
-            walked.append((leaves, flags, todo))
+            todo: list[int] = []
+            wholes: list[int] = []
+            _walk(ev, leaves, todo, wholes)
+            nums = [number.setdefault(leaves[j], len(number)) for j in todo]
+            walked.append((leaves, todo, nums, wholes))
         by_text = _needles_of(list(number))  # a string repeated (read, edited, read again): once
+        extra = bool(self._extra)
         out: list[Any] = []
-        for ev, (leaves, flags, todo) in zip(evs, walked):
-            if not self._extra:  # the rules change only the strings their needles are in
-                todo = [j for j in todo if number[leaves[j]] in by_text]
-            if todo or self._extra or _WHOLE in flags:
-                hits = _joined_hits([len(leaves[j]) for j in todo], [by_text.get(number[leaves[j]], []) for j in todo])
-                ev = self._apply(ev, leaves, [f == _WHOLE for f in flags], todo, hits)
+        for ev, (leaves, todo, nums, wholes) in zip(evs, walked):
+            if extra:
+                found = [by_text.get(n, []) for n in nums]
+            else:  # the rules change only the strings their needles are in
+                kept = [(j, by_text[n]) for j, n in zip(todo, nums) if n in by_text]
+                todo = [j for j, _ in kept]
+                found = [f for _, f in kept]
+            if todo or extra or wholes:
+                whole = [False] * len(leaves)
+                for j in wholes:
+                    whole[j] = True
+                hits = _joined_hits([len(leaves[j]) for j in todo], found)
+                ev = self._apply(ev, leaves, whole, todo, hits)
             out.append(ev)
         return out
 
@@ -1240,30 +1247,49 @@ def _joined_hits(lengths: list[int], needles: list[list[tuple[str, int]]]) -> Hi
     return hits
 
 
-_SKIP, _SCAN, _WHOLE = 0, 1, 2
-
-
-def _walk(v: dict[str, Any] | list[Any] | tuple[Any, ...], leaves: list[str], flags: list[int]) -> None:
-    """Every string of `v` in a fixed order, each with what to do with it: _WHOLE (a secret by its
-    key alone), _SCAN (worth scanning) or _SKIP. Every string of every event passes here: few
-    calls per string."""
-    items = v.items() if isinstance(v, dict) else ((None, x) for x in v)
-    kinds = _KEY_KINDS
-    for k, x in items:
+def _walk(v: dict[str, Any] | list[Any] | tuple[Any, ...], leaves: list[str], todo: list[int],
+          wholes: list[int]) -> None:
+    """Every string of `v` in a fixed order (`leaves`), with the places of those worth scanning
+    (`todo`) and of those that are a secret by their key alone (`wholes`). Every string of every
+    event passes here: few operations per string (the key's kind is cached, the common case is a
+    plain `str` under a plain key)."""
+    if isinstance(v, dict):
+        kinds = _KEY_KINDS
+        for k, x in v.items():
+            tx = type(x)
+            if tx is str:
+                kind = kinds.get(k)
+                if kind is None:
+                    kind = _key_kind(k)
+                if kind and _whole_secret(k, x):
+                    wholes.append(len(leaves))
+                elif (n := len(x)) >= MIN_LEN and (n > 80 or x.strip(_SAFE_CHARS)):
+                    todo.append(len(leaves))
+                leaves.append(x)
+            elif tx is dict or tx is list or tx is tuple or isinstance(x, (dict, list, tuple)):
+                _walk(x, leaves, todo, wholes)
+            elif isinstance(x, str):
+                _leaf(k, x, leaves, todo, wholes)
+        return
+    for x in v:
         tx = type(x)
         if tx is str:
+            if (n := len(x)) >= MIN_LEN and (n > 80 or x.strip(_SAFE_CHARS)):
+                todo.append(len(leaves))
             leaves.append(x)
-            if k is not None and (kinds.get(k) if k in kinds else _key_kind(k)) and _whole_secret(k, x):
-                flags.append(_WHOLE)
-            else:
-                n = len(x)
-                flags.append(_SCAN if n >= MIN_LEN and (n > 80 or x.strip(_SAFE_CHARS)) else _SKIP)
         elif tx is dict or tx is list or tx is tuple or isinstance(x, (dict, list, tuple)):
-            _walk(x, leaves, flags)
+            _walk(x, leaves, todo, wholes)
         elif isinstance(x, str):
-            leaves.append(x)
-            flags.append(_WHOLE if k is not None and _whole_secret(k, x) else
-                         _SCAN if _worth_scanning(x) else _SKIP)
+            _leaf(None, x, leaves, todo, wholes)
+
+
+def _leaf(k: Any, x: str, leaves: list[str], todo: list[int], wholes: list[int]) -> None:
+    """`_walk` of a string of a subclass of `str` (rare: none comes from JSON)."""
+    if k is not None and _whole_secret(k, x):
+        wholes.append(len(leaves))
+    elif _worth_scanning(x):
+        todo.append(len(leaves))
+    leaves.append(x)
 
 
 def _worth_scanning(s: str) -> bool:

@@ -54,27 +54,39 @@ def tape_files(tapes_dir: Path) -> list[Path]:
     return [tapes_dir / n for n in sorted(names_in(tapes_dir)) if n.endswith(TAPE_SUFFIX)]
 
 
+def _framed(lines: list[bytes], frame_bytes: int) -> list[tuple[bytes, int, int]]:
+    """Canonical event lines (each without its newline) cut into frames of about `frame_bytes`:
+    (the frame's bytes, newlines included; its first line; its number of lines)."""
+    out: list[tuple[bytes, int, int]] = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        first = i
+        size = len(lines[i]) + 1
+        i += 1
+        while i < n and size < frame_bytes:
+            size += len(lines[i]) + 1
+            i += 1
+        out.append((b"\n".join(lines[first:i]) + b"\n", first, i - first))
+    return out
+
+
 def encode_tape(lines: list[bytes], frame_bytes: int = fr.FRAME_BYTES, level: int = COMPRESSION_LEVEL) -> bytes:
     """Frame and compress canonical event lines (each without its newline)."""
+    return _encode_frames(_framed(lines, frame_bytes), level)
+
+
+def _encode_frames(frames: list[tuple[bytes, int, int]], level: int = COMPRESSION_LEVEL) -> bytes:
     # The checksum (4 bytes a frame) makes a damaged frame fail to decode instead of reading as
     # other text: a window read from a tape on a bad disk says so.
     cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=True)
     chunks: list[bytes] = []
     table: list[fr.Frame] = []
     offset = 0
-    i = 0
-    while i < len(lines):
-        first = i
-        buf: list[bytes] = []
-        size = 0
-        while i < len(lines) and (size < frame_bytes or not buf):
-            buf.append(lines[i])
-            size += len(lines[i]) + 1
-            i += 1
-        raw = b"\n".join(buf) + b"\n"
+    for raw, first, count in frames:
         comp = cctx.compress(raw)
         chunks.append(comp)
-        table.append(fr.Frame(offset, len(comp), len(raw), first, i - first))
+        table.append(fr.Frame(offset, len(comp), len(raw), first, count))
         offset += len(comp)
     chunks.append(fr.encode_table(table))
     return b"".join(chunks)
@@ -114,12 +126,13 @@ def write_tape(
     first = events_first_kind(lines[0])
     if first != META:
         raise ValueError(f"the first event of a tape must be meta, not {first!r}")
+    # The frames' bytes are the canonical JSONL, in order: hashed as they are, compressed as they are.
+    frames = _framed(lines, fr.FRAME_BYTES)
     h = hashlib.sha256()
     raw_bytes = 0
-    for line in lines:
-        h.update(line)
-        h.update(b"\n")
-        raw_bytes += len(line) + 1
+    for raw, _, _ in frames:
+        h.update(raw)
+        raw_bytes += len(raw)
     tape_id = h.hexdigest()
     path = tape_path(tapes_dir, tape_id)
     if path.exists():  # (rare: captures of unchanged sessions stop earlier)
@@ -127,7 +140,7 @@ def write_tape(
             return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False,
                                redactions or Counter(), stored)
         log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
-    data = encode_tape(lines)
+    data = _encode_frames(frames)
     atomic_write(path, data, mode=0o444)
     mark_verified(path)
     log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
