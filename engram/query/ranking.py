@@ -12,7 +12,10 @@ rules in this order, and `engram explain FILE:A-B --debug` lists those that chan
 
 The span asked (explain.resolve)
   too_few_tokens         a span with no guaranteed fingerprint takes in its neighbours
-  widen_for_evidence     so does one with no or weak evidence of its own (WEAK_EVIDENCE, MAX_WIDEN_LINES)
+  widen_for_evidence     so does one with no or weak evidence of its own in its own file (WEAK_EVIDENCE,
+                         MAX_WIDEN_LINES)
+  widen_for_writer       so does one that no edit of its file holds as well as the file's reads do
+                         (WRITER_WIDEN_SHARE)
   expand_until           `--expand-until N` (asked for, not a measured rule)
 Fragments matched directly (direct.direct_hits)
   winnowed_only          a long span looks up its own winnowed fingerprints only (WINNOWED_ONLY_FROM)
@@ -176,10 +179,74 @@ def widen_for_evidence(res: R, strength: Callable[[R], float], ask: Callable[[in
     return best
 
 
+# A span whose own file's edits hold under this share of what a read of the file holds names no
+# writer of its lines: it takes in up to MAX_WIDEN_LINES a side until one edit holds as much of the
+# wider span as the file's reads do (`widen_for_writer`).
+WRITER_WIDEN_SHARE: Final = 0.95
+
+
+def widen_for_writer(res: R, attributed: Callable[[R], bool | None], ask: Callable[[int, int], R],
+                     start: int, end: int, last: int, trace: Trace | None = None, first_step: int = 1) -> R:
+    """The answer for lines `start`-`end` (`res`), or for the span with a line more above and
+    below, up to MAX_WIDEN_LINES a side (`ask(a, b)`), when no edit of the span's file holds it
+    as well as the file's reads do (`attributed(res)` False; None: nothing of the file matched):
+    the first wider span where one does; `res` when none does. `first_step`: the fewest lines a
+    side to take in (`res` may be for a span `widen_for_evidence` widened already: never narrower).
+
+    A person's renames leave a 5-line span few k-grams (short lines keep none), and those it keeps
+    are the common ones every read of the file holds: the writer's edit held no more than
+    each of a dozen reads and fell under the floor, or was not among the matches at all, and the
+    most recent reader came first. The lines around the span are the writer's too, more often than
+    not: with them, its edit holds as much as the reads do."""
+    if attributed(res) is not False:
+        return res
+    tried = (max(1, start - first_step + 1), min(last, end + first_step - 1))
+    for step in range(first_step, MAX_WIDEN_LINES + 1):
+        a, b = max(1, start - step), min(last, end + step)
+        if (a, b) == tried:
+            break
+        tried = (a, b)
+        wide = ask(a, b)
+        if attributed(wide):
+            if trace is not None:
+                trace.note("widen_for_writer", f"no edit held the span as well as a read of its file: answered "
+                                               f"for lines {a}-{b}, where one does")
+            return wide
+    if trace is not None:
+        trace.note("widen_for_writer", f"no edit held the span as well as a read of its file, nor up to "
+                                       f"{MAX_WIDEN_LINES} lines wider a side: kept")
+    return res
+
+
+def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> bool | None:
+    """Does an edit of `file` match the span directly as strongly as anything of `file` does
+    (WRITER_WIDEN_SHARE)? None when nothing of `file` matches it directly (`widen_for_evidence`
+    answers for such a span)."""
+    best = best_edit = 0.0
+    for h, fr in items:
+        if h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file:
+            best = max(best, h.confidence)
+            if fr.kind == EDIT:
+                best_edit = max(best_edit, h.confidence)
+    if best <= 0.0:
+        return None
+    return best_edit >= WRITER_WIDEN_SHARE * best
+
+
 def strongest(hits: Iterable[Hit]) -> float:
     """A span's own evidence: its strongest direct match or agent link (lineage and tombstones
     are reached through those, or are about deleted text)."""
     return max((h.confidence for h in hits if h.via in ("direct", "agent_link")), default=0.0)
+
+
+def strongest_in_file(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> float:
+    """A span's own evidence in its own file: its strongest direct match by an edit, a read or
+    carried lines of `file`, or an agent link (what `widen_for_evidence` weighs). Weighed over
+    every match, a span whose renamed lines kept a few k-grams that another file's edit held at
+    0.44 was not widened, nothing of its own file passed the floor, and that other session was the
+    whole answer (savekirk/session-bridge, `src/test/checkpoints/transcript.test.ts`)."""
+    return max((h.confidence for h, fr in items if h.via == "agent_link" or (
+        h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file)), default=0.0)
 
 
 # --------------------------------------------------------------------------- direct matches
