@@ -223,14 +223,17 @@ def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> bool 
     (WRITER_WIDEN_SHARE)? None when nothing of `file` matches it directly (`widen_for_evidence`
     answers for such a span)."""
     best = best_edit = 0.0
+    lineage = False
     for h, fr in items:
         if h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file:
             best = max(best, h.confidence)
             if fr.kind == EDIT:
                 best_edit = max(best_edit, h.confidence)
+        elif h.via == "lineage" and fr is not None and fr.kind == EDIT and fr.file == file:
+            lineage = True  # lines a later edit carried, traced to the edit that wrote them
     if best <= 0.0:
         return None
-    return best_edit >= WRITER_WIDEN_SHARE * best
+    return lineage or best_edit >= WRITER_WIDEN_SHARE * best
 
 
 def strongest(hits: Iterable[Hit]) -> float:
