@@ -587,10 +587,23 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
     """`res`, or the evidence for the span with a few lines more above and below when its own is
     missing or weak in its own file (`ranking.widen_for_evidence`, `ranking.strongest_in_file`)."""
     span = res.span
+
+    def strength(r: Result) -> float:
+        return max(ranking.strongest_in_file(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
+                   ranking.edit_on_lines(_candidate_edits(db, r), span.file, r.span.start, r.span.end))
+
     return ranking.widen_for_evidence(
-        res, lambda r: ranking.strongest_in_file(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
-        lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
+        res, strength, lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
         span.start, span.end, len(file_lines), trace)
+
+
+def _candidate_edits(db: apsw.Connection, res: Result) -> list[tuple[float, Frag | None]]:
+    """The code.edit fragments among `res`'s direct candidates, under the floor or not, with their
+    confidence (`Writes.edits`)."""
+    edits = res.writes.edits
+    rows = {f: res.frags[f] for f in edits if f in res.frags}
+    rows.update(_frag_rows(db, [f for f in edits if f not in rows]))
+    return [(conf, rows.get(f)) for f, conf in edits.items()]
 
 
 def widen_for_writer(store: Store, db: apsw.Connection, span: Span, res: Result, opts: Options,
@@ -599,7 +612,8 @@ def widen_for_writer(store: Store, db: apsw.Connection, span: Span, res: Result,
     evidence for `span` with a few lines more above and below when no edit of its file holds
     `res`'s span as well as a read of the file does (`ranking.widen_for_writer`)."""
     return ranking.widen_for_writer(
-        res, lambda r: ranking.attributed(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
+        res, lambda r: ranking.attributed(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file,
+                                          r.span.start, r.span.end),
         lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
         span.start, span.end, len(file_lines), trace,
         first_step=1 + max(span.start - res.span.start, res.span.end - span.end))

@@ -218,22 +218,44 @@ def widen_for_writer(res: R, attributed: Callable[[R], bool | None], ask: Callab
     return res
 
 
-def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> bool | None:
-    """Does an edit of `file` match the span directly as strongly as anything of `file` does
-    (WRITER_WIDEN_SHARE)? None when nothing of `file` matches it directly (`widen_for_evidence`
-    answers for such a span)."""
+def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str, start: int, end: int) -> bool | None:
+    """Does an edit of `file` match lines `start`-`end` directly as strongly as anything of `file`
+    does (WRITER_WIDEN_SHARE), or hold a line of them it changed (`changes_lines`), directly or
+    reached through lineage? None when nothing of `file` matches them directly
+    (`widen_for_evidence` answers for such a span).
+
+    An edit in the answer that changed a line of the span names its writer, however a read of the
+    file compares: widening it took in a neighbour another session wrote, and a resumed session's
+    one-line edit fell behind the original's whole-file Write (tests/test_session_identity.py)."""
     best = best_edit = 0.0
-    lineage = False
+    changed = False
     for h, fr in items:
         if h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file:
             best = max(best, h.confidence)
             if fr.kind == EDIT:
                 best_edit = max(best_edit, h.confidence)
+                changed = changed or changes_lines(fr, file, start, end)
         elif h.via == "lineage" and fr is not None and fr.kind == EDIT and fr.file == file:
-            lineage = True  # lines a later edit carried, traced to the edit that wrote them
+            changed = True  # lines a later edit carried, traced to the edit that wrote them
     if best <= 0.0:
         return None
-    return lineage or best_edit >= WRITER_WIDEN_SHARE * best
+    return changed or best_edit >= WRITER_WIDEN_SHARE * best
+
+
+def changes_lines(fr: Fragment, file: str, start: int, end: int) -> bool:
+    """Is `fr` an edit of `file` whose added or changed lines (its hunk's range, in the edit's
+    own line numbers) take in a line of `start`-`end`?"""
+    return (fr.kind == EDIT and fr.file == file and fr.line0 is not None and fr.line1 is not None
+            and fr.line0 <= end and fr.line1 >= start and fr.line0 <= fr.line1)
+
+
+def edit_on_lines(edits: Iterable[tuple[float, Fragment | None]], file: str, start: int, end: int) -> float:
+    """The strongest of `edits` (confidence, fragment) that changed a line of `start`-`end` of
+    `file` (`changes_lines`): evidence of the span in its own file, whether or not it passed the
+    floor. A resumed session's one-line Edit held 0.71 of its 3-line span, under the floor its own
+    tool call (0.9) set: judged on the answer alone, the span had no evidence in its file, took in
+    a line above, and the original session's Write came first (tests/test_session_identity.py)."""
+    return max((c for c, fr in edits if fr is not None and changes_lines(fr, file, start, end)), default=0.0)
 
 
 def strongest(hits: Iterable[Hit]) -> float:
@@ -392,6 +414,9 @@ class Writes:
         self.by_session: dict[tuple[str, str], tuple[float, str, int]] = {}
         self.wanted = set(wanted)  # sessions measured whatever the answer holds of them
         self.carried = carried  # with the lines each edit kept (code.carried): what it had in hand there
+        # Every code.edit among the direct candidates, passing the floor or not → its confidence
+        # (`direct.direct_hits`): what `edit_on_lines` reads of edits a stronger match set the floor for.
+        self.edits: dict[int, float] = {}
 
 
 def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,
