@@ -1248,3 +1248,35 @@ def test_a_renamed_span_is_answered_in_its_own_file_before_another_files_copy(re
     assert native.session_id in {s["session_id"] for s in doc["sessions"]}  # still listed, after the writer
     pretty = run_engram(repo, "explain", f"src/transcript.test.ts:{a}-{a + 4}", "--brief", "--pretty").stdout
     assert f"lines {a}-{a + 4} widened to {span['start']}-{span['end']}" in pretty
+
+
+def test_a_one_line_edit_is_not_widened_away_from_its_session(repo: Path, tmp_path: Path) -> None:
+    """One session wrote a parser module; a later session added one clause to it with an Edit. The
+    Edit's call holds the new line and the one it kept, so it outranks the one-line code.edit and
+    sets a floor the edit falls just under. Judged on what passed the floor, the span had no
+    evidence in its own file: explain took in a line above, where the first session's Write holds
+    more, and the session that added the clause came second (marot/spotter's parser, resumed in
+    tests/test_session_identity.py). An edit of the file that changed a line of the span is its
+    own evidence: the span is answered as asked, the clause's author first."""
+    from claude_shapes import Session
+
+    cwd = Path("/home/u/spotter")
+    parser = ("defmodule Spotter.Transcripts.Parser do\n  @moduledoc \"Reads session files line by line.\"\n\n"
+              "  def parse(path) do\n    path\n    |> File.stream!()\n    |> Stream.map(&Jason.decode!/1)\n"
+              "    |> Enum.reject(&progress?/1)\n  end\n\n  defp progress?(%{\"type\" => \"progress\"}), do: true\n"
+              "  defp progress?(_), do: false\nend\n")
+    author = Session(cwd, "aaaaaaaa-1111-4111-8111-000000000001", day="2026-02-11")
+    author.prompt("Write a parser for session files")
+    author.write("lib/parser.ex", parser)
+    clause = Session(cwd, "bbbbbbbb-2222-4222-8222-000000000002", day="2026-02-12", files=dict(author.files))
+    clause.prompt("Also skip file-history-snapshot records")
+    clause.edit("lib/parser.ex", "  defp progress?(_), do: false",
+                "  defp progress?(%{\"type\" => \"file-history-snapshot\"}), do: true\n  defp progress?(_), do: false")
+    (repo / "lib").mkdir()
+    (repo / "lib/parser.ex").write_text(clause.files["lib/parser.ex"])
+    run_engram(repo, "ingest", "--map", f"{cwd}={repo}", str(author.save(tmp_path / "t")), str(clause.save(tmp_path / "t")))
+
+    doc = explain(repo, "lib/parser.ex:12-14", "--brief")
+    assert doc["widened"] is None and (doc["span"]["start"], doc["span"]["end"]) == (12, 14)
+    assert doc["sessions"][0]["session_id"] == clause.session_id
+    assert explain(repo, "lib/parser.ex:1-9", "--brief")["sessions"][0]["session_id"] == author.session_id

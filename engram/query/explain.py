@@ -590,20 +590,25 @@ def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Opt
 
     def strength(r: Result) -> float:
         return max(ranking.strongest_in_file(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
-                   ranking.edit_on_lines(_candidate_edits(db, r), span.file, r.span.start, r.span.end))
+                   ranking.edit_on_lines(_answered_edits(db, r), span.file, r.span.start, r.span.end))
 
     return ranking.widen_for_evidence(
         res, strength, lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
         span.start, span.end, len(file_lines), trace)
 
 
-def _candidate_edits(db: apsw.Connection, res: Result) -> list[tuple[float, Frag | None]]:
-    """The code.edit fragments among `res`'s direct candidates, under the floor or not, with their
-    confidence (`Writes.edits`)."""
+def _answered_edits(db: apsw.Connection, res: Result) -> list[tuple[float, Frag | None]]:
+    """The code.edit fragments among `res`'s direct candidates, under the floor or not, of the
+    sessions the answer holds a direct match of (its tool call, say), with their confidence
+    (`Writes.edits`). Another session's edit under the floor is not the answer's evidence: a
+    renamed span's writer, only there, is found by widening (`ranking.edit_on_lines`)."""
     edits = res.writes.edits
     rows = {f: res.frags[f] for f in edits if f in res.frags}
     rows.update(_frag_rows(db, [f for f in edits if f not in rows]))
-    return [(conf, rows.get(f)) for f, conf in edits.items()]
+    answered = {(fr.harness, fr.session_id) for f, h in res.hits.items()
+                if h.via == "direct" and (fr := res.frags.get(f)) is not None}
+    return [(conf, fr) for f, conf in edits.items()
+            if (fr := rows.get(f)) is not None and (fr.harness, fr.session_id) in answered]
 
 
 def widen_for_writer(store: Store, db: apsw.Connection, span: Span, res: Result, opts: Options,

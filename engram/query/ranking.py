@@ -250,11 +250,12 @@ def changes_lines(fr: Fragment, file: str, start: int, end: int) -> bool:
 
 
 def edit_on_lines(edits: Iterable[tuple[float, Fragment | None]], file: str, start: int, end: int) -> float:
-    """The strongest of `edits` (confidence, fragment) that changed a line of `start`-`end` of
-    `file` (`changes_lines`): evidence of the span in its own file, whether or not it passed the
-    floor. A resumed session's one-line Edit held 0.71 of its 3-line span, under the floor its own
-    tool call (0.9) set: judged on the answer alone, the span had no evidence in its file, took in
-    a line above, and the original session's Write came first (tests/test_session_identity.py)."""
+    """The strongest of `edits` (confidence, fragment: a session's edits the answer holds that
+    session's evidence of, under the floor or not) that changed a line of `start`-`end` of `file`
+    (`changes_lines`): evidence of the span in its own file. A resumed session's one-line Edit
+    held 0.71 of its 3-line span, under the floor its own tool call (0.9) set: judged on what
+    passed the floor, the span had no evidence in its file, took in a line above, and the
+    original session's Write came first (tests/test_session_identity.py)."""
     return max((c for c, fr in edits if fr is not None and changes_lines(fr, file, start, end)), default=0.0)
 
 
