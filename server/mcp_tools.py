@@ -83,7 +83,8 @@ class Session(BaseModel):
 class Widened(BaseModel):
     asked: Span = Field(description="the span asked for")
     why: str = Field(description="few-tokens, no-evidence (nothing matched the lines themselves), "
-                     "weak-evidence (their best match held under 0.3 of them) or expand-until")
+                     "weak-evidence (their file's best match held under 0.3 of them), no-writer (no edit of their "
+                     "file held them as well as its reads did) or expand-until")
 
 
 class Truncated(BaseModel):

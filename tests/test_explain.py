@@ -1176,3 +1176,107 @@ def test_a_session_that_rewrote_a_file_and_kept_most_of_it_wrote_only_what_it_ch
     assert "code.edit" not in kept["b"] and "code.carried" in kept["b"]
     changed = kinds("app.py:5-5")
     assert "code.edit" in changed["b"] and "code.edit" not in changed.get("a", set())
+
+
+def _fixture_test(name: str, tool: str, path: str) -> list[str]:
+    """A test of the shape real TypeScript suites are full of: short lines, most of them
+    punctuation and a key or two."""
+    return [f'\tit("{name}", async () => {{', "\t\tconst transcript = renderTranscript([",
+            "\t\t\tJSON.stringify({", '\t\t\t\ttype: "assistant",', "\t\t\t\tmessage: {", "\t\t\t\t\tcontent: [",
+            "\t\t\t\t\t\t{", '\t\t\t\t\t\t\ttype: "tool_use",', f'\t\t\t\t\t\t\tname: "{tool}",',
+            f'\t\t\t\t\t\t\tinput: {{ path: "{path}" }},', "\t\t\t\t\t\t},", "\t\t\t\t\t],", "\t\t\t\t},",
+            "\t\t\t}),", "\t\t]);", f'\t\texpect(transcript.calls).toEqual(["{tool}"]);', "\t});", ""]
+
+
+def test_a_renamed_span_is_answered_in_its_own_file_before_another_files_copy(repo: Path, tmp_path: Path) -> None:
+    """One session wrote a test file, a second added a test to it and changed two of its lines, four
+    later sessions read the file; a fifth wrote another test file in a native format (`kind`,
+    `args`). A person then renamed keys on five short lines of the added test to the native names.
+    What is left of the five lines matches the native test's edit better than anything of their own
+    file, and that session alone was the answer, the writer nowhere (savekirk/session-bridge,
+    `src/test/checkpoints/transcript.test.ts`, 20% of tokens renamed). The span's own evidence is
+    what its own file's edits and reads hold of it: weak, so explain takes in the lines around it,
+    and the writer's edit holds the wider span as well as the reads do."""
+    from claude_shapes import Session, joined
+
+    cwd = Path("/home/u/ext")
+    head = ['import { describe, expect, it } from "vitest";', 'import { renderTranscript } from "../transcript";',
+            "", 'describe("renderTranscript", () => {']
+    first = [*head, *_fixture_test("lists a read", "Read", "src/a.ts"),
+             *_fixture_test("lists a search", "Grep", "src/b.ts"), "});"]
+    author = Session(cwd, "aaaaaaaa-1111-4111-8111-000000000001", day="2026-03-01")
+    author.prompt("write tests for renderTranscript")
+    author.write("src/transcript.test.ts", joined(first))
+    writer = Session(cwd, "bbbbbbbb-2222-4222-8222-000000000002", day="2026-03-02", files=dict(author.files))
+    writer.prompt("cover ReadFile calls too")
+    added = _fixture_test("lists a ReadFile call", "ReadFile", "src/checkpoints/store.ts")
+    writer.edit("src/transcript.test.ts", "\t});\n\n});\n", "\t});\n\n" + joined(added) + "});\n")
+    writer.prompt("the store moved")
+    writer.edit("src/transcript.test.ts",
+                'type: "tool_use",\n\t\t\t\t\t\t\tname: "ReadFile",\n\t\t\t\t\t\t\tinput: { path: "src/checkpoints/store.ts" },',
+                'type: "function_call",\n\t\t\t\t\t\t\tname: "ReadFile",\n\t\t\t\t\t\t\tinput: { path: "src/checkpoints/store/index.ts" },')
+    transcripts = [author.save(tmp_path / "t"), writer.save(tmp_path / "t")]
+    for i in range(4):
+        reader = Session(cwd, f"cccccccc-3333-4333-8333-00000000000{i}", day=f"2026-03-0{i + 3}",
+                         files=dict(writer.files))
+        reader.prompt("what does the transcript test check?")
+        reader.read("src/transcript.test.ts")
+        transcripts.append(reader.save(tmp_path / "t"))
+    native = Session(cwd, "dddddddd-4444-4444-8444-000000000004", day="2026-03-09")
+    native.prompt("test the native transcript parser")
+    native.write("src/nativeTranscript.test.ts", joined([
+        'import { expect, it } from "vitest";', 'import { parseNative } from "../nativeTranscript";', "",
+        'it("parses a native call", () => {', "\tconst calls = parseNative([", "\t\t{", '\t\t\tkind: "function_call",',
+        '\t\t\tname: "readFile",', '\t\t\targs: { path: "src/native/index.ts" },', "\t\t},",
+        "\t]);", '\texpect(calls[0].name).toBe("readFile");', "});"]))
+    transcripts.append(native.save(tmp_path / "t"))
+    now = writer.files["src/transcript.test.ts"].splitlines()
+    a = now.index('\t\t\t\t\t\t\ttype: "function_call",')  # the added test's span: 5 short lines
+    now[a - 1:a + 4] = ["\t\t\t\t\t\t{", '\t\t\t\t\t\t\tkind: "function_call",', '\t\t\t\t\t\t\tname: "readFile",',
+                        '\t\t\t\t\t\t\targs: { path: "src/checkpoints/stores/index.ts" },', "\t\t\t\t\t\t},"]
+    (repo / "src").mkdir()
+    (repo / "src/transcript.test.ts").write_text(joined(now))
+    run_engram(repo, "ingest", "--map", f"{cwd}={repo}", *map(str, transcripts))
+
+    doc = explain(repo, f"src/transcript.test.ts:{a}-{a + 4}", "--brief")
+    top = doc["sessions"][0]
+    assert top["session_id"] == writer.session_id
+    assert any(f["kind"] == "code.edit" and f["file"] == "src/transcript.test.ts" for f in top["fragments"])
+    assert doc["widened"]["why"] == "weak-evidence"
+    span = doc["span"]
+    assert a - 3 <= span["start"] < a and a + 4 < span["end"] <= a + 7
+    assert native.session_id in {s["session_id"] for s in doc["sessions"]}  # still listed, after the writer
+    pretty = run_engram(repo, "explain", f"src/transcript.test.ts:{a}-{a + 4}", "--brief", "--pretty").stdout
+    assert f"lines {a}-{a + 4} widened to {span['start']}-{span['end']}" in pretty
+
+
+def test_a_one_line_edit_is_not_widened_away_from_its_session(repo: Path, tmp_path: Path) -> None:
+    """One session wrote a parser module; a later session added one clause to it with an Edit. The
+    Edit's call holds the new line and the one it kept, so it outranks the one-line code.edit and
+    sets a floor the edit falls just under. Judged on what passed the floor, the span had no
+    evidence in its own file: explain took in a line above, where the first session's Write holds
+    more, and the session that added the clause came second (marot/spotter's parser, resumed in
+    tests/test_session_identity.py). An edit of the file that changed a line of the span is its
+    own evidence: the span is answered as asked, the clause's author first."""
+    from claude_shapes import Session
+
+    cwd = Path("/home/u/spotter")
+    parser = ("defmodule Spotter.Transcripts.Parser do\n  @moduledoc \"Reads session files line by line.\"\n\n"
+              "  def parse(path) do\n    path\n    |> File.stream!()\n    |> Stream.map(&Jason.decode!/1)\n"
+              "    |> Enum.reject(&progress?/1)\n  end\n\n  defp progress?(%{\"type\" => \"progress\"}), do: true\n"
+              "  defp progress?(_), do: false\nend\n")
+    author = Session(cwd, "aaaaaaaa-1111-4111-8111-000000000001", day="2026-02-11")
+    author.prompt("Write a parser for session files")
+    author.write("lib/parser.ex", parser)
+    clause = Session(cwd, "bbbbbbbb-2222-4222-8222-000000000002", day="2026-02-12", files=dict(author.files))
+    clause.prompt("Also skip file-history-snapshot records")
+    clause.edit("lib/parser.ex", "  defp progress?(_), do: false",
+                "  defp progress?(%{\"type\" => \"file-history-snapshot\"}), do: true\n  defp progress?(_), do: false")
+    (repo / "lib").mkdir()
+    (repo / "lib/parser.ex").write_text(clause.files["lib/parser.ex"])
+    run_engram(repo, "ingest", "--map", f"{cwd}={repo}", str(author.save(tmp_path / "t")), str(clause.save(tmp_path / "t")))
+
+    doc = explain(repo, "lib/parser.ex:12-14", "--brief")
+    assert doc["widened"] is None and (doc["span"]["start"], doc["span"]["end"]) == (12, 14)
+    assert doc["sessions"][0]["session_id"] == clause.session_id
+    assert explain(repo, "lib/parser.ex:1-9", "--brief")["sessions"][0]["session_id"] == author.session_id

@@ -147,6 +147,8 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         return {}
     floor = floor_of(best)
     edits = [(f, c) for f, c in zip(ids, conf) if kinds.get(f) == EDIT]
+    if writes is not None:
+        writes.edits.update(edits)
     below, passing = dict(sorted((f, c) for f, c in edits if c < floor)), [f for f, c in edits if c >= floor]
     small: dict[int, float] = {}
     if file is not None and not passing:

@@ -101,6 +101,8 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     edit = kinds == EDIT
     below = ~keep & edit
     passing = ids[keep & edit].tolist()
+    if writes is not None:
+        writes.edits.update(zip(ids[edit].tolist(), conf[edit].tolist()))
     out = {f: round(c, 4) for f, c in zip(ids[keep].tolist(), conf[keep].tolist())}
     small: dict[int, float] = {}
     joined: set[int] = set()

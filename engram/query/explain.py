@@ -122,7 +122,7 @@ class Result:
     edges_followed: int = 0
     truncated: bool = False
     asked: Span | None = None  # the span asked for, when `span` is wider
-    widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence or expand-until
+    widened: str | None = None  # why: few-tokens, no-evidence, weak-evidence, no-writer or expand-until
     trace: Trace | None = None  # with Options.debug: the ranking rules that changed the answer
     partial: bool = False  # read while `engram reindex` refilled the index (memo.index_state)
     writes: Writes = field(default_factory=Writes)  # each writing session's edits of the file together
@@ -585,12 +585,43 @@ def widen_short(db: apsw.Connection, span: Span, file_lines: list[str] | None,
 def widen_for_evidence(store: Store, db: apsw.Connection, res: Result, opts: Options,
                        file_lines: list[str], trace: Trace | None = None) -> Result:
     """`res`, or the evidence for the span with a few lines more above and below when its own is
-    missing or weak (`ranking.widen_for_evidence`)."""
+    missing or weak in its own file (`ranking.widen_for_evidence`, `ranking.strongest_in_file`)."""
     span = res.span
+
+    def strength(r: Result) -> float:
+        return max(ranking.strongest_in_file(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file),
+                   ranking.edit_on_lines(_answered_edits(db, r), span.file, r.span.start, r.span.end))
+
     return ranking.widen_for_evidence(
-        res, lambda r: ranking.strongest(r.hits.values()),
-        lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
+        res, strength, lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
         span.start, span.end, len(file_lines), trace)
+
+
+def _answered_edits(db: apsw.Connection, res: Result) -> list[tuple[float, Frag | None]]:
+    """The code.edit fragments among `res`'s direct candidates, under the floor or not, of the
+    sessions the answer holds a direct match of (its tool call, say), with their confidence
+    (`Writes.edits`). Another session's edit under the floor is not the answer's evidence: a
+    renamed span's writer, only there, is found by widening (`ranking.edit_on_lines`)."""
+    edits = res.writes.edits
+    rows = {f: res.frags[f] for f in edits if f in res.frags}
+    rows.update(_frag_rows(db, [f for f in edits if f not in rows]))
+    answered = {(fr.harness, fr.session_id) for f, h in res.hits.items()
+                if h.via == "direct" and (fr := res.frags.get(f)) is not None}
+    return [(conf, fr) for f, conf in edits.items()
+            if (fr := rows.get(f)) is not None and (fr.harness, fr.session_id) in answered]
+
+
+def widen_for_writer(store: Store, db: apsw.Connection, span: Span, res: Result, opts: Options,
+                     file_lines: list[str], trace: Trace | None = None) -> Result:
+    """`res` (the answer for `span`, or for the wider span `widen_for_evidence` chose), or the
+    evidence for `span` with a few lines more above and below when no edit of its file holds
+    `res`'s span as well as a read of the file does (`ranking.widen_for_writer`)."""
+    return ranking.widen_for_writer(
+        res, lambda r: ranking.attributed(((h, r.frags.get(f)) for f, h in r.hits.items()), span.file,
+                                          r.span.start, r.span.end),
+        lambda start, end: run(store, db, _lines(span.file, file_lines, start, end), opts),
+        span.start, span.end, len(file_lines), trace,
+        first_step=1 + max(span.start - res.span.start, res.span.end - span.end))
 
 
 def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> dict[tuple[str, str], float] | None:
@@ -641,6 +672,9 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
             res = widen_for_evidence(store, db, res, opts, file_lines, notes)
             if res.span != span:
                 why = "weak-evidence" if had else "no-evidence"
+            wider = widen_for_writer(store, db, span, res, opts, file_lines, notes)
+            if wider is not res:
+                res, why = wider, "no-writer"
         if expand_until is not None and file_lines is not None:
             before = res.span
             while len(sessions_of(res, opts.rank)) > expand_until and (res.span.start > 1 or res.span.end < len(file_lines)):

@@ -12,7 +12,10 @@ rules in this order, and `engram explain FILE:A-B --debug` lists those that chan
 
 The span asked (explain.resolve)
   too_few_tokens         a span with no guaranteed fingerprint takes in its neighbours
-  widen_for_evidence     so does one with no or weak evidence of its own (WEAK_EVIDENCE, MAX_WIDEN_LINES)
+  widen_for_evidence     so does one with no or weak evidence of its own in its own file (WEAK_EVIDENCE,
+                         MAX_WIDEN_LINES)
+  widen_for_writer       so does one that no edit of its file holds as well as the file's reads do
+                         (WRITER_WIDEN_SHARE)
   expand_until           `--expand-until N` (asked for, not a measured rule)
 Fragments matched directly (direct.direct_hits)
   winnowed_only          a long span looks up its own winnowed fingerprints only (WINNOWED_ONLY_FROM)
@@ -176,10 +179,100 @@ def widen_for_evidence(res: R, strength: Callable[[R], float], ask: Callable[[in
     return best
 
 
+# A span whose own file's edits hold under this share of what a read of the file holds names no
+# writer of its lines: it takes in up to MAX_WIDEN_LINES a side until one edit holds as much of the
+# wider span as the file's reads do (`widen_for_writer`).
+WRITER_WIDEN_SHARE: Final = 0.95
+
+
+def widen_for_writer(res: R, attributed: Callable[[R], bool | None], ask: Callable[[int, int], R],
+                     start: int, end: int, last: int, trace: Trace | None = None, first_step: int = 1) -> R:
+    """The answer for lines `start`-`end` (`res`), or for the span with a line more above and
+    below, up to MAX_WIDEN_LINES a side (`ask(a, b)`), when no edit of the span's file holds it
+    as well as the file's reads do (`attributed(res)` False; None: nothing of the file matched):
+    the first wider span where one does; `res` when none does. `first_step`: the fewest lines a
+    side to take in (`res` may be for a span `widen_for_evidence` widened already: never narrower).
+
+    A person's renames leave a 5-line span few k-grams (short lines keep none), and those it keeps
+    are the common ones every read of the file holds: the writer's edit held no more than
+    each of a dozen reads and fell under the floor, or was not among the matches at all, and the
+    most recent reader came first. The lines around the span are the writer's too, more often than
+    not: with them, its edit holds as much as the reads do."""
+    if attributed(res) is not False:
+        return res
+    tried = (max(1, start - first_step + 1), min(last, end + first_step - 1))
+    for step in range(first_step, MAX_WIDEN_LINES + 1):
+        a, b = max(1, start - step), min(last, end + step)
+        if (a, b) == tried:
+            break
+        tried = (a, b)
+        wide = ask(a, b)
+        if attributed(wide):
+            if trace is not None:
+                trace.note("widen_for_writer", f"no edit held the span as well as a read of its file: answered "
+                                               f"for lines {a}-{b}, where one does")
+            return wide
+    if trace is not None:
+        trace.note("widen_for_writer", f"no edit held the span as well as a read of its file, nor up to "
+                                       f"{MAX_WIDEN_LINES} lines wider a side: kept")
+    return res
+
+
+def attributed(items: Iterable[tuple[Hit, Fragment | None]], file: str, start: int, end: int) -> bool | None:
+    """Does an edit of `file` match lines `start`-`end` directly as strongly as anything of `file`
+    does (WRITER_WIDEN_SHARE), or hold a line of them it changed (`changes_lines`), directly or
+    reached through lineage? None when nothing of `file` matches them directly
+    (`widen_for_evidence` answers for such a span).
+
+    An edit in the answer that changed a line of the span names its writer, however a read of the
+    file compares: widening it took in a neighbour another session wrote, and a resumed session's
+    one-line edit fell behind the original's whole-file Write (tests/test_session_identity.py)."""
+    best = best_edit = 0.0
+    changed = False
+    for h, fr in items:
+        if h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file:
+            best = max(best, h.confidence)
+            if fr.kind == EDIT:
+                best_edit = max(best_edit, h.confidence)
+                changed = changed or changes_lines(fr, file, start, end)
+        elif h.via == "lineage" and fr is not None and fr.kind == EDIT and fr.file == file:
+            changed = True  # lines a later edit carried, traced to the edit that wrote them
+    if best <= 0.0:
+        return None
+    return changed or best_edit >= WRITER_WIDEN_SHARE * best
+
+
+def changes_lines(fr: Fragment, file: str, start: int, end: int) -> bool:
+    """Is `fr` an edit of `file` whose added or changed lines (its hunk's range, in the edit's
+    own line numbers) take in a line of `start`-`end`?"""
+    return (fr.kind == EDIT and fr.file == file and fr.line0 is not None and fr.line1 is not None
+            and fr.line0 <= end and fr.line1 >= start and fr.line0 <= fr.line1)
+
+
+def edit_on_lines(edits: Iterable[tuple[float, Fragment | None]], file: str, start: int, end: int) -> float:
+    """The strongest of `edits` (confidence, fragment: a session's edits the answer holds that
+    session's evidence of, under the floor or not) that changed a line of `start`-`end` of `file`
+    (`changes_lines`): evidence of the span in its own file. A resumed session's one-line Edit
+    held 0.71 of its 3-line span, under the floor its own tool call (0.9) set: judged on what
+    passed the floor, the span had no evidence in its file, took in a line above, and the
+    original session's Write came first (tests/test_session_identity.py)."""
+    return max((c for c, fr in edits if fr is not None and changes_lines(fr, file, start, end)), default=0.0)
+
+
 def strongest(hits: Iterable[Hit]) -> float:
     """A span's own evidence: its strongest direct match or agent link (lineage and tombstones
     are reached through those, or are about deleted text)."""
     return max((h.confidence for h in hits if h.via in ("direct", "agent_link")), default=0.0)
+
+
+def strongest_in_file(items: Iterable[tuple[Hit, Fragment | None]], file: str) -> float:
+    """A span's own evidence in its own file: its strongest direct match by an edit, a read or
+    carried lines of `file`, or an agent link (what `widen_for_evidence` weighs). Weighed over
+    every match, a span whose renamed lines kept a few k-grams that another file's edit held at
+    0.44 was not widened, nothing of its own file passed the floor, and that other session was the
+    whole answer (savekirk/session-bridge, `src/test/checkpoints/transcript.test.ts`)."""
+    return max((h.confidence for h, fr in items if h.via == "agent_link" or (
+        h.via == "direct" and fr is not None and fr.kind in CODE and fr.file == file)), default=0.0)
 
 
 # --------------------------------------------------------------------------- direct matches
@@ -322,6 +415,9 @@ class Writes:
         self.by_session: dict[tuple[str, str], tuple[float, str, int]] = {}
         self.wanted = set(wanted)  # sessions measured whatever the answer holds of them
         self.carried = carried  # with the lines each edit kept (code.carried): what it had in hand there
+        # Every code.edit among the direct candidates, passing the floor or not → its confidence
+        # (`direct.direct_hits`): what `edit_on_lines` reads of edits a stronger match set the floor for.
+        self.edits: dict[int, float] = {}
 
 
 def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,

@@ -140,6 +140,7 @@ _WHY_WIDER = {
     "few-tokens": "too few tokens to fingerprint",
     "no-evidence": "no session matched those lines themselves",
     "weak-evidence": "those lines themselves matched only weakly",
+    "no-writer": "no edit matched those lines as well as the file's reads did",
     "expand-until": "--expand-until",
 }
 
