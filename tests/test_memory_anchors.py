@@ -232,6 +232,23 @@ def test_an_unsaved_buffer_is_read_instead_of_the_disk(repo: Path) -> None:
     assert b.text == "# a comment typed, not saved\n"
 
 
+def test_a_long_buffer_being_typed_in_finds_its_notes_near_their_place_as_a_whole_search_does(repo: Path) -> None:
+    """The language server resolves a touched note of a long buffer near its place first
+    (`nearby`): the answer must be the whole search's, and code moved far away is still found."""
+    filler = "".join(f"value_{i} = compute_{i % 97}(value_{i - 1}, {i})\n" for i in range(1, 3001))
+    text = filler + PARSER + filler.replace("value_", "other_")
+    (repo / "pkg" / "http.py").write_text(text)
+    start = find(text, "def retry_delay")
+    a = capture(repo, "pkg/http.py", start, start + 6)
+    body = lines_of(text, a.start, a.end)
+    typed = {"pkg/http.py": "x = 1\n" + text.replace(body, twenty_percent_edit(body))}
+    near, whole = (resolve(repo, a, buffers=typed, nearby=flag) for flag in (True, False))
+    assert near == whole and (near.state, near.start, near.end, near.retained) == ("edited", a.start + 1, a.end + 1, 0.8)
+    far = {"pkg/http.py": text.replace(body, "") + twenty_percent_edit(body)}
+    near, whole = (resolve(repo, a, buffers=far, nearby=flag) for flag in (True, False))
+    assert near == whole and near.state == "edited" and near.start > 6000, "moved beyond the window: the whole text"
+
+
 def test_refused_paths_and_ranges_say_what_to_do(repo: Path, tmp_path: Path) -> None:
     outside = tmp_path / "secret.py"
     outside.write_text("password = 'x'\n")

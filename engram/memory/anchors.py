@@ -90,6 +90,14 @@ MAX_ALIGNED: Final = 12
 #: Identifiers of the span a candidate file must mostly contain (the longest: rarest in practice).
 RARE_IDENTIFIERS: Final = 4
 BINARY_PROBE: Final = 8192
+#: A buffer being edited (`resolve(..., nearby=True)`) longer than NEARBY_FROM lines is first
+#: searched only within NEARBY_LINES lines of the anchor's place: typing changes a few lines, so a
+#: touched note is almost always still there, and tokenizing a 5,000-line buffer at every
+#: keystroke (~100-200 ms holding the GIL) was the language server's codeLens tail. The near match
+#: answers when its code is kept (not vanished) and it ends short of the window's edges; else
+#: the whole text is searched, as without `nearby`.
+NEARBY_FROM: Final = 1_000
+NEARBY_LINES: Final = 200
 
 STATES: Final = ("intact", "moved", "edited", "vanished")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
@@ -458,17 +466,20 @@ def working_text(root: Path, rel: str, buffers: Mapping[str, str] | None = None)
 
 
 def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None,
-            db: apsw.Connection | None = None) -> Resolution:
+            db: apsw.Connection | None = None, nearby: bool = False) -> Resolution:
     """Where `anchor`'s code is in the working tree (`buffers`: repository path → unsaved text,
     read instead of the disk). `db`: the evidence index, to name the session whose edit explains
-    a change and to learn which files sessions wrote the code into."""
+    a change and to learn which files sessions wrote the code into. `nearby`: the file is a buffer
+    being typed in, look near the anchor's place first (NEARBY_FROM)."""
     tree = _Tree(root, buffers)
     text = tree.read(anchor.file)
     found = _exactly(anchor, text)
     if found is not None:
         return _with_session(db, anchor, found, text)
     probe = _Probe.of(anchor)
-    best = probe.match(anchor.file, text, anchor.start) if text is not None else None
+    best = None
+    if text is not None:
+        best = (nearby and probe.match_near(anchor.file, text, anchor.start)) or probe.match(anchor.file, text, anchor.start)
     if best is None or _vanishes(best.shares):
         there = _elsewhere(tree, anchor, probe, db)
         if there is not None and (best is None or there.retained >= best.retained + ELSEWHERE_MARGIN
@@ -611,11 +622,25 @@ class _Probe:
         k = max(1, min(definition.DEFAULT_K, len(tok)))
         return cls(tok.hashes.tolist(), tok.lines.tolist(), np.unique(kgram_hashes(tok.hashes, k)), k, False)
 
-    def match(self, file: str, text: str, near_line: int | None) -> _Match | None:
-        """The best place of the anchor's code in `text` (nearest `near_line` among equals)."""
+    def match_near(self, file: str, text: str, near_line: int) -> _Match | None:
+        """`match` within NEARBY_LINES of `near_line` (1-based) of a text of more than NEARBY_FROM
+        lines, when what it finds is kept code clear of the window's edges; else None."""
+        lines = _split_lines(text)
+        if len(lines) <= NEARBY_FROM or self.fingerprint_only:
+            return None
+        s0 = max(0, near_line - 1 - NEARBY_LINES)
+        e0 = min(len(lines), near_line + max(self.lines, default=0) + NEARBY_LINES)
+        m = self.match(file, "".join(f"{line}\n" for line in lines[s0:e0]), near_line - s0, keep=False)
+        if m is None or _vanishes(m.shares) or (s0 and m.start <= 1) or (e0 < len(lines) and m.end >= e0 - s0):
+            return None
+        return replace(m, start=m.start + s0, end=m.end + s0)
+
+    def match(self, file: str, text: str, near_line: int | None, keep: bool = True) -> _Match | None:
+        """The best place of the anchor's code in `text` (nearest `near_line` among equals).
+        `keep` false: a text used once (a window), not kept among the last texts' k-grams."""
         import numpy as np  # noqa: PLC0415
 
-        tok, kg = _text_kgrams(text, self.k)
+        tok, kg = _text_kgrams(text, self.k) if keep else _text_kgrams.__wrapped__(text, self.k)
         n = len(tok)
         if n < self.k or not len(self.seeds):
             return None

@@ -105,7 +105,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
         elif quick:
             place = _quick(root, anchor, _read_once(texts, root, anchor), (state, at_file, at_start, at_end, retained))
         else:
-            place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor))
+            place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor), live)
             if not live and attribute:
                 fresh.append((place, now, no, n))
         out.setdefault(no, []).append(place)
@@ -129,11 +129,12 @@ def _read_once(texts: dict[str, str], root: Path, anchor: dict[str, Any]) -> dic
     return texts
 
 
-def _resolve(db: apsw.Connection | None, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None
-             ) -> Place:
+def _resolve(db: apsw.Connection | None, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None,
+             live: bool = False) -> Place:
+    """`live`: the anchor's file is a buffer being edited (looked for near its place first)."""
     from engram.memory.anchors import Anchor, resolve  # noqa: PLC0415 - fingerprints load numpy
 
-    res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db)
+    res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db, nearby=live)
     if res.start is None or res.end is None:  # vanished: shown where it was
         return Place(anchor_json, res.state, str(anchor_json["file"]), int(anchor_json["start"]),
                      int(anchor_json["end"]), float(res.retained), res.best_partial, res.session, res.edit)
