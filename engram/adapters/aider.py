@@ -45,6 +45,7 @@ from engram.adapters.unified import (
     split_lines,
 )
 from engram.tape import events as E
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -674,7 +675,7 @@ class _Run:
         if target is None:
             return [self.unplaced({"kind": E.CODE_EDIT, "file": rel, "tool": b.kind, "call_id": None}, rel, b)
                     for b in held]
-        log.info("%s: %d block(s) aider matched loosely, placed by commit %s", rel, len(held), commit[:12])
+        log.info("%s: %s aider matched loosely, placed by commit %s", rel, plural(len(held), "block"), commit[:12])
         ev = {"kind": E.CODE_EDIT, "file": rel, "tool": held[0].kind, "call_id": None}
         return [self.whole(ev, rel, self.files.get(rel) or "", split_lines(target))]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import ChainMap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -93,7 +94,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
         " FROM memory_anchors WHERE memory IN carray(?) ORDER BY memory, n", (int_array(nos),)).fetchall()
     out: dict[int, list[Place]] = {}
     fresh: list[tuple[Any, ...]] = []
-    texts: dict[str, str] = dict(buffers) if buffers else {}  # (the buffers, and files read once: `_read_once`)
+    texts: dict[str, str] = {}  # the buffers asked for and the files read once (`_read_once`)
     for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp in rows:
         anchor = orjson.loads(anchor_json)
         live = buffers is not None and file in buffers
@@ -103,9 +104,9 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
                           extra.get("session"), extra.get("edit"))
         elif quick:
-            place = _quick(root, anchor, _read_once(texts, root, anchor), (state, at_file, at_start, at_end, retained))
+            place = _quick(root, anchor, _read_once(texts, root, anchor, buffers), (state, at_file, at_start, at_end, retained))
         else:
-            place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor), live)
+            place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor, buffers), live)
             if not live and attribute:
                 fresh.append((place, now, no, n))
         out.setdefault(no, []).append(place)
@@ -114,19 +115,23 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     return out
 
 
-def _read_once(texts: dict[str, str], root: Path, anchor: dict[str, Any]) -> dict[str, str]:
-    """`texts` with the anchor's file added as it is on disk, read once for all the anchors of
-    the call in it: 500 anchors of a 5,000-line file read and decoded it 500 times, ~0.3 s of a
-    hook's answer (bench/hooks.py). Resolution reads a buffer as it would read the file; a file
-    over anchors.MAX_FILE_BYTES is left to it (its scan for moved code skips such files)."""
+def _read_once(texts: dict[str, str], root: Path, anchor: dict[str, Any],
+               buffers: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """`texts` with the anchor's file added — its unsaved buffer, else as it is on disk — read
+    once for all the anchors of the call in it: 500 anchors of a 5,000-line file read and decoded
+    it 500 times, ~0.3 s of a hook's answer (bench/hooks.py). `buffers` may be a lookup that
+    cannot list its keys (the MCP endpoint's editor buffers), so it is asked per file. Resolution
+    reads a buffer as it would read the file; a file over anchors.MAX_FILE_BYTES is left to it
+    (its scan for moved code skips such files)."""
     file = anchor.get("file")
     if isinstance(file, str) and file not in texts:
         from engram.memory.anchors import MAX_FILE_BYTES, working_text  # noqa: PLC0415
 
-        text = working_text(root, file)
+        text = working_text(root, file, buffers)
         if text is not None and len(text) <= MAX_FILE_BYTES // 4:  # (bytes: up to 4 a character)
             texts[file] = text
-    return texts
+    # (the other buffers too: code moved into another file that is not saved yet is found there)
+    return texts if not buffers else ChainMap(texts, buffers)  # type: ignore[arg-type]
 
 
 def _resolve(db: apsw.Connection | None, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None,
