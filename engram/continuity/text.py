@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from engram.words import plural
+
 _FOR: Final = {"claude": "Claude Code", "codex": "Codex"}
 
 
@@ -111,8 +113,8 @@ def _sections(doc: dict[str, Any]) -> list[str]:
         out += ["", "## Working set (latest first; state of the file now)"]
         for w in doc["working_set"]:
             lines = ", ".join(f"{a}-{b}" for a, b in w["lines"][:3])
-            what = ", ".join(x for x in (f"{w['edits']} edits" if w["edits"] else "",
-                                         f"{w['reads']} reads" if w["reads"] else "") if x)
+            what = ", ".join(x for x in (plural(w["edits"], "edit") if w["edits"] else "",
+                                         plural(w["reads"], "read") if w["reads"] else "") if x)
             by = f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else ""
             out.append(f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})")
     if doc.get("likely_next"):
@@ -133,10 +135,12 @@ def _sections(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-_LEFT: Final = {"last_message": "last message", "plan": "plan items", "failing": "failing checks",
-                "must_not_redo": "side effects", "working_set": "files", "likely_next": "files named or related",
-                "errors": "tool errors",
-                "accepted_plan": "accepted plan"}
+# What a left-out count counts, singular and plural ("1 tool error", "2 tool errors").
+_LEFT: Final = {"last_message": ("last message", "last messages"), "plan": ("plan item", "plan items"),
+                "failing": ("failing check", "failing checks"), "must_not_redo": ("side effect", "side effects"),
+                "working_set": ("file", "files"), "likely_next": ("file named or related", "files named or related"),
+                "errors": ("tool error", "tool errors"), "accepted_plan": ("accepted plan", "accepted plans"),
+                "commands": ("command", "commands"), "requests": ("request", "requests")}
 
 
 def _footer(doc: dict[str, Any]) -> list[str]:
@@ -145,7 +149,7 @@ def _footer(doc: dict[str, Any]) -> list[str]:
     if b:
         out.append(f"Budget: {b['used']} of {b['tokens']} tokens ({b['counted']}).")
     if doc.get("left_out"):
-        left = ", ".join(f"{n} {_LEFT.get(k, k)}" for k, n in doc["left_out"].items())
+        left = ", ".join(_left(k, n) for k, n in doc["left_out"].items())
         out.append(f"Left out: {left}. More: {doc['more']}")
     out.append("Any item: `engram view TAPE@OFFSET` shows the transcript there.")
     return out
@@ -170,3 +174,8 @@ def first_prompt(doc: dict[str, Any], harness: str) -> str:
         "",
     ]
     return "\n".join([*intro, *_heading(doc), *_sections(doc), *_footer(doc)]) + "\n"
+
+
+def _left(key: str, n: int) -> str:
+    one, many = _LEFT.get(key, (key.removesuffix("s"), key))
+    return plural(n, one, many)
