@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,9 @@ def test_pretty_text_and_first_prompts(spot: Path) -> None:
     assert text.startswith(f"Session {SPOTTER_OTHER} (claude-code)")
     assert "## Must not redo" in text and "## Working set" in text and "Budget: " in text
     assert "Left out: " in text and f"More: engram resume {SPOTTER_OTHER} --budget 4000" in text
+    small = run_engram(spot, "resume", "--budget", "600").stdout
+    assert "1 edit," in small or "1 edit " in small, "the real session has files edited once"
+    assert not re.search(r"\b1 (edits|reads|tool errors|files|commands|side effects|plan items)\b", text + small)
     for harness, name in (("codex", "Codex"), ("claude", "Claude Code")):
         prompt = run_engram(spot, "resume", "--for", harness).stdout
         assert prompt.startswith("You are continuing work that a claude-code session") and f"you are in {name}" in prompt
