@@ -282,6 +282,9 @@ class Row:
     file: str = ""  # the span's file at N
     by_blame: bool = False  # dead in the diffs, alive by git blame -M -C (moved)
     lines: "LineDiff | None" = None  # the anchored span against the resolver's match (`line_diff`)
+    text: str = ""  # the anchored text (for --dump)
+    start: int = 0  # the span's first line at N (for --dump)
+    rev: str = ""  # N+k (for --dump)
 
 
 def overlaps(file: str | None, start: int | None, end: int | None, true_file: str, survivors: list[int]) -> bool:
@@ -339,7 +342,8 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
             ms = (time.perf_counter() - t0) * 1000
             row = Row(alive, t.path, survivors, res, ms, _file_line(clone, s, t.path, survivors, lengths),
                       _tracker(tracked[id(s)][k], t.path, survivors), _text_there(clone, s.anchor, t.path, texts),
-                      s.file, lines=line_diff(s.anchor.text, _matched_text(clone, res)))
+                      s.file, lines=line_diff(s.anchor.text, _matched_text(clone, res)), text=s.anchor.text,
+                      start=s.start, rev=chain[i + k])
             if not alive:
                 moved = _blamed(clone, blames, base, chain[i + k], s, {t.path, res.file if res.start else None,
                                 (res.best_partial or {}).get("file"), (tracked[id(s)][k] or (None,))[0]})
@@ -555,6 +559,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a constant of engram.memory.anchors for this run (tuning)")
     ap.add_argument("--workdir", type=Path, default=None, help="where the checkouts go (default: a temp dir)")
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="write every span's truth and answer as JSON Lines (to study a rule without a rerun)")
     args = ap.parse_args()
     tune = {t.strip() for t in args.tune.split(",") if t.strip()}
     print(f"# {machine()}; load {load()}; {dt.date.today()}; engram {engram_version()}")
@@ -565,7 +571,8 @@ def main() -> None:
         setattr(anchors, key, type(getattr(anchors, key))(value))
     print(f"# VANISHED_BELOW = {anchors.VANISHED_BELOW}, VANISHED_LINES_BELOW = {anchors.VANISHED_LINES_BELOW}, "
           f"ELSEWHERE_FROM = {anchors.ELSEWHERE_FROM}, ELSEWHERE_LINES_FROM = {anchors.ELSEWHERE_LINES_FROM}, "
-          f"AMBIGUOUS_WITHIN = {anchors.AMBIGUOUS_WITHIN}, MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
+          f"AMBIGUOUS_WITHIN = {anchors.AMBIGUOUS_WITHIN}, LINES_KEPT_BELOW = {anchors.LINES_KEPT_BELOW}, "
+          f"RENAMED_FROM = {anchors.RENAMED_FROM}, MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
@@ -578,12 +585,30 @@ def main() -> None:
                                          at or None)
             except (subprocess.CalledProcessError, BadInput) as exc:
                 sys.exit(f"{name}: {exc}")
+    if args.dump is not None:
+        dump(results, tune, args.dump)
     print_table(results, tune)
     print_states(results)
     print_audit(results, tune)
     print_line_sweep(results, tune)
     if tune:
         print_sweep({n: r for n, r in results.items() if n in tune})
+
+
+def dump(results: dict[str, dict[int, list[Row]]], tune: set[str], path: Path) -> None:
+    """One JSON line per span and k: the truth, the resolver's answer with its shares, the
+    references, and the anchored text (`Row.text`)."""
+    import json  # noqa: PLC0415
+
+    with path.open("w", encoding="utf-8") as f:
+        for name, per_k in results.items():
+            for k, rows in per_k.items():
+                for r in rows:
+                    f.write(json.dumps({
+                        "repo": name, "tuned": name in tune, "k": k, "rev": r.rev, "file": r.file, "start": r.start, "alive": r.alive,
+                        "true_file": r.true_file, "survivors": r.survivors, "by_blame": r.by_blame,
+                        "res": {**r.res.to_json(), "shares": r.res.shares}, "ms": r.ms, "fileline": r.fileline,
+                        "tracker": r.tracker, "text_there": r.text_there, "text": r.text}) + "\n")
 
 
 def _name(mirror: Path) -> str:
