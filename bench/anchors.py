@@ -736,30 +736,64 @@ def print_audit(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> Non
     print(fmt_table(["set", "k", "spans", "n", *AUDIT, "identifiers kept p50"], body))
 
 
+LINE_RULES = {  # what counts as a surviving line of an `edited` match in the own file: (blank, renamed)
+    "unchanged (of the non-blank lines)": (False, False),
+    "unchanged or blank": (True, False),
+    "unchanged or renamed (of the non-blank)": (False, True),
+    "unchanged, blank or renamed (the resolver's)": (True, True),
+}
+
+
+def kept_share(shares: dict[str, float], blank: bool, renamed: bool) -> float:
+    """The share of an anchor's lines a line rule counts as surviving (`_Probe._shares`' parts)."""
+    if blank and renamed:
+        return shares["kept_lines"]
+    b, rn = shares.get("blank", 0.0), shares.get("renamed", 0.0)
+    code = 1.0 - b  # lines with tokens, as a share of all
+    unchanged = shares.get("lines", 1.0) * code
+    if not blank:
+        return round((unchanged + rn * renamed) / code, 3) if code else 1.0
+    return round(unchanged + b + rn * renamed, 3)
+
+
+def line_rule_score(rows: list[Row], blank: bool, renamed: bool, below: float) -> Score:
+    """The resolver's score had an `edited` match in the anchor's own file vanished when less than
+    `below` of its lines survive as (`blank`, `renamed`) count them; a match the run's own rule made
+    vanish (its best partial has `lines_kept`) is judged again the same way."""
+    sc = Score()
+    for r in rows:
+        res, partial = r.res, r.res.best_partial or {}
+        file, start, end, gone = res.file, res.start, res.end, res.state == "vanished"
+        shares = res.shares or {}
+        if gone and "lines_kept" in partial and not anchors._vanishes(shares):  # vanished by the line rule alone
+            file, start, end = partial["file"], partial["start"], partial["end"]
+            gone = kept_share(shares, blank, renamed) < below
+        elif res.state == "edited" and res.file == r.file and "kept_lines" in shares:
+            gone = kept_share(shares, blank, renamed) < below
+        sc.add(r.alive, not gone and overlaps(file, start, end, r.true_file, r.survivors), gone)
+    return sc
+
+
 def print_line_sweep(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> None:
-    """Right place (worst k) / vanished (all k) if an `edited` match in the own file also vanished
-    when fewer than a share of the anchor's lines are there unchanged or edited in place (`LineDiff.similar`)."""
+    """Right place (worst k) / vanished (all k) if an `edited` match in the own file vanished below
+    a share of its lines surviving, for each way of counting them (`LINE_RULES`; "never": no line
+    rule, the token and line shares of `_vanishes` alone)."""
     body = []
-    for below in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7):
-        cells = []
-        for names in ([n for n in results if n in tune], [n for n in results if n not in tune]):
-            per_k = []
-            for k in KS:
-                sc = Score()
-                for r in (r for n in names for r in results[n][k]):
-                    gone = r.res.state == "vanished" or (r.res.state == "edited" and r.res.file == r.file
-                                                         and r.lines is not None and r.lines.similar < below)
-                    sc.add(r.alive, not gone and overlaps(r.res.file, r.res.start, r.res.end, r.true_file,
-                                                          r.survivors), gone)
-                per_k.append(sc)
-            worst = min((sc.right / sc.alive for sc in per_k if sc.alive), default=None)
-            cells.append(f"{'-' if worst is None else f'{worst:.3f}'} / "
-                         f"{share(sum(sc.vanished for sc in per_k), sum(sc.dead for sc in per_k))}")
-        body.append([_below(below), *cells])
+    for what, (blank, renamed) in LINE_RULES.items():
+        for below in (0.0, 0.4, 0.5, 0.6):
+            if below == 0.0 and (blank or renamed):
+                continue
+            cells = []
+            for names in ([n for n in results if n in tune], [n for n in results if n not in tune]):
+                per_k = [line_rule_score([r for n in names for r in results[n][k]], blank, renamed, below) for k in KS]
+                worst = min((sc.right / sc.alive for sc in per_k if sc.alive), default=None)
+                cells.append(f"{'-' if worst is None else f'{worst:.3f}'} / "
+                             f"{share(sum(sc.vanished for sc in per_k), sum(sc.dead for sc in per_k))}")
+            body.append(["never" if below == 0.0 else what, _below(below) if below else "-", *cells])
     print()
-    print("if an edited match in the own file also vanished below a share of the anchor's lines unchanged or edited "
-          "in place: right place (the lowest of the three k) / vanished (all k)")
-    print(fmt_table(["lines unchanged or edited", "tuned", "held out (not for choosing)"], body))
+    print("if an edited match in the own file vanished below a share of its lines surviving: right place "
+          "(the lowest of the three k) / vanished (all k)")
+    print(fmt_table(["lines counted", "vanished below", "tuned", "held out (not for choosing)"], body))
 
 
 def _below(x: float) -> str:

@@ -701,6 +701,7 @@ class _Probe:
             renamed = _renamed_lines(self.hashes, self.lines, at, tok, a, unchanged)
             blank = self.n_lines - len(per_line)
             shares["kept_lines"] = round((len(unchanged) + renamed + blank) / self.n_lines, 3)
+            shares["renamed"], shares["blank"] = round(renamed / self.n_lines, 3), round(blank / self.n_lines, 3)
         return shares
 
 
