@@ -1,7 +1,7 @@
 """Anchor survival on real histories: do memories' anchors (`engram.memory.anchors`) follow code
 through a repository's own commits?
 
-    python bench/anchors.py MIRROR[@N]... [--tune NAME,NAME] [--spans 300] [--seed 1] [--workdir DIR]
+    python bench/anchors.py MIRROR[@N]... [--tune NAME,NAME] [--spans 300] [--seed 1] [--workdir DIR] [--dump FILE]
 
 Each MIRROR is a git directory (a bare mirror: bench/README.md says how to get them). For each:
 

@@ -246,6 +246,11 @@ def test_a_light_edit_stays_edited(repo: Path) -> None:
     assert (r.state, r.file, r.start, r.end, r.best_partial) == ("edited", a.file, a.start, a.end, None)
     (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, twenty_percent_edit(a.text)))
     assert resolve(repo, a).state == "edited", "every line changed, but by renames"
+    (repo / "pkg" / "http.py").write_text(PARSER)
+    signature = capture(repo, "pkg/http.py", a.start, a.start)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace("base_delay=0.5", "base_delay=0.25"))
+    r = resolve(repo, signature)
+    assert (r.state, r.start) == ("edited", a.start), "a note on one line: a default value changed"
 
 
 def test_deleted_code_vanishes(repo: Path) -> None:

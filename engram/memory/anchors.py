@@ -13,8 +13,9 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
   `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens or
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
-  header, is no move); ``best_partial`` names the
-  best remnant, if any.
+  header, is no move), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
+  lines (unchanged, blank, or changed by renames alone: git's line tracking calls it dead);
+  ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
@@ -76,6 +77,10 @@ VANISHED_LINES_BELOW: Final = 0.5
 LINES_KEPT_BELOW: Final = 0.5
 #: A token replaced by the same new one at least this often in the anchor is a rename.
 RENAMED_FROM: Final = 2
+#: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
+#: makes any edit of it (a default value changed in a signature) a deletion, which is the token
+#: share's call at that size (VANISHED_BELOW). The bench's spans have 3 or more.
+LINES_RULE_FROM: Final = 2
 #: A match in another file replaces the own file's only when it retains this much more.
 ELSEWHERE_MARGIN: Final = 0.1
 #: A match in another file has no old place or neighbours to vouch for it, so it must hold at
@@ -697,7 +702,7 @@ class _Probe:
         unchanged = {ln for ln, xs in per_line.items()
                      if xs[0] >= 0 and xs[-1] - xs[0] == len(xs) - 1 and all(x >= 0 for x in xs)}
         shares = {"tokens": round(sum(x >= 0 for x in at) / len(at), 3), "lines": round(len(unchanged) / len(per_line), 3)}
-        if tok is not None and self.n_lines:
+        if tok is not None and self.n_lines and len(per_line) >= LINES_RULE_FROM:
             renamed = _renamed_lines(self.hashes, self.lines, at, tok, a, unchanged)
             blank = self.n_lines - len(per_line)
             shares["kept_lines"] = round((len(unchanged) + renamed + blank) / self.n_lines, 3)
