@@ -647,7 +647,8 @@ class _Probe:
         s0 = max(0, near_line - 1 - NEARBY_LINES)
         e0 = min(len(lines), near_line + max(self.lines, default=0) + NEARBY_LINES)
         m = self.match(file, "".join(f"{line}\n" for line in lines[s0:e0]), near_line - s0, keep=False)
-        if m is None or _vanishes(m.shares) or m.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW or (s0 and m.start <= 1) or (e0 < len(lines) and m.end >= e0 - s0):
+        if (m is None or _vanishes(m.shares) or m.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW
+                or (s0 and m.start <= 1) or (e0 < len(lines) and m.end >= e0 - s0)):
             return None
         return replace(m, start=m.start + s0, end=m.end + s0)
 
@@ -701,7 +702,8 @@ class _Probe:
             per_line.setdefault(line, []).append(x)
         unchanged = {ln for ln, xs in per_line.items()
                      if xs[0] >= 0 and xs[-1] - xs[0] == len(xs) - 1 and all(x >= 0 for x in xs)}
-        shares = {"tokens": round(sum(x >= 0 for x in at) / len(at), 3), "lines": round(len(unchanged) / len(per_line), 3)}
+        shares = {"tokens": round(sum(x >= 0 for x in at) / len(at), 3),
+                  "lines": round(len(unchanged) / len(per_line), 3)}
         if tok is not None and self.n_lines and len(per_line) >= LINES_RULE_FROM:
             renamed = _renamed_lines(self.hashes, self.lines, at, tok, a, unchanged)
             blank = self.n_lines - len(per_line)
@@ -820,9 +822,11 @@ def _vanishes(shares: dict[str, float]) -> bool:
 
 def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolution:
     """The state a best match (or none) makes: in another file, only an unambiguous match holding
-    ELSEWHERE_FROM of the tokens (or ELSEWHERE_LINES_FROM of the lines) places the anchor; the
-    rest names the best partial match."""
-    if best is None or _vanishes(best.shares) or (best.file != anchor.file and _unplaced(best)) or _rewritten(anchor, best):
+    ELSEWHERE_FROM of the tokens (or ELSEWHERE_LINES_FROM of the lines) places the anchor; in
+    its own file, a changed match keeping less than LINES_KEPT_BELOW of its lines does not
+    (`_rewritten`); the rest names the best partial match."""
+    if (best is None or _vanishes(best.shares) or (best.file != anchor.file and _unplaced(best))
+            or _rewritten(anchor, best)):
         partial = None
         if best is not None and best.retained >= PARTIAL_FROM:
             partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
