@@ -285,6 +285,7 @@ class Row:
     text: str = ""  # the anchored text (for --dump)
     start: int = 0  # the span's first line at N (for --dump)
     rev: str = ""  # N+k (for --dump)
+    second: tuple[bool, str, list[int]] | None = None  # (alive, true file, survivors) by `--second-truth`
 
 
 def overlaps(file: str | None, start: int | None, end: int | None, true_file: str, survivors: list[int]) -> bool:
@@ -294,7 +295,7 @@ def overlaps(file: str | None, start: int | None, end: int | None, true_file: st
 
 
 def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, algorithm: str = "myers",
-             at: str | None = None) -> dict[int, list[Row]]:
+             at: str | None = None, second: str | None = None) -> dict[int, list[Row]]:
     rng = random.Random(f"{seed}:{name}")
     chain = first_parent_chain(mirror)
     if len(chain) < max(KS) + 2:
@@ -317,6 +318,11 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
     assert [c for c, _ in commits] == chain[i + 1:i + 1 + max(KS)], "the log is the first-parent chain"
     files = source_files(clone)
     truth = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()}, commits)
+    truth2 = None  # the same spans judged by a second diff algorithm (`--second-truth`)
+    if second is not None:
+        raw2 = git(clone, "log", "--first-parent", "--diff-merges=first-parent", "-M", "-w", "-U0", "--no-color",
+                   f"--diff-algorithm={second}", "--no-ext-diff", "--format=%x01%H", "--reverse", "-p", f"{base}..{tip}")
+        truth2 = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()}, parse_log(raw2))
     spans = sample(files, truth[max(KS)], n_spans, rng)
     for s in spans:
         s.anchor = capture(clone, s.file, s.start, s.end)
@@ -351,8 +357,22 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
                     row.alive, row.true_file, row.survivors, row.by_blame = True, moved[0], moved[1], True
                     row.fileline = (not row.fileline[1] and overlaps(s.file, s.start, s.end, *moved), row.fileline[1])
                     row.tracker = (_tracker(tracked[id(s)][k], *moved)[0], row.tracker[1])
+            if truth2 is not None:
+                row.second = _second_truth(clone, blames, base, chain[i + k], s, truth2[k][s.file], res)
             rows[k].append(row)
     return rows
+
+
+def _second_truth(clone: Path, blames: dict[tuple[str, str], dict[tuple[str, int], int]], base: str, rev: str,
+                  s: Span, t: Tracked, res: Resolution) -> tuple[bool, str, list[int]]:
+    """(alive, true file, surviving lines) of a span by a second line map `t`, blame asked as for the first."""
+    pos = t.pos[s.start - 1:s.end]
+    survivors = sorted(int(x) for x in pos[pos > 0])
+    if 2 * len(survivors) >= len(pos):
+        return True, t.path, survivors
+    moved = _blamed(clone, blames, base, rev, s, {t.path, res.file if res.start else None,
+                                                  (res.best_partial or {}).get("file")})
+    return (True, *moved) if moved is not None else (False, t.path, survivors)
 
 
 def _blamed(clone: Path, blames: dict[tuple[str, str], dict[tuple[str, int], int]], base: str, rev: str, s: Span,
@@ -556,6 +576,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--diff-algorithm", default="myers", choices=("myers", "minimal", "patience", "histogram"),
                     help="git's diff algorithm for the truth and the tracker (default: git's own default)")
+    ap.add_argument("--second-truth", default=None, choices=("myers", "minimal", "patience", "histogram"),
+                    help="also judge the same spans by the line map of this diff algorithm (a second truth column)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a constant of engram.memory.anchors for this run (tuning)")
     ap.add_argument("--workdir", type=Path, default=None, help="where the checkouts go (default: a temp dir)")
@@ -582,12 +604,14 @@ def main() -> None:
             name = _name(mirror)
             try:
                 results[name] = run_repo(mirror.resolve(), name, args.spans, args.seed, Path(tmp), args.diff_algorithm,
-                                         at or None)
+                                         at or None, args.second_truth)
             except (subprocess.CalledProcessError, BadInput) as exc:
                 sys.exit(f"{name}: {exc}")
     if args.dump is not None:
         dump(results, tune, args.dump)
     print_table(results, tune)
+    if args.second_truth:
+        print_second(results, tune, args.diff_algorithm, args.second_truth)
     print_states(results)
     print_audit(results, tune)
     print_line_sweep(results, tune)
@@ -653,6 +677,25 @@ def _cells(name: str, label: str, k: int, sc: list[Score], times: list[float]) -
             share(e.vanished, e.dead),
             str(e.found_whole), str(e.text_there), share(fl.right, fl.alive), share(fl.vanished, fl.dead),
             share(tr.right, tr.alive), share(tr.vanished, tr.dead), f"{pct(times, 50):.1f}/{pct(times, 99):.1f}"]
+
+
+def print_second(results: dict[str, dict[int, list[Row]]], tune: set[str], first: str, second: str) -> None:
+    """The resolver's right place / vanished on the same spans by both truths, side by side."""
+    body = []
+    for label, names in (("tuned on", [n for n in results if n in tune]), ("held out", [n for n in results if n not in tune])):
+        for k in KS:
+            rows = [r for n in names for r in results[n][k]]
+            if not rows:
+                continue
+            flipped = [Row(*r.second, r.res, r.ms, r.fileline, r.tracker, r.text_there, r.file)
+                       for r in rows if r.second is not None]
+            a, b = engram_score(rows), engram_score(flipped)
+            body.append([label, str(k), f"{a.alive} / {a.dead}", share(a.right, a.alive), share(a.vanished, a.dead),
+                         f"{b.alive} / {b.dead}", share(b.right, b.alive), share(b.vanished, b.dead)])
+    print()
+    print(f"the same spans by two truths: line maps of git's {first} and {second} diffs (each with blame for moves)")
+    print(fmt_table(["set", "k", f"{first}: alive / dead", "right place", "vanished",
+                     f"{second}: alive / dead", "right place", "vanished"], body))
 
 
 DEAD_AS = ("vanished", "edited r≥0.9", "edited 0.75-0.9", "edited r<0.75", "edited elsewhere", "intact/moved here",
