@@ -2,6 +2,7 @@
 through a repository's own commits?
 
     python bench/anchors.py MIRROR[@N]... [--tune NAME,NAME] [--spans 300] [--seed 1] [--workdir DIR] [--dump FILE]
+        [--second-truth ALGO]
 
 Each MIRROR is a git directory (a bare mirror: bench/README.md says how to get them). For each:
 
@@ -38,7 +39,8 @@ survived must hold its old text at its new place (printed per repository and k).
 `--tune` names the repositories the thresholds were chosen on; the sweep table shows the choice on
 them, the others are reported apart. A last table says what the dead spans were reported as, per
 repository and k. `--set NAME=VALUE` overrides a constant of the resolver for a
-run; `--diff-algorithm` changes git's (the truth's and the tracker's).
+run; `--diff-algorithm` changes git's (the truth's and the tracker's); `--second-truth ALGO` judges
+the same spans by a second algorithm's line map too, side by side.
 """
 
 from __future__ import annotations
