@@ -57,6 +57,11 @@ def console() -> None:
     before anything else is imported (`engram.cli.running_server.quick`): the command line's own imports
     would be a third of the time an agent's hook may take to append its session."""
     argv = sys.argv[1:]
+    if argv == ["--version"]:  # what setup and doctor run to check a configured engram (engram.cli.version)
+        from engram.cli.version import version_line  # noqa: PLC0415
+
+        print(version_line())
+        return
     from engram.cli import running_server  # noqa: PLC0415
 
     code = running_server.quick(argv)

@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, doctor, interop, memory, query, resume, running_server, share, tapes
+from engram.cli import running_server
+from engram.cli.version import version_line
 
 log = logging.getLogger("engram")
 
@@ -87,24 +88,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def version_line() -> str:
-    """`engram --version`: the version from the installed package's metadata (the package's own
-    when it is run from a checkout without being installed), and which Python and files run it,
-    so that a configured command's `--version` says which engram it is."""
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
-
-    import engram  # noqa: PLC0415
-
-    try:
-        number = version("engram")
-    except PackageNotFoundError:
-        number = engram.__version__
-    where = Path(engram.__file__).parent
-    return f"engram {number} (Python {sys.version.split()[0]}, {where})"
-
-
 class _VersionAction(argparse.Action):
-    """`--version`, computed only when asked (reading package metadata is not free)."""
+    """`--version`, computed only when asked."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
         super().__init__(option_strings, dest, default=argparse.SUPPRESS, nargs=0, help=help)
@@ -129,19 +114,14 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     if only is not None:
         sub = _OnlyCommand(sub, only)
 
-    capture.register(sub)
-    tapes.register(sub)
+    _register("capture", sub, only)
+    _register("tapes", sub, only)
     s = sub.add_parser("demo", help="ingest a real shipped session into a throw-away repository and explain it")
     s.add_argument("--dir", help="build the demo repository here instead of a temporary directory")
     s.add_argument("--keep", action="store_true", help="keep the temporary repository")
     s.set_defaults(func=cmd_demo)
-    agents.register(sub)
-    query.register(sub)
-    resume.register(sub)
-    memory.register(sub)
-    share.register(sub)
-    doctor.register(sub)
-    interop.register(sub)
+    for group in ("agents", "query", "resume", "memory", "share", "doctor", "interop"):
+        _register(group, sub, only)
     s = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     s.add_argument("shell", choices=["bash", "zsh", "fish"],
                    help="the shell: e.g. `source <(engram completion bash)` in ~/.bashrc (docs/cli.md)")
@@ -152,6 +132,30 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
         return build_parser(plugins)  # not a command: the full parser says which ones exist
     _describe_commands(sub.sub if isinstance(sub, _OnlyCommand) else sub)
     return p
+
+
+# The commands each group's module adds (`register`): a run imports the module of its own command
+# alone. A command missing here still runs: not found among the parsers built, it gets the full one.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "capture": ("init", "ingest", "record"),
+    "tapes": ("tapes", "show", "redact", "gc"),
+    "agents": ("setup", "hook"),
+    "query": ("explain", "view", "blame", "search", "index", "reindex"),
+    "resume": ("resume", "handoff", "task"),
+    "memory": ("remember", "recall", "forget", "memory"),
+    "share": ("push", "pull", "sync"),
+    "doctor": ("doctor",),
+    "interop": ("export", "import"),
+}
+
+
+def _register(group: str, sub: Any, only: str | None) -> None:
+    """Add the commands of `group` (engram.cli.<group>), unless `only` names another group's."""
+    if only is not None and only not in GROUPS[group]:
+        return
+    name = f"engram.cli.{group}"
+    __import__(name)
+    sys.modules[name].register(sub)
 
 
 def _describe_commands(sub: argparse._SubParsersAction) -> None:
@@ -191,7 +195,9 @@ def unknown_command(name: str, known: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # a hook never fails the agent,
-        return agents.run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
+        from engram.cli.agents import run_hook_command  # noqa: PLC0415
+
+        return run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
     if argv == ["--version"]:  # what setup and doctor run to check a configured engram: no parser to build
         print(version_line())
         return 0
