@@ -99,9 +99,34 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too: they take the parent's class), whose formatters
+    get the terminal's width without `shutil`: argparse imports it, and with it bz2 and lzma, for
+    the first formatter it makes, even the one `add_argument` makes to check a metavar; ~5 ms of
+    every command here (bench/blame.py), the same width (`shutil.get_terminal_size`'s columns)."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`: COLUMNS when positive, else the terminal on
+    sys.__stdout__, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
 def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only`, the parser of that command alone (see `_OnlyCommand`)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="engram", description="Why does this code exist? Provenance of code from coding-agent sessions.",
         epilog="`engram COMMAND --help` lists a command's options. Commands print for people, except explain, "
                "view and search, which print JSON for agents (--pretty for people); --json gives JSON everywhere "
