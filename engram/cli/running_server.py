@@ -77,6 +77,14 @@ def ask_language_server(endpoint: str | os.PathLike[str], what: str, params: dic
     return doc
 
 
+def resume_package(raw: str) -> str | None:
+    """`engram hook` at a SessionStart after a compaction, a resume or /clear: the resume package
+    (engram.cli.resume, imported then: every other hook call is spared the import)."""
+    from engram.cli.resume import resume_hook  # noqa: PLC0415
+
+    return resume_hook(raw)
+
+
 def ingest_via_server(root: str, paths: Sequence[str], maps: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
     """The report of the language server serving the store at `root` on ingesting `paths`, or
     None to ingest here.
@@ -124,7 +132,7 @@ def quick(argv: Sequence[str]) -> int | None:
     if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # never fails the agent, whatever
         from engram.integrations.hook import hook_process  # noqa: PLC0415 - follows (bad arguments included)
 
-        return hook_process(argv[1] if len(argv) > 1 else None, ask_language_server)
+        return hook_process(argv[1] if len(argv) > 1 else None, ask_language_server, resume_package)
     parsed = _ingest_args(argv)
     if parsed is None or os.environ.get("ENGRAM_LOCAL"):
         return None
