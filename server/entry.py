@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 TYPE_CHECKING = False  # (not typing's: see `console`)
@@ -55,7 +56,15 @@ def console() -> None:
 
     An `engram ingest FILE` that a running language server can do whole is handed to it first,
     before anything else is imported (`engram.cli.running_server.quick`): the command line's own imports
-    would be a third of the time an agent's hook may take to append its session."""
+    would be a third of the time an agent's hook may take to append its session.
+
+    The cyclic garbage collector is off until the command is known: the start-up's imports (numpy,
+    the memory modules' dataclasses) allocate enough to set off 30-80 collections that free
+    nothing, 9-16 ms of the CPU of a hook before an edit or of a blame (bench/hooks.py,
+    bench/blame.py). The hook and the one-shot queries (`QUICK_EXIT_COMMANDS`: they exit without
+    the interpreter's teardown) keep it off, their garbage freed by reference counting; every
+    other command (an ingest, a server) turns it back on."""
+    gc.disable()
     argv = sys.argv[1:]
     if argv == ["--version"]:  # what setup and doctor run to check a configured engram (engram.cli.version)
         from engram.cli.version import version_line  # noqa: PLC0415
@@ -67,8 +76,10 @@ def console() -> None:
     code = running_server.quick(argv)
     if code is not None:
         running_server.leave(code)
-    from engram.cli.main import exit_process  # noqa: PLC0415
+    from engram.cli.main import exit_process, one_shot  # noqa: PLC0415
 
+    if not one_shot(argv):
+        gc.enable()
     exit_process(argv, main(argv))
 
 

@@ -283,10 +283,15 @@ def _damaged_index(exc: BaseException) -> str | None:
 QUICK_EXIT_COMMANDS = frozenset({"explain", "blame", "view", "search", "recall"})
 
 
+def one_shot(argv: Sequence[str]) -> bool:
+    """Does `engram ARGV` run a query of QUICK_EXIT_COMMANDS (one answer, then the process ends)?"""
+    return _command_of(argv) in QUICK_EXIT_COMMANDS
+
+
 def exit_process(argv: Sequence[str], code: int) -> NoReturn:
     """End a command-line run with `code`: a query (or a command a language server carried out)
     without the interpreter's teardown, its output and logs flushed first; any other normally."""
-    if _command_of(argv) not in QUICK_EXIT_COMMANDS and not running_server.answered:
+    if not one_shot(argv) and not running_server.answered:
         sys.exit(code)
     running_server.leave(code)
 
