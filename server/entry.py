@@ -50,6 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return core_main(args, plugins=[register])
 
 
+def _resume_package(raw: str) -> str | None:
+    """The hook's resume package after a compaction (engram.cli.resume: imported only then)."""
+    from engram.cli.resume import resume_hook  # noqa: PLC0415
+
+    return resume_hook(raw)
+
+
 def console() -> None:
     """The installed `engram` script (and `python -m engram_server.entry`): `main`, then the exit
     the command allows (see `engram.cli.main.exit_process`).
@@ -73,7 +80,7 @@ def console() -> None:
         return
     from engram.cli import running_server  # noqa: PLC0415
 
-    code = running_server.quick(argv)
+    code = running_server.quick(argv, _resume_package)
     if code is not None:
         running_server.leave(code)
     from engram.cli.main import exit_process, one_shot  # noqa: PLC0415

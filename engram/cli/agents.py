@@ -15,10 +15,18 @@ AGENTS = ("claude", "codex", "gemini", "qwen", "opencode", "cursor", "vscode", "
 
 def run_hook_command(payload: str | None) -> int:
     """The payload comes as an argument (Codex notify) or on stdin (Claude Code hooks)."""
-    from engram.cli.running_server import ask_language_server, resume_package
+    from engram.cli.running_server import ask_language_server
     from engram.integrations.hook import hook_process
 
-    return hook_process(payload, ask_language_server, resume_package)
+    return hook_process(payload, ask_language_server, _resume_package)
+
+
+def _resume_package(raw: str) -> str | None:
+    """`engram hook` at a SessionStart after a compaction, a resume or /clear: the resume package
+    (imported here: every other hook call is spared the import)."""
+    from engram.cli.resume import resume_hook
+
+    return resume_hook(raw)
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
