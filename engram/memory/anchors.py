@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import logging
 import os
 import re
@@ -42,9 +41,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.anchor import definition
 from engram.errors import BadInput
-from engram.query.spans import repo_relative
+from engram.fsutil import repo_relative
 
 if TYPE_CHECKING:
     from difflib import Match  # (difflib itself only where spans are aligned: an agent's hook imports this module)
@@ -216,6 +214,8 @@ def _span_text(lines: list[str]) -> str:
 
 def _line_key(line: str) -> str:
     """A line without its whitespace, hashed: what a reindent leaves alone."""
+    import hashlib  # noqa: PLC0415 - (OpenSSL's start-up: not for a hook that only reads anchors)
+
     return hashlib.sha256("".join(line.split()).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -246,6 +246,8 @@ def capture(root: Path, file: str, start: int, end: int, *, text: str | None = N
     if not any(line.strip() for line in span):
         raise BadInput(f"{where}: only blank lines; anchor lines that hold code")
     body = _span_text(span)
+    from engram.anchor import definition  # noqa: PLC0415 - (only when anchoring)
+
     hashes = definition.token_hashes(body)
     fps = tuple(sorted(definition.winnowed(definition.kgram_values(hashes, definition.DEFAULT_K),
                                            definition.DEFAULT_W)))
@@ -254,6 +256,8 @@ def capture(root: Path, file: str, start: int, end: int, *, text: str | None = N
 
 
 def _text_hash(body: str) -> str:
+    import hashlib  # noqa: PLC0415
+
     return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -627,6 +631,7 @@ class _Probe:
     def of(cls, anchor: Anchor) -> _Probe:
         import numpy as np  # noqa: PLC0415 - only when the exact lines are not found
 
+        from engram.anchor import definition  # noqa: PLC0415
         from engram.anchor.tokens import tokenize  # noqa: PLC0415
         from engram.anchor.winnow import kgram_hashes  # noqa: PLC0415
 
