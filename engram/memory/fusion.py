@@ -247,8 +247,14 @@ def tag_bonuses(query: str, tag_lists: Sequence[Sequence[str]]) -> list[float]:
     of its tags is the first the query names of all the tags given, TAG_WEIGHT_LATER when the query
     names one of its tags later, 0 when none (see TAG_WEIGHT)."""
     where = _first_places(query)
-    places = [min((p for tag in tags if (p := _named_at(tag, where)) is not None), default=None)
-              for tags in tag_lists]
+    seen: dict[str, int | None] = {}  # tag -> where it is named (candidates share their tags)
+
+    def named_at(tag: str) -> int | None:
+        if tag not in seen:
+            seen[tag] = _named_at(tag, where)
+        return seen[tag]
+
+    places = [min((p for tag in tags if (p := named_at(tag)) is not None), default=None) for tags in tag_lists]
     first = min((p for p in places if p is not None), default=None)
     return [0.0 if p is None else TAG_WEIGHT if p == first else TAG_WEIGHT_LATER for p in places]
 
