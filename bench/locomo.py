@@ -58,7 +58,7 @@ from engram.memory.embed import MODEL_SHA256, Embedder, model_status  # noqa: E4
 from engram.memory.fusion import (TIME_WEIGHT, fts_query, fuse, fuse_rrf, query_period,  # noqa: E402
                                   tag_bonuses, time_closeness)
 from engram.memory.memories import close_all  # noqa: E402
-from engram.memory.recall import BM25_POOL, SCORED  # noqa: E402
+from engram.memory.recall import BM25_POOL  # noqa: E402
 
 CATEGORIES = (1, 2, 3, 4)
 CONTEXT_TURNS = 2  # a turn's context: this many turns before it in its session (1: 0.778, 2: 0.794, 3: 0.804 tuned
@@ -207,10 +207,10 @@ class ScriptStore:
 def with_bonuses(query: str, hits: list, store: ScriptStore, tags: bool = True) -> list[str]:
     """The fused ranking with recall's bonuses: TIME_WEIGHT x closeness to a date the query names,
     and what the query's naming the memory's tag (its speaker) adds (`fusion.tag_bonuses`: most for
-    the speaker named first among the first SCORED hits' speakers, as recall does)."""
+    the speaker named first; recall looks among its first SCORED candidates' tags, this among every
+    hit's, which differs only when the speaker named first has none of those)."""
     period = query_period(query)
-    top = hits[:SCORED]
-    named = dict(zip([h.id for h in top], tag_bonuses(query, [store.tags[h.id] for h in top]), strict=True)) \
+    named = dict(zip([h.id for h in hits], tag_bonuses(query, [store.tags[h.id] for h in hits]), strict=True)) \
         if tags else {}
 
     def score(h: object) -> float:
