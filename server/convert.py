@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lsprotocol import types
+from pygls.protocol import default_converter
 
 from engram.memory.model import Memory
 from engram.memory.places import Place
@@ -57,6 +58,26 @@ def lens(uri: str, version: int, r: LiveRegion, notes_only: bool = False) -> typ
         data["notesOnly"] = True
     return types.CodeLens(range=types.Range(start=types.Position(line=r.start, character=0),
                                             end=types.Position(line=r.start, character=0)), data=data)
+
+
+def protocol_converter() -> Any:
+    """pygls's converter (lsprotocol's), writing code lenses directly: the answer of 475 lenses
+    (bench/lsp_notes.py's 5,000-line file) was ~6 ms of CPU on the event loop to serialise through
+    cattrs's generic path, ~4 ms this way. The JSON is the same (absent fields left out)."""
+    conv = default_converter()
+
+    def lens_json(lens: types.CodeLens) -> dict[str, Any]:
+        start, end = lens.range.start, lens.range.end
+        out: dict[str, Any] = {"range": {"start": {"line": start.line, "character": start.character},
+                                         "end": {"line": end.line, "character": end.character}}}
+        if lens.command is not None:
+            out["command"] = conv.unstructure(lens.command)
+        if lens.data is not None:
+            out["data"] = lens.data  # (JSON already: what `lens` made, or what a client sent)
+        return out
+
+    conv.register_unstructure_hook(types.CodeLens, lens_json)
+    return conv
 
 
 def resolved_command(uri: str, r: LiveRegion, sessions: list[dict[str, Any]] | None = None,

@@ -307,3 +307,39 @@ async def test_an_edit_resolves_the_notes_it_touched_and_another_process_notes_a
     assert md is not None and "width times height" in md, "another process's note, with no edit of the buffer"
     for ref in (edited["id"], below["id"], third_id):
         await command(client, "engram.forget", ref)
+
+
+PANTRY = ("def stock(pantry):\n    return sorted(pantry)\n\n\n"
+          "def reorder(pantry, supplier):\n    missing = [item for item in pantry if pantry[item] < 2]\n"
+          "    supplier.order(missing, urgent=len(missing) > 5)\n    return missing\n")
+
+
+async def test_a_lens_moves_with_an_inserted_line_at_once_and_a_deleted_note_loses_it(
+        client: LanguageClient, spot: Path) -> None:  # noqa: F811
+    """Lenses asked right after an edit answer from the notes' last places moved along with it,
+    not after the resolution (debounced, 1 s here): a lens below an inserted line is one line lower
+    in the first answer. A note whose code was deleted loses its lens once the resolution found it
+    gone, and the editor is asked for lenses again."""
+    await start(client, spot, {"debounce": 1.0})
+    path = spot / "pantry.py"
+    path.write_text(PANTRY)
+    uri = open_doc(client, path)
+    top = await command(client, "engram.remember", uri, rng(0, 1), "Stock is listed sorted for the printout.", "fact")
+    low = await command(client, "engram.remember", uri, rng(4, 7), "Reorders go urgent past five items.", "decision")
+    assert [lens.range.start.line for lens in await lenses(client, uri)] == [0, 4]
+
+    moved = asyncio.ensure_future(published(client, uri, 2))
+    insert_top(client, uri, 2, "import logging\n")
+    assert [lens.range.start.line for lens in await lenses(client, uri)] == [1, 5], \
+        "both lenses one line lower in the answer right after the edit"
+    assert not moved.done(), "answered before the notes of the new text were resolved"
+    await moved
+
+    asked = len(client.refreshes)  # type: ignore[attr-defined]
+    resolved = asyncio.ensure_future(published(client, uri, 3))
+    replace_lines(client, uri, 3, 5, 9, "")  # `reorder` deleted (unsaved)
+    await resolved
+    assert [lens.range.start.line for lens in await lenses(client, uri)] == [1], "the deleted code's note has no lens"
+    await wait_for(lambda: len(client.refreshes) > asked)  # type: ignore[attr-defined]
+    for made in (top, low):
+        await command(client, "engram.forget", made["id"])

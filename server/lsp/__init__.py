@@ -19,6 +19,8 @@ What each module owns:
 - `commands`: the `engram.*` workspace/executeCommand handlers (notes' among them).
 - `endpoint`: start-up and shutdown of the MCP/HTTP endpoint in this process, and what it asks
   of the server (refresh after a handed-over ingest, merge segments when idle).
+- `heap`: freezes the long-lived heap after start-up (and when it grew), so that the garbage
+  collector's full passes stop pausing requests.
 - `startup`: `create_server` (which features, in which order) and `main` (arguments, logging,
   transport).
 

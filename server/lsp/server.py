@@ -28,6 +28,7 @@ from engram.capture.editor_tape import EditorSession
 from engram.index.db import open_db
 from engram.store.repo import STORE_DIR, Store, find_repo_root
 
+from ..convert import protocol_converter
 from ..documents import DocState
 from ..settings import Settings
 
@@ -41,7 +42,8 @@ LifecycleHook = Callable[["EngramLanguageServer"], Awaitable[None]]
 
 class EngramLanguageServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("engram", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("engram", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         converter_factory=protocol_converter)
         self.settings = Settings()
         self.docs: dict[str, DocState] = {}
         self.stores: dict[Path, Store | None] = {}

@@ -7,13 +7,14 @@ import logging
 import sys
 from types import ModuleType
 
-from . import actions, commands, endpoint, epoch, hover, lenses, lifecycle, sync
+from . import actions, commands, endpoint, epoch, heap, hover, lenses, lifecycle, sync
 from .server import EngramLanguageServer
 from .transport import CappedStdin, answer_invalid_requests
 
 # Each registers its handlers with `register(server)`. Lifecycle first: it owns `initialized` and
-# `shutdown`, which run the other features' hooks in this order.
-FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, actions, commands, endpoint, epoch)
+# `shutdown`, which run the other features' hooks in this order (heap after endpoint: it waits for
+# the endpoint's start-up).
+FEATURES: tuple[ModuleType, ...] = (lifecycle, sync, lenses, hover, actions, commands, endpoint, epoch, heap)
 #: The GIL's switch interval in this process (Python's default: 5 ms). While the worker thread
 #: resolves notes or regions, each hand-over of a request between the stdin reader thread (pygls
 #: reads stdin on a thread) and the event loop may wait that long for the GIL, several times a
