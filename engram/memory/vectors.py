@@ -14,17 +14,21 @@ Why this way:
   process (`Matrix`, 100,000 memories = 150 MB), with each row's memory number; the query's
   cosine to all of them is `M @ q`. The matrix follows the projection by its change counter
   (`memories.seq`): rows of memories changed since are read again, nothing else.
-- **Past PREFILTER_FROM rows, a narrower product first.** `M @ q` reads the whole matrix, 150 MB
+- **Past PREFILTER_FROM rows, a shortlist first.** `M @ q` reads the whole matrix, 150 MB
   at 100,000 memories: 25-50 ms on the loaded 2-core machine measured, more than recall's 20 ms.
-  The matrix then also keeps every row projected on its LOW_DIMS principal directions (SVD of the
-  rows themselves, made once); the product with those (a third of the bytes) picks RESCORED
-  candidates, whose exact cosines are computed from the full rows. That product runs on the
-  calling thread (`np.einsum`): through BLAS (`@`) it was split over both cores, whose threads
-  then spin, and cost 1.7x the CPU (17 against 10 ms at 100,000 rows under load; the same wall
-  time). The answer is the exact top k
-  unless a true neighbour falls outside the RESCORED best of the projection. Measured on MiniLM
-  vectors of LoCoMo's 2,760 turns, rescoring 1% of the rows as at 100,000 (300 queries, top 10):
-  96 directions kept 0.996 of the exact neighbours, 128 all of them (128 hold 92% of the variance).
+  The matrix then also keeps each row's sign bits around the rows' mean (384 bits, 6 uint64, 4.8
+  MB at 100,000, stored word by word) and its projection on LOW_DIMS principal directions (SVD of
+  the rows themselves, made once). A query counts the bits each row differs by (XOR, popcount:
+  ~1.5 ms), keeps the nearest tenth (SHORTLISTED x RESCORED rows), ranks those on the principal
+  directions and computes the exact cosines of the RESCORED best from the full rows. At 100,000
+  rows that is 5.0 ms of CPU where the projected product of every row took 7.2 (bench/README.md,
+  "memory_speed.py"). Every product runs on the calling thread (`np.einsum`): through BLAS (`@`)
+  it is split over both cores, whose threads then spin (1.7x the CPU of the full product, 5-10x
+  for the small ones here). The answer is the exact top k unless a true neighbour falls outside
+  the shortlist or the RESCORED best of the projection. Measured on MiniLM vectors of LoCoMo's
+  2,760 turns and its 760 questions, rescoring 1% of the rows as at 100,000: the exact best answer
+  kept for 759 of 760 questions (2%: all), 0.997 of the exact top 10 (the projection alone: the
+  same 759, 0.997; the sign bits alone rescoring 5%: 0.995; 128 directions hold 92% of the variance).
 """
 
 from __future__ import annotations
@@ -321,9 +325,9 @@ class Matrix:
                 # it, 2x the CPU of one core's loop (and 5-10x for the small ones here)
                 rows = self._shortlist(q, n, None if everything else mask)
                 exact = np.einsum("ij,j->i", self.vecs[rows], q)
-            else:
+            else:  # (einsum here too: at 2,000 rows `@` cost 8.6 ms of CPU, its threads waking and spinning; einsum 0.6)
                 rows = np.flatnonzero(mask)
-                exact = (self.vecs[:n] @ q)[rows]
+                exact = np.einsum("ij,j->i", self.vecs[:n], q)[rows]
             nos = self.nos[rows]
         k = min(k, len(rows))
         best = np.argpartition(-exact, k - 1)[:k]
