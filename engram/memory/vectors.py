@@ -254,8 +254,8 @@ class Matrix:
             self.codes[:, start:end] = signs(self.vecs[start:end] - self.center).T
 
     def _shortlist(self, q: np.ndarray, n: int, mask: np.ndarray | None) -> np.ndarray:
-        """The rows (of the first n, of `mask` when given) whose exact cosines are computed: those
-        nearest by sign bits (SHORTLISTED x rescored, or a tenth of the rows if more), then the
+        """The rows (of the first n, of `mask` when given) whose exact cosines are computed: the
+        `shortlisted` x `rescored` nearest by sign bits (a tenth of 100,000 rows), then the
         `rescored` best of those on the principal directions (see the module docstring)."""
         assert self.basis is not None
         near = self._hamming(q, n)
@@ -263,7 +263,7 @@ class Matrix:
             near[~mask] = DIMS + 1
         # every row within the distance that takes in `short` of them: ties kept, rows in order (a
         # count of each distance, not a partition of 100,000 values: 0.6 against 2-3 ms)
-        short = max(self.shortlisted * self.rescored, n // 10)
+        short = self.shortlisted * self.rescored
         limit = int(np.searchsorted(np.cumsum(np.bincount(near, minlength=DIMS + 2)), short))
         rows = np.flatnonzero(near <= min(limit, DIMS))
         rough = np.einsum("ij,j->i", self.low[rows], q @ self.basis)  # (einsum: see `top`)
