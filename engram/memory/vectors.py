@@ -19,8 +19,9 @@ Why this way:
   The matrix then also keeps each row's sign bits around the rows' mean (384 bits, 6 uint64, 4.8
   MB at 100,000, stored word by word) and its projection on LOW_DIMS principal directions (SVD of
   the rows themselves, made once). A query counts the bits each row differs by (XOR, popcount:
-  ~1.5 ms), keeps the nearest tenth (SHORTLISTED x RESCORED rows), ranks those on the principal
-  directions and computes the exact cosines of the RESCORED best from the full rows. At 100,000
+  ~1.5 ms), keeps the SHORTLISTED x RESCORED nearest (10,000: a tenth at 100,000), ranks those
+  on the principal directions and computes the exact cosines of the RESCORED best from the full
+  rows. Below PREFILTER_FROM rows the product is the whole matrix, on the calling thread. At 100,000
   rows that is 5.0 ms of CPU where the projected product of every row took 7.2 (bench/README.md,
   "memory_speed.py"). Every product runs on the calling thread (`np.einsum`): through BLAS (`@`)
   it is split over both cores, whose threads then spin (1.7x the CPU of the full product, 5-10x
@@ -321,11 +322,11 @@ class Matrix:
             if k <= 0:
                 return []
             if self.basis is not None and n > self.rescored:
-                # einsum, not `@`: BLAS splits a product over every core and its threads spin on after
-                # it, 2x the CPU of one core's loop (and 5-10x for the small ones here)
                 rows = self._shortlist(q, n, None if everything else mask)
                 exact = np.einsum("ij,j->i", self.vecs[rows], q)
-            else:  # (einsum here too: at 2,000 rows `@` cost 8.6 ms of CPU, its threads waking and spinning; einsum 0.6)
+            else:
+                # einsum, not `@`: BLAS splits a product of 2,000 rows or more over every core and its
+                # threads spin on after it (at 2,000 rows, 8.6 ms of the process's CPU against 0.6)
                 rows = np.flatnonzero(mask)
                 exact = np.einsum("ij,j->i", self.vecs[:n], q)[rows]
             nos = self.nos[rows]
