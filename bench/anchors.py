@@ -1,7 +1,8 @@
 """Anchor survival on real histories: do memories' anchors (`engram.memory.anchors`) follow code
 through a repository's own commits?
 
-    python bench/anchors.py MIRROR[@N]... [--tune NAME,NAME] [--spans 300] [--seed 1] [--workdir DIR]
+    python bench/anchors.py MIRROR[@N]... [--tune NAME,NAME] [--spans 300] [--seed 1] [--workdir DIR] [--dump FILE]
+        [--second-truth ALGO]
 
 Each MIRROR is a git directory (a bare mirror: bench/README.md says how to get them). For each:
 
@@ -38,7 +39,8 @@ survived must hold its old text at its new place (printed per repository and k).
 `--tune` names the repositories the thresholds were chosen on; the sweep table shows the choice on
 them, the others are reported apart. A last table says what the dead spans were reported as, per
 repository and k. `--set NAME=VALUE` overrides a constant of the resolver for a
-run; `--diff-algorithm` changes git's (the truth's and the tracker's).
+run; `--diff-algorithm` changes git's (the truth's and the tracker's); `--second-truth ALGO` judges
+the same spans by a second algorithm's line map too, side by side.
 """
 
 from __future__ import annotations
@@ -282,6 +284,10 @@ class Row:
     file: str = ""  # the span's file at N
     by_blame: bool = False  # dead in the diffs, alive by git blame -M -C (moved)
     lines: "LineDiff | None" = None  # the anchored span against the resolver's match (`line_diff`)
+    text: str = ""  # the anchored text (for --dump)
+    start: int = 0  # the span's first line at N (for --dump)
+    rev: str = ""  # N+k (for --dump)
+    second: tuple[bool, str, list[int]] | None = None  # (alive, true file, survivors) by `--second-truth`
 
 
 def overlaps(file: str | None, start: int | None, end: int | None, true_file: str, survivors: list[int]) -> bool:
@@ -291,7 +297,7 @@ def overlaps(file: str | None, start: int | None, end: int | None, true_file: st
 
 
 def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, algorithm: str = "myers",
-             at: str | None = None) -> dict[int, list[Row]]:
+             at: str | None = None, second: str | None = None) -> dict[int, list[Row]]:
     rng = random.Random(f"{seed}:{name}")
     chain = first_parent_chain(mirror)
     if len(chain) < max(KS) + 2:
@@ -314,6 +320,11 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
     assert [c for c, _ in commits] == chain[i + 1:i + 1 + max(KS)], "the log is the first-parent chain"
     files = source_files(clone)
     truth = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()}, commits)
+    truth2 = None  # the same spans judged by a second diff algorithm (`--second-truth`)
+    if second is not None:
+        raw2 = git(clone, "log", "--first-parent", "--diff-merges=first-parent", "-M", "-w", "-U0", "--no-color",
+                   f"--diff-algorithm={second}", "--no-ext-diff", "--format=%x01%H", "--reverse", "-p", f"{base}..{tip}")
+        truth2 = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()}, parse_log(raw2))
     spans = sample(files, truth[max(KS)], n_spans, rng)
     for s in spans:
         s.anchor = capture(clone, s.file, s.start, s.end)
@@ -339,7 +350,8 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
             ms = (time.perf_counter() - t0) * 1000
             row = Row(alive, t.path, survivors, res, ms, _file_line(clone, s, t.path, survivors, lengths),
                       _tracker(tracked[id(s)][k], t.path, survivors), _text_there(clone, s.anchor, t.path, texts),
-                      s.file, lines=line_diff(s.anchor.text, _matched_text(clone, res)))
+                      s.file, lines=line_diff(s.anchor.text, _matched_text(clone, res)), text=s.anchor.text,
+                      start=s.start, rev=chain[i + k])
             if not alive:
                 moved = _blamed(clone, blames, base, chain[i + k], s, {t.path, res.file if res.start else None,
                                 (res.best_partial or {}).get("file"), (tracked[id(s)][k] or (None,))[0]})
@@ -347,8 +359,22 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
                     row.alive, row.true_file, row.survivors, row.by_blame = True, moved[0], moved[1], True
                     row.fileline = (not row.fileline[1] and overlaps(s.file, s.start, s.end, *moved), row.fileline[1])
                     row.tracker = (_tracker(tracked[id(s)][k], *moved)[0], row.tracker[1])
+            if truth2 is not None:
+                row.second = _second_truth(clone, blames, base, chain[i + k], s, truth2[k][s.file], res)
             rows[k].append(row)
     return rows
+
+
+def _second_truth(clone: Path, blames: dict[tuple[str, str], dict[tuple[str, int], int]], base: str, rev: str,
+                  s: Span, t: Tracked, res: Resolution) -> tuple[bool, str, list[int]]:
+    """(alive, true file, surviving lines) of a span by a second line map `t`, blame asked as for the first."""
+    pos = t.pos[s.start - 1:s.end]
+    survivors = sorted(int(x) for x in pos[pos > 0])
+    if 2 * len(survivors) >= len(pos):
+        return True, t.path, survivors
+    moved = _blamed(clone, blames, base, rev, s, {t.path, res.file if res.start else None,
+                                                  (res.best_partial or {}).get("file")})
+    return (True, *moved) if moved is not None else (False, t.path, survivors)
 
 
 def _blamed(clone: Path, blames: dict[tuple[str, str], dict[tuple[str, int], int]], base: str, rev: str, s: Span,
@@ -552,9 +578,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--diff-algorithm", default="myers", choices=("myers", "minimal", "patience", "histogram"),
                     help="git's diff algorithm for the truth and the tracker (default: git's own default)")
+    ap.add_argument("--second-truth", default=None, choices=("myers", "minimal", "patience", "histogram"),
+                    help="also judge the same spans by the line map of this diff algorithm (a second truth column)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a constant of engram.memory.anchors for this run (tuning)")
     ap.add_argument("--workdir", type=Path, default=None, help="where the checkouts go (default: a temp dir)")
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="write every span's truth and answer as JSON Lines (to study a rule without a rerun)")
     args = ap.parse_args()
     tune = {t.strip() for t in args.tune.split(",") if t.strip()}
     print(f"# {machine()}; load {load()}; {dt.date.today()}; engram {engram_version()}")
@@ -565,7 +595,8 @@ def main() -> None:
         setattr(anchors, key, type(getattr(anchors, key))(value))
     print(f"# VANISHED_BELOW = {anchors.VANISHED_BELOW}, VANISHED_LINES_BELOW = {anchors.VANISHED_LINES_BELOW}, "
           f"ELSEWHERE_FROM = {anchors.ELSEWHERE_FROM}, ELSEWHERE_LINES_FROM = {anchors.ELSEWHERE_LINES_FROM}, "
-          f"AMBIGUOUS_WITHIN = {anchors.AMBIGUOUS_WITHIN}, MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
+          f"AMBIGUOUS_WITHIN = {anchors.AMBIGUOUS_WITHIN}, LINES_KEPT_BELOW = {anchors.LINES_KEPT_BELOW}, "
+          f"RENAMED_FROM = {anchors.RENAMED_FROM}, MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
@@ -575,15 +606,35 @@ def main() -> None:
             name = _name(mirror)
             try:
                 results[name] = run_repo(mirror.resolve(), name, args.spans, args.seed, Path(tmp), args.diff_algorithm,
-                                         at or None)
+                                         at or None, args.second_truth)
             except (subprocess.CalledProcessError, BadInput) as exc:
                 sys.exit(f"{name}: {exc}")
+    if args.dump is not None:
+        dump(results, tune, args.dump)
     print_table(results, tune)
+    if args.second_truth:
+        print_second(results, tune, args.diff_algorithm, args.second_truth)
     print_states(results)
     print_audit(results, tune)
     print_line_sweep(results, tune)
     if tune:
         print_sweep({n: r for n, r in results.items() if n in tune})
+
+
+def dump(results: dict[str, dict[int, list[Row]]], tune: set[str], path: Path) -> None:
+    """One JSON line per span and k: the truth, the resolver's answer with its shares, the
+    references, and the anchored text (`Row.text`)."""
+    import json  # noqa: PLC0415
+
+    with path.open("w", encoding="utf-8") as f:
+        for name, per_k in results.items():
+            for k, rows in per_k.items():
+                for r in rows:
+                    f.write(json.dumps({
+                        "repo": name, "tuned": name in tune, "k": k, "rev": r.rev, "file": r.file, "start": r.start, "alive": r.alive,
+                        "true_file": r.true_file, "survivors": r.survivors, "by_blame": r.by_blame,
+                        "res": {**r.res.to_json(), "shares": r.res.shares}, "ms": r.ms, "fileline": r.fileline,
+                        "tracker": r.tracker, "text_there": r.text_there, "text": r.text}) + "\n")
 
 
 def _name(mirror: Path) -> str:
@@ -628,6 +679,25 @@ def _cells(name: str, label: str, k: int, sc: list[Score], times: list[float]) -
             share(e.vanished, e.dead),
             str(e.found_whole), str(e.text_there), share(fl.right, fl.alive), share(fl.vanished, fl.dead),
             share(tr.right, tr.alive), share(tr.vanished, tr.dead), f"{pct(times, 50):.1f}/{pct(times, 99):.1f}"]
+
+
+def print_second(results: dict[str, dict[int, list[Row]]], tune: set[str], first: str, second: str) -> None:
+    """The resolver's right place / vanished on the same spans by both truths, side by side."""
+    body = []
+    for label, names in (("tuned on", [n for n in results if n in tune]), ("held out", [n for n in results if n not in tune])):
+        for k in KS:
+            rows = [r for n in names for r in results[n][k]]
+            if not rows:
+                continue
+            flipped = [Row(*r.second, r.res, r.ms, r.fileline, r.tracker, r.text_there, r.file)
+                       for r in rows if r.second is not None]
+            a, b = engram_score(rows), engram_score(flipped)
+            body.append([label, str(k), f"{a.alive} / {a.dead}", share(a.right, a.alive), share(a.vanished, a.dead),
+                         f"{b.alive} / {b.dead}", share(b.right, b.alive), share(b.vanished, b.dead)])
+    print()
+    print(f"the same spans by two truths: line maps of git's {first} and {second} diffs (each with blame for moves)")
+    print(fmt_table(["set", "k", f"{first}: alive / dead", "right place", "vanished",
+                     f"{second}: alive / dead", "right place", "vanished"], body))
 
 
 DEAD_AS = ("vanished", "edited r≥0.9", "edited 0.75-0.9", "edited r<0.75", "edited elsewhere", "intact/moved here",
@@ -711,30 +781,64 @@ def print_audit(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> Non
     print(fmt_table(["set", "k", "spans", "n", *AUDIT, "identifiers kept p50"], body))
 
 
+LINE_RULES = {  # what counts as a surviving line of an `edited` match in the own file: (blank, renamed)
+    "unchanged (of the non-blank lines)": (False, False),
+    "unchanged or blank": (True, False),
+    "unchanged or renamed (of the non-blank)": (False, True),
+    "unchanged, blank or renamed (the resolver's)": (True, True),
+}
+
+
+def kept_share(shares: dict[str, float], blank: bool, renamed: bool) -> float:
+    """The share of an anchor's lines a line rule counts as surviving (`_Probe._shares`' parts)."""
+    if blank and renamed:
+        return shares["kept_lines"]
+    b, rn = shares.get("blank", 0.0), shares.get("renamed", 0.0)
+    code = 1.0 - b  # lines with tokens, as a share of all
+    unchanged = shares.get("lines", 1.0) * code
+    if not blank:
+        return round((unchanged + rn * renamed) / code, 3) if code else 1.0
+    return round(unchanged + b + rn * renamed, 3)
+
+
+def line_rule_score(rows: list[Row], blank: bool, renamed: bool, below: float) -> Score:
+    """The resolver's score had an `edited` match in the anchor's own file vanished when less than
+    `below` of its lines survive as (`blank`, `renamed`) count them; a match the run's own rule made
+    vanish (its best partial has `lines_kept`) is judged again the same way."""
+    sc = Score()
+    for r in rows:
+        res, partial = r.res, r.res.best_partial or {}
+        file, start, end, gone = res.file, res.start, res.end, res.state == "vanished"
+        shares = res.shares or {}
+        if gone and "lines_kept" in partial and not anchors._vanishes(shares):  # vanished by the line rule alone
+            file, start, end = partial["file"], partial["start"], partial["end"]
+            gone = kept_share(shares, blank, renamed) < below
+        elif res.state == "edited" and res.file == r.file and "kept_lines" in shares:
+            gone = kept_share(shares, blank, renamed) < below
+        sc.add(r.alive, not gone and overlaps(file, start, end, r.true_file, r.survivors), gone)
+    return sc
+
+
 def print_line_sweep(results: dict[str, dict[int, list[Row]]], tune: set[str]) -> None:
-    """Right place (worst k) / vanished (all k) if an `edited` match in the own file also vanished
-    when fewer than a share of the anchor's lines are there unchanged or edited in place (`LineDiff.similar`)."""
+    """Right place (worst k) / vanished (all k) if an `edited` match in the own file vanished below
+    a share of its lines surviving, for each way of counting them (`LINE_RULES`; "never": no line
+    rule, the token and line shares of `_vanishes` alone)."""
     body = []
-    for below in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7):
-        cells = []
-        for names in ([n for n in results if n in tune], [n for n in results if n not in tune]):
-            per_k = []
-            for k in KS:
-                sc = Score()
-                for r in (r for n in names for r in results[n][k]):
-                    gone = r.res.state == "vanished" or (r.res.state == "edited" and r.res.file == r.file
-                                                         and r.lines is not None and r.lines.similar < below)
-                    sc.add(r.alive, not gone and overlaps(r.res.file, r.res.start, r.res.end, r.true_file,
-                                                          r.survivors), gone)
-                per_k.append(sc)
-            worst = min((sc.right / sc.alive for sc in per_k if sc.alive), default=None)
-            cells.append(f"{'-' if worst is None else f'{worst:.3f}'} / "
-                         f"{share(sum(sc.vanished for sc in per_k), sum(sc.dead for sc in per_k))}")
-        body.append([_below(below), *cells])
+    for what, (blank, renamed) in LINE_RULES.items():
+        for below in (0.0, 0.4, 0.5, 0.6):
+            if below == 0.0 and (blank or renamed):
+                continue
+            cells = []
+            for names in ([n for n in results if n in tune], [n for n in results if n not in tune]):
+                per_k = [line_rule_score([r for n in names for r in results[n][k]], blank, renamed, below) for k in KS]
+                worst = min((sc.right / sc.alive for sc in per_k if sc.alive), default=None)
+                cells.append(f"{'-' if worst is None else f'{worst:.3f}'} / "
+                             f"{share(sum(sc.vanished for sc in per_k), sum(sc.dead for sc in per_k))}")
+            body.append(["never" if below == 0.0 else what, _below(below) if below else "-", *cells])
     print()
-    print("if an edited match in the own file also vanished below a share of the anchor's lines unchanged or edited "
-          "in place: right place (the lowest of the three k) / vanished (all k)")
-    print(fmt_table(["lines unchanged or edited", "tuned", "held out (not for choosing)"], body))
+    print("if an edited match in the own file vanished below a share of its lines surviving: right place "
+          "(the lowest of the three k) / vanished (all k)")
+    print(fmt_table(["lines counted", "vanished below", "tuned", "held out (not for choosing)"], body))
 
 
 def _below(x: float) -> str:

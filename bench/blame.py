@@ -12,7 +12,10 @@ sessions wrote its lines), committed in 50 commits of 100 lines so that `git bla
 to walk; then, alternating, `--runs` times each: `engram blame FILE --json` (the CLI: interpreter,
 imports, a cold index connection), `git blame FILE` (the reference) and `engram --help` (the
 interpreter and import floor); with `--with-lsp`, the CLI again while `engram lsp` runs (it answers). Wall and CPU (user + sys of the child) p50. Target (issue 46): the
-CLI <= 300 ms. Also the per-line writer against the tape each chunk came from (generated sessions
+CLI <= 300 ms. `--compare DIR`: another engram source tree (`git archive COMMIT | tar -x -C DIR`, then
+`ln -s server DIR/engram_server`) run on PYTHONPATH, its commands alternating with this tree's (its
+own `engram lsp` for its row with a server). The store's index is said to keep each edit's request
+or not: one built before it did (`engram reindex` has not run since) reads them from the tapes. Also the per-line writer against the tape each chunk came from (generated sessions
 share one base repository, so a later session often wrote the same lines again: a floor, not the
 accuracy).
 
@@ -28,6 +31,7 @@ blame's writer, and which of the two names the writer of most of the region's li
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -36,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -98,10 +103,40 @@ def make_file(repo: Path, seed: int) -> list[str]:
     return truth
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, float, bytes]:
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, bytes]:
     c0, t0 = child_cpu(), time.perf_counter()
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, check=True, env={**os.environ, "ENGRAM_LOCAL": "1"}).stdout
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, check=True,
+                         env={**os.environ, "ENGRAM_LOCAL": "1", **(env or {})}).stdout
     return time.perf_counter() - t0, child_cpu() - c0, out
+
+
+def requests_kept(repo: Path) -> str:
+    """Whether the store's index keeps every edit's request (else blame reads some from tapes)."""
+    import apsw
+
+    db = apsw.Connection(str(repo / ".engram" / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        row = db.execute("SELECT value FROM state WHERE key = 'requests_from'").fetchall()
+        older = db.execute("SELECT count(*) FROM fragments WHERE id < ?", (int(row[0][0]),)).fetchall()[0][0] if row else 0
+    finally:
+        db.close()
+    return ("the index keeps every edit's request" if not older else
+            f"the index keeps no request of its {older:,} oldest fragments (read from the tapes: `engram reindex`)")
+
+
+@contextlib.contextmanager
+def on_path(tree: dict[str, str]) -> Iterator[None]:
+    """os.environ's PYTHONPATH set as `tree` gives it for the block (the language server it starts)."""
+    saved = os.environ.get("PYTHONPATH")
+    if "PYTHONPATH" in tree:
+        os.environ["PYTHONPATH"] = tree["PYTHONPATH"]
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def speed(args: argparse.Namespace) -> int:
@@ -111,53 +146,71 @@ def speed(args: argparse.Namespace) -> int:
     engram = args.engram.split()
     print(f"machine: {machine()}")
     print(f"engram under test: {engram_version()}")
-    print(f"store: {repo}")
+    print(f"store: {repo}; {requests_kept(repo)}")
     compile_bytecode()  # as `pip install` leaves it (this machine sets PYTHONDONTWRITEBYTECODE)
     truth = make_file(repo, args.seed)
     print(f"file: {BENCH_FILE}, {len(truth)} lines from {len(set(truth))} sessions' edits, 50 commits; "
           f"{args.runs} runs each, alternating; load average {load()}", flush=True)
-    series: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("blame", "git", "help")}
-    cmds = {"blame": [*engram, "blame", BENCH_FILE, "--json"], "git": ["git", "blame", BENCH_FILE],
-            "help": [*engram, "--help"]}
-    doc = None
+    trees: list[tuple[str, dict[str, str]]] = [("", {})]
+    if args.compare is not None:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.compare / "engram"),
+                        str(args.compare / "server")], check=False, capture_output=True)
+        trees = [(" [before: --compare]", {"PYTHONPATH": str(args.compare.resolve())}),
+                 (" [after: this tree]", {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})]
+    cmds = {"git": ["git", "blame", BENCH_FILE]}
+    for label, _ in trees:
+        cmds[f"blame{label}"] = [*engram, "blame", BENCH_FILE, "--json"]
+        cmds[f"help{label}"] = [*engram, "--help"]
+    envs = {f"{kind}{label}": env for label, env in trees for kind in ("blame", "help")}
+    series: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in cmds}
+    docs: dict[str, bytes] = {}
     for i in range(args.runs + 1):
         for name, cmd in cmds.items():
-            wall, cpu, out = timed(cmd, repo)
+            wall, cpu, out = timed(cmd, repo, envs.get(name))
             if i:  # the first round warms the page cache and bytecode
                 series[name][0].append(wall)
                 series[name][1].append(cpu)
-            if name == "blame":
-                doc = orjson.loads(out)
-    assert doc is not None
-    served: tuple[list[float], list[float]] = ([], [])
+            if name.startswith("blame"):
+                docs[name] = out
+    doc = orjson.loads(docs[f"blame{trees[-1][0]}"])
+    served: dict[str, tuple[list[float], list[float]]] = {}
     if args.with_lsp:  # the editor open: `engram lsp` runs and answers the command over its endpoint
-        with language_server(engram, repo):
-            for i in range(args.runs + 1):
-                c0, t0 = child_cpu(), time.perf_counter()
-                subprocess.run(cmds["blame"], cwd=repo, capture_output=True, check=True)
-                if i:
-                    served[0].append(time.perf_counter() - t0)
-                    served[1].append(child_cpu() - c0)
+        for label, env in trees:
+            served[label] = ([], [])
+            with on_path(env), language_server(engram, repo):
+                for i in range(args.runs + 1):
+                    c0, t0 = child_cpu(), time.perf_counter()
+                    subprocess.run(cmds[f"blame{label}"], cwd=repo, capture_output=True, check=True,
+                                   env={**os.environ, **env})
+                    if i:
+                        served[label][0].append(time.perf_counter() - t0)
+                        served[label][1].append(child_cpu() - c0)
     right = none = 0
     for r in doc["regions"]:
         a, b = r["lines"]
         for n in range(a, b + 1):
             none += r["session_id"] is None
             right += r["session_id"] == truth[n - 1]
-    rows = [[name, f"{pct(w, 50) * 1000:.0f}", f"{pct(c, 50) * 1000:.0f}", f"{max(w) * 1000:.0f}"]
-            for name, (w, c) in (("engram blame FILE --json", series["blame"]), ("git blame FILE (reference)", series["git"]),
-                                 ("engram --help (floor)", series["help"]))]
-    if served[0]:
-        rows.insert(1, ["engram blame, engram lsp running (it answers)", f"{pct(served[0], 50) * 1000:.0f}",
-                        f"{pct(served[1], 50) * 1000:.0f}", f"{max(served[0]) * 1000:.0f}"])
+
+    def row(name: str, w: list[float], c: list[float]) -> list[str]:
+        return [name, f"{pct(w, 50) * 1000:.0f}", f"{pct(c, 50) * 1000:.0f}", f"{max(w) * 1000:.0f}"]
+
+    rows = [row(f"engram blame FILE --json{label}", *series[f"blame{label}"]) for label, _ in trees]
+    rows += [row(f"engram blame, engram lsp running (it answers){label}", *served[label])
+             for label, _ in trees if label in served]
+    rows.append(row("git blame FILE (reference)", *series["git"]))
+    rows += [row(f"engram --help (floor){label}", *series[f"help{label}"]) for label, _ in trees]
     print()
     print(fmt_table(["command", "wall p50 ms", "CPU p50 ms", "wall max ms"], rows))
-    ok = pct(series["blame"][0], 50) * 1000 <= TARGET_MS
+    mine = series[f"blame{trees[-1][0]}"]
+    ok = pct(mine[0], 50) * 1000 <= TARGET_MS
+    if len(trees) > 1:
+        print("\nblame's output: " + ("the same in both trees" if len(set(docs.values())) == 1 else "DIFFERS between the trees"))
     print(f"\n{len(doc['regions'])} regions; lines given to the session whose edit they were copied from: "
           f"{right / len(truth):.3f}, to none: {none / len(truth):.3f} (a floor: generated sessions rewrite the "
           f"same base code)")
     print(f"target: engram blame p50 <= {TARGET_MS:.0f} ms {verdict(ok)} (CPU p50 "
-          f"{pct(series['blame'][1], 50) * 1000:.0f} ms; load average {load()})")
+          f"{pct(mine[1], 50) * 1000:.0f} ms; load average {load()})")
     return 0 if ok else 1
 
 
@@ -245,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--engram", default=f"{sys.executable} -m engram_server.entry", help="the engram command")
     s.add_argument("--runs", type=int, default=10)
     s.add_argument("--with-lsp", action="store_true", help="also time it with `engram lsp` running on the store")
+    s.add_argument("--compare", type=Path, metavar="DIR",
+                   help="another engram source tree, its commands alternating with this tree's (see above)")
     s.add_argument("--seed", type=int, default=5)
     s = sub.add_parser("accuracy", help="per-line writer against bench/provenance.py --multi's replay")
     s.add_argument("--sessions", type=Path, required=True)

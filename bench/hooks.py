@@ -18,7 +18,7 @@ Rows: the pre-edit hook without a language server (ENGRAM_LOCAL=1) and with `eng
 the same run, `python -c pass` and `python -S -c pass` (the interpreter with and without the
 site-packages' .pth files: the floor any Python hook pays here; the pre-edit hook with a server is
 also run as `python -S` with the packages' directories on PYTHONPATH, what it costs without them), `engram --version` (the console
-script's start) and, last, the PostToolUse capture hook (`engram hook` starting a detached
+script's start; with --compare, both trees') and, last, the PostToolUse capture hook (`engram hook` starting a detached
 ingest; the ingests it started are waited for, at most 60 s, then ended: one embeds the 10,000
 memories for minutes and would load every row after it). Then the size of what the hooks inject
 (tokens: 4 bytes of text each, engram.memory.briefs) over the payloads that inject something,
@@ -310,7 +310,11 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
     floor, c_floor = measured(lambda: [run([sys.executable, "-c", "pass"], repo, None, {})[0] for _ in range(n_ref)])
     bare, c_bare = measured(lambda: [run([sys.executable, "-S", "-c", "pass"], repo, None, {})[0]
                                      for _ in range(n_ref)])
-    version, c_version = measured(lambda: [run([*ENGRAM, "--version"], repo, None, {})[0] for _ in range(n_ref)])
+    versions = [Timed() for _ in trees]  # alternating, as the pre-edit calls
+    for _ in range(n_ref):
+        for (_, env), timed in zip(trees, versions, strict=True):
+            timed.walls.append(run([*ENGRAM, "--version"], repo, None, env)[0])
+            timed.cpu.append(CPU[-1])
     local = pre_edit(repo, calls, local_envs, args.repeat)
     session_local, c_session_local = measured(lambda: [run([*ENGRAM, "hook"], repo, start, local_envs[-1])
                                                        for _ in range(n_ref)])
@@ -350,7 +354,8 @@ def report(args: argparse.Namespace, repo: Path, calls: list, paths: list[Path],
           f"built in {built:.0f} s\n")
     rows = [row("reference: `python -c pass`", floor, c_floor),
             row("reference: `python -S -c pass` (no .pth files)", bare, c_bare),
-            row("reference: `engram --version`", version, c_version)]
+            *(row(f"reference: `engram --version`{label}", timed.walls, timed.cpu)
+              for (label, _), timed in zip(trees, versions, strict=True))]
     for (label, _), timed in zip(trees, local, strict=True):
         rows.append(row(f"pre-edit hook, no language server{label}", timed.walls, timed.cpu, "p50 ≤ 150"))
     for (label, _), timed in zip(trees, served, strict=True):

@@ -18,7 +18,7 @@ Methods, all in the same run on the same memories:
 - RRF (`fusion.fuse_rrf`) and the normalised weighted sum (`fusion.fuse`) of the two channels;
 - the recipe before memories had a context: content-only BM25 + dense + the time bonus;
 - recall's recipe: the sum plus the time bonus (a query naming a date) and the tag bonus (a query
-  naming a memory's tag, here its speaker: `fusion.TAG_WEIGHT`), every BM25 candidate also scored
+  naming a memory's tag, here its speaker, the one named first most: `fusion.TAG_WEIGHT`), every BM25 candidate also scored
   by its cosine (`ScriptStore.union`); the same without that, as before, is a row;
 - `--context`: labelled apart, not shipped: the dense channel also over context + content (the
   mean of the two cosines: a second vector per memory).
@@ -55,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import engram_version, fmt_table, load, machine, pct  # noqa: E402
 from engram.index.schema import MEMORY_FTS_RANK  # noqa: E402
 from engram.memory.embed import MODEL_SHA256, Embedder, model_status  # noqa: E402
-from engram.memory.fusion import (TAG_WEIGHT, TIME_WEIGHT, fts_query, fuse, fuse_rrf,  # noqa: E402
-                                  named_tags, query_period, time_closeness)
+from engram.memory.fusion import (TIME_WEIGHT, fts_query, fuse, fuse_rrf, query_period,  # noqa: E402
+                                  tag_bonuses, time_closeness)
 from engram.memory.memories import close_all  # noqa: E402
 from engram.memory.recall import BM25_POOL  # noqa: E402
 
@@ -206,16 +206,18 @@ class ScriptStore:
 
 def with_bonuses(query: str, hits: list, store: ScriptStore, tags: bool = True) -> list[str]:
     """The fused ranking with recall's bonuses: TIME_WEIGHT x closeness to a date the query names,
-    and TAG_WEIGHT when the query names the memory's tag (its speaker)."""
+    and what the query's naming the memory's tag (its speaker) adds (`fusion.tag_bonuses`: most for
+    the speaker named first; recall looks among its first SCORED candidates' tags, this among every
+    hit's, which differs only when the speaker named first has none of those)."""
     period = query_period(query)
+    named = dict(zip([h.id for h in hits], tag_bonuses(query, [store.tags[h.id] for h in hits]), strict=True)) \
+        if tags else {}
 
     def score(h: object) -> float:
         s = h.score
         if period is not None:
             s += TIME_WEIGHT * time_closeness(period, store.created[h.id])
-        if tags and named_tags(query, store.tags[h.id]):
-            s += TAG_WEIGHT
-        return s
+        return s + named.get(h.id, 0.0)
     scored = [(score(h), h) for h in hits]
     scored.sort(key=lambda s: -s[0])
     return [h.id for _, h in scored]

@@ -207,6 +207,52 @@ def test_a_fifth_of_the_tokens_edited_is_edited_with_the_share_retained(repo: Pa
     assert r.retained == 0.8, "every line changed, four tokens in five are still there"
 
 
+REWRITTEN = '''def retry_delay(attempt, base_delay=0.5, ceiling=30.0, jitter=True):
+    """Exponential backoff with a ceiling and optional jitter, for the transport's retries."""
+    if attempt < 0 or base_delay <= 0:
+        raise ValueError("attempt must be non-negative and base_delay positive")
+    delay = min(ceiling, base_delay * (2 ** attempt))
+    return delay + (attempt * 7919) % 13 / 100.0 if jitter else delay
+'''
+ONE_LINE = '''def retry_delay(attempt, base_delay=0.5, ceiling=30.0):
+    """Exponential backoff with a ceiling, for the transport's retries."""
+    if attempt < 0:
+        raise ValueError(f"attempt must be non-negative, not {attempt}")
+    delay = base_delay * (2 ** attempt)
+    jitter = (attempt * 7919) % 13 / 100.0
+    return min(ceiling, delay + jitter)
+'''
+
+
+def test_code_rewritten_on_every_line_vanishes_naming_what_is_left_of_it(repo: Path) -> None:
+    """Git's line tracking calls a span whose lines were all rewritten dead, even when most of
+    its words are still there: the note is about code that is gone, so it says vanished, and
+    names the rewrite (its place, the share of tokens and of lines kept) for the reader to judge."""
+    a = retry_span(repo)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, REWRITTEN))
+    r = resolve(repo, a)
+    assert (r.state, r.start) == ("vanished", None)
+    assert r.best_partial is not None and (r.best_partial["file"], r.best_partial["start"]) == (a.file, a.start)
+    assert r.best_partial["retained"] > 0.8, "most tokens are still there: not what decides"
+    assert r.best_partial["lines_kept"] == 0.0
+
+
+def test_a_light_edit_stays_edited(repo: Path) -> None:
+    """One line of seven changed, or a fifth of the tokens renamed on every line (the test above):
+    the code is still there, edited."""
+    a = retry_span(repo)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, ONE_LINE))
+    r = resolve(repo, a)
+    assert (r.state, r.file, r.start, r.end, r.best_partial) == ("edited", a.file, a.start, a.end, None)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, twenty_percent_edit(a.text)))
+    assert resolve(repo, a).state == "edited", "every line changed, but by renames"
+    (repo / "pkg" / "http.py").write_text(PARSER)
+    signature = capture(repo, "pkg/http.py", a.start, a.start)
+    (repo / "pkg" / "http.py").write_text(PARSER.replace("base_delay=0.5", "base_delay=0.25"))
+    r = resolve(repo, signature)
+    assert (r.state, r.start) == ("edited", a.start), "a note on one line: a default value changed"
+
+
 def test_deleted_code_vanishes(repo: Path) -> None:
     a = retry_span(repo)
     (repo / "pkg" / "http.py").write_text(PARSER.replace(lines_of(PARSER, a.start, a.end), ""))

@@ -357,6 +357,20 @@ def test_a_query_naming_a_tag_prefers_memories_carrying_it(store: Store) -> None
     assert doc["memories"][1]["debug"]["tags"] == 0
 
 
+def test_the_person_a_query_names_first_is_the_one_it_asks_about(store: Store) -> None:
+    """"What did Alice tell Bob" asks what Alice said: her note comes first, and Bob's first when the
+    names are swapped (an equal lift for every named tag gave both the same lift and the same order)."""
+    mem = Memories(store)
+    alice = mem.remember("Retries should back off exponentially, I told him", tags=["alice"])
+    bob = mem.remember("Retries could use a fixed delay, I told her", tags=["bob"])
+    for i in range(4):
+        mem.remember(f"Note {i}: the retries of job {i} were logged", tags=["carol"])
+    asked_of_alice = recall(mem, "what did Alice tell Bob about retries", now=NOW, reinforce=False, debug=True)
+    assert ids(asked_of_alice)[0] == alice.id
+    assert asked_of_alice["memories"][0]["debug"]["tags"] > asked_of_alice["memories"][1]["debug"]["tags"] > 0
+    assert ids(recall(mem, "what did Bob tell Alice about retries", now=NOW, reinforce=False))[0] == bob.id
+
+
 def test_recall_reinforcement_is_written_in_batches(store: Store) -> None:
     mem = Memories(store)
     a = mem.remember("Logs rotate daily at midnight UTC")

@@ -163,6 +163,18 @@ def test_a_tag_is_named_when_all_its_words_are_in_the_query() -> None:
     assert named_tags("", ["x"]) == []
 
 
+def test_the_tag_named_first_gains_most() -> None:
+    from engram.memory.fusion import TAG_WEIGHT, TAG_WEIGHT_LATER, tag_bonuses
+
+    assert TAG_WEIGHT > TAG_WEIGHT_LATER > 0
+    asked = "What did Bob's team tell Alice about auth-flow?"
+    assert tag_bonuses(asked, [["alice"], ["bob"], ["auth-flow", "alice"], ["carol"], []]) == \
+        [TAG_WEIGHT_LATER, TAG_WEIGHT, TAG_WEIGHT_LATER, 0.0, 0.0]
+    # first among the tags the memories carry: with no memory of Bob's, Alice's is first
+    assert tag_bonuses(asked, [["alice"], ["carol"]]) == [TAG_WEIGHT, 0.0]
+    assert tag_bonuses("", [["alice"]]) == [0.0]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from("abcdefghij"), max_size=12), st.lists(st.sampled_from("abcdefghij"), max_size=12),
        st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=12, max_size=12), st.integers(0, 12))

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -389,6 +390,10 @@ def test_engram_hook_gives_the_package_after_a_compaction_and_the_notes_brief(sp
                "cwd": str(spot), "hook_event_name": "SessionStart", "source": "compact"}
     out = json.loads(run_engram(spot, "hook", input=json.dumps(payload).encode()).stdout)
     context = out["hookSpecificOutput"]["additionalContext"]
+    installed = subprocess.run([sys.executable, "-m", "engram_server.entry", "hook"], cwd=spot, check=True,
+                               capture_output=True, text=True, input=json.dumps(payload), timeout=600)  # as setup runs it
+    installed_context = json.loads(installed.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "spotter-dov" in installed_context and "staging branch first" in installed_context, "package and brief"
     assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert "git push --set-upstream origin spotter-dov" in context, "the package"
     assert "staging branch first" in context, "the notes' brief"

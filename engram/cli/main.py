@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
-from engram.cli import agents, capture, doctor, interop, memory, query, resume, running_server, share, tapes
+from engram.cli import running_server
+from engram.cli.version import version_line
 
 log = logging.getLogger("engram")
 
@@ -87,24 +88,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def version_line() -> str:
-    """`engram --version`: the version from the installed package's metadata (the package's own
-    when it is run from a checkout without being installed), and which Python and files run it,
-    so that a configured command's `--version` says which engram it is."""
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
-
-    import engram  # noqa: PLC0415
-
-    try:
-        number = version("engram")
-    except PackageNotFoundError:
-        number = engram.__version__
-    where = Path(engram.__file__).parent
-    return f"engram {number} (Python {sys.version.split()[0]}, {where})"
-
-
 class _VersionAction(argparse.Action):
-    """`--version`, computed only when asked (reading package metadata is not free)."""
+    """`--version`, computed only when asked."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
         super().__init__(option_strings, dest, default=argparse.SUPPRESS, nargs=0, help=help)
@@ -114,9 +99,34 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too: they take the parent's class), whose formatters
+    get the terminal's width without `shutil`: argparse imports it, and with it bz2 and lzma, for
+    the first formatter it makes, even the one `add_argument` makes to check a metavar; ~5 ms of
+    every command here (bench/blame.py), the same width (`shutil.get_terminal_size`'s columns)."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`: COLUMNS when positive, else the terminal on
+    sys.__stdout__, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
 def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only`, the parser of that command alone (see `_OnlyCommand`)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="engram", description="Why does this code exist? Provenance of code from coding-agent sessions.",
         epilog="`engram COMMAND --help` lists a command's options. Commands print for people, except explain, "
                "view and search, which print JSON for agents (--pretty for people); --json gives JSON everywhere "
@@ -129,19 +139,14 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     if only is not None:
         sub = _OnlyCommand(sub, only)
 
-    capture.register(sub)
-    tapes.register(sub)
+    _register("capture", sub, only)
+    _register("tapes", sub, only)
     s = sub.add_parser("demo", help="ingest a real shipped session into a throw-away repository and explain it")
     s.add_argument("--dir", help="build the demo repository here instead of a temporary directory")
     s.add_argument("--keep", action="store_true", help="keep the temporary repository")
     s.set_defaults(func=cmd_demo)
-    agents.register(sub)
-    query.register(sub)
-    resume.register(sub)
-    memory.register(sub)
-    share.register(sub)
-    doctor.register(sub)
-    interop.register(sub)
+    for group in ("agents", "query", "resume", "memory", "share", "doctor", "interop"):
+        _register(group, sub, only)
     s = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     s.add_argument("shell", choices=["bash", "zsh", "fish"],
                    help="the shell: e.g. `source <(engram completion bash)` in ~/.bashrc (docs/cli.md)")
@@ -152,6 +157,30 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
         return build_parser(plugins)  # not a command: the full parser says which ones exist
     _describe_commands(sub.sub if isinstance(sub, _OnlyCommand) else sub)
     return p
+
+
+# The commands each group's module adds (`register`): a run imports the module of its own command
+# alone. A command missing here still runs: not found among the parsers built, it gets the full one.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "capture": ("init", "ingest", "record"),
+    "tapes": ("tapes", "show", "redact", "gc"),
+    "agents": ("setup", "hook"),
+    "query": ("explain", "view", "blame", "search", "index", "reindex"),
+    "resume": ("resume", "handoff", "task"),
+    "memory": ("remember", "recall", "forget", "memory"),
+    "share": ("push", "pull", "sync"),
+    "doctor": ("doctor",),
+    "interop": ("export", "import"),
+}
+
+
+def _register(group: str, sub: Any, only: str | None) -> None:
+    """Add the commands of `group` (engram.cli.<group>), unless `only` names another group's."""
+    if only is not None and only not in GROUPS[group]:
+        return
+    name = f"engram.cli.{group}"
+    __import__(name)
+    sys.modules[name].register(sub)
 
 
 def _describe_commands(sub: argparse._SubParsersAction) -> None:
@@ -191,7 +220,9 @@ def unknown_command(name: str, known: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # a hook never fails the agent,
-        return agents.run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
+        from engram.cli.agents import run_hook_command  # noqa: PLC0415
+
+        return run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
     if argv == ["--version"]:  # what setup and doctor run to check a configured engram: no parser to build
         print(version_line())
         return 0
@@ -252,10 +283,15 @@ def _damaged_index(exc: BaseException) -> str | None:
 QUICK_EXIT_COMMANDS = frozenset({"explain", "blame", "view", "search", "recall"})
 
 
+def one_shot(argv: Sequence[str]) -> bool:
+    """Does `engram ARGV` run a query of QUICK_EXIT_COMMANDS (one answer, then the process ends)?"""
+    return _command_of(argv) in QUICK_EXIT_COMMANDS
+
+
 def exit_process(argv: Sequence[str], code: int) -> NoReturn:
     """End a command-line run with `code`: a query (or a command a language server carried out)
     without the interpreter's teardown, its output and logs flushed first; any other normally."""
-    if _command_of(argv) not in QUICK_EXIT_COMMANDS and not running_server.answered:
+    if not one_shot(argv) and not running_server.answered:
         sys.exit(code)
     running_server.leave(code)
 

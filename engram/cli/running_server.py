@@ -27,7 +27,7 @@ from engram.store.location import endpoint_file, find_store_root
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs the quick path ~10 ms)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, NoReturn
 
 TIMEOUT_S = 30.0
@@ -118,13 +118,15 @@ def transcript_bytes(path: str) -> int:
     return total
 
 
-def quick(argv: Sequence[str]) -> int | None:
+def quick(argv: Sequence[str], resume: Callable[[str], str | None] | None = None) -> int | None:
     """The exit status of `engram ARGV` when a running language server did all of it, or None
-    for the full command line (the module docstring)."""
+    for the full command line (the module docstring). `resume`: the resume package for a
+    SessionStart hook's payload (engram.integrations.hook.run_hook; given by the caller, which may
+    import engram.cli.resume: this module may not)."""
     if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # never fails the agent, whatever
         from engram.integrations.hook import hook_process  # noqa: PLC0415 - follows (bad arguments included)
 
-        return hook_process(argv[1] if len(argv) > 1 else None, ask_language_server)
+        return hook_process(argv[1] if len(argv) > 1 else None, ask_language_server, resume)
     parsed = _ingest_args(argv)
     if parsed is None or os.environ.get("ENGRAM_LOCAL"):
         return None

@@ -13,8 +13,9 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
   `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens or
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
-  header, is no move); ``best_partial`` names the
-  best remnant, if any.
+  header, is no move), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
+  lines (unchanged, blank, or changed by renames alone: git's line tracking calls it dead);
+  ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import logging
 import os
 import re
@@ -41,9 +41,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.anchor import definition
 from engram.errors import BadInput
-from engram.query.spans import repo_relative
+from engram.fsutil import repo_relative
 
 if TYPE_CHECKING:
     from difflib import Match  # (difflib itself only where spans are aligned: an agent's hook imports this module)
@@ -67,6 +66,19 @@ ANCHOR_VERSION: Final = 1
 #: another file): a memory should follow them.
 VANISHED_BELOW: Final = 0.75
 VANISHED_LINES_BELOW: Final = 0.5
+#: An anchor `edited` in its own file has vanished when less than LINES_KEPT_BELOW of its lines
+#: survive as the issue's truth counts them (git's line tracking: unchanged, whitespace aside, or
+#: blank), a line changed only by renames counting as kept (`RENAMED_FROM`): most tokens of a
+#: rewritten span can still be around (a reflowed comment, a regenerated table), but the code the
+#: note was about is not. `best_partial` names the match. Chosen with bench/anchors.py on
+#: psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md).
+LINES_KEPT_BELOW: Final = 0.5
+#: A token replaced by the same new one at least this often in the anchor is a rename.
+RENAMED_FROM: Final = 2
+#: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
+#: makes any edit of it (a default value changed in a signature) a deletion, which is the token
+#: share's call at that size (VANISHED_BELOW). The bench's spans have 3 or more.
+LINES_RULE_FROM: Final = 2
 #: A match in another file replaces the own file's only when it retains this much more.
 ELSEWHERE_MARGIN: Final = 0.1
 #: A match in another file has no old place or neighbours to vouch for it, so it must hold at
@@ -202,6 +214,8 @@ def _span_text(lines: list[str]) -> str:
 
 def _line_key(line: str) -> str:
     """A line without its whitespace, hashed: what a reindent leaves alone."""
+    import hashlib  # noqa: PLC0415 - (OpenSSL's start-up: not for a hook that only reads anchors)
+
     return hashlib.sha256("".join(line.split()).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -232,6 +246,8 @@ def capture(root: Path, file: str, start: int, end: int, *, text: str | None = N
     if not any(line.strip() for line in span):
         raise BadInput(f"{where}: only blank lines; anchor lines that hold code")
     body = _span_text(span)
+    from engram.anchor import definition  # noqa: PLC0415 - (only when anchoring)
+
     hashes = definition.token_hashes(body)
     fps = tuple(sorted(definition.winnowed(definition.kgram_values(hashes, definition.DEFAULT_K),
                                            definition.DEFAULT_W)))
@@ -240,6 +256,8 @@ def capture(root: Path, file: str, start: int, end: int, *, text: str | None = N
 
 
 def _text_hash(body: str) -> str:
+    import hashlib  # noqa: PLC0415
+
     return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -607,11 +625,13 @@ class _Probe:
     seeds: Any  # np.ndarray: distinct k-gram values to look for
     k: int
     fingerprint_only: bool  # a purged anchor: only its winnowed fingerprints are left
+    n_lines: int = 0  # the anchor's lines, blank ones included (0 for a purged anchor)
 
     @classmethod
     def of(cls, anchor: Anchor) -> _Probe:
         import numpy as np  # noqa: PLC0415 - only when the exact lines are not found
 
+        from engram.anchor import definition  # noqa: PLC0415
         from engram.anchor.tokens import tokenize  # noqa: PLC0415
         from engram.anchor.winnow import kgram_hashes  # noqa: PLC0415
 
@@ -620,7 +640,8 @@ class _Probe:
                        definition.DEFAULT_K, True)
         tok = tokenize(anchor.text)
         k = max(1, min(definition.DEFAULT_K, len(tok)))
-        return cls(tok.hashes.tolist(), tok.lines.tolist(), np.unique(kgram_hashes(tok.hashes, k)), k, False)
+        return cls(tok.hashes.tolist(), tok.lines.tolist(), np.unique(kgram_hashes(tok.hashes, k)), k, False,
+                   len(split_lines(anchor.text)))
 
     def match_near(self, file: str, text: str, near_line: int) -> _Match | None:
         """`match` within NEARBY_LINES of `near_line` (1-based) of a text of more than NEARBY_FROM
@@ -631,7 +652,8 @@ class _Probe:
         s0 = max(0, near_line - 1 - NEARBY_LINES)
         e0 = min(len(lines), near_line + max(self.lines, default=0) + NEARBY_LINES)
         m = self.match(file, "".join(f"{line}\n" for line in lines[s0:e0]), near_line - s0, keep=False)
-        if m is None or _vanishes(m.shares) or (s0 and m.start <= 1) or (e0 < len(lines) and m.end >= e0 - s0):
+        if (m is None or _vanishes(m.shares) or m.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW
+                or (s0 and m.start <= 1) or (e0 < len(lines) and m.end >= e0 - s0)):
             return None
         return replace(m, start=m.start + s0, end=m.end + s0)
 
@@ -671,19 +693,55 @@ class _Probe:
         kept = sum(x >= 0 for x in at)
         first, last = a + blocks[0].b, a + blocks[-1].b + blocks[-1].size - 1
         same = kept == len(self.hashes) and last - first + 1 == kept
-        shares = self._shares(at)
+        shares = self._shares(at, tok, a)
         return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1, shares["tokens"], same, shares)
 
-    def _shares(self, at: list[int]) -> dict[str, float]:
-        """How much of the anchor the alignment kept (`at`: where each token went, -1 if lost): the
-        share of its tokens, and of its lines kept as they were (every token there, none inserted
-        between them: what a line diff calls an unchanged line, whitespace aside)."""
+    def _shares(self, at: list[int], tok: Any = None, a: int = 0) -> dict[str, float]:
+        """How much of the anchor the alignment kept (`at`: where each token went in tokens `a`.. of
+        `tok`, -1 if lost): the share of its tokens; of its lines kept as they were (every token
+        there, none inserted between them: what a line diff calls an unchanged line, whitespace
+        aside); and `kept_lines`, the share of all its lines that survive as git's line tracking
+        counts them (unchanged or blank) or were changed by renames alone (`_renamed_lines`)."""
         per_line: dict[int, list[int]] = {}
         for line, x in zip(self.lines, at):
             per_line.setdefault(line, []).append(x)
-        intact = sum(xs[0] >= 0 and xs[-1] - xs[0] == len(xs) - 1 and all(x >= 0 for x in xs)
-                     for xs in per_line.values())
-        return {"tokens": round(sum(x >= 0 for x in at) / len(at), 3), "lines": round(intact / len(per_line), 3)}
+        unchanged = {ln for ln, xs in per_line.items()
+                     if xs[0] >= 0 and xs[-1] - xs[0] == len(xs) - 1 and all(x >= 0 for x in xs)}
+        shares = {"tokens": round(sum(x >= 0 for x in at) / len(at), 3),
+                  "lines": round(len(unchanged) / len(per_line), 3)}
+        if tok is not None and self.n_lines and len(per_line) >= LINES_RULE_FROM:
+            renamed = _renamed_lines(self.hashes, self.lines, at, tok, a, unchanged)
+            blank = self.n_lines - len(per_line)
+            shares["kept_lines"] = round((len(unchanged) + renamed + blank) / self.n_lines, 3)
+            shares["renamed"], shares["blank"] = round(renamed / self.n_lines, 3), round(blank / self.n_lines, 3)
+        return shares
+
+
+def _renamed_lines(hashes: list[int], lines: list[int], at: list[int], tok: Any, a: int, unchanged: set[int]) -> int:
+    """How many changed lines of the anchor differ from one line of the text only by renames: the
+    line's tokens one for one against a line of as many tokens, each differing token replaced by
+    the same new one at least twice in the anchor (a name renamed throughout, as a refactoring
+    does; git's line diff counts every such line rewritten). A token replaced once is an edit."""
+    import numpy as np  # noqa: PLC0415
+
+    rows: dict[int, list[int]] = {}
+    for i, ln in enumerate(lines):
+        rows.setdefault(ln, []).append(i)
+    subs: dict[int, list[tuple[int, int]]] = {}
+    for ln, idx in rows.items():
+        if ln in unchanged:
+            continue
+        targets = {int(tok.lines[a + at[i]]) for i in idx if at[i] >= 0}
+        if len(targets) != 1:
+            continue
+        t = targets.pop()
+        lo, hi = np.searchsorted(tok.lines, [t, t + 1])
+        if hi - lo != len(idx):
+            continue
+        new = tok.hashes[lo:hi].tolist()
+        subs[ln] = [(hashes[i], y) for i, y in zip(idx, new) if hashes[i] != y]
+    seen = Counter(p for pairs in subs.values() for p in pairs)
+    return sum(bool(pairs) and all(seen[p] >= RENAMED_FROM for p in pairs) for pairs in subs.values())
 
 
 def _densest(pos: list[int], vals: list[int], width: int, near: int) -> tuple[int, int, int]:
@@ -769,12 +827,16 @@ def _vanishes(shares: dict[str, float]) -> bool:
 
 def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolution:
     """The state a best match (or none) makes: in another file, only an unambiguous match holding
-    ELSEWHERE_FROM of the tokens (or ELSEWHERE_LINES_FROM of the lines) places the anchor; the
-    rest names the best partial match."""
-    if best is None or _vanishes(best.shares) or (best.file != anchor.file and _unplaced(best)):
+    ELSEWHERE_FROM of the tokens (or ELSEWHERE_LINES_FROM of the lines) places the anchor; in
+    its own file, a changed match keeping less than LINES_KEPT_BELOW of its lines does not
+    (`_rewritten`); the rest names the best partial match."""
+    if (best is None or _vanishes(best.shares) or (best.file != anchor.file and _unplaced(best))
+            or _rewritten(anchor, best)):
         partial = None
         if best is not None and best.retained >= PARTIAL_FROM:
             partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
+            if _rewritten(anchor, best):
+                partial["lines_kept"] = best.shares["kept_lines"]
         return Resolution("vanished", anchor.file, None, None, best.retained if best else 0.0, partial,
                           shares=best.shares if best else None)
     if not best.same_tokens:
@@ -785,6 +847,12 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
         if overlaps or _context_holds(split_lines(text), best.start - 1, best.end - 1, anchor.context):
             state = "intact"
     return Resolution(state, best.file, best.start, best.end, 1.0, shares=best.shares)
+
+
+def _rewritten(anchor: Anchor, best: _Match) -> bool:
+    """A changed match in the anchor's own file keeping less than LINES_KEPT_BELOW of its lines."""
+    return (best.file == anchor.file and not best.same_tokens
+            and best.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW)
 
 
 def _unplaced(there: _Match) -> bool:

@@ -24,7 +24,6 @@ Why this shape:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from dataclasses import dataclass
@@ -88,6 +87,8 @@ def event_from_json(doc: Any) -> Event | None:
 
 
 def event_id(body: dict[str, Any]) -> str:
+    import hashlib  # noqa: PLC0415 - (OpenSSL's start-up: only when writing)
+
     return hashlib.blake2b(orjson.dumps(body, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
 
 

@@ -13,10 +13,8 @@ rebuild, keyed by the content's hash and the model.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
-import secrets
 from typing import Any, Iterable
 
 import apsw
@@ -35,6 +33,8 @@ COLUMNS = ("no", "id", "content", "kind", "tags", "importance", "pinned", "sourc
 
 
 def content_hash(content: str) -> str:
+    import hashlib  # noqa: PLC0415 - (OpenSSL's start-up: not for a hook that only reads notes)
+
     return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
@@ -398,6 +398,8 @@ def rebuild(db: apsw.Connection, events: EventLog) -> dict[str, int]:
         db.execute("DELETE FROM memory_fts")
         for table in TABLES:
             db.execute(f"DELETE FROM {table}")
+        import secrets  # noqa: PLC0415
+
         _set_state(db, "epoch", secrets.token_hex(8))
         applied = apply(db, every)
         for f in files:

@@ -5,8 +5,8 @@ what a memory was said in reply to, at half weight), dense cosine over the memor
 matrix product, `vectors.Matrix`), and anchor proximity (memories anchored on or near the span
 asked about, `places.near`, then on code the evidence index's lineage connects to it,
 `places.connected`). `fusion.fuse` merges them; a query naming a date favours memories written
-then, one naming a memory's tag favours it (`fusion.TAG_WEIGHT`). Then each candidate's score is
-multiplied by its factors:
+then, one naming a memory's tag favours it, the tag it names first most (`fusion.TAG_WEIGHT`).
+Then each candidate's score is multiplied by its factors:
 
 - **decay**: strength halves every HALF_LIFE_DAYS since the memory was written or last
   recalled, longer for important memories, for a person's (trust) and for often-recalled ones;
@@ -111,7 +111,7 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     rows = mem.by_no([no_of[h.id] for h in fused])
     places = mem.places([no_of[h.id] for h in fused], buffers)
     period = _period(query)
-    named = _tag_matcher(query)
+    tag_of = _tag_bonuses(query, rows)
     ranked: list[tuple[float, dict[str, Any]]] = []
     for hit in fused:
         no = no_of[hit.id]
@@ -121,7 +121,7 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
             continue
         mem_places = places.get(no, [])
         f = factors(m, mem_places, now)
-        tag = _tag_bonus(named, m)
+        tag = tag_of.get(no, 0.0)
         base = hit.score + _time_bonus(period, m) + tag
         score = base * f["decay"] * f["status"] * f["drift"]
         ranked.append((score, _answer(m, mem_places, score, hit, f, (base, tag), debug)))
@@ -254,18 +254,15 @@ def _time_bonus(period: Any, m: Memory) -> float:
     return float(fusion.TIME_WEIGHT) * float(fusion.time_closeness(period, moment_of(m.created)))
 
 
-def _tag_matcher(query: str) -> Any:
-    """`fusion.named_tags` for this query, its words read once for every candidate."""
-    from engram.memory.fusion import tags_named_by  # noqa: PLC0415
+def _tag_bonuses(query: str, rows: Mapping[int, Memory]) -> dict[int, float]:
+    """Memory no -> what it gains for the tags the query names (`fusion.tag_bonuses`: most for the
+    tag named first among these candidates' tags)."""
+    from engram.memory.fusion import tag_bonuses  # noqa: PLC0415
 
-    return tags_named_by(query)
-
-
-def _tag_bonus(named: Any, m: Memory) -> float:
-    """A query naming one of the memory's tags favours it (`fusion.named_tags`)."""
-    from engram.memory.fusion import TAG_WEIGHT  # noqa: PLC0415
-
-    return TAG_WEIGHT if m.tags and named(m.tags) else 0.0
+    if not query:
+        return {}
+    nos = [no for no, m in rows.items() if m.tags]
+    return dict(zip(nos, tag_bonuses(query, [rows[no].tags for no in nos]), strict=True))
 
 
 def _answer(m: Memory, places: list[Place], score: float, hit: Any, f: dict[str, float],
