@@ -21,11 +21,11 @@ Why this way:
   the rows themselves, made once). A query counts the bits each row differs by (XOR, popcount:
   ~1.5 ms), keeps the SHORTLISTED x RESCORED nearest (10,000: a tenth at 100,000), ranks those
   on the principal directions and computes the exact cosines of the RESCORED best from the full
-  rows. Below PREFILTER_FROM rows the product is the whole matrix, on the calling thread. At 100,000
-  rows that is 5.0 ms of CPU where the projected product of every row took 7.2 (bench/README.md,
-  "memory_speed.py"). Every product runs on the calling thread (`np.einsum`): through BLAS (`@`)
-  it is split over both cores, whose threads then spin (1.7x the CPU of the full product, 5-10x
-  for the small ones here). The answer is the exact top k unless a true neighbour falls outside
+  rows. At 100,000 rows that is 5.0 ms of CPU where the projected product of every row took 7.2
+  (bench/README.md, "memory_speed.py"); below PREFILTER_FROM rows the product is the whole
+  matrix. Every product runs on the calling thread (`np.einsum`): through BLAS (`@`) one of
+  2,000 rows or more is split over both cores, whose threads then spin (1.7x the CPU for the
+  projected product of 100,000 rows; 14x for 2,000 full rows, 8.6 against 0.6 ms). The answer is the exact top k unless a true neighbour falls outside
   the shortlist or the RESCORED best of the projection. Measured on MiniLM vectors of LoCoMo's
   2,760 turns and its 760 questions, rescoring 1% of the rows as at 100,000: the exact best answer
   kept for 759 of 760 questions (2%: all), 0.997 of the exact top 10 (the projection alone: the
