@@ -92,19 +92,21 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     tag_list = check_tags(list(tags))
     if not 1 <= limit <= MAX_LIMIT:
         raise BadInput(f"limit {limit}: from 1 to {MAX_LIMIT}")
+    # the query's vector first: it is computed beside everything that does not need it (catching
+    # up with the log, the full-text search, the anchors near `at`), and recall waits only for the rest
+    embedding = _embedding(query) if query else None
     mem.sync()
     now = now or now_iso()
     channels: dict[str, list[str]] = {}
     scores: dict[str, list[float]] = {}
     no_of: dict[str, int] = {}
     if query:
-        embedding = _embedding(query)  # (computed beside the full-text search)
         _bm25(mem, query, kind, hidden, channels, scores, no_of)
-        dense = _dense(mem, embedding, kind, hidden, channels, scores, no_of)
-    else:
-        dense = "not used: no query"
+    anchored: dict[str, list[str]] = {}
     if at is not None:
-        _anchor(mem, at, buffers, channels, no_of)
+        _anchor(mem, at, buffers, anchored, no_of)
+    dense = _dense(mem, embedding, kind, hidden, channels, scores, no_of) if query else "not used: no query"
+    channels.update(anchored)  # (after the dense channel, as before: the fused sums add up in the same order)
     fused = fuse(channels, scores=scores, top=max(SCORED, 3 * limit))
     rows = mem.by_no([no_of[h.id] for h in fused])
     places = mem.places([no_of[h.id] for h in fused], buffers)

@@ -14,17 +14,22 @@ Why this way:
   process (`Matrix`, 100,000 memories = 150 MB), with each row's memory number; the query's
   cosine to all of them is `M @ q`. The matrix follows the projection by its change counter
   (`memories.seq`): rows of memories changed since are read again, nothing else.
-- **Past PREFILTER_FROM rows, a narrower product first.** `M @ q` reads the whole matrix, 150 MB
+- **Past PREFILTER_FROM rows, a shortlist first.** `M @ q` reads the whole matrix, 150 MB
   at 100,000 memories: 25-50 ms on the loaded 2-core machine measured, more than recall's 20 ms.
-  The matrix then also keeps every row projected on its LOW_DIMS principal directions (SVD of the
-  rows themselves, made once); the product with those (a third of the bytes) picks RESCORED
-  candidates, whose exact cosines are computed from the full rows. That product runs on the
-  calling thread (`np.einsum`): through BLAS (`@`) it was split over both cores, whose threads
-  then spin, and cost 1.7x the CPU (17 against 10 ms at 100,000 rows under load; the same wall
-  time). The answer is the exact top k
-  unless a true neighbour falls outside the RESCORED best of the projection. Measured on MiniLM
-  vectors of LoCoMo's 2,760 turns, rescoring 1% of the rows as at 100,000 (300 queries, top 10):
-  96 directions kept 0.996 of the exact neighbours, 128 all of them (128 hold 92% of the variance).
+  The matrix then also keeps each row's sign bits around the rows' mean (384 bits, 6 uint64, 4.8
+  MB at 100,000, stored word by word) and its projection on LOW_DIMS principal directions (SVD of
+  the rows themselves, made once). A query counts the bits each row differs by (XOR, popcount:
+  ~1.5 ms), keeps the SHORTLISTED x RESCORED nearest (10,000: a tenth at 100,000), ranks those
+  on the principal directions and computes the exact cosines of the RESCORED best from the full
+  rows. At 100,000 rows that is 5.0 ms of CPU where the projected product of every row took 7.2
+  (bench/README.md, "memory_speed.py"); below PREFILTER_FROM rows the product is the whole
+  matrix. Every product runs on the calling thread (`np.einsum`): through BLAS (`@`) one of
+  2,000 rows or more is split over both cores, whose threads then spin (1.7x the CPU for the
+  projected product of 100,000 rows; 14x for 2,000 full rows, 8.6 against 0.6 ms). The answer is the exact top k unless a true neighbour falls outside
+  the shortlist or the RESCORED best of the projection. Measured on MiniLM vectors of LoCoMo's
+  2,760 turns and its 760 questions, rescoring 1% of the rows as at 100,000: the exact best answer
+  kept for 759 of 760 questions (2%: all), 0.997 of the exact top 10 (the projection alone: the
+  same 759, 0.997; the sign bits alone rescoring 5%: 0.995; 128 directions hold 92% of the variance).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ DIMS = 384
 BATCH = 32
 PREFILTER_FROM = 20_000
 LOW_DIMS = 128
+WORDS = DIMS // 64  # a row's sign bits: 6 uint64
+SHORTLISTED = 10  # x RESCORED: the rows the sign bits keep for the projected product
 RESCORED = 1_000
 
 _asked = threading.Event()  # this process asked for the model (so it is loaded, or known missing)
@@ -165,10 +172,13 @@ class Matrix:
     keeps its row with `live` false. `rows` maps a memory number to its row; `active` and `kinds`
     say per row what recall filters on, so a filtered recall is still one product."""
 
-    def __init__(self, prefilter_from: int = PREFILTER_FROM, rescored: int = RESCORED) -> None:
-        self.prefilter_from, self.rescored = prefilter_from, rescored
+    def __init__(self, prefilter_from: int = PREFILTER_FROM, rescored: int = RESCORED,
+                 shortlisted: int = SHORTLISTED) -> None:
+        self.prefilter_from, self.rescored, self.shortlisted = prefilter_from, rescored, shortlisted
         self.basis: np.ndarray | None = None  # (DIMS, LOW_DIMS) once the matrix is that large
         self.low = np.zeros((0, LOW_DIMS), dtype=np.float32)
+        self.center = np.zeros(DIMS, dtype=np.float32)  # the rows' mean (their sign bits are taken around it)
+        self.codes = np.zeros((WORDS, 0), dtype=np.uint64)  # each row's sign bits, word-major (see `_hamming`)
         self.epoch = ""
         self.seq = -1
         self.dropped = -1
@@ -192,7 +202,7 @@ class Matrix:
             return
         with self.lock:
             if epoch != self.epoch or key != self.key:
-                self.__init__(self.prefilter_from, self.rescored)  # type: ignore[misc]
+                self.__init__(self.prefilter_from, self.rescored, self.shortlisted)  # type: ignore[misc]
                 self.epoch, self.key = epoch, key
             changed = db.execute(
                 "SELECT m.no, m.status, m.kind, v.vec FROM memories m LEFT JOIN memory_vectors v"
@@ -227,21 +237,57 @@ class Matrix:
                 self.live[row] = True
                 if self.basis is not None:
                     self.low[row] = self.vecs[row] @ self.basis
+                    self.codes[:, row] = signs(self.vecs[row] - self.center)
 
     def _project(self) -> None:
-        """The principal directions of the rows (from 5,000 of them: ~0.5 s) and every row on them."""
+        """From 5,000 of the rows, their principal directions and their mean (~0.5 s); then every
+        row on those directions and its sign bits around the mean."""
         live = np.flatnonzero(self.live[:self.n])
         sample = self.vecs[live[np.linspace(0, len(live) - 1, min(len(live), 5_000)).astype(np.int64)]]
         _, _, vt = np.linalg.svd(sample, full_matrices=False)
         self.basis = np.ascontiguousarray(vt[:LOW_DIMS].T, dtype=np.float32)
+        self.center = sample.mean(axis=0).astype(np.float32)
         self.low = _grown(np.zeros((0, LOW_DIMS), dtype=np.float32), len(self.nos), 0)
-        self.low[:self.n] = self.vecs[:self.n] @ self.basis
+        self.codes = np.zeros((WORDS, len(self.nos)), dtype=np.uint64)
+        for start in range(0, self.n, 10_000):
+            end = min(self.n, start + 10_000)
+            self.low[start:end] = self.vecs[start:end] @ self.basis
+            self.codes[:, start:end] = signs(self.vecs[start:end] - self.center).T
+
+    def _shortlist(self, q: np.ndarray, n: int, mask: np.ndarray | None) -> np.ndarray:
+        """The rows (of the first n, of `mask` when given) whose exact cosines are computed: the
+        `shortlisted` x `rescored` nearest by sign bits (a tenth of 100,000 rows), then the
+        `rescored` best of those on the principal directions (see the module docstring)."""
+        assert self.basis is not None
+        near = self._hamming(q, n)
+        if mask is not None:
+            near[~mask] = DIMS + 1
+        # every row within the distance that takes in `short` of them: ties kept, rows in order (a
+        # count of each distance, not a partition of 100,000 values: 0.6 against 2-3 ms)
+        short = self.shortlisted * self.rescored
+        limit = int(np.searchsorted(np.cumsum(np.bincount(near, minlength=DIMS + 2)), short))
+        rows = np.flatnonzero(near <= min(limit, DIMS))
+        rough = np.einsum("ij,j->i", self.low[rows], q @ self.basis)  # (einsum: see `top`)
+        if len(rows) > self.rescored:
+            rows = rows[np.argpartition(rough, len(rows) - self.rescored)[len(rows) - self.rescored:]]
+        return rows
+
+    def _hamming(self, q: np.ndarray, n: int) -> np.ndarray:
+        """Each of the first n rows' count of sign bits that differ from the query's (uint16): one
+        XOR and popcount per 64-bit word, word by word over contiguous columns (6x faster than
+        row-major at 100,000 rows)."""
+        qc = signs(q - self.center)
+        out = np.bitwise_count(self.codes[0, :n] ^ qc[0]).astype(np.uint16)
+        for w in range(1, WORDS):
+            out += np.bitwise_count(self.codes[w, :n] ^ qc[w])
+        return out
 
     def _grow(self) -> int:
         if self.n == len(self.nos):
             cap = max(1024, 2 * self.n)
             if self.basis is not None:
                 self.low = _grown(self.low, cap, self.n)
+                self.codes = np.ascontiguousarray(_grown(self.codes.T, cap, self.n).T)
             self.vecs = _grown(self.vecs, cap, self.n)
             self.nos = _grown(self.nos, cap, self.n)
             self.live = _grown(self.live, cap, self.n)
@@ -276,17 +322,13 @@ class Matrix:
             if k <= 0:
                 return []
             if self.basis is not None and n > self.rescored:
-                # einsum, not `@`: BLAS splits this 25-50 MB product over every core and its threads spin
-                # on after it, 2x the CPU of one core's loop; einsum keeps it on this thread (below)
-                rough = np.einsum("ij,j->i", self.low[:n], self.basis.T @ q)
-                if not everything:
-                    rough[~mask] = -np.inf
-                rows = np.argpartition(rough, n - self.rescored)[n - self.rescored:]
-                rows = rows[mask[rows]]
-                exact = self.vecs[rows] @ q
+                rows = self._shortlist(q, n, None if everything else mask)
+                exact = np.einsum("ij,j->i", self.vecs[rows], q)
             else:
+                # einsum, not `@`: BLAS splits a product of 2,000 rows or more over every core and its
+                # threads spin on after it (at 2,000 rows, 8.6 ms of the process's CPU against 0.6)
                 rows = np.flatnonzero(mask)
-                exact = (self.vecs[:n] @ q)[rows]
+                exact = np.einsum("ij,j->i", self.vecs[:n], q)[rows]
             nos = self.nos[rows]
         k = min(k, len(rows))
         best = np.argpartition(-exact, k - 1)[:k]
@@ -314,6 +356,11 @@ class Matrix:
 
 
 KIND_CODES = {k: i for i, k in enumerate(KINDS)}
+
+
+def signs(x: np.ndarray) -> np.ndarray:
+    """The sign bits of a vector (WORDS uint64) or of rows of vectors ((rows, WORDS))."""
+    return np.packbits(x > 0, axis=-1).view(np.uint64)
 
 
 def _grown(a: np.ndarray, cap: int, n: int) -> np.ndarray:
