@@ -42,6 +42,8 @@ Sessions (explain.sessions_of)
                          (session_writes, WRITER_TOGETHER_FLOOR)
   writer_context         a writer whose edits hold little of the lines around the span wrote
                          them elsewhere in the file: after the others (explain.writer_context)
+  writer_landed          so does the latest writer whose edits that hold the span landed on another
+                         copy of it in the file, the span's lines kept (explain.writer_landed)
   by_touches             most touches first, then the most recent touch (`--rank touches`)
   by_evidence            `--rank evidence`: the strongest match first (EVIDENCE_SESSION_FLOOR)
 """
@@ -708,7 +710,8 @@ EVIDENCE_SESSION_FLOOR: Final = 0.8
 
 def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str, trace: Trace | None = None,
                    writes: Writes | None = None,
-                   context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
+                   context: dict[tuple[str, str], float] | None = None,
+                   landed: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """`sessions` (each with its "touches", "last_touch" and "_items", its (Hit, Fragment) pairs)
     in rank order.
 
@@ -723,7 +726,7 @@ def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str, trace: 
     if rank == "evidence":
         return _by_evidence(sessions, file, trace)
     if rank == "writer":
-        return _by_writer(sessions, file, trace, writes, context)
+        return _by_writer(sessions, file, trace, writes, context, landed)
     return _by_touches(sessions, trace)
 
 
@@ -795,7 +798,8 @@ def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | No
 
 
 def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, writes: Writes | None = None,
-               context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
+               context: dict[tuple[str, str], float] | None = None,
+               landed: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """The sessions that changed the span's lines first, the latest change first (as git blame
     names the last commit to change a line), then every other session by touches. A session's
     reads, its discussion and the lines it carried in a later edit add touches, and the most
@@ -805,7 +809,8 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, w
         return _by_touches(sessions, trace)
     writers = [s for s in sessions if id(s) in last]
     elsewhere = _written_elsewhere(writers, context)
-    writers.sort(key=lambda s: (id(s) in elsewhere, _neg_time(last[id(s)]), s["session_id"]))
+    moved = {id(s) for s in writers if (s["harness"], s["session_id"]) in (landed or ())}
+    writers.sort(key=lambda s: (id(s) in elsewhere or id(s) in moved, _neg_time(last[id(s)]), s["session_id"]))
     others = _by_touches([s for s in sessions if id(s) not in last], None)
     if trace is not None and len(sessions) > 1:
         trace.note("writer_first", f"{plural(len(writers), 'session')} changed these lines (latest first: "
@@ -815,6 +820,10 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, w
             trace.note("writer_context", f"{plural(len(elsewhere), 'writer')} whose edits hold little of the "
                        f"{WRITER_CONTEXT_LINES} lines around the span after the others: "
                        + ", ".join(s["session_id"][:8] for s in writers if id(s) in elsewhere))
+        if moved:
+            trace.note("writer_landed", f"{plural(len(moved), 'writer')} whose edits holding the span landed on "
+                       "another copy of it in the file, keeping the span's lines, after the others: "
+                       + ", ".join(s["session_id"][:8] for s in writers if id(s) in moved))
     return writers + others
 
 
@@ -836,6 +845,36 @@ def _written_elsewhere(writers: list[dict[str, Any]], context: dict[tuple[str, s
     if top <= 0.0:
         return set()
     return {k for k, c in held.items() if c < WRITER_CONTEXT_FLOOR * top}
+
+
+def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end: int, writes: Writes | None,
+                     holds_there: Callable[[Fragment], bool]) -> set[tuple[str, str]]:
+    """(harness, session id) of the latest writers of lines `start`-`end` of `file` (`latest_writes`)
+    whose edits that passed the writer test all landed elsewhere in the file: each edit's range
+    (its own line numbers) misses the span, and the file's lines there still hold what the edit
+    holds of the span (`holds_there(fragment)`): the edit added a copy of the span's text there, and
+    the span itself is one its edit left as it was. Walked latest first, up to the first writer
+    that is not such a one; the earliest writer never is (somebody wrote the span).
+
+    A later session that put a copy of a block elsewhere in the file (a new job made of another
+    job's checks and their neighbours) held the original as fully as its writer's edit did, and
+    around it too, and came first as the latest writer (issue 45, EntityProcess/agentv,
+    `.github/workflows/publish.yml`: carried R@1 0 of 3). Only the latest writers are judged: the
+    file's lines have moved least since theirs; an older edit's range may lie over a later copy."""
+    last = latest_writes(sessions, file, writes)
+    if len(last) < 2:
+        return set()
+    writers = sorted((s for s in sessions if id(s) in last), key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
+    top = max(c for s in writers for c, _, _ in writer_edits(s, file, writes))
+    out: set[tuple[str, str]] = set()
+    for s in writers[:-1]:
+        edits = [fr for h, fr in s["_items"] if fr.kind == EDIT and h.via == "direct" and fr.file == file
+                 and h.confidence >= WRITER_FLOOR * top]
+        if not edits or not all(fr.line0 is not None and fr.line1 is not None and (fr.line1 < start or fr.line0 > end)
+                                and holds_there(fr) for fr in edits):
+            break
+        out.add((s["harness"], s["session_id"]))
+    return out
 
 
 def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, writes: Writes | None) -> None:
