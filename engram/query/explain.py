@@ -130,9 +130,6 @@ class Result:
     # (harness, session id) → its strongest edit of the lines around the span, when several
     # sessions passed the writer test (`writer_context`); None: not asked
     context: dict[tuple[str, str], float] | None = None
-    # (harness, session id) of the latest writers whose edits holding the span landed on another
-    # copy of it in the file (`writer_landed`)
-    landed: set[tuple[str, str]] = field(default_factory=set)
 
 
 def _frag_rows(db: apsw.Connection, ids: list[int]) -> dict[int, Frag]:
@@ -299,7 +296,7 @@ def sessions_of(res: Result, rank: str = "writer", trace: Trace | None = None) -
                          "touches": touch_count((fr.kind, fr.file, (fr.tape_no, fr.offset)) for _, fr in items),
                          "last_touch": last or None,
                          "_items": items})
-    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace, res.writes, res.context, res.landed)
+    ordered = ranking.order_sessions(sessions, rank, res.span.file, trace, res.writes, res.context)
     wrote = ranking.latest_writes(ordered, res.span.file, res.writes)
     for s in ordered:
         s["wrote"] = id(s) in wrote
@@ -653,26 +650,26 @@ def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> d
     return best
 
 
-def writer_landed(db: apsw.Connection, res: Result, file_lines: list[str]) -> set[tuple[str, str]]:
-    """The latest writers whose edits holding the span landed on another copy of it in the file
-    (`ranking.landed_elsewhere`): an edit lies over lines of the file that hold at least
-    WRITER_FLOOR of the span's fingerprints the edit holds."""
+def writer_landed(db: apsw.Connection, res: Result, file_lines: list[str]) -> None:
+    """Set aside the latest writer's edits that landed on another copy of the span in the file
+    (`ranking.landed_elsewhere`, into `res.writes.elsewhere`): each lies over lines of the file that
+    hold at least WRITER_FLOOR of the span's fingerprints the edit holds."""
     span = res.span
-    sessions = sessions_of(res)
-    if sum(1 for s in sessions if s["wrote"]) < 2:
-        return set()
     k = snapshot.index_params(db)[0]
     segs = snapshot.read(db).segs
-    span_keys = _keys(span.text, k)
+    span_keys: set[int] = set()
 
     def holds_there(fr: ranking.Fragment) -> bool:
-        held = {key for key, _ in layout.lookup_pairs_small(db, span_keys, segs, {fr.id})}  # type: ignore[attr-defined]
+        if not span_keys:
+            span_keys.update(_keys(span.text, k))
+        held = {key for key, _ in layout.lookup_pairs_small(db, span_keys, segs, {fr.id})}
         there = file_lines[max(0, (fr.line0 or 1) - 1):fr.line1 or 0]
         if not held or not there:
             return False
         return len(held & _keys("\n".join(there) + "\n", k)) >= ranking.WRITER_FLOOR * len(held)
 
-    return ranking.landed_elsewhere(sessions, span.file, span.start, span.end, res.writes, holds_there)
+    res.writes.elsewhere = ranking.landed_elsewhere(sessions_of(res), span.file, span.start, span.end, res.writes,
+                                                    holds_there)
 
 
 def _keys(text: str, k: int) -> set[int]:
@@ -716,8 +713,8 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
                 notes.note("expand_until", f"grown to lines {res.span.start}-{res.span.end} "
                                            f"for at most {plural(expand_until, 'session')}")
         if file_lines is not None and opts.rank == "writer":
+            writer_landed(db, res, file_lines)
             res.context = writer_context(db, res, file_lines)
-            res.landed = writer_landed(db, res, file_lines)
     res.partial = partial
     if res.span != asked:
         res.asked, res.widened = asked, why

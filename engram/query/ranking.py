@@ -40,10 +40,10 @@ Sessions (explain.sessions_of)
                          default order; WRITER_FLOOR)
   writer_together        so does one whose hunks of one edit hold the span together
                          (session_writes, WRITER_TOGETHER_FLOOR)
+  writer_landed          the latest writer's edits that landed on another copy of the span in the
+                         file, its lines kept, are no writing of the span (explain.writer_landed)
   writer_context         a writer whose edits hold little of the lines around the span wrote
                          them elsewhere in the file: after the others (explain.writer_context)
-  writer_landed          so does the latest writer whose edits that hold the span landed on another
-                         copy of it in the file, the span's lines kept (explain.writer_landed)
   by_touches             most touches first, then the most recent touch (`--rank touches`)
   by_evidence            `--rank evidence`: the strongest match first (EVIDENCE_SESSION_FLOOR)
 """
@@ -85,6 +85,7 @@ class Trace:
 class Fragment(Protocol):
     """What the rules read of a matched fragment (`explain.Frag`)."""
 
+    id: int
     kind: int
     file: str | None
     ts: str | None
@@ -420,6 +421,9 @@ class Writes:
         # Every code.edit among the direct candidates, passing the floor or not → its confidence
         # (`direct.direct_hits`): what `edit_on_lines` reads of edits a stronger match set the floor for.
         self.edits: dict[int, float] = {}
+        # The code.edit fragments that landed on another copy of the span in its file, leaving the
+        # span as it was (`landed_elsewhere`): no writing of it.
+        self.elsewhere: set[int] = set()
 
 
 def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,
@@ -710,8 +714,7 @@ EVIDENCE_SESSION_FLOOR: Final = 0.8
 
 def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str, trace: Trace | None = None,
                    writes: Writes | None = None,
-                   context: dict[tuple[str, str], float] | None = None,
-                   landed: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+                   context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """`sessions` (each with its "touches", "last_touch" and "_items", its (Hit, Fragment) pairs)
     in rank order.
 
@@ -726,7 +729,7 @@ def order_sessions(sessions: list[dict[str, Any]], rank: str, file: str, trace: 
     if rank == "evidence":
         return _by_evidence(sessions, file, trace)
     if rank == "writer":
-        return _by_writer(sessions, file, trace, writes, context, landed)
+        return _by_writer(sessions, file, trace, writes, context)
     return _by_touches(sessions, trace)
 
 
@@ -777,12 +780,18 @@ def writer_edits(s: dict[str, Any], file: str, writes: Writes | None = None) -> 
     code.carried) and not text it wrote that a later edit replaced (that comes by lineage); and,
     for a session with such an edit, its edits of the file taken together (`writes`,
     `session_writes`), which pass at WRITER_TOGETHER_FLOOR when there are several."""
-    own = [(h.confidence, fr.ts or "", WRITER_FLOOR) for h, fr in s["_items"]
-           if fr.kind == EDIT and h.via == "direct" and fr.file == file]
-    if own and writes is not None and (together := writes.by_session.get((s["harness"], s["session_id"]))):
+    away = writes.elsewhere if writes is not None else set()
+    own = [(h.confidence, fr.ts or "", WRITER_FLOOR) for h, fr in _direct_edits(s, file) if fr.id not in away]
+    if own and writes is not None and not any(fr.id in away for _, fr in s["_items"]) \
+            and (together := writes.by_session.get((s["harness"], s["session_id"]))):
         share, ts, n = together
         own.append((share, ts, WRITER_TOGETHER_FLOOR if n > 1 else WRITER_FLOOR))
     return own
+
+
+def _direct_edits(s: dict[str, Any], file: str) -> list[tuple[Hit, Fragment]]:
+    """Session `s`'s code.edit fragments of `file` that match the span directly."""
+    return [(h, fr) for h, fr in s["_items"] if fr.kind == EDIT and h.via == "direct" and fr.file == file]
 
 
 def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | None = None) -> dict[int, str]:
@@ -798,8 +807,7 @@ def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | No
 
 
 def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, writes: Writes | None = None,
-               context: dict[tuple[str, str], float] | None = None,
-               landed: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+               context: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """The sessions that changed the span's lines first, the latest change first (as git blame
     names the last commit to change a line), then every other session by touches. A session's
     reads, its discussion and the lines it carried in a later edit add touches, and the most
@@ -809,21 +817,17 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, w
         return _by_touches(sessions, trace)
     writers = [s for s in sessions if id(s) in last]
     elsewhere = _written_elsewhere(writers, context)
-    moved = {id(s) for s in writers if (s["harness"], s["session_id"]) in (landed or ())}
-    writers.sort(key=lambda s: (id(s) in elsewhere or id(s) in moved, _neg_time(last[id(s)]), s["session_id"]))
+    writers.sort(key=lambda s: (id(s) in elsewhere, _neg_time(last[id(s)]), s["session_id"]))
     others = _by_touches([s for s in sessions if id(s) not in last], None)
     if trace is not None and len(sessions) > 1:
         trace.note("writer_first", f"{plural(len(writers), 'session')} changed these lines (latest first: "
                    f"{', '.join(s['session_id'][:8] for s in writers)}); {plural(len(others), 'other')} by touches")
         _note_together(trace, writers, file, writes)
+        _note_landed(trace, sessions, writes)
         if elsewhere:
             trace.note("writer_context", f"{plural(len(elsewhere), 'writer')} whose edits hold little of the "
                        f"{WRITER_CONTEXT_LINES} lines around the span after the others: "
                        + ", ".join(s["session_id"][:8] for s in writers if id(s) in elsewhere))
-        if moved:
-            trace.note("writer_landed", f"{plural(len(moved), 'writer')} whose edits holding the span landed on "
-                       "another copy of it in the file, keeping the span's lines, after the others: "
-                       + ", ".join(s["session_id"][:8] for s in writers if id(s) in moved))
     return writers + others
 
 
@@ -847,34 +851,44 @@ def _written_elsewhere(writers: list[dict[str, Any]], context: dict[tuple[str, s
     return {k for k, c in held.items() if c < WRITER_CONTEXT_FLOOR * top}
 
 
-def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end: int, writes: Writes | None,
-                     holds_there: Callable[[Fragment], bool]) -> set[tuple[str, str]]:
-    """(harness, session id) of the latest writers of lines `start`-`end` of `file` (`latest_writes`)
-    whose edits that passed the writer test all landed elsewhere in the file: each edit's range
-    (its own line numbers) misses the span, and the file's lines there still hold what the edit
-    holds of the span (`holds_there(fragment)`): the edit added a copy of the span's text there, and
-    the span itself is one its edit left as it was. Walked latest first, up to the first writer
-    that is not such a one; the earliest writer never is (somebody wrote the span).
+def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end: int, writes: Writes,
+                     holds_there: Callable[[Fragment], bool]) -> set[int]:
+    """The edits of the latest writer of lines `start`-`end` of `file` (`latest_writes`) that passed
+    the writer test, when each landed elsewhere in the file: its range (its own line numbers)
+    misses the span, and the file's lines there still hold what the edit holds of the span
+    (`holds_there(fragment)`). Such an edit added a copy of the span's text there and left the span
+    itself as it was; set aside (`Writes.elsewhere`), it is no writing of the span, and the writer
+    test is taken again without it. Nothing is set aside when that leaves no writer (somebody
+    wrote the span), nor when the latest writer passed only on its hunks taken together.
 
     A later session that put a copy of a block elsewhere in the file (a new job made of another
     job's checks and their neighbours) held the original as fully as its writer's edit did, and
-    around it too, and came first as the latest writer (issue 45, EntityProcess/agentv,
-    `.github/workflows/publish.yml`: carried R@1 0 of 3). Only the latest writers are judged: the
-    file's lines have moved least since theirs; an older edit's range may lie over a later copy."""
+    around it too (`writer_context`), and came first as the latest writer; where the copy's
+    lines differ by a k-gram, it was the only writer (issue 45, EntityProcess/agentv,
+    `.github/workflows/publish.yml`: carried R@1 0 of 3). Only the latest writer is judged: the
+    file has moved least since its edit, while an older edit's range may lie over a later copy."""
     last = latest_writes(sessions, file, writes)
-    if len(last) < 2:
+    if not last:
         return set()
-    writers = sorted((s for s in sessions if id(s) in last), key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
-    top = max(c for s in writers for c, _, _ in writer_edits(s, file, writes))
-    out: set[tuple[str, str]] = set()
-    for s in writers[:-1]:
-        edits = [fr for h, fr in s["_items"] if fr.kind == EDIT and h.via == "direct" and fr.file == file
-                 and h.confidence >= WRITER_FLOOR * top]
-        if not edits or not all(fr.line0 is not None and fr.line1 is not None and (fr.line1 < start or fr.line0 > end)
-                                and holds_there(fr) for fr in edits):
-            break
-        out.add((s["harness"], s["session_id"]))
-    return out
+    latest = min((s for s in sessions if id(s) in last), key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
+    top = max(c for s in sessions if id(s) in last for c, _, _ in writer_edits(s, file, writes))
+    edits = [fr for h, fr in _direct_edits(latest, file) if h.confidence >= WRITER_FLOOR * top]
+    if not edits or not all(fr.line0 is not None and fr.line1 is not None and (fr.line1 < start or fr.line0 > end)
+                            and holds_there(fr) for fr in edits):
+        return set()
+    before, writes.elsewhere = writes.elsewhere, writes.elsewhere | {fr.id for fr in edits}
+    left = latest_writes(sessions, file, writes)
+    writes.elsewhere = before
+    return {fr.id for fr in edits} if left else set()
+
+
+def _note_landed(trace: Trace, sessions: list[dict[str, Any]], writes: Writes | None) -> None:
+    """The sessions whose edits `landed_elsewhere` set aside."""
+    away = writes.elsewhere if writes is not None else set()
+    who = [s["session_id"][:8] for s in sessions if any(fr.id in away for _, fr in s["_items"])]
+    if who:
+        trace.note("writer_landed", f"{plural(len(away), 'edit')} of {', '.join(who)} holding the span landed on "
+                                    "another copy of it in the file, the span's lines kept: not its writing")
 
 
 def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, writes: Writes | None) -> None:
@@ -883,7 +897,7 @@ def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, write
         return
     top = max(c for s in writers for c, _, _ in writer_edits(s, file, writes))  # (the top session is a writer)
     for s in writers:
-        best = max(c for c, _, _ in writer_edits(s, file))
+        best = max((h.confidence for h, fr in _direct_edits(s, file) if fr.id not in writes.elsewhere), default=0.0)
         if best < WRITER_FLOOR * top and (together := writes.by_session.get((s["harness"], s["session_id"]))):
             trace.note("writer_together", f"{s['session_id'][:8]}: hunks of one of its edits hold {together[0]:.4g} of the "
                                           f"span together (its best single edit {best:.4g})")
