@@ -859,7 +859,9 @@ def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end:
     (`holds_there(fragment)`). Such an edit added a copy of the span's text there and left the span
     itself as it was; set aside (`Writes.elsewhere`), it is no writing of the span, and the writer
     test is taken again without it. Nothing is set aside when that leaves no writer (somebody
-    wrote the span), nor when the latest writer passed only on its hunks taken together.
+    wrote the span) or only later ones (a copy is made of what was there before it: a later
+    edit holding the span means the file moved under the first one's range), nor when the latest
+    writer passed only on its hunks taken together.
 
     A later session that put a copy of a block elsewhere in the file (a new job made of another
     job's checks and their neighbours) held the original as fully as its writer's edit did, and
@@ -879,7 +881,8 @@ def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end:
     before, writes.elsewhere = writes.elsewhere, writes.elsewhere | {fr.id for fr in edits}
     left = latest_writes(sessions, file, writes)
     writes.elsewhere = before
-    return {fr.id for fr in edits} if left else set()
+    made = min(fr.ts or "" for fr in edits)
+    return {fr.id for fr in edits} if left and max(left.values()) < made else set()
 
 
 def _note_landed(trace: Trace, sessions: list[dict[str, Any]], writes: Writes | None) -> None:
