@@ -1295,12 +1295,12 @@ def _release_steps() -> list[str]:
 
 def test_a_copy_added_elsewhere_in_the_file_does_not_take_the_lines_it_copied(repo: Path, tmp_path: Path) -> None:
     """One session wrote a publish workflow; a later one put a verify job above it, made of a copy
-    of the publish job's checks and their neighbours, and kept the publish job as its Edit's
-    context. The later session's edit holds the original checks as fully as the writer's does,
-    and their neighbours too, and it is the latest: it came first for lines it never changed
-    (EntityProcess/agentv, `.github/workflows/publish.yml`, Codex). Where its added lines landed
-    tells them apart: its hunk lies over the copy, which the file still holds there, and the
-    original lines are kept lines of that edit."""
+    of the publish job's checks and their neighbours, and changed the publish job's last step in the
+    same Edit, keeping its checks. The later session's edit holds the original checks as fully as
+    the writer's does, and their neighbours too, and it is the latest: it came first for lines it
+    never changed (EntityProcess/agentv, `.github/workflows/publish.yml`, Codex). Where its added
+    lines landed tells them apart: its hunk lies over the copy, which the file still holds there,
+    and the original lines are lines that edit kept."""
     from claude_shapes import Session, joined
 
     cwd = Path("/home/u/rel")
@@ -1314,7 +1314,8 @@ def test_a_copy_added_elsewhere_in_the_file_does_not_take_the_lines_it_copied(re
     copier.prompt("verify the tag in a job of its own before publishing")
     verify = ["  verify:", "    runs-on: ubuntu-latest", "    steps:", "      - uses: actions/checkout@v4",
               *_release_steps()]
-    copier.edit(".github/workflows/publish.yml", joined(["jobs:", *job]), joined(["jobs:", *verify, *job]))
+    published = [*job[:-1], "      - run: npm publish --provenance --access public"]
+    copier.edit(".github/workflows/publish.yml", joined(["jobs:", *job]), joined(["jobs:", *verify, *published]))
     now = copier.files[".github/workflows/publish.yml"]
     (repo / ".github/workflows").mkdir(parents=True)
     (repo / ".github/workflows/publish.yml").write_text(now)

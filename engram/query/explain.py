@@ -653,13 +653,24 @@ def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> d
 def writer_landed(db: apsw.Connection, res: Result, file_lines: list[str]) -> None:
     """Set aside the latest writer's edits that landed on another copy of the span in the file
     (`ranking.landed_elsewhere`, into `res.writes.elsewhere`): each lies over lines of the file that
-    hold at least WRITER_FLOOR of the span's fingerprints the edit holds."""
+    hold at least WRITER_FLOOR of the span's fingerprints the edit holds, and the edit event held
+    the span's own lines unchanged (they lie between its first and last hunk or carried line).
+
+    Without the last test, lines a person inserted above a span written at the end of a hunk
+    (a shift of 7 lines) moved it out of the hunk's recorded range, and test set-up the hunk
+    repeats made its writer look like a copier (entireio/cli, `explain_test.go`; a 3-line span
+    moved within its file on Ri5ha6h/tan-mapper-app likewise)."""
     span = res.span
     k = snapshot.index_params(db)[0]
     segs = snapshot.read(db).segs
     span_keys: set[int] = set()
 
     def holds_there(fr: ranking.Fragment) -> bool:
+        reach = db.execute(f"SELECT min(line0), max(line1) FROM fragments WHERE tape = ? AND offset = ?"
+                           f" AND kind IN ({ranking.EDIT}, {KIND_NO[CODE_CARRIED]})",
+                           (fr.tape_no, fr.offset)).fetchone()
+        if reach is None or reach[0] is None or not reach[0] <= span.start <= span.end <= reach[1]:
+            return False
         if not span_keys:
             span_keys.update(_keys(span.text, k))
         held = {key for key, _ in layout.lookup_pairs_small(db, span_keys, segs, {fr.id})}

@@ -92,6 +92,7 @@ class Fragment(Protocol):
     line0: int | None
     line1: int | None
     tape_no: int
+    offset: int
     session_id: str
     harness: str
 
@@ -855,9 +856,9 @@ def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end:
                      holds_there: Callable[[Fragment], bool]) -> set[int]:
     """The edits of the latest writer of lines `start`-`end` of `file` (`latest_writes`) that passed
     the writer test, when each landed elsewhere in the file: its range (its own line numbers)
-    misses the span, and the file's lines there still hold what the edit holds of the span
-    (`holds_there(fragment)`). Such an edit added a copy of the span's text there and left the span
-    itself as it was; set aside (`Writes.elsewhere`), it is no writing of the span, and the writer
+    misses the span, and the file's lines there still hold what the edit holds of the span while
+    the edit held the span's own lines unchanged (`holds_there(fragment)`). Such an edit added a
+    copy of the span's text there and left the span itself as it was; set aside (`Writes.elsewhere`), it is no writing of the span, and the writer
     test is taken again without it. Nothing is set aside when that leaves no writer (somebody
     wrote the span) or only later ones (a copy is made of what was there before it: a later
     edit holding the span means the file moved under the first one's range), nor when the latest
