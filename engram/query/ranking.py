@@ -858,18 +858,20 @@ def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end:
     the writer test, when each landed elsewhere in the file: its range (its own line numbers)
     misses the span, and the file's lines there still hold what the edit holds of the span while
     the edit held the span's own lines unchanged (`holds_there(fragment)`). Such an edit added a
-    copy of the span's text there and left the span itself as it was; set aside (`Writes.elsewhere`), it is no writing of the span, and the writer
-    test is taken again without it. Nothing is set aside when that leaves no writer (somebody
-    wrote the span) or only later ones (a copy is made of what was there before it: a later
-    edit holding the span means the file moved under the first one's range), nor when the latest
-    writer passed only on its hunks taken together.
+    copy of the span's text there and left the span itself as it was; set aside
+    (`Writes.elsewhere`), it is no writing of the span, and the writer test is taken again without
+    it. Nothing is set aside when that leaves no writer (somebody wrote the span) or only later
+    ones (a copy is made of what was there before it: a later edit holding the span means the
+    file moved under the first one's range), nor when the latest writer passed only on its hunks
+    taken together.
 
     A later session that put a copy of a block elsewhere in the file (a new job made of another
     job's checks and their neighbours) held the original as fully as its writer's edit did, and
     around it too (`writer_context`), and came first as the latest writer; where the copy's
     lines differ by a k-gram, it was the only writer (issue 45, EntityProcess/agentv,
-    `.github/workflows/publish.yml`: carried R@1 0 of 3). Only the latest writer is judged: the
-    file has moved least since its edit, while an older edit's range may lie over a later copy."""
+    `.github/workflows/publish.yml`: carried R@1 0 → 11 of 12 queries; bench/README.md,
+    "Multi-session: the writer first"). Only the latest writer is judged: the file has moved least
+    since its edit, while an older edit's range may lie over a later copy."""
     last = latest_writes(sessions, file, writes)
     if not last:
         return set()
