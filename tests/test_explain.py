@@ -1280,3 +1280,53 @@ def test_a_one_line_edit_is_not_widened_away_from_its_session(repo: Path, tmp_pa
     assert doc["widened"] is None and (doc["span"]["start"], doc["span"]["end"]) == (12, 14)
     assert doc["sessions"][0]["session_id"] == clause.session_id
     assert explain(repo, "lib/parser.ex:1-9", "--brief")["sessions"][0]["session_id"] == author.session_id
+
+
+def _release_steps() -> list[str]:
+    """A release workflow's checks, as GitHub Actions files repeat them from job to job."""
+    return ["      - name: Check the tag", "        run: |", '          if [ -z "$RELEASE_TAG" ]; then',
+            '            echo "::error::RELEASE_TAG is not set"', "            exit 1", "          fi",
+            '          if ! git tag --points-at HEAD | grep -qx "$RELEASE_TAG"; then',
+            '            echo "::error::Publish checkout must point at $RELEASE_TAG; tags at HEAD are:"',
+            "            git tag --points-at HEAD || true", "            exit 1", "          fi",
+            "      - name: Set up Node", "        uses: actions/setup-node@v4", "        with:",
+            "          node-version: 22", "          registry-url: https://registry.npmjs.org"]
+
+
+def test_a_copy_added_elsewhere_in_the_file_does_not_take_the_lines_it_copied(repo: Path, tmp_path: Path) -> None:
+    """One session wrote a publish workflow; a later one put a verify job above it, made of a copy
+    of the publish job's checks and their neighbours, and changed the publish job's last step in the
+    same Edit, keeping its checks. The later session's edit holds the original checks as fully as
+    the writer's does, and their neighbours too, and it is the latest: it came first for lines it
+    never changed (EntityProcess/agentv, `.github/workflows/publish.yml`, Codex). Where its added
+    lines landed tells them apart: its hunk lies over the copy, which the file still holds there,
+    and the original lines are lines that edit kept."""
+    from claude_shapes import Session, joined
+
+    cwd = Path("/home/u/rel")
+    head = ["name: publish", "on:", "  push:", "    tags: ['v*']", "jobs:"]
+    job = ["  publish:", "    runs-on: ubuntu-latest", "    steps:", "      - uses: actions/checkout@v4",
+           *_release_steps(), "      - run: npm ci", "      - run: npm publish --provenance"]
+    writer = Session(cwd, "aaaaaaaa-1111-4111-8111-000000000001", day="2026-03-01")
+    writer.prompt("add a publish workflow")
+    writer.write(".github/workflows/publish.yml", joined([*head, *job]))
+    copier = Session(cwd, "bbbbbbbb-2222-4222-8222-000000000002", day="2026-03-02", files=dict(writer.files))
+    copier.prompt("verify the tag in a job of its own before publishing")
+    verify = ["  verify:", "    runs-on: ubuntu-latest", "    steps:", "      - uses: actions/checkout@v4",
+              *_release_steps()]
+    published = [*job[:-1], "      - run: npm publish --provenance --access public"]
+    copier.edit(".github/workflows/publish.yml", joined(["jobs:", *job]), joined(["jobs:", *verify, *published]))
+    now = copier.files[".github/workflows/publish.yml"]
+    (repo / ".github/workflows").mkdir(parents=True)
+    (repo / ".github/workflows/publish.yml").write_text(now)
+    run_engram(repo, "ingest", "--map", f"{cwd}={repo}", str(writer.save(tmp_path / "t")),
+               str(copier.save(tmp_path / "t")))
+
+    lines = now.splitlines()
+    at = [i + 1 for i, line in enumerate(lines) if "Publish checkout must point" in line]
+    assert len(at) == 2  # the copy, then the original
+    for start in (at[1] - 2, at[1]):
+        doc = explain(repo, f".github/workflows/publish.yml:{start}-{start + 4}", "--brief")
+        assert [s["session_id"] for s in doc["sessions"]][:2] == [writer.session_id, copier.session_id], start
+    copy = explain(repo, f".github/workflows/publish.yml:{at[0] - 2}-{at[0] + 2}", "--brief")
+    assert copy["sessions"][0]["session_id"] == copier.session_id

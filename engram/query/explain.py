@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import apsw
 
-from engram.index import memo, snapshot
+from engram.anchor import definition
+from engram.index import layout, memo, snapshot
 from engram.index.sql import int_array, reading
 from engram.index.kinds import CODE_CARRIED, KIND_NAME, KIND_NO
 from engram.query import ranking
@@ -649,6 +650,44 @@ def writer_context(db: apsw.Connection, res: Result, file_lines: list[str]) -> d
     return best
 
 
+def writer_landed(db: apsw.Connection, res: Result, file_lines: list[str]) -> None:
+    """Set aside the latest writer's edits that landed on another copy of the span in the file
+    (`ranking.landed_elsewhere`, into `res.writes.elsewhere`): each lies over lines of the file that
+    hold at least WRITER_FLOOR of the span's fingerprints the edit holds, and the edit event held
+    the span's own lines unchanged (they lie between its first and last hunk or carried line).
+
+    Without the last test, lines a person inserted above a span written at the end of a hunk
+    (a shift of 7 lines) moved it out of the hunk's recorded range, and test set-up the hunk
+    repeats made its writer look like a copier (entireio/cli, `explain_test.go`; a 3-line span
+    moved within its file on Ri5ha6h/tan-mapper-app likewise)."""
+    span = res.span
+    k = snapshot.index_params(db)[0]
+    segs = snapshot.read(db).segs
+    span_keys: set[int] = set()
+
+    def holds_there(fr: ranking.Fragment) -> bool:
+        reach = db.execute(f"SELECT min(line0), max(line1) FROM fragments WHERE tape = ? AND offset = ?"
+                           f" AND kind IN ({ranking.EDIT}, {KIND_NO[CODE_CARRIED]})",
+                           (fr.tape_no, fr.offset)).fetchone()
+        if reach is None or reach[0] is None or not reach[0] <= span.start <= span.end <= reach[1]:
+            return False
+        if not span_keys:
+            span_keys.update(_keys(span.text, k))
+        held = {key for key, _ in layout.lookup_pairs_small(db, span_keys, segs, {fr.id})}
+        there = file_lines[max(0, (fr.line0 or 1) - 1):fr.line1 or 0]
+        if not held or not there:
+            return False
+        return len(held & _keys("\n".join(there) + "\n", k)) >= ranking.WRITER_FLOOR * len(held)
+
+    res.writes.elsewhere = ranking.landed_elsewhere(sessions_of(res), span.file, span.start, span.end, res.writes,
+                                                    holds_there)
+
+
+def _keys(text: str, k: int) -> set[int]:
+    """The posting keys of every k-gram of `text`."""
+    return {layout.key(fp) for fp in definition.kgram_values(definition.token_hashes(text), k)}
+
+
 def _lines(file: str, file_lines: list[str], start: int, end: int) -> Span:
     return Span(file, start, end, "\n".join(file_lines[start - 1:end]) + "\n")
 
@@ -685,6 +724,7 @@ def resolve(store: Store, db: apsw.Connection, span: Span, opts: Options, expand
                 notes.note("expand_until", f"grown to lines {res.span.start}-{res.span.end} "
                                            f"for at most {plural(expand_until, 'session')}")
         if file_lines is not None and opts.rank == "writer":
+            writer_landed(db, res, file_lines)
             res.context = writer_context(db, res, file_lines)
     res.partial = partial
     if res.span != asked:

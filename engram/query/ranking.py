@@ -40,6 +40,8 @@ Sessions (explain.sessions_of)
                          default order; WRITER_FLOOR)
   writer_together        so does one whose hunks of one edit hold the span together
                          (session_writes, WRITER_TOGETHER_FLOOR)
+  writer_landed          the latest writer's edits that landed on another copy of the span in the
+                         file, its lines kept, are no writing of the span (explain.writer_landed)
   writer_context         a writer whose edits hold little of the lines around the span wrote
                          them elsewhere in the file: after the others (explain.writer_context)
   by_touches             most touches first, then the most recent touch (`--rank touches`)
@@ -83,12 +85,14 @@ class Trace:
 class Fragment(Protocol):
     """What the rules read of a matched fragment (`explain.Frag`)."""
 
+    id: int
     kind: int
     file: str | None
     ts: str | None
     line0: int | None
     line1: int | None
     tape_no: int
+    offset: int
     session_id: str
     harness: str
 
@@ -418,6 +422,9 @@ class Writes:
         # Every code.edit among the direct candidates, passing the floor or not → its confidence
         # (`direct.direct_hits`): what `edit_on_lines` reads of edits a stronger match set the floor for.
         self.edits: dict[int, float] = {}
+        # The code.edit fragments that landed on another copy of the span in its file, leaving the
+        # span as it was (`landed_elsewhere`): no writing of it.
+        self.elsewhere: set[int] = set()
 
 
 def session_writes(db: apsw.Connection, file: str | None, answer_edits: Iterable[int], expected: int,
@@ -774,12 +781,18 @@ def writer_edits(s: dict[str, Any], file: str, writes: Writes | None = None) -> 
     code.carried) and not text it wrote that a later edit replaced (that comes by lineage); and,
     for a session with such an edit, its edits of the file taken together (`writes`,
     `session_writes`), which pass at WRITER_TOGETHER_FLOOR when there are several."""
-    own = [(h.confidence, fr.ts or "", WRITER_FLOOR) for h, fr in s["_items"]
-           if fr.kind == EDIT and h.via == "direct" and fr.file == file]
-    if own and writes is not None and (together := writes.by_session.get((s["harness"], s["session_id"]))):
+    away = writes.elsewhere if writes is not None else set()
+    own = [(h.confidence, fr.ts or "", WRITER_FLOOR) for h, fr in _direct_edits(s, file) if fr.id not in away]
+    if own and writes is not None and not any(fr.id in away for _, fr in s["_items"]) \
+            and (together := writes.by_session.get((s["harness"], s["session_id"]))):
         share, ts, n = together
         own.append((share, ts, WRITER_TOGETHER_FLOOR if n > 1 else WRITER_FLOOR))
     return own
+
+
+def _direct_edits(s: dict[str, Any], file: str) -> list[tuple[Hit, Fragment]]:
+    """Session `s`'s code.edit fragments of `file` that match the span directly."""
+    return [(h, fr) for h, fr in s["_items"] if fr.kind == EDIT and h.via == "direct" and fr.file == file]
 
 
 def latest_writes(sessions: list[dict[str, Any]], file: str, writes: Writes | None = None) -> dict[int, str]:
@@ -811,6 +824,7 @@ def _by_writer(sessions: list[dict[str, Any]], file: str, trace: Trace | None, w
         trace.note("writer_first", f"{plural(len(writers), 'session')} changed these lines (latest first: "
                    f"{', '.join(s['session_id'][:8] for s in writers)}); {plural(len(others), 'other')} by touches")
         _note_together(trace, writers, file, writes)
+        _note_landed(trace, sessions, writes)
         if elsewhere:
             trace.note("writer_context", f"{plural(len(elsewhere), 'writer')} whose edits hold little of the "
                        f"{WRITER_CONTEXT_LINES} lines around the span after the others: "
@@ -838,13 +852,58 @@ def _written_elsewhere(writers: list[dict[str, Any]], context: dict[tuple[str, s
     return {k for k, c in held.items() if c < WRITER_CONTEXT_FLOOR * top}
 
 
+def landed_elsewhere(sessions: list[dict[str, Any]], file: str, start: int, end: int, writes: Writes,
+                     holds_there: Callable[[Fragment], bool]) -> set[int]:
+    """The edits of the latest writer of lines `start`-`end` of `file` (`latest_writes`) that passed
+    the writer test, when each landed elsewhere in the file: its range (its own line numbers)
+    misses the span, and the file's lines there still hold what the edit holds of the span while
+    the edit held the span's own lines unchanged (`holds_there(fragment)`). Such an edit added a
+    copy of the span's text there and left the span itself as it was; set aside
+    (`Writes.elsewhere`), it is no writing of the span, and the writer test is taken again without
+    it. Nothing is set aside when that leaves no writer (somebody wrote the span) or only later
+    ones (a copy is made of what was there before it: a later edit holding the span means the
+    file moved under the first one's range), nor when the latest writer passed only on its hunks
+    taken together.
+
+    A later session that put a copy of a block elsewhere in the file (a new job made of another
+    job's checks and their neighbours) held the original as fully as its writer's edit did, and
+    around it too (`writer_context`), and came first as the latest writer; where the copy's
+    lines differ by a k-gram, it was the only writer (issue 45, EntityProcess/agentv,
+    `.github/workflows/publish.yml`: carried R@1 0 → 11 of 12 queries; bench/README.md,
+    "Multi-session: the writer first"). Only the latest writer is judged: the file has moved least
+    since its edit, while an older edit's range may lie over a later copy."""
+    last = latest_writes(sessions, file, writes)
+    if not last:
+        return set()
+    latest = min((s for s in sessions if id(s) in last), key=lambda s: (_neg_time(last[id(s)]), s["session_id"]))
+    top = max(c for s in sessions if id(s) in last for c, _, _ in writer_edits(s, file, writes))
+    edits = [fr for h, fr in _direct_edits(latest, file) if h.confidence >= WRITER_FLOOR * top]
+    if not edits or not all(fr.line0 is not None and fr.line1 is not None and (fr.line1 < start or fr.line0 > end)
+                            and holds_there(fr) for fr in edits):
+        return set()
+    before, writes.elsewhere = writes.elsewhere, writes.elsewhere | {fr.id for fr in edits}
+    left = latest_writes(sessions, file, writes)
+    writes.elsewhere = before
+    made = min(fr.ts or "" for fr in edits)
+    return {fr.id for fr in edits} if left and max(left.values()) < made else set()
+
+
+def _note_landed(trace: Trace, sessions: list[dict[str, Any]], writes: Writes | None) -> None:
+    """The sessions whose edits `landed_elsewhere` set aside."""
+    away = writes.elsewhere if writes is not None else set()
+    who = [s["session_id"][:8] for s in sessions if any(fr.id in away for _, fr in s["_items"])]
+    if who:
+        trace.note("writer_landed", f"{plural(len(away), 'edit')} of {', '.join(who)} holding the span landed on "
+                                    "another copy of it in the file, the span's lines kept: not its writing")
+
+
 def _note_together(trace: Trace, writers: list[dict[str, Any]], file: str, writes: Writes | None) -> None:
     """The writers that passed only on their edits of the file taken together (`writer_edits`)."""
     if writes is None:
         return
     top = max(c for s in writers for c, _, _ in writer_edits(s, file, writes))  # (the top session is a writer)
     for s in writers:
-        best = max(c for c, _, _ in writer_edits(s, file))
+        best = max((h.confidence for h, fr in _direct_edits(s, file) if fr.id not in writes.elsewhere), default=0.0)
         if best < WRITER_FLOOR * top and (together := writes.by_session.get((s["harness"], s["session_id"]))):
             trace.note("writer_together", f"{s['session_id'][:8]}: hunks of one of its edits hold {together[0]:.4g} of the "
                                           f"span together (its best single edit {best:.4g})")
