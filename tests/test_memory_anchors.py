@@ -429,3 +429,32 @@ def test_recall_at_code_finds_the_memories_on_the_code_its_lineage_came_from(rep
     at = f"pkg/backoff.py:{len(header) + 1}-{len(header) + len(body)}"
     found = [m["id"] for m in json.loads(run_engram(repo, "recall", "", "--at", at, "--json").stdout)["memories"]]
     assert found == [about] and other not in found
+
+
+SETTINGS_HEAD = "import os\n\nfrom .pool import Backoff, ConnectionPool, Retry, RetryPolicy, Timeout\n\n"
+SETTINGS_TAIL = "\n\ndef settings():\n    return {k: v for k, v in globals().items() if k.isupper()}\n"
+SETTINGS = ("DEFAULT_TIMEOUT = Timeout(connect=3.05, read=30)\n\n"
+            "DEFAULT_RETRIES = Retry(total=3, status_forcelist=(502, 503))\n\n"
+            "DEFAULT_BACKOFF = Backoff(factor=0.5, maximum=120)\n\n"
+            "DEFAULT_POOL = ConnectionPool(maxsize=10, block=False)\n")
+PACKED = ("DEFAULT_TIMEOUT = Timeout(connect=3.05, read=30)\n"
+          "RETRY_POLICY = RetryPolicy(total=5, backoff=Backoff.EXPONENTIAL)\n"
+          "POOL = ConnectionPool(maxsize=os.cpu_count())\n"
+          "DEFAULT_POOL = ConnectionPool(maxsize=10, block=False)\n")
+
+
+def test_blank_lines_of_deleted_code_are_not_counted_kept(tmp_path: Path) -> None:
+    """Half a span's lines blank, the code between them deleted and the rest packed together (jq's
+    deleted struct): the blank lines went with the code (git's line tracking calls the span dead),
+    so the note says vanished; a blank line counts as kept only where the match has one too."""
+    (tmp_path / "pkg").mkdir()
+    config = tmp_path / "pkg" / "config.py"
+    config.write_text(SETTINGS_HEAD + SETTINGS + SETTINGS_TAIL)
+    a = capture(tmp_path, "pkg/config.py", 5, 11)
+    assert a.text == SETTINGS
+    config.write_text(SETTINGS_HEAD + PACKED + SETTINGS_TAIL)
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "2 of 7 lines left: 2 lines of code, no blank line"
+    assert r.best_partial is not None and r.best_partial["lines_kept"] < 0.5
+    config.write_text(SETTINGS_HEAD + SETTINGS.replace("maximum=120", "maximum=60") + SETTINGS_TAIL)
+    assert resolve(tmp_path, a).state == "edited", "one value changed: the blank lines are still there"

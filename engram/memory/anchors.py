@@ -75,6 +75,9 @@ VANISHED_LINES_BELOW: Final = 0.5
 LINES_KEPT_BELOW: Final = 0.5
 #: A token replaced by the same new one at least this often in the anchor is a rename.
 RENAMED_FROM: Final = 2
+#: 1: a blank line inside the anchor counts as kept only where its match has a blank line too
+#: (`_blank_there`); 0: every blank line counts as kept (bench/anchors.py --set, to compare).
+BLANK_THERE: Final = 1
 #: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
 #: makes any edit of it (a default value changed in a signature) a deletion, which is the token
 #: share's call at that size (VANISHED_BELOW). The bench's spans have 3 or more.
@@ -711,14 +714,45 @@ class _Probe:
                   "lines": round(len(unchanged) / len(per_line), 3)}
         if tok is not None and self.n_lines and len(per_line) >= LINES_RULE_FROM:
             renamed = _renamed_lines(self.hashes, self.lines, at, tok, a, unchanged)
+            kept = len(unchanged | renamed)
             blank = self.n_lines - len(per_line)
-            shares["kept_lines"] = round((len(unchanged) + renamed + blank) / self.n_lines, 3)
-            shares["renamed"], shares["blank"] = round(renamed / self.n_lines, 3), round(blank / self.n_lines, 3)
+            if BLANK_THERE:
+                blank = _blank_there(self.n_lines, per_line, tok, a)
+            shares["kept_lines"] = round((kept + blank) / self.n_lines, 3)
+            shares["renamed"] = round(len(renamed) / self.n_lines, 3)
+            shares["blank"] = round(blank / self.n_lines, 3)
         return shares
 
 
-def _renamed_lines(hashes: list[int], lines: list[int], at: list[int], tok: Any, a: int, unchanged: set[int]) -> int:
-    """How many changed lines of the anchor differ from one line of the text only by renames: the
+def _blank_there(n_lines: int, code: Mapping[int, list[int]], tok: Any, a: int) -> int:
+    """How many of the anchor's blank lines survive: those before its first line of code found in
+    the match or after its last (counted kept, as git's line tracking counts them), and between
+    two lines of code found as many as the match has blank lines between where they went. A blank
+    line alone proves nothing: the blank lines of a deleted block are not kept because the code
+    lines it was aligned with (a sibling's, packed together) are there. `code`: the anchor's lines with
+    tokens, each token's place in `tok` (from `a`) or -1."""
+    from itertools import pairwise  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    rows = sorted(code)
+    placed = [(ln, min(ts), max(ts)) for ln in rows if (ts := [int(tok.lines[a + x]) for x in code[ln] if x >= 0])]
+    if not placed:
+        return n_lines - len(rows)
+    first, last = placed[0][0], placed[-1][0]  # around the lines found: kept
+    count = first - sum(r < first for r in rows) + (n_lines - 1 - last) - sum(r > last for r in rows)
+    filled = np.unique(tok.lines)  # the text's lines with tokens
+    for (p, _, p_end), (q, q_start, _) in pairwise(placed):
+        gap = (q - p - 1) - sum(p < r < q for r in rows)  # the anchor's blank lines between p and q
+        if gap:
+            inside = int(np.searchsorted(filled, q_start) - np.searchsorted(filled, p_end, side="right"))
+            count += min(gap, max(0, q_start - p_end - 1 - inside))
+    return count
+
+
+def _renamed_lines(hashes: list[int], lines: list[int], at: list[int], tok: Any, a: int,
+                   unchanged: set[int]) -> set[int]:
+    """Which changed lines of the anchor differ from one line of the text only by renames: the
     line's tokens one for one against a line of as many tokens, each differing token replaced by
     the same new one at least twice in the anchor (a name renamed throughout, as a refactoring
     does; git's line diff counts every such line rewritten). A token replaced once is an edit."""
@@ -741,7 +775,7 @@ def _renamed_lines(hashes: list[int], lines: list[int], at: list[int], tok: Any,
         new = tok.hashes[lo:hi].tolist()
         subs[ln] = [(hashes[i], y) for i, y in zip(idx, new) if hashes[i] != y]
     seen = Counter(p for pairs in subs.values() for p in pairs)
-    return sum(bool(pairs) and all(seen[p] >= RENAMED_FROM for p in pairs) for pairs in subs.values())
+    return {ln for ln, pairs in subs.items() if pairs and all(seen[p] >= RENAMED_FROM for p in pairs)}
 
 
 def _densest(pos: list[int], vals: list[int], width: int, near: int) -> tuple[int, int, int]:
