@@ -458,3 +458,48 @@ def test_blank_lines_of_deleted_code_are_not_counted_kept(tmp_path: Path) -> Non
     assert r.best_partial is not None and r.best_partial["lines_kept"] < 0.5
     config.write_text(SETTINGS_HEAD + SETTINGS.replace("maximum=120", "maximum=60") + SETTINGS_TAIL)
     assert resolve(tmp_path, a).state == "edited", "one value changed: the blank lines are still there"
+
+
+SPEC = '''describe Rack::Protection::SessionHijacking do
+  it_behaves_like "any rack application"
+
+  it "accepts a session without changes to tracked parameters" do
+    session = {:foo => :bar}
+    get '/', {}, 'rack.session' => session
+    get '/', {}, 'rack.session' => session
+    expect(session[:foo]).to eq(:bar)
+  end
+
+  it "accepts requests with the same Accept-Language header" do
+    session = {:foo => :bar}
+    get '/', {}, 'rack.session' => session, 'HTTP_ACCEPT_LANGUAGE' => 'a'
+    get '/', {}, 'rack.session' => session, 'HTTP_ACCEPT_LANGUAGE' => 'a'
+    expect(session).not_to be_empty
+  end
+
+  it "ignores a different HTTP version between two requests" do
+    session = {:foo => :bar}
+    get '/', {}, 'rack.session' => session, 'HTTP_VERSION' => '1.0'
+    get '/', {}, 'rack.session' => session, 'HTTP_VERSION' => '1.1'
+    expect(session[:foo]).to eq(:bar)
+  end
+end
+'''
+
+
+def test_a_deleted_test_is_not_found_in_its_siblings_boilerplate(tmp_path: Path) -> None:
+    """A test deleted from a spec (sinatra's session_hijacking_spec.rb): the lines of it still
+    found are the ones every sibling test has (`end`, the session set-up), so the note vanishes;
+    an edit of the test itself, keeping its own `it` line, stays edited."""
+    (tmp_path / "spec").mkdir()
+    spec = tmp_path / "spec" / "session_hijacking_spec.rb"
+    spec.write_text(SPEC)
+    a = capture(tmp_path, "spec/session_hijacking_spec.rb", 9, 13)
+    assert a.text.splitlines()[2] == '  it "accepts requests with the same Accept-Language header" do'
+    deleted = SPEC.split("\n")
+    spec.write_text("\n".join(deleted[:10] + deleted[17:]))
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "only lines every test has are left"
+    assert r.best_partial is not None and r.best_partial["file"] == a.file
+    spec.write_text(SPEC.replace("=> 'a'", "=> 'en'"))
+    assert resolve(tmp_path, a).state == "edited", "the test is still there, its header value changed"

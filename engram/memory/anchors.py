@@ -14,7 +14,9 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
   `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens or
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
   header, is no move), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
-  lines (unchanged, blank, or changed by renames alone: git's line tracking calls it dead);
+  lines (unchanged, blank where the match has a blank line too, or changed by renames alone:
+  git's line tracking calls it dead), or keeps only lines found elsewhere in the file too
+  (`BOILERPLATE_BELOW`: a deleted test aligned with its siblings' set-up lines);
   ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
@@ -78,6 +80,12 @@ RENAMED_FROM: Final = 2
 #: 1: a blank line inside the anchor counts as kept only where its match has a blank line too
 #: (`_blank_there`); 0: every blank line counts as kept (bench/anchors.py --set, to compare).
 BLANK_THERE: Final = 1
+#: A changed match holding less than BOILERPLATE_BELOW of the anchor's tokens whose unchanged
+#: lines all occur elsewhere in the file as well (`end`, a test's set-up line) is no survival
+#: (`_boilerplate`): a deleted test's lines aligned with those of its sibling tests. From 0.85 up
+#: the tokens vouch for the match (test code repeated in its file, edited). Chosen with
+#: bench/anchors.py on psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md).
+BOILERPLATE_BELOW: Final = 0.85
 #: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
 #: makes any edit of it (a default value changed in a signature) a deletion, which is the token
 #: share's call at that size (VANISHED_BELOW). The bench's spans have 3 or more.
@@ -617,6 +625,7 @@ class _Match:
     same_tokens: bool  # exactly the anchor's tokens, nothing added inside
     shares: dict[str, float]  # what `_vanishes` decides on: `_Probe._shares`, or {"fingerprints": …}
     ambiguous: bool = False  # another file holds the code as well (AMBIGUOUS_WITHIN): not a move
+    kept_at: tuple[int, ...] = ()  # 1-based lines of the text holding an anchor line unchanged
 
 
 @dataclass
@@ -697,7 +706,8 @@ class _Probe:
         first, last = a + blocks[0].b, a + blocks[-1].b + blocks[-1].size - 1
         same = kept == len(self.hashes) and last - first + 1 == kept
         shares = self._shares(at, tok, a)
-        return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1, shares["tokens"], same, shares)
+        return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1, shares["tokens"], same, shares,
+                      kept_at=_unchanged_at(self.lines, at, tok, a))
 
     def _shares(self, at: list[int], tok: Any = None, a: int = 0) -> dict[str, float]:
         """How much of the anchor the alignment kept (`at`: where each token went in tokens `a`.. of
@@ -722,6 +732,26 @@ class _Probe:
             shares["renamed"] = round(len(renamed) / self.n_lines, 3)
             shares["blank"] = round(blank / self.n_lines, 3)
         return shares
+
+
+def _unchanged_at(lines: list[int], at: list[int], tok: Any, a: int) -> tuple[int, ...]:
+    """The 1-based lines of the text that hold an anchor line unchanged (every token, in a row)."""
+    per_line: dict[int, list[int]] = {}
+    for line, x in zip(lines, at):
+        per_line.setdefault(line, []).append(x)
+    return tuple(int(tok.lines[a + xs[0]]) + 1 for xs in per_line.values()
+                 if xs[0] >= 0 and xs[-1] - xs[0] == len(xs) - 1 and all(x >= 0 for x in xs))
+
+
+def _boilerplate(best: _Match, text: str | None) -> bool:
+    """A changed match holding less than BOILERPLATE_BELOW of the tokens whose unchanged lines all
+    occur elsewhere in the text as well (`end`, a test's set-up line, whitespace aside): assembled
+    from lines every sibling has, it shows nothing of this code."""
+    if best.retained >= BOILERPLATE_BELOW or text is None or not best.kept_at or best.same_tokens:
+        return False
+    lines = ["".join(line.split()) for line in split_lines(text)]
+    counts = Counter(lines)
+    return all(counts[lines[n - 1]] > 1 for n in best.kept_at)
 
 
 def _blank_there(n_lines: int, code: Mapping[int, list[int]], tok: Any, a: int) -> int:
@@ -865,11 +895,11 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
     its own file, a changed match keeping less than LINES_KEPT_BELOW of its lines does not
     (`_rewritten`); the rest names the best partial match."""
     if (best is None or _vanishes(best.shares) or (best.file != anchor.file and _unplaced(best))
-            or _rewritten(anchor, best)):
+            or _rewritten(anchor, best, text)):
         partial = None
         if best is not None and best.retained >= PARTIAL_FROM:
             partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
-            if _rewritten(anchor, best):
+            if _rewritten(anchor, best, text):
                 partial["lines_kept"] = best.shares["kept_lines"]
         return Resolution("vanished", anchor.file, None, None, best.retained if best else 0.0, partial,
                           shares=best.shares if best else None)
@@ -883,10 +913,11 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
     return Resolution(state, best.file, best.start, best.end, 1.0, shares=best.shares)
 
 
-def _rewritten(anchor: Anchor, best: _Match) -> bool:
-    """A changed match in the anchor's own file keeping less than LINES_KEPT_BELOW of its lines."""
+def _rewritten(anchor: Anchor, best: _Match, text: str | None = None) -> bool:
+    """A changed match in the anchor's own file keeping less than LINES_KEPT_BELOW of its lines,
+    or only lines found elsewhere in the file too (`_boilerplate`)."""
     return (best.file == anchor.file and not best.same_tokens
-            and best.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW)
+            and (best.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW or _boilerplate(best, text)))
 
 
 def _unplaced(there: _Match) -> bool:
