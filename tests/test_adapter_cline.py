@@ -7,6 +7,7 @@ licence that allows a copy here (bench/harness_aider.py --cline measures them)."
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -157,3 +158,39 @@ def test_roo_code_apply_diff_blocks_are_edits_at_the_lines_they_wrote(repo: Path
     assert len(failed) == 1 and "No sufficiently similar match" in failed[0]["stdout"]
     doc = json.loads(run_engram(repo, "explain", "app.py:2-3", "--brief").stdout)
     assert doc["sessions"][0]["session_id"] == "roo-0197a1b2-task"
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "roo" / "api_conversation_history.json"
+
+
+def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp_path: Path) -> None:
+    """An excerpt of a real Roo Code 3.53.0 task (tests/fixtures/roo/NOTICE.md): native `tool_use`
+    blocks whose results are paired by id, `read_file` results headed `File: path` with numbered
+    lines, apply_diff's JSON result (`"operation":"modified"`), the workspace its environment
+    details name (`# Current Workspace Directory`), times from each message's `ts`; a failed
+    apply_diff and a failed write_to_file are not edits."""
+    cwd = "/home/krzych/Projekty/QUB-IT/Roo-Code"
+    conversation = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    block = next(b["input"]["diff"] for m in conversation for b in m["content"] if b.get("name") == "apply_diff")
+    replace = block.split("=======\n", 1)[1].split(">>>>>>> REPLACE", 1)[0]
+    (repo / "packages" / "cloud" / "src").mkdir(parents=True)
+    (repo / "packages" / "cloud" / "src" / "config.ts").write_text(replace)
+    folder = tmp_path / "rooveterinaryinc.roo-cline" / "tasks" / "1778012230830"
+    folder.mkdir(parents=True)
+    (folder / "api_conversation_history.json").write_bytes(FIXTURE.read_bytes())
+    out = run_engram(repo, "ingest", str(folder), "--map", f"{cwd}={repo}").stdout
+    assert "1 session" in out and "1 edit" in out and "2 reads" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1778012230830", "--json").stdout)["events"]
+    assert events[0]["harness"] == "roo-code" and "unkept" not in events[0]  # times: each message's `ts`
+    reads = [(e["file"], e["range"]) for e in events if e["kind"] == "code.read"]
+    assert reads == [("packages/cloud/src/config.ts", [1, 7]), ("packages/cloud/src/index.ts", [1, 7])]  # as Roo numbered them
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    # Roo's block starts at line 1; its first two lines are unchanged, so the edit is 3-6 -> 3-27
+    assert (edit["file"], edit["before_range"], edit["after_range"]) == ("packages/cloud/src/config.ts", [3, 6], [3, 27])
+    assert edit["file_before_sha"] is not None and "placed" not in edit
+    asked = next(m["ts"] for m in conversation if any(b.get("name") == "apply_diff" for b in m["content"]))
+    assert edit["ts"] == dt.datetime.fromtimestamp(asked / 1000, dt.UTC).isoformat(timespec="milliseconds")[:23] + "Z"
+    failed = [e["name"] for e in events if e["kind"] == "tool.result" and e["is_error"]]
+    assert failed == ["apply_diff", "write_to_file"]
+    doc = json.loads(run_engram(repo, "explain", "packages/cloud/src/config.ts:9-14", "--brief").stdout)
+    assert doc["sessions"][0]["session_id"] == "roo-1778012230830"
