@@ -183,7 +183,7 @@ def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp
     events = json.loads(run_engram(repo, "show", "roo-1778012230830", "--json").stdout)["events"]
     assert events[0]["harness"] == "roo-code" and "unkept" not in events[0]  # times: each message's `ts`
     reads = [(e["file"], e["range"]) for e in events if e["kind"] == "code.read"]
-    assert reads == [("packages/cloud/src/config.ts", [1, 7]), ("packages/cloud/src/index.ts", [1, 7])]  # as Roo numbered them
+    assert reads == [("packages/cloud/src/config.ts", [1, 6]), ("packages/cloud/src/index.ts", [1, 6])]
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     # Roo's block starts at line 1; its first two lines are unchanged, so the edit is 3-6 -> 3-27
     assert (edit["file"], edit["before_range"], edit["after_range"]) == ("packages/cloud/src/config.ts", [3, 6], [3, 27])

@@ -325,14 +325,19 @@ class _Task:
     def roo_native_read(self, rel: str, body: str, truncated: bool, ts: str | None) -> None:
         """Roo Code's native `read_file` result (numbered lines after a `File:` header): a code.read
         of the lines it shows, and the session's copy of the file when they are all of it."""
-        shown = split_lines(body)
-        nums = [int(m.group(1)) for x in shown if (m := re.match(r"\s*(\d+) \|", x))]
-        if not nums or len(nums) != len([x for x in shown if x.strip()]) and len(nums) != len(shown):
+        first, lines = None, []
+        for x in split_lines(body):  # the numbered lines, up to whatever Roo put after them
+            if (m := _NUMBERED.match(x)) is None:
+                break
+            first = first or int(x[:m.end()].split("|")[0])
+            lines.append(x[m.end():])
+        if first is None:
             return
-        lines = [_NUMBERED.sub("", x, count=1) for x in shown[:len(nums)]]
-        if nums[0] == 1 and not truncated:
+        if not truncated and len(lines) > 1 and not lines[-1]:
+            lines.pop()  # Roo numbers the empty string after a file's last newline as a line of its own
+        if first == 1 and not truncated:
             self.files[rel] = join_lines(lines)
-        self.add({"kind": E.CODE_READ, "file": rel, "range": [nums[0], nums[0] + len(lines) - 1],
+        self.add({"kind": E.CODE_READ, "file": rel, "range": [first, first + len(lines) - 1],
                   "text": join_lines(lines), "call_id": None}, ts)
 
     def roo_edits(self, rel: str, diff: str, hint: int | None, partial: bool) -> list[dict[str, Any]]:
