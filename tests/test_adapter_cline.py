@@ -167,8 +167,9 @@ def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp
     """An excerpt of a real Roo Code 3.53.0 task (tests/fixtures/roo/NOTICE.md): native `tool_use`
     blocks whose results are paired by id, `read_file` results headed `File: path` with numbered
     lines, apply_diff's JSON result (`"operation":"modified"`), the workspace its environment
-    details name (`# Current Workspace Directory`), times from each message's `ts`; a failed
-    apply_diff and a failed write_to_file are not edits."""
+    details name (`# Current Workspace Directory`), times from each message's `ts`; a block in a
+    file Roo showed only in part stands at Roo's line, checked against the lines it showed; a
+    failed apply_diff and a failed write_to_file are not edits."""
     cwd = "/home/krzych/Projekty/QUB-IT/Roo-Code"
     conversation = json.loads(FIXTURE.read_text(encoding="utf-8"))
     block = next(b["input"]["diff"] for m in conversation for b in m["content"] if b.get("name") == "apply_diff")
@@ -179,12 +180,17 @@ def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp
     folder.mkdir(parents=True)
     (folder / "api_conversation_history.json").write_bytes(FIXTURE.read_bytes())
     out = run_engram(repo, "ingest", str(folder), "--map", f"{cwd}={repo}").stdout
-    assert "1 session" in out and "1 edit" in out and "2 reads" in out, out
+    assert "1 session" in out and "2 edits" in out and "3 reads" in out, out
     events = json.loads(run_engram(repo, "show", "roo-1778012230830", "--json").stdout)["events"]
     assert events[0]["harness"] == "roo-code" and "unkept" not in events[0]  # times: each message's `ts`
     reads = [(e["file"], e["range"]) for e in events if e["kind"] == "code.read"]
-    assert reads == [("packages/cloud/src/config.ts", [1, 6]), ("packages/cloud/src/index.ts", [1, 6])]
-    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert reads == [("packages/cloud/src/config.ts", [1, 6]), ("packages/cloud/src/index.ts", [1, 6]),
+                     ("src/package.json", [427, 446])]  # "Showing lines 427-446 of 585 total lines"
+    edit, slice_edit = [e for e in events if e["kind"] == "code.edit"]
+    # its SEARCH text is lines 427-435 of what Roo showed; 21 lines go in after the 5th (431)
+    assert (slice_edit["file"], slice_edit["before_range"], slice_edit["after_range"]) == (
+        "src/package.json", [432, 431], [432, 452])
+    assert "placed" not in slice_edit and slice_edit["file_before_sha"] is None
     # Roo's block starts at line 1; its first two lines are unchanged, so the edit is 3-6 -> 3-27
     assert (edit["file"], edit["before_range"], edit["after_range"]) == ("packages/cloud/src/config.ts", [3, 6], [3, 27])
     assert edit["file_before_sha"] is not None and "placed" not in edit

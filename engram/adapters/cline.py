@@ -165,6 +165,7 @@ class _Task:
     def __init__(self, cap: Capture, mapper: PathMapper, tools: list[tuple[str | None, str]]) -> None:
         self.cap, self.mapper, self.tools = cap, mapper, tools
         self.files: dict[str, str] = {}  # this session's copy of the files it read or wrote
+        self.seen: dict[str, dict[int, str]] = {}  # lines (by number) of files Roo showed only in part
         # (name, input, ts, ui kind, tool_use id): the tool uses whose results have not come yet
         self.pending: list[tuple[str, dict[str, Any], str | None, str, Any]] = []
         self.msg_ts: str | None = None
@@ -337,6 +338,9 @@ class _Task:
             lines.pop()  # Roo numbers the empty string after a file's last newline as a line of its own
         if first == 1 and not truncated:
             self.files[rel] = join_lines(lines)
+            self.seen.pop(rel, None)
+        else:
+            self.seen.setdefault(rel, {}).update({first + i: x for i, x in enumerate(lines)})
         self.add({"kind": E.CODE_READ, "file": rel, "range": [first, first + len(lines) - 1],
                   "text": join_lines(lines), "call_id": None}, ts)
 
@@ -363,10 +367,13 @@ class _Task:
                                         "file_after_sha": E.git_blob_sha(join_lines(new))}))
                 lines = new
             elif target is not None and target >= 0:
+                seen = self.seen.get(rel, {})
+                checked = bool(search) and all(seen.get(target + 1 + k) == x for k, x in enumerate(search))
                 if changes := block_changes(target, search, replace):
                     out.append(_hashed({"kind": E.CODE_EDIT, "file": rel, "tool": "apply_diff", "call_id": None,
                                         "op": "update", **edit_ranges(changes), **context_fields([(target + 1, replace)]),
-                                        "file_before_sha": None, "file_after_sha": None, "placed": "start_line"}))
+                                        "file_before_sha": None, "file_after_sha": None,
+                                        **({} if checked else {"placed": "start_line"})}))
                 lines = None
             else:
                 out.append(_hashed({"kind": E.CODE_EDIT, "file": rel, "tool": "apply_diff", "call_id": None,
@@ -379,6 +386,7 @@ class _Task:
             self.files[rel] = join_lines(lines)
         else:
             self.files.pop(rel, None)
+        self.seen.pop(rel, None)  # the lines it showed have moved
         return out
 
     def whole(self, rel: str, before: str | None, after: str) -> dict[str, Any]:
