@@ -200,3 +200,20 @@ def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp
     assert failed == ["apply_diff", "write_to_file"]
     doc = json.loads(run_engram(repo, "explain", "packages/cloud/src/config.ts:9-14", "--brief").stdout)
     assert doc["sessions"][0]["session_id"] == "roo-1778012230830"
+
+
+def test_a_roo_code_diagnostics_file_is_its_task(repo: Path, tmp_path: Path) -> None:
+    """The file Roo Code writes for its support (comment lines, then the error and the task's
+    history), as projects commit it, is read as the task it holds; its first message's time
+    names the session (the file keeps no task id), its `version` is the harness's."""
+    report = tmp_path / "spotted-errors" / "file-write-error.json"
+    report.parent.mkdir()
+    head = ("// Please share this file with Roo Code Support (support@roocode.com) to diagnose the issue faster\n"
+            "// Just make sure you're OK sharing the contents of the conversation below.\n\n")
+    history = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    report.write_text(head + json.dumps({"error": {"version": "3.53.0", "details": "Error writing file"},
+                                         "history": history}))
+    out = run_engram(repo, "ingest", str(report), "--map", f"/home/krzych/Projekty/QUB-IT/Roo-Code={repo}").stdout
+    assert "1 session" in out and "2 edits" in out, out
+    meta = json.loads(run_engram(repo, "show", f"roo-{history[0]['ts']}", "--json").stdout)["events"][0]
+    assert meta["harness"] == "roo-code" and meta["harness_version"] == "3.53.0"

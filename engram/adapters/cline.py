@@ -81,17 +81,30 @@ _ROO_NATIVE_READ = re.compile(r"File: [^\n]*\n(?:IMPORTANT: File content truncat
 _ROO_PARTIAL = "unable to apply all diff parts"
 
 
+# Roo Code's diagnostics file ("Export task for support"): these comment lines, then
+# `{"error": {…, "version"}, "history": [the task's api_conversation_history]}`. Projects commit them.
+REPORT_HEAD: Final = b"// Please share this file with Roo Code Support"
+
+
+def is_roo_report(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(REPORT_HEAD) + 8).lstrip().startswith(REPORT_HEAD)
+    except OSError:
+        return False
+
+
 def task_sources(path: Path) -> list[SourceSpan]:
     """A task's files: the conversation first, the panel's messages (for times) when there."""
     folder = path.parent
     out = [SourceSpan("main", path)]
-    if (folder / UI_FILE).is_file():
+    if path.name == HISTORY_FILE and (folder / UI_FILE).is_file():
         out.append(SourceSpan(UI_FILE, folder / UI_FILE))
     return out
 
 
 def harness_of(path: Path) -> str:
-    return "roo-code" if "roo-cline" in str(path).lower() else "cline"
+    return "roo-code" if "roo-cline" in str(path).lower() or is_roo_report(path) else "cline"
 
 
 def first_cwd(path: Path) -> str | None:
@@ -109,9 +122,14 @@ def parse_task(sources: list[SourceSpan], mapper_for: Callable[[str | None], Pat
                max_line_bytes: int) -> Capture:
     main = sources[0]
     harness = harness_of(main.path)
-    task = main.path.parent.name
-    cap = Capture(harness, f"{'roo' if harness == 'roo-code' else 'cline'}-{task}", sources)
-    messages = _load(main, cap, "conversation")
+    messages = _load(main, cap := Capture(harness, "", sources), "conversation")
+    report = isinstance(messages, dict) and "history" in messages  # a Roo Code diagnostics file
+    version = messages.get("error", {}).get("version") if report and isinstance(messages.get("error"), dict) else None
+    messages = messages["history"] if report else messages
+    first = messages[0] if isinstance(messages, list) and messages and isinstance(messages[0], dict) else {}
+    # a diagnostics file names no task id: the time of the task's first message stands for it
+    task = str(first.get("ts")) if report else main.path.parent.name
+    cap.session_id = f"{'roo' if harness == 'roo-code' else 'cline'}-{task}"
     ui = _load(sources[1], cap, "panel messages") if len(sources) > 1 else []
     if not isinstance(messages, list):
         cap.skipped[f"{HISTORY_FILE} is not a list of messages"] += 1
@@ -121,7 +139,7 @@ def parse_task(sources: list[SourceSpan], mapper_for: Callable[[str | None], Pat
     started = _iso(times[0].get("ts")) if times else _iso(int(task)) if task.isdigit() else None
     tools = [(_iso(x.get("ts")), _tool_kind(x)) for x in times if x.get("say") == "tool"]
     model = next((x["modelInfo"].get("modelId") for x in times if isinstance(x.get("modelInfo"), dict)), None)
-    cap.meta = {"harness_version": None, "cwd": cwd, "git_branch": None, "git_head": None, "model": model,
+    cap.meta = {"harness_version": version, "cwd": cwd, "git_branch": None, "git_head": None, "model": model,
                 "started": started}
     if not times and not any(isinstance(m, dict) and m.get("ts") for m in messages):  # Roo stamps messages
         cap.meta["unkept"] = [f"message times ({UI_FILE} missing)"]
@@ -133,6 +151,8 @@ def _load(src: SourceSpan, cap: Capture, what: str) -> Any:
     try:
         data = src.path.read_bytes()
         src.end = len(data)
+        if data.lstrip().startswith(REPORT_HEAD):
+            data = b"\n".join(x for x in data.split(b"\n") if not x.startswith(b"//"))
         return orjson.loads(data)
     except (OSError, orjson.JSONDecodeError) as exc:
         cap.skipped[f"unreadable {what} ({exc.__class__.__name__}): the task is still being written, or damaged"] += 1
