@@ -81,6 +81,19 @@ def edit_uses(history: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, A
     return out
 
 
+def read_uses(history: list[dict[str, Any]]) -> int:
+    """read_file uses whose result shows numbered lines (`  12 | text`): each should be a code.read."""
+    results = {b.get("tool_use_id"): b.get("content") for m in history if isinstance(m.get("content"), list)
+               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
+    n = 0
+    for m in history:
+        for b in m.get("content") if isinstance(m.get("content"), list) else []:
+            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == "read_file":
+                res = results.get(b.get("id"))
+                n += bool(re.search(r"^\s*\d+ \|", res if isinstance(res, str) else json.dumps(res), re.MULTILINE))
+    return n
+
+
 def changed(old: list[str], new: list[str]) -> list[int] | None:
     """The new-side range a line diff gives (None: nothing changed)."""
     ops = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
@@ -195,11 +208,13 @@ def main() -> int:
                             if (m := re.search(r"# Current Workspace Directory \((.+?)\)", json.dumps(h[0])))), None)
     stats = ingest_paths(store, folders, maps=[(cwd, str(repo))] if cwd else [])
     got: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    code_reads = 0
     for tape in sorted(store.tapes_dir.rglob("*")):
         if tape.is_file():
             with TapeReader(tape, store.objects_dir) as rd:
                 evs = list(rd.events())
             sid = str(evs[0].get("session_id", "")).removeprefix("roo-") if evs else ""
+            code_reads += sum(ev.get("kind") == "code.read" for ev in evs)
             for ev in evs:
                 if ev.get("kind") == "code.edit":
                     got[(sid, ev["file"])].append(ev.get("after_range"))
@@ -214,9 +229,12 @@ def main() -> int:
     hit = sum(explain_top(store, db, repo, rel, start) == f"roo-{w}" for rel, start, w in spans)
     blamed = sum(blame_found(repo, rel, start, w) for rel, start, w in spans)
     n = len(spans)
-    print("| tasks | edit uses ok (failed) | edits with truth | captured | right ranges | code.edits in all | spans | writers | recall@1 | blame |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {len(tasks)} | {ok_uses} ({failed}) | {edits} | {captured} | {right} ({right / edits:.3f}) | {all_got} | {n} | "
+    reads = sum(read_uses(h) for h in tasks.values())
+    print("| tasks | edit uses ok (failed) | edits with truth | captured | right ranges | code.edits in all "
+          "| read uses | code.reads | spans | writers | recall@1 | blame |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {len(tasks)} | {ok_uses} ({failed}) | {edits} | {captured} | {right} ({right / edits:.3f}) | {all_got} | "
+          f"{reads} | {code_reads} | {n} | "
           f"{len({w for _, _, w in spans})} | {hit / n if n else float('nan'):.3f} | {blamed / n if n else float('nan'):.3f} |")
     print(f"  {stats.summary().splitlines()[0]}; {dict(counts)}")
     if not args.keep:

@@ -169,7 +169,7 @@ def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp
     lines, apply_diff's JSON result (`"operation":"modified"`), the workspace its environment
     details name (`# Current Workspace Directory`), times from each message's `ts`; a block in a
     file Roo showed only in part stands at Roo's line, checked against the lines it showed; a
-    failed apply_diff and a failed write_to_file are not edits."""
+    failed apply_diff and a failed write_to_file are not edits, a failed read_file no read."""
     cwd = "/home/krzych/Projekty/QUB-IT/Roo-Code"
     conversation = json.loads(FIXTURE.read_text(encoding="utf-8"))
     block = next(b["input"]["diff"] for m in conversation for b in m["content"] if b.get("name") == "apply_diff")
@@ -186,6 +186,7 @@ def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp
     reads = [(e["file"], e["range"]) for e in events if e["kind"] == "code.read"]
     assert reads == [("packages/cloud/src/config.ts", [1, 6]), ("packages/cloud/src/index.ts", [1, 6]),
                      ("src/package.json", [427, 446])]  # "Showing lines 427-446 of 585 total lines"
+    # (a read_file of a file that is not there, `File: …` then `Error: ENOENT`, is no read)
     edit, slice_edit = [e for e in events if e["kind"] == "code.edit"]
     # its SEARCH text is lines 427-435 of what Roo showed; 21 lines go in after the 5th (431)
     assert (slice_edit["file"], slice_edit["before_range"], slice_edit["after_range"]) == (

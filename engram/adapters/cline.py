@@ -266,8 +266,9 @@ class _Task:
         rel = self.mapper.to_repo(path) if path else None
         if call == "read_file" and not failed and text.lstrip().startswith("<files>"):  # Roo Code's
             self.roo_reads(text, ts)
-        elif call == "read_file" and not failed and rel is not None and (m := _ROO_NATIVE_READ.match(text)):
-            self.roo_native_read(rel, text[m.end():], m.group(1) is not None, ts)
+        elif call == "read_file" and not failed and rel is not None and text.startswith("File: "):  # Roo 3.5x
+            if m := _ROO_NATIVE_READ.match(text):  # else an error (`Error: ENOENT…`): no read
+                self.roo_native_read(rel, text[m.end():], m.group(1) is not None, ts)
         elif call == "apply_diff" and not failed:
             for file, diff, hint in _diffs(inp):
                 where = self.mapper.to_repo(file)
