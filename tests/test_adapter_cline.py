@@ -2,8 +2,9 @@
 the file Cline saved, whole-file writes, failed edits left out, times from the panel's messages.
 
 The conversations are built in Cline's own shapes (`[tool for 'path'] Result:` texts, the saved
-file in `<final_file_content>`); the real task folders found in public repositories carry no
-licence that allows a copy here (bench/harness_aider.py --cline measures them)."""
+file in `<final_file_content>`); the real Cline task folders found in public repositories carry no
+licence that allows a copy here (bench/harness_aider.py --cline measures them). Roo Code 3.53's
+test reads an excerpt of a real, Apache-2.0 task (tests/fixtures/roo; bench/harness_roo.py)."""
 
 from __future__ import annotations
 

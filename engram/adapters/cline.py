@@ -32,7 +32,14 @@ numbered (`<content lines="A-B">` with `N | text`): a code.read of those lines, 
 copy of the file when they are all of it. A partial success (`But unable to apply all diff
 parts`) keeps the blocks this session's copy places and counts the others as failed.
 
-Times come from `ui_messages.json` (each tool the panel showed, in order, matched to the tool uses).
+Roo Code 3.5x writes an edit's result as JSON (`{"path":…,"operation":"modified"}`) and a read's as
+`File: path`, a `Showing lines A-B of N` notice when only part is shown, then numbered lines; the
+lines of a part shown let an apply_diff block be checked where Roo was told it stands. Its
+diagnostics file (`// Please share this file with Roo Code Support`, then `{"error", "history"}`)
+holds one task's conversation: read as that task, named by its first message's time.
+
+Times come from `ui_messages.json` (each tool the panel showed, in order, matched to the tool uses),
+else from Roo Code's `ts` on each message.
 """
 
 from __future__ import annotations
