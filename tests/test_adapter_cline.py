@@ -2,11 +2,13 @@
 the file Cline saved, whole-file writes, failed edits left out, times from the panel's messages.
 
 The conversations are built in Cline's own shapes (`[tool for 'path'] Result:` texts, the saved
-file in `<final_file_content>`); the real task folders found in public repositories carry no
-licence that allows a copy here (bench/harness_aider.py --cline measures them)."""
+file in `<final_file_content>`); the real Cline task folders found in public repositories carry no
+licence that allows a copy here (bench/harness_aider.py --cline measures them). Roo Code 3.53's
+test reads an excerpt of a real, Apache-2.0 task (tests/fixtures/roo; bench/harness_roo.py)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -157,3 +159,63 @@ def test_roo_code_apply_diff_blocks_are_edits_at_the_lines_they_wrote(repo: Path
     assert len(failed) == 1 and "No sufficiently similar match" in failed[0]["stdout"]
     doc = json.loads(run_engram(repo, "explain", "app.py:2-3", "--brief").stdout)
     assert doc["sessions"][0]["session_id"] == "roo-0197a1b2-task"
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "roo" / "api_conversation_history.json"
+
+
+def test_a_real_roo_code_3_53_task_native_tools_and_json_results(repo: Path, tmp_path: Path) -> None:
+    """An excerpt of a real Roo Code 3.53.0 task (tests/fixtures/roo/NOTICE.md): native `tool_use`
+    blocks whose results are paired by id, `read_file` results headed `File: path` with numbered
+    lines, apply_diff's JSON result (`"operation":"modified"`), the workspace its environment
+    details name (`# Current Workspace Directory`), times from each message's `ts`; a block in a
+    file Roo showed only in part stands at Roo's line, checked against the lines it showed; a
+    failed apply_diff and a failed write_to_file are not edits, a failed read_file no read."""
+    cwd = "/home/krzych/Projekty/QUB-IT/Roo-Code"
+    conversation = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    block = next(b["input"]["diff"] for m in conversation for b in m["content"] if b.get("name") == "apply_diff")
+    replace = block.split("=======\n", 1)[1].split(">>>>>>> REPLACE", 1)[0]
+    (repo / "packages" / "cloud" / "src").mkdir(parents=True)
+    (repo / "packages" / "cloud" / "src" / "config.ts").write_text(replace)
+    folder = tmp_path / "rooveterinaryinc.roo-cline" / "tasks" / "1778012230830"
+    folder.mkdir(parents=True)
+    (folder / "api_conversation_history.json").write_bytes(FIXTURE.read_bytes())
+    out = run_engram(repo, "ingest", str(folder), "--map", f"{cwd}={repo}").stdout
+    assert "1 session" in out and "2 edits" in out and "3 reads" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1778012230830", "--json").stdout)["events"]
+    assert events[0]["harness"] == "roo-code" and "unkept" not in events[0]  # times: each message's `ts`
+    reads = [(e["file"], e["range"]) for e in events if e["kind"] == "code.read"]
+    assert reads == [("packages/cloud/src/config.ts", [1, 6]), ("packages/cloud/src/index.ts", [1, 6]),
+                     ("src/package.json", [427, 446])]  # "Showing lines 427-446 of 585 total lines"
+    # (a read_file of a file that is not there, `File: …` then `Error: ENOENT`, is no read)
+    edit, slice_edit = [e for e in events if e["kind"] == "code.edit"]
+    # its SEARCH text is lines 427-435 of what Roo showed; 21 lines go in after the 5th (431)
+    assert (slice_edit["file"], slice_edit["before_range"], slice_edit["after_range"]) == (
+        "src/package.json", [432, 431], [432, 452])
+    assert "placed" not in slice_edit and slice_edit["file_before_sha"] is None
+    # Roo's block starts at line 1; its first two lines are unchanged, so the edit is 3-6 -> 3-27
+    assert (edit["file"], edit["before_range"], edit["after_range"]) == ("packages/cloud/src/config.ts", [3, 6], [3, 27])
+    assert edit["file_before_sha"] is not None and "placed" not in edit
+    asked = next(m["ts"] for m in conversation if any(b.get("name") == "apply_diff" for b in m["content"]))
+    assert edit["ts"] == dt.datetime.fromtimestamp(asked / 1000, dt.UTC).isoformat(timespec="milliseconds")[:23] + "Z"
+    failed = [e["name"] for e in events if e["kind"] == "tool.result" and e["is_error"]]
+    assert failed == ["apply_diff", "write_to_file"]
+    doc = json.loads(run_engram(repo, "explain", "packages/cloud/src/config.ts:9-14", "--brief").stdout)
+    assert doc["sessions"][0]["session_id"] == "roo-1778012230830"
+
+
+def test_a_roo_code_diagnostics_file_is_its_task(repo: Path, tmp_path: Path) -> None:
+    """The file Roo Code writes for its support (comment lines, then the error and the task's
+    history), as projects commit it, is read as the task it holds; its first message's time
+    names the session (the file keeps no task id), its `version` is the harness's."""
+    report = tmp_path / "spotted-errors" / "file-write-error.json"
+    report.parent.mkdir()
+    head = ("// Please share this file with Roo Code Support (support@roocode.com) to diagnose the issue faster\n"
+            "// Just make sure you're OK sharing the contents of the conversation below.\n\n")
+    history = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    report.write_text(head + json.dumps({"error": {"version": "3.53.0", "details": "Error writing file"},
+                                         "history": history}))
+    out = run_engram(repo, "ingest", str(report), "--map", f"/home/krzych/Projekty/QUB-IT/Roo-Code={repo}").stdout
+    assert "1 session" in out and "2 edits" in out, out
+    meta = json.loads(run_engram(repo, "show", f"roo-{history[0]['ts']}", "--json").stdout)["events"][0]
+    assert meta["harness"] == "roo-code" and meta["harness_version"] == "3.53.0"

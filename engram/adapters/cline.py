@@ -32,7 +32,14 @@ numbered (`<content lines="A-B">` with `N | text`): a code.read of those lines, 
 copy of the file when they are all of it. A partial success (`But unable to apply all diff
 parts`) keeps the blocks this session's copy places and counts the others as failed.
 
-Times come from `ui_messages.json` (each tool the panel showed, in order, matched to the tool uses).
+Roo Code 3.5x writes an edit's result as JSON (`{"path":…,"operation":"modified"}`) and a read's as
+`File: path`, a `Showing lines A-B of N` notice when only part is shown, then numbered lines; the
+lines of a part shown let an apply_diff block be checked where Roo was told it stands. Its
+diagnostics file (`// Please share this file with Roo Code Support`, then `{"error", "history"}`)
+holds one task's conversation: read as that task, named by its first message's time.
+
+Times come from `ui_messages.json` (each tool the panel showed, in order, matched to the tool uses),
+else from Roo Code's `ts` on each message.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ HISTORY_FILE: Final = "api_conversation_history.json"
 UI_FILE: Final = "ui_messages.json"
 _RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)'[^\]\n]*)?\] Result:\n?", re.DOTALL)
 _FINAL = re.compile(r'<final_file_content path="[^"]*">\n?(.*?)\n?</final_file_content>', re.DOTALL)
-_CWD = re.compile(r"# Current Working Directory \((.+?)\)")
+_CWD = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\)")  # Cline's; Roo Code's
 _BLOCK = re.compile(r"^(?:-{3,} SEARCH|<{3,} SEARCH)\s*\n(.*?)^={3,}\s*\n(.*?)^(?:\+{3,} REPLACE|>{3,} REPLACE)\s*$",
                     re.DOTALL | re.MULTILINE)
 EDITS: Final = frozenset({"replace_in_file", "write_to_file", "apply_diff", "search_and_replace"})
@@ -72,21 +79,39 @@ _XML_PARAM = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.DOTALL)
 _ROO_FILE = re.compile(r"<file>\s*<path>(.*?)</path>(.*?)</file>", re.DOTALL)
 _ROO_CONTENT = re.compile(r'<content(?: lines="(\d+)-(\d+)")?>\n?(.*?)</content>', re.DOTALL)
 _ROO_OK = ("Changes successfully applied", "<operation>modified</operation>", "<operation>created</operation>",
-           "successfully saved")
+           "successfully saved", '"operation":"modified"', '"operation":"created"')
+_ROO_CREATED = ("<operation>created</operation>", '"operation":"created"')
+# Roo Code's native read_file result (3.4x on): `File: path`, a notice when only some lines are shown
+# (`Showing lines A-B of N total lines`), then the lines numbered (`  12 | text`).
+_ROO_NATIVE_READ = re.compile(r"File: [^\n]*\n(?:IMPORTANT: File content truncated\.\n\s*Status: Showing lines "
+                              r"(\d+)-(\d+) of \d+ total lines\.\n.*?\n\s*\n)?[ \t]*(?=\d+ \|)", re.DOTALL)
 _ROO_PARTIAL = "unable to apply all diff parts"
+
+
+# Roo Code's diagnostics file ("Export task for support"): these comment lines, then
+# `{"error": {…, "version"}, "history": [the task's api_conversation_history]}`. Projects commit them.
+REPORT_HEAD: Final = b"// Please share this file with Roo Code Support"
+
+
+def is_roo_report(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(REPORT_HEAD) + 8).lstrip().startswith(REPORT_HEAD)
+    except OSError:
+        return False
 
 
 def task_sources(path: Path) -> list[SourceSpan]:
     """A task's files: the conversation first, the panel's messages (for times) when there."""
     folder = path.parent
     out = [SourceSpan("main", path)]
-    if (folder / UI_FILE).is_file():
+    if path.name == HISTORY_FILE and (folder / UI_FILE).is_file():
         out.append(SourceSpan(UI_FILE, folder / UI_FILE))
     return out
 
 
 def harness_of(path: Path) -> str:
-    return "roo-code" if "roo-cline" in str(path).lower() else "cline"
+    return "roo-code" if "roo-cline" in str(path).lower() or is_roo_report(path) else "cline"
 
 
 def first_cwd(path: Path) -> str | None:
@@ -104,9 +129,14 @@ def parse_task(sources: list[SourceSpan], mapper_for: Callable[[str | None], Pat
                max_line_bytes: int) -> Capture:
     main = sources[0]
     harness = harness_of(main.path)
-    task = main.path.parent.name
-    cap = Capture(harness, f"{'roo' if harness == 'roo-code' else 'cline'}-{task}", sources)
-    messages = _load(main, cap, "conversation")
+    messages = _load(main, cap := Capture(harness, "", sources), "conversation")
+    report = isinstance(messages, dict) and "history" in messages  # a Roo Code diagnostics file
+    version = messages.get("error", {}).get("version") if report and isinstance(messages.get("error"), dict) else None
+    messages = messages["history"] if report else messages
+    first = messages[0] if isinstance(messages, list) and messages and isinstance(messages[0], dict) else {}
+    # a diagnostics file names no task id: the time of the task's first message stands for it
+    task = str(first.get("ts")) if report else main.path.parent.name
+    cap.session_id = f"{'roo' if harness == 'roo-code' else 'cline'}-{task}"
     ui = _load(sources[1], cap, "panel messages") if len(sources) > 1 else []
     if not isinstance(messages, list):
         cap.skipped[f"{HISTORY_FILE} is not a list of messages"] += 1
@@ -116,9 +146,9 @@ def parse_task(sources: list[SourceSpan], mapper_for: Callable[[str | None], Pat
     started = _iso(times[0].get("ts")) if times else _iso(int(task)) if task.isdigit() else None
     tools = [(_iso(x.get("ts")), _tool_kind(x)) for x in times if x.get("say") == "tool"]
     model = next((x["modelInfo"].get("modelId") for x in times if isinstance(x.get("modelInfo"), dict)), None)
-    cap.meta = {"harness_version": None, "cwd": cwd, "git_branch": None, "git_head": None, "model": model,
+    cap.meta = {"harness_version": version, "cwd": cwd, "git_branch": None, "git_head": None, "model": model,
                 "started": started}
-    if not times:
+    if not times and not any(isinstance(m, dict) and m.get("ts") for m in messages):  # Roo stamps messages
         cap.meta["unkept"] = [f"message times ({UI_FILE} missing)"]
     _Task(cap, mapper_for(cwd), tools).read(messages)
     return cap
@@ -128,6 +158,8 @@ def _load(src: SourceSpan, cap: Capture, what: str) -> Any:
     try:
         data = src.path.read_bytes()
         src.end = len(data)
+        if data.lstrip().startswith(REPORT_HEAD):
+            data = b"\n".join(x for x in data.split(b"\n") if not x.startswith(b"//"))
         return orjson.loads(data)
     except (OSError, orjson.JSONDecodeError) as exc:
         cap.skipped[f"unreadable {what} ({exc.__class__.__name__}): the task is still being written, or damaged"] += 1
@@ -160,7 +192,10 @@ class _Task:
     def __init__(self, cap: Capture, mapper: PathMapper, tools: list[tuple[str | None, str]]) -> None:
         self.cap, self.mapper, self.tools = cap, mapper, tools
         self.files: dict[str, str] = {}  # this session's copy of the files it read or wrote
-        self.pending: list[tuple[str, dict[str, Any], str | None, str]] = []  # (name, input, ts, ui kind)
+        self.seen: dict[str, dict[int, str]] = {}  # lines (by number) of files Roo showed only in part
+        # (name, input, ts, ui kind, tool_use id): the tool uses whose results have not come yet
+        self.pending: list[tuple[str, dict[str, Any], str | None, str, Any]] = []
+        self.msg_ts: str | None = None
 
     def read(self, messages: list[Any]) -> None:
         for i, msg in enumerate(messages):
@@ -168,6 +203,7 @@ class _Task:
                 self.cap.skipped["conversation entry that is not a message"] += 1
                 continue
             self.cap.cursor = (0, i)
+            self.msg_ts = _iso(msg.get("ts"))  # Roo Code stamps each message; Cline does not
             content = msg.get("content")
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
             if msg.get("role") == "user":
@@ -180,15 +216,15 @@ class _Task:
         kind = b.get("type")
         if role == "assistant" and kind == "tool_use":
             name, inp = str(b.get("name") or ""), b.get("input") if isinstance(b.get("input"), dict) else {}
-            ts, ui = self.tools.pop(0) if self.tools else (None, "")
-            self.pending.append((name, inp, ts, ui))
+            ts, ui = self.tools.pop(0) if self.tools else (self.msg_ts, "")
+            self.pending.append((name, inp, ts, ui, b.get("id")))
             self.add({"kind": E.TOOL_CALL, "call_id": b.get("id"), "name": name, "input": inp}, ts)
         elif role == "assistant" and kind == "text" and isinstance(b.get("text"), str) and _XML_TOOL.search(b["text"]):
             self.xml_tools(b["text"])
-        elif role == "assistant" and kind in ("text", "thinking"):
-            text = b.get("text") if kind == "text" else b.get("thinking")
+        elif role == "assistant" and kind in ("text", "thinking", "reasoning"):  # reasoning: Roo Code's
+            text = b.get("thinking") if kind == "thinking" else b.get("text")
             if isinstance(text, str) and text.strip():
-                self.add({"kind": E.MSG_OUT, "text": text, "block": kind})
+                self.add({"kind": E.MSG_OUT, "text": text, "block": "text" if kind == "text" else "thinking"})
         elif kind == "text" and isinstance(b.get("text"), str):
             m = _RESULT.match(b["text"])
             if m and self.pending:
@@ -199,7 +235,7 @@ class _Task:
         elif kind == "tool_result" and self.pending:
             content = b.get("content")
             text = content if isinstance(content, str) else "\n".join(_texts({"content": content}))
-            self.result(self.pending[0][0], text, bool(b.get("is_error")))
+            self.result(self.pending[0][0], text, bool(b.get("is_error")), b.get("tool_use_id"))
 
     def xml_tools(self, text: str) -> None:
         """An assistant's text holding tool uses in the XML protocol: the words around them are its
@@ -210,20 +246,24 @@ class _Task:
                 self.add({"kind": E.MSG_OUT, "text": text[at:m.start()], "block": "text"})
             name, inp = m.group(1), dict(_XML_PARAM.findall(m.group(2)))
             ts, ui = self.tools.pop(0) if self.tools else (None, "")
-            self.pending.append((name, inp, ts, ui))
+            self.pending.append((name, inp, ts, ui, None))
             self.add({"kind": E.TOOL_CALL, "call_id": None, "name": name, "input": inp}, ts)
             at = m.end()
         if text[at:].strip():
             self.add({"kind": E.MSG_OUT, "text": text[at:], "block": "text"})
 
     def add(self, ev: dict[str, Any], ts: str | None = None) -> None:
+        ts = ts or self.msg_ts
         if ts:
             ev["ts"] = ts
         self.cap.add(ev)
 
-    def result(self, name: str, text: str, error: bool = False) -> None:
-        i = next((k for k, p in enumerate(self.pending) if p[0] == name), 0)
-        call, inp, ts, ui = self.pending.pop(i)
+    def result(self, name: str, text: str, error: bool = False, use_id: Any = None) -> None:
+        """A tool's result, paired with its use by the use's id when it has one (a use whose
+        result never came must not shift the others), else by the tool's name."""
+        i = next((k for k, p in enumerate(self.pending) if use_id is not None and p[4] == use_id),
+                 next((k for k, p in enumerate(self.pending) if p[0] == name), 0))
+        call, inp, ts, ui, _ = self.pending.pop(i)
         final = _FINAL.search(text)
         partial = call == "apply_diff" and _ROO_PARTIAL in text
         failed = error or (call in EDITS and final is None and not partial and not any(m in text for m in _ROO_OK))
@@ -233,6 +273,9 @@ class _Task:
         rel = self.mapper.to_repo(path) if path else None
         if call == "read_file" and not failed and text.lstrip().startswith("<files>"):  # Roo Code's
             self.roo_reads(text, ts)
+        elif call == "read_file" and not failed and rel is not None and text.startswith("File: "):  # Roo 3.5x
+            if m := _ROO_NATIVE_READ.match(text):  # else an error (`Error: ENOENT…`): no read
+                self.roo_native_read(rel, text[m.end():], m.group(1) is not None, ts)
         elif call == "apply_diff" and not failed:
             for file, diff, hint in _diffs(inp):
                 where = self.mapper.to_repo(file)
@@ -258,7 +301,7 @@ class _Task:
                 return
             after = final.group(1) if final else str(inp.get("content") or "")
             after = after if after.endswith("\n") or not after else after + "\n"
-            ui = "newFileCreated" if "<operation>created</operation>" in text else ui
+            ui = "newFileCreated" if any(c in text for c in _ROO_CREATED) else ui
             for ev in self.edits(call, rel, inp, after, ui):
                 self.add(ev, ts)
 
@@ -308,6 +351,27 @@ class _Task:
             self.add({"kind": E.CODE_READ, "file": rel, "range": [first, first + len(lines) - 1],
                       "text": join_lines(lines), "call_id": None}, ts)
 
+    def roo_native_read(self, rel: str, body: str, truncated: bool, ts: str | None) -> None:
+        """Roo Code's native `read_file` result (numbered lines after a `File:` header): a code.read
+        of the lines it shows, and the session's copy of the file when they are all of it."""
+        first, lines = None, []
+        for x in split_lines(body):  # the numbered lines, up to whatever Roo put after them
+            if (m := _NUMBERED.match(x)) is None:
+                break
+            first = first or int(x[:m.end()].split("|")[0])
+            lines.append(x[m.end():])
+        if first is None:
+            return
+        if not truncated and len(lines) > 1 and not lines[-1]:
+            lines.pop()  # Roo numbers the empty string after a file's last newline as a line of its own
+        if first == 1 and not truncated:
+            self.files[rel] = join_lines(lines)
+            self.seen.pop(rel, None)
+        else:
+            self.seen.setdefault(rel, {}).update({first + i: x for i, x in enumerate(lines)})
+        self.add({"kind": E.CODE_READ, "file": rel, "range": [first, first + len(lines) - 1],
+                  "text": join_lines(lines), "call_id": None}, ts)
+
     def roo_edits(self, rel: str, diff: str, hint: int | None, partial: bool) -> list[dict[str, Any]]:
         """Roo Code's apply_diff blocks as code.edits, in the order Roo applies them (by the line
         each names, shifted by what the blocks before it added or took away)."""
@@ -331,10 +395,13 @@ class _Task:
                                         "file_after_sha": E.git_blob_sha(join_lines(new))}))
                 lines = new
             elif target is not None and target >= 0:
+                seen = self.seen.get(rel, {})
+                checked = bool(search) and all(seen.get(target + 1 + k) == x for k, x in enumerate(search))
                 if changes := block_changes(target, search, replace):
                     out.append(_hashed({"kind": E.CODE_EDIT, "file": rel, "tool": "apply_diff", "call_id": None,
                                         "op": "update", **edit_ranges(changes), **context_fields([(target + 1, replace)]),
-                                        "file_before_sha": None, "file_after_sha": None, "placed": "start_line"}))
+                                        "file_before_sha": None, "file_after_sha": None,
+                                        **({} if checked else {"placed": "start_line"})}))
                 lines = None
             else:
                 out.append(_hashed({"kind": E.CODE_EDIT, "file": rel, "tool": "apply_diff", "call_id": None,
@@ -347,6 +414,7 @@ class _Task:
             self.files[rel] = join_lines(lines)
         else:
             self.files.pop(rel, None)
+        self.seen.pop(rel, None)  # the lines it showed have moved
         return out
 
     def whole(self, rel: str, before: str | None, after: str) -> dict[str, Any]:

@@ -216,7 +216,7 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
     if f.stat().st_size == 0:
         stats.skipped["empty file"] += 1
         return
-    if f.name == CLINE_TASK_FILE:  # a Cline / Roo Code task folder's conversation (a JSON array)
+    if f.name == CLINE_TASK_FILE or _roo_report(f):  # a Cline / Roo Code task's conversation
         jobs.append(cline_job(f.resolve()))
         return
     fmt = detect_format(f)
@@ -246,6 +246,12 @@ def _store_jobs(f: Path) -> list[Job]:
     except OSError:
         return []
     return [Job(OPENCODE, [opencode_db.source(f.resolve(), sid)]) for sid, _ in opencode_db.sessions(f)]
+
+
+def _roo_report(f: Path) -> bool:
+    from engram.adapters.cline import is_roo_report  # noqa: PLC0415
+
+    return is_roo_report(f)
 
 
 def cline_job(path: Path) -> Job:

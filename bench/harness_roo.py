@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Roo Code on real tasks: are the edits Roo made captured at the right lines, and does
+`engram explain` name the task that wrote a span?
+
+    python bench/harness_roo.py --repo GIT_DIR --base COMMIT [--map FROM] [--spans 50] [--seed 1] REPORT...
+
+REPORT: a Roo Code diagnostics file (what Roo Code writes for its support: `//` comment lines,
+then `{"error": …, "history": [the task's api_conversation_history]}`), as projects commit them;
+one whose text went through a markdown formatter has its stray back slashes (escapes JSON does
+not know) taken out. Reports of one task (the same first message) count once, the longest kept.
+GIT_DIR: the repository the tasks worked in; COMMIT: its state before them (the files their
+edits start from); FROM: the directory the tasks recorded (their workspace), read as the
+repository.
+
+* **edit uses** — counted by this script, not the adapter: each apply_diff / write_to_file
+  `tool_use` paired by id with its `tool_result`; ok when the result says the file was written
+  (`"operation":"modified"|"created"`, `<operation>…`, `Changes successfully applied`);
+* **truth** — the ok edits replayed in time order on the files of COMMIT: each apply_diff block
+  where its SEARCH lines stand, nearest the line Roo was told (`:start_line:`, shifted by the
+  blocks before it), a write_to_file as the whole file; the lines a block or a write changed (a
+  line diff) are its range. A block whose SEARCH text is not in the replayed file has no truth;
+* **right ranges** — the adapter's code.edits of each (task, file), in order, against those
+  ranges (after_range equal);
+* **writer recall@1** — the replayed files committed once per task; 5-line spans one task wrote
+  (3+ lines with a word), sampled (seeded); `engram explain --brief` on a store holding every
+  task: is the writer its first session? `git blame` on the same spans as a reference.
+
+Targets (issue 52): right ranges >= 0.98 of the ok edits with truth; writer recall@1 >= 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import load
+from harness_gemini import blame_found, commit, explain_top, sample_spans
+
+OK = ('"operation":"modified"', '"operation":"created"', "<operation>modified</operation>",
+      "<operation>created</operation>", "Changes successfully applied")
+BLOCK = re.compile(r"^<{3,} SEARCH[ \t]*\n(?::start_line:[ \t]*(\d+)[ \t]*\n)?(?::end_line:[ \t]*\d+[ \t]*\n)?"
+                   r"(?:-{3,}[ \t]*\n)?(.*?)^={3,}[ \t]*\n(.*?)^>{3,} REPLACE[ \t]*$", re.DOTALL | re.MULTILINE)
+
+Owned = list[tuple[str, str | None]]  # a file's lines with the task that last wrote each
+
+
+def read_report(path: Path) -> list[dict[str, Any]]:
+    """The task's conversation from a Roo Code diagnostics file."""
+    text = "\n".join(line for line in path.read_text("utf-8").splitlines() if not line.startswith("//"))
+    try:
+        return json.loads(text)["history"]
+    except json.JSONDecodeError:  # a markdown formatter's `\_`, `\*`: JSON knows no such escapes
+        fixed = re.sub(r"\\(.)", lambda m: m.group(0) if m.group(1) in '"\\/bfnrtu' else m.group(1), text, flags=re.DOTALL)
+        return json.loads(fixed, strict=False)["history"]
+
+
+def edit_uses(history: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, Any], bool]]:
+    """(message ts, tool, input, ok) of each apply_diff / write_to_file use, in order."""
+    results = {b.get("tool_use_id"): b.get("content") for m in history if isinstance(m.get("content"), list)
+               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
+    out = []
+    for m in history:
+        for b in m.get("content") if isinstance(m.get("content"), list) else []:
+            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in ("apply_diff", "write_to_file"):
+                res = results.get(b.get("id"))
+                res = res if isinstance(res, str) else json.dumps(res)
+                out.append((int(m.get("ts") or 0), b["name"], b.get("input") or {}, any(k in res for k in OK)))
+    return out
+
+
+def read_uses(history: list[dict[str, Any]]) -> int:
+    """read_file uses whose result shows numbered lines (`  12 | text`): each should be a code.read."""
+    results = {b.get("tool_use_id"): b.get("content") for m in history if isinstance(m.get("content"), list)
+               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
+    n = 0
+    for m in history:
+        for b in m.get("content") if isinstance(m.get("content"), list) else []:
+            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == "read_file":
+                res = results.get(b.get("id"))
+                n += bool(re.search(r"^\s*\d+ \|", res if isinstance(res, str) else json.dumps(res), re.MULTILINE))
+    return n
+
+
+def changed(old: list[str], new: list[str]) -> list[int] | None:
+    """The new-side range a line diff gives (None: nothing changed)."""
+    ops = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if not ops:
+        return None
+    return [ops[0][3] + 1, ops[-1][4]]
+
+
+def nearest(lines: list[str], search: list[str], target: int) -> int | None:
+    hits = [i for i in range(len(lines) - len(search) + 1) if lines[i:i + len(search)] == search] if search else []
+    return min(hits, key=lambda i: abs(i - target)) if hits else None
+
+
+def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts: Counter[str],
+           repo: Path) -> tuple[dict[str, Owned], dict[tuple[str, str], list[list[int]]]]:
+    """Every ok edit of every task, in time order, on the base files: the files with their
+    writers (committed once per task in `repo`) and the ranges each (task, file) changed, in order."""
+    files: dict[str, Owned] = {rel: [(t, None) for t in text.splitlines()] for rel, text in base.items()}
+    truth: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
+    uses = sorted((ts, sid, i, tool, inp, ok) for sid, h in tasks.items() for i, (ts, tool, inp, ok) in enumerate(edit_uses(h)))
+    last = None
+    for _, sid, _, tool, inp, ok in uses:
+        counts[f"{tool} ok" if ok else f"{tool} failed"] += 1
+        if not ok:
+            continue
+        if last is not None and last != sid:
+            commit(repo, files, last)
+        last = sid
+        rel = str(inp.get("path") or "")
+        cur = files.get(rel)
+        if tool == "write_to_file":
+            new = str(inp.get("content") or "").splitlines()
+            old = [t for t, _ in cur] if cur is not None else []
+            files[rel] = owned(cur or [], new, sid)
+            if (r := changed(old, new)) is not None:
+                truth[(sid, rel)].append(r)
+            continue
+        blocks = sorted(((int(s) if s else 1), x.splitlines(), y.splitlines()) for s, x, y in BLOCK.findall(str(inp.get("diff") or "")))
+        delta = 0
+        for start, search, rep in blocks:
+            lines = [t for t, _ in cur] if cur is not None else None
+            at = nearest(lines, search, start - 1 + delta) if lines is not None else None
+            if at is None or cur is None:
+                counts["apply_diff blocks without truth (file or SEARCH text not in the replayed file)"] += 1
+                files.pop(rel, None)
+                cur = None
+                continue
+            new = lines[:at] + rep + lines[at + len(search):]
+            cur = owned(cur, new, sid)
+            if (r := changed(lines, new)) is not None:
+                truth[(sid, rel)].append(r)
+                counts["apply_diff blocks with truth"] += 1
+            delta += len(rep) - len(search)
+        if cur is not None:
+            files[rel] = cur
+    if last is not None:
+        commit(repo, files, last)
+    return files, truth
+
+
+def owned(cur: Owned, new: list[str], sid: str) -> Owned:
+    old = [t for t, _ in cur]
+    out: Owned = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        out += [(new[j1 + k], cur[i1 + k][1]) for k in range(i2 - i1)] if tag == "equal" else [(t, sid) for t in new[j1:j2]]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("reports", type=Path, nargs="+")
+    ap.add_argument("--repo", type=Path, required=True, help="the repository the tasks worked in (a clone or mirror)")
+    ap.add_argument("--base", required=True, help="its commit before the tasks")
+    ap.add_argument("--map", default=None, help="the directory the tasks recorded as their workspace")
+    ap.add_argument("--spans", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    args = ap.parse_args()
+    from engram.capture.pipeline import ingest_paths
+    from engram.index.db import open_db
+    from engram.store.repo import init_store
+    from engram.tape.reader import TapeReader
+
+    print(f"load {load()}")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="engram-roo-"))
+    tasks: dict[str, list[dict[str, Any]]] = {}
+    for r in args.reports:
+        h = read_report(r)
+        sid = str(h[0].get("ts"))
+        if len(h) > len(tasks.get(sid, [])):
+            tasks[sid] = h
+    folders = []
+    for sid, h in tasks.items():
+        d = work / "rooveterinaryinc.roo-cline" / "tasks" / sid
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "api_conversation_history.json").write_text(json.dumps(h), "utf-8")
+        folders.append(d / "api_conversation_history.json")
+    paths = {str(inp.get("path")) for h in tasks.values() for _, _, inp, _ in edit_uses(h)}
+    base = {}
+    for rel in sorted(paths):
+        out = subprocess.run(["git", f"--git-dir={args.repo}", "show", f"{args.base}:{rel}"],
+                             capture_output=True, check=False)
+        if out.returncode == 0:
+            base[rel] = out.stdout.decode("utf-8", "replace")
+    repo = work / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    counts: Counter[str] = Counter()
+    final, truth = replay(tasks, base, counts, repo)
+    store, _ = init_store(repo)
+    cwd = args.map or next((m.group(1) for h in tasks.values()
+                            if (m := re.search(r"# Current Workspace Directory \((.+?)\)", json.dumps(h[0])))), None)
+    stats = ingest_paths(store, folders, maps=[(cwd, str(repo))] if cwd else [])
+    got: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    code_reads = 0
+    for tape in sorted(store.tapes_dir.rglob("*")):
+        if tape.is_file():
+            with TapeReader(tape, store.objects_dir) as rd:
+                evs = list(rd.events())
+            sid = str(evs[0].get("session_id", "")).removeprefix("roo-") if evs else ""
+            code_reads += sum(ev.get("kind") == "code.read" for ev in evs)
+            for ev in evs:
+                if ev.get("kind") == "code.edit":
+                    got[(sid, ev["file"])].append(ev.get("after_range"))
+    edits = sum(len(v) for v in truth.values())
+    right = sum(a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
+    captured = sum(min(len(v), len(got.get(k, []))) for k, v in truth.items())
+    ok_uses = counts["apply_diff ok"] + counts["write_to_file ok"]
+    failed = counts["apply_diff failed"] + counts["write_to_file failed"]
+    all_got = sum(len(v) for v in got.values())
+    spans = sample_spans({k: v for k, v in final.items()}, args.spans, random.Random(args.seed))
+    db = open_db(store)
+    hit = sum(explain_top(store, db, repo, rel, start) == f"roo-{w}" for rel, start, w in spans)
+    blamed = sum(blame_found(repo, rel, start, w) for rel, start, w in spans)
+    n = len(spans)
+    reads = sum(read_uses(h) for h in tasks.values())
+    print("| tasks | edit uses ok (failed) | edits with truth | captured | right ranges | code.edits in all "
+          "| read uses | code.reads | spans | writers | recall@1 | blame |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {len(tasks)} | {ok_uses} ({failed}) | {edits} | {captured} | {right} ({right / edits:.3f}) | {all_got} | "
+          f"{reads} | {code_reads} | {n} | "
+          f"{len({w for _, _, w in spans})} | {hit / n if n else float('nan'):.3f} | {blamed / n if n else float('nan'):.3f} |")
+    print(f"  {stats.summary().splitlines()[0]}; {dict(counts)}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
