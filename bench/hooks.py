@@ -2,6 +2,7 @@
 running language server, on a store of 10,000 memories, and how many tokens the hooks inject.
 
     python bench/hooks.py [--memories 10000] [--anchored 0.1] [--repeat 1] [--compare DIR] [--workdir DIR] [--keep]
+                          [--tapes-from REPO]   # the store starts from REPO's tapes and index (1 GB)
 
 The repository holds the files the two real Claude Code sessions shipped in tests/fixtures
 (spotter: 67 Edit and 20 Write calls) wrote, and the store their tapes and N memories (synthetic
@@ -114,7 +115,8 @@ def edit_calls(transcript: Path, repo: Path) -> list[tuple[dict[str, Any], str |
     return out
 
 
-def build(workdir: Path, n_memories: int, anchored: float, rng: random.Random) -> tuple[Path, list, list[Path]]:
+def build(workdir: Path, n_memories: int, anchored: float, rng: random.Random,
+          tapes_from: Path | None = None) -> tuple[Path, list, list[Path]]:
     from engram.cli.demo import final_files
 
     repo = workdir / "repo"
@@ -128,6 +130,8 @@ def build(workdir: Path, n_memories: int, anchored: float, rng: random.Random) -
                 (repo / path[len(cwd):]).parent.mkdir(parents=True, exist_ok=True)
                 (repo / path[len(cwd):]).write_text(text)
     store, _ = init_store(repo)
+    if tapes_from is not None:
+        take_store(tapes_from, repo / ".engram")
     subprocess.run([*ENGRAM, "ingest", *map(str, paths)], cwd=repo, check=True, capture_output=True)
     calls = [c for t in paths for c in edit_calls(t, repo)]
     files = sorted({c[0]["tool_input"]["file_path"] for c in calls if Path(c[0]["tool_input"]["file_path"]).exists()})
@@ -148,6 +152,28 @@ def build(workdir: Path, n_memories: int, anchored: float, rng: random.Random) -
     import_records(mem, records, dedup=False)
     mem.db.close()
     return repo, calls, paths
+
+
+def take_store(src_repo: Path, dst: Path) -> None:
+    """Start from another repository's ingested store (`--tapes-from`, e.g. bench/scale.py's 1 GB
+    one): its tapes and objects hard-linked (copied across file systems), its index copied whole, so
+    the hooks run against an index of that size. The source must not be written meanwhile."""
+    src = src_repo / ".engram"
+    if not (src / "index.sqlite").is_file():
+        raise SystemExit(f"--tapes-from {src_repo}: no .engram/index.sqlite there (an ingested repository)")
+
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    for name in ("tapes", "objects"):
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, copy_function=link, dirs_exist_ok=True)
+    for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm"):
+        if (src / name).exists():
+            shutil.copy2(src / name, dst / name)
 
 
 CPU: list[float] = []  # the hook process's own CPU time (user + sys) of every `run`, in order
@@ -273,6 +299,8 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, metavar="DIR",
                     help="another engram source tree, measured alternately in the same run (see above)")
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--tapes-from", type=Path, metavar="REPO",
+                    help="start the store from this ingested repository's tapes and index (e.g. 1 GB of tapes)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     compile_bytecode()
@@ -284,7 +312,7 @@ def main() -> None:
     repo = None
     try:
         t0 = time.perf_counter()
-        repo, calls, paths = build(workdir, args.memories, args.anchored, rng)
+        repo, calls, paths = build(workdir, args.memories, args.anchored, rng, args.tapes_from)
         built = time.perf_counter() - t0
         report(args, repo, calls, paths, built)
     finally:
