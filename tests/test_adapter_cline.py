@@ -219,3 +219,21 @@ def test_a_roo_code_diagnostics_file_is_its_task(repo: Path, tmp_path: Path) -> 
     assert "1 session" in out and "2 edits" in out, out
     meta = json.loads(run_engram(repo, "show", f"roo-{history[0]['ts']}", "--json").stdout)["events"][0]
     assert meta["harness"] == "roo-code" and meta["harness_version"] == "3.53.0"
+
+
+def test_a_diagnostics_file_a_formatter_damaged_is_kept_as_plain_text(repo: Path, tmp_path: Path) -> None:
+    """Roo Code's diagnostics files are committed as markdown, and a markdown formatter run over
+    them breaks their JSON (four of the five real ones): the file is captured as plain text, its
+    words findable, and the ingest says why — not a tape holding nothing under a made-up task."""
+    report = tmp_path / "spotted-errors" / "file-write-error.md"
+    report.parent.mkdir()
+    head = "// Please share this file with Roo Code Support (support@roocode.com) to diagnose the issue faster\n\n"
+    body = json.dumps({"error": {"version": "3.53.0"}, "history": json.loads(FIXTURE.read_text(encoding="utf-8"))},
+                      indent=2)
+    report.write_text(head + body.replace('"history": [', "\\*history\\*: [", 1))  # what prettier/markdown did
+    out = run_engram(repo, "ingest", str(report)).stdout
+    assert "1 session" in out and "JSON does not parse" in out and "captured as plain text" in out, out
+    tapes = json.loads(run_engram(repo, "tapes", "--json").stdout)
+    assert [t["harness"] for t in tapes] == ["raw"], tapes
+    hits = json.loads(run_engram(repo, "search", "Current Workspace Directory").stdout)
+    assert hits, "the damaged file's text is not searchable"

@@ -101,6 +101,24 @@ def is_roo_report(path: Path) -> bool:
         return False
 
 
+def report_parses(path: Path) -> bool:
+    """Does a Roo Code diagnostics file still hold its JSON? A markdown formatter run over a
+    committed one escapes characters and rewraps lines; such a file is read as plain text instead
+    (its words stay findable), not as a task with no message."""
+    try:
+        orjson.loads(_report_json(path.read_bytes()))
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return True
+
+
+def _report_json(data: bytes) -> bytes:
+    """A diagnostics file's JSON: its `//` comment lines dropped (other files: as they are)."""
+    if data.lstrip().startswith(REPORT_HEAD):
+        return b"\n".join(x for x in data.split(b"\n") if not x.startswith(b"//"))
+    return data
+
+
 def task_sources(path: Path) -> list[SourceSpan]:
     """A task's files: the conversation first, the panel's messages (for times) when there."""
     folder = path.parent
@@ -158,9 +176,7 @@ def _load(src: SourceSpan, cap: Capture, what: str) -> Any:
     try:
         data = src.path.read_bytes()
         src.end = len(data)
-        if data.lstrip().startswith(REPORT_HEAD):
-            data = b"\n".join(x for x in data.split(b"\n") if not x.startswith(b"//"))
-        return orjson.loads(data)
+        return orjson.loads(_report_json(data))
     except (OSError, orjson.JSONDecodeError) as exc:
         cap.skipped[f"unreadable {what} ({exc.__class__.__name__}): the task is still being written, or damaged"] += 1
         return None

@@ -216,9 +216,15 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
     if f.stat().st_size == 0:
         stats.skipped["empty file"] += 1
         return
-    if f.name == CLINE_TASK_FILE or _roo_report(f):  # a Cline / Roo Code task's conversation
+    if f.name == CLINE_TASK_FILE:  # a Cline / Roo Code task's conversation
         jobs.append(cline_job(f.resolve()))
         return
+    if _roo_report(f):  # a Roo Code diagnostics file: its task, unless its JSON was damaged
+        if _roo_report_parses(f):
+            jobs.append(cline_job(f.resolve()))
+            return
+        stats.skipped["a Roo Code diagnostics file whose JSON does not parse (changed by a formatter?): "
+                      "captured as plain text instead"] += 1
     fmt = detect_format(f)
     if fmt is None and (stored := _store_jobs(f)):
         jobs.extend(stored)
@@ -252,6 +258,12 @@ def _roo_report(f: Path) -> bool:
     from engram.adapters.cline import is_roo_report  # noqa: PLC0415
 
     return is_roo_report(f)
+
+
+def _roo_report_parses(f: Path) -> bool:
+    from engram.adapters.cline import report_parses  # noqa: PLC0415
+
+    return report_parses(f)
 
 
 def cline_job(path: Path) -> Job:
