@@ -73,10 +73,9 @@ def console() -> None:
     other command (an ingest, a server) turns it back on."""
     gc.disable()
     argv = sys.argv[1:]
-    if argv == ["--version"]:  # what setup and doctor run to check a configured engram (engram.cli.version)
-        from engram.cli.version import version_line  # noqa: PLC0415
+    from engram.cli.version import answer_version  # noqa: PLC0415
 
-        print(version_line())
+    if answer_version(argv):  # what setup and doctor run to check a configured engram
         return
     from engram.cli import running_server  # noqa: PLC0415
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
 from engram.cli import running_server
-from engram.cli.version import version_line
+from engram.cli.version import answer_version, version_line
 
 log = logging.getLogger("engram")
 
@@ -223,8 +223,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
         from engram.cli.agents import run_hook_command  # noqa: PLC0415
 
         return run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
-    if argv == ["--version"]:  # what setup and doctor run to check a configured engram: no parser to build
-        print(version_line())
+    if answer_version(argv):  # what setup and doctor run to check a configured engram: no parser to build
         return 0
     command = _command_of(argv)
     if command is None and not {"-h", "--help", "--version"} & set(argv):

@@ -19,3 +19,12 @@ def version_line() -> str:
     import engram  # noqa: PLC0415
 
     return f"engram {engram.__version__} (Python {sys.version.split()[0]}, {os.path.dirname(engram.__file__)})"
+
+
+def answer_version(argv: list[str]) -> bool:
+    """Print the version line when `argv` is exactly `--version` (what setup and doctor run);
+    whether it did. The console script asks first, before the command line is imported."""
+    if argv != ["--version"]:
+        return False
+    print(version_line())
+    return True
