@@ -655,7 +655,9 @@ def main() -> None:
           f"ELSEWHERE_FROM = {anchors.ELSEWHERE_FROM}, ELSEWHERE_LINES_FROM = {anchors.ELSEWHERE_LINES_FROM}, "
           f"AMBIGUOUS_WITHIN = {anchors.AMBIGUOUS_WITHIN}, LINES_KEPT_BELOW = {anchors.LINES_KEPT_BELOW}, "
           f"RENAMED_FROM = {anchors.RENAMED_FROM}, BLANK_THERE = {anchors.BLANK_THERE}, "
-          f"BOILERPLATE_BELOW = {anchors.BOILERPLATE_BELOW}, MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
+          f"BOILERPLATE_BELOW = {anchors.BOILERPLATE_BELOW}, "
+          f"CODE_KEPT_BELOW = {anchors.CODE_KEPT_BELOW}, ELSEWHERE_LINES_KEPT_FROM = {anchors.ELSEWHERE_LINES_KEPT_FROM}, "
+          f"MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
