@@ -695,7 +695,9 @@ def dump(results: dict[str, dict[int, list[Row]]], tune: set[str], path: Path) -
                         "repo": name, "tuned": name in tune, "k": k, "rev": r.rev, "file": r.file, "start": r.start, "alive": r.alive,
                         "true_file": r.true_file, "survivors": r.survivors, "by_blame": r.by_blame,
                         "res": {**r.res.to_json(), "shares": r.res.shares}, "ms": r.ms, "fileline": r.fileline,
-                        "tracker": r.tracker, "text_there": r.text_there, "text": r.text}) + "\n")
+                        "tracker": r.tracker, "text_there": r.text_there, "text": r.text,
+                        "second": r.second and {"alive": r.second[0], "true_file": r.second[1],
+                                                "survivors": r.second[2]}}) + "\n")
 
 
 def _name(mirror: Path) -> str:

@@ -13,10 +13,12 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
   `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens or
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
-  header, is no move), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
+  header, is no move; and `ELSEWHERE_LINES_KEPT_FROM` of its lines of code unchanged, as blame
+  would trace them), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
   lines (unchanged, blank where the match has a blank line too, or changed by renames alone:
-  git's line tracking calls it dead), or keeps only lines found elsewhere in the file too
-  (`BOILERPLATE_BELOW`: a deleted test aligned with its siblings' set-up lines);
+  git's line tracking calls it dead) or less than `CODE_KEPT_BELOW` of its lines of code, or
+  keeps only lines found elsewhere in the file too (`BOILERPLATE_BELOW`: a deleted test aligned
+  with its siblings' set-up lines);
   ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
