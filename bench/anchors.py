@@ -40,7 +40,9 @@ survived must hold its old text at its new place (printed per repository and k).
 them, the others are reported apart. A last table says what the dead spans were reported as, per
 repository and k. `--set NAME=VALUE` overrides a constant of the resolver for a
 run; `--diff-algorithm` changes git's (the truth's and the tracker's); `--second-truth ALGO` judges
-the same spans by a second algorithm's line map too, side by side.
+the same spans by a second algorithm's line map too, side by side; `--second-truth moved` by a
+move-aware one: the same diffs, a deleted line git's `--color-moved` marks moved alive at the added
+line of the same text in its file (`moved_along`).
 """
 
 from __future__ import annotations
