@@ -40,7 +40,9 @@ survived must hold its old text at its new place (printed per repository and k).
 them, the others are reported apart. A last table says what the dead spans were reported as, per
 repository and k. `--set NAME=VALUE` overrides a constant of the resolver for a
 run; `--diff-algorithm` changes git's (the truth's and the tracker's); `--second-truth ALGO` judges
-the same spans by a second algorithm's line map too, side by side.
+the same spans by a second algorithm's line map too, side by side; `--second-truth moved` by a
+move-aware one: the same diffs, a deleted line git's `--color-moved` marks moved alive at the added
+line of the same text in its file (`moved_along`).
 """
 
 from __future__ import annotations
@@ -88,13 +90,46 @@ class FileDiff:
     new: str | None
     hunks: list[tuple[int, int, int, int]] = field(default_factory=list)  # old start, count, new start, count
     rewritten: bool = False  # binary: every line dies
+    # With `--color-moved` (`parse_log(colored=True)`): the deleted and added lines git marked as
+    # moved, (line number, text without whitespace), in diff order.
+    moved_out: list[tuple[int, str]] = field(default_factory=list)
+    moved_in: list[tuple[int, str]] = field(default_factory=list)
+    _at: list[int] = field(default_factory=lambda: [0, 0], repr=False)  # next old / new line of the hunk
 
 
-def parse_log(raw: bytes) -> list[tuple[str, list[FileDiff]]]:
-    """(commit, file diffs) of `git log -p -U0 --format=%x01%H` output, in log order."""
+#: `git log` options for the move-aware truth: moved lines coloured apart from other deleted and
+#: added lines (blocks of 20+ alphanumeric characters, whitespace aside: git's own move detection).
+MOVED_COLORS = ("-c", "color.diff.old=red", "-c", "color.diff.new=green", "-c", "color.diff.oldMoved=magenta",
+                "-c", "color.diff.newMoved=cyan", "-c", "color.diff.oldMovedAlternative=magenta",
+                "-c", "color.diff.newMovedAlternative=cyan", "-c", "color.diff.meta=normal",
+                "-c", "color.diff.frag=normal", "-c", "color.diff.func=normal", "-c", "color.diff.whitespace=normal")
+MOVED_ARGS = ("--color=always", "--color-moved=blocks", "--color-moved-ws=ignore-all-space")
+ANSI = re.compile(rb"\x1b\[[0-9;]*m")
+OLD_MOVED, NEW_MOVED = b"\x1b[35m", b"\x1b[36m"
+
+
+def _content(cur: FileDiff, line: bytes) -> None:
+    """A deleted or added line of a coloured diff: counted, and kept when git marked it moved."""
+    moved = line.startswith((OLD_MOVED, NEW_MOVED))
+    plain = ANSI.sub(b"", line)
+    side = 0 if plain.startswith(b"-") else 1
+    if moved:
+        key = "".join(plain[1:].decode("utf-8", "replace").split())
+        (cur.moved_out if side == 0 else cur.moved_in).append((cur._at[side], key))
+    cur._at[side] += 1
+
+
+def parse_log(raw: bytes, colored: bool = False) -> list[tuple[str, list[FileDiff]]]:
+    """(commit, file diffs) of `git log -p -U0 --format=%x01%H` output, in log order; `colored`:
+    output with MOVED_COLORS and MOVED_ARGS, its moved lines kept (`FileDiff.moved_out`)."""
     commits: list[tuple[str, list[FileDiff]]] = []
     cur: FileDiff | None = None
     for line in raw.split(b"\n"):
+        if colored:
+            if line.startswith(b"\x1b") and cur is not None and cur.hunks:  # only content lines are coloured
+                _content(cur, line)
+                continue
+            line = ANSI.sub(b"", line)
         if line.startswith(b"\x01"):
             commits.append((line[1:].decode(), []))
             cur = None
@@ -109,6 +144,7 @@ def parse_log(raw: bytes) -> list[tuple[str, list[FileDiff]]]:
             if m:
                 os_, oc, ns, nc = m.groups()
                 cur.hunks.append((int(os_), int(oc or 1), int(ns), int(nc or 1)))
+                cur._at = [int(os_), int(ns)]
         elif line.startswith(b"--- "):
             cur.old = None if line[4:] == b"/dev/null" else line[6:].decode("utf-8", "replace")
         elif line.startswith(b"+++ "):
@@ -139,6 +175,23 @@ def map_lines(pos: np.ndarray, hunks: list[tuple[int, int, int, int]]) -> np.nda
     dead = (j < len(h)) & (oc[jj] > 0) & (os_[jj] <= pos)
     out = pos + shift[j]
     out[dead | (pos == 0)] = 0
+    return out
+
+
+def moved_along(pos: np.ndarray, d: FileDiff) -> np.ndarray:
+    """`map_lines`, and a deleted line git marked moved (`parse_log(colored=True)`) goes to an added
+    moved line of the same file with its text (whitespace aside), taken in diff order: alive, where
+    a reader sees it (imports reordered, a function moved down). A move to another file is left to
+    blame, as in the other truths."""
+    out = map_lines(pos, d.hunks)
+    if not d.moved_out:
+        return out
+    free: dict[str, list[int]] = {}
+    for n, key in reversed(d.moved_in):
+        free.setdefault(key, []).append(n)
+    for o, key in d.moved_out:
+        if free.get(key):
+            out[pos == o] = free[key].pop()
     return out
 
 
@@ -180,7 +233,7 @@ def replay(files: dict[str, int], commits: list[tuple[str, list[FileDiff]]]
             t = by_path.get(d.old) if d.old else None
             if t is None:
                 continue
-            t.pos = np.zeros_like(t.pos) if d.new is None or d.rewritten else map_lines(t.pos, d.hunks)
+            t.pos = np.zeros_like(t.pos) if d.new is None or d.rewritten else moved_along(t.pos, d)
             moved.append((t.path, d.new, t))
         for old, _, _ in moved:  # all at once: a commit may swap two files' names
             by_path.pop(old, None)
@@ -322,9 +375,13 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
     truth = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()}, commits)
     truth2 = None  # the same spans judged by a second diff algorithm (`--second-truth`)
     if second is not None:
-        raw2 = git(clone, "log", "--first-parent", "--diff-merges=first-parent", "-M", "-w", "-U0", "--no-color",
-                   f"--diff-algorithm={second}", "--no-ext-diff", "--format=%x01%H", "--reverse", "-p", f"{base}..{tip}")
-        truth2 = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()}, parse_log(raw2))
+        moved = second == "moved"  # the first truth's diffs, git's moved lines kept (`moved_along`)
+        raw2 = git(clone, *(MOVED_COLORS if moved else ()), "log", "--first-parent", "--diff-merges=first-parent",
+                   "-M", "-w", "-U0", *(MOVED_ARGS if moved else ("--no-color",)),
+                   f"--diff-algorithm={algorithm if moved else second}", "--no-ext-diff", "--format=%x01%H",
+                   "--reverse", "-p", f"{base}..{tip}")
+        truth2 = replay({rel: len(anchors.split_lines(text)) for rel, text in files.items()},
+                        parse_log(raw2, colored=moved))
     spans = sample(files, truth[max(KS)], n_spans, rng)
     for s in spans:
         s.anchor = capture(clone, s.file, s.start, s.end)
@@ -336,6 +393,8 @@ def run_repo(mirror: Path, name: str, n_spans: int, seed: int, workdir: Path, al
     for k in KS:
         git(clone, "checkout", "-q", "--detach", chain[i + k])
         check_truth(clone, spans, truth[k], name, k)
+        if truth2 is not None:
+            check_truth(clone, spans, truth2[k], f"{name} ({second})", k)
         lengths: dict[str, int | None] = {}
         texts: dict[str, set[str]] = {}
         rows[k] = []
@@ -578,8 +637,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--diff-algorithm", default="myers", choices=("myers", "minimal", "patience", "histogram"),
                     help="git's diff algorithm for the truth and the tracker (default: git's own default)")
-    ap.add_argument("--second-truth", default=None, choices=("myers", "minimal", "patience", "histogram"),
-                    help="also judge the same spans by the line map of this diff algorithm (a second truth column)")
+    ap.add_argument("--second-truth", default=None, choices=("myers", "minimal", "patience", "histogram", "moved"),
+                    help="also judge the same spans by the line map of this diff algorithm (a second truth column); "
+                         "moved: the first truth's diffs with the lines git's --color-moved marks moved kept")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a constant of engram.memory.anchors for this run (tuning)")
     ap.add_argument("--workdir", type=Path, default=None, help="where the checkouts go (default: a temp dir)")
@@ -597,7 +657,9 @@ def main() -> None:
           f"ELSEWHERE_FROM = {anchors.ELSEWHERE_FROM}, ELSEWHERE_LINES_FROM = {anchors.ELSEWHERE_LINES_FROM}, "
           f"AMBIGUOUS_WITHIN = {anchors.AMBIGUOUS_WITHIN}, LINES_KEPT_BELOW = {anchors.LINES_KEPT_BELOW}, "
           f"RENAMED_FROM = {anchors.RENAMED_FROM}, BLANK_THERE = {anchors.BLANK_THERE}, "
-          f"BOILERPLATE_BELOW = {anchors.BOILERPLATE_BELOW}, MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
+          f"BOILERPLATE_BELOW = {anchors.BOILERPLATE_BELOW}, "
+          f"CODE_KEPT_BELOW = {anchors.CODE_KEPT_BELOW}, ELSEWHERE_LINES_KEPT_FROM = {anchors.ELSEWHERE_LINES_KEPT_FROM}, "
+          f"MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
@@ -635,7 +697,9 @@ def dump(results: dict[str, dict[int, list[Row]]], tune: set[str], path: Path) -
                         "repo": name, "tuned": name in tune, "k": k, "rev": r.rev, "file": r.file, "start": r.start, "alive": r.alive,
                         "true_file": r.true_file, "survivors": r.survivors, "by_blame": r.by_blame,
                         "res": {**r.res.to_json(), "shares": r.res.shares}, "ms": r.ms, "fileline": r.fileline,
-                        "tracker": r.tracker, "text_there": r.text_there, "text": r.text}) + "\n")
+                        "tracker": r.tracker, "text_there": r.text_there, "text": r.text,
+                        "second": r.second and {"alive": r.second[0], "true_file": r.second[1],
+                                                "survivors": r.second[2]}}) + "\n")
 
 
 def _name(mirror: Path) -> str:
@@ -696,7 +760,9 @@ def print_second(results: dict[str, dict[int, list[Row]]], tune: set[str], first
             body.append([label, str(k), f"{a.alive} / {a.dead}", share(a.right, a.alive), share(a.vanished, a.dead),
                          f"{b.alive} / {b.dead}", share(b.right, b.alive), share(b.vanished, b.dead)])
     print()
-    print(f"the same spans by two truths: line maps of git's {first} and {second} diffs (each with blame for moves)")
+    what = f"{first} diffs, lines git's --color-moved marks moved kept" if second == "moved" else f"{second} diffs"
+    print(f"the same spans by two truths: line maps of git's {first} diffs and of its {what} (each with blame "
+          "for moves)")
     print(fmt_table(["set", "k", f"{first}: alive / dead", "right place", "vanished",
                      f"{second}: alive / dead", "right place", "vanished"], body))
 

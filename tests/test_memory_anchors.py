@@ -503,3 +503,153 @@ def test_a_deleted_test_is_not_found_in_its_siblings_boilerplate(tmp_path: Path)
     assert r.best_partial is not None and r.best_partial["file"] == a.file
     spec.write_text(SPEC.replace("=> 'a'", "=> 'en'"))
     assert resolve(tmp_path, a).state == "edited", "the test is still there, its header value changed"
+
+
+POOLMANAGER = '''import logging
+
+from .connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from .util import parse_url
+
+
+__all__ = ['PoolManager', 'ProxyManager', 'proxy_from_url']
+
+
+pool_classes_by_scheme = {
+    'http': HTTPConnectionPool,
+    'https': HTTPSConnectionPool,
+}
+
+log = logging.getLogger(__name__)
+
+SSL_KEYWORDS = ('key_file', 'cert_file', 'cert_reqs', 'ca_certs',
+                'ssl_version', 'ca_cert_dir', 'ssl_context')
+
+
+class PoolManager(object):
+    proxy = None
+'''
+
+
+def test_a_deleted_table_is_not_kept_by_its_blank_lines(tmp_path: Path) -> None:
+    """A module-level table deleted, the lines after it kept (urllib3's poolmanager.py): the blank
+    lines around where it was and two lines of code make half the span, but of its lines of code
+    only a third are left, so the note about the table vanishes; a value of the table changed
+    keeps it edited."""
+    (tmp_path / "urllib3").mkdir()
+    pm = tmp_path / "urllib3" / "poolmanager.py"
+    pm.write_text(POOLMANAGER)
+    a = capture(tmp_path, "urllib3/poolmanager.py", 9, 17)
+    assert a.text.splitlines()[1] == "pool_classes_by_scheme = {"
+    pm.write_text(POOLMANAGER.replace(
+        "pool_classes_by_scheme = {\n    'http': HTTPConnectionPool,\n    'https': HTTPSConnectionPool,\n}\n\n", ""))
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "the table is gone: 2 of its 6 lines of code left"
+    assert r.best_partial is not None and r.best_partial["file"] == a.file
+    pm.write_text(POOLMANAGER.replace("'https': HTTPSConnectionPool", "'https': VerifiedHTTPSConnectionPool"))
+    assert resolve(tmp_path, a).state == "edited", "one entry of the table changed: still the table"
+
+
+RES_HEADER = '''
+var express = require('../')
+  , request = require('./support/http');
+
+describe('res', function(){
+  describe('.header(field)', function(){
+    it('should get the response header field', function(done){
+      var app = express();
+
+      app.use(function(req, res){
+        res.setHeader('Content-Type', 'text/x-foo');
+        res.send(res.header('Content-Type'));
+      });
+
+      request(app)
+      .get('/')
+      .expect('text/x-foo', done);
+    })
+  })
+
+  describe('.header(field, value)', function(){
+    it('should set the response header field', function(done){
+      var app = express();
+
+      app.use(function(req, res){
+        res.header('Content-Type', 'text/x-foo');
+        res.end();
+      });
+
+      request(app)
+      .get('/')
+      .end(function(res){
+        res.headers['content-type'].should.equal('text/x-foo');
+        done();
+      })
+    })
+  })
+})
+'''
+
+RES_SET = '''
+var express = require('../')
+  , request = require('./support/http');
+
+describe('res', function(){
+  describe('.set(field, value)', function(){
+    it('should set the response header field', function(done){
+      var app = express();
+
+      app.use(function(req, res){
+        res.set('Content-Type', 'text/x-foo').end();
+      });
+
+      request(app)
+      .get('/')
+      .expect('Content-Type', 'text/x-foo')
+      .end(done);
+    })
+  })
+
+  describe('.set(object)', function(){
+    it('should set multiple fields', function(done){
+      var app = express();
+
+      app.use(function(req, res){
+        res.set({
+          'X-Foo': 'bar',
+          'X-Bar': 'baz'
+        }).end();
+      });
+
+      request(app)
+      .get('/')
+      .expect('X-Foo', 'bar')
+      .expect('X-Bar', 'baz')
+      .end(done);
+    })
+  })
+})
+'''
+
+
+def test_a_deleted_spec_is_not_moved_into_a_sibling_spec(tmp_path: Path) -> None:
+    """A spec file deleted while a sibling spec tests the method that replaced it (express's
+    test/res.header.js against test/res.set.js): the sibling holds most of the deleted test's
+    tokens, but fewer than half its lines of code as they were, and git's blame traces none there:
+    the note vanishes. The test moved into the sibling file with one line edited is found there."""
+    (tmp_path / "test").mkdir()
+    header, spec = tmp_path / "test" / "res.header.js", tmp_path / "test" / "res.set.js"
+    header.write_text(RES_HEADER)
+    spec.write_text(RES_SET)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    a = capture(tmp_path, "test/res.header.js", 18, 27)
+    assert "describe('.header(field, value)', function(){" in a.text
+    header.unlink()
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "res.set.js has its own test of the same shape"
+    body = split_lines(RES_HEADER)[20:37]  # the `.header(field, value)` block
+    body[5] = body[5].replace("'text/x-foo'", "'text/x-bar'")
+    spec.write_text(RES_SET.removesuffix("})\n") + "\n" + "".join(line + "\n" for line in body) + "})\n")
+    r = resolve(tmp_path, a)
+    assert (r.state, r.file) == ("edited", "test/res.set.js"), "moved into res.set.js, one value changed"

@@ -13,10 +13,12 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 * ``vanished``: too little of it is anywhere together (`VANISHED_BELOW` of its tokens,
   `VANISHED_LINES_BELOW` of its lines; in another file, `ELSEWHERE_FROM` of its tokens or
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
-  header, is no move), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
+  header, is no move; and `ELSEWHERE_LINES_KEPT_FROM` of its lines of code unchanged, as blame
+  would trace them), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
   lines (unchanged, blank where the match has a blank line too, or changed by renames alone:
-  git's line tracking calls it dead), or keeps only lines found elsewhere in the file too
-  (`BOILERPLATE_BELOW`: a deleted test aligned with its siblings' set-up lines);
+  git's line tracking calls it dead) or less than `CODE_KEPT_BELOW` of its lines of code, or
+  keeps only lines found elsewhere in the file too (`BOILERPLATE_BELOW`: a deleted test aligned
+  with its siblings' set-up lines);
   ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
@@ -86,6 +88,10 @@ BLANK_THERE: Final = 1
 #: the tokens vouch for the match (test code repeated in its file, edited). Chosen with
 #: bench/anchors.py on psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md).
 BOILERPLATE_BELOW: Final = 0.85
+#: An anchor `edited` in its own file has vanished when less than CODE_KEPT_BELOW of its lines of
+#: code survive (unchanged or renamed), blank lines aside: the blank lines of a deleted block, kept
+#: where its sibling's (a struct of the same shape) are, are all that is left of it. 0: no such rule.
+CODE_KEPT_BELOW: Final = 0.4
 #: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
 #: makes any edit of it (a default value changed in a signature) a deletion, which is the token
 #: share's call at that size (VANISHED_BELOW). The bench's spans have 3 or more.
@@ -101,6 +107,10 @@ ELSEWHERE_MARGIN: Final = 0.1
 #: another file were such text.
 ELSEWHERE_FROM: Final = 0.85
 ELSEWHERE_LINES_FROM: Final = 0.75
+#: ... and, as blame traces moved lines, keep at least ELSEWHERE_LINES_KEPT_FROM of the anchor's lines
+#: of code unchanged: a deleted test is no move to another spec file because the spec's boilerplate
+#: and most of its tokens are there (express's res.header tests against res.set's). 0: no such rule.
+ELSEWHERE_LINES_KEPT_FROM: Final = 0.5
 AMBIGUOUS_WITHIN: Final = 0.05
 #: A best partial match below this share is noise (a shared `return None`), not named.
 PARTIAL_FROM: Final = 0.2
@@ -729,6 +739,7 @@ class _Probe:
             if BLANK_THERE:
                 blank = _blank_there(self.n_lines, per_line, tok, a)
             shares["kept_lines"] = round((kept + blank) / self.n_lines, 3)
+            shares["code_kept"] = round(kept / len(per_line), 3)
             shares["renamed"] = round(len(renamed) / self.n_lines, 3)
             shares["blank"] = round(blank / self.n_lines, 3)
         return shares
@@ -917,14 +928,15 @@ def _rewritten(anchor: Anchor, best: _Match, text: str | None = None) -> bool:
     """A changed match in the anchor's own file keeping less than LINES_KEPT_BELOW of its lines,
     or only lines found elsewhere in the file too (`_boilerplate`)."""
     return (best.file == anchor.file and not best.same_tokens
-            and (best.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW or _boilerplate(best, text)))
+            and (best.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW
+                 or best.shares.get("code_kept", 1.0) < CODE_KEPT_BELOW or _boilerplate(best, text)))
 
 
 def _unplaced(there: _Match) -> bool:
     """A match in another file that does not place the anchor: ambiguous, or holding too little
     (ELSEWHERE_FROM of the tokens, ELSEWHERE_LINES_FROM of the lines)."""
-    return there.ambiguous or (there.retained < ELSEWHERE_FROM
-                               and there.shares.get("lines", 0.0) < ELSEWHERE_LINES_FROM)
+    return (there.ambiguous or there.shares.get("lines", 1.0) < ELSEWHERE_LINES_KEPT_FROM
+            or (there.retained < ELSEWHERE_FROM and there.shares.get("lines", 0.0) < ELSEWHERE_LINES_FROM))
 
 
 # --------------------------------------------------------------------------------------------
