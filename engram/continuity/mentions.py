@@ -7,7 +7,8 @@ failing test's traceback, `grep -l`). Each path-like word of those texts is coun
 weight of where it was said; a bare file name counts for the one path with that name the session
 has seen. Paths under dependency, build and temporary folders, and words that look like domains,
 are left out; a path sharing more of its folders with the files the session touched ranks
-higher. A session on Windows writes `D:\\proj\\src\\x.go`: read as src/x.go, as its edits are. Nothing is guessed: every file listed was written in the transcript, at `at`.
+higher. A session on Windows writes `D:\\proj\\src\\x.go`: read as src/x.go, as its edits are.
+Nothing is guessed: every file listed was written in the transcript, at `at`.
 
 Measured on real sessions cut mid-way (bench/resume.py): about 40 % of the next files edited
 that the working set missed were named before the cut; the rest were mostly created later under

@@ -223,11 +223,14 @@ def tests_to_create(history: History, edited: list[str], touched: set[str], limi
     first, each with why: the pair of the tree it follows (a source of the same folder, else of the
     same top folder, with its test). Nothing when no source near it has a test to follow."""
     names = by_name(history.tree)
+    seeds = [(rank, s) for rank, s in enumerate(edited[:SEEDS])
+             if not _looks_test(s) and not partners(s, history.tree, names)]
+    if not seeds:
+        return []
+    pairs = _test_pairs(history.tree, names, {os.path.splitext(s)[1] for _, s in seeds})
     out: list[Related] = []
-    for rank, src in enumerate(edited[:SEEDS]):
-        if _looks_test(src) or partners(src, history.tree, names):
-            continue
-        guess = _test_path(src, history.tree, names)
+    for rank, src in seeds:
+        guess = _test_path(src, pairs)
         if guess is None or guess[0] in touched or guess[0] in history.tree or any(r.path == guess[0] for r in out):
             continue
         path, like, like_test = guess
@@ -235,21 +238,27 @@ def tests_to_create(history: History, edited: list[str], touched: set[str], limi
     return out[:limit]
 
 
-def _test_path(src: str, tree: set[str], names: dict[str, list[str]]) -> tuple[str, str, str] | None:
-    """Where `src`'s test would go, following the nearest source of the tree that has one (same
-    folder first, then the most folders in common, same extension): its test's folder (for a
-    source elsewhere, that folder with the source's folders swapped in) and its test's naming."""
+def _test_pairs(tree: set[str], names: dict[str, list[str]], exts: set[str]) -> list[tuple[str, str]]:
+    """(source, its test) for each test of the tree whose source (of one of `exts`) it holds."""
+    out = []
+    for test in sorted(tree):
+        if _looks_test(test):
+            out += [(src, test) for src in partners(test, tree, names)
+                    if os.path.splitext(src)[1] in exts and not _looks_test(src)][:1]
+    return out
+
+
+def _test_path(src: str, pairs: list[tuple[str, str]]) -> tuple[str, str, str] | None:
+    """Where `src`'s test would go, following the nearest pair of the tree (same folder first, then
+    the most folders in common, same extension): its test's folder (for a source elsewhere, that
+    folder with the source's folders swapped in) and its test's naming."""
     folder, ext = os.path.dirname(src), os.path.splitext(src)[1]
     best: tuple[int, str, str] | None = None
-    for other in sorted(tree):
-        if os.path.splitext(other)[1] != ext or _looks_test(other) or other == src:
+    for other, test in pairs:
+        if os.path.splitext(other)[1] != ext or other == src:
             continue
         shared = 2 * _common_prefix(folder, os.path.dirname(other)) + (os.path.dirname(other) == folder)
-        if best is not None and shared <= best[0]:
-            continue
-        found = partners(other, tree, names)
-        test = next((t for t in found if _looks_test(t)), None)
-        if test is not None:
+        if best is None or shared > best[0]:
             best = (shared, other, test)
     if best is None or (best[0] == 0 and "/" in src):
         return None
