@@ -251,7 +251,7 @@ def _print_ceiling(rows: list[dict[str, Any]]) -> None:
                     [[str(n), cell("a"), " / ".join(str(total.get("b_" + k, 0)) for k in ("touched", "named", "other")),
                       cell("c"), " / ".join(str(total.get("c_" + k, 0)) for k in SOURCES), cell("c_named"), cell("c_path"),
                       cell("c_sibling"), cell("c_none")]]))
-    print(f"\nceiling, mean of {len(rows)} cuts: {sum(r['reach'] for r in rows) / len(rows):.2f} (the next files in the tree "
+    print(f"\nceiling, mean of {len(rows)} cuts: {sum(r['reach'] for r in rows) / len(rows):.3f} (the next files in the tree "
           "or touched at the cut, or whose path the transcript wrote before it: what a list could name)")
 
 
