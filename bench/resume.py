@@ -127,11 +127,69 @@ def _flagged(doc: dict[str, Any]) -> set[str]:
     return out
 
 
+SOURCES = ("request", "plan", "message", "output", "call")
+
+
+def _texts(events: list[tuple[str, int, dict[str, Any]]]) -> dict[str, str]:
+    """The texts of these events by where they were said: the person's requests (and compaction
+    summaries), the harness's plan (TodoWrite, update_plan, Task tools, the accepted plan), the
+    agent's messages (thinking included), the output of its tool calls, their input."""
+    from engram.continuity.facts import _PLAN_TOOLS, _strings  # noqa: PLC0415
+    from engram.index.kinds import is_request  # noqa: PLC0415
+
+    out: dict[str, list[str]] = {k: [] for k in SOURCES}
+    for _, _, ev in events:
+        kind = ev.get("kind")
+        if kind == "msg.in" and (ev.get("compact_summary") or (not ev.get("agent") and is_request(ev))):
+            out["request"].append(str(ev.get("text") or ""))
+        elif kind == "compact":
+            out["request"].append(str(ev.get("message") or ""))
+        elif kind == "msg.out":
+            out["message"].append(str(ev.get("text") or ""))
+        elif kind == "tool.call" and isinstance(ev.get("input"), dict):
+            out["plan" if ev.get("name") in _PLAN_TOOLS else "call"].append("\n".join(_strings(ev["input"])))
+        elif kind == "tool.result":
+            out["output"] += [t for t in (ev.get("stdout"), ev.get("stderr")) if isinstance(t, str)]
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def _ceiling(want: set[str], shown: set[str], touched: set[str], edited: set[str], tree: set[str] | None,
+             texts: dict[str, str]) -> dict[str, int]:
+    """Where each next file stood at the cut: in the package (a); in the tree or touched, not in
+    the package (b: touched, named, other); not in the tree at the cut (c: named, by where, or a
+    sibling of a file edited: same folder, same extension; or neither)."""
+    c: dict[str, int] = {}
+    folders = {(os.path.dirname(f), os.path.splitext(f)[1]) for f in edited}
+
+    def add(k: str) -> None:
+        c[k] = c.get(k, 0) + 1
+
+    for f in want:
+        said = [k for k in SOURCES if f in texts[k] or os.path.basename(f) in texts[k]]
+        if f in shown or f in touched or (tree is not None and f in tree) or any(f in texts[k] for k in said):
+            add("reach")  # a list could name it: it was there, or its path was written
+        if f in shown:
+            add("a")
+        elif f in touched or (tree is not None and f in tree):
+            add("b")
+            add("b_touched" if f in touched else "b_named" if said else "b_other")
+        else:
+            add("c")
+            for k in said:
+                add("c_" + k)
+            if any(f in texts[k] for k in said):
+                add("c_path")
+            add("c_named" if said else "c_sibling" if (os.path.dirname(f), os.path.splitext(f)[1]) in folders
+                else "c_none")
+    return c
+
+
 def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict[str, Any]]],
               history: Path | None) -> list[dict[str, Any]]:
     from engram.continuity.commands import command_line, family  # noqa: PLC0415
     from engram.continuity.facts import read_facts  # noqa: PLC0415
     from engram.continuity.package import Options, package  # noqa: PLC0415
+    from engram.continuity.related import read_history  # noqa: PLC0415
 
     edits = [i for i, (_, _, ev) in enumerate(events) if ev.get("kind") == "code.edit" and ev.get("file")]
     rows = []
@@ -167,10 +225,34 @@ def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict
         later = {family(line) for _, _, ev in events[at:] if ev.get("kind") == "tool.call"
                  and (line := command_line(str(ev.get("name") or ""), ev.get("input"))) is not None}
         rerun = failing & later
+        hist = read_history(history, facts.ended, 1) if history else None
+        row["where"] = _ceiling(want, named | likely, set(touched), {f for f, t in facts.files.items() if t.edited},
+                                hist.tree if hist else None, _texts(events[:at]))
+        row["reach"] = row["where"].get("reach", 0) / len(want)
         row["rerun_failures"] = len(rerun)
         row["flagged"] = len(rerun & _flagged(doc))
         rows.append(row)
     return rows
+
+
+def _print_ceiling(rows: list[dict[str, Any]]) -> None:
+    """The next files of all cuts (a file counts once a cut), by where they stood at the cut."""
+    total: dict[str, int] = {}
+    for r in rows:
+        for k, n in r["where"].items():
+            total[k] = total.get(k, 0) + n
+    n = sum(r["want"] for r in rows)
+    cell = lambda k: f"{total.get(k, 0)} ({total.get(k, 0) / n:.2f})"  # noqa: E731
+    print("\n## Where the next files stood at the cut (files of all cuts; share of them)\n")
+    print(fmt_table(["next files", "(a) in the package", "(b) in the tree, not in it: touched / named / other",
+                     "(c) not in the tree", "(c) named: request / plan / message / output / call", "(c) named, any",
+                     "(c) named by path",
+                     "(c) not named, a sibling of a file edited", "(c) neither"],
+                    [[str(n), cell("a"), " / ".join(str(total.get("b_" + k, 0)) for k in ("touched", "named", "other")),
+                      cell("c"), " / ".join(str(total.get("c_" + k, 0)) for k in SOURCES), cell("c_named"), cell("c_path"),
+                      cell("c_sibling"), cell("c_none")]]))
+    print(f"\nceiling, mean of {len(rows)} cuts: {sum(r['reach'] for r in rows) / len(rows):.3f} (the next files in the tree "
+          "or touched at the cut, or whose path the transcript wrote before it: what a list could name)")
 
 
 def main() -> int:
@@ -252,6 +334,7 @@ def main() -> int:
                   f"{mean('named'):.2f}; open-failure recall: "
                   + (f"{flagged}/{reruns} = {flagged / reruns:.2f} (target >= 0.9)" if reruns else "no failure re-run "
                      "after a cut in these sessions"))
+            _print_ceiling(cut_rows)
         db.close()
     finally:
         if args.work is None:

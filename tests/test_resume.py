@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 from claude_shapes import Session
-from conftest import SPOTTER_MAIN, SPOTTER_OTHER, build_spot_repo, git, run_engram
+from conftest import (
+    SPOTTER_MAIN,
+    SPOTTER_OTHER,
+    build_spot_repo,
+    git,
+    run_engram,
+    session_cwd,
+)
 
 from engram.query.budget import TOKEN_BYTES
 
@@ -487,3 +494,79 @@ def test_files_the_history_relates_to_the_working_set_are_listed_with_why(tmp_pa
     doc = resume(bare)
     assert doc["working_set"][0]["file"] == "src/app/core.py"
     assert not [m for m in doc["likely_next"] if "why" in m], "no git: nothing related, nothing guessed"
+
+
+# ------------------------------------------------------------------ tests to create, Windows paths
+
+
+def test_a_new_source_gets_the_test_the_repository_layout_expects(tmp_path: Path) -> None:
+    """The session adds lib/shop/checkout.ex and lib/shop/pay/card.ex and edits lib/shop/cart.ex;
+    the repository tests its Elixir sources as test/<same folders>/<name>_test.exs. The new
+    sources have no test yet: the package names the ones to create, each with the pair it follows;
+    cart.ex has one already (listed as its test, nothing to create)."""
+    root = _repo(tmp_path)
+    files = {"lib/shop/cart.ex": "defmodule Cart do\nend\n", "test/shop/cart_test.exs": "# cart\n",
+             "lib/shop/price.ex": "defmodule Price do\nend\n", "mix.exs": "# mix\n"}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "shop")
+    s = Session(root, "abababab-7777-4777-8777-000000000007")
+    s.files.update(files)
+    s.prompt("Add a checkout step that charges the card")
+    s.write("lib/shop/pay/card.ex", "defmodule Shop.Pay.Card do\nend\n")
+    s.edit("lib/shop/cart.ex", "defmodule Cart do\n", "defmodule Cart do\n  def total(c), do: c\n")
+    s.write("lib/shop/checkout.ex", "defmodule Shop.Checkout do\nend\n")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    doc = resume(root)
+    why = {m["file"]: m.get("why") for m in doc["likely_next"]}
+    assert why["test/shop/checkout_test.exs"] == [
+        "test to create for lib/shop/checkout.ex, as test/shop/cart_test.exs tests lib/shop/cart.ex"]
+    assert why["test/shop/pay/card_test.exs"] == [
+        "test to create for lib/shop/pay/card.ex, as test/shop/cart_test.exs tests lib/shop/cart.ex"], "folders kept"
+    assert why["test/shop/cart_test.exs"][0] == "test of lib/shop/cart.ex", "a test there: its own, none to create"
+    assert not [f for f in why if f.startswith("test/") and "price" in f], "price.ex was not edited"
+    states = {m["file"]: m["state"] for m in doc["likely_next"]}
+    assert states["test/shop/checkout_test.exs"] == "absent"
+    text = run_engram(root, "resume").stdout
+    assert "- test/shop/checkout_test.exs  [absent] (test to create for lib/shop/checkout.ex, as " in text
+
+
+def test_a_python_layout_with_one_tests_folder(tmp_path: Path) -> None:
+    """src/app/x.py tested by tests/test_x.py: a new src/app/y.py gets tests/test_y.py."""
+    root = _repo(tmp_path)
+    for rel in ("src/app/core.py", "tests/test_core.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x = 1\n")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "app")
+    s = Session(root, "cdcdcdcd-8888-4888-8888-000000000008")
+    s.prompt("Add a loader module")
+    s.write("src/app/loader.py", "def load():\n    return 1\n")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    why = {m["file"]: m.get("why") for m in resume(root)["likely_next"]}
+    assert why["tests/test_loader.py"] == ["test to create for src/app/loader.py, as tests/test_core.py tests src/app/core.py"]
+
+
+def test_a_session_recorded_on_windows_names_the_same_files_likely_next(spot: Path, spotter: Path,
+                                                                        tmp_path: Path) -> None:
+    """The real spotter session with its paths as Claude Code on Windows writes them
+    (`D:\\work\\spotter\\lib\\x.ex`): the files it names but did not touch are the repository's
+    paths, the same as from the session recorded on Linux (they were bare names, most dropped)."""
+    posix = resume(spot, SPOTTER_MAIN, "--budget", "0")
+    cwd = re.escape(json.dumps(session_cwd(spotter / f"{SPOTTER_MAIN}.jsonl").rstrip("/"))[1:-1])
+    windows = tmp_path / "windows"
+    for src in spotter.rglob("*.jsonl"):  # (its subagents' transcripts too)
+        lines = [re.sub(cwd + r"((?:/[\w.\-]+)*)", lambda m: "D:\\\\work\\\\spotter" + m.group(1).replace("/", "\\\\"), ln)
+                 for ln in src.read_text().splitlines() if ln.strip()]
+        (windows / src.relative_to(spotter)).parent.mkdir(parents=True, exist_ok=True)
+        (windows / src.relative_to(spotter)).write_text("\n".join(lines) + "\n")
+    assert '"cwd":"D:\\\\work\\\\spotter"' in (windows / f"{SPOTTER_MAIN}.jsonl").read_text().replace(" ", "")
+    root = _repo(tmp_path)
+    run_engram(root, "ingest", str(windows))
+    doc = resume(root, SPOTTER_MAIN, "--budget", "0")
+    named = [m["file"] for m in doc["likely_next"] if m.get("named_in")]
+    assert not [f for f in named if "\\" in f or ":" in f]
+    expected = [m["file"] for m in posix["likely_next"] if m.get("named_in")]
+    assert len(expected) >= 20 and named[:20] == expected[:20]

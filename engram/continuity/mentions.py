@@ -7,7 +7,8 @@ failing test's traceback, `grep -l`). Each path-like word of those texts is coun
 weight of where it was said; a bare file name counts for the one path with that name the session
 has seen. Paths under dependency, build and temporary folders, and words that look like domains,
 are left out; a path sharing more of its folders with the files the session touched ranks
-higher. Nothing is guessed: every file listed was written in the transcript, at `at`.
+higher. A session on Windows writes `D:\\proj\\src\\x.go`: read as src/x.go, as its edits are.
+Nothing is guessed: every file listed was written in the transcript, at `at`.
 
 Measured on real sessions cut mid-way (bench/resume.py): about 40 % of the next files edited
 that the working set missed were named before the cut; the rest were mostly created later under
@@ -37,6 +38,7 @@ _PATH_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 _NOT_SOURCE: Final = frozenset({"_build", "deps", "node_modules", ".git", "tmp", "target", "dist", "build", "vendor",
                                 "__pycache__", ".venv", "venv", "site-packages", ".cache", ".next", "coverage"})
 _SAID: Final = frozenset({"request", "plan", "summary", "message"})
+_WINDOWS_PATH: Final = re.compile(r"\b[A-Za-z]:\\\w")
 _ROOT_FILE: Final = re.compile(r"^[\w.-]+\.(md|txt|toml|json|ya?ml|cfg|ini|lock|exs?|py|js|ts|go|rs|rb|sh|mk)$|^Makefile$")
 
 @dataclass
@@ -52,7 +54,9 @@ def paths_in(text: str, cwd: str | None, limit: int = TEXT_CHARS) -> set[str]:
     """The repository-relative paths (and bare file names) a text names (in its first `limit`
     characters)."""
     text = text[:limit]
-    if cwd:
+    if (cwd and "\\" in cwd) or _WINDOWS_PATH.search(text):
+        text = _windows_to_posix(text, cwd)
+    elif cwd:
         text = text.replace(cwd.rstrip("/") + "/", "")
     out = set()
     for m in _FILE_END.finditer(text):
@@ -75,6 +79,17 @@ def paths_in(text: str, cwd: str | None, limit: int = TEXT_CHARS) -> set[str]:
             continue  # hexdocs.pm/..., github.com/...: an address, not a file of the repository
         out.add(p)
     return out
+
+
+def _windows_to_posix(text: str, cwd: str | None) -> str:
+    """A text of a session on Windows with its paths as the rest of engram writes them: the
+    session's folder left out (its case ignored, as Windows does; either separator) and
+    backslashes turned into slashes (`D:\\proj\\src\\x.go` in D:\\proj: src/x.go)."""
+    if cwd:
+        folder = cwd.rstrip("\\/")
+        for variant in {folder, folder.replace("\\", "/"), folder.replace("/", "\\")}:
+            text = re.sub(re.escape(variant) + r"[\\/]", "", text, flags=re.IGNORECASE)
+    return text.replace("\\", "/")
 
 
 class Mentions:
@@ -126,3 +141,4 @@ class Mentions:
             shared = max([j for j in range(1, len(parts)) if "/".join(parts[:j]) in folders] or [0])
             m.score *= UNRELATED + shared / max(1, len(parts) - 1) if len(parts) > 1 else UNRELATED
         return sorted(merged.values(), key=lambda m: (-m.score, -m.seq, m.path))[:limit]  # (a path: the same order every run)
+

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.continuity.chain import Chain, resolve_chain
 from engram.continuity.facts import Facts, FileTouch, read_facts
 from engram.continuity.mentions import WEIGHTS, Mention
-from engram.continuity.related import Related, read_history, related
+from engram.continuity.related import Related, read_history, related, tests_to_create
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
@@ -58,6 +58,9 @@ LIKELY_NEXT: Final = 20
 #: 0.74, 0.74, 0.71; 5 or 15 related: 0.75).
 RELATED: Final = 10
 EARLY_LIKELY: Final = 10
+#: Tests to create listed at most (engram.continuity.related.tests_to_create), ranked with the related
+#: files (bench/resume.py, tuning sets: 0.748 next-files recall without, 0.755 with 3).
+TO_CREATE: Final = 3
 _RESERVE: Final = 600  # bytes for the session heading, the section keys and the budget line
 
 
@@ -291,14 +294,17 @@ def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None)
 
 
 def _related(store: Store, facts: Facts, opts: Options) -> list[Related]:
-    """The files the repository's history and naming conventions relate to the files edited."""
+    """The files the repository's history and naming conventions relate to the files edited, and
+    the tests its layout expects for sources edited that have none yet, most related first."""
     edited = [t.path for t in sorted(facts.files.values(), key=lambda t: -t.last) if t.edited]
     if not edited:
         return []
     history = read_history(opts.history or Path(store.root), opts.history_until)
     if history is None:
         return []
-    return related(history, edited, set(facts.files), RELATED + LIKELY_NEXT)
+    found = related(history, edited, set(facts.files), RELATED + LIKELY_NEXT)
+    found += tests_to_create(history, edited, set(facts.files), TO_CREATE)
+    return sorted(found, key=lambda r: -r.score)  # (stable: ties keep related's order)
 
 
 def _command_unit(items: _Items, r: Any) -> tuple[Any, str, Callable[[], Any]]:

@@ -6,7 +6,9 @@ files the session edited (co-change: "changed with src/a.py in 7 commits"), a fi
 partner (a source file's test and the other way round, a header and its implementation: "test of
 src/a.py"), and with little weight the files changed often lately ("changed in 6 of the last 50
 commits"). Only files in the tree of the newest commit read count
-(a partner that does not exist is not a lead). The history is read up to `until` (a benchmark
+(a partner that does not exist is not a lead), but one: the test a source edited has not got yet,
+where the tree's own pairs put tests (`tests_to_create`: "test to create for lib/a/x.ex, as
+test/a/y_test.exs tests lib/a/y.ex"; a session adding a module often writes its test next). The history is read up to `until` (a benchmark
 cuts a session at a time and must not see later commits; `engram resume` reads it up to now),
 the newest `HISTORY_COMMITS` commits, leaving out merges and commits of more than `BULK_FILES`
 files (a formatting pass, a dependency bump relate everything to everything).
@@ -213,6 +215,75 @@ def _hot_leads(history: History) -> list[Lead]:
     recent = [c for c in history.commits[:HOT_COMMITS] if len(c) <= BULK_FILES]
     return [(f, HOT_WEIGHT * n / len(recent), f"changed in {n} of the last {len(recent)} commits")
             for f, n in Counter(f for c in recent for f in c).items() if n >= 2]
+
+
+def tests_to_create(history: History, edited: list[str], touched: set[str], limit: int) -> list[Related]:
+    """The tests the repository's own layout expects for the sources edited that have none in the
+    tree yet (a session that adds lib/a/x.ex often writes test/a/x_test.exs next), latest edited
+    first, each with why: the pair of the tree it follows (a source of the same folder, else of the
+    same top folder, with its test). Nothing when no source near it has a test to follow."""
+    names = by_name(history.tree)
+    seeds = [(rank, s) for rank, s in enumerate(edited[:SEEDS])
+             if not _looks_test(s) and not partners(s, history.tree, names)]
+    if not seeds:
+        return []
+    pairs = _test_pairs(history.tree, names, {os.path.splitext(s)[1] for _, s in seeds})
+    out: list[Related] = []
+    for rank, src in seeds:
+        guess = _test_path(src, pairs)
+        if guess is None or guess[0] in touched or guess[0] in history.tree or any(r.path == guess[0] for r in out):
+            continue
+        path, like, like_test = guess
+        out.append(Related(path, PARTNER_WEIGHT / (1 + rank), [f"test to create for {src}, as {like_test} tests {like}"]))
+    return out[:limit]
+
+
+def _test_pairs(tree: set[str], names: dict[str, list[str]], exts: set[str]) -> list[tuple[str, str]]:
+    """(source, its test) for each test of the tree whose source (of one of `exts`) it holds."""
+    out = []
+    for test in sorted(tree):
+        if _looks_test(test):
+            out += [(src, test) for src in partners(test, tree, names)
+                    if os.path.splitext(src)[1] in exts and not _looks_test(src)][:1]
+    return out
+
+
+def _test_path(src: str, pairs: list[tuple[str, str]]) -> tuple[str, str, str] | None:
+    """Where `src`'s test would go, following the nearest pair of the tree (same folder first, then
+    the most folders in common, same extension): its test's folder (for a source elsewhere, that
+    folder with the source's folders swapped in) and its test's naming."""
+    folder, ext = os.path.dirname(src), os.path.splitext(src)[1]
+    best: tuple[int, str, str] | None = None
+    for other, test in pairs:
+        if os.path.splitext(other)[1] != ext or other == src:
+            continue
+        shared = 2 * _common_prefix(folder, os.path.dirname(other)) + (os.path.dirname(other) == folder)
+        if best is None or shared > best[0]:
+            best = (shared, other, test)
+    if best is None or (best[0] == 0 and "/" in src):
+        return None
+    _, like, like_test = best
+    stem, like_stem = os.path.splitext(os.path.basename(src))[0], os.path.splitext(os.path.basename(like))[0]
+    name = os.path.basename(like_test).replace(like_stem, stem, 1)
+    like_dir, test_dir = os.path.dirname(like), os.path.dirname(like_test)
+    if like_dir == folder:
+        target_dir = test_dir
+    else:  # lib/a/y.ex -> test/a/y_test.exs: the same folders under the tests' top folder
+        rest = like_dir[len(like_dir.split("/")[0]):]
+        if not rest or not test_dir.endswith(rest):
+            return None
+        target_dir = test_dir[: len(test_dir) - len(rest)] + folder[len(folder.split("/")[0]):]
+    return (f"{target_dir}/{name}" if target_dir else name), like, like_test
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Leading folders two folders share."""
+    n = 0
+    for x, y in zip(a.split("/"), b.split("/"), strict=False):
+        if x != y or not x:
+            break
+        n += 1
+    return n
 
 
 def _looks_test(path: str) -> bool:
