@@ -10,11 +10,18 @@ code.edits, and whether the ranges it placed are right.
 2. parses each log with engram's adapter (the clone as the repository, `--map` of the folder the
    session ran in onto it) and counts the code.edits, those with line ranges, and how they were
    placed (the log keeps no tool results: by the old string's place in the file in the newest
-   commit before the session, `git history`);
+   commit before the edit, `git history`, or by the new string's in the first commit after it,
+   `commit after`);
 3. *right*: for the last code.edit of each file in a session, its after_text stands at its
-   after_range in the file of the first commit after the session's last event that changed the
-   file (the user committed the session's work); edits later commits changed again are not
-   checked (*checked* counts those that were).
+   after_range in the file of the first commit after that edit that changed the file (the user
+   committed the session's work). *checked* counts the edits checked; an edit placed by that
+   very commit (`commit after`) is not an independent check and is counted apart (*by the
+   commit checked*), not in *checked*;
+4. a cross-check of the `commit after` placement: each log parsed again with every state before
+   an edit hidden (the adapter's `_Session.state` answering nothing), so that each replacement
+   is placed by the commit after it; of the edits the first parse placed by `git history`, how
+   many get the same ranges this way (*agree*), and how many it placed elsewhere (*disagree*)
+   or not at all.
 """
 
 from __future__ import annotations
@@ -66,6 +73,36 @@ def file_after(repo: Path, rel: str, when: str) -> list[str] | None:
     return text.decode("utf-8", "replace").splitlines() if text else None
 
 
+def commit_after_only(parse: Any) -> Any:
+    """`parse` run with the adapter's states before an edit hidden: every replacement placed by
+    the commit after it (or later fallbacks)."""
+    from engram.adapters import copilot
+
+    def hidden(self: Any, rel: str, ts: str) -> tuple[None, None]:
+        return None, None
+
+    saved = copilot._Session.state
+    copilot._Session.state = hidden  # type: ignore[method-assign]
+    try:
+        return parse()
+    finally:
+        copilot._Session.state = saved  # type: ignore[method-assign]
+
+
+def cross_check(edits: list[dict[str, Any]], alone: list[dict[str, Any]]) -> Counter[str]:
+    """Edits placed by git history against the same edits placed by the commit after."""
+    out: Counter[str] = Counter()
+    for e, f in zip(edits, alone, strict=True):
+        if e.get("placed") != "git history":
+            continue
+        if f.get("placed") != "commit after":
+            out["not placed by it"] += 1
+        else:
+            same = (e["before_range"], e["after_range"]) == (f["before_range"], f["after_range"])
+            out["agree" if same else "disagree"] += 1
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", type=Path, required=True, help="a clone of the repository (a work tree)")
@@ -77,34 +114,44 @@ def main() -> int:
     from engram.capture.stats import IngestStats
 
     repo = args.repo.resolve()
-    rows, total = [], Counter()
+    rows, total, cross = [], Counter(), Counter()
     for f in sorted(repo.glob(args.glob)):
         if detect_format(f) != COPILOT:
             continue
         seen = own_count(f)
-        cap = parse_job(jobs_from_paths([f], IngestStats())[0], repo, [(args.map, str(repo))], 64 << 20)
-        edits = [e for e in cap.events if e["kind"] == "code.edit"]
-        ended = max((e.get("ts") or "" for e in cap.events), default="")
+        def parse(f: Path = f) -> list[dict[str, Any]]:
+            cap = parse_job(jobs_from_paths([f], IngestStats())[0], repo, [(args.map, str(repo))], 64 << 20)
+            return [e for e in cap.events if e["kind"] == "code.edit"]
+        edits = parse()
+        cross.update(cross_check(edits, commit_after_only(parse)))
         last = {e["file"]: e for e in edits}
-        right = checked = 0
+        right = checked = circular = 0
         for rel, e in last.items():
             a = e.get("after_range")
-            lines = file_after(repo, rel, ended) if a else None
+            lines = file_after(repo, rel, e["ts"]) if a else None
             if lines is None:
+                continue
+            if e.get("placed") == "commit after":
+                circular += 1
                 continue
             checked += 1
             right += lines[a[0] - 1:a[1]] == (e.get("after_text") or "").splitlines()
         row = Counter({"sessions": 1, "edits ok": seen["edits ok"], "edits failed": seen["edits failed"],
                        "code.edits": len(edits), "with ranges": sum(e.get("after_range") is not None for e in edits),
                        "placed (git history)": sum(e.get("placed") == "git history" for e in edits),
-                       "checked": checked, "right": right})
+                       "placed (commit after)": sum(e.get("placed") == "commit after" for e in edits),
+                       "placed (working tree)": sum(e.get("placed") == "working tree" for e in edits),
+                       "checked": checked, "right": right, "by the commit checked": circular})
         total.update(row)
         rows.append((f.name, row))
-    cols = ["edits ok", "edits failed", "code.edits", "with ranges", "placed (git history)", "checked", "right"]
+    cols = ["edits ok", "edits failed", "code.edits", "with ranges", "placed (git history)", "placed (commit after)",
+            "placed (working tree)", "checked", "right", "by the commit checked"]
     print("| log | " + " | ".join(cols) + " |")
     print("|---|" + "---|" * len(cols))
     for name, row in [*rows, (f"all ({total['sessions']} sessions)", total)]:
         print(f"| {name} | " + " | ".join(str(row[c]) for c in cols) + " |")
+    print(f"\ncommit-after cross-check, of {total['placed (git history)']} edits placed by git history: "
+          f"{cross['agree']} agree, {cross['disagree']} disagree, {cross['not placed by it']} not placed by it")
     return 0
 
 
