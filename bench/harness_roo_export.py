@@ -20,7 +20,6 @@ replay (the truth) is wrong there. The engram side ingests each export as `engra
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import shutil
@@ -55,7 +54,7 @@ def history(text: str) -> list[dict[str, Any]]:
     for i, m in enumerate(heads):
         body = text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)]
         now = NOW.search(body)
-        ts = int(datetime.fromisoformat(now.group(1).replace("Z", "+00:00")).timestamp() * 1000) if now else 0
+        ts = int(datetime.fromisoformat(now.group(1)).timestamp() * 1000) if now else 0
         blocks: list[dict[str, Any]] = []
         if m.group(1) == "Assistant":
             for k, use in enumerate(re.split(r"^\[Tool Use: ", body, flags=re.MULTILINE)[1:]):
@@ -160,8 +159,8 @@ def main() -> int:
     counts: Counter[str] = Counter()
     final, truth = replay(tasks, base, counts, repo)
     checks: Counter[str] = Counter()
-    for sid in tasks:
-        checks.update(state_checks({sid: tasks[sid]}, base, work / "scratch"))
+    for sid, h in tasks.items():
+        checks.update(state_checks({sid: h}, base, work / "scratch"))
     store, _ = init_store(repo)
     cwd = args.map or next((m.group(1) for t in texts.values()
                             if (m := re.search(r"# Current Workspace Directory \((.+?)\)", t))), None)

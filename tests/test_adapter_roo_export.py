@@ -59,16 +59,16 @@ def test_a_kilo_code_export_in_a_folder_keeps_writes_and_leaves_failed_edits_out
         ("User", "<task>\ndrop the transition, add notes\n</task>\n" + env("2026-05-01T10:00:00.000Z")),
         ("Assistant", "[Tool Use: read_file]\nPath: style.css"),
         ("User", f"[Tool]\nFile: style.css\n{numbered}" + env("2026-05-01T10:00:05.000Z")),
-        ("Assistant", "[Tool Use: apply_diff]\nPath: style.css\nDiff: <<<<<<< SEARCH\n:start_line:9\n-------\nnope\n"
-                      "=======\nx\n>>>>>>> REPLACE"),
+        ("Assistant", ("[Tool Use: apply_diff]\nPath: style.css\nDiff: <<<<<<< SEARCH\n:start_line:9\n-------\nnope\n"
+                       "=======\nx\n>>>>>>> REPLACE")),
         ("User", '[Tool]\n{"status":"error","message":"No sufficiently similar match found"}\n'
                  + env("2026-05-01T10:00:10.000Z")),
-        ("Assistant", "[Reasoning]\nThe line is 3.\n[Tool Use: apply_diff]\nPath: style.css\nDiff: <<<<<<< SEARCH\n"
-                      ":start_line:2\n-------\n  color: red;\n  transition: all 0.2s;\n=======\n  color: red;\n"
-                      ">>>>>>> REPLACE"),
+        ("Assistant", ("[Reasoning]\nThe line is 3.\n[Tool Use: apply_diff]\nPath: style.css\nDiff: <<<<<<< SEARCH\n"
+                       ":start_line:2\n-------\n  color: red;\n  transition: all 0.2s;\n=======\n  color: red;\n"
+                       ">>>>>>> REPLACE")),
         ("User", '[Tool]\n{"path":"style.css","operation":"modified"}\n' + env("2026-05-01T10:00:20.000Z")),
-        ("Assistant", "[Tool Use: write_to_file]\nPath: notes.md\nContent: # Notes\nName: the transition\n\nGone.\n"
-                      "Line_count: 4"),
+        ("Assistant", ("[Tool Use: write_to_file]\nPath: notes.md\nContent: # Notes\nName: the transition\n\nGone.\n"
+                       "Line_count: 4")),
         ("User", '[Tool]\n{"path":"notes.md","operation":"created"}\n' + env("2026-05-01T10:00:30.000Z")),
     ]
     folder = tmp_path / "exports"

@@ -26,12 +26,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from engram.adapters.cline import XML_TOOLS
-
 _HEAD: Final = re.compile(rb"\A\s*\*\*User:\*\*\r?\n")
 _MESSAGE: Final = re.compile(r"(?:\A|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")
 _TOOL_USE: Final = re.compile(r"^\[Tool Use: ([\w.:-]+)\]$")
-_TOOL_RESULT: Final = re.compile(r"^\[(Tool|[\w.:-]+)( \(Error\))?\]$")
+_TOOL_RESULT: Final = re.compile(r"^\[(Tool|\w+)( \(Error\))?\]$")
+_TOOL_NAME: Final = re.compile(r"^[a-z]+(?:_[a-z]+)+$")  # a result headed by its tool's name: `[read_file]`
 _PARAM: Final = re.compile(r"^([A-Z][A-Za-z0-9]*(?:_[a-z0-9]+)*): ?(.*)$")
 _NOW: Final = re.compile(r"Current time in ISO 8601 UTC format: (\S+)")
 # Roo Code's tool parameters (lower-cased first letter). A parameter whose value spans lines (a
@@ -89,7 +88,7 @@ def _now(body: str) -> int | None:
     if m is None:
         return None
     try:
-        return int(datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() * 1000)
+        return int(datetime.fromisoformat(m.group(1)).timestamp() * 1000)
     except ValueError:
         return None
 
@@ -151,7 +150,7 @@ def _user_blocks(body: str) -> list[dict[str, Any]]:
 
     for line in body.split("\n"):
         m = _TOOL_RESULT.match(line)
-        m = m if m and (m.group(1) == "Tool" or m.group(1) in XML_TOOLS) else None
+        m = m if m and (m.group(1) == "Tool" or _TOOL_NAME.match(m.group(1))) else None
         if m or line == "<environment_details>":
             close()
             lines, kind = ([], ("tool_result", bool(m.group(2)))) if m else ([line], ("text", False))
