@@ -21,7 +21,12 @@ code.edits, and whether the ranges it placed are right.
    an edit hidden (the adapter's `_Session.state` answering nothing), so that each replacement
    is placed by the commit after it; of the edits the first parse placed by `git history`, how
    many get the same ranges this way (*agree*), and how many it placed elsewhere (*disagree*)
-   or not at all.
+   or not at all;
+5. *writer r@1*: every log ingested into one store; for each checked last edit (3.), the file as
+   the commit after it holds it is put in a scratch work tree, and `engram explain` is asked about
+   5-line windows inside the edit's after_range (up to 3 per edit, 3+ lines with a word): is the
+   session that made the edit first? *grep r@1* (reference): the session whose code.edits' after
+   texts hold most of the window's lines (the earliest on a tie) first.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 
 def own_count(path: Path) -> Counter[str]:
@@ -57,6 +63,18 @@ def own_count(path: Path) -> Counter[str]:
             if name in ("replace_string_in_file", "multi_replace_string_in_file", "create_file"):
                 out["edits ok" if ok else "edits failed"] += n
     return out
+
+
+def _session(log: Path) -> str:
+    """The session id of a log (its `session.start`'s `sessionId`)."""
+    for line in log.read_text("utf-8", "replace").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("type") == "session.start":
+            return str((e.get("data") or {}).get("sessionId") or log.stem)
+    return log.stem
 
 
 def git(repo: Path, *args: str) -> str:
@@ -103,11 +121,67 @@ def cross_check(edits: list[dict[str, Any]], alone: list[dict[str, Any]]) -> Cou
     return out
 
 
+def windows(lines: list[str], a: list[int]) -> list[int]:
+    """Up to three 5-line windows (their first lines) inside after_range `a`, each with 3+ lines
+    holding a word: at its start, middle and end."""
+    from harness_gemini import SPAN, WORD
+
+    starts = sorted({a[0], max(a[0], (a[0] + a[1] - SPAN + 1) // 2), a[1] - SPAN + 1})
+    return [s for s in starts if a[0] <= s and s + SPAN - 1 <= a[1] and s + SPAN - 1 <= len(lines)
+            and sum(bool(WORD.search(t)) for t in lines[s - 1:s + SPAN - 1]) >= 3]
+
+
+def writer_recall(logs: list[Path], maps: list[tuple[str, str]], work: Path,
+                  checks: list[tuple[str, str, list[str], list[int]]],
+                  misses: list[tuple[str, int, str, str | None]] | None = None) -> Counter[str]:
+    """explain's first session and the grep reference on windows of the checked edits.
+    `checks`: (writer session, file, its lines in the commit after the edit, after_range);
+    `maps`: the recorded root onto `work`, a scratch git work tree."""
+    from harness_gemini import SPAN, explain_top
+
+    from engram.capture.pipeline import ingest_paths
+    from engram.index.db import open_db
+    from engram.store.repo import init_store
+    from engram.tape.reader import TapeReader
+
+    store, _ = init_store(work)
+    ingest_paths(store, logs, maps=maps)
+    db = open_db(store)
+    written: dict[str, list[tuple[str, str, str]]] = {}  # file -> (session, start, after_text)
+    for tape in sorted(store.tapes_dir.rglob("*")):
+        if tape.is_file():
+            with TapeReader(tape, store.objects_dir) as rd:
+                evs = list(rd.events())
+            sid = str(evs[0].get("session_id", "")) if evs else ""
+            for ev in evs:
+                if ev.get("kind") == "code.edit":
+                    written.setdefault(ev["file"], []).append((sid, str(evs[0].get("started") or ""),
+                                                               ev.get("after_text") or ""))
+    out: Counter[str] = Counter()
+    for writer, rel, lines, a in checks:
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text("".join(t + "\n" for t in lines), "utf-8")
+        for start in windows(lines, a):
+            out["spans"] += 1
+            top = explain_top(store, db, work, rel, start)
+            out["writer"] += top == writer
+            if top != writer and misses is not None:
+                misses.append((rel, start, writer, top))
+            span = lines[start - 1:start - 1 + SPAN]
+            held = Counter()
+            for sid, began, text in written.get(rel, []):
+                held[(sid, began)] += sum(t in text for t in span)
+            best = max(held.items(), key=lambda kv: (kv[1], [-ord(c) for c in kv[0][1]]))[0][0] if held else None
+            out["grep"] += best == writer
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", type=Path, required=True, help="a clone of the repository (a work tree)")
     ap.add_argument("--map", required=True, help="the folder the sessions ran in, as they recorded it")
     ap.add_argument("--glob", default=".chat/*.json")
+    ap.add_argument("--no-recall", action="store_true", help="skip writer recall (5.)")
     args = ap.parse_args()
     from engram.capture.discovery import COPILOT, detect_format, jobs_from_paths
     from engram.capture.pipeline import parse_job
@@ -115,6 +189,8 @@ def main() -> int:
 
     repo = args.repo.resolve()
     rows, total, cross = [], Counter(), Counter()
+    logs: list[Path] = []
+    checks: list[tuple[str, str, list[str], list[int]]] = []
     for f in sorted(repo.glob(args.glob)):
         if detect_format(f) != COPILOT:
             continue
@@ -123,6 +199,7 @@ def main() -> int:
             cap = parse_job(jobs_from_paths([f], IngestStats())[0], repo, [(args.map, str(repo))], 64 << 20)
             return [e for e in cap.events if e["kind"] == "code.edit"]
         edits = parse()
+        logs.append(f)
         cross.update(cross_check(edits, commit_after_only(parse)))
         last = {e["file"]: e for e in edits}
         right = checked = circular = 0
@@ -135,7 +212,10 @@ def main() -> int:
                 circular += 1
                 continue
             checked += 1
-            right += lines[a[0] - 1:a[1]] == (e.get("after_text") or "").splitlines()
+            ok = lines[a[0] - 1:a[1]] == (e.get("after_text") or "").splitlines()
+            right += ok
+            if ok:
+                checks.append((_session(f), rel, lines, a))
         row = Counter({"sessions": 1, "edits ok": seen["edits ok"], "edits failed": seen["edits failed"],
                        "code.edits": len(edits), "with ranges": sum(e.get("after_range") is not None for e in edits),
                        "placed (git history)": sum(e.get("placed") == "git history" for e in edits),
@@ -150,6 +230,15 @@ def main() -> int:
     print("|---|" + "---|" * len(cols))
     for name, row in [*rows, (f"all ({total['sessions']} sessions)", total)]:
         print(f"| {name} | " + " | ".join(str(row[c]) for c in cols) + " |")
+    if not args.no_recall:
+        import tempfile
+
+        work = Path(tempfile.mkdtemp(prefix="engram-copilot-"))
+        subprocess.run(["git", "init", "-q", str(work)], check=True)
+        rec = writer_recall(logs, [(args.map, str(work))], work, checks)
+        n = rec["spans"] or 1
+        print(f"\nwriter r@1 on {rec['spans']} windows of {len(checks)} checked edits: {rec['writer'] / n:.3f} "
+              f"(grep r@1, reference: {rec['grep'] / n:.3f})")
     print(f"\ncommit-after cross-check, of {total['placed (git history)']} edits placed by git history: "
           f"{cross['agree']} agree, {cross['disagree']} disagree, {cross['not placed by it']} not placed by it")
     return 0

@@ -16,7 +16,10 @@ real states of the files, and whether the ranges are git's.
    export showed of the file, or for a first Edit the text with its new string put back) and after
    are both blobs of the repository, `git diff -U0` of the two blobs spans the code.edit's ranges
    (its first hunk's first line to its last hunk's last; a line diff by git, not by engram;
-   *git splits*: how many of these git shows as several hunks).
+   *git splits*: how many of these git shows as several hunks);
+5. *writer r@1*: as harness_copilot.py measures it (5-line windows inside the after_range of each
+   session's last edit of a file whose text after it is committed as shown; every export ingested
+   into one store), with its grep reference.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 TOOL = re.compile(r"^### Tool: (Edit|WriteFile)\b[^\n]*\n\*\*Status\*\*: (\w+)", re.MULTILINE)
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
@@ -85,6 +89,7 @@ def main() -> int:
             "last committed", "both sides committed", "git's ranges", "git splits"]
     total: Counter[str] = Counter()
     rows = []
+    checks: list[tuple[str, str, list[str], list[int]]] = []
     for f in args.exports:
         seen = own_count(f.read_text("utf-8"))
         cap = parse_job(jobs_from_paths([f], IngestStats())[0], repo, [(args.map, str(repo))], 64 << 20)
@@ -94,6 +99,7 @@ def main() -> int:
                                      "with ranges": sum(e.get("after_range") is not None for e in edits)})
         files: dict[str, str | None] = {}  # this script's replay of the session's texts per file
         last: dict[str, bool] = {}
+        ends: dict[str, tuple[str | None, dict[str, Any]]] = {}
         for e in edits:
             after = _after(cap, e)
             before = files.get(e["file"]) or _undone(cap, e, after)
@@ -101,6 +107,7 @@ def main() -> int:
             blob_after = has_blob(args.git_dir, after) if after is not None else None
             row["committed as shown"] += blob_after is not None
             last[e["file"]] = blob_after is not None
+            ends[e["file"]] = (after if blob_after else None, e)
             blob_before = has_blob(args.git_dir, before) if before is not None else None
             if blob_after and blob_before and e.get("before_range") is not None:
                 row["both sides committed"] += 1
@@ -108,6 +115,8 @@ def main() -> int:
                 if got is not None:
                     row["git's ranges"] += got[0] == [e["before_range"], e["after_range"]]
                     row["git splits"] += got[1] > 1
+        checks += [(cap.session_id, rel, text.splitlines(), e["after_range"]) for rel, (text, e) in ends.items()
+                   if text is not None and e.get("after_range")]
         row["last of file"] = len(last)
         row["last committed"] = sum(last.values())
         total.update(row)
@@ -116,6 +125,17 @@ def main() -> int:
     print("|---|" + "---|" * len(cols))
     for name, row in [*rows, (f"all ({len(rows)})", total)]:
         print(f"| {name} | " + " | ".join(str(row[c]) for c in cols) + " |")
+    from harness_copilot import writer_recall
+
+    work = Path(tempfile.mkdtemp(prefix="engram-qwen-recall-"))
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    misses: list[tuple[str, int, str, str | None]] = []
+    rec = writer_recall(list(args.exports), [(args.map, str(work))], work, checks, misses)
+    n = rec["spans"] or 1
+    print(f"\nwriter r@1 on {rec['spans']} windows of {len(checks)} committed last edits: {rec['writer'] / n:.3f} "
+          f"(grep r@1, reference: {rec['grep'] / n:.3f})")
+    for rel, start, writer, top in misses:
+        print(f"  missed: {rel}:{start} written by {writer}, explain names {top}")
     return 0
 
 
