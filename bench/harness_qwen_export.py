@@ -42,7 +42,19 @@ HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 
 
 def own_count(text: str) -> Counter[str]:
-    return Counter("ok" if status == "completed" else "failed" for _, status in TOOL.findall(text))
+    """Edit / WriteFile sections by status, outside fenced blocks (a read's output may quote
+    another export, whose sections are not this session's)."""
+    out: Counter[str] = Counter()
+    lines = text.split("\n")
+    fence = ""
+    for i, line in enumerate(lines):
+        if fence:
+            fence = "" if line.strip() == fence else fence
+        elif re.match(r"^`{3,}", line):
+            fence = re.match(r"^`+", line).group(0)
+        elif (m := TOOL.match("\n".join(lines[i:i + 2]))) is not None:
+            out["ok" if m.group(2) == "completed" else "failed"] += 1
+    return out
 
 
 def has_blob(git_dir: Path, text: str) -> str | None:

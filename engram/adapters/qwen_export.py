@@ -31,8 +31,9 @@ from engram.tape import events as E
 
 HARNESS: Final = "qwen-code"
 HEAD: Final = b"# Chat Session Export"
-_SECTION: Final = re.compile(r"^(## User|## Assistant|### Tool: [^\n]*)$", re.MULTILINE)
+_SECTION: Final = re.compile(r"## User|## Assistant|### Tool: [^\n]*")
 _META: Final = re.compile(r"^- \*\*(Session ID|Start Time)\*\*: `?([^`\n]+)`?$", re.MULTILINE)
+_FENCE: Final = re.compile(r"^(`{3,})[\w+-]*\s*$")
 _STATUS: Final = re.compile(r"^\*\*Status\*\*: (\w+)", re.MULTILINE)
 _INPUT: Final = re.compile(r"\*\*Input:\*\*\n(`{3,})json\n(.*?)\n\1\n", re.DOTALL)
 _OUTPUT: Final = re.compile(r"\*\*Output:\*\*\n")
@@ -70,11 +71,32 @@ def parse_export(sources: list[SourceSpan], mapper_for: Callable[[str | None], P
     cap.meta = {"harness_version": None, "cwd": None, "git_branch": None, "git_head": None, "model": None,
                 "started": ts, "unkept": list(UNKEPT)}
     reader = _Reader(cap, mapper_for(None), ts)
-    heads = list(_SECTION.finditer(text))
-    for i, m in enumerate(heads):
-        cap.cursor = (0, m.start())
-        reader.section(m.group(1), text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)])
+    heads = _headings(text)
+    for i, (at, end, head) in enumerate(heads):
+        cap.cursor = (0, at)
+        reader.section(head, text[end: heads[i + 1][0] if i + 1 < len(heads) else len(text)])
     return cap
+
+
+def _headings(text: str) -> list[tuple[int, int, str]]:
+    """The section headings outside fenced blocks: (start, end, heading). A read's output can
+    hold another export (a session reading an earlier one): its headings are text, not sections."""
+    out: list[tuple[int, int, str]] = []
+    fence = ""
+    at = 0
+    for line in text.split("\n"):
+        end = at + len(line)
+        if fence:
+            if line.strip() == fence:
+                fence = ""
+        elif m := _FENCE.match(line):
+            fence = m.group(1)
+        elif _SECTION.fullmatch(line):
+            out.append((at, end, line))
+        at = end + 1
+    if fence:  # a fence never closed (a cut file): every heading line counts, as if there were none
+        return [(m.start(), m.end(), m.group(0)) for m in re.finditer(rf"^(?:{_SECTION.pattern})$", text, re.MULTILINE)]
+    return out
 
 
 class _Reader:
