@@ -84,3 +84,34 @@ def test_a_kilo_code_export_in_a_folder_keeps_writes_and_leaves_failed_edits_out
         "style.css", [3, 3], [3, 2], "2026-05-01T10:00:20.000Z")
     assert (write["file"], write["op"], write["after_text"]) == ("notes.md", "create",
                                                                 "# Notes\nName: the transition\n\nGone.\n")
+
+
+def test_an_older_export_with_xml_tool_uses_is_read_as_its_task_folder_would_be(repo: Path, tmp_path: Path) -> None:
+    """Roo Code before its native tools wrote tool uses as XML in the reply and each result as
+    `[apply_diff for 'path'] Result:` text (the shape of the exports the index shows); the export
+    keeps them as they were, and they are read the same way: a read, an edit at its lines."""
+    cwd = "/home/u/proj"
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(["def f():", "    return 1", "", "X = f()"], 1))
+    env_old = f"<environment_details>\n# Current Working Directory ({cwd}) Files\napp.py\n</environment_details>"
+    messages = [
+        ("User", f"<task>\nreturn 2\n</task>\n{env_old}"),
+        ("Assistant", ("Reading it.\n\n<read_file>\n<args>\n  <file>\n    <path>app.py</path>\n  </file>\n</args>\n"
+                       "</read_file>")),
+        ("User", "[read_file for 'app.py'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
+                 f"<file><path>app.py</path>\n<content lines=\"1-4\">\n{numbered}</content>\n</file>\n</files>\n"
+                 + env_old),
+        ("Assistant", ("<apply_diff>\n<path>app.py</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\n"
+                       "    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n</diff>\n</apply_diff>")),
+        ("User", "[apply_diff for 'app.py'] Result:\n<file_write_result>\n<path>app.py</path>\n"
+                 "<operation>modified</operation>\n</file_write_result>\n" + env_old),
+    ]
+    export = tmp_path / "roo_task_may-2-2025_9-00-00-am.md"
+    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "1 session" in out and "1 edit" in out and "1 read" in out, out
+    sid = "roo-roo_task_may-2-2025_9-00-00-am"  # no time in these environment details: named by the file
+    events = json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["before_range"], edit["after_range"], edit["after_text"]) == (
+        "app.py", [2, 2], [2, 2], "    return 2\n")
+    assert "message times" in " ".join(events[0]["unkept"])
