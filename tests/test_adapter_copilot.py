@@ -95,17 +95,12 @@ def test_an_edit_of_a_file_never_shown_takes_its_lines_from_copilot_s_diff(repo:
     assert (edits[0]["before_range"], edits[0]["after_range"], edits[0]["file_after_sha"]) == ([2, 2], [2, 3], None)
 
 
-def test_a_vs_code_log_places_its_edits_by_their_text_in_the_file_committed_before(repo: Path,
-                                                                                   tmp_path: Path) -> None:
+def test_a_vs_code_log_places_its_edits_by_their_text_in_the_file_committed_before(repo: Path, tmp_path: Path,
+                                                                                   monkeypatch) -> None:
     """VS Code's Copilot Chat writes the same log without tool results: a replacement is placed
-    where its old string stands in the file of the newest commit before the session (`placed: git
+    where its old string stands in the file of the newest commit before the edit (`placed: git
     history`, no file hashes); one whose old string is not there has no line ranges."""
-    from conftest import git
-
-    (repo / "app.py").write_text(APP)
-    git(repo, "add", "app.py")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "app",
-        "--date", "2026-02-16T10:00:00Z")
+    commit_at(repo, monkeypatch, "2026-02-16T10:00:00Z", {"app.py": APP})
     rec = "c:\\Users\\me\\repos\\proj"
     steps = [
         ("session.start", {"sessionId": "vs-1", "version": 1, "producer": "copilot-agent", "copilotVersion": "0.37.6",
@@ -145,3 +140,84 @@ def test_a_view_printed_bare_is_read_by_the_hunk_copilot_keeps_of_it(repo: Path,
     events = json.loads(run_engram(repo, "show", SID, "--json").stdout)["events"]
     [read] = [e for e in events if e["kind"] == "code.read"]
     assert (read["file"], read["range"], read["text"]) == ("app.py", [2, 4], "    return 'hi ' + name\n\n\n")
+
+
+REC = "c:\\Users\\me\\repos\\proj"
+
+
+def commit_at(repo: Path, monkeypatch, when: str, files: dict[str, str]) -> None:
+    """Commit `files` as made at `when` (author and committer date: what git's --before/--since read)."""
+    from conftest import git
+
+    for name, text in files.items():
+        (repo / name).write_text(text)
+        git(repo, "add", name)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", when)
+    git(repo, "commit", "-q", "-m", f"at {when}", "--date", when)
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+
+
+def vscode_edits(repo: Path, tmp_path: Path, sid: str, steps: list[tuple[str, str, dict]]) -> list[dict]:
+    """Ingest a VS Code Copilot Chat log of `steps` (time, type, data) and return its code.edits."""
+    head = ("2026-02-17T09:16:37.233Z", "session.start", {
+        "sessionId": sid, "version": 1, "producer": "copilot-agent", "copilotVersion": "0.37.6",
+        "vscodeVersion": "1.109.3", "startTime": "2026-02-17T09:16:37.233Z"})
+    log = []
+    for n, (ts, typ, data) in enumerate([head, *steps]):
+        log.append({**event(typ, data, n), "timestamp": ts})
+    f = tmp_path / f"{sid}.json"
+    f.write_text("".join(json.dumps(e) + "\n" for e in log))
+    run_engram(repo, "ingest", "--map", f"c:/Users/me/repos/proj={repo}", str(f))
+    return [e for e in json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"] if e["kind"] == "code.edit"]
+
+
+def replace(ts: str, call: str, path: str, old: str, new: str) -> list[tuple[str, str, dict]]:
+    return [(ts, "tool.execution_start", {"toolCallId": call, "toolName": "replace_string_in_file", "arguments": {
+                "filePath": f"{REC}\\{path}", "oldString": old, "newString": new}}),
+            (ts, "tool.execution_complete", {"toolCallId": call, "success": True})]
+
+
+def test_after_a_subagent_a_vs_code_edit_is_placed_in_the_commit_after_it(repo: Path, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    """idealase/PulseQuiz's 11d0263f: the chat ran subagents (`runSubagent`), whose edits its log
+    does not show, then edited a file one of them had changed. Placed in the commit before the
+    session, the edit stood a line too high; the subagent's lines are in the commit made after
+    it, which places the edit where it is (`placed: commit after`)."""
+    commit_at(repo, monkeypatch, "2026-02-16T10:00:00Z", {"app.py": APP})
+    steps = [("2026-02-17T09:20:00.000Z", "tool.execution_start", {
+                  "toolCallId": "s1", "toolName": "runSubagent",
+                  "arguments": {"description": "Refine app", "prompt": "You are refining the app"}}),
+             ("2026-02-17T09:25:00.000Z", "tool.execution_complete", {"toolCallId": "s1", "success": True}),
+             *replace("2026-02-17T09:30:00.000Z", "t1", "app.py", "    print(greet('you'))", "    print(greet('world'))")]
+    commit_at(repo, monkeypatch, "2026-02-17T09:33:00Z",
+              {"app.py": "import sys\n" + APP.replace("greet('you')", "greet('world')")})
+    [edit] = vscode_edits(repo, tmp_path, "vs-sub", steps)
+    assert (edit["before_range"], edit["after_range"], edit.get("placed")) == ([7, 7], [7, 7], "commit after")
+    assert (edit["after_text"], edit["file_after_sha"]) == ("    print(greet('world'))\n", None)
+
+
+SH = '#!/bin/sh\n# name files by time\nNAME="chat-$TS-$ID.json"\necho "$NAME"\n'
+SH_COMMITTED = '#!/bin/sh\n# name files by session\nSLUG=$(head -c 20 "$T")\nNAME="chat-$SLUG-$ID.json"\necho "$NAME"\n'
+
+
+def test_edits_of_a_file_no_commit_before_holds_are_placed_by_undoing_the_later_ones(repo: Path, tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """idealase/PulseQuiz's 117c2e28: the chat edited scripts made outside it, first committed
+    after three of its edits. Each is placed in that commit with the chat's later replacements
+    undone; its edit after the commit is placed in it as the commit before (`git history`)."""
+    commit_at(repo, monkeypatch, "2026-02-16T10:00:00Z", {"README.md": "proj\n"})
+    steps = [*replace("2026-02-17T09:20:00.000Z", "t1", "notes.sh", 'NAME="chat-$TS-$ID.json"',
+                      'NAME="chat-session-$ID.json"'),
+             *replace("2026-02-17T09:21:00.000Z", "t2", "notes.sh", 'NAME="chat-session-$ID.json"',
+                      'SLUG=$(head -c 20 "$T")\nNAME="chat-$SLUG-$ID.json"'),
+             *replace("2026-02-17T09:22:00.000Z", "t3", "notes.sh", "# name files by time", "# name files by session"),
+             *replace("2026-02-17T09:40:00.000Z", "t4", "notes.sh", 'echo "$NAME"', 'printf "%s\\n" "$NAME"')]
+    commit_at(repo, monkeypatch, "2026-02-17T09:30:00Z", {"notes.sh": SH_COMMITTED})
+    commit_at(repo, monkeypatch, "2026-02-17T09:45:00Z",
+              {"notes.sh": SH_COMMITTED.replace('echo "$NAME"', 'printf "%s\\n" "$NAME"')})
+    edits = vscode_edits(repo, tmp_path, "vs-out", steps)
+    assert [(e["before_range"], e["after_range"], e.get("placed")) for e in edits] == [
+        ([3, 3], [3, 3], "commit after"), ([3, 3], [3, 4], "commit after"), ([2, 2], [2, 2], "commit after"),
+        ([5, 5], [5, 5], "git history")]
+    assert edits[1]["after_text"] == 'SLUG=$(head -c 20 "$T")\nNAME="chat-$SLUG-$ID.json"\n'
+    assert SH.count('NAME="chat-$TS-$ID.json"') == 1  # the file before the first edit, as undone

@@ -482,6 +482,12 @@ class GitFiles:
         out = self._git("log", "-1", "--format=%H", f"--before={when}", "HEAD")
         return out.decode().strip() or None if out else None
 
+    def after(self, when: str, rel: str) -> str | None:
+        """The first commit made after `when` that changed `rel` (None: none has)."""
+        out = self._git("log", "--reverse", "--format=%H", f"--since={when}", "HEAD", "--", rel)
+        first = out.decode().split() if out else []
+        return first[0] if first else None
+
 
 # ---------------------------------------------------------------- the session
 

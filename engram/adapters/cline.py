@@ -60,6 +60,7 @@ HISTORY_FILE: Final = "api_conversation_history.json"
 UI_FILE: Final = "ui_messages.json"
 _RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)'[^\]\n]*)?\] Result:\n?", re.DOTALL)
 _FINAL = re.compile(r'<final_file_content path="[^"]*">\n?(.*?)\n?</final_file_content>', re.DOTALL)
+_MODEL = re.compile(r"^<model>([^<\n]+)</model>$", re.MULTILINE)  # Roo Code's environment details
 _CWD = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\)")  # Cline's; Roo Code's
 _BLOCK = re.compile(r"^(?:-{3,} SEARCH|<{3,} SEARCH)\s*\n(.*?)^={3,}\s*\n(.*?)^(?:\+{3,} REPLACE|>{3,} REPLACE)\s*$",
                     re.DOTALL | re.MULTILINE)
@@ -129,6 +130,8 @@ def task_sources(path: Path) -> list[SourceSpan]:
 
 
 def harness_of(path: Path) -> str:
+    if path.suffix.lower() == ".md":  # a markdown export: Cline's by its name, else Roo Code's or a fork's
+        return "cline" if path.name.lower().startswith("cline_task_") else "roo-code"
     return "roo-code" if "roo-cline" in str(path).lower() or is_roo_report(path) else "cline"
 
 
@@ -147,13 +150,15 @@ def parse_task(sources: list[SourceSpan], mapper_for: Callable[[str | None], Pat
                max_line_bytes: int) -> Capture:
     main = sources[0]
     harness = harness_of(main.path)
-    messages = _load(main, cap := Capture(harness, "", sources), "conversation")
+    cap = Capture(harness, "", sources)
+    export = main.path.suffix.lower() == ".md"  # a task exported as markdown (roo_export.py)
+    messages = _load_export(main, cap) if export else _load(main, cap, "conversation")
     report = isinstance(messages, dict) and "history" in messages  # a Roo Code diagnostics file
     version = messages.get("error", {}).get("version") if report and isinstance(messages.get("error"), dict) else None
     messages = messages["history"] if report else messages
     first = messages[0] if isinstance(messages, list) and messages and isinstance(messages[0], dict) else {}
-    # a diagnostics file names no task id: the time of the task's first message stands for it
-    task = str(first.get("ts")) if report else main.path.parent.name
+    # a diagnostics file or an export names no task id: the time of the task's first message stands for it
+    task = str(first.get("ts") or main.path.stem) if report or export else main.path.parent.name
     cap.session_id = f"{'roo' if harness == 'roo-code' else 'cline'}-{task}"
     ui = _load(sources[1], cap, "panel messages") if len(sources) > 1 else []
     if not isinstance(messages, list):
@@ -166,7 +171,15 @@ def parse_task(sources: list[SourceSpan], mapper_for: Callable[[str | None], Pat
     model = next((x["modelInfo"].get("modelId") for x in times if isinstance(x.get("modelInfo"), dict)), None)
     cap.meta = {"harness_version": version, "cwd": cwd, "git_branch": None, "git_head": None, "model": model,
                 "started": started}
-    if not times and not any(isinstance(m, dict) and m.get("ts") for m in messages):  # Roo stamps messages
+    if export:
+        from engram.adapters.roo_export import exported_by  # noqa: PLC0415
+
+        cap.meta["exported_by"] = exported_by(main.path)
+        cap.meta["model"] = next((m.group(1) for msg in messages[:3] for text in _texts(msg)
+                                  if (m := _MODEL.search(text))), None)
+        cap.meta["unkept"] = ["the task's id (named by its first message's time)"] + (
+            [] if any(m.get("ts") for m in messages) else ["message times (the export keeps none)"])
+    elif not times and not any(isinstance(m, dict) and m.get("ts") for m in messages):  # Roo stamps messages
         cap.meta["unkept"] = [f"message times ({UI_FILE} missing)"]
     _Task(cap, mapper_for(cwd), tools).read(messages)
     return cap
@@ -180,6 +193,19 @@ def _load(src: SourceSpan, cap: Capture, what: str) -> Any:
     except (OSError, orjson.JSONDecodeError) as exc:
         cap.skipped[f"unreadable {what} ({exc.__class__.__name__}): the task is still being written, or damaged"] += 1
         return None
+
+
+def _load_export(src: SourceSpan, cap: Capture) -> Any:
+    """A markdown export's conversation, as the task folder held it (roo_export.py)."""
+    from engram.adapters.roo_export import messages  # noqa: PLC0415
+
+    try:
+        data = src.path.read_bytes()
+    except OSError as exc:
+        cap.skipped[f"unreadable export ({exc.__class__.__name__})"] += 1
+        return None
+    src.end = len(data)
+    return messages(data.decode("utf-8", "replace"))
 
 
 def _iso(ms: Any) -> str | None:

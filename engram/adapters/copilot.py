@@ -27,20 +27,27 @@ it with a hook, e.g. `.chat/*.json`) with its own tools and **no tool results**:
 edit keeps only what it asked for. `create_file` (`content`) is a creation, exact;
 `replace_string_in_file` and each replacement of `multi_replace_string_in_file` (`oldString`,
 `newString`) is placed where its old string stands once in this session's copy of the file, else
-in the file in the newest commit before the session, else on disk (`placed`: `git history`,
-`working tree`, and no file hashes); one nothing places is kept without line ranges. Its start
-names no working directory: absolute paths need `--map`.
+in the file of the newest commit before the edit, else in the file of the first commit after it
+with this session's later replacements of the file undone (its new string standing there once),
+else on disk (`placed`: `git history`, `commit after`, `working tree`, and no file hashes); one
+nothing places is kept without line ranges. A subagent (`runSubagent`) edits files the log does
+not show, and a terminal command may rewrite them (`shell_effect`): after one, the session's copies
+of those files are forgotten, and a commit before the edit counts only if made after it (else the
+commit after is tried first). Its start names no working directory: absolute paths need `--map`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from engram.adapters.aider import GitFiles, _on_disk
 from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.codex import shell_effect
 from engram.adapters.opencode import edit_from_diff
 from engram.adapters.unified import edit_from_texts, join_lines, split_lines
 from engram.tape import events as E
@@ -48,7 +55,7 @@ from engram.tape import events as E
 HARNESS: Final = "copilot-cli"
 EDIT_TOOLS: Final = frozenset({"edit", "create", "apply_patch", "str_replace_editor", "write"})
 VSCODE_EDITS: Final = frozenset({"replace_string_in_file", "multi_replace_string_in_file", "create_file"})
-HISTORY, TREE = "git history", "working tree"
+HISTORY, AFTER, TREE = "git history", "commit after", "working tree"
 _NUMBERED = re.compile(r"^(\d+)\. ?(.*)$")
 _FILE_DIFF = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
 _SHOWN = re.compile(r"^@@ -(\d+),(\d+) \+\1,\2 @@[^\n]*\n", re.MULTILINE)  # a view's lines, unchanged
@@ -85,7 +92,19 @@ def parse_copilot(sources: list[SourceSpan], mapper_for: Callable[[str | None], 
     for offset, rec in records:
         cap.cursor = (0, offset)
         session.event(rec)
+    session.place_pending()
     return cap
+
+
+@dataclass
+class _Replacement:
+    """One VS Code replacement (or `create_file`: `old` None) of a file, kept to undo it when a
+    commit made after it places an earlier one; `event` its code.edit."""
+    event: dict[str, Any]
+    rel: str
+    old: str | None
+    new: str
+    ts: str
 
 
 class _Session:
@@ -94,7 +113,10 @@ class _Session:
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self.files: dict[str, str] = {}  # this session's copy of the files it showed whole or wrote
         self.placed: dict[str, str] = {}  # a copy taken from git or the disk, not the session: where from
-        self.unknown: set[str] = set()  # files the session changed in ways not followed
+        self.since: dict[str, str] = {}  # file -> when it last changed in a way not followed
+        self.blind = ""  # when a subagent or command last changed files not named
+        self.replacements: list[_Replacement] = []  # VS Code's, in order
+        self.pending: list[_Replacement] = []  # those no state before them placed
 
     def event(self, rec: dict[str, Any]) -> None:
         typ = str(rec.get("type") or "")
@@ -138,6 +160,12 @@ class _Session:
                       "exit_code": None, "stdout": text, "stderr": ""})
         at = {**base, "call_id": call}
         detail = result.get("detailedContent")
+        if name == "runSubagent":
+            self.forget(base.get("ts"), None)
+        elif name == "run_in_terminal" and isinstance(args.get("command"), str):
+            effect = shell_effect(args["command"])
+            if effect != "none":
+                self.forget(base.get("ts"), None if effect == "all" else args["command"])
         if not ok:
             if name in EDIT_TOOLS:
                 self.cap.ignored[f"{name} that failed"] += 1
@@ -224,6 +252,21 @@ class _Session:
             return []
         return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}]
 
+    def forget(self, ts: Any, command: str | None) -> None:
+        """Files changed behind the log's back at `ts`: those `command` names (None: any file, as a
+        subagent's edits or a formatter). Their copies are dropped, and an older commit no longer
+        holds them as the session found them."""
+        when = str(ts or "")
+        if command is None:
+            self.files.clear()
+            self.placed.clear()
+            self.blind = when
+            return
+        for rel in list(self.files):
+            if rel in command or rel.rsplit("/", 1)[-1] in command:
+                del self.files[rel]
+                self.placed.pop(rel, None)
+                self.since[rel] = when
 
     def vscode_edits(self, at: dict[str, Any], name: str, args: dict[str, Any]) -> list[dict[str, Any]]:
         """VS Code's edits, known by what they asked for (its log keeps no results)."""
@@ -247,8 +290,11 @@ class _Session:
         if old is None:  # create_file
             fields = edit_from_texts(None, new)
             self.files[rel] = new
-            return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}] if fields else []
-        text, where = self.state(rel)
+            self.placed.pop(rel, None)
+            ev = {"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **(fields or {})}
+            self.replacements.append(_Replacement(ev, rel, None, new, str(at.get("ts") or "")))
+            return [ev] if fields else []
+        text, where = self.state(rel, str(at.get("ts") or ""))
         if text is not None and old and text.count(old) == 1:
             after = text.replace(old, new, 1)
             fields = edit_from_texts(text, after)
@@ -260,30 +306,92 @@ class _Session:
                 fields.update(placed=where, file_before_sha=None, file_after_sha=None)
         else:
             self.files.pop(rel, None)
-            self.unknown.add(rel)
+            self.placed.pop(rel, None)
+            self.since[rel] = str(at.get("ts") or "")
             o, n = join_lines(split_lines(old)), join_lines(split_lines(new))
             fields = {"op": "update", "before_range": None, "after_range": None, "before_text": o, "after_text": n,
                       "file_before_sha": None, "file_after_sha": None,
                       "before_sha": E.sha256_text(o), "after_sha": E.sha256_text(n)}
-        return [{"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}]
+        ev = {"kind": E.CODE_EDIT, **at, "file": rel, "tool": name, **fields}
+        self.replacements.append(_Replacement(ev, rel, old, new, str(at.get("ts") or "")))
+        if fields["after_range"] is None:
+            self.pending.append(self.replacements[-1])
+        return [ev]
 
-    def state(self, rel: str) -> tuple[str | None, str | None]:
+    def state(self, rel: str, ts: str) -> tuple[str | None, str | None]:
         """The file as this session last left it (where None: the session's own copy), else as the
-        newest commit before the session holds it, else on disk; (None, None) when none does or the
-        session changed it in a way not followed."""
+        newest commit before the edit at `ts` holds it when that commit is newer than every change
+        of the file the session did not follow (its earlier replacements no state placed, a
+        subagent's or a command's writes); (None, None) when neither does. Taken from git, the copy
+        is `placed`: other uncommitted work may have moved its lines."""
         if rel in self.files:
             return self.files[rel], self.placed.get(rel)
-        if rel in self.unknown or self.git is None:
+        if self.git is None or not ts:
             return None, None
-        when = str(self.cap.meta.get("started") or "")
-        commit = self.git.before(when) if when else None
-        text, where = (self.git.text(commit, rel), HISTORY) if commit else (None, HISTORY)
-        if text is None:
-            text, where = _on_disk(self.mapper.repo_root / rel), TREE
+        commit = self.git.before(ts)
+        if commit is None or not _not_older(self.git.time(commit), max(self.blind, self.since.get(rel, ""))):
+            return None, None
+        text = self.git.text(commit, rel)
         if text is None:
             return None, None
-        self.files[rel], self.placed[rel] = text, where
-        return text, where
+        self.files[rel], self.placed[rel] = text, HISTORY
+        return text, HISTORY
+
+    def place_pending(self) -> None:
+        """Place the replacements no state before them held, once the whole log is read: in the
+        first commit after each (this session's later replacements of the file undone), else in
+        the newest commit before it or on disk even if files changed unseen since (the old string
+        must stand there once). One none of these places keeps no line ranges."""
+        for rep in self.pending:
+            for where, before, after in self.placements(rep):
+                fields = edit_from_texts(before, after)
+                if fields is not None:
+                    rep.event.update(fields, placed=where, file_before_sha=None, file_after_sha=None)
+                    break
+
+    def placements(self, rep: _Replacement) -> Iterator[tuple[str, str, str]]:
+        """The file before and after `rep` as each state places it, in order: the first commit
+        after it (its new string standing there once once the session's later replacements are
+        undone), the newest commit before it, the working tree (its old string standing once)."""
+        old = rep.old or ""
+        if self.git is not None and rep.ts:
+            commit = self.git.after(rep.ts, rep.rel)
+            text = self.git.text(commit, rep.rel) if commit else None
+            after = _undo_later(text, self.replacements, rep, self.git.time(commit or "")) if text else None
+            if after is not None and rep.new and after.count(rep.new) == 1:
+                yield AFTER, after.replace(rep.new, old, 1), after
+            commit = self.git.before(rep.ts)
+            text = self.git.text(commit, rep.rel) if commit else None
+            if text is not None and old and text.count(old) == 1:
+                yield HISTORY, text, text.replace(old, rep.new, 1)
+        text = _on_disk(self.mapper.repo_root / rep.rel)
+        if text is not None and old and text.count(old) == 1:
+            yield TREE, text, text.replace(old, rep.new, 1)
+
+
+def _not_older(commit_time: str | None, since: str) -> bool:
+    """Whether a commit made at `commit_time` is not older than the moment `since` ("" : always)."""
+    if not since:
+        return True
+    try:
+        return commit_time is not None and datetime.fromisoformat(commit_time) >= datetime.fromisoformat(since)
+    except ValueError:
+        return False
+
+
+def _undo_later(text: str, replacements: list[_Replacement], rep: _Replacement, until: str | None) -> str | None:
+    """`text`, the file in a commit made at `until` after `rep`, with this session's replacements
+    of the file made after `rep` and before that commit undone, latest first: the file just after
+    `rep`. None when one cannot be undone (its new string not standing there once, a creation)."""
+    if not until:
+        return None
+    later = [r for r in replacements[replacements.index(rep) + 1:] if r.rel == rep.rel
+             and not _not_older(r.ts, until or "")]
+    for r in reversed(later):
+        if r.old is None or not r.new or text.count(r.new) != 1:
+            return None
+        text = text.replace(r.new, r.old, 1)
+    return text
 
 
 def started(path: Any) -> str | None:

@@ -35,6 +35,10 @@ def looks_like_qwen(rec: dict[str, Any]) -> bool:
 def parse_qwen(sources: list[SourceSpan], mapper_for: Callable[[str | None], PathMapper], *,
                max_line_bytes: int) -> Capture:
     src = sources[0]
+    if src.path.suffix.lower() == ".md":  # `/export md` (qwen_export.py)
+        from engram.adapters.qwen_export import parse_export  # noqa: PLC0415
+
+        return parse_export(sources, mapper_for)
     cap = Capture(HARNESS, src.path.stem, sources)
     lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=cap.skipped)
     records = [(line.offset, line.record) for line in lines if line.record is not None]

@@ -38,7 +38,7 @@ OPENCODE = "opencode"
 COPILOT = "copilot-cli"
 # Formats whose sessions are one JSON document (or a markdown export), not JSONL: a directory
 # given to `engram ingest` is searched for them too, keeping only files these formats claim.
-WHOLE_FILE_FORMATS = (GEMINI, OPENCODE)
+WHOLE_FILE_FORMATS = (GEMINI, OPENCODE, ROO, QWEN)  # ROO, QWEN: markdown exports (roo_task_*.md, qwen-code-export-*.md)
 
 
 @dataclass
@@ -98,6 +98,12 @@ def detect_format(path: Path) -> str | None:
 
     if is_export(head):
         return SPECSTORY
+    from engram.adapters import qwen_export, roo_export  # noqa: PLC0415
+
+    if roo_export.is_export(head):
+        return ROO
+    if qwen_export.is_export(head):
+        return QWEN
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -1,0 +1,117 @@
+"""Roo Code's markdown export of a task (`roo_task_*.md`; Kilo Code's `kilo_code_task_*.md`, IBM
+Bob's `bob_task_*.md`), as projects commit them: `engram ingest FILE` (or a folder holding one)
+reads it as the task it was exported from, its apply_diff blocks placed by the task's own reads,
+failed edits left out, times from the environment details.
+
+The first test reads an excerpt of a real export (tests/fixtures/roo_export/NOTICE.md, MIT); the
+second is built in the same shape to cover what that excerpt lacks (a write, a failed edit, a
+fork's file name). The real exports are measured by bench/harness_roo_export.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import run_engram
+
+FIXTURE = Path(__file__).parent / "fixtures" / "roo_export" / "roo_task_aug-25-2026_6-55-50-am.md"
+RECORDED = "e:/2026_E/LiveStreamers"
+
+
+def test_a_real_roo_code_export_gives_the_reads_and_the_edits_at_their_lines(repo: Path, tmp_path: Path) -> None:
+    """yonixw/LiveStreamers' task: Roo read popup.css whole (`File:` and numbered lines), then one
+    apply_diff of five blocks took out its transitions (`{"operation":"modified"}`): five edits at
+    the lines the read numbers, the file's hashes known, each at the time the result came back."""
+    export = tmp_path / FIXTURE.name
+    shutil.copy(FIXTURE, export)
+    out = run_engram(repo, "ingest", str(export), "--map", f"{RECORDED}={repo}").stdout
+    assert "1 session" in out and "5 edits" in out and "1 read" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1787629814743", "--json").stdout)["events"]
+    meta = events[0]
+    assert (meta["harness"], meta["exported_by"], meta["model"], meta["cwd"]) == (
+        "roo-code", "Roo Code", "google/gemini-3.7-flash", RECORDED)
+    [read] = [e for e in events if e["kind"] == "code.read"]
+    assert (read["file"], read["range"]) == ("src/popup/popup.css", [1, 348])
+    edits = [e for e in events if e["kind"] == "code.edit"]
+    assert [(e["before_range"], e["after_range"]) for e in edits] == [
+        ([120, 120], [120, 119]), ([157, 164], [157, 162]), ([258, 263], [258, 261]), ([309, 309], [309, 308]),
+        ([327, 327], [327, 326])]
+    assert edits[0]["before_text"] == "  transition: all 0.15s;\n"
+    assert all(e["file_after_sha"] and e["ts"] == "2026-08-25T03:51:59.820Z" for e in edits)
+    shown = run_engram(repo, "show", "roo-1787629814743").stdout
+    assert "the task's id" in shown, shown  # what the export does not keep is said
+
+
+def env(at: str) -> str:
+    return (f"<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n# Current Mode\n"
+            f"<slug>code</slug>\n<model>kilo/auto</model>\n\n\n# Current Workspace Directory (c:/work/app) Files\n"
+            "style.css\n</environment_details>")
+
+
+def test_a_kilo_code_export_in_a_folder_keeps_writes_and_leaves_failed_edits_out(repo: Path, tmp_path: Path) -> None:
+    """A write_to_file whose content holds a `Name: …` line (not a parameter: the content runs to
+    the end), an apply_diff that failed (`{"status":"error"}`: no edit) and one that applied;
+    found in a folder given to `engram ingest`, named a Kilo Code export by its file's name."""
+    css = "a {\n  color: red;\n  transition: all 0.2s;\n}\n"
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(css.splitlines(), 1))
+    messages = [
+        ("User", "<task>\ndrop the transition, add notes\n</task>\n" + env("2026-05-01T10:00:00.000Z")),
+        ("Assistant", "[Tool Use: read_file]\nPath: style.css"),
+        ("User", f"[Tool]\nFile: style.css\n{numbered}" + env("2026-05-01T10:00:05.000Z")),
+        ("Assistant", ("[Tool Use: apply_diff]\nPath: style.css\nDiff: <<<<<<< SEARCH\n:start_line:9\n-------\nnope\n"
+                       "=======\nx\n>>>>>>> REPLACE")),
+        ("User", '[Tool]\n{"status":"error","message":"No sufficiently similar match found"}\n'
+                 + env("2026-05-01T10:00:10.000Z")),
+        ("Assistant", ("[Reasoning]\nThe line is 3.\n[Tool Use: apply_diff]\nPath: style.css\nDiff: <<<<<<< SEARCH\n"
+                       ":start_line:2\n-------\n  color: red;\n  transition: all 0.2s;\n=======\n  color: red;\n"
+                       ">>>>>>> REPLACE")),
+        ("User", '[Tool]\n{"path":"style.css","operation":"modified"}\n' + env("2026-05-01T10:00:20.000Z")),
+        ("Assistant", ("[Tool Use: write_to_file]\nPath: notes.md\nContent: # Notes\nName: the transition\n\nGone.\n"
+                       "Line_count: 4")),
+        ("User", '[Tool]\n{"path":"notes.md","operation":"created"}\n' + env("2026-05-01T10:00:30.000Z")),
+    ]
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "kilo_code_task_may-1-2026_12-00-00-pm.md").write_text(
+        "---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(folder), "--map", f"c:/work/app={repo}").stdout
+    assert "1 session" in out and "2 edits" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777629600000", "--json").stdout)["events"]
+    assert events[0]["exported_by"] == "Kilo Code" and events[0]["model"] == "kilo/auto"
+    edit, write = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["before_range"], edit["after_range"], edit["ts"]) == (
+        "style.css", [3, 3], [3, 2], "2026-05-01T10:00:20.000Z")
+    assert (write["file"], write["op"], write["after_text"]) == ("notes.md", "create",
+                                                                "# Notes\nName: the transition\n\nGone.\n")
+
+
+def test_an_older_export_with_xml_tool_uses_is_read_as_its_task_folder_would_be(repo: Path, tmp_path: Path) -> None:
+    """Roo Code before its native tools wrote tool uses as XML in the reply and each result as
+    `[apply_diff for 'path'] Result:` text (the shape of the exports the index shows); the export
+    keeps them as they were, and they are read the same way: a read, an edit at its lines."""
+    cwd = "/home/u/proj"
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(["def f():", "    return 1", "", "X = f()"], 1))
+    env_old = f"<environment_details>\n# Current Working Directory ({cwd}) Files\napp.py\n</environment_details>"
+    messages = [
+        ("User", f"<task>\nreturn 2\n</task>\n{env_old}"),
+        ("Assistant", ("Reading it.\n\n<read_file>\n<args>\n  <file>\n    <path>app.py</path>\n  </file>\n</args>\n"
+                       "</read_file>")),
+        ("User", "[read_file for 'app.py'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
+                 f"<file><path>app.py</path>\n<content lines=\"1-4\">\n{numbered}</content>\n</file>\n</files>\n"
+                 + env_old),
+        ("Assistant", ("<apply_diff>\n<path>app.py</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\n"
+                       "    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n</diff>\n</apply_diff>")),
+        ("User", "[apply_diff for 'app.py'] Result:\n<file_write_result>\n<path>app.py</path>\n"
+                 "<operation>modified</operation>\n</file_write_result>\n" + env_old),
+    ]
+    export = tmp_path / "roo_task_may-2-2025_9-00-00-am.md"
+    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "1 session" in out and "1 edit" in out and "1 read" in out, out
+    sid = "roo-roo_task_may-2-2025_9-00-00-am"  # no time in these environment details: named by the file
+    events = json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["before_range"], edit["after_range"], edit["after_text"]) == (
+        "app.py", [2, 2], [2, 2], "    return 2\n")
+    assert "message times" in " ".join(events[0]["unkept"])
