@@ -34,6 +34,7 @@ from engram.query.ranking import (
     note_scoring,
     own_file_edits,
     own_file_share,
+    own_file_unheld,
     session_writes,
 )
 
@@ -79,10 +80,10 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
                     expected=expected)
     ratio = counts / expected
     rest = left_out[~arrays.member(left_out, back)] if len(back) else left_out
-    if file is not None and len(rest):
-        keys, frags, ids, ratio = _own_file_stop_listed(db, file, rest, snap, held, exclude, keys, frags, ids, counts,
-                                                        expected, expected_count(len(arrays.unique(winnowed)), len(every)),
-                                                        trace)
+    if len(rest) and own_file_unheld(db, file, zip(ids.tolist(), ratio.tolist())):
+        expected_all = expected_count(len(arrays.unique(winnowed)), len(every))
+        keys, frags, ids, ratio = _own_file_stop_listed(db, file, rest, snap, exclude, keys, frags, ids, counts,
+                                                        expected, expected_all, trace)
         counts = np.bincount(np.searchsorted(ids, frags.astype(np.int64)), minlength=len(ids))
     if not len(frags):
         return {}
@@ -137,14 +138,16 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     return {f: round(c, 4) for f, c in scored if f in out or f in joined}
 
 
-def _own_file_stop_listed(db: apsw.Connection, file: str, rest: np.ndarray, snap: snapshot.Snapshot,
-                          held: postings.Held | None, exclude: Sequence[int], keys: np.ndarray, frags: np.ndarray,
+def _own_file_stop_listed(db: apsw.Connection, file: str | None, rest: np.ndarray, snap: snapshot.Snapshot,
+                          exclude: Sequence[int], keys: np.ndarray, frags: np.ndarray,
                           ids: np.ndarray, counts: np.ndarray, expected: int, expected_all: int,
                           trace: Trace | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The postings of the stop-listed fingerprints `rest` that edits of the span's own `file`
     hold, added (keys, frags, ids), and each fragment's share before the cap: `own_file_share`
-    for those edits, the searched share for the others."""
-    more_keys, more_frags = _without(*postings.lookup(db, rest, snap.segs, held), exclude)
+    for those edits, the searched share for the others. Looked up among the edits' postings only
+    (`postings.EDITS`): a stop-listed fingerprint has postings in a tenth of the tapes and more,
+    which the stop-list is there not to read."""
+    more_keys, more_frags = _without(*postings.lookup(db, rest, snap.segs, None, postings.EDITS), exclude)
     mine = np.array(own_file_edits(db, file, arrays.unique(more_frags.astype(np.int64)).tolist()), dtype=np.int64)
     if not len(mine):
         return keys, frags, ids, counts / expected
