@@ -26,6 +26,7 @@ ROW_BITS: Final = 2
 ROW_KEY_BITS: Final = BUCKET_BITS + ROW_BITS
 ROW_MASK: Final = (1 << ROW_KEY_BITS) - 1  # a row id without its segment
 _LOW: Final = 0xFFFFFFFF
+EDITS: Final = "edit_postings"  # postings.EDITS: the code.edit fragments' postings
 _M64: Final = (1 << 64) - 1
 
 
@@ -35,13 +36,14 @@ def key(fp: int) -> int:
     return (u >> (64 - BUCKET_BITS)) << 32 | (u & _LOW)
 
 
-def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) -> tuple[list[int], set[int]]:
+def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int],
+                 table: str = "postings") -> tuple[list[int], set[int]]:
     """The fragment of every posting of the fingerprints with these keys (`key`) in these
     segments — `postings.lookup`'s fragments (same multiset), for a query of a few hundred
-    fingerprints — and the keys that have any."""
+    fingerprints — and the keys that have any (`table`: or `edit_postings`, the edits' only)."""
     found: list[int] = []
     present: set[int] = set()
-    for high, lows, frags, wanted in _rows(db, keys, segs):
+    for high, lows, frags, wanted in _rows(db, keys, segs, table):
         mine = list(map(wanted.__contains__, lows))
         found += compress(frags, mine)
         present.update(high | low for low in compress(lows, mine))
@@ -49,17 +51,17 @@ def lookup_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int]) 
 
 
 def lookup_pairs_small(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int],
-                       frags: set[int]) -> list[tuple[int, int]]:
+                       frags: set[int], table: str = "postings") -> list[tuple[int, int]]:
     """(key, fragment) of the postings of these keys that belong to `frags`: which of a span's
     fingerprints each of a few fragments holds (`postings.lookup`'s pairs, for those fragments)."""
     out: list[tuple[int, int]] = []
-    for high, lows, row_frags, wanted in _rows(db, keys, segs):
+    for high, lows, row_frags, wanted in _rows(db, keys, segs, table):
         out += [(high | low, f) for low, f in zip(lows, row_frags) if f in frags and low in wanted]
     return out
 
 
-def _rows(db: apsw.Connection, keys: Iterable[int],
-          segs: Sequence[int]) -> Iterator[tuple[int, array, array, set[int]]]:
+def _rows(db: apsw.Connection, keys: Iterable[int], segs: Sequence[int],
+          table: str = "postings") -> Iterator[tuple[int, array, array, set[int]]]:
     """For each stored row holding some of these keys: the high half its keys share (a key is
     `high | low`), its low halves, its fragments, and the low halves of the keys wanted from it."""
     qkeys = set(keys)
@@ -70,7 +72,7 @@ def _rows(db: apsw.Connection, keys: Iterable[int],
         by_row.setdefault(k >> (32 - ROW_BITS), set()).add(k & _LOW)
     rows = sorted(by_row)
     for seg in segs:
-        for rid, blob in db.execute("SELECT id, blob FROM postings WHERE id IN carray(?)",
+        for rid, blob in db.execute(f"SELECT id, blob FROM {table} WHERE id IN carray(?)",
                                     (int_array([seg << ROW_KEY_BITS | r for r in rows]),)):
             words = array("I", blob)
             if byteorder == "big":

@@ -38,7 +38,11 @@ from engram.query.ranking import (
     joined_edits,
     line_count,
     note_lookup,
+    note_own_file,
     note_scoring,
+    own_file_edits,
+    own_file_share,
+    own_file_unheld,
     session_writes,
 )
 
@@ -128,13 +132,29 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         note_lookup(trace, searched=first_searched, winnowed=len(own), winnowed_only=only_own,
                     restored=len(restored), all_kgrams=not winnowed.intersection(searched) and bool(searched),
                     expected=expected)
+    ratio = {f: counts[f] / expected for f in counts}
+    rest = sorted({key_of[fp] for fp in left_out} - back)  # stop-listed, not looked up
+
+    def pairs_of_own(frags: set[int]) -> list[tuple[int, int]]:
+        return layout.lookup_pairs_small(db, rest, snap.segs, frags, layout.EDITS)
+
+    mine: set[int] = set()
+    if rest and own_file_unheld(db, file, ratio.items()):
+        more = _without(Counter(layout.lookup_small(db, rest, snap.segs, layout.EDITS)[0]), exclude)
+        mine = set(own_file_edits(db, file, more))
+        expected_all = expected_count(len(winnowed), len(every))
+        for f in mine:
+            ratio[f] = own_file_share(counts[f], expected, counts[f] + more[f], expected_all)
+            counts[f] += more[f]
+        if trace is not None:
+            note_own_file(trace, len(mine), len({k for k, _ in pairs_of_own(mine)}))
     if holders is not None:
         holders.fill(counts)
     if not counts:
         return {}
     # A fragment's confidence is at most its share; fragments whose share cannot reach the floor
     # whatever their kind, nor be joined, are never looked up (as in vector_hits).
-    share = {f: min(1.0, counts[f] / expected) for f in sorted(counts)}
+    share = {f: min(1.0, ratio[f]) for f in sorted(counts)}
     bar = candidate_bar(max(share.values()))
     ids = [f for f, s in share.items() if s >= bar]
     weighable = len(ids)
@@ -156,7 +176,8 @@ def _small_hits(db: apsw.Connection, hashes: list[int], k: int, w: int, snap: sn
         if len(small) > MAX_CANDIDATES:
             small = dict(sorted(sorted(small.items(), key=lambda fs: -counts[fs[0]])[:MAX_CANDIDATES]))
     def pairs(frags: set[int]) -> list[tuple[int, int]]:
-        return layout.lookup_pairs_small(db, keys, snap.segs, frags)
+        own = frags & mine
+        return layout.lookup_pairs_small(db, keys, snap.segs, frags) + (pairs_of_own(own) if own else [])
 
     joined = joined_edits(db, file, below, small, passing, expected, floor, pairs)
     if trace is not None:

@@ -30,7 +30,11 @@ from engram.query.ranking import (
     joined_edits,
     line_count,
     note_lookup,
+    note_own_file,
     note_scoring,
+    own_file_edits,
+    own_file_share,
+    own_file_unheld,
     session_writes,
 )
 
@@ -74,6 +78,13 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
         note_lookup(trace, searched=first_searched, winnowed=len(own), winnowed_only=only_own,
                     restored=len(back), all_kgrams=bool(len(searched)) and not arrays.member(winnowed, searched).any(),
                     expected=expected)
+    ratio = counts / expected
+    rest = left_out[~arrays.member(left_out, back)] if len(back) else left_out
+    if len(rest) and own_file_unheld(db, file, zip(ids.tolist(), ratio.tolist())):
+        expected_all = expected_count(len(arrays.unique(winnowed)), len(every))
+        keys, frags, ids, ratio = _own_file_stop_listed(db, file, rest, snap, exclude, keys, frags, ids, counts,
+                                                        expected, expected_all, trace)
+        counts = np.bincount(np.searchsorted(ids, frags.astype(np.int64)), minlength=len(ids))
     if not len(frags):
         return {}
     if holders is not None:
@@ -83,16 +94,16 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
     # is below that product of the best share cannot pass, nor be joined if it is also under
     # JOIN_MIN_SHARE (`candidate_bar`), so their kinds are never read (most candidates share one
     # or two common fingerprints with the span; a cold query reads a page each).
-    share = np.minimum(1.0, counts / expected)
+    share = np.minimum(1.0, ratio)
     possible = share >= candidate_bar(float(share.max()))
     all_ids, all_share, all_counts = ids, share, counts
-    ids, counts = ids[possible], counts[possible]
+    ids, counts, ratio = ids[possible], counts[possible], ratio[possible]
     weighable = len(ids)
     if len(ids) > MAX_CANDIDATES:
         top = np.argsort(-counts, kind="stable")[:MAX_CANDIDATES]
-        ids, counts = ids[top], counts[top]
+        ids, counts, ratio = ids[top], counts[top], ratio[top]
     kinds = memo.fragment_kinds(db, ids, snap.epoch)
-    conf = np.minimum(1.0, counts / expected) * _KIND_WEIGHTS[kinds]
+    conf = np.minimum(1.0, ratio) * _KIND_WEIGHTS[kinds]
     best = float(conf.max())
     if best <= 0:
         return {}
@@ -125,6 +136,34 @@ def vector_hits(db: apsw.Connection, text: str, k: int, w: int, tokens: Tokens |
         return out
     scored = [*zip(ids.tolist(), conf.tolist()), *small.items()]
     return {f: round(c, 4) for f, c in scored if f in out or f in joined}
+
+
+def _own_file_stop_listed(db: apsw.Connection, file: str | None, rest: np.ndarray, snap: snapshot.Snapshot,
+                          exclude: Sequence[int], keys: np.ndarray, frags: np.ndarray,
+                          ids: np.ndarray, counts: np.ndarray, expected: int, expected_all: int,
+                          trace: Trace | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The postings of the stop-listed fingerprints `rest` that edits of the span's own `file`
+    hold, added (keys, frags, ids), and each fragment's share before the cap: `own_file_share`
+    for those edits, the searched share for the others. Looked up among the edits' postings only
+    (`postings.EDITS`): a stop-listed fingerprint has postings in a tenth of the tapes and more,
+    which the stop-list is there not to read."""
+    more_keys, more_frags = _without(*postings.lookup(db, rest, snap.segs, None, postings.EDITS), exclude)
+    mine = np.array(own_file_edits(db, file, arrays.unique(more_frags.astype(np.int64)).tolist()), dtype=np.int64)
+    if not len(mine):
+        return keys, frags, ids, counts / expected
+    sel = arrays.member(more_frags.astype(np.int64), mine)
+    keys, frags = np.concatenate([keys, more_keys[sel]]), np.concatenate([frags, more_frags[sel]])
+    all_ids, all_counts = arrays.unique_counts(frags.astype(np.int64))
+    base = np.zeros(len(all_ids), dtype=np.float64)
+    if len(ids):
+        base[np.searchsorted(all_ids, ids)] = counts
+    ratio = base / expected
+    is_mine = arrays.member(all_ids, mine)
+    ratio[is_mine] = [own_file_share(int(b), expected, int(a), expected_all)
+                      for b, a in zip(base[is_mine], all_counts[is_mine])]
+    if trace is not None:
+        note_own_file(trace, int(is_mine.sum()), len(arrays.unique(more_keys[sel])))
+    return keys, frags, all_ids, ratio
 
 
 def _found(own: np.ndarray, keys: np.ndarray, counts: np.ndarray, only_own: bool) -> int:

@@ -21,6 +21,8 @@ Fragments matched directly (direct.direct_hits)
   winnowed_only          a long span looks up its own winnowed fingerprints only (WINNOWED_ONLY_FROM)
   stop_list_restored     stop-listed fingerprints looked up after all for an edited span
                          (engram.index.stoplist.restored; direct._restored in plain Python)
+  own_file_stop_listed   an edit of the span's own file counts the stop-listed fingerprints too
+                         (own_file_share)
   expected_count         a span whose winnowed fingerprints are all stop-listed counts every k-gram
   reviewers              a reviewer quoting its parent is matched away while the parent is stored
   kind_weight            a fragment's share of the span is weighed by its kind (KIND_WEIGHT)
@@ -403,6 +405,42 @@ def joined_edits(db: apsw.Connection, file: str | None, below: dict[int, float],
     return joined
 
 
+def own_file_edits(db: apsw.Connection, file: str | None, frags: Iterable[int]) -> list[int]:
+    """Of these fragments, the code.edit fragments of the span's own `file`, ascending: those whose
+    share of the span is also counted on its stop-listed fingerprints (`own_file_share`)."""
+    ids = sorted(set(frags))
+    if file is None or not ids:
+        return []
+    return [r[0] for r in db.execute(
+        f"SELECT id FROM fragments WHERE id IN carray(?) AND kind = {EDIT}"
+        " AND file = (SELECT id FROM files WHERE path = ?) ORDER BY id", (int_array(ids), file))]
+
+
+def own_file_unheld(db: apsw.Connection, file: str | None, ratios: Iterable[tuple[int, float]]) -> bool:
+    """Whether no code.edit of the span's own `file` holds WEAK_EVIDENCE of its searched
+    fingerprints (`ratios`: fragment → its count over the expected one): only then are its edits
+    counted on the stop-listed ones too (`own_file_share`). Counting them whenever some were
+    stop-listed made later edits of a test file full of repeated table rows writers of rows they
+    did not write, and the latest came first (entireio/git-sync planner_test.go,
+    bootstrap_test.go: regular spans 0.967 → 0.933)."""
+    strong = [f for f, r in ratios if r >= WEAK_EVIDENCE]
+    return file is not None and not own_file_edits(db, file, strong)
+
+
+def own_file_share(searched_count: int, expected: int, all_count: int, expected_all: int) -> float:
+    """The share of the span an edit of its own file holds: the better of its share of the
+    searched fingerprints and of all of them, stop-listed ones included (`expected_all`: the
+    count a tape of the span's text holds when nothing is stop-listed).
+
+    The stop-list drops what more than a tenth of the tapes hold; on a file that many sessions
+    read, that is the file's own text, and the edit that wrote a span of it held nothing searched
+    (entireio/git-sync, 99 sessions: stats.go and auth.go, read by 16-38 sessions each, written
+    by one Write; the writer was not in the answer on 24 of 240 queries of carried spans). An
+    edit of the span's own file holding those fingerprints is the evidence the stop-list is not
+    about (boilerplate shared across files), and there are few such edits to look up."""
+    return min(1.0, max(searched_count / expected, all_count / max(1, expected_all)))
+
+
 def line_count(text: str) -> int:
     """How many lines `text` spans (a last line without its newline counts)."""
     return text.count("\n") + (not text.endswith("\n"))
@@ -498,6 +536,13 @@ def _best_window(group: list[int], hunks: dict[int, tuple[int, int, int | None, 
     keys = set().union(*(held[f] for f in best))
     adding = sum(1 for f in best if held[f] - set().union(*(held[g] for g in best if g != f)))
     return keys, adding
+
+
+def note_own_file(trace: Trace | None, edits: int, fingerprints: int) -> None:
+    """`own_file_share` counted the stop-listed fingerprints of `edits` edits of the span's file."""
+    if trace is not None and edits:
+        trace.note("own_file_stop_listed", f"{plural(edits, 'edit')} of the span's file also counted on "
+                                           f"{plural(fingerprints, 'stop-listed fingerprint')} they hold")
 
 
 def note_lookup(trace: Trace | None, *, searched: int, winnowed: int, winnowed_only: bool, restored: int,
