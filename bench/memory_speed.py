@@ -14,8 +14,8 @@ Rows: recall p50/p99 over --queries queries (the second pass: warm), with the de
 query embedding included, and FTS5 BM25 alone on the same queries (the OR of their words, as
 recall's match below 10,000 memories: the reference); remember p50/p99 (wall and CPU) with the
 model loaded (as in a language server or `engram mcp`; a tree that embeds inline pays the model
-here, one that defers it pays it in "its vector later": the remembers' pending vectors made in one
-batch afterwards, with the cosine half of dedup, per note), and p50 without it (as from the command
+here, one that defers it pays it in "its vector later": the remembers' pending vectors made
+afterwards as a server does, `embed_remembered`, in one call, with the cosine half of dedup, per note), and p50 without it (as from the command
 line); fsync included. `--cli N`: `engram recall QUERY --json`
 as a command, N queries, with `engram lsp` running on the repository (the command hands the
 request to it: engram/cli/running_server.py), and with ENGRAM_LOCAL=1 (done in the command's own
@@ -148,11 +148,11 @@ def _embed_later(mem: Memories) -> tuple[int, float, float]:
     """(notes, wall, CPU) of making the vectors the remembers left pending, in one batch with the
     cosine half of dedup (what a server does right after answering; nothing where remember
     embedded inline)."""
-    embed = getattr(mem, "embed_pending", None)
+    embed = getattr(mem, "embed_remembered", None)
     if embed is None:
         return 0, 0.0, 0.0
     t, c = time.perf_counter(), time.process_time()
-    n = embed(load=False)
+    n = embed(limit=10_000)
     return n, time.perf_counter() - t, time.process_time() - c
 
 

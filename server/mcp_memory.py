@@ -168,13 +168,18 @@ _later: set[asyncio.Task[None]] = set()
 def embed_later(doc: dict[str, Any], run: Runner, store_provider: Callable[[], Store]) -> None:
     """After a recall that found memories waiting for a vector, or a remember that wrote one,
     embed a batch of them on the runner once the answer went out (when the model is loaded)."""
-    if "no vector yet" not in doc.get("dense", "") and doc.get("embedding") != "pending":
+    remembered = doc.get("embedding") == "pending"
+    if "no vector yet" not in doc.get("dense", "") and not remembered:
         return
     from engram.memory import open_memories  # noqa: PLC0415
 
+    def embed() -> int:
+        mem = open_memories(store_provider())
+        return mem.embed_remembered() if remembered else mem.embed_pending(load=False, limit=32)
+
     async def work() -> None:
         try:
-            await run(lambda: open_memories(store_provider()).embed_pending(load=False, limit=32))
+            await run(embed)
         except Exception:  # noqa: BLE001 - the next batch tries again
             log.exception("embedding waiting memories")
 

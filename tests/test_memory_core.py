@@ -149,7 +149,7 @@ def test_a_pending_memory_is_found_by_its_words_and_recall_says_its_vector_waits
     c = mem.remember("The billing service retries webhooks five times before alerting")
     doc = recall(mem, "billing webhooks", now=NOW, reinforce=False)
     assert ids(doc)[0] == c.id and "1 memory has no vector yet" in doc["dense"]
-    assert mem.embed_pending() == 1
+    assert mem.embed_remembered() == 1 and mem.embed_remembered() == 0  # (what a server does after answering)
     doc = recall(mem, "payment callbacks", now=NOW, reinforce=False, debug=True)  # no shared word: meaning only
     assert doc["dense"] == "used" and ids(doc)[0] == c.id and b.id in ids(doc)
 

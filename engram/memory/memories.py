@@ -365,6 +365,13 @@ class Memories:
 
         return embed_pending(self.db, load=load, limit=limit, hashes=hashes, judge=self._judge)
 
+    def embed_remembered(self, *, load: bool = False, limit: int = 32) -> int:
+        """`embed_pending` for the memories remember wrote that wait for their vector (a server, right
+        after answering a remember): they are listed, so no scan of every memory for a missing
+        vector (~0.16 s of CPU at 100,000 memories)."""
+        hashes = projection.unchecked_hashes(self.db)
+        return self.embed_pending(load=load, limit=limit, hashes=hashes) if hashes else 0
+
     def _judge(self, hashes: list[str], vecs: Any) -> None:
         """Dedup by cosine, now that their vectors are made, the memories of a batch that remember
         wrote (`engram.memory.dedup.check_embedded`): a near-duplicate of an older active memory is

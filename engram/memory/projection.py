@@ -183,9 +183,12 @@ def unchecked(db: apsw.Connection, hashes: list[str]) -> list[tuple[int, str, st
         " ORDER BY m.no", (UNCHECKED, UNCHECKED[:-1] + "!", _json(hashes))).fetchall()
 
 
-def checked(db: apsw.Connection, ids: Iterable[str]) -> None:
-    """These memories' cosine dedup is done (inside the caller's transaction)."""
-    db.executemany("DELETE FROM memory_state WHERE key = ?", ((UNCHECKED + i,) for i in ids))
+def unchecked_hashes(db: apsw.Connection) -> list[str]:
+    """The content hashes of the memories whose cosine dedup waits for their vector: what a server
+    embeds right after a remember, found without scanning every memory for a missing vector."""
+    return [h for (h,) in db.execute(
+        "SELECT DISTINCT m.hash FROM memory_state s JOIN memories m ON m.no = s.value WHERE s.key >= ? AND s.key < ?",
+        (UNCHECKED, UNCHECKED[:-1] + "!"))]
 
 
 def _on_edit(db: apsw.Connection, ev: Event) -> bool:

@@ -233,7 +233,7 @@ async def _embed_pending(ls: EngramLanguageServer, uri: Any) -> None:
     """The vector a remember left pending, with the dedup by meaning, made on the worker after the
     answer when the model is loaded (remember itself never waits for the model)."""
     try:
-        await _on_memories(ls, uri, lambda mem, _: mem.embed_pending(load=False, limit=32))
+        await _on_memories(ls, uri, lambda mem, _: mem.embed_remembered())
     except Exception:  # noqa: BLE001 - the next batch (a recall, `engram memory embed`) makes it
         log.exception("embedding a new memory")
 
