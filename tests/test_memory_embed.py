@@ -117,7 +117,8 @@ def test_one_process_embeds_what_waits_the_others_leave_it(tmp_path: Path) -> No
     from conftest import run_engram
 
     from engram.index.db import open_db
-    from engram.memory.vectors import count_pending, embed_waiting
+    from engram.memory.memories import embed_waiting
+    from engram.memory.vectors import count_pending
     from engram.store.repo import Store, init_store
 
     root = tmp_path / "repo"

@@ -686,6 +686,30 @@ def rebuild_projection(store: Store, db: apsw.Connection) -> dict[str, Any]:
     return {"memories": n, "memory_events": stats["events"], "memory_lines_skipped": stats["torn"]}
 
 
+def embed_waiting(store: Store, *, load: bool = True) -> int:
+    """Embed the memories of `store` still waiting for a vector (after an ingest or a reindex), with
+    the cosine half of dedup for those remember wrote (`Memories.embed_pending`): nothing to do,
+    and nothing loaded, when the store has no memory log or nothing waits."""
+    from engram.fsutil import names_in  # noqa: PLC0415
+    from engram.index.db import open_db  # noqa: PLC0415
+    from engram.memory.events import SUBDIR  # noqa: PLC0415
+    from engram.memory.vectors import count_pending  # noqa: PLC0415
+    from engram.store.lock import embed_lock_if_free  # noqa: PLC0415
+
+    if not names_in(store.events_dir / SUBDIR):
+        return 0
+    with embed_lock_if_free(store) as mine:
+        if not mine:
+            return 0
+        db = open_db(store)
+        try:
+            if not count_pending(db):
+                return 0
+            return Memories(store, db).embed_pending(load=load)
+        finally:
+            db.close()
+
+
 _open: dict[str, tuple[int, Memories]] = {}
 _open_lock = threading.Lock()
 

@@ -155,31 +155,6 @@ def _json_list(values: list[str]) -> str:
     return orjson.dumps(values).decode()
 
 
-def embed_waiting(store: Any, *, load: bool = True) -> int:
-    """Embed the memories of `store` still waiting for a vector (after an ingest or a reindex):
-    nothing to do, and nothing loaded, when the store has no memory log or nothing waits."""
-    from engram.fsutil import names_in  # noqa: PLC0415
-    from engram.index.db import open_db  # noqa: PLC0415
-    from engram.memory.events import SUBDIR  # noqa: PLC0415
-
-    from engram.store.lock import embed_lock_if_free  # noqa: PLC0415
-
-    if not names_in(store.events_dir / SUBDIR):
-        return 0
-    with embed_lock_if_free(store) as mine:
-        if not mine:
-            return 0
-        from engram.memory.memories import Memories  # noqa: PLC0415
-
-        db = open_db(store)
-        try:
-            if not count_pending(db):
-                return 0
-            return Memories(store, db).embed_pending(load=load)
-        finally:
-            db.close()
-
-
 class Matrix:
     """Every memory's vector in one float32 matrix, kept in step with the projection.
 
