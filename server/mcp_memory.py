@@ -77,6 +77,8 @@ class RememberResult(BaseModel):
     merged_into: str | None = Field(default=None, description="set when a near-identical memory was reinforced")
     links: list[dict[str, Any]] = Field(default_factory=list, description="near-duplicates or contradictions "
                                                                         "linked as candidates")
+    embedding: str | None = Field(default=None, description="a new memory's vector: pending (made right after this "
+                                                             "answer, with the dedup by meaning) or done")
 
 
 class ForgetResult(BaseModel):
@@ -164,16 +166,20 @@ _later: set[asyncio.Task[None]] = set()
 
 
 def embed_later(doc: dict[str, Any], run: Runner, store_provider: Callable[[], Store]) -> None:
-    """After a recall that found memories waiting for a vector (written from the command line),
-    embed a batch of them on the runner, once the answer went out (the model is loaded now)."""
-    if "no vector yet" not in doc.get("dense", ""):
+    """After a recall that found memories waiting for a vector, or a remember that wrote one,
+    embed a batch of them on the runner once the answer went out (when the model is loaded)."""
+    remembered = doc.get("embedding") == "pending"
+    if "no vector yet" not in doc.get("dense", "") and not remembered:
         return
     from engram.memory import open_memories  # noqa: PLC0415
-    from engram.memory.vectors import embed_pending  # noqa: PLC0415
+
+    def embed() -> int:
+        mem = open_memories(store_provider())
+        return mem.embed_remembered() if remembered else mem.embed_pending(load=False, limit=32)
 
     async def work() -> None:
         try:
-            await run(lambda: embed_pending(open_memories(store_provider()).db, load=False, limit=32))
+            await run(embed)
         except Exception:  # noqa: BLE001 - the next batch tries again
             log.exception("embedding waiting memories")
 
@@ -238,7 +244,9 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
                                 context=context, scope=scope)
             return RememberResult(**done.to_json())
 
-        return await run(work)
+        result = await run(work)
+        embed_later(result.model_dump(), run, store_provider)  # (off the answer's path: after it)
+        return result
 
     @mcp.tool(title="Recall what is known", annotations=reads)
     async def recall(

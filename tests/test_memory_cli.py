@@ -28,7 +28,7 @@ def test_remember_recall_show_and_the_json_shapes(repo: Path) -> None:
     first = js(repo, "remember", "Retries back off exponentially\nTwo to the power of the attempt, in seconds.",
                "--at", "net.py:4-10", "--kind", "decision", "--tag", "net", "--tag", "resilience",
                "--importance", "0.8")
-    assert set(first) == {"id"}
+    assert first == {"id": first["id"], "embedding": "pending"}  # (made in a batch, off remember's path)
     piped = js(repo, "remember", "-", "--kind", "negative", input=b"There is no circuit breaker in net.py\n")
     again = js(repo, "remember", "retries back off exponentially\ntwo to the power of the attempt, in seconds.")
     assert again == {"id": first["id"], "merged_into": first["id"]}

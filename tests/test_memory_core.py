@@ -107,17 +107,74 @@ def test_a_near_duplicate_anchored_elsewhere_is_linked_relates_to(store: Store) 
     assert {m.id for m, _ in mem.list()} == {a.id, b.id}
 
 
-def test_the_model_s_cosine_merges_a_paraphrase_when_the_model_is_loaded(store: Store) -> None:
+def _model_or_skip() -> None:
     from engram.memory import vectors
 
     ok, reason = vectors.status()
     if not ok:
         pytest.skip(f"embedding model unavailable: {reason}")
+
+
+def test_a_paraphrase_is_merged_by_its_cosine_when_its_vector_is_made(store: Store) -> None:
+    """Remember does not wait for the model (25-30 ms a note): the note is written, says its
+    vector is pending, and the cosine half of dedup runs when the vector is made — the paraphrase
+    is then merged into the older note as events a user sees in `memory show`."""
+    from engram.memory.memories import rebuild_projection
+
+    _model_or_skip()
     mem = Memories(store)
-    a = mem.remember("Postgres is the main database, chosen for its JSON support")
-    assert mem.matrix.waiting() == 0 or vectors.count_pending(mem.db) == 0  # embedded at once: the model is loaded
-    b = mem.remember("The main database is Postgres, picked because it supports JSON well")
-    assert b.merged_into == a.id
+    a = mem.remember("Postgres is the main database, chosen for its JSON support", tags=["db"])
+    b = mem.remember("The main database is Postgres, picked because it supports JSON well", tags=["json"])
+    assert b.to_json() == {"id": b.id, "embedding": "pending"} and b.id != a.id
+    assert mem.embed_pending() == 2
+    merged, kept = mem.get(b.id), mem.get(a.id)
+    assert merged.status == "superseded"
+    assert merged.transitions[-1].why.startswith(f"merged into {a.id}: nearly the same note (cosine 0.9")
+    assert (kept.status, kept.recall_count, kept.tags) == ("active", 1, ["db", "json"])
+    assert {"direction": "out", "id": b.id, "relation": "derived_from", "candidate": False} \
+        .items() <= mem.relations(mem.resolve(a.id)[0])[0].items()
+    assert ids(recall(mem, "main database Postgres", now=NOW, reinforce=False)) == [a.id]
+    rebuild_projection(store, mem.db)  # replayed, not judged again: the same answers
+    again = Memories(store)
+    assert again.get(b.id).status == "superseded" and again.embed_pending() == 0
+    assert ids(recall(again, "main database Postgres", now=NOW, reinforce=False)) == [a.id]
+
+
+def test_a_pending_memory_is_found_by_its_words_and_recall_says_its_vector_waits(store: Store) -> None:
+    _model_or_skip()
+    mem = Memories(store)
+    mem.remember("Deploys go through the blue-green switch on Fridays")
+    b = mem.remember("Flaky integration tests are quarantined with the slow marker")
+    mem.embed_pending()
+    c = mem.remember("The billing service retries webhooks five times before alerting")
+    doc = recall(mem, "billing webhooks", now=NOW, reinforce=False)
+    assert ids(doc)[0] == c.id and "1 memory has no vector yet" in doc["dense"]
+    assert mem.embed_remembered() == 1 and mem.embed_remembered() == 0  # (what a server does after answering)
+    doc = recall(mem, "payment callbacks", now=NOW, reinforce=False, debug=True)  # no shared word: meaning only
+    assert doc["dense"] == "used" and ids(doc)[0] == c.id and b.id in ids(doc)
+
+
+def test_the_cosine_dedup_links_rather_than_merges_what_is_anchored_elsewhere(store: Store) -> None:
+    _model_or_skip()
+    (store.root / "other.py").write_text(RETRY_PY)
+    mem = Memories(store)
+    a = mem.remember("The retry loop doubles its sleep after every failed attempt", at=["net.py:4-10"])
+    b = mem.remember("After each failed attempt the retry loop sleeps twice as long", at=["other.py:4-10"])
+    mem.embed_pending()
+    assert mem.get(b.id).status == "active"
+    assert [(r["id"], r["relation"], r["candidate"]) for r in mem.relations(mem.resolve(b.id)[0])] == \
+        [(a.id, "relates_to", True)]
+
+
+def test_imported_memories_are_not_merged_when_embedded(store: Store) -> None:
+    """An import with dedup off keeps every line it was given, embedded or not."""
+    _model_or_skip()
+    mem = Memories(store)
+    import_records(mem, [("x", 1, {"content": "Postgres is the main database, chosen for its JSON support"}),
+                         ("x", 2, {"content": "The main database is Postgres, picked because it supports JSON well"})],
+                   dedup=False)
+    mem.embed_pending()
+    assert [m.status for m, _ in mem.list()] == ["active", "active"]
 
 
 def test_supersedes_hides_the_older_memory_unless_asked(store: Store) -> None:

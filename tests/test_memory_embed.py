@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.memory.embed import (BATCH, DEFAULT_THREADS, DIMS, THREADS_ENV, Embedder, default_model_path,
+from engram.memory.embed import (DEFAULT_THREADS, DIMS, THREADS_ENV, TOKENISED, Embedder, default_model_path,
                                  model_status, threads_setting)
 
 
@@ -45,7 +45,8 @@ def test_vectors_are_unit_length_float32_of_384_dimensions(embedder: Embedder) -
 
 
 def test_a_text_embeds_the_same_alone_or_in_a_batch(embedder: Embedder) -> None:
-    texts = [("word " * (i * 7 % 60)) + f"note {i} about the parser" for i in range(BATCH + 9)]
+    # (more texts than are tokenised at once; lengths unlike enough to split batches: embed.SPREAD)
+    texts = [("word " * (i * 7 % 60)) + f"note {i} about the parser" for i in range(TOKENISED + 9)]
     batched = embedder.embed(texts)
     alone = np.stack([embedder.embed([t])[0] for t in texts])
     assert np.allclose(batched, alone, atol=1e-5)
@@ -116,7 +117,8 @@ def test_one_process_embeds_what_waits_the_others_leave_it(tmp_path: Path) -> No
     from conftest import run_engram
 
     from engram.index.db import open_db
-    from engram.memory.vectors import count_pending, embed_waiting
+    from engram.memory.memories import embed_waiting
+    from engram.memory.vectors import count_pending
     from engram.store.repo import Store, init_store
 
     root = tmp_path / "repo"

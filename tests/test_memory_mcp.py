@@ -68,8 +68,10 @@ async def test_the_memory_tools_over_stdio(repo: Path) -> None:
         assert top["source"]["type"] == "agent" and top["source"]["harness"]
         said = await c.call_tool("remember", {"content": "Three tries, then a toast",
                                               "context": "What does the uploader do when S3 is down?"})
+        assert said.structured_content["embedding"] == "pending"  # made right after the answer (model loaded)
         asked = await c.call_tool("recall", {"query": "uploader S3 down"})
         assert asked.structured_content["memories"][0]["id"] == said.structured_content["id"]
+        assert asked.structured_content["dense"] == "used"
         assert asked.structured_content["memories"][0]["context"] == "What does the uploader do when S3 is down?"
 
         near = await c.call_tool("recall", {"query": "", "file": "net.py", "start_line": 6})

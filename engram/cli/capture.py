@@ -90,7 +90,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 stats.summary() + "".join(f"\n{line}" for line in kept.lines()) + _where_looked(report, verbose),
                 args.json)
     from engram.memory.provenance import link_waiting
-    from engram.memory.vectors import embed_waiting
+    from engram.memory.memories import embed_waiting
 
     embed_waiting(store)  # memories written since the last ingest get their vectors (batched, off recall's path)
     link_waiting(store)  # agents' memories: the remember call in the new tapes that wrote each

@@ -161,14 +161,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
         _show_recall(doc, args)
         return 0
     from engram.memory.recall import recall_request
-    from engram.memory.vectors import embed_pending
 
     with _memories(args) as mem:
         doc = recall_request(mem, params)
         _show_recall(doc, args)
         if "no vector yet" in doc["dense"]:  # the model is loaded now: the answer first, then the vectors
             sys.stdout.flush()
-            embed_pending(mem.db, load=False, limit=256)
+            mem.embed_pending(load=False, limit=256)
     return 0
 
 
@@ -409,7 +408,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     with _memories(args) as mem:
         ok, reason = vectors.status()
-        done = vectors.embed_pending(mem.db) if ok else 0
+        done = mem.embed_pending() if ok else 0
         left = vectors.count_pending(mem.db)
     doc = {"embedded": done, "waiting": left, "model": reason if ok else None,
            "dense": "used" if ok else f"unavailable: {reason}"}

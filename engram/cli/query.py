@@ -259,7 +259,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from engram.index.reindex import reindex
     from engram.memory.memories import rebuild_projection
-    from engram.memory.vectors import embed_waiting
+    from engram.memory.memories import embed_waiting
 
     store = store_of(args)
     stats = reindex(store, also=[rebuild_projection])

@@ -12,6 +12,13 @@ Why these rules (issue 47):
   One that says the opposite about the same place (the same words once negations are set aside,
   one negated and the other not) is linked `contradicts`. Both links are marked as candidates
   found by the machine, for a person or agent to confirm or remove.
+- **The cosine half waits for the vector.** Embedding one note (~80 tokens) costs MiniLM 25-30 ms
+  of CPU, remember's whole budget (bench/memory_speed.py), so `remember` judges by words only
+  (`check(..., embed=False)`) and the vector is made later in a batch (`Memories.embed_pending`:
+  the servers right after answering, `engram memory embed`, an ingest). Then `check_embedded`
+  compares it with the older active memories by cosine and the same rules apply; a merge found
+  then is written as events (the older memory reinforced and linked `derived_from` the new one,
+  the new one `superseded` "merged into …"), which `memory show` lists.
 
 Containment is asymmetric on purpose: a short note whose words all appear in a longer memory
 adds nothing to it; a longer note that contains a short memory adds something, and is kept.
@@ -93,8 +100,7 @@ def check(db: apsw.Connection, matrix: Matrix, content: str, kind: str, anchors:
     new = grams(content)
     best: tuple[float, float, str, bool] | None = None
     for no, mid, text, other_kind in _candidates(db, matrix, content, vec):
-        theirs = [orjson.loads(a) for (a,) in db.execute(
-            "SELECT anchor FROM memory_anchors WHERE memory = ? ORDER BY n", (no,))]
+        theirs = _anchors(db, no)
         same_place = not anchors or not theirs or overlap(anchors, theirs)
         if same_place and opposite(content, kind, text, other_kind):
             verdict.links.append((mid, "contradicts", "says the opposite about the same place (found on write)"))
@@ -149,3 +155,44 @@ def _cosine(matrix: Matrix, vec: Any, no: int) -> float:
         return 0.0
     other = matrix.vector(no)
     return float(other @ vec) if other is not None else 0.0
+
+
+def check_embedded(db: apsw.Connection, matrix: Matrix, no: int, content: str, kind: str, vec: Any,
+                   earlier: list[tuple[int, str, Any]]) -> Verdict:
+    """The cosine half of dedup for memory `no`, written before its vector was made: judged
+    against the older active memories nearest `vec` (in `matrix`, and `earlier`: (no, id, vector)
+    of older ones embedded in the same batch, not in the matrix yet). Word containment was
+    judged on write; links made then are not made again."""
+    verdict = Verdict(vector=vec)
+    anchors = _anchors(db, no)
+    linked = {r[0] for r in db.execute("SELECT dst FROM memory_relations WHERE src = ?", (no,))}
+    near = {other: cos for other, cos in matrix.top(vec, CANDIDATES) if other < no and cos >= COSINE}
+    near.update((other, float(v @ vec)) for other, _, v in earlier if other < no and float(v @ vec) >= COSINE)
+    near = {other: cos for other, cos in near.items() if other not in linked}
+    if not near:
+        return verdict
+    rows = {r[0]: r for r in db.execute(
+        "SELECT no, id, content, kind FROM memories WHERE status = 'active' AND no IN (SELECT value FROM json_each(?))",
+        (orjson.dumps(list(near)).decode(),))}
+    best: tuple[float, str, bool] | None = None
+    for other, cos in sorted(near.items(), key=lambda x: (-x[1], x[0])):
+        if other not in rows:
+            continue
+        _, mid, text, other_kind = rows[other]
+        theirs = _anchors(db, other)
+        if (not anchors or not theirs or overlap(anchors, theirs)) and opposite(content, kind, text, other_kind):
+            verdict.links.append((mid, "contradicts", "says the opposite about the same place (found when embedded)"))
+        elif anchors and theirs and not overlap(anchors, theirs):
+            verdict.links.append((mid, "relates_to", "nearly the same note, anchored elsewhere (found when embedded)"))
+        elif best is None:
+            best = (cos, mid, bool(anchors) and not theirs)
+    if best is not None:
+        verdict.merge_into = best[1]
+        verdict.similarity = {"cosine": round(best[0], 3)}
+        verdict.adopt_anchors = best[2]
+        verdict.links = [link for link in verdict.links if link[0] != best[1]]
+    return verdict
+
+
+def _anchors(db: apsw.Connection, no: int) -> list[dict[str, Any]]:
+    return [orjson.loads(a) for (a,) in db.execute("SELECT anchor FROM memory_anchors WHERE memory = ? ORDER BY n", (no,))]

@@ -160,7 +160,35 @@ def _on_add(db: apsw.Connection, ev: Event) -> bool:
     _fts_put(db, no, content, tags, context)
     _put_anchors(db, no, list(d.get("anchors") or []))
     _transition(db, no, ev, None, "active", d.get("why"))
+    if d.get(VECTOR_DEDUP) and not db.execute("SELECT 1 FROM memory_vectors WHERE hash = ? LIMIT 1",
+                                              (content_hash(content),)).fetchall():
+        _set_state(db, UNCHECKED + ev.memory, no)
     return True
+
+
+#: An add event's flag: remember left the memory's cosine dedup to the moment its vector is made
+#: (`Memories.embed_pending`). Such memories are listed in `memory_state` under UNCHECKED + id
+#: until then; one whose content has a vector already when its add is applied (a rebuild: vectors
+#: are kept) was judged when that vector was made, and is not listed again.
+VECTOR_DEDUP = "vector_dedup"
+UNCHECKED = "unchecked "
+
+
+def unchecked(db: apsw.Connection, hashes: list[str]) -> list[tuple[int, str, str, str, str]]:
+    """(no, id, content, kind, source JSON) of the active memories with these content hashes whose
+    cosine dedup waits for their vector, oldest first."""
+    return db.execute(
+        "SELECT m.no, m.id, m.content, m.kind, m.source FROM memory_state s JOIN memories m ON m.no = s.value"
+        " WHERE s.key >= ? AND s.key < ? AND m.status = 'active' AND m.hash IN (SELECT value FROM json_each(?))"
+        " ORDER BY m.no", (UNCHECKED, UNCHECKED[:-1] + "!", _json(hashes))).fetchall()
+
+
+def unchecked_hashes(db: apsw.Connection) -> list[str]:
+    """The content hashes of the memories whose cosine dedup waits for their vector: what a server
+    embeds right after a remember, found without scanning every memory for a missing vector."""
+    return [h for (h,) in db.execute(
+        "SELECT DISTINCT m.hash FROM memory_state s JOIN memories m ON m.no = s.value WHERE s.key >= ? AND s.key < ?",
+        (UNCHECKED, UNCHECKED[:-1] + "!"))]
 
 
 def _on_edit(db: apsw.Connection, ev: Event) -> bool:
@@ -254,6 +282,7 @@ def drop(db: apsw.Connection, no: int) -> None:
     """Every row of one memory (a forget, a purge)."""
     content, tags = db.execute("SELECT content, tags FROM memories WHERE no = ?", (no,)).fetchall()[0]
     _fts_drop(db, no, content, orjson.loads(tags))
+    db.execute("DELETE FROM memory_state WHERE key >= ? AND key < ? AND value = ?", (UNCHECKED, UNCHECKED[:-1] + "!", no))
     for sql in ("DELETE FROM memory_anchors WHERE memory = ?", "DELETE FROM memory_transitions WHERE memory = ?",
                 "DELETE FROM memory_relations WHERE src = ?", "DELETE FROM memory_relations WHERE dst = ?",
                 "DELETE FROM memories WHERE no = ?"):

@@ -6,10 +6,14 @@ Why this way:
 - **Vectors are keyed by the content's hash and the model** (`memory_vectors`), not by memory:
   they depend on nothing else, so a rebuild of the projection keeps them, and a memory edited
   back to an earlier text finds its vector again.
-- **Embedding is batched.** Loading the model takes ~0.3 s, one text 4-11 ms: `remember` embeds
-  its memory at once only when this process has the model loaded already (a language server or
-  `engram mcp` that recalled before); otherwise the memory waits for `engram memory embed`, the
-  next ingest or the next reindex (`embed_pending`, 32 texts a batch).
+- **Embedding is batched, never on remember's path.** Loading the model takes ~0.3 s, one note of
+  ~80 tokens 25-30 ms of CPU (one query of 8 tokens ~7): more than remember's 30 ms budget. A new
+  memory waits for its vector (`"embedding": "pending"`); a process that has the model loaded
+  embeds what waits right after answering (`engram mcp`, the language server's endpoint: after a
+  remember or a recall), else `engram memory embed`, the next ingest or reindex does
+  (`Memories.embed_pending`, 32 texts a batch, with the cosine half of dedup on write:
+  `engram.memory.dedup.check_embedded`). Meanwhile recall finds it by its words and anchors and
+  says how many memories have no vector yet.
 - **Recall is one matrix product.** Every vector lives in one float32 matrix held by the
   process (`Matrix`, 100,000 memories = 150 MB), with each row's memory number; the query's
   cosine to all of them is `M @ q`. The matrix follows the projection by its change counter
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -106,10 +111,12 @@ def count_pending(db: apsw.Connection) -> int:
 
 
 def embed_pending(db: apsw.Connection, *, load: bool = True, limit: int | None = None,
-                  hashes: list[str] | None = None) -> int:
+                  hashes: list[str] | None = None,
+                  judge: Callable[[list[str], np.ndarray], None] | None = None) -> int:
     """Embed memories that have no vector yet (of those with `hashes`, when given), BATCH at a
     time; returns how many. Nothing (0) when the model cannot run here, or with `load` false when
-    it is not loaded already."""
+    it is not loaded already. `judge(hashes, vectors)` sees each batch before it is stored (the
+    cosine half of dedup: `Memories.embed_pending`, which every caller that has a store uses)."""
     model = embedder(load)
     if model is None:
         return 0
@@ -118,6 +125,8 @@ def embed_pending(db: apsw.Connection, *, load: bool = True, limit: int | None =
     for i in range(0, len(todo), BATCH):
         batch = todo[i:i + BATCH]
         vecs = model.embed([c for _, c in batch])
+        if judge is not None:
+            judge([h for h, _ in batch], vecs)
         keep(db, [(h, vecs[j]) for j, (h, _) in enumerate(batch)])  # (marks the memories changed)
         done += len(batch)
     return done
@@ -131,8 +140,12 @@ def keep(db: apsw.Connection, pairs: list[tuple[str, np.ndarray]]) -> None:
         db.executemany("INSERT OR REPLACE INTO memory_vectors(hash, model, vec) VALUES(?, ?, ?)",
                        ((h, key, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for h, v in pairs))
         seq = int(projection.state(db, "seq", 0)) + 1
-        db.execute("UPDATE memories SET seq = ? WHERE hash IN (SELECT value FROM json_each(?))",
-                   (seq, _json_list([h for h, _ in pairs])))
+        hashes = _json_list([h for h, _ in pairs])
+        db.execute("UPDATE memories SET seq = ? WHERE hash IN (SELECT value FROM json_each(?))", (seq, hashes))
+        # with its vector, a memory's cosine dedup is done (or was not asked for: projection.VECTOR_DEDUP)
+        db.execute("DELETE FROM memory_state WHERE key >= ? AND key < ? AND value IN"
+                   " (SELECT no FROM memories WHERE hash IN (SELECT value FROM json_each(?)))",
+                   (projection.UNCHECKED, projection.UNCHECKED[:-1] + "!", hashes))
         db.execute("INSERT OR REPLACE INTO memory_state(key, value) VALUES('seq', ?)", (seq,))
 
 
@@ -140,29 +153,6 @@ def _json_list(values: list[str]) -> str:
     import orjson  # noqa: PLC0415
 
     return orjson.dumps(values).decode()
-
-
-def embed_waiting(store: Any, *, load: bool = True) -> int:
-    """Embed the memories of `store` still waiting for a vector (after an ingest or a reindex):
-    nothing to do, and nothing loaded, when the store has no memory log or nothing waits."""
-    from engram.fsutil import names_in  # noqa: PLC0415
-    from engram.index.db import open_db  # noqa: PLC0415
-    from engram.memory.events import SUBDIR  # noqa: PLC0415
-
-    from engram.store.lock import embed_lock_if_free  # noqa: PLC0415
-
-    if not names_in(store.events_dir / SUBDIR):
-        return 0
-    with embed_lock_if_free(store) as mine:
-        if not mine:
-            return 0
-        db = open_db(store)
-        try:
-            if not count_pending(db):
-                return 0
-            return embed_pending(db, load=load)
-        finally:
-            db.close()
 
 
 class Matrix:

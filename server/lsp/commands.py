@@ -223,8 +223,19 @@ async def cmd_remember(ls: EngramLanguageServer, *args: Any) -> dict:
         raise JsonRpcInvalidParams("engram.remember needs the note's text: [uri, range, text, kind?]")
     result = await _on_memories(ls, uri, lambda mem, buffers: mem.remember(
         text, kind=str(kind or "fact"), at=[at], buffers=buffers).to_json())
+    if result.get("embedding") == "pending":
+        ls.in_background(_embed_pending(ls, uri))
     await notes.changed(ls)
     return result
+
+
+async def _embed_pending(ls: EngramLanguageServer, uri: Any) -> None:
+    """The vector a remember left pending, with the dedup by meaning, made on the worker after the
+    answer when the model is loaded (remember itself never waits for the model)."""
+    try:
+        await _on_memories(ls, uri, lambda mem, _: mem.embed_remembered())
+    except Exception:  # noqa: BLE001 - the next batch (a recall, `engram memory embed`) makes it
+        log.exception("embedding a new memory")
 
 
 async def cmd_forget(ls: EngramLanguageServer, *args: Any) -> dict:
