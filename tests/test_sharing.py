@@ -514,3 +514,59 @@ def test_index_workers_take_the_landings_check_only_for_the_bytes_it_checked(tmp
     out = subprocess.run([sys.executable, "-c", code, str(one.path), *map(str, ident)], capture_output=True,
                          text=True, env=env, check=True).stdout.strip()
     assert out == "refused"
+
+
+def _list_under_another_id(remote: Path, fake: str) -> str:
+    """Forge the remote's index so that it also lists, under the tape id `fake`, the blob of a real
+    tape (valid zstd, a valid tape: only its content does not match the id). Returns that blob."""
+    tip = git(remote, "rev-parse", "refs/engram/index").strip()
+    entry_path = git(remote, "ls-tree", "-r", "--name-only", tip, "sessions/").split()[0]
+    entry = json.loads(git(remote, "show", f"{tip}:{entry_path}"))
+    forged = {**entry, "tape": fake, "session_id": "forged-session"}
+    blob = subprocess.run(["git", "-C", str(remote), "hash-object", "-w", "--stdin"], input=json.dumps(forged).encode(),
+                          capture_output=True, check=True).stdout.decode().strip()
+    rows = [*git(remote, "ls-tree", "-r", tip).splitlines(), f"100644 blob {blob}\tsessions/{fake}.json"]
+    commit = git(remote, "commit-tree", _nested_tree(remote, rows), "-p", tip, "-m", "forged").strip()
+    git(remote, "update-ref", "refs/engram/index", commit)
+    return str(entry["blob"])
+
+
+def test_a_pulled_tape_whose_content_is_not_its_id_is_quarantined_and_named(team: dict[str, Path],
+                                                                             tmp_path: Path) -> None:
+    """A pull writes each tape as git verified it and checks it against its id where it is first
+    read, when it is catalogued: a tape whose content is another tape's is never catalogued,
+    indexed, shown or pushed on; it is moved to .engram/quarantine/ and the pull names it."""
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    run_engram(alice, "push")
+    fake = "ab" * 32
+    _list_under_another_id(remote, fake)
+    out = run_engram(bob, "pull", "--all", "--json", check=False)
+    assert out.returncode == 1, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert any(fake[:12] in d and "quarantine" in d for d in doc["damaged"]), doc
+    assert [s["session_id"] for s in doc["sessions"]] == [SPOTTER_MAIN], "the rest is pulled, the bad one not counted"
+    assert not (bob / ".engram" / "tapes" / f"{fake}.jsonl.zst").exists()
+    assert (bob / ".engram" / "quarantine" / f"{fake}.jsonl.zst").exists()
+    assert _sessions(bob) == {SPOTTER_MAIN, SPOTTER_OTHER}
+    assert "forged-session" not in run_engram(bob, "search", "spotter", "--json").stdout
+    human = run_engram(bob, "pull", "--all", check=False)  # (fetched again, refused again: said in words too)
+    assert human.returncode == 1 and fake[:12] in human.stderr and "Traceback" not in human.stderr
+
+    # --no-index: written unchecked, said so; `engram index` checks, quarantines and names it
+    carol = tmp_path / "carol" / "app"
+    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(carol))
+    run_engram(carol, "init")
+    out = run_engram(carol, "pull", "--all", "--no-index")
+    assert "checked against its id when `engram index`" in out.stdout, out.stdout
+    assert (carol / ".engram" / "tapes" / f"{fake}.jsonl.zst").exists()
+    # pushing elsewhere before it is indexed never sends the tape under the id it does not match
+    other = tmp_path / "other.git"
+    git(tmp_path, "init", "-q", "--bare", str(other))
+    pushed = run_engram(carol, "push", str(other), check=False)
+    assert pushed.returncode == 1 and fake in pushed.stderr and "does not match its id" in pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert git(other, "for-each-ref", "refs/engram") == "", "nothing was pushed"
+    indexed = run_engram(carol, "index")
+    assert fake in indexed.stderr and "quarantine" in indexed.stderr, indexed.stderr
+    assert not (carol / ".engram" / "tapes" / f"{fake}.jsonl.zst").exists()
+    assert _sessions(carol) == {SPOTTER_MAIN}
