@@ -483,8 +483,8 @@ def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path
     assert report.indexed == 6
 
 
-def test_index_workers_take_the_landings_check_only_for_the_bytes_it_checked(tmp_path: Path) -> None:
-    """A pulled tape is hashed once (by the landing): the index workers are handed its identity.
+def test_index_workers_take_the_catalogues_check_only_for_the_bytes_it_checked(tmp_path: Path) -> None:
+    """A pulled tape is hashed once (as it is catalogued): the index workers are handed its identity.
     A file changed since has another identity, and a worker hashes it: a tape replaced by other
     bytes under the same name is refused, never indexed under that name."""
     from engram.errors import CorruptTape
@@ -497,7 +497,7 @@ def test_index_workers_take_the_landings_check_only_for_the_bytes_it_checked(tmp
     one = write_tape(tapes, objects, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "one"}])
     two = write_tape(tapes, objects, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "two, longer"}])
     ident = verified_as(one.path)
-    assert ident is not None and ident[0] == str(one.path), "written (or landed) here: checked"
+    assert ident is not None and ident[0] == str(one.path), "written (or catalogued) here: checked"
     trust(ident)  # (what a worker does with it)
     os.chmod(one.path, 0o644)
     shutil.copyfile(two.path, one.path)  # other bytes under the first tape's name
@@ -570,3 +570,34 @@ def test_a_pulled_tape_whose_content_is_not_its_id_is_quarantined_and_named(team
     assert fake in indexed.stderr and "quarantine" in indexed.stderr, indexed.stderr
     assert not (carol / ".engram" / "tapes" / f"{fake}.jsonl.zst").exists()
     assert _sessions(carol) == {SPOTTER_MAIN}
+
+
+def test_cataloguing_checks_each_tape_once_and_names_the_ones_it_quarantines(tmp_path: Path) -> None:
+    """`reconcile` (the first read of a pulled tape) checks each tape against its id from the
+    decompression that makes its row, records the check for the index workers, and returns the
+    tapes it moved to quarantine/."""
+    from engram.index.catalog import reconcile
+    from engram.index.db import open_db
+    from engram.store.repo import init_store
+    from engram.tape.reader import verified_as
+    from engram.tape.writer import write_tape
+
+    src, _ = init_store(tmp_path / "src")
+    meta = {"kind": "meta", "v": 1, "harness": "claude-code", "session_id": "s1", "started": "2026-11-02T10:00:00Z",
+            "cwd": "/home/dev/proj", "git_head": None, "sources": [], "prev": None}
+    good = write_tape(src.tapes_dir, src.objects_dir, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "one"}])
+    other = write_tape(src.tapes_dir, src.objects_dir, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "2"}])
+    dst, _ = init_store(tmp_path / "dst")
+    dst.tapes_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(good.path, dst.tapes_dir / good.path.name)  # (as a landing writes it: not checked here)
+    bad = "cd" * 32
+    shutil.copyfile(other.path, dst.tapes_dir / f"{bad}.jsonl.zst")  # a valid tape under another id
+    assert verified_as(dst.tapes_dir / good.path.name) is None
+    db = open_db(dst)
+    try:
+        assert reconcile(db, dst) == [bad]
+        assert [r[0] for r in db.execute("SELECT id FROM tapes")] == [good.path.name[:64]]
+    finally:
+        db.close()
+    assert verified_as(dst.tapes_dir / good.path.name) is not None, "the workers are handed this check"
+    assert (dst.quarantine_dir / f"{bad}.jsonl.zst").exists() and not (dst.tapes_dir / f"{bad}.jsonl.zst").exists()
