@@ -601,3 +601,16 @@ def test_cataloguing_checks_each_tape_once_and_names_the_ones_it_quarantines(tmp
         db.close()
     assert verified_as(dst.tapes_dir / good.path.name) is not None, "the workers are handed this check"
     assert (dst.quarantine_dir / f"{bad}.jsonl.zst").exists() and not (dst.tapes_dir / f"{bad}.jsonl.zst").exists()
+
+
+def test_shard_groups_take_every_wanted_tape_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pull's shard groups, whatever the sizes: every wanted tape in exactly one group, in shard
+    order (a small last group joins the one before; a pull of ~100 MB over 3 months failed there)."""
+    from engram.share import pull as pull_module
+
+    monkeypatch.setattr(pull_module, "PIPELINE_BYTES", 48)
+    for sizes in ([33, 33, 33], [10, 60, 10], [50, 50, 50, 1], [100], [1, 1], [60, 60]):
+        wanted = [{"tape": f"t{i}", "shard": f"2026-{i:02d}", "size": size} for i, size in enumerate(sizes)]
+        groups = pull_module._groups(wanted)
+        assert [e["tape"] for g in groups for e in g] == [e["tape"] for e in wanted], (sizes, groups)
+        assert all(groups)

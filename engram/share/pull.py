@@ -163,7 +163,8 @@ def _groups(wanted: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         groups[-1] += by_shard[shard]
         size += sum(int(e.get("size") or 0) for e in by_shard[shard])
     if len(groups) > 1 and size < PIPELINE_BYTES:  # (a small last group joins the one before)
-        groups[-2] += groups.pop()
+        last = groups.pop()  # (not `groups[-2] += groups.pop()`: its target is indexed before the pop)
+        groups[-1] += last
     return [g for g in groups if g]
 
 
