@@ -9,7 +9,8 @@ fsynced, file by file in the workers at once (the kernel has been writing it bac
 concurrent fsyncs share a journal commit), renamed into place, and each directory it reached
 fsynced once. A process killed anywhere leaves whole files under their final names and nothing
 else: temp files are in its scratch folder, which the next landing removes. zstd and hashlib
-release the GIL, so two workers use two cores."""
+release the GIL, so two workers use two cores.
+"""
 
 from __future__ import annotations
 

@@ -16,9 +16,9 @@ A tape is checked against its id where it is first read, when it is catalogued
 it lands: git has checked every blob's SHA-1 as it fetched it, and checking the tape twice cost a
 pull a decompression and a sha256 of every tape (10 s of CPU a GB here). A tape whose content
 does not match its id is moved to `.engram/quarantine/` there, never catalogued, indexed or
-shown, and named in the pull's `damaged`; until it is catalogued, no reader uses a tape
-(every command reads through the catalog, and a `TapeReader` checks the id of any file it opens
-first in a process).
+shown, and named in the pull's `damaged`. Until then nothing answers from it: commands find
+tapes through the catalog, and those that read `tapes/` itself (push, gc) open each with a
+`TapeReader`, which checks the id of a file it opens first in a process.
 """
 
 from __future__ import annotations
