@@ -14,7 +14,9 @@ remote on the same disk:
                    `git push` to a ref                                  (the same bytes as plain blobs)
   engram push      `engram.share.push.push` (reads and redaction-checks every tape, then the same plumbing)
   reference fetch  `git fetch` of that ref into an empty repository
-  engram pull      `engram.share.pull.pull` without indexing (fetch, verify every tape's sha256, write)
+  engram pull      `engram.share.pull.pull` without indexing (fetch, land: check each object, write, fsync)
+  catalogue        `reconcile` of what it brought, as the indexing of a pull starts: each tape read
+                   once, checked against its id (its sha256) unless the landing of this process did
 Index: a store ingested from a generated corpus (`--store-size` of raw transcripts), and
 `--sessions` other generated sessions ingested in another clone and pushed; the store's clone
 pulls them, and the incremental index of what arrived (`pull.index_new`) is timed (target ≤ 10 s).
@@ -41,6 +43,8 @@ import gen_sessions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engram.index.catalog import reconcile  # noqa: E402
+from engram.index.db import open_db  # noqa: E402
 from engram.share.pull import index_new, pull  # noqa: E402
 from engram.share.push import push  # noqa: E402
 from engram.store.repo import Store, init_store  # noqa: E402
@@ -143,16 +147,29 @@ def transfer(base: Path, total: int, each: int) -> list[list[str]]:
     got = len(tape_files(dst_store.tapes_dir))
     if got != n:
         raise SystemExit(f"sharing.py: the pull brought {got} of {n} tapes")
+    eng_cat = timed(lambda: catalogue(dst_store))
     mb = size / 1e6
 
-    def row(name: str, wall: float, cpu: float, ref: tuple[float, float] | None) -> list[str]:
-        vs = f"{ref[0] / wall:.2f}x" if ref else "reference"
+    def row(name: str, wall: float, cpu: float, ref: tuple[float, float] | None, vs: str = "reference") -> list[str]:
+        if ref:
+            vs = f"{ref[0] / wall:.2f}x (CPU {ref[1] / cpu:.2f}x)"
         return [name, f"{mb:.0f} MB", f"{wall:.1f} s", f"{cpu:.1f} s", f"{mb / wall:.1f} MB/s", vs]
 
     return [row("git push, plain blobs (reference)", *ref_push, None),
             row("engram push", eng_push[0], eng_push[1], ref_push),
             row("git fetch, plain blobs (reference)", *ref_fetch, None),
-            row("engram pull (no index)", eng_pull[0], eng_pull[1], ref_fetch)]
+            row("engram pull (no index)", eng_pull[0], eng_pull[1], ref_fetch),
+            row("  then catalogue what it brought", eng_cat[0], eng_cat[1], None, "—"),
+            row("  pull + catalogue", eng_pull[0] + eng_cat[0], eng_pull[1] + eng_cat[1], ref_fetch)]
+
+
+def catalogue(store: Store) -> None:
+    """What an indexing pull does first: catalogue the tapes that reached tapes/ (`reconcile`)."""
+    db = open_db(store)
+    try:
+        reconcile(db, store)
+    finally:
+        db.close()
 
 
 def ingest(repo: Path, engram: list[str], path: Path) -> tuple[float, float]:

@@ -483,8 +483,8 @@ def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path
     assert report.indexed == 6
 
 
-def test_index_workers_take_the_landings_check_only_for_the_bytes_it_checked(tmp_path: Path) -> None:
-    """A pulled tape is hashed once (by the landing): the index workers are handed its identity.
+def test_index_workers_take_the_catalogues_check_only_for_the_bytes_it_checked(tmp_path: Path) -> None:
+    """A pulled tape is hashed once (as it is catalogued): the index workers are handed its identity.
     A file changed since has another identity, and a worker hashes it: a tape replaced by other
     bytes under the same name is refused, never indexed under that name."""
     from engram.errors import CorruptTape
@@ -497,7 +497,7 @@ def test_index_workers_take_the_landings_check_only_for_the_bytes_it_checked(tmp
     one = write_tape(tapes, objects, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "one"}])
     two = write_tape(tapes, objects, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "two, longer"}])
     ident = verified_as(one.path)
-    assert ident is not None and ident[0] == str(one.path), "written (or landed) here: checked"
+    assert ident is not None and ident[0] == str(one.path), "written (or catalogued) here: checked"
     trust(ident)  # (what a worker does with it)
     os.chmod(one.path, 0o644)
     shutil.copyfile(two.path, one.path)  # other bytes under the first tape's name
@@ -514,3 +514,103 @@ def test_index_workers_take_the_landings_check_only_for_the_bytes_it_checked(tmp
     out = subprocess.run([sys.executable, "-c", code, str(one.path), *map(str, ident)], capture_output=True,
                          text=True, env=env, check=True).stdout.strip()
     assert out == "refused"
+
+
+def _list_under_another_id(remote: Path, fake: str) -> str:
+    """Forge the remote's index so that it also lists, under the tape id `fake`, the blob of a real
+    tape (valid zstd, a valid tape: only its content does not match the id). Returns that blob."""
+    tip = git(remote, "rev-parse", "refs/engram/index").strip()
+    entry_path = git(remote, "ls-tree", "-r", "--name-only", tip, "sessions/").split()[0]
+    entry = json.loads(git(remote, "show", f"{tip}:{entry_path}"))
+    forged = {**entry, "tape": fake, "session_id": "forged-session"}
+    blob = subprocess.run(["git", "-C", str(remote), "hash-object", "-w", "--stdin"], input=json.dumps(forged).encode(),
+                          capture_output=True, check=True).stdout.decode().strip()
+    rows = [*git(remote, "ls-tree", "-r", tip).splitlines(), f"100644 blob {blob}\tsessions/{fake}.json"]
+    commit = git(remote, "commit-tree", _nested_tree(remote, rows), "-p", tip, "-m", "forged").strip()
+    git(remote, "update-ref", "refs/engram/index", commit)
+    return str(entry["blob"])
+
+
+def test_a_pulled_tape_whose_content_is_not_its_id_is_quarantined_and_named(team: dict[str, Path],
+                                                                             tmp_path: Path) -> None:
+    """A pull writes each tape as git verified it and checks it against its id where it is first
+    read, when it is catalogued: a tape whose content is another tape's is never catalogued,
+    indexed, shown or pushed on; it is moved to .engram/quarantine/ and the pull names it."""
+    alice, bob, remote = team["alice"], team["bob"], team["remote"]
+    run_engram(alice, "push")
+    fake = "ab" * 32
+    _list_under_another_id(remote, fake)
+    out = run_engram(bob, "pull", "--all", "--json", check=False)
+    assert out.returncode == 1, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert any(fake[:12] in d and "quarantine" in d for d in doc["damaged"]), doc
+    assert [s["session_id"] for s in doc["sessions"]] == [SPOTTER_MAIN], "the rest is pulled, the bad one not counted"
+    assert not (bob / ".engram" / "tapes" / f"{fake}.jsonl.zst").exists()
+    assert (bob / ".engram" / "quarantine" / f"{fake}.jsonl.zst").exists()
+    assert _sessions(bob) == {SPOTTER_MAIN, SPOTTER_OTHER}
+    assert "forged-session" not in run_engram(bob, "search", "spotter", "--json").stdout
+    human = run_engram(bob, "pull", "--all", check=False)  # (fetched again, refused again: said in words too)
+    assert human.returncode == 1 and fake[:12] in human.stderr and "Traceback" not in human.stderr
+
+    # --no-index: written unchecked, said so; `engram index` checks, quarantines and names it
+    carol = tmp_path / "carol" / "app"
+    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(carol))
+    run_engram(carol, "init")
+    out = run_engram(carol, "pull", "--all", "--no-index")
+    assert "checked against its id when `engram index`" in out.stdout, out.stdout
+    assert (carol / ".engram" / "tapes" / f"{fake}.jsonl.zst").exists()
+    # pushing elsewhere before it is indexed never sends the tape under the id it does not match
+    other = tmp_path / "other.git"
+    git(tmp_path, "init", "-q", "--bare", str(other))
+    pushed = run_engram(carol, "push", str(other), check=False)
+    assert pushed.returncode == 1 and fake in pushed.stderr and "does not match its id" in pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert git(other, "for-each-ref", "refs/engram") == "", "nothing was pushed"
+    indexed = run_engram(carol, "index")
+    assert fake in indexed.stderr and "quarantine" in indexed.stderr, indexed.stderr
+    assert not (carol / ".engram" / "tapes" / f"{fake}.jsonl.zst").exists()
+    assert _sessions(carol) == {SPOTTER_MAIN}
+
+
+def test_cataloguing_checks_each_tape_once_and_names_the_ones_it_quarantines(tmp_path: Path) -> None:
+    """`reconcile` (the first read of a pulled tape) checks each tape against its id from the
+    decompression that makes its row, records the check for the index workers, and returns the
+    tapes it moved to quarantine/."""
+    from engram.index.catalog import reconcile
+    from engram.index.db import open_db
+    from engram.store.repo import init_store
+    from engram.tape.reader import verified_as
+    from engram.tape.writer import write_tape
+
+    src, _ = init_store(tmp_path / "src")
+    meta = {"kind": "meta", "v": 1, "harness": "claude-code", "session_id": "s1", "started": "2026-11-02T10:00:00Z",
+            "cwd": "/home/dev/proj", "git_head": None, "sources": [], "prev": None}
+    good = write_tape(src.tapes_dir, src.objects_dir, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "one"}])
+    other = write_tape(src.tapes_dir, src.objects_dir, [meta, {"kind": "msg.in", "ts": meta["started"], "text": "2"}])
+    dst, _ = init_store(tmp_path / "dst")
+    dst.tapes_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(good.path, dst.tapes_dir / good.path.name)  # (as a landing writes it: not checked here)
+    bad = "cd" * 32
+    shutil.copyfile(other.path, dst.tapes_dir / f"{bad}.jsonl.zst")  # a valid tape under another id
+    assert verified_as(dst.tapes_dir / good.path.name) is None
+    db = open_db(dst)
+    try:
+        assert reconcile(db, dst) == [bad]
+        assert [r[0] for r in db.execute("SELECT id FROM tapes")] == [good.path.name[:64]]
+    finally:
+        db.close()
+    assert verified_as(dst.tapes_dir / good.path.name) is not None, "the workers are handed this check"
+    assert (dst.quarantine_dir / f"{bad}.jsonl.zst").exists() and not (dst.tapes_dir / f"{bad}.jsonl.zst").exists()
+
+
+def test_shard_groups_take_every_wanted_tape_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pull's shard groups, whatever the sizes: every wanted tape in exactly one group, in shard
+    order (a small last group joins the one before; a pull of ~100 MB over 3 months failed there)."""
+    from engram.share import pull as pull_module
+
+    monkeypatch.setattr(pull_module, "PIPELINE_BYTES", 48)
+    for sizes in ([33, 33, 33], [10, 60, 10], [50, 50, 50, 1], [100], [1, 1], [60, 60]):
+        wanted = [{"tape": f"t{i}", "shard": f"2026-{i:02d}", "size": size} for i, size in enumerate(sizes)]
+        groups = pull_module._groups(wanted)
+        assert [e["tape"] for g in groups for e in g] == [e["tape"] for e in wanted], (sizes, groups)
+        assert all(groups)

@@ -60,16 +60,19 @@ def _print_pull(doc: dict[str, Any]) -> None:
           f"{plural(doc['objects'], 'object')}, {plural(doc['memory_files'], 'memory log file')} updated, "
           f"{plural(doc['indexed'], 'tape')} indexed" + (f"; {plural(len(doc['purged']), 'tape')} purged by a "
                                                          "teammate removed here" if doc["purged"] else ""))
+    if doc.get("unchecked"):
+        print(f"  {plural(doc['unchecked'], 'tape')} not indexed: each is checked against its id when `engram index` "
+              "(or an ingest, or the next pull) catalogues it, and moved to .engram/quarantine/ if it does not match")
     for why, n in sorted(doc["skipped"].items()):
         print(f"  not pulled: {plural(n, 'tape')} {why}", file=sys.stderr)
     for what in doc["damaged"]:
-        print(f"  not written (does not match its address on the remote): {what}", file=sys.stderr)
+        print(f"  not used (does not match its address on the remote): {what}", file=sys.stderr)
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
     from engram.share.pull import pull
 
-    doc = pull(store_of(args), args.remote, since=args.since, everything=args.all).as_dict()
+    doc = pull(store_of(args), args.remote, since=args.since, everything=args.all, index=not args.no_index).as_dict()
     if args.json:
         print_json(doc)
     else:
@@ -112,13 +115,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_push)
 
     s = sub.add_parser("pull", help="bring teammates' sessions, memories and purges from a git remote and index them",
-                       description="Fetch refs/engram/ from a git remote, write the sessions this store lacks "
-                                   "(verified against their content addresses), union the memory log, apply "
-                                   "purges, and index the new sessions incrementally.")
+                       description="Fetch refs/engram/ from a git remote, write the sessions this store lacks, "
+                                   "union the memory log, apply purges, and index the new sessions incrementally "
+                                   "(each verified against its content address as it is catalogued: one that does "
+                                   "not match is moved to .engram/quarantine/ and named).")
     s.add_argument("remote", nargs="?", metavar="REMOTE", help=remote_help)
     s.add_argument("--since", type=since_date, metavar="DATE", help="only sessions that began on or after DATE")
     s.add_argument("--all", action="store_true",
                    help="also sessions of commits this clone does not have (by default only sessions of its history)")
+    s.add_argument("--no-index", action="store_true",
+                   help="write the sessions, do not index them (`engram index` does, checking each against its id)")
     people_output(s)
     s.set_defaults(func=cmd_pull)
 

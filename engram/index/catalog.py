@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,19 +203,38 @@ def register(db: apsw.Connection, row: dict[str, Any], sources: list[dict[str, A
 
 
 def register_from_file(db: apsw.Connection, store: Store, path: Path) -> str:
-    """Catalog a tape from its own content (used by reconcile and reindex)."""
-    from engram.tape.reader import TapeReader  # noqa: PLC0415
+    """Catalog a tape from its own content (used by reconcile and reindex). Raises CorruptTape,
+    before anything is catalogued, when the content does not match the tape's id.
 
-    with TapeReader(path, store.objects_dir) as r:
-        lines = list(r.raw_lines())  # (once: decompressed twice, this was half of cataloguing a pull)
+    The file is decompressed once, for the row and the id check both (the reader's own check on
+    open would decompress it a second time): this is where a pulled tape is first read, so it is
+    where a pull's tapes are checked (engram/share/pull.py), and a check passed here is recorded
+    for this process's readers and the index workers it hands tapes to (`verified_as`)."""
+    import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
+
+    from engram.tape.reader import MISMATCH, REPAIR, TapeReader, mark_verified, verified_as  # noqa: PLC0415
+
+    checked = verified_as(path) is not None
+    with TapeReader(path, store.objects_dir, check_id=False) as r:
+        lines = list(r.raw_lines())
+        if not checked and _ADDRESS.fullmatch(r.id):
+            h = hashlib.sha256(b"\n".join(lines))
+            h.update(b"\n" if lines else b"")  # (the content is the lines, each ended by a newline)
+            if h.hexdigest() != r.id:
+                raise CorruptTape(f"{path}: {MISMATCH}; {REPAIR}")
+            mark_verified(path)
         evs = [E.loads(line) for line in lines]
         row = catalog_row(r.id, evs, r.size, sum(len(line) + 1 for line in lines))
     register(db, row, evs[0].get("sources") or [])
     return row["id"]
 
 
-def reconcile(db: apsw.Connection, store: Store) -> int:
-    """Catalog tapes that reached the disk but not the catalog (a crash between the two)."""
+_ADDRESS = re.compile("[0-9a-f]{64}")  # a tape named by its content's sha256 (one a test names otherwise is not)
+
+
+def reconcile(db: apsw.Connection, store: Store) -> list[str]:
+    """Catalog tapes that reached the disk but not the catalog (a crash between the two, or a
+    pull's landing). Returns the ids of those left out as damaged (moved to quarantine/)."""
     from engram.tape.writer import TAPE_SUFFIX  # noqa: PLC0415
 
     names = names_in(store.tapes_dir)
@@ -222,11 +242,13 @@ def reconcile(db: apsw.Connection, store: Store) -> int:
     on_disk = {n[: -len(TAPE_SUFFIX)] for n in names if n.endswith(TAPE_SUFFIX)}
     known = {r[0] for r in db.execute("SELECT id FROM tapes")}
     missing = sorted(on_disk - known)
-    if missing:
-        with immediate(db):
-            damaged = register_intact(db, store, [store.tapes_dir / f"{tid}{TAPE_SUFFIX}" for tid in missing])
-        log.info("catalogued %d tapes left by an interrupted ingest", len(missing) - len(damaged))
-    return len(missing)
+    if not missing:
+        return []
+    with immediate(db):
+        damaged = register_intact(db, store, [store.tapes_dir / f"{tid}{TAPE_SUFFIX}" for tid in missing])
+    log.info("catalogued %d tapes found on disk (a pull's, or left by an interrupted ingest)",
+             len(missing) - len(damaged))
+    return damaged
 
 
 def register_intact(db: apsw.Connection, store: Store, paths: list[Path]) -> list[str]:

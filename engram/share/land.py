@@ -1,8 +1,9 @@
-"""Fetched blobs onto the store's disk: each checked against its content address, and durable
-before it is visible, at the speed of the disk rather than of one fsync after another.
+"""Fetched blobs onto the store's disk: durable before they are visible, at the speed of the
+disk rather than of one fsync after another.
 
 `git cat-file --batch` streams the blobs (git has checked each one's SHA-1 as it fetched them);
-worker threads check each against the address it is listed under (a tape's sha256, an object's)
+worker threads check each that has a `check` against the address it is listed under (an
+object's; a tape's own check is made where it is first read anyway, see engram/share/pull.py)
 and write it to a temp file in this process's scratch folder; a batch (`BATCH_BYTES`) is then
 fsynced, file by file in the workers at once (the kernel has been writing it back meanwhile, and
 concurrent fsyncs share a journal commit), renamed into place, and each directory it reached
@@ -37,7 +38,8 @@ class Landing:
 
     sha: str  # the git blob
     final: Path
-    check: Callable[[bytes], str | None]  # None when the bytes match their address, else what is wrong
+    # None when the bytes match their address, else what is wrong; no check: written as git verified them
+    check: Callable[[bytes], str | None] | None
     what: str  # how a message names it ("tape 1a2b3c4d5e6f")
     mode: int = 0o644
 
@@ -49,8 +51,8 @@ class Landed:
 
 
 def land(git: Git, items: list[Landing], scratch: Path, workers: int = WORKERS) -> Landed:
-    """Check and write every item's blob (see the module docstring); an item whose blob is
-    missing or does not match its address is not written and is named in `damaged`."""
+    """Check (when it has a check) and write every item's blob (see the module docstring); an
+    item whose blob is missing or fails its check is not written and is named in `damaged`."""
     out = Landed()
     if not items:
         return out
@@ -120,7 +122,7 @@ def _stage(it: Landing, data: bytes | None, tmp: Path) -> tuple[Landing, Path | 
     """Worker side: check the bytes, then write them to `tmp` (not fsynced yet)."""
     if data is None:
         return it, None, 0, "not among the fetched objects"
-    error = it.check(data)
+    error = it.check(data) if it.check is not None else None
     if error is not None:
         return it, None, 0, error
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), it.mode)

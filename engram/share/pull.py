@@ -4,12 +4,21 @@ remote's `refs/engram/` into this store, then into its index incrementally.
 Order, so that a pull killed anywhere leaves a store every command can use and the next pull
 finishes the job: git fetches the index and the wanted shards (objects first, refs last); the
 tombstones are applied (the purged tapes removed, as `engram tapes rm --purge` does); then each
-object and tape is verified against its content address and written atomically (temp file,
-fsync, rename), objects before the tapes naming them; the memory log files are unioned
-atomically under the memory lock; last, under the ingest lock, the new tapes are catalogued and
-indexed (the code path of `engram index`: `reconcile` + `index_pending`) and the index gets a new
-epoch, which a running language server polls to recompute its lenses. What to fetch is decided
-from the index alone, so a tape already here is never fetched again.
+object and tape is written atomically (temp file, fsync, rename), objects before the tapes
+naming them, each object checked against its content address first; the memory log files are
+unioned atomically under the memory lock; last, under the ingest lock, the new tapes are
+catalogued and indexed (the code path of `engram index`: `reconcile` + `index_pending`) and the
+index gets a new epoch, which a running language server polls to recompute its lenses. What to
+fetch is decided from the index alone, so a tape already here is never fetched again.
+
+A tape is checked against its id where it is first read, when it is catalogued
+(`catalog.register_from_file`: the one decompression that makes its row also hashes it), not as
+it lands: git has checked every blob's SHA-1 as it fetched it, and checking the tape twice cost a
+pull a decompression and a sha256 of every tape (10 s of CPU a GB here). A tape whose content
+does not match its id is moved to `.engram/quarantine/` there, never catalogued, indexed or
+shown, and named in the pull's `damaged`. Until then nothing answers from it: commands find
+tapes through the catalog, and those that read `tapes/` itself (push, gc) open each with a
+`TapeReader`, which checks the id of a file it opens first in a process.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from engram.share.push import fetch_index, open_git
 from engram.store.lock import ingest_lock, memory_lock
 from engram.store.repo import Store
 from engram.tape.objects import object_path
-from engram.tape.reader import TapeReader, check_bytes, mark_verified, trust, verified_as
+from engram.tape.reader import MISMATCH, TapeReader, trust, verified_as
 from engram.tape.writer import TAPE_SUFFIX, tape_files, tape_path
 
 log = logging.getLogger(__name__)
@@ -61,17 +70,18 @@ class PullReport:
     remote: str
     sessions: list[dict[str, Any]] = field(default_factory=list)  # tapes pulled
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> tapes not pulled
-    damaged: list[str] = field(default_factory=list)  # what did not match its address (not written)
+    damaged: list[str] = field(default_factory=list)  # what did not match its address (not used)
     objects: int = 0
     bytes: int = 0
     purged: list[str] = field(default_factory=list)  # local tapes removed by a teammate's tombstone
     memory_files: int = 0  # log files that changed here
     indexed: int = 0
+    unchecked: int = 0  # tapes written, not catalogued yet: checked against their ids when indexed
 
     def as_dict(self) -> dict[str, Any]:
         return {"remote": self.remote, "sessions": self.sessions, "skipped": self.skipped, "damaged": self.damaged,
                 "objects": self.objects, "bytes": self.bytes, "purged": self.purged,
-                "memory_files": self.memory_files, "indexed": self.indexed}
+                "memory_files": self.memory_files, "indexed": self.indexed, "unchecked": self.unchecked}
 
 
 def pull(store: Store, remote: str | None = None, *, since: str | None = None, everything: bool = False,
@@ -89,13 +99,27 @@ def pull(store: Store, remote: str | None = None, *, since: str | None = None, e
     report.purged = _apply_tombstones(store, idx)
     wanted = _wanted(store, git, idx, refs, since, everything, report)
     _fetch_and_land(store, git, remote, refs, wanted, report)
-    if report.damaged:
-        log.warning("%d items from the remote did not match their content address and were not written: %s",
-                    len(report.damaged), ", ".join(report.damaged[:5]))
     report.memory_files = _merge_memories(store, git, idx)
     if index:
-        report.indexed = index_new(store)
+        report.indexed, damaged = _index_new(store)
+        _left_out(report, damaged)
+    else:
+        report.unchecked = len(report.sessions)
+    if report.damaged:
+        log.warning("%d items from the remote did not match their content address and were not kept: %s",
+                    len(report.damaged), ", ".join(report.damaged[:5]))
     return report
+
+
+def _left_out(report: PullReport, damaged: list[str]) -> None:
+    """The tapes cataloguing left out (their content does not match their id: moved to
+    quarantine/) named in `damaged`, and no longer counted as pulled."""
+    bad = set(damaged)
+    for tid in damaged:
+        report.damaged.append(f"tape {tid[:12]} ({MISMATCH}; moved to .engram/quarantine/)")
+    kept = [s for s in report.sessions if s["tape"] not in bad]
+    report.bytes -= sum(int(s["size"]) for s in report.sessions if s["tape"] in bad)
+    report.sessions = kept
 
 
 def _fetch_and_land(store: Store, git: Git, remote: str, refs: dict[str, str], wanted: list[dict[str, Any]],
@@ -139,7 +163,8 @@ def _groups(wanted: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         groups[-1] += by_shard[shard]
         size += sum(int(e.get("size") or 0) for e in by_shard[shard])
     if len(groups) > 1 and size < PIPELINE_BYTES:  # (a small last group joins the one before)
-        groups[-2] += groups.pop()
+        last = groups.pop()  # (not `groups[-2] += groups.pop()`: its target is indexed before the pop)
+        groups[-1] += last
     return [g for g in groups if g]
 
 
@@ -232,27 +257,20 @@ def _object_error(digest: str, data: bytes) -> str | None:
     return None if ok else "content does not match its address"
 
 
-def _tape_error(tid: str, data: bytes) -> str | None:
-    dctx = getattr(_DCTX, "dctx", None) or zstandard.ZstdDecompressor()
-    _DCTX.dctx = dctx
-    return check_bytes(data, tid, dctx)
-
-
 def _write_tapes(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport) -> None:
-    """Each tape checked against its name, then landed in tapes/ (land.py)."""
+    """Each tape landed in tapes/ (land.py) as git verified it; checked against its id when it is
+    catalogued (the module docstring says why there)."""
     items = []
     for e in wanted:
         tid = str(e["tape"]) if is_address(str(e.get("tape"))) else ""
         if not tid:
             report.damaged.append(f"tape {e.get('blob')} (its entry names no tape id)")
             continue
-        items.append(Landing(str(e["blob"]), tape_path(store.tapes_dir, tid), partial(_tape_error, tid),
-                             f"tape {tid[:12]}", mode=0o444))
+        items.append(Landing(str(e["blob"]), tape_path(store.tapes_dir, tid), None, f"tape {tid[:12]}", mode=0o444))
     by_path = {tape_path(store.tapes_dir, str(e["tape"])): e for e in wanted if is_address(str(e.get("tape")))}
     landed = land(git, items, store.run_dir / "pull")
     report.damaged += landed.damaged
     for it, size in landed.done:
-        mark_verified(it.final)  # (hashed above: the indexer of this process need not hash it again)
         e = by_path[it.final]
         report.sessions.append({"tape": e["tape"], "session_id": e.get("session_id"), "harness": e.get("harness"),
                                 "started": e.get("started"), "size": size})
@@ -287,11 +305,17 @@ def _merge_memories(store: Store, git: Git, idx: RemoteIndex) -> int:
 def index_new(store: Store, workers: int | None = None) -> int:
     """Catalogue and index the tapes that arrived (the path of `engram index`: `reconcile`, then
     the tapes not indexed yet, fingerprinted in up to 2 worker processes as a bulk ingest does),
-    then give the index a new epoch so a running language server recomputes its lenses."""
+    then give the index a new epoch so a running language server recomputes its lenses. Returns
+    the tapes indexed."""
+    return _index_new(store, workers)[0]
+
+
+def _index_new(store: Store, workers: int | None = None) -> tuple[int, list[str]]:
+    """`index_new`, and the ids of the tapes cataloguing left out as damaged (moved to quarantine/)."""
     with ingest_lock(store):
         db = open_db(store)
         try:
-            reconcile(db, store)
+            damaged = reconcile(db, store)
             todo = [r[0] for r in db.execute("SELECT id FROM tapes WHERE indexed=0 ORDER BY begins, id")]
             n_workers = workers if workers is not None else _worker_count(len(todo))  # (ENGRAM_WORKERS, as ingest)
             if n_workers > 1 and len(todo) > 1:
@@ -303,7 +327,7 @@ def index_new(store: Store, workers: int | None = None) -> int:
                     new_epoch(db)
         finally:
             db.close()
-    return n
+    return n, damaged
 
 
 def _index_parallel(store: Store, db: Any, todo: list[str], n_workers: int) -> int:
@@ -324,8 +348,8 @@ def _index_parallel(store: Store, db: Any, todo: list[str], n_workers: int) -> i
     k, w = indexer.resolve_params(db)
     ctx = multiprocessing.get_context("forkserver")  # safe in a process with threads (a language server)
     ctx.set_forkserver_preload(["engram.index.build"])
-    # The landing hashed each pulled tape: the workers need not hash it again (~7 s a GB of JSONL
-    # on a CPU without SHA instructions). A tape not checked in this process is checked there.
+    # Cataloguing (`reconcile`) hashed each pulled tape: the workers need not hash it again (~7 s a
+    # GB of JSONL on a CPU without SHA instructions). A tape not checked in this process is checked there.
     trusted = [verified_as(tape_path(store.tapes_dir, tid)) for tid in todo]
     done = 0
     with small_pages(), ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_exit_with,

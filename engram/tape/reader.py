@@ -112,29 +112,6 @@ def _is_address(name: str) -> bool:
     return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
 
 
-def check_bytes(data: bytes, tape_id: str, dctx: zstandard.ZstdDecompressor | None = None) -> str | None:
-    """What is wrong with a whole tape file's bytes, or None when they decode and match `tape_id`:
-    the check a first open makes (`_check_id`), on bytes not written yet, so that a pull lands
-    only tapes that match their names and reads each once."""
-    import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
-
-    try:
-        got = fr.decode_table(data, len(data))
-    except ValueError as exc:
-        return str(exc)
-    if got is None:
-        return "seek table larger than the file"
-    dctx = dctx or zstandard.ZstdDecompressor()
-    h = hashlib.sha256()
-    view = memoryview(data)
-    for index, f in enumerate(got[0]):
-        try:
-            h.update(dctx.decompress(view[f.offset:f.offset + f.size], max_output_size=f.raw_size))
-        except zstandard.ZstdError as exc:
-            return f"frame {index} does not decompress ({exc})"
-    return None if h.hexdigest() == tape_id else MISMATCH
-
-
 def mark_verified(path: Path) -> None:
     """A tape this process has just written: its id is known to match, opening it need not hash it."""
     st = os.stat(path)
