@@ -162,6 +162,34 @@ def owned(cur: Owned, new: list[str], sid: str) -> Owned:
     return out
 
 
+def captured_ranges(store: Any) -> tuple[dict[tuple[str, str], list[Any]], int]:
+    """Each task's code.edit ranges per file, in tape order (the order the replay's truth has), and
+    the code.reads counted: what the adapter made of the tasks, read back from the tapes."""
+    from engram.tape.reader import TapeReader
+
+    got: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    code_reads = 0
+    for tape in sorted(store.tapes_dir.rglob("*")):
+        if tape.is_file():
+            with TapeReader(tape, store.objects_dir) as rd:
+                evs = list(rd.events())
+            sid = str(evs[0].get("session_id", "")).removeprefix("roo-") if evs else ""
+            code_reads += sum(ev.get("kind") == "code.read" for ev in evs)
+            for ev in evs:
+                if ev.get("kind") == "code.edit":
+                    got[(sid, ev["file"])].append(ev.get("after_range"))
+    return got, code_reads
+
+
+def range_counts(truth: dict[tuple[str, str], list[Any]],
+                 got: dict[tuple[str, str], list[Any]]) -> tuple[int, int, int]:
+    """(edits with truth, at the right range, captured), edit by edit in order per task and file."""
+    edits = sum(len(v) for v in truth.values())
+    right = sum(a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
+    captured = sum(min(len(v), len(got.get(k, []))) for k, v in truth.items())
+    return edits, right, captured
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("reports", type=Path, nargs="+")
@@ -175,7 +203,6 @@ def main() -> int:
     from engram.capture.pipeline import ingest_paths
     from engram.index.db import open_db
     from engram.store.repo import init_store
-    from engram.tape.reader import TapeReader
 
     print(f"load {load()}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="engram-roo-"))
@@ -207,20 +234,8 @@ def main() -> int:
     cwd = args.map or next((m.group(1) for h in tasks.values()
                             if (m := re.search(r"# Current Workspace Directory \((.+?)\)", json.dumps(h[0])))), None)
     stats = ingest_paths(store, folders, maps=[(cwd, str(repo))] if cwd else [])
-    got: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    code_reads = 0
-    for tape in sorted(store.tapes_dir.rglob("*")):
-        if tape.is_file():
-            with TapeReader(tape, store.objects_dir) as rd:
-                evs = list(rd.events())
-            sid = str(evs[0].get("session_id", "")).removeprefix("roo-") if evs else ""
-            code_reads += sum(ev.get("kind") == "code.read" for ev in evs)
-            for ev in evs:
-                if ev.get("kind") == "code.edit":
-                    got[(sid, ev["file"])].append(ev.get("after_range"))
-    edits = sum(len(v) for v in truth.values())
-    right = sum(a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
-    captured = sum(min(len(v), len(got.get(k, []))) for k, v in truth.items())
+    got, code_reads = captured_ranges(store)
+    edits, right, captured = range_counts(truth, got)
     ok_uses = counts["apply_diff ok"] + counts["write_to_file ok"]
     failed = counts["apply_diff failed"] + counts["write_to_file failed"]
     all_got = sum(len(v) for v in got.values())

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import load
 from harness_gemini import blame_found, explain_top, sample_spans
-from harness_roo import edit_uses, read_uses, replay
+from harness_roo import captured_ranges, edit_uses, range_counts, read_uses, replay
 
 MESSAGE = re.compile(r"(?:\A|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")
 NOW = re.compile(r"Current time in ISO 8601 UTC format: (\S+)")
@@ -132,7 +132,6 @@ def main() -> int:
     from engram.capture.pipeline import ingest_paths
     from engram.index.db import open_db
     from engram.store.repo import init_store
-    from engram.tape.reader import TapeReader
 
     print(f"load {load()}")
     work = Path(tempfile.mkdtemp(prefix="engram-roo-export-"))
@@ -165,20 +164,8 @@ def main() -> int:
     cwd = args.map or next((m.group(1) for t in texts.values()
                             if (m := re.search(r"# Current Workspace Directory \((.+?)\)", t))), None)
     stats = ingest_paths(store, list(args.exports), maps=[(cwd, str(repo))] if cwd else [])
-    got: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    code_reads = 0
-    for tape in sorted(store.tapes_dir.rglob("*")):
-        if tape.is_file():
-            with TapeReader(tape, store.objects_dir) as rd:
-                evs = list(rd.events())
-            sid = str(evs[0].get("session_id", "")).removeprefix("roo-") if evs else ""
-            code_reads += sum(ev.get("kind") == "code.read" for ev in evs)
-            for ev in evs:
-                if ev.get("kind") == "code.edit":
-                    got[(sid, ev["file"])].append(ev.get("after_range"))
-    edits = sum(len(v) for v in truth.values())
-    right = sum(a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
-    captured = sum(min(len(v), len(got.get(k, []))) for k, v in truth.items())
+    got, code_reads = captured_ranges(store)
+    edits, right, captured = range_counts(truth, got)
     ok_uses = counts["apply_diff ok"] + counts["write_to_file ok"]
     failed = counts["apply_diff failed"] + counts["write_to_file failed"]
     spans = sample_spans(dict(final), args.spans, random.Random(args.seed))
