@@ -456,6 +456,15 @@ def _related_session(root: Path, tmp_path: Path) -> None:
     run_engram(root, "ingest", str(sess))
 
 
+def _commit_files(root: Path, files: dict[str, str], message: str) -> None:
+    """Write these files (folders made) and commit them all: a repository whose history resume reads."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "add", ".")
+    git(root, "commit", "-qm", message)
+
+
 def test_files_the_history_relates_to_the_working_set_are_listed_with_why(tmp_path: Path) -> None:
     """The session edits src/app/core.py and names nothing else: the repository's history says
     helpers.py changes with it, and its naming says tests/test_core.py tests it; none of that is
@@ -463,11 +472,7 @@ def test_files_the_history_relates_to_the_working_set_are_listed_with_why(tmp_pa
     root = _repo(tmp_path)
     files = {"src/app/core.py": "a\n", "src/app/helpers.py": "a\n", "src/app/other.py": "a\n",
              "tests/test_core.py": "a\n", "README.md": "a\n"}
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "start")
+    _commit_files(root, files, "start")
     for n in range(2):
         for rel in ("src/app/core.py", "src/app/helpers.py"):
             (root / rel).write_text(f"v{n}\n")
@@ -507,11 +512,7 @@ def test_a_new_source_gets_the_test_the_repository_layout_expects(tmp_path: Path
     root = _repo(tmp_path)
     files = {"lib/shop/cart.ex": "defmodule Cart do\nend\n", "test/shop/cart_test.exs": "# cart\n",
              "lib/shop/price.ex": "defmodule Price do\nend\n", "mix.exs": "# mix\n"}
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "shop")
+    _commit_files(root, files, "shop")
     s = Session(root, "abababab-7777-4777-8777-000000000007")
     s.files.update(files)
     s.prompt("Add a checkout step that charges the card")
