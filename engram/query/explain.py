@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import apsw
@@ -34,7 +34,7 @@ from engram.anchor import definition
 from engram.index import layout, memo, snapshot
 from engram.index.sql import int_array, reading
 from engram.index.kinds import CODE_CARRIED, KIND_NAME, KIND_NO
-from engram.query import ranking
+from engram.query import moves, ranking
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
 from engram.query.clip import CONTEXT_LINES, SpanWords, clip_event
 from engram.query.direct import SpanTokens, direct_hits, span_tokens
@@ -113,6 +113,9 @@ class Frag:
     session_id: str
     harness: str
     model: str | None
+    # The path the tape recorded, when it was an earlier path of the span's file (`_own_paths`):
+    # `file` is then the span's file, as the ranking reads it.
+    recorded: str | None = None
 
 
 @dataclass
@@ -242,6 +245,7 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
         frags = _frag_rows(db, list(direct))
     if res.trace is not None and match is not None:
         res.trace.fired += match.fired
+    _own_paths(store, span.file, frags, res.trace)
     for fid, conf in ranking.own_file_first(store.root, span.file, direct, frags, res.trace).items():
         res.hits[fid] = Hit(fid, conf, "direct")
     if snap.links:
@@ -254,11 +258,29 @@ def run(store: Store, db: apsw.Connection, span: Span, opts: Options, tokens: Sp
         for fid, share in tombstone_hits(db, span.text).items():
             res.hits.setdefault(fid, Hit(fid, share, "tombstone"))
     res.frags = {f: frags[f] for f in res.hits if f in frags}
-    res.frags.update(_frag_rows(db, [f for f in res.hits if f not in frags]))
+    res.frags.update(_own_paths(store, span.file, _frag_rows(db, [f for f in res.hits if f not in frags])))
     for fid in ranking.copies_to_drop(db, res.hits, res.frags, snap.subagents, checked, reviews, res.trace):
         del res.hits[fid]  # (res.frags holds fragments of res.hits only)
         del res.frags[fid]
     return res
+
+
+def _own_paths(store: Store, file: str, frags: dict[int, Frag], trace: Trace | None = None) -> dict[int, Frag]:
+    """`frags`, those of an earlier path of `file` (`moves.earlier_paths`: git renamed it since)
+    made fragments of `file` in place, the recorded path kept (`Frag.recorded`): an edit made
+    before the move is an edit of the span's own file for every rule that asks (`writer_first`,
+    `own_file_first`, the windows shown first). git is asked only when a code fragment names a
+    path gone from the working tree."""
+    gone = moves.gone(store.root, file, {fr.file for fr in frags.values() if fr.kind in ranking.CODE and fr.file})
+    earlier = moves.earlier_paths(store.root, file) & gone if gone else frozenset()
+    moved = {fid: fr for fid, fr in frags.items() if fr.file in earlier}
+    for fid, fr in moved.items():
+        frags[fid] = replace(fr, file=file, recorded=fr.file)
+    if trace is not None and moved:
+        paths = sorted({fr.file for fr in moved.values() if fr.file})
+        trace.note("moved_file", f"{plural(len(moved), 'fragment')} of {', '.join(paths)} counted as {file}'s: "
+                                 "git follows the file back to that path")
+    return frags
 
 
 def _fragments_of(db: apsw.Connection, tapes: set[int]) -> list[int]:
@@ -361,7 +383,7 @@ class _Answer:
     def fragment(self, si: int, fi: int) -> dict[str, Any]:
         h, fr = self.items[si][fi]
         entry: dict[str, Any] = {
-            "tape": fr.tape, "offset": fr.offset, "kind": KIND_NAME.get(fr.kind, "?"), "file": fr.file,
+            "tape": fr.tape, "offset": fr.offset, "kind": KIND_NAME.get(fr.kind, "?"), "file": fr.recorded or fr.file,
             "lines": [fr.line0, fr.line1] if fr.line0 is not None else None,
             "confidence": h.confidence, "via": h.via, "timestamp": fr.ts,
         }

@@ -29,6 +29,8 @@ Fragments matched directly (direct.direct_hits)
   candidate_cap          at most MAX_CANDIDATES fragments are weighed
   floor_of               fragments under RELATIVE_FLOOR of the best are dropped
   joined_edits           a session's edits of the span's file that hold it together are kept
+  moved_file             a fragment of a path git renamed the span's file from is one of the file
+                         (engram.query.moves; explain._own_paths, lineage's fragments too)
   own_file_first         another live file's copy of the span drops out (ELSEWHERE_MARGIN)
 Fragments reached along lineage (explain.lineage_walk)
   lineage_holders        an edge leads only to a fragment holding some of the span (Holders)

@@ -1,0 +1,80 @@
+"""A file's earlier paths, from git's rename history: the span's file under the names it had.
+
+A repository that moved a file after the sessions that wrote it (`client/src/x.js` → `src/x.js`,
+by hand or by a tool no session recorded) holds their edits under the old path. Matched by their
+text, those edits were edits of another file, so the session that wrote the span never counted
+as its writer and a later session that carried the lines under the old path came first (issue
+52, Ahmad-A0/Inversity-SnapSwap: writer recall@1 0.900). The paths git follows the file back
+through (`git log --follow`), when no file of the working tree is at them now, are the file's
+own: `explain.run` reads them only when the answer holds a code fragment of a path gone from the
+tree, once per file and HEAD in a process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+from typing import Final
+
+from engram.query.spans import in_tree
+
+log = logging.getLogger(__name__)
+
+# git log --follow walks the whole history of the file; past this, the answer goes without it.
+TIMEOUT_S: Final = 5.0
+_CACHE_MAX: Final = 256
+
+_cache: dict[tuple[str, str, int], frozenset[str]] = {}
+
+
+def _head_stamp(root: Path) -> int:
+    """Something that changes when HEAD or the index moves (their mtimes), 0 without a `.git` folder."""
+    stamp = 0
+    for name in ("HEAD", "index"):
+        try:
+            stamp ^= os.stat(os.path.join(os.fspath(root), ".git", name)).st_mtime_ns
+        except OSError:
+            pass
+    return stamp
+
+
+def _followed(root: Path, file: str) -> frozenset[str]:
+    """Every path `git log --follow` names for `file`'s history, `file` left out."""
+    try:
+        out = subprocess.run(["git", "-C", os.fspath(root), "log", "--follow", "-M", "--name-status", "--format=",
+                              "--", file], capture_output=True, timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.debug("no rename history of %s: %s", file, exc)
+        return frozenset()
+    if out.returncode != 0:
+        return frozenset()
+    paths = set()
+    for line in out.stdout.decode("utf-8", "replace").splitlines():
+        status, *names = line.split("\t")
+        if status[:1] in {"R", "M", "A", "D"}:
+            paths.update(names)
+    paths.discard(file)
+    return frozenset(p for p in paths if p and not os.path.isabs(p) and ".." not in p.split("/"))
+
+
+def earlier_paths(root: Path, file: str) -> frozenset[str]:
+    """The paths `file` had before git renames brought it to where it is, that no file of the
+    working tree holds now (a path in use is another file's, whatever its history)."""
+    key = (os.fspath(root), file, _head_stamp(root))
+    paths = _cache.get(key)
+    if paths is None:
+        if len(_cache) >= _CACHE_MAX:
+            _cache.clear()
+        paths = _cache[key] = _followed(root, file)
+    return frozenset(p for p in paths if not in_tree(root, p))
+
+
+def gone(root: Path, file: str, paths: set[str]) -> set[str]:
+    """Of `paths` (files an answer's code fragments name), those that are not `file` and that no
+    file of the working tree is at: the only ones that can be `file`'s earlier paths. None when
+    `file` itself is not in the tree (a text span, a deleted file): it has no history to follow."""
+    if not in_tree(root, file):
+        return set()
+    return {p for p in paths if p != file and not in_tree(root, p)}
