@@ -7,7 +7,7 @@ as its writer and a later session that carried the lines under the old path came
 52, Ahmad-A0/Inversity-SnapSwap: writer recall@1 0.900). The paths git follows the file back
 through (`git log --follow`), when no file of the working tree is at them now, are the file's
 own: `explain.run` reads them only when the answer holds a code fragment of a path gone from the
-tree, once per file and HEAD in a process.
+tree, once per file and HEAD in a process (again after STALE_S).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Final
 
@@ -25,12 +26,16 @@ log = logging.getLogger(__name__)
 # git log --follow walks the whole history of the file; past this, the answer goes without it.
 TIMEOUT_S: Final = 5.0
 _CACHE_MAX: Final = 256
+# A file's history read this long ago is read again (a language server runs for days; in a
+# worktree nothing cheap says that HEAD moved).
+STALE_S: Final = 60.0
 
-_cache: dict[tuple[str, str, int], frozenset[str]] = {}
+_cache: dict[tuple[str, str, int], tuple[float, frozenset[str]]] = {}
 
 
 def _head_stamp(root: Path) -> int:
-    """Something that changes when HEAD or the index moves (their mtimes), 0 without a `.git` folder."""
+    """Something that changes when HEAD or the index moves (their mtimes in `.git`); 0 in a
+    worktree (its `.git` is a file naming a folder elsewhere, not read: `STALE_S` bounds it)."""
     stamp = 0
     for name in ("HEAD", "index"):
         try:
@@ -43,18 +48,21 @@ def _head_stamp(root: Path) -> int:
 def _followed(root: Path, file: str) -> frozenset[str]:
     """Every path `git log --follow` names for `file`'s history, `file` left out."""
     try:
-        out = subprocess.run(["git", "-C", os.fspath(root), "log", "--follow", "-M", "--name-status", "--format=",
-                              "--", file], capture_output=True, timeout=TIMEOUT_S, check=False)
+        out = subprocess.run(["git", "-C", os.fspath(root), "log", "--follow", "-M", "--name-status", "-z",
+                              "--format=", "--", file], capture_output=True, timeout=TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.debug("no rename history of %s: %s", file, exc)
         return frozenset()
     if out.returncode != 0:
         return frozenset()
-    paths = set()
-    for line in out.stdout.decode("utf-8", "replace").splitlines():
-        status, *names = line.split("\t")
-        if status[:1] in {"R", "M", "A", "D"}:
-            paths.update(names)
+    paths: set[str] = set()
+    fields = [f.strip("\n") for f in out.stdout.decode("utf-8", "surrogateescape").split("\0")]
+    fields = [f for f in fields if f]
+    i = 0
+    while i < len(fields):  # STATUS PATH, or R/C SCORE OLD NEW, NUL-separated (names as they are)
+        named = 2 if fields[i][:1] in {"R", "C"} else 1
+        paths.update(fields[i + 1:i + 1 + named])
+        i += 1 + named
     paths.discard(file)
     return frozenset(p for p in paths if p and not os.path.isabs(p) and ".." not in p.split("/"))
 
@@ -63,11 +71,13 @@ def earlier_paths(root: Path, file: str) -> frozenset[str]:
     """The paths `file` had before git renames brought it to where it is, that no file of the
     working tree holds now (a path in use is another file's, whatever its history)."""
     key = (os.fspath(root), file, _head_stamp(root))
-    paths = _cache.get(key)
-    if paths is None:
+    now = time.monotonic()
+    read, paths = _cache.get(key, (0.0, None))
+    if paths is None or now - read > STALE_S:
         if len(_cache) >= _CACHE_MAX:
             _cache.clear()
-        paths = _cache[key] = _followed(root, file)
+        paths = _followed(root, file)
+        _cache[key] = (now, paths)
     return frozenset(p for p in paths if not in_tree(root, p))
 
 
