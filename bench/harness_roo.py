@@ -162,6 +162,39 @@ def owned(cur: Owned, new: list[str], sid: str) -> Owned:
     return out
 
 
+def committed_files(git_dir: Any, commit: str, paths: set[str]) -> dict[str, str]:
+    """The text of each of `paths` at `commit` (those it holds): the files as the tasks found them."""
+    base: dict[str, str] = {}
+    for rel in sorted(paths):
+        out = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{rel}"],
+                             capture_output=True, check=False)
+        if out.returncode == 0:
+            base[rel] = out.stdout.decode("utf-8", "replace")
+    return base
+
+
+def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict[str, str]
+                  ) -> tuple[Path, Counter[str], dict[str, Any], dict[tuple[str, str], list[Any]]]:
+    """A fresh repository under `work` with the tasks' edits replayed on `base`: (its root, the
+    edit uses counted, each file's final lines and owners, each task's true ranges per file)."""
+    repo = work / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    counts: Counter[str] = Counter()
+    final, truth = replay(tasks, base, counts, repo)
+    return repo, counts, final, truth
+
+
+def writer_hits(store: Any, repo: Path, spans: list[tuple[str, int, str]]) -> tuple[int, int, int]:
+    """(explain names the writing task first, git blame names its commit, spans) over `spans`."""
+    from engram.index.db import open_db
+
+    db = open_db(store)
+    hit = sum(explain_top(store, db, repo, rel, start) == f"roo-{w}" for rel, start, w in spans)
+    blamed = sum(blame_found(repo, rel, start, w) for rel, start, w in spans)
+    return hit, blamed, len(spans)
+
+
 def captured_ranges(store: Any) -> tuple[dict[tuple[str, str], list[Any]], int]:
     """Each task's code.edit ranges per file, in tape order (the order the replay's truth has), and
     the code.reads counted: what the adapter made of the tasks, read back from the tapes."""
@@ -201,7 +234,6 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = ap.parse_args()
     from engram.capture.pipeline import ingest_paths
-    from engram.index.db import open_db
     from engram.store.repo import init_store
 
     print(f"load {load()}")
@@ -219,17 +251,8 @@ def main() -> int:
         (d / "api_conversation_history.json").write_text(json.dumps(h), "utf-8")
         folders.append(d / "api_conversation_history.json")
     paths = {str(inp.get("path")) for h in tasks.values() for _, _, inp, _ in edit_uses(h)}
-    base = {}
-    for rel in sorted(paths):
-        out = subprocess.run(["git", f"--git-dir={args.repo}", "show", f"{args.base}:{rel}"],
-                             capture_output=True, check=False)
-        if out.returncode == 0:
-            base[rel] = out.stdout.decode("utf-8", "replace")
-    repo = work / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    counts: Counter[str] = Counter()
-    final, truth = replay(tasks, base, counts, repo)
+    base = committed_files(args.repo, args.base, paths)
+    repo, counts, final, truth = replayed_repo(work, tasks, base)
     store, _ = init_store(repo)
     cwd = args.map or next((m.group(1) for h in tasks.values()
                             if (m := re.search(r"# Current Workspace Directory \((.+?)\)", json.dumps(h[0])))), None)
@@ -240,10 +263,7 @@ def main() -> int:
     failed = counts["apply_diff failed"] + counts["write_to_file failed"]
     all_got = sum(len(v) for v in got.values())
     spans = sample_spans({k: v for k, v in final.items()}, args.spans, random.Random(args.seed))
-    db = open_db(store)
-    hit = sum(explain_top(store, db, repo, rel, start) == f"roo-{w}" for rel, start, w in spans)
-    blamed = sum(blame_found(repo, rel, start, w) for rel, start, w in spans)
-    n = len(spans)
+    hit, blamed, n = writer_hits(store, repo, spans)
     reads = sum(read_uses(h) for h in tasks.values())
     print("| tasks | edit uses ok (failed) | edits with truth | captured | right ranges | code.edits in all "
           "| read uses | code.reads | spans | writers | recall@1 | blame |")

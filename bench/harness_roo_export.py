@@ -35,8 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import load
-from harness_gemini import blame_found, explain_top, sample_spans
-from harness_roo import captured_ranges, edit_uses, range_counts, read_uses, replay
+from harness_gemini import sample_spans
+from harness_roo import (captured_ranges, committed_files, edit_uses, range_counts, read_uses, replay,
+                         replayed_repo, writer_hits)
 
 MESSAGE = re.compile(r"(?:\A|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")
 NOW = re.compile(r"Current time in ISO 8601 UTC format: (\S+)")
@@ -130,7 +131,6 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     from engram.capture.pipeline import ingest_paths
-    from engram.index.db import open_db
     from engram.store.repo import init_store
 
     print(f"load {load()}")
@@ -147,16 +147,9 @@ def main() -> int:
         for rel, body in first_reads(texts[sid]).items():
             base.setdefault(rel, body)
     if args.repo and args.base:
-        for rel in {str(inp.get("path")) for h in tasks.values() for _, _, inp, _ in edit_uses(h)}:
-            out = subprocess.run(["git", f"--git-dir={args.repo}", "show", f"{args.base}:{rel}"],
-                                 capture_output=True, check=False)
-            if out.returncode == 0:
-                base[rel] = out.stdout.decode("utf-8", "replace")
-    repo = work / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    counts: Counter[str] = Counter()
-    final, truth = replay(tasks, base, counts, repo)
+        base.update(committed_files(args.repo, args.base,
+                                    {str(inp.get("path")) for h in tasks.values() for _, _, inp, _ in edit_uses(h)}))
+    repo, counts, final, truth = replayed_repo(work, tasks, base)
     checks: Counter[str] = Counter()
     for sid, h in tasks.items():
         checks.update(state_checks({sid: h}, base, work / "scratch"))
@@ -169,10 +162,7 @@ def main() -> int:
     ok_uses = counts["apply_diff ok"] + counts["write_to_file ok"]
     failed = counts["apply_diff failed"] + counts["write_to_file failed"]
     spans = sample_spans(dict(final), args.spans, random.Random(args.seed))
-    db = open_db(store)
-    hit = sum(explain_top(store, db, repo, rel, start) == f"roo-{w}" for rel, start, w in spans)
-    blamed = sum(blame_found(repo, rel, start, w) for rel, start, w in spans)
-    n = len(spans)
+    hit, blamed, n = writer_hits(store, repo, spans)
     reads = sum(read_uses(h) for h in tasks.values())
     print("| tasks | edit uses ok (failed) | edits with truth | captured | right ranges | code.edits in all "
           "| state checks agree (disagree) | read uses | code.reads | spans | writers | recall@1 | blame |")
