@@ -556,7 +556,9 @@ def main(argv: list[str] | None = None) -> int:
                  f">= {TARGETS['rg_speedup']:.0f}x", verdict(speed >= TARGETS["rg_speedup"])])
 
     if args.appends:
-        with tempfile.TemporaryDirectory(prefix="engram-scale-append-", dir=args.workdir) as tmp:
+        # (inside the repository unless --workdir says otherwise: a running server ingests only
+        # transcript locations, the repository among them, and answers 403 to a file in /tmp)
+        with tempfile.TemporaryDirectory(prefix=".engram-scale-append-", dir=args.workdir or repo) as tmp:
             prof_append = OUT_DIR / "append.prof" if args.profile else None
             apps, idle = appends(engram, repo, args.appends, args.append_size, 1000 + args.seed, Path(tmp),
                                  prof_append)
