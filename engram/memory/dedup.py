@@ -101,25 +101,48 @@ def check(db: apsw.Connection, matrix: Matrix, content: str, kind: str, anchors:
     best: tuple[float, float, str, bool] | None = None
     for no, mid, text, other_kind in _candidates(db, matrix, content, vec):
         theirs = _anchors(db, no)
-        same_place = not anchors or not theirs or overlap(anchors, theirs)
-        if same_place and opposite(content, kind, text, other_kind):
-            verdict.links.append((mid, "contradicts", "says the opposite about the same place (found on write)"))
+        relation = _relation(anchors, theirs, content, kind, text, other_kind)
+        if relation == "contradicts":
+            verdict.links.append(_link(mid, relation, "on write"))
             continue
         share = containment(new, grams(text))
         cos = _cosine(matrix, vec, no)
         if share < CONTAINMENT and cos < COSINE:
             continue
-        if anchors and theirs and not overlap(anchors, theirs):
-            verdict.links.append((mid, "relates_to", "nearly the same note, anchored elsewhere (found on write)"))
+        if relation == "relates_to":
+            verdict.links.append(_link(mid, relation, "on write"))
             continue
         if best is None or (share, cos) > best[:2]:
             best = (share, cos, mid, bool(anchors) and not theirs)
     if best is not None:
-        verdict.merge_into = best[2]
-        verdict.similarity = {"containment": round(best[0], 3), "cosine": round(max(best[1], 0.0), 3)}
-        verdict.adopt_anchors = best[3]
-        verdict.links = [link for link in verdict.links if link[0] != best[2]]
+        _merge(verdict, best[2], {"containment": round(best[0], 3), "cosine": round(max(best[1], 0.0), 3)}, best[3])
     return verdict
+
+
+def _relation(anchors: list[dict[str, Any]], theirs: list[dict[str, Any]], content: str, kind: str,
+              text: str, other_kind: str) -> str | None:
+    """How a new note stands to a similar memory by place: `relates_to` when both are anchored
+    and nowhere together, `contradicts` when at the same place (or either unanchored) it says the
+    opposite, else None (a merge candidate)."""
+    if anchors and theirs and not overlap(anchors, theirs):
+        return "relates_to"
+    return "contradicts" if opposite(content, kind, text, other_kind) else None
+
+
+_WHY: dict[str, str] = {"contradicts": "says the opposite about the same place",
+                        "relates_to": "nearly the same note, anchored elsewhere"}
+
+
+def _link(mid: str, relation: str, when: str) -> tuple[str, str, str]:
+    return mid, relation, f"{_WHY[relation]} (found {when})"
+
+
+def _merge(verdict: Verdict, into: str, similarity: dict[str, float], adopt_anchors: bool) -> None:
+    """Make `verdict` a merge into memory `into` (no candidate link to it besides)."""
+    verdict.merge_into = into
+    verdict.similarity = similarity
+    verdict.adopt_anchors = adopt_anchors
+    verdict.links = [link for link in verdict.links if link[0] != into]
 
 
 def _candidates(db: apsw.Connection, matrix: Matrix, content: str, vec: Any) -> list[tuple[int, str, str, str]]:
@@ -180,17 +203,13 @@ def check_embedded(db: apsw.Connection, matrix: Matrix, no: int, content: str, k
             continue
         _, mid, text, other_kind = rows[other]
         theirs = _anchors(db, other)
-        if (not anchors or not theirs or overlap(anchors, theirs)) and opposite(content, kind, text, other_kind):
-            verdict.links.append((mid, "contradicts", "says the opposite about the same place (found when embedded)"))
-        elif anchors and theirs and not overlap(anchors, theirs):
-            verdict.links.append((mid, "relates_to", "nearly the same note, anchored elsewhere (found when embedded)"))
+        relation = _relation(anchors, theirs, content, kind, text, other_kind)
+        if relation is not None:
+            verdict.links.append(_link(mid, relation, "when embedded"))
         elif best is None:
             best = (cos, mid, bool(anchors) and not theirs)
     if best is not None:
-        verdict.merge_into = best[1]
-        verdict.similarity = {"cosine": round(best[0], 3)}
-        verdict.adopt_anchors = best[2]
-        verdict.links = [link for link in verdict.links if link[0] != best[1]]
+        _merge(verdict, best[1], {"cosine": round(best[0], 3)}, best[2])
     return verdict
 
 

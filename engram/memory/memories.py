@@ -325,8 +325,7 @@ class Memories:
                                                                       "why": why, "candidate": True}))
                 links.append({"id": target, "relation": relation, "candidate": True, "why": why})
             self._commit(events)
-            embedded = bool(self.db.execute("SELECT 1 FROM memory_vectors WHERE hash = ? LIMIT 1",
-                                            (projection.content_hash(content),)).fetchall())
+            embedded = projection.has_vector(self.db, projection.content_hash(content))
         return Remembered(mid, links=links, embedding="done" if embedded else "pending")
 
     def _capture(self, at: str, buffers: Mapping[str, str] | None) -> dict[str, Any]:

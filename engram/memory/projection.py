@@ -160,8 +160,7 @@ def _on_add(db: apsw.Connection, ev: Event) -> bool:
     _fts_put(db, no, content, tags, context)
     _put_anchors(db, no, list(d.get("anchors") or []))
     _transition(db, no, ev, None, "active", d.get("why"))
-    if d.get(VECTOR_DEDUP) and not db.execute("SELECT 1 FROM memory_vectors WHERE hash = ? LIMIT 1",
-                                              (content_hash(content),)).fetchall():
+    if d.get(VECTOR_DEDUP) and not has_vector(db, content_hash(content)):
         _set_state(db, UNCHECKED + ev.memory, no)
     return True
 
@@ -172,6 +171,13 @@ def _on_add(db: apsw.Connection, ev: Event) -> bool:
 #: are kept) was judged when that vector was made, and is not listed again.
 VECTOR_DEDUP = "vector_dedup"
 UNCHECKED = "unchecked "
+# memory_state's keys UNCHECKED + id are those from UNCHECKED up to the next string past its prefix
+UNCHECKED_KEYS = (UNCHECKED, UNCHECKED[:-1] + "!")
+
+
+def has_vector(db: apsw.Connection, hash_: str) -> bool:
+    """Whether content with this hash has its vector already (vectors are kept by content)."""
+    return bool(db.execute("SELECT 1 FROM memory_vectors WHERE hash = ? LIMIT 1", (hash_,)).fetchall())
 
 
 def unchecked(db: apsw.Connection, hashes: list[str]) -> list[tuple[int, str, str, str, str]]:
@@ -180,7 +186,7 @@ def unchecked(db: apsw.Connection, hashes: list[str]) -> list[tuple[int, str, st
     return db.execute(
         "SELECT m.no, m.id, m.content, m.kind, m.source FROM memory_state s JOIN memories m ON m.no = s.value"
         " WHERE s.key >= ? AND s.key < ? AND m.status = 'active' AND m.hash IN (SELECT value FROM json_each(?))"
-        " ORDER BY m.no", (UNCHECKED, UNCHECKED[:-1] + "!", _json(hashes))).fetchall()
+        " ORDER BY m.no", (*UNCHECKED_KEYS, _json(hashes))).fetchall()
 
 
 def unchecked_hashes(db: apsw.Connection) -> list[str]:
@@ -188,7 +194,7 @@ def unchecked_hashes(db: apsw.Connection) -> list[str]:
     embeds right after a remember, found without scanning every memory for a missing vector."""
     return [h for (h,) in db.execute(
         "SELECT DISTINCT m.hash FROM memory_state s JOIN memories m ON m.no = s.value WHERE s.key >= ? AND s.key < ?",
-        (UNCHECKED, UNCHECKED[:-1] + "!"))]
+        UNCHECKED_KEYS)]
 
 
 def _on_edit(db: apsw.Connection, ev: Event) -> bool:
@@ -282,7 +288,7 @@ def drop(db: apsw.Connection, no: int) -> None:
     """Every row of one memory (a forget, a purge)."""
     content, tags = db.execute("SELECT content, tags FROM memories WHERE no = ?", (no,)).fetchall()[0]
     _fts_drop(db, no, content, orjson.loads(tags))
-    db.execute("DELETE FROM memory_state WHERE key >= ? AND key < ? AND value = ?", (UNCHECKED, UNCHECKED[:-1] + "!", no))
+    db.execute("DELETE FROM memory_state WHERE key >= ? AND key < ? AND value = ?", (*UNCHECKED_KEYS, no))
     for sql in ("DELETE FROM memory_anchors WHERE memory = ?", "DELETE FROM memory_transitions WHERE memory = ?",
                 "DELETE FROM memory_relations WHERE src = ?", "DELETE FROM memory_relations WHERE dst = ?",
                 "DELETE FROM memories WHERE no = ?"):

@@ -145,7 +145,7 @@ def keep(db: apsw.Connection, pairs: list[tuple[str, np.ndarray]]) -> None:
         # with its vector, a memory's cosine dedup is done (or was not asked for: projection.VECTOR_DEDUP)
         db.execute("DELETE FROM memory_state WHERE key >= ? AND key < ? AND value IN"
                    " (SELECT no FROM memories WHERE hash IN (SELECT value FROM json_each(?)))",
-                   (projection.UNCHECKED, projection.UNCHECKED[:-1] + "!", hashes))
+                   (*projection.UNCHECKED_KEYS, hashes))
         db.execute("INSERT OR REPLACE INTO memory_state(key, value) VALUES('seq', ?)", (seq,))
 
 
