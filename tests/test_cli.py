@@ -192,6 +192,28 @@ def test_colour_on_a_terminal_only_and_never_with_no_color(tmp_path: Path) -> No
     assert "\x1b[" not in engram(tmp_path, "doctor", env=env).stdout  # a pipe
 
 
+def test_agents_commands_print_text_on_a_terminal_and_json_to_a_program(tmp_path: Path) -> None:
+    """explain's own hint (`engram view TAPE@N --full`) is followed by a person at a terminal: it
+    reads as text there, while an agent's tool call (no terminal) still gets the JSON document."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    home = tmp_path / "claude"
+    write_project(home, root, "s1", claude_session(root, "s1", "a.py", "print('hello')\n"))
+    env = {"CLAUDE_CONFIG_DIR": str(home), "CODEX_HOME": str(tmp_path / "codex"), "NO_COLOR": "1"}
+    (root / "a.py").write_text("print('hello')\n")
+    assert engram(root, "init", env=env).returncode == 0 and engram(root, "ingest", env=env).returncode == 0
+    for args, words in ((["view", "s1", "--at", "0"], "create a.py"), (["search", "hello"], "hello")):
+        piped = engram(root, *args, env=env)
+        assert piped.returncode == 0 and isinstance(json.loads(piped.stdout), dict), piped
+        shown = on_terminal(root, *args, env=env).strip()
+        assert not shown.startswith("{") and words in shown, shown
+        assert json.loads(on_terminal(root, *args, "--json", env=env))  # asked for, on a terminal too
+    assert "Why a.py:1-1?" in on_terminal(root, "explain", "a.py:1-1", env=env)
+    assert json.loads(engram(root, "explain", "a.py:1-1", env=env).stdout)["version"] == 1
+    assert "Why a.py:1-1?" in engram(root, "explain", "a.py:1-1", "--pretty", env=env).stdout
+
+
 # ---------------------------------------------------------------- completion
 
 

@@ -129,7 +129,8 @@ def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> arg
     p = _Parser(
         prog="engram", description="Why does this code exist? Provenance of code from coding-agent sessions.",
         epilog="`engram COMMAND --help` lists a command's options. Commands print for people, except explain, "
-               "view and search, which print JSON for agents (--pretty for people); --json gives JSON everywhere "
+               "view and search, which print JSON for agents and scripts (text on a terminal; --pretty, --json choose); "
+               "--json gives JSON everywhere "
                "(docs/cli.md).")
     p.add_argument("--version", action=_VersionAction, help="print the version of engram and exit")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")

@@ -2,7 +2,10 @@
 main reader by default, and `--json` always gives the one JSON document a program reads.
 
 - Commands an agent or a script calls to get an answer (`explain`, `view`, `search`) print JSON
-  by default; `--pretty` prints for people.
+  when their output goes to a program (a pipe, a file, an agent's tool call) and for people on a
+  terminal; `--json` and `--pretty` choose either way. Agents run commands without a terminal, so
+  they get JSON without asking, and a person following a hint such as `engram view TAPE@N --full`
+  reads text, not a JSON document.
 - Every other command prints for people (a table, a summary line, ok/warn/fail lines); `--json`
   prints the same facts as one JSON document on stdout.
 
@@ -21,11 +24,20 @@ def people_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead (for programs)")
 
 
-def agent_output(parser: argparse.ArgumentParser) -> None:
-    """`--json` (the default) and `--pretty` for a command that answers agents and scripts."""
+def agent_output(parser: argparse.ArgumentParser,
+                 pretty_help: str = "print for people (the default on a terminal)") -> None:
+    """`--json` and `--pretty` for a command that answers agents and scripts (see `wants_pretty`)."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--json", action="store_true", help="print one JSON document (the default, for programs)")
-    group.add_argument("--pretty", action="store_true", help="print for people instead of JSON")
+    group.add_argument("--json", action="store_true",
+                       help="print one JSON document (the default when the output is not a terminal)")
+    group.add_argument("--pretty", action="store_true", help=pretty_help)
+
+
+def wants_pretty(args: argparse.Namespace) -> bool:
+    """People's output for an agent-facing command: asked for, or the default on a terminal."""
+    if args.pretty or args.json:
+        return bool(args.pretty)
+    return sys.stdout.isatty()
 
 
 def print_json(doc: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from engram.cli.argtypes import count, positive, share
 from engram.cli.context import store_of
-from engram.cli.output import agent_output, people_output
+from engram.cli.output import agent_output, people_output, wants_pretty
 from engram.words import agree, plural
 
 
@@ -53,7 +53,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         "min_confidence": args.min_confidence if args.min_confidence is not None else float(cfg["min_confidence"]),
         "expand_until": args.expand_until, "rank": args.rank or str(cfg["rank"]),
     }
-    if args.pretty:  # people read each session's story and edit, not windows: no budget either
+    pretty = wants_pretty(args)
+    if pretty:  # people read each session's story and edit, not windows: no budget either
         params.update(brief=True, story=True)
     else:
         budget = args.budget if args.budget is not None else int(cfg["budget"])
@@ -81,7 +82,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             from engram.query.requests import explain_request
 
             doc = explain_request(store, db, params)
-    if args.pretty:
+    if pretty:
         from engram.query.render import explain_file_pretty, explain_pretty  # (~30 ms a JSON answer does not need)
 
         print(explain_file_pretty(doc, color=_color(args)) if "regions" in doc else explain_pretty(doc, color=_color(args)))
@@ -156,7 +157,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         if not 0 <= at < len(r):
             raise BadInput(f"offset {at}: tape {row.id[:12]} has events 0-{len(r) - 1}")
         window = r.window(at, before, after)
-    if args.pretty:
+    if wants_pretty(args):
         print(events_view(window, full=args.full))
     else:
         _out({"tape": row.id, "session_id": row.session_id, "at": at,
@@ -217,7 +218,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     store = store_of(args)
     with closing(_ready_db(store)) as db:
         hits = search(store, db, args.query, limit=args.limit)
-    if args.pretty:
+    if wants_pretty(args):
         for h in hits:
             print(f"{h['tape'][:12]} #{h['offset']:<5} {h['kind']:8} {(h['timestamp'] or '')[:16]}  {h['excerpt']}")
     else:
@@ -306,8 +307,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--page", type=positive, default=1, help="the page of an answer cut to the budget (default 1)")
     s.add_argument("--full", action="store_true",
                    help="windows' texts whole, not clipped to the span's lines (with --budget 0: nothing cut)")
-    s.add_argument("--pretty", action="store_true",
-                   help="for people: per session its request, its words around the edit and the edit as a diff")
+    agent_output(s, pretty_help="for people (the default on a terminal): per session its request, its words "
+                                "around the edit and the edit as a diff")
     s.add_argument("--no-color", dest="command_no_color", action="store_true",
                    help="no colour in --pretty output (also: NO_COLOR=1)")
     s.add_argument("--debug", action="store_true",
