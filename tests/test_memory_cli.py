@@ -60,10 +60,17 @@ def test_list_drifted_and_recall_report_the_anchors_state(repo: Path) -> None:
     (repo / "net.py").write_text(RETRY_PY.replace("attempts=5", "attempts=7").replace("gave up", "giving up"))
     drifted = js(repo, "memory", "list", "--drifted")["memories"]
     assert drifted[0]["anchors"][0]["state"] == "edited" and 0.5 < drifted[0]["anchors"][0]["retained"] < 1
+    placed = js(repo, "recall", "--at", "net.py")["memories"]  # no words: what is known about this file
+    assert [m["id"] for m in placed] == [mid]
+    nothing = run_engram(repo, "recall", check=False)
+    assert nothing.returncode == 1 and "--at FILE" in nothing.stderr
     (repo / "net.py").write_text("print('all gone')\n")
     doc = js(repo, "recall", "retry sleeps", "--debug")
     m = doc["memories"][0]
     assert m["id"] == mid and m["anchors"][0]["state"] == "vanished" and m["drift"].startswith("vanished")
+    gone = js(repo, "recall", "--at", "net.py")["memories"]  # what is known about the file: its gone code too
+    assert [g["id"] for g in gone] == [mid] and gone[0]["drift"].startswith("vanished")
+    assert js(repo, "recall", "--at", "net.py:1")["memories"] == []  # a vanished anchor is near no line
     assert m["debug"]["factors"]["drift"] < 1
     assert "vanished" in run_engram(repo, "memory", "list", "--drifted").stdout
     moved = js(repo, "memory", "reanchor", mid, "net.py:1-1")

@@ -150,6 +150,10 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
+    if not args.query.strip() and not args.at:
+        from engram.errors import BadInput
+
+        raise BadInput("what to recall? give words (engram recall \"why retries\") or a place (--at FILE[:A-B])")
     params = {"query": args.query, "at": _at_for_server(args), "kind": args.kind, "tags": args.tag or [],
               "limit": args.limit, "all": args.all, "debug": args.debug}
     doc = None
@@ -461,7 +465,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("recall", help="find the memories that answer a query (BM25, embeddings, anchors)",
                        description="Find memories by words and meaning, and by place with --at.")
-    s.add_argument("query", metavar="QUERY", help="what to find (may be empty with --at)")
+    s.add_argument("query", metavar="QUERY", nargs="?", default="",
+                   help="what to find (may be left out with --at: the memories on that place)")
     _filters(s)
     s.add_argument("--limit", type=positive, default=10, metavar="N", help="at most N memories (default 10)")
     s.add_argument("--all", action="store_true", help="also superseded, invalidated and archived memories")

@@ -178,12 +178,15 @@ def _keep(db: apsw.Connection, fresh: list[tuple[Place, str, int, int]]) -> None
 def near(db: apsw.Connection, root: Path, file: str, start: int | None, end: int | None,
          buffers: Mapping[str, str] | None = None) -> list[tuple[int, int]]:
     """Memories anchored on `file` (near lines start..end when given), nearest first, as
-    (memory no, distance in lines: 0 when the anchor overlaps the span)."""
+    (memory no, distance in lines: 0 when the anchor overlaps the span). A vanished anchor has no
+    lines to be near, but it is still about the file: asked for the whole file, it is listed (a
+    "there is no X here any more" note is what a reader of the file needs)."""
     nos = [r[0] for r in db.execute(
         "SELECT DISTINCT memory FROM memory_anchors WHERE file = ? OR at_file = ?", (file, file))]
     found: list[tuple[int, int]] = []
     for no, places in places_of(db, root, nos, buffers).items():
-        gaps = [_gap(p, start, end) for p in places if p.file == file and p.state != "vanished"]
+        gaps = [_gap(p, start, end) for p in places
+                if p.file == file and (p.state != "vanished" or start is None)]
         gaps = [g for g in gaps if g is not None]
         if gaps:
             found.append((no, min(gaps)))
