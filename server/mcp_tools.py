@@ -276,6 +276,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         test run that followed, and the notes (memories) anchored to those lines. Works after the
         code was shifted, edited, moved or reformatted. Call it before changing code whose purpose
         you do not know."""
+        from engram.memory.briefs import explain_notes  # noqa: PLC0415
         from engram.query.explain import Options, explain as core_explain  # noqa: PLC0415
         from engram.query.spans import Span as CoreSpan, read_span, repo_relative  # noqa: PLC0415
 
@@ -296,7 +297,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                     file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
                 cfg = store.config["explain"]
                 tokens = budget if budget is not None else int(cfg["budget"])
-                notes, used = _span_notes(store, span.file, start_line, end_line, tokens, live)
+                notes, used = explain_notes(store, span.file, start_line, end_line, tokens, live)
                 opts = Options(before=before, after=after, brief=brief, min_confidence=min_confidence,
                                include_deleted=include_deleted, rank=rank or str(cfg["rank"]),
                                budget=max(1, tokens - used) if tokens else None, page=page)
@@ -449,21 +450,6 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         return await run(work)
 
     return mcp
-
-
-def _span_notes(store: Store, file: str, start: int, end: int, budget: int, live: str | None
-                ) -> tuple[dict[str, Any], int]:
-    """The notes anchored to the span, for explain's answer, and the tokens they take of its budget
-    (engram.memory.briefs.span_notes); none when the memories cannot be read (explain still answers)."""
-    from engram.memory import open_memories  # noqa: PLC0415
-    from engram.memory.briefs import span_notes  # noqa: PLC0415
-
-    try:
-        return span_notes(open_memories(store), file, start, end, budget=budget or None,
-                          buffers={file: live} if live is not None else None)
-    except EngramError as exc:
-        log.warning("explain without notes: %s", exc)
-        return {}, 0
 
 
 _connections: dict[str, tuple[int, Any]] = {}

@@ -238,6 +238,23 @@ async def test_mcp_explain_carries_the_notes_beside_the_sessions(spot: tuple[Pat
         assert none["notes"] == []
 
 
+def test_cli_explain_carries_the_notes_within_its_budget(spot: tuple[Path, str]) -> None:
+    """`engram explain` answers "what do we know about it" beside "why does it exist", as the MCP
+    tool does: JSON within the budget it asked for, and a section for people."""
+    root, rel = spot
+    mid = remember(root, "Keep these lines in step with the schema migration", f"{rel}:10-12", "--kind", "pattern")
+    doc = json.loads(run_engram(root, "explain", f"{rel}:9-13").stdout)
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    assert [n["id"] for n in doc["notes"]] == [mid] and doc["notes"][0]["lines"] == [10, 12]
+    out = run_engram(root, "explain", f"{rel}:9-13", "--budget", "300").stdout
+    small = json.loads(out)
+    assert len(out.encode()) <= 300 * 4 + 1 and small["budget"]["tokens"] == 300
+    assert small["notes"][0]["id"] == mid, "the note fits a small budget beside the sessions"
+    text = run_engram(root, "explain", f"{rel}:9-13", "--pretty").stdout
+    assert "Notes on these lines" in text and "Keep these lines in step with the schema migration" in text
+    assert json.loads(run_engram(root, "explain", f"{rel}:14-16").stdout)["notes"] == []
+
+
 # ---------------------------------------------------------------- with the language server running
 
 LSP = [sys.executable, "-m", "engram_server.entry", "lsp"]

@@ -74,6 +74,9 @@ async def test_a_note_comes_before_the_evidence_and_follows_unsaved_edits(
     assert moved is not None and "payment API bans clients" in moved
     before = await hover_text(client, uri, line)
     assert before is None or "payment API" not in before, "the note left the lines it no longer covers"
+    opened = await command(client, "engram.explain", uri, rng(line + 3, line + 5))  # the document an editor opens
+    assert [n["id"] for n in opened["result"]["notes"]] == [made["id"]]
+    assert "**Notes on these lines:**" in opened["markdown"] and "payment API bans clients" in opened["markdown"]
 
     # A note written while the buffer is dirty anchors to the buffer's text: on disk (what the
     # command line resolves against) its code is three lines higher.

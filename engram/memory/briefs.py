@@ -27,6 +27,7 @@ from engram.query.budget import TOKEN_BYTES, tokens
 
 if TYPE_CHECKING:
     from engram.memory.memories import Memories
+    from engram.store.repo import Store
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +185,26 @@ def span_notes(mem: Memories, file: str, start: int, end: int, *, budget: int | 
                                  "next": f"recall(query='', file='{file}'), or `engram memory list --at "
                                          f"{file}:{start}-{end}`"}
     return doc, tokens(json_size(doc))
+
+
+def explain_notes(store: Store, file: str, start: int, end: int, budget: int | None,
+                  live: str | None = None) -> tuple[dict[str, Any], int]:
+    """`span_notes` of the store's memories for an explain answer (the command line's and the MCP
+    tool's), `live` the file's unsaved text if an editor holds it; none when the memories cannot be
+    read, since explain answers from the evidence index whatever state the memory log is in."""
+    from engram.errors import EngramError  # noqa: PLC0415
+    from engram.fsutil import names_in  # noqa: PLC0415
+    from engram.memory import open_memories  # noqa: PLC0415
+    from engram.memory.events import SUBDIR  # noqa: PLC0415
+
+    if not names_in(store.events_dir / SUBDIR):  # no memory was ever written: nothing to open
+        return {"notes": []}, tokens(len('"notes":[],'))
+    try:
+        return span_notes(open_memories(store), file, start, end, budget=budget or None,
+                          buffers={file: live} if live is not None else None)
+    except EngramError as exc:
+        log.warning("explain without notes: %s", exc)
+        return {}, 0
 
 
 # ---------------------------------------------------------------- the text

@@ -348,6 +348,7 @@ def explain_pretty(doc: dict[str, Any], width: int = 100, color: bool = False) -
     out = [paint(f"Why {where}?", "1") + f"  {count}"]
     if note := widened_note(doc):
         out.append(paint(f"({note})", "2"))
+    out += _notes(doc, paint)
     for rank, s in enumerate(doc["sessions"], 1):
         v = session_view(rank, s)
         out.append("")
@@ -376,6 +377,40 @@ def explain_pretty(doc: dict[str, Any], width: int = 100, color: bool = False) -
     if left := _left(doc):
         out += ["", paint(left, "2")]
     return "\n".join(out)
+
+
+def _notes(doc: dict[str, Any], paint: _Ansi) -> list[str]:
+    """What is known about the lines (the memories anchored to them) before why they exist: a
+    note someone left is the shortest answer."""
+    notes = doc.get("notes") or []
+    if not notes:
+        return []
+    out = ["", paint("Notes on these lines", "1")]
+    for n in notes:
+        out.append(f"   {paint(n['id'][:12], '2')}  {n['kind']:<10} {n['summary']}  "
+                   f"{paint('(' + _note_where(n) + ')', '2')}")
+    if left := doc.get("notes_left_out"):
+        out.append("   " + paint(f"{left['count']} more: {left['next']}", "2"))
+    return out
+
+
+def _notes_markdown(doc: dict[str, Any]) -> list[str]:
+    """The explain document's notes (see `_notes`) as markdown."""
+    notes = doc.get("notes") or []
+    if not notes:
+        return []
+    out = ["", "**Notes on these lines:**", ""]
+    for n in notes:
+        out.append(f"- `{n['id'][:12]}` {n['kind']}: {_md_escape(n['summary'])} "
+                   f"_({_note_where(n)})_")
+    if left := doc.get("notes_left_out"):
+        out.append(f"- _{left['count']} more: {_md_escape(left['next'])}_")
+    return out
+
+
+def _note_where(note: dict[str, Any]) -> str:
+    state = note["state"] if note["state"] != "edited" else f"edited, {note['retained']:.0%} kept"
+    return f"{state}, lines {note['lines'][0]}-{note['lines'][1]}"
 
 
 def _md_escape(text: str) -> str:
@@ -421,6 +456,8 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
         if note := widened_note(doc):
             add("")
             add(f"_{note}_")
+        for line in _notes_markdown(doc):
+            add(line)
     shown = doc["sessions"] if sessions is None else doc["sessions"][:sessions]
     for rank, s in enumerate(shown, 1):
         v = session_view(rank, s)

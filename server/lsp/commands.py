@@ -84,7 +84,13 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
                 min_confidence=float(opts.get("minConfidence", ls.settings.min_confidence)),
                 brief=bool(opts.get("brief", False)), story=True, rank=str(state.store.config["explain"]["rank"]))
     store = state.store
-    doc = await ls.off_loop(lambda: explain(store, ls.conn(store), span, o, file_lines=lines))
+    def work() -> dict:
+        from engram.memory.briefs import explain_notes  # noqa: PLC0415
+
+        notes, _ = explain_notes(store, rel, start + 1, end + 1, None, live=text)
+        return {**explain(store, ls.conn(store), span, o, file_lines=lines), **notes}
+
+    doc = await ls.off_loop(work)
     refs = convert.ReferenceLinks() if opts.get("links") == "reference" else None
     link = refs or (convert.view_link if opts.get("links") else None)
     md, targets = explain_markdown_lines(doc, link=link)
