@@ -55,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import engram_version, fmt_table, load, machine, pct  # noqa: E402
 from engram.index.schema import MEMORY_FTS_RANK  # noqa: E402
 from engram.memory.embed import MODEL_SHA256, Embedder, model_status  # noqa: E402
-from engram.memory.fusion import (TIME_WEIGHT, fts_query, fuse, fuse_rrf, query_period,  # noqa: E402
-                                  tag_bonuses, time_closeness)
+from engram.memory.fusion import (fts_query, fuse, fuse_rrf, query_period, tag_bonuses,  # noqa: E402
+                                  time_bonus)
 from engram.memory.memories import close_all  # noqa: E402
 from engram.memory.recall import BM25_POOL  # noqa: E402
 
@@ -205,7 +205,7 @@ class ScriptStore:
 
 
 def with_bonuses(query: str, hits: list, store: ScriptStore, tags: bool = True) -> list[str]:
-    """The fused ranking with recall's bonuses: TIME_WEIGHT x closeness to a date the query names,
+    """The fused ranking with recall's bonuses: closeness to a date the query names (`fusion.time_bonus`),
     and what the query's naming the memory's tag (its speaker) adds (`fusion.tag_bonuses`: most for
     the speaker named first; recall looks among its first SCORED candidates' tags, this among every
     hit's, which differs only when the speaker named first has none of those)."""
@@ -216,7 +216,7 @@ def with_bonuses(query: str, hits: list, store: ScriptStore, tags: bool = True) 
     def score(h: object) -> float:
         s = h.score
         if period is not None:
-            s += TIME_WEIGHT * time_closeness(period, store.created[h.id])
+            s += time_bonus(period, store.created[h.id])
         return s + named.get(h.id, 0.0)
     scored = [(score(h), h) for h in hits]
     scored.sort(key=lambda s: -s[0])

@@ -428,6 +428,25 @@ def test_the_person_a_query_names_first_is_the_one_it_asks_about(store: Store) -
     assert ids(recall(mem, "what did Bob tell Alice about retries", now=NOW, reinforce=False))[0] == bob.id
 
 
+def test_a_query_naming_a_day_finds_the_note_written_that_day(store: Store) -> None:
+    """"What did we decide about deploys on 3 March 2026?": the note written that day shares no word
+    with the question, four from other months share two; the day's note comes first (weighted like
+    a month, it came last of the five)."""
+    mem = Memories(store)
+    that_day = mem.remember("Froze releases until the flaky payment tests pass", created="2026-03-03T16:00:00Z")
+    for text, when in [("We decided deploys go out on Tuesdays, after the standup", "2026-01-13T10:00:00Z"),
+                       ("Decided: the deploy script runs the migrations before it restarts the workers",
+                        "2026-02-10T10:00:00Z"),
+                       ("The deploy checklist now includes a rollback rehearsal, we decided", "2026-04-21T10:00:00Z"),
+                       ("Deploy decisions go through the release channel from now on", "2026-05-05T10:00:00Z")]:
+        mem.remember(text, created=when)
+    mem.embed_pending()
+    doc = recall(mem, "what did we decide about deploys on 3 March 2026?", now=NOW, reinforce=False, debug=True)
+    assert ids(doc)[0] == that_day.id
+    month = recall(mem, "what did we decide about deploys in March 2026?", now=NOW, reinforce=False, debug=True)
+    assert month["memories"][ids(month).index(that_day.id)]["debug"]["time"] < doc["memories"][0]["debug"]["time"]
+
+
 def test_recall_reinforcement_is_written_in_batches(store: Store) -> None:
     mem = Memories(store)
     a = mem.remember("Logs rotate daily at midnight UTC")

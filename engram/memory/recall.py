@@ -246,12 +246,12 @@ def _period(query: str) -> Any:
 
 
 def _time_bonus(period: Any, m: Memory) -> float:
-    """A query naming a date favours memories written then (`fusion.time_closeness`)."""
+    """A query naming a date favours memories written then (`fusion.time_bonus`: a day most)."""
     if period is None:
         return 0.0
-    from engram.memory import fusion  # noqa: PLC0415
+    from engram.memory.fusion import time_bonus  # noqa: PLC0415
 
-    return float(fusion.TIME_WEIGHT) * float(fusion.time_closeness(period, moment_of(m.created)))
+    return float(time_bonus(period, moment_of(m.created)))
 
 
 def _tag_bonuses(query: str, rows: Mapping[int, Memory]) -> dict[int, float]:
