@@ -19,6 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from engram.memory.briefs import RECALL_BUDGET, fit_recall
 from engram.store.repo import Store
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,10 @@ class MemoryOut(BaseModel):
     drift: str | None = Field(default=None, description="set when the anchored code changed or vanished")
     context: str | None = Field(default=None, description="what the memory was said in reply to, when recorded")
     debug: dict[str, Any] | None = None
-    truncated: bool = Field(default=False, description=f"content cut to {MAX_CONTENT} characters")
+    truncated: bool = Field(default=False, description="content cut (to the answer's budget, or to "
+                                                         f"{MAX_CONTENT} characters in a list): `clipped` says how long it is")
+    clipped: dict[str, Any] | None = Field(default=None, description="{chars, more}: the content's whole length and "
+                                                                     "the command that shows it")
 
 
 class RecallResult(BaseModel):
@@ -70,6 +74,9 @@ class RecallResult(BaseModel):
     dense: str = Field(description="\"used\", or \"unavailable: <reason>\" (then BM25 and anchors only)")
     memories: list[MemoryOut]
     at: str | None = None
+    budget: dict[str, int] | None = Field(default=None, description="{tokens, used}: the budget and what the answer took")
+    left_out: dict[str, Any] | None = Field(default=None, description="{count, ids, next}: the notes that did not fit "
+                                                                      "and how to get them")
 
 
 class RememberResult(BaseModel):
@@ -131,9 +138,13 @@ class _Buffers(Mapping[str, str]):
 
 def _out(doc: dict[str, Any]) -> MemoryOut:
     content = doc["content"]
-    cut = len(content) > MAX_CONTENT
     fields = {k: v for k, v in doc.items() if k in MemoryOut.model_fields}
-    return MemoryOut(**{**fields, "content": content[:MAX_CONTENT] if cut else content, "truncated": cut})
+    if doc.get("clipped"):  # (recall's budget clipped it already)
+        return MemoryOut(**{**fields, "truncated": True})
+    cut = len(content) > MAX_CONTENT
+    clipped = {"chars": len(content), "more": f"engram memory show {doc['id']}"} if cut else None
+    return MemoryOut(**{**fields, "content": content[:MAX_CONTENT] if cut else content, "truncated": cut,
+                        "clipped": clipped})
 
 
 def _at(file: str | None, start_line: int | None, end_line: int | None) -> str | None:
@@ -259,6 +270,9 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
         end_line: int | None = Field(default=None, ge=1),
         include_hidden: bool = Field(default=False, description="also superseded, invalidated and archived ones"),
         debug: bool = Field(default=False, description="each channel's rank and each factor"),
+        budget: int = Field(default=RECALL_BUDGET, ge=0, description="at most this many tokens of answer (4 bytes "
+                                                                     "of JSON each; 0: no bound): a long note is "
+                                                                     "clipped, what does not fit is named in left_out"),
     ) -> RecallResult:
         """Memories that answer `query` (words and meaning), and, with `file`, those anchored on or
         near that code. Each says where its anchor is now and whether the code drifted; a note
@@ -272,8 +286,10 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
 
         doc = await run(work)
         embed_later(doc, run, store_provider)
+        doc = fit_recall(doc, budget)
         return RecallResult(query=doc["query"], dense=doc["dense"], at=doc.get("at"),
-                            memories=[_out(m) for m in doc["memories"]])
+                            memories=[_out(m) for m in doc["memories"]], budget=doc.get("budget"),
+                            left_out=doc.get("left_out"))
 
     @mcp.tool(title="Forget a memory", annotations=ToolAnnotations(
         read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False))

@@ -101,6 +101,42 @@ async def test_the_memory_tools_over_stdio(repo: Path) -> None:
             assert bad.is_error is True and message in bad.content[0].text, (name, bad.content)
 
 
+async def test_recall_fits_its_budget_clips_a_long_note_and_names_what_it_left_out(repo: Path) -> None:
+    """An agent pays for every token it reads: a recall of long notes stays within its budget
+    (2,000 tokens by default, 4 bytes of compact JSON each), the best note clipped rather than
+    dropped, and the answer names the rest and how to get them."""
+    import json
+
+    log = "\n".join(f"attempt {i}: the upload to S3 timed out after 30 s, retry scheduled" for i in range(400))
+    first = run_engram(repo, "remember", "Uploader retries: the S3 timeout log\n" + log, "--json")
+    top = json.loads(first.stdout)["id"]
+    facts = ["files above 64 MB go multipart", "the retry budget resets at midnight UTC",
+             "thumbnails are made before the upload starts", "a 403 from S3 means the bucket policy changed",
+             "uploads pause while the laptop is on battery", "checksums are MD5 because S3 wants them",
+             "the queue lives in SQLite next to the cache", "the progress bar counts bytes, not files",
+             "a cancelled upload leaves no parts behind", "timeouts grow from 30 to 240 seconds",
+             "the region comes from the profile, never the URL", "retries stop when the token expires"]
+    for i, fact in enumerate(facts):  # (distinct notes: near-duplicates would merge into one)
+        run_engram(repo, "remember", f"Uploader and S3 timeout, note {i}: {fact}. " + fact.capitalize() * 4)
+    out = run_engram(repo, "recall", "uploader S3 timeout log", "--json").stdout
+    doc = json.loads(out)
+    assert len(out.encode()) - 1 <= 2000 * 4 and doc["budget"]["tokens"] == 2000
+    assert doc["memories"][0]["id"] == top and doc["memories"][0]["content"].startswith("Uploader retries")
+    assert doc["memories"][0]["clipped"] == {"chars": len("Uploader retries: the S3 timeout log\n" + log),
+                                             "more": f"engram memory show {top}"}
+    small = json.loads(run_engram(repo, "recall", "uploader S3 timeout log", "--json", "--budget", "1000").stdout)
+    assert small["memories"][0]["id"] == top and small["memories"][0]["clipped"]
+    assert small["left_out"]["count"] == 10 - len(small["memories"]) > 0 and "budget=2000" in small["left_out"]["next"]
+    assert len({m["id"] for m in small["memories"]} | set(small["left_out"]["ids"])) == 10
+    whole = json.loads(run_engram(repo, "recall", "uploader S3 timeout log", "--json", "--budget", "0").stdout)
+    assert len(whole["memories"]) == 10 and "left_out" not in whole and "clipped" not in whole["memories"][0]
+    async with Client(stdio(repo)) as c:
+        r = (await c.call_tool("recall", {"query": "uploader S3 timeout log", "budget": 600})).structured_content
+        assert len(json.dumps(r, separators=(",", ":")).encode()) <= 600 * 4 * 1.1  # (nulls of the schema aside)
+        assert r["memories"][0]["id"] == top and r["memories"][0]["truncated"] is True
+        assert r["left_out"]["ids"] and r["budget"] == {"tokens": 600, "used": r["budget"]["used"]}
+
+
 async def test_an_agent_s_personal_memory_never_leaves_with_push(repo: Path, tmp_path: Path) -> None:
     import subprocess
 

@@ -15,7 +15,7 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
-from engram.cli.argtypes import positive, share
+from engram.cli.argtypes import count, positive, share
 from engram.cli.context import store_of
 from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
 from engram.words import plural
@@ -27,10 +27,13 @@ if TYPE_CHECKING:
 
 
 
-def _out(doc: Any) -> None:
+def _out(doc: Any, compact: bool = False) -> None:
+    """`doc` as JSON, indented; with `compact`, on one line when a program reads it (recall's
+    budget counts compact JSON: indentation would cost an agent a third more)."""
     import orjson
 
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    indent = not (compact and not sys.stdout.isatty())
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0).decode() + "\n")
 
 
 def _text(value: str, what: str) -> str:
@@ -154,8 +157,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
         from engram.errors import BadInput
 
         raise BadInput("what to recall? give words (engram recall \"why retries\") or a place (--at FILE[:A-B])")
+    from engram.memory.briefs import RECALL_BUDGET
+
+    budget = args.budget if args.budget is not None else RECALL_BUDGET if args.json else None
     params = {"query": args.query, "at": _at_for_server(args), "kind": args.kind, "tags": args.tag or [],
-              "limit": args.limit, "all": args.all, "debug": args.debug}
+              "limit": args.limit, "all": args.all, "debug": args.debug, "budget": budget}
     doc = None
     if not os.environ.get("ENGRAM_LOCAL"):
         from engram.cli.running_server import ask_language_server
@@ -177,9 +183,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def _show_recall(doc: dict[str, Any], args: argparse.Namespace) -> None:
     if args.json:
-        _out(doc)
+        _out(doc, compact=True)
     else:
         _print_recall(doc, args.debug)
+        if left := doc.get("left_out"):
+            print(f"({plural(left['count'], 'memory')} left out of the budget: {left['next']})", file=sys.stderr)
 
 
 def _at_for_server(args: argparse.Namespace) -> str | None:
@@ -471,6 +479,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--limit", type=positive, default=10, metavar="N", help="at most N memories (default 10)")
     s.add_argument("--all", action="store_true", help="also superseded, invalidated and archived memories")
     s.add_argument("--debug", action="store_true", help="show each channel's rank and each factor")
+    s.add_argument("--budget", type=count, metavar="TOKENS",
+                   help="at most this many tokens of JSON (4 bytes each; default with --json: 2000; 0: no bound): "
+                        "a long note is clipped, what does not fit is named in \"left_out\"")
     _common(s)
     s.set_defaults(func=cmd_recall)
 

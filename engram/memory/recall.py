@@ -137,15 +137,22 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
 
 def recall_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
     """`recall` for a request of `engram recall` (from the command line, or sent by one to a
-    running language server, which answers it the same way)."""
+    running language server, which answers it the same way), within `budget` tokens if given."""
     try:
         limit = int(params.get("limit") or 10)
     except (TypeError, ValueError):
         raise BadInput(f"limit {params.get('limit')!r}: a whole number") from None
+    try:
+        budget = int(params.get("budget") or 0)
+    except (TypeError, ValueError):
+        raise BadInput(f"budget {params.get('budget')!r}: a whole number of tokens") from None
     at = params.get("at")
-    return recall(mem, str(params.get("query") or ""), at=str(at) if at else None, kind=params.get("kind") or None,
-                  tags=list(params.get("tags") or []), limit=limit, hidden=bool(params.get("all")),
-                  debug=bool(params.get("debug")))
+    doc = recall(mem, str(params.get("query") or ""), at=str(at) if at else None, kind=params.get("kind") or None,
+                 tags=list(params.get("tags") or []), limit=limit, hidden=bool(params.get("all")),
+                 debug=bool(params.get("debug")))
+    from engram.memory.briefs import fit_recall  # noqa: PLC0415
+
+    return fit_recall(doc, budget)
 
 
 def _bm25(mem: Memories, query: str, kind: str | None, hidden: bool, channels: dict[str, list[str]],
