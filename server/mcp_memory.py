@@ -104,7 +104,10 @@ class LinkResult(BaseModel):
 
 class MemoryList(BaseModel):
     memories: list[MemoryOut]
-    truncated: bool
+    truncated: bool = Field(description="more memories match than `limit`")
+    budget: dict[str, int] | None = Field(default=None, description="{tokens, used}: the budget and what the answer took")
+    left_out: dict[str, Any] | None = Field(default=None, description="{count, ids, next}: the memories within the "
+                                                                      "limit that did not fit the budget")
 
 
 Runner = Callable[[Callable[[], T]], Awaitable[T]]
@@ -356,6 +359,7 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
         drifted: bool = Field(default=False, description="only those whose code moved, changed or vanished"),
         include_hidden: bool = Field(default=False),
         limit: int = Field(default=20, ge=1, le=MAX_LIST),
+        budget: int = Field(default=RECALL_BUDGET, ge=0, description="at most this many tokens of answer, as recall's"),
     ) -> MemoryList:
         """Memories, most recently changed first, with where their anchors are now."""
         from engram.memory.recall import memory_json  # noqa: PLC0415
@@ -364,7 +368,8 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
             mem, buffers = opened()
             pairs = mem.list(at=_at(file, start_line, end_line), drifted=drifted, kind=kind, tags=tags,
                              hidden=include_hidden, limit=limit + 1, buffers=buffers)
-            return MemoryList(memories=[_out(memory_json(m, p)) for m, p in pairs[:limit]],
-                              truncated=len(pairs) > limit)
+            doc = fit_recall({"memories": [memory_json(m, p) for m, p in pairs[:limit]]}, budget)
+            return MemoryList(memories=[_out(m) for m in doc["memories"]], truncated=len(pairs) > limit,
+                              budget=doc.get("budget"), left_out=doc.get("left_out"))
 
         return await run(work)

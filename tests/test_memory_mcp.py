@@ -135,6 +135,8 @@ async def test_recall_fits_its_budget_clips_a_long_note_and_names_what_it_left_o
         assert len(json.dumps(r, separators=(",", ":")).encode()) <= 600 * 4 * 1.1  # (nulls of the schema aside)
         assert r["memories"][0]["id"] == top and r["memories"][0]["truncated"] is True
         assert r["left_out"]["ids"] and r["budget"] == {"tokens": 600, "used": r["budget"]["used"]}
+        listed = (await c.call_tool("memories", {"budget": 600})).structured_content
+        assert listed["left_out"]["count"] + len(listed["memories"]) == 13 and listed["budget"]["tokens"] == 600
 
 
 async def test_an_agent_s_personal_memory_never_leaves_with_push(repo: Path, tmp_path: Path) -> None:
