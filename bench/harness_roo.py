@@ -108,9 +108,12 @@ def nearest(lines: list[str], search: list[str], target: int) -> int | None:
 
 
 def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts: Counter[str],
-           repo: Path) -> tuple[dict[str, Owned], dict[tuple[str, str], list[list[int]]]]:
+           repo: Path, states: dict[tuple[str, str], list[Any]] | None = None
+           ) -> tuple[dict[str, Owned], dict[tuple[str, str], list[list[int]]]]:
     """Every ok edit of every task, in time order, on the base files: the files with their
-    writers (committed once per task in `repo`) and the ranges each (task, file) changed, in order."""
+    writers (committed once per task in `repo`) and the ranges each (task, file) changed, in order
+    (and in `states`, beside each range, the file's lines before and after that change)."""
+    states = {} if states is None else states
     files: dict[str, Owned] = {rel: [(t, None) for t in text.splitlines()] for rel, text in base.items()}
     truth: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
     uses = sorted((ts, sid, i, tool, inp, ok) for sid, h in tasks.items() for i, (ts, tool, inp, ok) in enumerate(edit_uses(h)))
@@ -130,8 +133,10 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
             files[rel] = owned(cur or [], new, sid)
             if (r := changed(old, new)) is not None:
                 truth[(sid, rel)].append(r)
+                states.setdefault((sid, rel), []).append((old, new))
             continue
-        blocks = sorted(((int(s) if s else 1), x.splitlines(), y.splitlines()) for s, x, y in BLOCK.findall(str(inp.get("diff") or "")))
+        blocks = sorted((((int(s) if s else 1), x.splitlines(), y.splitlines()) for s, x, y in BLOCK.findall(str(inp.get("diff") or ""))),
+                        key=lambda b: b[0])  # Roo's order: by the line each names, else as written
         delta = 0
         for start, search, rep in blocks:
             lines = [t for t, _ in cur] if cur is not None else None
@@ -145,6 +150,7 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
             cur = owned(cur, new, sid)
             if (r := changed(lines, new)) is not None:
                 truth[(sid, rel)].append(r)
+                states.setdefault((sid, rel), []).append((lines, new))
                 counts["apply_diff blocks with truth"] += 1
             delta += len(rep) - len(search)
         if cur is not None:
@@ -173,7 +179,8 @@ def committed_files(git_dir: Any, commit: str, paths: set[str]) -> dict[str, str
     return base
 
 
-def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict[str, str]
+def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict[str, str],
+                  states: dict[tuple[str, str], list[Any]] | None = None
                   ) -> tuple[Path, Counter[str], dict[str, Any], dict[tuple[str, str], list[Any]]]:
     """A fresh repository under `work` with the tasks' edits replayed on `base`: (its root, the
     edit uses counted, each file's final lines and owners, each task's true ranges per file)."""
@@ -181,7 +188,7 @@ def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     counts: Counter[str] = Counter()
-    final, truth = replay(tasks, base, counts, repo)
+    final, truth = replay(tasks, base, counts, repo, states)
     return repo, counts, final, truth
 
 

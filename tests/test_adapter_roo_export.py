@@ -115,3 +115,44 @@ def test_an_older_export_with_xml_tool_uses_is_read_as_its_task_folder_would_be(
     assert (edit["file"], edit["before_range"], edit["after_range"], edit["after_text"]) == (
         "app.py", [2, 2], [2, 2], "    return 2\n")
     assert "message times" in " ".join(events[0]["unkept"])
+
+
+def test_an_ibm_bob_export_reading_several_files_at_once_places_the_edits_by_that_read(repo: Path,
+                                                                                      tmp_path: Path) -> None:
+    """IBM Bob (a Roo Code fork) exports in the XML shape; a read of several files has its result
+    headed `[read_file for 2 files] Result:` (no quoted path), as in Hellcatshots/bobflow's
+    `bob_task_may-1-2026_12-00-51-pm.md` (this test is written in its shape, not copied). Both
+    files are reads, and the later apply_diff (two blocks without `:start_line:`, taken in the
+    order written) is placed by that read: its edits at their lines, not left without ranges."""
+    cwd = "c:/Users/dev/bobflow"
+    page = ["import { useState } from 'react';", "import { save } from './storage';", "",
+            "export function Page() {", "  const go = () => {", "    save(1);", "  };", "  return go;", "}"]
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(page, 1))
+    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n# Current Mode\n"
+               f"<slug>code</slug>\n<name>Code</name>\n\n\n# Current Workspace Directory ({cwd}) Files\n"
+               "src/\n</environment_details>")
+    messages = [
+        ("User", "<task>\nuse the generator\n</task>\n" + env_bob.format(at="2026-05-01T10:07:07.476Z")),
+        ("Assistant", ("<read_file>\n<args>\n  <file>\n    <path>package.json</path>\n  </file>\n  <file>\n"
+                       "    <path>src/Page.tsx</path>\n  </file>\n</args>\n</read_file>")),
+        ("User", "[read_file for 2 files] Result:\n<files>\n<file><path>package.json</path>\n"
+                 "<content lines=\"1-3\">\n1 | {\n2 |   \"name\": \"bobflow\"\n3 | }\n</content>\n</file>\n"
+                 f"<file><path>src/Page.tsx</path>\n<content lines=\"1-9\">\n{numbered}</content>\n</file>\n</files>\n"
+                 + env_bob.format(at="2026-05-01T10:07:52.703Z")),
+        ("Assistant", ("<apply_diff>\n<path>src/Page.tsx</path>\n<diff>\n<<<<<<< SEARCH\n"
+                       "import { save } from './storage';\n=======\nimport { save } from './storage';\n"
+                       "import { generate } from './generator';\n>>>>>>> REPLACE\n<<<<<<< SEARCH\n    save(1);\n"
+                       "=======\n    save(generate());\n>>>>>>> REPLACE\n</diff>\n</apply_diff>")),
+        ("User", "[apply_diff for 'src/Page.tsx'] Result:\n<file_write_result>\n<path>src/Page.tsx</path>\n"
+                 "<operation>modified</operation>\n<notice>\n<i>You do not need to re-read the file, as you have seen "
+                 "all changes</i>\n</notice>\n</file_write_result>\n" + env_bob.format(at="2026-05-01T10:08:30.000Z")),
+    ]
+    export = tmp_path / "bob_task_may-1-2026_12-00-51-pm.md"
+    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "1 session" in out and "2 edits" in out and "2 reads" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777630027476", "--json").stdout)["events"]
+    assert events[0]["exported_by"] == "IBM Bob"
+    assert sorted(e["file"] for e in events if e["kind"] == "code.read") == ["package.json", "src/Page.tsx"]
+    edits = [e for e in events if e["kind"] == "code.edit"]
+    assert [(e["before_range"], e["after_range"]) for e in edits] == [([3, 2], [3, 3]), ([7, 7], [7, 7])]

@@ -58,7 +58,9 @@ from engram.tape import events as E
 
 HISTORY_FILE: Final = "api_conversation_history.json"
 UI_FILE: Final = "ui_messages.json"
-_RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)'[^\]\n]*)?\] Result:\n?", re.DOTALL)
+# `[apply_diff for 'path'] Result:`; also `[read_file for 3 files] Result:` (a read of several files) and
+# `[switch_mode to 'code' because: …] Result:`, which name no path in quotes
+_RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)'[^\]\n]*| (?!for ')[^\]\n]*)?\] Result:\n?", re.DOTALL)
 _FINAL = re.compile(r'<final_file_content path="[^"]*">\n?(.*?)\n?</final_file_content>', re.DOTALL)
 _MODEL = re.compile(r"^<model>([^<\n]+)</model>$", re.MULTILINE)  # Roo Code's environment details
 _CWD = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\)")  # Cline's; Roo Code's
