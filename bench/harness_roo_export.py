@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import load
 from harness_gemini import sample_spans
-from harness_roo import (captured_ranges, committed_files, edit_uses, range_counts, read_uses, replay,
+from harness_roo import (captured_ranges, committed_files, edit_uses, range_counts, replay,
                          replayed_repo, writer_hits)
 
 MESSAGE = re.compile(r"(?:\A|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")
@@ -133,19 +133,47 @@ def xml_params(name: str, body: str) -> dict[str, str]:
 
 
 def first_reads(text: str) -> dict[str, str]:
-    """Each file's text as the task's first whole read showed it."""
+    """Each file's text as the task's first whole read showed it, before the task first edited
+    it (a read after its own edits shows them, not the file the edits started from)."""
     out: dict[str, str] = {}
+    edited: set[str] = set()
+    ranged: set[str] = set()  # files the reply before asked to read in part (`<line_range>`)
     for part in re.split(r"\n---\n\n\*\*User:\*\*\n\n", text.replace("\r\n", "\n")):
-        found = [(m.group(1), m.group(2)) for m in [WHOLE_READ.match(part)] if m]
-        found += [(m.group(1), m.group(2)) for m in XML_READ.finditer(part.split("\n<environment_details>")[0])
+        user, _, reply = part.partition("\n---\n\n**Assistant:**\n\n")
+        found = [(m.group(1), m.group(2)) for m in [WHOLE_READ.match(user)] if m]
+        found += [(m.group(1), m.group(2)) for m in XML_READ.finditer(user.split("\n<environment_details>")[0])
                   if "<notice>" not in m.group(3) and "<list_code_definition_names>" not in m.group(3)]
         for rel, numbered in found:
-            if rel in out:
+            if rel in out or rel in edited or rel in ranged:
                 continue
             lines = [NUMBERED.sub("", line) for line in numbered.splitlines()]
             lines = lines[:-1] if lines and not lines[-1] else lines  # Roo numbers the end after the last newline
             out[rel] = "".join(line + "\n" for line in lines)
+        ranged = {m.group(1).strip() for m in re.finditer(r"<path>([^<]*)</path>\s*<line_range>", reply)}
+        edited |= {xml_params(u.group(1), u.group(2)).get("path", "") for u in XML_USE.finditer(reply)}
+        edited |= {params(u.partition("]\n")[0], u.partition("]\n")[2]).get("path", "")
+                   for u in re.split(r"^\[Tool Use: ", reply, flags=re.MULTILINE)[1:]}
     return out
+
+
+def bases(tasks: dict[str, list[dict[str, Any]]], texts: dict[str, str], committed: dict[str, str]
+          ) -> tuple[dict[str, str], int]:
+    """The files the edits start from: the read the first task to edit a file made of it before
+    its edit (what the file was then), else the blob of BASE, else a later task's read; and how
+    many of those reads differ from BASE's blob (the work tree was not BASE there)."""
+    first_editor: dict[str, str] = {}
+    for ts, sid, rel in sorted((ts, sid, str(inp.get("path"))) for sid, h in tasks.items()
+                               for ts, _, inp, ok in edit_uses(h) if ok):
+        first_editor.setdefault(rel, sid)
+    base, differ = dict(committed), 0
+    for sid in tasks:
+        for rel, body in first_reads(texts[sid]).items():
+            if first_editor.get(rel, sid) == sid:
+                differ += rel in committed and committed[rel].splitlines() != body.splitlines()
+                base[rel] = body
+            else:
+                base.setdefault(rel, body)
+    return base, differ
 
 
 def state_checks(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], scratch: Path) -> Counter[str]:
@@ -181,6 +209,19 @@ class Set:
     row: dict[str, Any] = field(default_factory=dict)
 
 
+def files_read(history: list[dict[str, Any]]) -> int:
+    """Files read_file results showed numbered lines of (a read of several files counts each):
+    each should be a code.read."""
+    results = {b["tool_use_id"]: b["content"] for m in history for b in m["content"] if b["type"] == "tool_result"}
+    n = 0
+    for m in history:
+        for b in m["content"]:
+            if b["type"] == "tool_use" and b["name"] == "read_file" and (res := results.get(b["id"])):
+                shown = re.findall(r"<file><path>[^<]*</path>\s*<content[^>]*>\n\s*\d+ \|", res)
+                n += len(shown) or bool(re.search(r"^\s*\d+ \|", res, re.MULTILINE))
+    return n
+
+
 def captured_edits(store: Any) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Each task's code.edit events per file, in tape order."""
     from engram.tape.reader import TapeReader
@@ -212,13 +253,22 @@ def same_change(truth: dict[tuple[str, str], list[Any]], states: dict[tuple[str,
     return n
 
 
-def final_equal(final: dict[str, Any], repo: Path | None, after: str | None, edited: set[str]) -> tuple[int, int]:
-    """(files the replay ends as AFTER holds them, files compared): the edited files AFTER has."""
+TRAILER = re.compile(r"\n*[ \t]*(?://|#|/\*|<!--|\*\*)[ \t]*Made with Bob\b[^\n]*\n?\Z")  # IBM Bob signs what it writes
+
+
+def final_equal(final: dict[str, Any], repo: Path | None, after: str | None, edited: set[str]) -> tuple[int, int, int]:
+    """(files the replay ends as AFTER holds them, the ones more that differ only by the `Made
+    with Bob` line IBM Bob appends to a file it writes (its export does not show it), files
+    compared): the edited files AFTER has."""
     if repo is None or after is None:
-        return 0, 0
+        return 0, 0, 0
     blobs = committed_files(repo, after, edited)
-    same = sum(blobs[rel].splitlines() == [t for t, _ in final.get(rel, [])] for rel in blobs if rel in final)
-    return same, sum(rel in final for rel in blobs)
+    same = signed = 0
+    for rel in (r for r in blobs if r in final):
+        ours = [t for t, _ in final[rel]]
+        same += blobs[rel].splitlines() == ours
+        signed += blobs[rel].splitlines() != ours and TRAILER.sub("\n", blobs[rel]).splitlines() == ours
+    return same, signed, sum(rel in final for rel in blobs)
 
 
 def measure(s: Set, spans_n: int, seed: int) -> dict[str, Any]:
@@ -235,12 +285,7 @@ def measure(s: Set, spans_n: int, seed: int) -> dict[str, Any]:
         sid = str(next((m["ts"] for m in h if m["ts"]), f.stem))
         tasks[sid], texts[sid] = h, text
     edited = {str(inp.get("path")) for h in tasks.values() for _, _, inp, ok in edit_uses(h) if ok}
-    base: dict[str, str] = {}
-    for sid in tasks:
-        for rel, body in first_reads(texts[sid]).items():
-            base.setdefault(rel, body)
-    if s.repo and s.base:
-        base.update(committed_files(s.repo, s.base, edited))
+    base, differ = bases(tasks, texts, committed_files(s.repo, s.base, edited) if s.repo and s.base else {})
     states: dict[tuple[str, str], list[Any]] = {}
     repo, counts, final, truth = replayed_repo(work, tasks, base, states)
     checks: Counter[str] = Counter()
@@ -255,21 +300,21 @@ def measure(s: Set, spans_n: int, seed: int) -> dict[str, Any]:
     same = same_change(truth, states, captured_edits(store))
     spans = sample_spans(dict(final), spans_n, random.Random(seed))
     hit, blamed, n = writer_hits(store, repo, spans)
-    equal, compared = final_equal(final, s.repo, s.after, edited)
+    equal, signed, compared = final_equal(final, s.repo, s.after, edited)
     shutil.rmtree(work, ignore_errors=True)
     return {"tasks": len(tasks), "ok": counts["apply_diff ok"] + counts["write_to_file ok"],
             "failed": counts["apply_diff failed"] + counts["write_to_file failed"], "edits": edits,
             "captured": captured, "right": right, "same": same, "all": sum(len(v) for v in got.values()),
-            "agree": checks["agree"], "disagree": checks["disagree"], "equal": equal, "compared": compared,
-            "reads": sum(read_uses(h) for h in tasks.values()), "code_reads": code_reads, "spans": n,
+            "agree": checks["agree"], "disagree": checks["disagree"], "equal": equal, "signed": signed, "compared": compared,
+            "reads": sum(files_read(h) for h in tasks.values()), "code_reads": code_reads, "spans": n,
             "writers": len({w for _, _, w in spans}), "hit": hit, "blamed": blamed,
-            "note": f"{stats.summary().splitlines()[0]}; {dict(counts)}"}
+            "note": f"{stats.summary().splitlines()[0]}; {dict(counts)}; reads that differ from BASE: {differ}"}
 
 
 def print_table(sets: list[Set]) -> None:
     print("| set | tasks | edit uses ok (failed) | edits with truth | captured | right ranges | same change, other lines "
           "| code.edits in all "
-          "| state checks agree (disagree) | final files equal | read uses | code.reads | spans | writers | recall@1 | blame |")
+          "| state checks agree (disagree) | final files equal (+ but for Bob's line) | read uses | code.reads | spans | writers | recall@1 | blame |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = [(s.name, s.row) for s in sets]
     if len(sets) > 1:
@@ -278,7 +323,7 @@ def print_table(sets: list[Set]) -> None:
         rate = lambda a, b: f"{a / b:.3f}" if b else "–"  # noqa: E731
         print(f"| {name} | {r['tasks']} | {r['ok']} ({r['failed']}) | {r['edits']} | {r['captured']} "
               f"| {r['right']} ({rate(r['right'], r['edits'])}) | {r['same']} | {r['all']} | {r['agree']} ({r['disagree']}) "
-              f"| {r['equal']} of {r['compared']} | {r['reads']} | {r['code_reads']} | {r['spans']} | {r['writers']} "
+              f"| {r['equal']} (+{r['signed']}) of {r['compared']} | {r['reads']} | {r['code_reads']} | {r['spans']} | {r['writers']} "
               f"| {rate(r['hit'], r['spans'])} | {rate(r['blamed'], r['spans'])} |")
 
 
