@@ -52,7 +52,7 @@ from harness_gemini import sample_spans
 from harness_roo import (captured_ranges, committed_files, edit_uses, range_counts, replay,
                          replayed_repo, writer_hits)
 
-MESSAGE = re.compile(r"(?:\A|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")
+MESSAGE = re.compile(r"(?:\A\s*[^\n*]{0,8}|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")  # stray typing before the first
 NOW = re.compile(r"Current time in ISO 8601 UTC format: (\S+)")
 WHOLE_READ = re.compile(r"\A\[Tool\]\nFile: (\S[^\n]*)\n((?:\s*\d+ \|[^\n]*\n)+)")
 XML_READ = re.compile(r"<file><path>([^<\n]+)</path>\n<content lines=\"1-\d+\">\n(.*?)</content>(.*?)</file>", re.DOTALL)
@@ -159,19 +159,21 @@ def first_reads(text: str) -> dict[str, str]:
 def bases(tasks: dict[str, list[dict[str, Any]]], texts: dict[str, str], committed: dict[str, str]
           ) -> tuple[dict[str, str], int]:
     """The files the edits start from: the read the first task to edit a file made of it before
-    its edit (what the file was then), else the blob of BASE, else a later task's read; and how
+    its edit (what the file was then), else the blob of BASE, else an earlier task's read; and how
     many of those reads differ from BASE's blob (the work tree was not BASE there)."""
     first_editor: dict[str, str] = {}
     for ts, sid, rel in sorted((ts, sid, str(inp.get("path"))) for sid, h in tasks.items()
                                for ts, _, inp, ok in edit_uses(h) if ok):
         first_editor.setdefault(rel, sid)
+    start = {sid: min((m["ts"] for m in h if m["ts"]), default=0) for sid, h in tasks.items()}
     base, differ = dict(committed), 0
-    for sid in tasks:
+    for sid in sorted(tasks, key=start.__getitem__):
         for rel, body in first_reads(texts[sid]).items():
-            if first_editor.get(rel, sid) == sid:
+            editor = first_editor.get(rel, sid)
+            if editor == sid:
                 differ += rel in committed and committed[rel].splitlines() != body.splitlines()
                 base[rel] = body
-            else:
+            elif start[sid] <= start[editor]:  # a task before the first to edit it saw the file as it was
                 base.setdefault(rel, body)
     return base, differ
 
@@ -197,6 +199,30 @@ def state_checks(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], s
     return out
 
 
+PATHS = re.compile(r"(<path>|\bfor '|^Path: |^File: )([^'<\n]+)|^(# )(\S+)(?=\n\s*\d+ \|)", re.MULTILINE)
+
+
+def within(text: str, sub: str) -> str:
+    """The export's paths made relative to `sub`, the folder of the workspace that is the
+    repository (`sub/x` → `x`); a path outside it is marked `../` (its edits are not the repository's)."""
+    def fix(m: re.Match[str]) -> str:
+        head, p = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))  # a search result's `# path`
+        return head + (p[len(sub) + 1:] if p.startswith(sub + "/") else "../" + p)
+    return PATHS.sub(fix, text)
+
+
+def outside(tasks: dict[str, list[dict[str, Any]]]) -> int:
+    """Edit uses on files outside the repository (marked by `within`): renamed, so no measure counts them."""
+    n = 0
+    for h in tasks.values():
+        for m in h:
+            for b in m["content"]:
+                if b["type"] == "tool_use" and str(b["input"].get("path", "")).startswith("../"):
+                    n += b["name"] in EDIT_PARAMS
+                    b["name"] = f"{b['name']} (outside)"
+    return n
+
+
 @dataclass
 class Set:
     """One repository's exports, and where its files stand before and after them."""
@@ -206,6 +232,7 @@ class Set:
     base: str | None = None
     after: str | None = None
     map: str | None = None
+    sub: str | None = None  # the folder of the tasks' workspace that is the repository
     row: dict[str, Any] = field(default_factory=dict)
 
 
@@ -271,7 +298,7 @@ def final_equal(final: dict[str, Any], repo: Path | None, after: str | None, edi
     return same, signed, sum(rel in final for rel in blobs)
 
 
-def measure(s: Set, spans_n: int, seed: int) -> dict[str, Any]:
+def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, Any]:
     """The table's row for one set: its exports replayed, ingested into a store of their own, scored."""
     from engram.capture.pipeline import ingest_paths
     from engram.store.repo import init_store
@@ -280,10 +307,12 @@ def measure(s: Set, spans_n: int, seed: int) -> dict[str, Any]:
     tasks: dict[str, list[dict[str, Any]]] = {}
     texts: dict[str, str] = {}
     for f in s.exports:
-        text = f.read_text("utf-8")
+        text = f.read_text("utf-8").replace("\r\n", "\n")
+        text = within(text, s.sub) if s.sub else text
         h = history(text)
         sid = str(next((m["ts"] for m in h if m["ts"]), f.stem))
         tasks[sid], texts[sid] = h, text
+    out_of_repo = outside(tasks)
     edited = {str(inp.get("path")) for h in tasks.values() for _, _, inp, ok in edit_uses(h) if ok}
     base, differ = bases(tasks, texts, committed_files(s.repo, s.base, edited) if s.repo and s.base else {})
     states: dict[tuple[str, str], list[Any]] = {}
@@ -294,10 +323,14 @@ def measure(s: Set, spans_n: int, seed: int) -> dict[str, Any]:
     store, _ = init_store(repo)
     cwd = s.map or next((m.group(1) for t in texts.values()
                          if (m := re.search(r"# Current Workspace Directory \((.+?)\)", t))), None)
+    cwd = f"{cwd}/{s.sub}" if cwd and s.sub else cwd
     stats = ingest_paths(store, list(s.exports), maps=[(cwd, str(repo))] if cwd else [])
     got, code_reads = captured_ranges(store)
     edits, right, captured = range_counts(truth, got)
     same = same_change(truth, states, captured_edits(store))
+    if misses:
+        for key in sorted(k for k in truth if truth[k] != got.get(k, [])):
+            print(f"  miss {s.name} {key}: replay {truth[key]} captured {got.get(key, [])}")
     spans = sample_spans(dict(final), spans_n, random.Random(seed))
     hit, blamed, n = writer_hits(store, repo, spans)
     equal, signed, compared = final_equal(final, s.repo, s.after, edited)
@@ -308,7 +341,7 @@ def measure(s: Set, spans_n: int, seed: int) -> dict[str, Any]:
             "agree": checks["agree"], "disagree": checks["disagree"], "equal": equal, "signed": signed, "compared": compared,
             "reads": sum(files_read(h) for h in tasks.values()), "code_reads": code_reads, "spans": n,
             "writers": len({w for _, _, w in spans}), "hit": hit, "blamed": blamed,
-            "note": f"{stats.summary().splitlines()[0]}; {dict(counts)}; reads that differ from BASE: {differ}"}
+            "note": f"{stats.summary().splitlines()[0]}; {dict(counts)}; reads that differ from BASE: {differ}; edit uses outside the repository: {out_of_repo}"}
 
 
 def print_table(sets: list[Set]) -> None:
@@ -328,13 +361,16 @@ def print_table(sets: list[Set]) -> None:
 
 
 def read_sets(path: Path) -> list[Set]:
-    """`NAME GIT_DIR BASE AFTER EXPORT...` lines (`-`: none; `#` lines are comments)."""
+    """`NAME GIT_DIR BASE AFTER [sub=FOLDER] EXPORT...` lines (`-`: none; `#` lines are comments;
+    FOLDER: the folder of the tasks' workspace that is the repository)."""
     out = []
     for line in path.read_text("utf-8").splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             name, repo, base, after, *exports = shlex.split(line)
             none = lambda v: None if v == "-" else v  # noqa: E731
-            out.append(Set(name, [Path(e) for e in exports], Path(repo) if none(repo) else None, none(base), none(after)))
+            sub = exports.pop(0).removeprefix("sub=") if exports and exports[0].startswith("sub=") else None
+            out.append(Set(name, [Path(e) for e in exports], Path(repo) if none(repo) else None, none(base), none(after),
+                           sub=sub))
     return out
 
 
@@ -348,6 +384,7 @@ def main() -> int:
     ap.add_argument("--sets", type=Path, help="a file of sets: NAME GIT_DIR BASE AFTER EXPORT... a line")
     ap.add_argument("--spans", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--misses", action="store_true", help="print each (task, file) whose ranges differ")
     args = ap.parse_args()
     sets = read_sets(args.sets) if args.sets else []
     if args.exports:
@@ -357,7 +394,7 @@ def main() -> int:
     print(f"load {load()}")
     t0, c0 = time.perf_counter(), time.process_time()
     for s in sets:
-        s.row = measure(s, args.spans, args.seed)
+        s.row = measure(s, args.spans, args.seed, args.misses)
     print_table(sets)
     for s in sets:
         print(f"  {s.name}: {s.row['note']}")

@@ -156,3 +156,31 @@ def test_an_ibm_bob_export_reading_several_files_at_once_places_the_edits_by_tha
     assert sorted(e["file"] for e in events if e["kind"] == "code.read") == ["package.json", "src/Page.tsx"]
     edits = [e for e in events if e["kind"] == "code.edit"]
     assert [(e["before_range"], e["after_range"]) for e in edits] == [([3, 2], [3, 3]), ([7, 7], [7, 7])]
+
+
+def test_an_export_with_stray_characters_before_its_first_message_is_still_read(repo: Path, tmp_path: Path) -> None:
+    """A committed IBM Bob export (Eman2123/Bob-RepoIQ's `bob_task_may-3-2026_12-52-23-am.md`)
+    starts `22**User:**`: two characters typed into the file. It is still the task's export (the
+    rest of the file says so), not plain text: its edit is captured (a test in that shape)."""
+    cwd = "d:/work"
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(["a = 1", "b = 2"], 1))
+    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
+               f"# Current Workspace Directory ({cwd}) Files\nx.py\n</environment_details>")
+    messages = [
+        ("User", "<task>\nb is 3\n</task>\n" + env_bob.format(at="2026-05-02T19:51:24.770Z")),
+        ("Assistant", "<read_file>\n<args>\n  <file>\n    <path>x.py</path>\n  </file>\n</args>\n</read_file>"),
+        ("User", "[read_file for 'x.py'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
+                 f"<file><path>x.py</path>\n<content lines=\"1-2\">\n{numbered}</content>\n</file>\n</files>\n"
+                 + env_bob.format(at="2026-05-02T19:51:30.000Z")),
+        ("Assistant", "<apply_diff>\n<path>x.py</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\nb = 2\n=======\n"
+                      "b = 3\n>>>>>>> REPLACE\n</diff>\n</apply_diff>"),
+        ("User", "[apply_diff for 'x.py'] Result:\n<file_write_result>\n<path>x.py</path>\n"
+                 "<operation>modified</operation>\n</file_write_result>\n" + env_bob.format(at="2026-05-02T19:52:18.604Z")),
+    ]
+    export = tmp_path / "bob_task_may-3-2026_12-52-23-am.md"
+    export.write_text("22" + "---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "1 session" in out and "1 edit" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777751484770", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["after_range"], edit["after_text"]) == ("x.py", [2, 2], "b = 3\n")
