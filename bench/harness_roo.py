@@ -108,17 +108,29 @@ def nearest(lines: list[str], search: list[str], target: int) -> int | None:
 
 
 def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts: Counter[str],
-           repo: Path, states: dict[tuple[str, str], list[Any]] | None = None
+           repo: Path, states: dict[tuple[str, str], list[Any]] | None = None,
+           seen: list[tuple[int, str, str, str]] | None = None
            ) -> tuple[dict[str, Owned], dict[tuple[str, str], list[list[int]]]]:
     """Every ok edit of every task, in time order, on the base files: the files with their
     writers (committed once per task in `repo`) and the ranges each (task, file) changed, in order
-    (and in `states`, beside each range, the file's lines before and after that change)."""
+    (and in `states`, beside each range, the file's lines before and after that change). `seen`:
+    (time, task, file, text) of whole reads; where the replay's file differs from what a task
+    read, the read is what the file was (changed outside the tasks replayed: the user, another
+    agent), and the replay goes on from it, those lines of no task."""
     states = {} if states is None else states
     files: dict[str, Owned] = {rel: [(t, None) for t in text.splitlines()] for rel, text in base.items()}
     truth: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
-    uses = sorted((ts, sid, i, tool, inp, ok) for sid, h in tasks.items() for i, (ts, tool, inp, ok) in enumerate(edit_uses(h)))
+    uses = sorted([(ts, sid, i, tool, inp, ok) for sid, h in tasks.items() for i, (ts, tool, inp, ok) in enumerate(edit_uses(h))]
+                  + [(ts, sid, k - len(seen or []), "read", {"path": rel, "content": text}, True)
+                     for k, (ts, sid, rel, text) in enumerate(seen or [])])
     last = None
     for _, sid, _, tool, inp, ok in uses:
+        if tool == "read":  # not an edit: the file as the task saw it
+            rel, new = str(inp["path"]), str(inp["content"]).splitlines()
+            if rel in files and [t for t, _ in files[rel]] != new:
+                counts["whole reads that moved the replay to the file the task saw"] += 1
+                files[rel] = owned(files[rel], new, None)
+            continue
         counts[f"{tool} ok" if ok else f"{tool} failed"] += 1
         if not ok:
             continue
@@ -160,7 +172,7 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
     return files, truth
 
 
-def owned(cur: Owned, new: list[str], sid: str) -> Owned:
+def owned(cur: Owned, new: list[str], sid: str | None) -> Owned:
     old = [t for t, _ in cur]
     out: Owned = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
@@ -180,7 +192,8 @@ def committed_files(git_dir: Any, commit: str, paths: set[str]) -> dict[str, str
 
 
 def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict[str, str],
-                  states: dict[tuple[str, str], list[Any]] | None = None
+                  states: dict[tuple[str, str], list[Any]] | None = None,
+                  seen: list[tuple[int, str, str, str]] | None = None
                   ) -> tuple[Path, Counter[str], dict[str, Any], dict[tuple[str, str], list[Any]]]:
     """A fresh repository under `work` with the tasks' edits replayed on `base`: (its root, the
     edit uses counted, each file's final lines and owners, each task's true ranges per file)."""
@@ -188,7 +201,7 @@ def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     counts: Counter[str] = Counter()
-    final, truth = replay(tasks, base, counts, repo, states)
+    final, truth = replay(tasks, base, counts, repo, states, seen)
     return repo, counts, final, truth
 
 

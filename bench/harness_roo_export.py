@@ -123,13 +123,39 @@ def params(name: str, rest: str) -> dict[str, str]:
 def xml_params(name: str, body: str) -> dict[str, str]:
     """An XML tool use's path and its diff or content (`<diff>` … `</diff>`: its whole lines)."""
     if name not in EDIT_PARAMS:
-        return {}
+        return {"raw": body}
     last = EDIT_PARAMS[name][1].lower()
     path = re.search(r"<path>(.*?)</path>", body, re.DOTALL)
     start, end = body.find(f"<{last}>"), body.rfind(f"</{last}>")
     value = body[start + len(last) + 2: end] if 0 <= start < end else ""
     value = value.removeprefix("\n").removesuffix("\n")
     return {"path": path.group(1).strip() if path else "", last: value}
+
+
+def unnumbered(numbered: str) -> str:
+    lines = [NUMBERED.sub("", line) for line in numbered.splitlines()]
+    lines = lines[:-1] if lines and not lines[-1] else lines  # Roo numbers the end after the last newline
+    return "".join(line + "\n" for line in lines)
+
+
+def whole_reads(tasks: dict[str, list[dict[str, Any]]]) -> list[tuple[int, str, str, str]]:
+    """(time, task, file, text) of each read that showed a whole file: its numbered lines from the
+    first, no truncation notice, no `<line_range>` asked for."""
+    out = []
+    for sid, h in tasks.items():
+        uses = {b["id"]: b for m in h for b in m["content"] if b["type"] == "tool_use"}
+        for m in h:
+            for b in m["content"]:
+                use = uses.get(b.get("tool_use_id")) if b["type"] == "tool_result" else None
+                if use is None or use["name"] != "read_file":
+                    continue
+                ranged = set(re.findall(r"<path>([^<]*)</path>\s*<line_range>", str(use["input"].get("raw", ""))))
+                found = [(w.group(1), w.group(2)) for w in [WHOLE_READ.match(b["content"])] if w]
+                found += [(x.group(1), x.group(2)) for x in XML_READ.finditer(b["content"])
+                          if "<notice>" not in x.group(3) and "<list_code_definition_names>" not in x.group(3)
+                          and x.group(1) not in ranged]
+                out += [(m["ts"], sid, rel, unnumbered(numbered)) for rel, numbered in found]
+    return out
 
 
 def first_reads(text: str) -> dict[str, str]:
@@ -316,7 +342,7 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     edited = {str(inp.get("path")) for h in tasks.values() for _, _, inp, ok in edit_uses(h) if ok}
     base, differ = bases(tasks, texts, committed_files(s.repo, s.base, edited) if s.repo and s.base else {})
     states: dict[tuple[str, str], list[Any]] = {}
-    repo, counts, final, truth = replayed_repo(work, tasks, base, states)
+    repo, counts, final, truth = replayed_repo(work, tasks, base, states, whole_reads(tasks))
     checks: Counter[str] = Counter()
     for sid, h in tasks.items():
         checks.update(state_checks({sid: h}, base, work / "scratch"))
