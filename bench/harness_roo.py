@@ -109,14 +109,15 @@ def nearest(lines: list[str], search: list[str], target: int) -> int | None:
 
 def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts: Counter[str],
            repo: Path, states: dict[tuple[str, str], list[Any]] | None = None,
-           seen: list[tuple[int, str, str, str]] | None = None
+           seen: list[tuple[int, str, str, str]] | None = None, lost: set[str] | None = None
            ) -> tuple[dict[str, Owned], dict[tuple[str, str], list[list[int]]]]:
     """Every ok edit of every task, in time order, on the base files: the files with their
     writers (committed once per task in `repo`) and the ranges each (task, file) changed, in order
     (and in `states`, beside each range, the file's lines before and after that change). `seen`:
     (time, task, file, text) of whole reads; where the replay's file differs from what a task
     read, the read is what the file was (changed outside the tasks replayed: the user, another
-    agent), and the replay goes on from it, those lines of no task."""
+    agent), and the replay goes on from it, those lines of no task. `lost`: the files the replay
+    could not follow (a block whose SEARCH text it did not hold), whose writers it does not know."""
     states = {} if states is None else states
     files: dict[str, Owned] = {rel: [(t, None) for t in text.splitlines()] for rel, text in base.items()}
     truth: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
@@ -155,6 +156,8 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
             at = nearest(lines, search, start - 1 + delta) if lines is not None else None
             if at is None or cur is None:
                 counts["apply_diff blocks without truth (file or SEARCH text not in the replayed file)"] += 1
+                if lost is not None:
+                    lost.add(rel)
                 files.pop(rel, None)
                 cur = None
                 continue
@@ -193,7 +196,7 @@ def committed_files(git_dir: Any, commit: str, paths: set[str]) -> dict[str, str
 
 def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict[str, str],
                   states: dict[tuple[str, str], list[Any]] | None = None,
-                  seen: list[tuple[int, str, str, str]] | None = None
+                  seen: list[tuple[int, str, str, str]] | None = None, lost: set[str] | None = None
                   ) -> tuple[Path, Counter[str], dict[str, Any], dict[tuple[str, str], list[Any]]]:
     """A fresh repository under `work` with the tasks' edits replayed on `base`: (its root, the
     edit uses counted, each file's final lines and owners, each task's true ranges per file)."""
@@ -201,7 +204,7 @@ def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     counts: Counter[str] = Counter()
-    final, truth = replay(tasks, base, counts, repo, states, seen)
+    final, truth = replay(tasks, base, counts, repo, states, seen, lost)
     return repo, counts, final, truth
 
 

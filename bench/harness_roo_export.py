@@ -342,7 +342,8 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     edited = {str(inp.get("path")) for h in tasks.values() for _, _, inp, ok in edit_uses(h) if ok}
     base, differ = bases(tasks, texts, committed_files(s.repo, s.base, edited) if s.repo and s.base else {})
     states: dict[tuple[str, str], list[Any]] = {}
-    repo, counts, final, truth = replayed_repo(work, tasks, base, states, whole_reads(tasks))
+    lost: set[str] = set()
+    repo, counts, final, truth = replayed_repo(work, tasks, base, states, whole_reads(tasks), lost)
     checks: Counter[str] = Counter()
     for sid, h in tasks.items():
         checks.update(state_checks({sid: h}, base, work / "scratch"))
@@ -357,8 +358,18 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     if misses:
         for key in sorted(k for k in truth if truth[k] != got.get(k, [])):
             print(f"  miss {s.name} {key}: replay {truth[key]} captured {got.get(key, [])}")
-    spans = sample_spans(dict(final), spans_n, random.Random(seed))
+    # spans only where the replay followed every edit (a file it lost track of has writers it does not know)
+    spans = sample_spans({rel: v for rel, v in final.items() if rel not in lost}, spans_n, random.Random(seed))
     hit, blamed, n = writer_hits(store, repo, spans)
+    if misses:
+        from engram.index.db import open_db
+        from harness_gemini import blame_found, explain_top
+
+        db = open_db(store)
+        for rel, start, w in spans:
+            top = explain_top(store, db, repo, rel, start)
+            if top != f"roo-{w}":
+                print(f"  writer miss {s.name} {rel}:{start}: wrote {w}, explain {top}, blame {blame_found(repo, rel, start, w)}")
     equal, signed, compared = final_equal(final, s.repo, s.after, edited)
     shutil.rmtree(work, ignore_errors=True)
     return {"tasks": len(tasks), "ok": counts["apply_diff ok"] + counts["write_to_file ok"],
