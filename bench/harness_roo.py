@@ -156,6 +156,8 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
             at = nearest(lines, search, start - 1 + delta) if lines is not None else None
             if at is None or cur is None:
                 counts["apply_diff blocks without truth (file or SEARCH text not in the replayed file)"] += 1
+                truth[(sid, rel)].append(None)  # its place in the order, so later edits pair with theirs
+                states.setdefault((sid, rel), []).append(None)
                 if lost is not None:
                     lost.add(rel)
                 files.pop(rel, None)
@@ -239,10 +241,11 @@ def captured_ranges(store: Any) -> tuple[dict[tuple[str, str], list[Any]], int]:
 
 def range_counts(truth: dict[tuple[str, str], list[Any]],
                  got: dict[tuple[str, str], list[Any]]) -> tuple[int, int, int]:
-    """(edits with truth, at the right range, captured), edit by edit in order per task and file."""
-    edits = sum(len(v) for v in truth.values())
-    right = sum(a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
-    captured = sum(min(len(v), len(got.get(k, []))) for k, v in truth.items())
+    """(edits with truth, at the right range, captured), edit by edit in order per task and file
+    (a block without truth, None, holds its place in the order and is not counted)."""
+    edits = sum(a is not None for v in truth.values() for a in v)
+    right = sum(a is not None and a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
+    captured = sum(a is not None and i < len(got.get(k, [])) for k, v in truth.items() for i, a in enumerate(v))
     return edits, right, captured
 
 

@@ -298,10 +298,11 @@ def same_change(truth: dict[tuple[str, str], list[Any]], states: dict[tuple[str,
     (a run of identical lines, as `}`, lets two diffs align it one line apart)."""
     n = 0
     for key, ranges in truth.items():
-        for (old, new), want, ev in zip(states.get(key, []), ranges, edits.get(key, [])):
+        for state, want, ev in zip(states.get(key, []), ranges, edits.get(key, [])):
             br, after = ev.get("before_range"), ev.get("after_text")
-            if ev.get("after_range") == want or not br or after is None:
+            if state is None or ev.get("after_range") == want or not br or after is None:
                 continue
+            old, new = state
             n += old[:br[0] - 1] + after.splitlines() + old[br[1]:] == new
     return n
 
@@ -356,7 +357,8 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     edits, right, captured = range_counts(truth, got)
     same = same_change(truth, states, captured_edits(store))
     if misses:
-        for key in sorted(k for k in truth if truth[k] != got.get(k, [])):
+        for key in sorted(k for k, v in truth.items()
+                          if any(a is not None and (i >= len(got.get(k, [])) or got[k][i] != a) for i, a in enumerate(v))):
             print(f"  miss {s.name} {key}: replay {truth[key]} captured {got.get(key, [])}")
     # spans only where the replay followed every edit (a file it lost track of has writers it does not know)
     spans = sample_spans({rel: v for rel, v in final.items() if rel not in lost}, spans_n, random.Random(seed))

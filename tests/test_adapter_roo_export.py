@@ -184,3 +184,34 @@ def test_an_export_with_stray_characters_before_its_first_message_is_still_read(
     events = json.loads(run_engram(repo, "show", "roo-1777751484770", "--json").stdout)["events"]
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["after_range"], edit["after_text"]) == ("x.py", [2, 2], "b = 3\n")
+
+
+def test_a_read_asked_for_a_line_range_is_not_taken_for_the_whole_file(repo: Path, tmp_path: Path) -> None:
+    """IBM Bob reads a file in part with `<line_range>` (JojoAArtI/BobForge's task read
+    `mcpGeneratorService.ts` lines 1-100 of 600): the result starts at line 1 and says nothing
+    of the rest, but it is not the file. An apply_diff inside those lines is placed by them, and
+    no file hash is claimed for a file Engram never saw whole (a test in that shape)."""
+    cwd = "d:/work"
+    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
+               f"# Current Workspace Directory ({cwd}) Files\nsvc.ts\n</environment_details>")
+    messages = [
+        ("User", "<task>\nrename\n</task>\n" + env_bob.format(at="2026-05-03T05:00:00.000Z")),
+        ("Assistant", "<read_file>\n<args>\n  <file>\n    <path>svc.ts</path>\n    <line_range>1-2</line_range>\n"
+                      "  </file>\n</args>\n</read_file>"),
+        ("User", "[read_file for 'svc.ts'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
+                 "<file><path>svc.ts</path>\n<content lines=\"1-2\">\n1 | const a = 1;\n2 | const b = 2;\n</content>\n"
+                 "</file>\n</files>\n" + env_bob.format(at="2026-05-03T05:00:10.000Z")),
+        ("Assistant", "<apply_diff>\n<path>svc.ts</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\nconst b = 2;\n"
+                      "=======\nconst bb = 2;\n>>>>>>> REPLACE\n</diff>\n</apply_diff>"),
+        ("User", "[apply_diff for 'svc.ts'] Result:\n<file_write_result>\n<path>svc.ts</path>\n"
+                 "<operation>modified</operation>\n</file_write_result>\n" + env_bob.format(at="2026-05-03T05:00:20.000Z")),
+    ]
+    export = tmp_path / "bob_task_may-3-2026_1-41-10-pm.md"
+    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "1 edit" in out and "1 read" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777784400000", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["before_range"], edit["after_range"]) == ("svc.ts", [2, 2], [2, 2])
+    assert edit["file_before_sha"] is None and edit["file_after_sha"] is None
+    assert "placed" not in edit  # the lines it read there are the block's: the place is checked

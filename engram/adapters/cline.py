@@ -80,6 +80,7 @@ XML_TOOLS: Final = ("read_file", "write_to_file", "apply_diff", "replace_in_file
 _XML_TOOL = re.compile(r"<(" + "|".join(XML_TOOLS) + r")>\n?(.*?)\n?</\1>", re.DOTALL)
 _XML_PARAM = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.DOTALL)
 _ROO_FILE = re.compile(r"<file>\s*<path>(.*?)</path>(.*?)</file>", re.DOTALL)
+_RANGED = re.compile(r"<path>\s*([^<]*?)\s*</path>\s*<line_range>")  # a file read asks lines of, in `args`
 _ROO_CONTENT = re.compile(r'<content(?: lines="(\d+)-(\d+)")?>\n?(.*?)</content>', re.DOTALL)
 _ROO_OK = ("Changes successfully applied", "<operation>modified</operation>", "<operation>created</operation>",
            "successfully saved", '"operation":"modified"', '"operation":"created"')
@@ -316,7 +317,7 @@ class _Task:
         path = str(inp.get("absolutePath") or inp.get("path") or "")
         rel = self.mapper.to_repo(path) if path else None
         if call == "read_file" and not failed and text.lstrip().startswith("<files>"):  # Roo Code's
-            self.roo_reads(text, ts)
+            self.roo_reads(text, ts, set(_RANGED.findall(str(inp.get("args") or ""))))
         elif call == "read_file" and not failed and rel is not None and text.startswith("File: "):  # Roo 3.5x
             if m := _ROO_NATIVE_READ.match(text):  # else an error (`Error: ENOENT…`): no read
                 self.roo_native_read(rel, text[m.end():], m.group(1) is not None, ts)
@@ -378,9 +379,10 @@ class _Task:
             lines = new
         return out
 
-    def roo_reads(self, text: str, ts: str | None) -> None:
+    def roo_reads(self, text: str, ts: str | None, ranged: set[str]) -> None:
         """Roo Code's `read_file` result: each file's numbered lines a code.read; the session's copy
-        of the file when they start at its first line and nothing says more were left out."""
+        of the file when they start at its first line and nothing says more were left out (a read
+        asked for a `<line_range>` shows those lines only, even from the first: the lines seen)."""
         for path, body in _ROO_FILE.findall(text):
             rel = self.mapper.to_repo(path.strip())
             m = _ROO_CONTENT.search(body)
@@ -390,8 +392,11 @@ class _Task:
             if not lines:
                 continue
             first = int(m.group(1) or 1)
-            if first == 1 and "<notice>" not in body:
+            if first == 1 and "<notice>" not in body and path.strip() not in ranged:
                 self.files[rel] = join_lines(lines)
+                self.seen.pop(rel, None)
+            else:
+                self.seen.setdefault(rel, {}).update({first + i: x for i, x in enumerate(lines)})
             self.add({"kind": E.CODE_READ, "file": rel, "range": [first, first + len(lines) - 1],
                       "text": join_lines(lines), "call_id": None}, ts)
 
