@@ -215,3 +215,37 @@ def test_a_read_asked_for_a_line_range_is_not_taken_for_the_whole_file(repo: Pat
     assert (edit["file"], edit["before_range"], edit["after_range"]) == ("svc.ts", [2, 2], [2, 2])
     assert edit["file_before_sha"] is None and edit["file_after_sha"] is None
     assert "placed" not in edit  # the lines it read there are the block's: the place is checked
+
+
+def test_a_second_tool_use_that_never_ran_does_not_take_the_next_result(repo: Path, tmp_path: Path) -> None:
+    """In the XML protocol only a reply's first tool runs: IBM Bob answered an update_todo_list +
+    write_to_file reply with `Tool [write_to_file] was not executed because a tool has already
+    been used in this message` (MrinalDesai/savealife-with-ibm's `08_speech_input.md`). The next
+    reply's write and its `[write_to_file for 'voice/speech_input.py'] Result:` are one edit of
+    that file; the write that never ran (`voice/__init__.py`) is no edit (a test in that shape)."""
+    cwd = "c:/work/app"
+    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
+               f"# Current Workspace Directory ({cwd}) Files\napp.py\n</environment_details>")
+    messages = [
+        ("User", "<task>\nadd voice input\n</task>\n" + env_bob.format(at="2026-05-02T16:59:18.536Z")),
+        ("Assistant", "Steps first.\n\n<update_todo_list>\n<todos>\n[ ] voice package\n</todos>\n</update_todo_list>\n\n"
+                      "<write_to_file>\n<path>voice/__init__.py</path>\n<content>\n# Voice input package\n</content>\n"
+                      "<line_count>1</line_count>\n</write_to_file>"),
+        ("User", "[update_todo_list] Result:\nTodo list updated successfully.\nTool [write_to_file] was not executed "
+                 "because a tool has already been used in this message. Only one tool may be used per message. You must "
+                 "assess the first tool's result before proceeding to use the next tool.\n"
+                 + env_bob.format(at="2026-05-02T16:59:30.000Z")),
+        ("Assistant", "<write_to_file>\n<path>voice/speech_input.py</path>\n<content>\ndef listen():\n    return ''\n"
+                      "</content>\n<line_count>2</line_count>\n</write_to_file>"),
+        ("User", "[write_to_file for 'voice/speech_input.py'] Result:\n<file_write_result>\n<path>voice/speech_input.py"
+                 "</path>\n<operation>created</operation>\n</file_write_result>\n"
+                 + env_bob.format(at="2026-05-02T17:00:00.000Z")),
+    ]
+    export = tmp_path / "08_speech_input.md"
+    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "1 edit" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777741158536", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["op"], edit["after_range"], edit["after_text"]) == (
+        "voice/speech_input.py", "create", [1, 2], "def listen():\n    return ''\n")

@@ -80,6 +80,7 @@ XML_TOOLS: Final = ("read_file", "write_to_file", "apply_diff", "replace_in_file
 _XML_TOOL = re.compile(r"<(" + "|".join(XML_TOOLS) + r")>\n?(.*?)\n?</\1>", re.DOTALL)
 _XML_PARAM = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.DOTALL)
 _ROO_FILE = re.compile(r"<file>\s*<path>(.*?)</path>(.*?)</file>", re.DOTALL)
+_NOT_RUN = re.compile(r"Tool \[(\w+)\] was not executed because a tool has already been used in this message")
 _RANGED = re.compile(r"<path>\s*([^<]*?)\s*</path>\s*<line_range>")  # a file read asks lines of, in `args`
 _ROO_CONTENT = re.compile(r'<content(?: lines="(\d+)-(\d+)")?>\n?(.*?)</content>', re.DOTALL)
 _ROO_OK = ("Changes successfully applied", "<operation>modified</operation>", "<operation>created</operation>",
@@ -273,7 +274,7 @@ class _Task:
         elif kind == "text" and isinstance(b.get("text"), str):
             m = _RESULT.match(b["text"])
             if m and self.pending:
-                self.result(m.group(1), b["text"][m.end():])
+                self.result(m.group(1), b["text"][m.end():], path=m.group(2))
             elif b["text"].strip():
                 self.add({"kind": E.MSG_IN, "text": b["text"],
                           **({"injected": True} if b["text"].startswith("<environment_details>") else {})})
@@ -303,12 +304,19 @@ class _Task:
             ev["ts"] = ts
         self.cap.add(ev)
 
-    def result(self, name: str, text: str, error: bool = False, use_id: Any = None) -> None:
+    def result(self, name: str, text: str, error: bool = False, use_id: Any = None, path: str | None = None) -> None:
         """A tool's result, paired with its use by the use's id when it has one (a use whose
-        result never came must not shift the others), else by the tool's name."""
+        result never came must not shift the others), else by the tool's name and the path its
+        header quotes (`[write_to_file for 'b.py'] Result:`), else by the name alone."""
         i = next((k for k, p in enumerate(self.pending) if use_id is not None and p[4] == use_id),
-                 next((k for k, p in enumerate(self.pending) if p[0] == name), 0))
+                 next((k for k, p in enumerate(self.pending) if p[0] == name and path is not None
+                       and str(p[1].get("path") or "").strip() == path),
+                      next((k for k, p in enumerate(self.pending) if p[0] == name), 0)))
         call, inp, ts, ui, _ = self.pending.pop(i)
+        for skipped in _NOT_RUN.findall(text):  # XML protocol: a reply's second tool use never ran
+            k = next((k for k in range(len(self.pending) - 1, -1, -1) if self.pending[k][0] == skipped), None)
+            if k is not None:
+                self.pending.pop(k)
         final = _FINAL.search(text)
         partial = call == "apply_diff" and _ROO_PARTIAL in text
         failed = error or (call in EDITS and final is None and not partial and not any(m in text for m in _ROO_OK))
