@@ -54,6 +54,7 @@ OK = ('"operation":"modified"', '"operation":"created"', "<operation>modified</o
 BLOCK = re.compile(r"^<{3,} SEARCH[ \t]*\n(?::start_line:[ \t]*(\d+)[ \t]*\n)?(?::end_line:[ \t]*\d+[ \t]*\n)?"
                    r"(?:-{3,}[ \t]*\n)?(.*?)^={3,}[ \t]*\n(.*?)^>{3,} REPLACE[ \t]*$", re.DOTALL | re.MULTILINE)
 
+EDIT_TOOLS = ("apply_diff", "write_to_file", "insert_content")
 Owned = list[tuple[str, str | None]]  # a file's lines with the task that last wrote each
 
 
@@ -68,13 +69,13 @@ def read_report(path: Path) -> list[dict[str, Any]]:
 
 
 def edit_uses(history: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, Any], bool]]:
-    """(message ts, tool, input, ok) of each apply_diff / write_to_file use, in order."""
+    """(message ts, tool, input, ok) of each apply_diff / write_to_file / insert_content use, in order."""
     results = {b.get("tool_use_id"): b.get("content") for m in history if isinstance(m.get("content"), list)
                for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
     out = []
     for m in history:
         for b in m.get("content") if isinstance(m.get("content"), list) else []:
-            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in ("apply_diff", "write_to_file"):
+            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in EDIT_TOOLS:
                 res = results.get(b.get("id"))
                 res = res if isinstance(res, str) else json.dumps(res)
                 out.append((int(m.get("ts") or 0), b["name"], b.get("input") or {}, any(k in res for k in OK)))
@@ -140,6 +141,23 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
         last = sid
         rel = str(inp.get("path") or "")
         cur = files.get(rel)
+        if tool == "insert_content":  # its lines go before line N (0: after the last)
+            n = int(str(inp.get("line") or "0").strip() or 0)
+            if cur is None or n > len(cur) + 1:  # a line past the replay's end: not the file the task saw
+                counts["insert_content without truth (file not in the replay, or its line past the end)"] += 1
+                truth[(sid, rel)].append(None)
+                states.setdefault((sid, rel), []).append(None)
+                if lost is not None:
+                    lost.add(rel)
+                continue
+            lines = [t for t, _ in cur]
+            at = len(lines) if n <= 0 else n - 1
+            new = lines[:at] + str(inp.get("content") or "").splitlines() + lines[at:]
+            files[rel] = owned(cur, new, sid)
+            if (r := changed(lines, new)) is not None:
+                truth[(sid, rel)].append(r)
+                states.setdefault((sid, rel), []).append((lines, new))
+            continue
         if tool == "write_to_file":
             new = str(inp.get("content") or "").splitlines()
             old = [t for t, _ in cur] if cur is not None else []
@@ -285,8 +303,8 @@ def main() -> int:
     stats = ingest_paths(store, folders, maps=[(cwd, str(repo))] if cwd else [])
     got, code_reads = captured_ranges(store)
     edits, right, captured = range_counts(truth, got)
-    ok_uses = counts["apply_diff ok"] + counts["write_to_file ok"]
-    failed = counts["apply_diff failed"] + counts["write_to_file failed"]
+    ok_uses = sum(counts[f"{t} ok"] for t in EDIT_TOOLS)
+    failed = sum(counts[f"{t} failed"] for t in EDIT_TOOLS)
     all_got = sum(len(v) for v in got.values())
     spans = sample_spans({k: v for k, v in final.items()}, args.spans, random.Random(args.seed))
     hit, blamed, n = writer_hits(store, repo, spans)

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import load
 from harness_gemini import sample_spans
-from harness_roo import (captured_ranges, committed_files, edit_uses, range_counts, replay,
+from harness_roo import (EDIT_TOOLS, captured_ranges, committed_files, edit_uses, range_counts, replay,
                          replayed_repo, writer_hits)
 
 MESSAGE = re.compile(r"(?:\A\s*[^\n*]{0,8}|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")  # stray typing before the first
@@ -58,7 +58,7 @@ WHOLE_READ = re.compile(r"\A\[Tool\]\nFile: (\S[^\n]*)\n((?:\s*\d+ \|[^\n]*\n)+)
 XML_READ = re.compile(r"<file><path>([^<\n]+)</path>\n<content lines=\"1-\d+\">\n(.*?)</content>(.*?)</file>", re.DOTALL)
 SHOWN = re.compile(r"^# (\S+)\n((?:\s*\d+ \| [^\n]*\n(?:----\n)?)+)", re.MULTILINE)
 NUMBERED = re.compile(r"^\s*\d+ \|(?: |$)")
-EDIT_PARAMS = {"apply_diff": ("Path", "Diff"), "write_to_file": ("Path", "Content")}
+EDIT_PARAMS = {"apply_diff": ("Path", "Diff"), "write_to_file": ("Path", "Content"), "insert_content": ("Path", "Content")}
 # Roo Code's tools (XML protocol: a use is `<name>` … `</name>` on lines of their own in the reply)
 XML_TOOLS = ("apply_diff", "write_to_file", "insert_content", "search_and_replace", "read_file", "list_files",
              "search_files", "list_code_definition_names", "execute_command", "ask_followup_question",
@@ -117,7 +117,8 @@ def params(name: str, rest: str) -> dict[str, str]:
     value = rest[body.end():].rstrip("\n") if body else ""
     if name == "write_to_file":
         value = re.sub(r"\nLine_count: \d+$", "", value)
-    return {"path": path.group(1).strip() if path else "", last.lower(): value}
+    line = re.search(r"^Line: (\d+)$", rest[:body.start()] if body else rest, re.MULTILINE)
+    return {"path": path.group(1).strip() if path else "", last.lower(): value, **({"line": line.group(1)} if line else {})}
 
 
 def xml_params(name: str, body: str) -> dict[str, str]:
@@ -129,7 +130,8 @@ def xml_params(name: str, body: str) -> dict[str, str]:
     start, end = body.find(f"<{last}>"), body.rfind(f"</{last}>")
     value = body[start + len(last) + 2: end] if 0 <= start < end else ""
     value = value.removeprefix("\n").removesuffix("\n")
-    return {"path": path.group(1).strip() if path else "", last: value}
+    line = re.search(r"<line>\s*(\d+)\s*</line>", body[:start] if start >= 0 else body)
+    return {"path": path.group(1).strip() if path else "", last: value, **({"line": line.group(1)} if line else {})}
 
 
 def unnumbered(numbered: str) -> str:
@@ -158,70 +160,47 @@ def whole_reads(tasks: dict[str, list[dict[str, Any]]]) -> list[tuple[int, str, 
     return out
 
 
-def first_reads(text: str) -> dict[str, str]:
-    """Each file's text as the task's first whole read showed it, before the task first edited
-    it (a read after its own edits shows them, not the file the edits started from)."""
-    out: dict[str, str] = {}
-    edited: set[str] = set()
-    ranged: set[str] = set()  # files the reply before asked to read in part (`<line_range>`)
-    for part in re.split(r"\n---\n\n\*\*User:\*\*\n\n", text.replace("\r\n", "\n")):
-        user, _, reply = part.partition("\n---\n\n**Assistant:**\n\n")
-        found = [(m.group(1), m.group(2)) for m in [WHOLE_READ.match(user)] if m]
-        found += [(m.group(1), m.group(2)) for m in XML_READ.finditer(user.split("\n<environment_details>")[0])
-                  if "<notice>" not in m.group(3) and "<list_code_definition_names>" not in m.group(3)]
-        for rel, numbered in found:
-            if rel in out or rel in edited or rel in ranged:
-                continue
-            lines = [NUMBERED.sub("", line) for line in numbered.splitlines()]
-            lines = lines[:-1] if lines and not lines[-1] else lines  # Roo numbers the end after the last newline
-            out[rel] = "".join(line + "\n" for line in lines)
-        ranged = {m.group(1).strip() for m in re.finditer(r"<path>([^<]*)</path>\s*<line_range>", reply)}
-        edited |= {xml_params(u.group(1), u.group(2)).get("path", "") for u in XML_USE.finditer(reply)}
-        edited |= {params(u.partition("]\n")[0], u.partition("]\n")[2]).get("path", "")
-                   for u in re.split(r"^\[Tool Use: ", reply, flags=re.MULTILINE)[1:]}
-    return out
-
-
-def bases(tasks: dict[str, list[dict[str, Any]]], texts: dict[str, str], committed: dict[str, str]
-          ) -> tuple[dict[str, str], int]:
-    """The files the edits start from: the read the first task to edit a file made of it before
-    its edit (what the file was then), else the blob of BASE, else an earlier task's read; and how
-    many of those reads differ from BASE's blob (the work tree was not BASE there)."""
-    first_editor: dict[str, str] = {}
-    for ts, sid, rel in sorted((ts, sid, str(inp.get("path"))) for sid, h in tasks.items()
-                               for ts, _, inp, ok in edit_uses(h) if ok):
-        first_editor.setdefault(rel, sid)
-    start = {sid: min((m["ts"] for m in h if m["ts"]), default=0) for sid, h in tasks.items()}
-    base, differ = dict(committed), 0
-    for sid in sorted(tasks, key=start.__getitem__):
-        for rel, body in first_reads(texts[sid]).items():
-            editor = first_editor.get(rel, sid)
-            if editor == sid:
-                differ += rel in committed and committed[rel].splitlines() != body.splitlines()
-                base[rel] = body
-            elif start[sid] <= start[editor]:  # a task before the first to edit it saw the file as it was
-                base.setdefault(rel, body)
+def bases(tasks: dict[str, list[dict[str, Any]]], committed: dict[str, str]) -> tuple[dict[str, str], int]:
+    """The files the edits start from: the first whole read of a file made before any task
+    edited it (what the file was then; tasks may overlap, a subtask's edits inside its parent's
+    time), else the blob of BASE; and how many of those reads differ from BASE's blob (the work
+    tree was not BASE there)."""
+    first_edit: dict[str, int] = {}
+    for h in tasks.values():
+        for ts, _, inp, ok in edit_uses(h):
+            if ok:
+                rel = str(inp.get("path"))
+                first_edit[rel] = min(first_edit.get(rel, ts), ts)
+    base, differ, taken = dict(committed), 0, set()
+    for ts, _, rel, text in sorted(whole_reads(tasks), key=lambda r: r[0]):
+        if rel not in taken and ts < first_edit.get(rel, ts + 1):
+            taken.add(rel)
+            differ += rel in committed and committed[rel].splitlines() != text.splitlines()
+            base[rel] = text
     return base, differ
 
 
 def state_checks(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], scratch: Path) -> Counter[str]:
-    """Lines Roo showed (search results) after an edit, against the files replayed up to then."""
+    """Lines Roo showed (search results) after an edit, against the files replayed up to then
+    (every task's edits and whole reads before that message)."""
     out: Counter[str] = Counter()
-    sid, h = next(iter(tasks.items()))
-    for i, msg in enumerate(h):
-        if msg["role"] != "user" or not any(b["type"] == "tool_result" and re.search(r"\AFound \d+ result|\n# ", b["content"][:4000])
-                                            and SHOWN.search(b["content"]) for b in msg["content"]):
-            continue
-        shutil.rmtree(scratch, ignore_errors=True)
-        subprocess.run(["git", "init", "-q", str(scratch)], check=True)
-        files, _ = replay({sid: h[:i]}, base, Counter(), scratch)
-        for b in msg["content"]:
-            for m in SHOWN.finditer(b["content"]):
-                lines = [t for t, _ in files.get(m.group(1), [])]
-                for line in m.group(2).splitlines():
-                    if (n := re.match(r"\s*(\d+) \| (.*)$", line)) and lines:
-                        k = int(n.group(1))
-                        out["agree" if k <= len(lines) and lines[k - 1] == n.group(2) else "disagree"] += 1
+    seen = whole_reads(tasks)
+    for sid, h in tasks.items():
+        for i, msg in enumerate(h):
+            if msg["role"] != "user" or not any(b["type"] == "tool_result" and re.search(r"\AFound \d+ result|\n# ", b["content"][:4000])
+                                                and SHOWN.search(b["content"]) for b in msg["content"]):
+                continue
+            shutil.rmtree(scratch, ignore_errors=True)
+            subprocess.run(["git", "init", "-q", str(scratch)], check=True)
+            before = {k: [m for m in v if m["ts"] < msg["ts"]] for k, v in tasks.items() if k != sid}
+            files, _ = replay({**before, sid: h[:i]}, base, Counter(), scratch, seen=[r for r in seen if r[0] < msg["ts"]])
+            for b in msg["content"]:
+                for m in SHOWN.finditer(b["content"]):
+                    lines = [t for t, _ in files.get(m.group(1), [])]
+                    for line in m.group(2).splitlines():
+                        if (n := re.match(r"\s*(\d+) \| (.*)$", line)) and lines:
+                            k = int(n.group(1))
+                            out["agree" if k <= len(lines) and lines[k - 1] == n.group(2) else "disagree"] += 1
     return out
 
 
@@ -341,13 +320,11 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
         tasks[sid], texts[sid] = h, text
     out_of_repo = outside(tasks)
     edited = {str(inp.get("path")) for h in tasks.values() for _, _, inp, ok in edit_uses(h) if ok}
-    base, differ = bases(tasks, texts, committed_files(s.repo, s.base, edited) if s.repo and s.base else {})
+    base, differ = bases(tasks, committed_files(s.repo, s.base, edited) if s.repo and s.base else {})
     states: dict[tuple[str, str], list[Any]] = {}
     lost: set[str] = set()
     repo, counts, final, truth = replayed_repo(work, tasks, base, states, whole_reads(tasks), lost)
-    checks: Counter[str] = Counter()
-    for sid, h in tasks.items():
-        checks.update(state_checks({sid: h}, base, work / "scratch"))
+    checks = state_checks(tasks, base, work / "scratch")
     store, _ = init_store(repo)
     cwd = s.map or next((m.group(1) for t in texts.values()
                          if (m := re.search(r"# Current Workspace Directory \((.+?)\)", t))), None)
@@ -374,8 +351,8 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
                 print(f"  writer miss {s.name} {rel}:{start}: wrote {w}, explain {top}, blame {blame_found(repo, rel, start, w)}")
     equal, signed, compared = final_equal(final, s.repo, s.after, edited)
     shutil.rmtree(work, ignore_errors=True)
-    return {"tasks": len(tasks), "ok": counts["apply_diff ok"] + counts["write_to_file ok"],
-            "failed": counts["apply_diff failed"] + counts["write_to_file failed"], "edits": edits,
+    return {"tasks": len(tasks), "ok": sum(counts[f"{t} ok"] for t in EDIT_TOOLS),
+            "failed": sum(counts[f"{t} failed"] for t in EDIT_TOOLS), "edits": edits,
             "captured": captured, "right": right, "same": same, "all": sum(len(v) for v in got.values()),
             "agree": checks["agree"], "disagree": checks["disagree"], "equal": equal, "signed": signed, "compared": compared,
             "reads": sum(files_read(h) for h in tasks.values()), "code_reads": code_reads, "spans": n,

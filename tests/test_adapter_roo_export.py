@@ -249,3 +249,38 @@ def test_a_second_tool_use_that_never_ran_does_not_take_the_next_result(repo: Pa
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["op"], edit["after_range"], edit["after_text"]) == (
         "voice/speech_input.py", "create", [1, 2], "def listen():\n    return ''\n")
+
+
+def test_insert_content_is_an_edit_at_the_line_it_names(repo: Path, tmp_path: Path) -> None:
+    """Roo Code's and IBM Bob's insert_content puts its lines before line N (0: after the last),
+    as in RennieSimiyu-Dev/FraudX-Agent's export (`<insert_content>` with `<path>`, `<line>`,
+    `<content>`): each is a code.edit at those lines, not an ignored call (a test in that shape)."""
+    cwd = "c:/work/fraudx"
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(["import os", "", "app = 1"], 1))
+    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
+               f"# Current Workspace Directory ({cwd}) Files\nmain.py\n</environment_details>")
+    ok = ("[insert_content for 'main.py'] Result:\n<file_write_result>\n<path>main.py</path>\n"
+          "<operation>modified</operation>\n</file_write_result>\n")
+    messages = [
+        ("User", "<task>\nadd auth\n</task>\n" + env_bob.format(at="2026-05-02T10:09:13.096Z")),
+        ("Assistant", "<read_file>\n<args>\n  <file>\n    <path>main.py</path>\n  </file>\n</args>\n</read_file>"),
+        ("User", "[read_file for 'main.py'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
+                 f"<file><path>main.py</path>\n<content lines=\"1-3\">\n{numbered}</content>\n</file>\n</files>\n"
+                 + env_bob.format(at="2026-05-02T10:09:20.000Z")),
+        ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>2</line>\n<content>\nimport auth\nimport jwt\n"
+                      "</content>\n</insert_content>"),
+        ("User", ok + env_bob.format(at="2026-05-02T10:09:30.000Z")),
+        ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>0</line>\n<content>\nauth.setup(app)\n"
+                      "</content>\n</insert_content>"),
+        ("User", ok + env_bob.format(at="2026-05-02T10:09:40.000Z")),
+    ]
+    export = tmp_path / "bob_task_may-2-2026_1-24-39-pm.md"
+    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "2 edits" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777716553096", "--json").stdout)["events"]
+    edits = [e for e in events if e["kind"] == "code.edit"]
+    assert [(e["tool"], e["before_range"], e["after_range"], e["after_text"]) for e in edits] == [
+        ("insert_content", [2, 1], [2, 3], "import auth\nimport jwt\n"),
+        ("insert_content", [6, 5], [6, 6], "auth.setup(app)\n")]
+    assert all(e["file_after_sha"] for e in edits)  # the session's copy of the file was whole

@@ -66,7 +66,7 @@ _MODEL = re.compile(r"^<model>([^<\n]+)</model>$", re.MULTILINE)  # Roo Code's e
 _CWD = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\)")  # Cline's; Roo Code's
 _BLOCK = re.compile(r"^(?:-{3,} SEARCH|<{3,} SEARCH)\s*\n(.*?)^={3,}\s*\n(.*?)^(?:\+{3,} REPLACE|>{3,} REPLACE)\s*$",
                     re.DOTALL | re.MULTILINE)
-EDITS: Final = frozenset({"replace_in_file", "write_to_file", "apply_diff", "search_and_replace"})
+EDITS: Final = frozenset({"replace_in_file", "write_to_file", "apply_diff", "search_and_replace", "insert_content"})
 # Roo Code's apply_diff blocks: an optional `:start_line:` (and `:end_line:`) before the `-------` line.
 _ROO_BLOCK = re.compile(r"^<{3,} SEARCH[ \t]*\n(?::start_line:[ \t]*(\d+)[ \t]*\n)?(?::end_line:[ \t]*\d+[ \t]*\n)?"
                         r"(?:-{3,}[ \t]*\n)?(.*?)^={3,}[ \t]*\n(.*?)^>{3,} REPLACE[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -344,7 +344,13 @@ class _Task:
                       "text": self.files[rel], "call_id": None}, ts)
         elif call in EDITS and failed:
             self.cap.ignored[f"{call} that failed"] += 1
-        elif call in ("search_and_replace", "insert_content"):
+        elif call == "insert_content":
+            if rel is None:
+                self.cap.drop(self.mapper.drop_reason(path))
+                return
+            for ev in self.inserted(rel, inp):
+                self.add(ev, ts)
+        elif call == "search_and_replace":
             self.cap.ignored[f"{call} (Roo Code): its edit is not read"] += 1
             if rel is not None:
                 self.files.pop(rel, None)  # the file changed in a way this session's copy does not follow
@@ -473,6 +479,33 @@ class _Task:
             self.files.pop(rel, None)
         self.seen.pop(rel, None)  # the lines it showed have moved
         return out
+
+    def inserted(self, rel: str, inp: dict[str, Any]) -> list[dict[str, Any]]:
+        """Roo Code's insert_content (IBM Bob's too): its lines go before line N, or after the last
+        for 0, where Roo puts them without matching any text: at that line even without a copy of
+        the file, but for an append to a file this session never saw whole (its end unknown)."""
+        add = split_lines(str(inp.get("content") or ""))
+        raw = str(inp.get("line") or "").strip()
+        known = self.files.pop(rel, None)
+        self.seen.pop(rel, None)  # the lines it showed below the insertion have moved
+        if not add or not raw.isdigit():
+            self.cap.ignored["insert_content without lines or a line number"] += 1
+            return []
+        n = int(raw)
+        base = {"kind": E.CODE_EDIT, "file": rel, "tool": "insert_content", "call_id": None, "op": "update"}
+        if known is not None:
+            lines = split_lines(known)
+            at = len(lines) if n == 0 else min(n - 1, len(lines))
+            new = lines[:at] + add + lines[at:]
+            self.files[rel] = join_lines(new)
+            return [_hashed({**base, **edit_ranges(block_changes(at, [], add), lines, new),
+                             **context_fields([(at + 1, add)]), "file_before_sha": E.git_blob_sha(known),
+                             "file_after_sha": E.git_blob_sha(join_lines(new))})]
+        if n == 0:
+            return [_hashed({**base, "before_range": None, "after_range": None, "before_text": "",
+                             "after_text": join_lines(add), "file_before_sha": None, "file_after_sha": None})]
+        return [_hashed({**base, **edit_ranges(block_changes(n - 1, [], add)), **context_fields([(n, add)]),
+                         "file_before_sha": None, "file_after_sha": None})]
 
     def whole(self, rel: str, before: str | None, after: str) -> dict[str, Any]:
         new = split_lines(after)
