@@ -289,6 +289,40 @@ def same_change(truth: dict[tuple[str, str], list[Any]], states: dict[tuple[str,
 TRAILER = re.compile(r"\n*[ \t]*(?://|#|/\*|<!--|\*\*)[ \t]*Made with Bob\b[^\n]*\n?\Z")  # IBM Bob signs what it writes
 
 
+def untruthed_in_after(truth: dict[tuple[str, str], list[Any]], edits: dict[tuple[str, str], list[dict[str, Any]]],
+                       repo: Path | None, after: str | None) -> tuple[int, int]:
+    """(edits the replay has no truth for, the last edit of their file, whose text stands at their
+    after-range in AFTER's blob; such edits): a check of those placements by the commit after
+    (it fails where the user or another tool changed the file before that commit)."""
+    latest: dict[str, str] = {}
+    for evs in edits.values():
+        for ev in evs:
+            latest[ev["file"]] = max(latest.get(ev["file"], ""), str(ev.get("ts") or ""))
+    pending = []
+    for (sid, rel), v in truth.items():
+        evs = edits.get((sid, rel), [])
+        for i, a in enumerate(v):
+            if a is None and i == len(evs) - 1 and evs[i].get("after_range") and str(evs[i].get("ts") or "") == latest[rel]:
+                pending.append((rel, evs[i]))
+    if repo is None or after is None or not pending:
+        return 0, len(pending)
+    blobs = committed_files(repo, after, {rel for rel, _ in pending})
+    hit = 0
+    for rel, ev in pending:
+        a, b = ev["after_range"]
+        shown = TRAILER.sub("\n", blobs.get(rel, "")).splitlines()[a - 1:b]
+        hit += within_range(shown, str(ev.get("after_text") or "").splitlines())
+    return hit, len(pending)
+
+
+def within_range(shown: list[str], written: list[str]) -> bool:
+    """The edit's written lines stand in the range, its first and last lines at its ends (a block
+    of several changed runs keeps only their lines as its text, the range spans them all)."""
+    rest = iter(shown)
+    return bool(shown and written) and shown[0] == written[0] and shown[-1] == written[-1] and all(
+        any(x == y for y in rest) for x in written)
+
+
 def final_equal(final: dict[str, Any], repo: Path | None, after: str | None, edited: set[str]) -> tuple[int, int, int]:
     """(files the replay ends as AFTER holds them, the ones more that differ only by the `Made
     with Bob` line IBM Bob appends to a file it writes (its export does not show it), files
@@ -332,7 +366,9 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     stats = ingest_paths(store, list(s.exports), maps=[(cwd, str(repo))] if cwd else [])
     got, code_reads = captured_ranges(store)
     edits, right, captured = range_counts(truth, got)
-    same = same_change(truth, states, captured_edits(store))
+    events = captured_edits(store)
+    same = same_change(truth, states, events)
+    placed, placeable = untruthed_in_after(truth, events, s.repo, s.after)
     if misses:
         for key in sorted(k for k, v in truth.items()
                           if any(a is not None and (i >= len(got.get(k, [])) or got[k][i] != a) for i, a in enumerate(v))):
@@ -354,7 +390,7 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     return {"tasks": len(tasks), "ok": sum(counts[f"{t} ok"] for t in EDIT_TOOLS),
             "failed": sum(counts[f"{t} failed"] for t in EDIT_TOOLS), "edits": edits,
             "captured": captured, "right": right, "same": same, "all": sum(len(v) for v in got.values()),
-            "agree": checks["agree"], "disagree": checks["disagree"], "equal": equal, "signed": signed, "compared": compared,
+            "agree": checks["agree"], "disagree": checks["disagree"], "equal": equal, "signed": signed, "compared": compared, "placed": placed, "placeable": placeable,
             "reads": sum(files_read(h) for h in tasks.values()), "code_reads": code_reads, "spans": n,
             "writers": len({w for _, _, w in spans}), "hit": hit, "blamed": blamed,
             "note": f"{stats.summary().splitlines()[0]}; {dict(counts)}; reads that differ from BASE: {differ}; edit uses outside the repository: {out_of_repo}"}
@@ -362,16 +398,16 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
 
 def print_table(sets: list[Set]) -> None:
     print("| set | tasks | edit uses ok (failed) | edits with truth | captured | right ranges | same change, other lines "
-          "| code.edits in all "
+          "| code.edits in all | without truth, last of their file: at their lines in AFTER "
           "| state checks agree (disagree) | final files equal (+ but for Bob's line) | read uses | code.reads | spans | writers | recall@1 | blame |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = [(s.name, s.row) for s in sets]
     if len(sets) > 1:
         rows.append(("all", {k: sum(r[k] for _, r in rows) for k in rows[0][1] if k != "note"}))
     for name, r in rows:
         rate = lambda a, b: f"{a / b:.3f}" if b else "–"  # noqa: E731
         print(f"| {name} | {r['tasks']} | {r['ok']} ({r['failed']}) | {r['edits']} | {r['captured']} "
-              f"| {r['right']} ({rate(r['right'], r['edits'])}) | {r['same']} | {r['all']} | {r['agree']} ({r['disagree']}) "
+              f"| {r['right']} ({rate(r['right'], r['edits'])}) | {r['same']} | {r['all']} | {r['placed']} of {r['placeable']} | {r['agree']} ({r['disagree']}) "
               f"| {r['equal']} (+{r['signed']}) of {r['compared']} | {r['reads']} | {r['code_reads']} | {r['spans']} | {r['writers']} "
               f"| {rate(r['hit'], r['spans'])} | {rate(r['blamed'], r['spans'])} |")
 
