@@ -158,28 +158,47 @@ def test_an_ibm_bob_export_reading_several_files_at_once_places_the_edits_by_tha
     assert [(e["before_range"], e["after_range"]) for e in edits] == [([3, 2], [3, 3]), ([7, 7], [7, 7])]
 
 
+def bob_env(cwd: str, at: str) -> str:
+    """IBM Bob's environment details (Roo Code's): the time of the message, the workspace."""
+    return (f"<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
+            f"# Current Workspace Directory ({cwd}) Files\n</environment_details>")
+
+
+def xml_read(path: str, lines: list[str]) -> tuple[str, str]:
+    """A read of one whole file in the XML protocol: the reply's tool use, and its result."""
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(lines, 1))
+    return (f"<read_file>\n<args>\n  <file>\n    <path>{path}</path>\n  </file>\n</args>\n</read_file>",
+            f"[read_file for '{path}'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
+            f"<file><path>{path}</path>\n<content lines=\"1-{len(lines)}\">\n{numbered}</content>\n</file>\n</files>\n")
+
+
+def written(tool: str, path: str, operation: str = "modified") -> str:
+    """An edit tool's result in the XML protocol."""
+    return (f"[{tool} for '{path}'] Result:\n<file_write_result>\n<path>{path}</path>\n"
+            f"<operation>{operation}</operation>\n</file_write_result>\n")
+
+
+def ingest_export(repo: Path, export: Path, messages: list[tuple[str, str]], cwd: str, head: str = "") -> str:
+    """The messages written as an export (after `head`), ingested with the workspace mapped."""
+    export.write_text(head + "---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    return run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+
+
 def test_an_export_with_stray_characters_before_its_first_message_is_still_read(repo: Path, tmp_path: Path) -> None:
     """A committed IBM Bob export (Eman2123/Bob-RepoIQ's `bob_task_may-3-2026_12-52-23-am.md`)
     starts `22**User:**`: two characters typed into the file. It is still the task's export (the
     rest of the file says so), not plain text: its edit is captured (a test in that shape)."""
     cwd = "d:/work"
-    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(["a = 1", "b = 2"], 1))
-    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
-               f"# Current Workspace Directory ({cwd}) Files\nx.py\n</environment_details>")
+    use, result = xml_read("x.py", ["a = 1", "b = 2"])
     messages = [
-        ("User", "<task>\nb is 3\n</task>\n" + env_bob.format(at="2026-05-02T19:51:24.770Z")),
-        ("Assistant", "<read_file>\n<args>\n  <file>\n    <path>x.py</path>\n  </file>\n</args>\n</read_file>"),
-        ("User", "[read_file for 'x.py'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
-                 f"<file><path>x.py</path>\n<content lines=\"1-2\">\n{numbered}</content>\n</file>\n</files>\n"
-                 + env_bob.format(at="2026-05-02T19:51:30.000Z")),
+        ("User", "<task>\nb is 3\n</task>\n" + bob_env(cwd, "2026-05-02T19:51:24.770Z")),
+        ("Assistant", use),
+        ("User", result + bob_env(cwd, "2026-05-02T19:51:30.000Z")),
         ("Assistant", "<apply_diff>\n<path>x.py</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\nb = 2\n=======\n"
                       "b = 3\n>>>>>>> REPLACE\n</diff>\n</apply_diff>"),
-        ("User", "[apply_diff for 'x.py'] Result:\n<file_write_result>\n<path>x.py</path>\n"
-                 "<operation>modified</operation>\n</file_write_result>\n" + env_bob.format(at="2026-05-02T19:52:18.604Z")),
+        ("User", written("apply_diff", "x.py") + bob_env(cwd, "2026-05-02T19:52:18.604Z")),
     ]
-    export = tmp_path / "bob_task_may-3-2026_12-52-23-am.md"
-    export.write_text("22" + "---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
-    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    out = ingest_export(repo, tmp_path / "bob_task_may-3-2026_12-52-23-am.md", messages, cwd, head="22")
     assert "1 session" in out and "1 edit" in out, out
     events = json.loads(run_engram(repo, "show", "roo-1777751484770", "--json").stdout)["events"]
     [edit] = [e for e in events if e["kind"] == "code.edit"]
@@ -192,23 +211,16 @@ def test_a_read_asked_for_a_line_range_is_not_taken_for_the_whole_file(repo: Pat
     of the rest, but it is not the file. An apply_diff inside those lines is placed by them, and
     no file hash is claimed for a file Engram never saw whole (a test in that shape)."""
     cwd = "d:/work"
-    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
-               f"# Current Workspace Directory ({cwd}) Files\nsvc.ts\n</environment_details>")
+    use, result = xml_read("svc.ts", ["const a = 1;", "const b = 2;"])
     messages = [
-        ("User", "<task>\nrename\n</task>\n" + env_bob.format(at="2026-05-03T05:00:00.000Z")),
-        ("Assistant", "<read_file>\n<args>\n  <file>\n    <path>svc.ts</path>\n    <line_range>1-2</line_range>\n"
-                      "  </file>\n</args>\n</read_file>"),
-        ("User", "[read_file for 'svc.ts'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
-                 "<file><path>svc.ts</path>\n<content lines=\"1-2\">\n1 | const a = 1;\n2 | const b = 2;\n</content>\n"
-                 "</file>\n</files>\n" + env_bob.format(at="2026-05-03T05:00:10.000Z")),
+        ("User", "<task>\nrename\n</task>\n" + bob_env(cwd, "2026-05-03T05:00:00.000Z")),
+        ("Assistant", use.replace("</path>", "</path>\n    <line_range>1-2</line_range>")),
+        ("User", result + bob_env(cwd, "2026-05-03T05:00:10.000Z")),
         ("Assistant", "<apply_diff>\n<path>svc.ts</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\nconst b = 2;\n"
                       "=======\nconst bb = 2;\n>>>>>>> REPLACE\n</diff>\n</apply_diff>"),
-        ("User", "[apply_diff for 'svc.ts'] Result:\n<file_write_result>\n<path>svc.ts</path>\n"
-                 "<operation>modified</operation>\n</file_write_result>\n" + env_bob.format(at="2026-05-03T05:00:20.000Z")),
+        ("User", written("apply_diff", "svc.ts") + bob_env(cwd, "2026-05-03T05:00:20.000Z")),
     ]
-    export = tmp_path / "bob_task_may-3-2026_1-41-10-pm.md"
-    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
-    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    out = ingest_export(repo, tmp_path / "bob_task_may-3-2026_1-41-10-pm.md", messages, cwd)
     assert "1 edit" in out and "1 read" in out, out
     events = json.loads(run_engram(repo, "show", "roo-1777784400000", "--json").stdout)["events"]
     [edit] = [e for e in events if e["kind"] == "code.edit"]
@@ -224,26 +236,20 @@ def test_a_second_tool_use_that_never_ran_does_not_take_the_next_result(repo: Pa
     reply's write and its `[write_to_file for 'voice/speech_input.py'] Result:` are one edit of
     that file; the write that never ran (`voice/__init__.py`) is no edit (a test in that shape)."""
     cwd = "c:/work/app"
-    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
-               f"# Current Workspace Directory ({cwd}) Files\napp.py\n</environment_details>")
     messages = [
-        ("User", "<task>\nadd voice input\n</task>\n" + env_bob.format(at="2026-05-02T16:59:18.536Z")),
+        ("User", "<task>\nadd voice input\n</task>\n" + bob_env(cwd, "2026-05-02T16:59:18.536Z")),
         ("Assistant", "Steps first.\n\n<update_todo_list>\n<todos>\n[ ] voice package\n</todos>\n</update_todo_list>\n\n"
                       "<write_to_file>\n<path>voice/__init__.py</path>\n<content>\n# Voice input package\n</content>\n"
                       "<line_count>1</line_count>\n</write_to_file>"),
         ("User", "[update_todo_list] Result:\nTodo list updated successfully.\nTool [write_to_file] was not executed "
                  "because a tool has already been used in this message. Only one tool may be used per message. You must "
                  "assess the first tool's result before proceeding to use the next tool.\n"
-                 + env_bob.format(at="2026-05-02T16:59:30.000Z")),
+                 + bob_env(cwd, "2026-05-02T16:59:30.000Z")),
         ("Assistant", "<write_to_file>\n<path>voice/speech_input.py</path>\n<content>\ndef listen():\n    return ''\n"
                       "</content>\n<line_count>2</line_count>\n</write_to_file>"),
-        ("User", "[write_to_file for 'voice/speech_input.py'] Result:\n<file_write_result>\n<path>voice/speech_input.py"
-                 "</path>\n<operation>created</operation>\n</file_write_result>\n"
-                 + env_bob.format(at="2026-05-02T17:00:00.000Z")),
+        ("User", written("write_to_file", "voice/speech_input.py", "created") + bob_env(cwd, "2026-05-02T17:00:00.000Z")),
     ]
-    export = tmp_path / "08_speech_input.md"
-    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
-    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    out = ingest_export(repo, tmp_path / "08_speech_input.md", messages, cwd)
     assert "1 edit" in out, out
     events = json.loads(run_engram(repo, "show", "roo-1777741158536", "--json").stdout)["events"]
     [edit] = [e for e in events if e["kind"] == "code.edit"]
@@ -256,27 +262,19 @@ def test_insert_content_is_an_edit_at_the_line_it_names(repo: Path, tmp_path: Pa
     as in RennieSimiyu-Dev/FraudX-Agent's export (`<insert_content>` with `<path>`, `<line>`,
     `<content>`): each is a code.edit at those lines, not an ignored call (a test in that shape)."""
     cwd = "c:/work/fraudx"
-    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(["import os", "", "app = 1"], 1))
-    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
-               f"# Current Workspace Directory ({cwd}) Files\nmain.py\n</environment_details>")
-    ok = ("[insert_content for 'main.py'] Result:\n<file_write_result>\n<path>main.py</path>\n"
-          "<operation>modified</operation>\n</file_write_result>\n")
+    use, result = xml_read("main.py", ["import os", "", "app = 1"])
     messages = [
-        ("User", "<task>\nadd auth\n</task>\n" + env_bob.format(at="2026-05-02T10:09:13.096Z")),
-        ("Assistant", "<read_file>\n<args>\n  <file>\n    <path>main.py</path>\n  </file>\n</args>\n</read_file>"),
-        ("User", "[read_file for 'main.py'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
-                 f"<file><path>main.py</path>\n<content lines=\"1-3\">\n{numbered}</content>\n</file>\n</files>\n"
-                 + env_bob.format(at="2026-05-02T10:09:20.000Z")),
+        ("User", "<task>\nadd auth\n</task>\n" + bob_env(cwd, "2026-05-02T10:09:13.096Z")),
+        ("Assistant", use),
+        ("User", result + bob_env(cwd, "2026-05-02T10:09:20.000Z")),
         ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>2</line>\n<content>\nimport auth\nimport jwt\n"
                       "</content>\n</insert_content>"),
-        ("User", ok + env_bob.format(at="2026-05-02T10:09:30.000Z")),
+        ("User", written("insert_content", "main.py") + bob_env(cwd, "2026-05-02T10:09:30.000Z")),
         ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>0</line>\n<content>\nauth.setup(app)\n"
                       "</content>\n</insert_content>"),
-        ("User", ok + env_bob.format(at="2026-05-02T10:09:40.000Z")),
+        ("User", written("insert_content", "main.py") + bob_env(cwd, "2026-05-02T10:09:40.000Z")),
     ]
-    export = tmp_path / "bob_task_may-2-2026_1-24-39-pm.md"
-    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
-    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    out = ingest_export(repo, tmp_path / "bob_task_may-2-2026_1-24-39-pm.md", messages, cwd)
     assert "2 edits" in out, out
     events = json.loads(run_engram(repo, "show", "roo-1777716553096", "--json").stdout)["events"]
     edits = [e for e in events if e["kind"] == "code.edit"]
