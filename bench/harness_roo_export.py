@@ -360,10 +360,11 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     repo, counts, final, truth = replayed_repo(work, tasks, base, states, whole_reads(tasks), lost)
     checks = state_checks(tasks, base, work / "scratch")
     store, _ = init_store(repo)
-    cwd = s.map or next((m.group(1) for t in texts.values()
-                         if (m := re.search(r"# Current Workspace Directory \((.+?)\)", t))), None)
-    cwd = f"{cwd}/{s.sub}" if cwd and s.sub else cwd
-    stats = ingest_paths(store, list(s.exports), maps=[(cwd, str(repo))] if cwd else [])
+    # every workspace the tasks name (a set's tasks may run in copies of the repository)
+    cwds = [s.map] if s.map else sorted({m.group(1) for t in texts.values()
+                                          for m in [re.search(r"# Current Workspace Directory \((.+?)\)", t)] if m})
+    maps = [(f"{c}/{s.sub}" if s.sub else c, str(repo)) for c in cwds]
+    stats = ingest_paths(store, list(s.exports), maps=maps)
     got, code_reads = captured_ranges(store)
     edits, right, captured = range_counts(truth, got)
     events = captured_edits(store)

@@ -282,3 +282,27 @@ def test_insert_content_is_an_edit_at_the_line_it_names(repo: Path, tmp_path: Pa
         ("insert_content", [2, 1], [2, 3], "import auth\nimport jwt\n"),
         ("insert_content", [6, 5], [6, 6], "auth.setup(app)\n")]
     assert all(e["file_after_sha"] for e in edits)  # the session's copy of the file was whole
+
+
+def test_an_export_that_showed_a_utf16_file_is_still_read(repo: Path, tmp_path: Path) -> None:
+    """A task read a requirements.txt that PowerShell had written in UTF-16, and Roo showed its
+    bytes as they were: the export holds NUL bytes (buckz6/onboarding-buddy's
+    `session10export.md`, 785 of them). It is still the task's export, not binary junk: its edit
+    is captured (a test in that shape)."""
+    cwd = "c:/onboarding-buddy"
+    utf16 = "\n".join(f"{i} | " + "\0".join(name) + "\0\r\0" for i, name in enumerate(["fastapi==0.1", "uvicorn"], 1))
+    messages = [
+        ("User", "<task>\ndeploy on railway\n</task>\n" + bob_env(cwd, "2026-05-16T06:40:06.325Z")),
+        ("Assistant", xml_read("backend/requirements.txt", [])[0]),
+        ("User", "[read_file for 'backend/requirements.txt'. Reading multiple files at once is more efficient.] "
+                 "Result:\n<files>\n<file><path>backend/requirements.txt</path>\n<content lines=\"1-2\">\n"
+                 f"{utf16}\n</content>\n</file>\n</files>\n" + bob_env(cwd, "2026-05-16T06:40:20.000Z")),
+        ("Assistant", "<write_to_file>\n<path>railway.toml</path>\n<content>\n[build]\nbuilder = \"nixpacks\"\n"
+                      "</content>\n<line_count>2</line_count>\n</write_to_file>"),
+        ("User", written("write_to_file", "railway.toml", "created") + bob_env(cwd, "2026-05-16T06:41:00.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "session10export.md", messages, cwd)
+    assert "1 session" in out and "1 edit" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1778913606325", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["op"], edit["after_range"]) == ("railway.toml", "create", [1, 2])
