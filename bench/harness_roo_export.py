@@ -180,9 +180,10 @@ def bases(tasks: dict[str, list[dict[str, Any]]], committed: dict[str, str]) -> 
     return base, differ
 
 
-def state_checks(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], scratch: Path) -> Counter[str]:
+def state_checks(tasks: dict[str, list[dict[str, Any]]], committed: dict[str, str], scratch: Path) -> Counter[str]:
     """Lines Roo showed (search results) after an edit, against the files replayed up to then
-    (every task's edits and whole reads before that message)."""
+    (every task's edits and whole reads before that message, from BASE's blobs or the reads made
+    before it: a later read is what the file became, not what it was then)."""
     out: Counter[str] = Counter()
     seen = whole_reads(tasks)
     for sid, h in tasks.items():
@@ -193,7 +194,8 @@ def state_checks(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], s
             shutil.rmtree(scratch, ignore_errors=True)
             subprocess.run(["git", "init", "-q", str(scratch)], check=True)
             before = {k: [m for m in v if m["ts"] < msg["ts"]] for k, v in tasks.items() if k != sid}
-            files, _ = replay({**before, sid: h[:i]}, base, Counter(), scratch, seen=[r for r in seen if r[0] < msg["ts"]])
+            then = {**before, sid: h[:i]}
+            files, _ = replay(then, bases(then, committed)[0], Counter(), scratch, seen=[r for r in seen if r[0] < msg["ts"]])
             for b in msg["content"]:
                 for m in SHOWN.finditer(b["content"]):
                     lines = [t for t, _ in files.get(m.group(1), [])]
@@ -354,11 +356,12 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
         tasks[sid], texts[sid] = h, text
     out_of_repo = outside(tasks)
     edited = {str(inp.get("path")) for h in tasks.values() for _, _, inp, ok in edit_uses(h) if ok}
-    base, differ = bases(tasks, committed_files(s.repo, s.base, edited) if s.repo and s.base else {})
+    committed = committed_files(s.repo, s.base, edited) if s.repo and s.base else {}
+    base, differ = bases(tasks, committed)
     states: dict[tuple[str, str], list[Any]] = {}
     lost: set[str] = set()
     repo, counts, final, truth = replayed_repo(work, tasks, base, states, whole_reads(tasks), lost)
-    checks = state_checks(tasks, base, work / "scratch")
+    checks = state_checks(tasks, committed, work / "scratch")
     store, _ = init_store(repo)
     # every workspace the tasks name (a set's tasks may run in copies of the repository)
     cwds = [s.map] if s.map else sorted({m.group(1) for t in texts.values()
