@@ -54,6 +54,7 @@ OK = ('"operation":"modified"', '"operation":"created"', "<operation>modified</o
 BLOCK = re.compile(r"^<{3,} SEARCH[ \t]*\n(?::start_line:[ \t]*(\d+)[ \t]*\n)?(?::end_line:[ \t]*\d+[ \t]*\n)?"
                    r"(?:-{3,}[ \t]*\n)?(.*?)^={3,}[ \t]*\n(.*?)^>{3,} REPLACE[ \t]*$", re.DOTALL | re.MULTILINE)
 
+EDIT_TOOLS = ("apply_diff", "write_to_file", "insert_content")
 Owned = list[tuple[str, str | None]]  # a file's lines with the task that last wrote each
 
 
@@ -68,13 +69,13 @@ def read_report(path: Path) -> list[dict[str, Any]]:
 
 
 def edit_uses(history: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, Any], bool]]:
-    """(message ts, tool, input, ok) of each apply_diff / write_to_file use, in order."""
+    """(message ts, tool, input, ok) of each apply_diff / write_to_file / insert_content use, in order."""
     results = {b.get("tool_use_id"): b.get("content") for m in history if isinstance(m.get("content"), list)
                for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
     out = []
     for m in history:
         for b in m.get("content") if isinstance(m.get("content"), list) else []:
-            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in ("apply_diff", "write_to_file"):
+            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in EDIT_TOOLS:
                 res = results.get(b.get("id"))
                 res = res if isinstance(res, str) else json.dumps(res)
                 out.append((int(m.get("ts") or 0), b["name"], b.get("input") or {}, any(k in res for k in OK)))
@@ -108,14 +109,30 @@ def nearest(lines: list[str], search: list[str], target: int) -> int | None:
 
 
 def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts: Counter[str],
-           repo: Path) -> tuple[dict[str, Owned], dict[tuple[str, str], list[list[int]]]]:
+           repo: Path, states: dict[tuple[str, str], list[Any]] | None = None,
+           seen: list[tuple[int, str, str, str]] | None = None, lost: set[str] | None = None
+           ) -> tuple[dict[str, Owned], dict[tuple[str, str], list[list[int]]]]:
     """Every ok edit of every task, in time order, on the base files: the files with their
-    writers (committed once per task in `repo`) and the ranges each (task, file) changed, in order."""
+    writers (committed once per task in `repo`) and the ranges each (task, file) changed, in order
+    (and in `states`, beside each range, the file's lines before and after that change). `seen`:
+    (time, task, file, text) of whole reads; where the replay's file differs from what a task
+    read, the read is what the file was (changed outside the tasks replayed: the user, another
+    agent), and the replay goes on from it, those lines of no task. `lost`: the files the replay
+    could not follow (a block whose SEARCH text it did not hold), whose writers it does not know."""
+    states = {} if states is None else states
     files: dict[str, Owned] = {rel: [(t, None) for t in text.splitlines()] for rel, text in base.items()}
     truth: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
-    uses = sorted((ts, sid, i, tool, inp, ok) for sid, h in tasks.items() for i, (ts, tool, inp, ok) in enumerate(edit_uses(h)))
+    uses = sorted([(ts, sid, i, tool, inp, ok) for sid, h in tasks.items() for i, (ts, tool, inp, ok) in enumerate(edit_uses(h))]
+                  + [(ts, sid, k - len(seen or []), "read", {"path": rel, "content": text}, True)
+                     for k, (ts, sid, rel, text) in enumerate(seen or [])])
     last = None
     for _, sid, _, tool, inp, ok in uses:
+        if tool == "read":  # not an edit: the file as the task saw it
+            rel, new = str(inp["path"]), str(inp["content"]).splitlines()
+            if rel in files and [t for t, _ in files[rel]] != new:
+                counts["whole reads that moved the replay to the file the task saw"] += 1
+                files[rel] = owned(files[rel], new, None)
+            continue
         counts[f"{tool} ok" if ok else f"{tool} failed"] += 1
         if not ok:
             continue
@@ -124,20 +141,43 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
         last = sid
         rel = str(inp.get("path") or "")
         cur = files.get(rel)
+        if tool == "insert_content":  # its lines go before line N (0: after the last)
+            n = int(str(inp.get("line") or "0").strip() or 0)
+            if cur is None or n > len(cur) + 1:  # a line past the replay's end: not the file the task saw
+                counts["insert_content without truth (file not in the replay, or its line past the end)"] += 1
+                truth[(sid, rel)].append(None)
+                states.setdefault((sid, rel), []).append(None)
+                if lost is not None:
+                    lost.add(rel)
+                continue
+            lines = [t for t, _ in cur]
+            at = len(lines) if n <= 0 else n - 1
+            new = lines[:at] + str(inp.get("content") or "").splitlines() + lines[at:]
+            files[rel] = owned(cur, new, sid)
+            if (r := changed(lines, new)) is not None:
+                truth[(sid, rel)].append(r)
+                states.setdefault((sid, rel), []).append((lines, new))
+            continue
         if tool == "write_to_file":
             new = str(inp.get("content") or "").splitlines()
             old = [t for t, _ in cur] if cur is not None else []
             files[rel] = owned(cur or [], new, sid)
             if (r := changed(old, new)) is not None:
                 truth[(sid, rel)].append(r)
+                states.setdefault((sid, rel), []).append((old, new))
             continue
-        blocks = sorted(((int(s) if s else 1), x.splitlines(), y.splitlines()) for s, x, y in BLOCK.findall(str(inp.get("diff") or "")))
+        blocks = sorted((((int(s) if s else 1), x.splitlines(), y.splitlines()) for s, x, y in BLOCK.findall(str(inp.get("diff") or ""))),
+                        key=lambda b: b[0])  # Roo's order: by the line each names, else as written
         delta = 0
         for start, search, rep in blocks:
             lines = [t for t, _ in cur] if cur is not None else None
             at = nearest(lines, search, start - 1 + delta) if lines is not None else None
             if at is None or cur is None:
                 counts["apply_diff blocks without truth (file or SEARCH text not in the replayed file)"] += 1
+                truth[(sid, rel)].append(None)  # its place in the order, so later edits pair with theirs
+                states.setdefault((sid, rel), []).append(None)
+                if lost is not None:
+                    lost.add(rel)
                 files.pop(rel, None)
                 cur = None
                 continue
@@ -145,6 +185,7 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
             cur = owned(cur, new, sid)
             if (r := changed(lines, new)) is not None:
                 truth[(sid, rel)].append(r)
+                states.setdefault((sid, rel), []).append((lines, new))
                 counts["apply_diff blocks with truth"] += 1
             delta += len(rep) - len(search)
         if cur is not None:
@@ -154,7 +195,7 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
     return files, truth
 
 
-def owned(cur: Owned, new: list[str], sid: str) -> Owned:
+def owned(cur: Owned, new: list[str], sid: str | None) -> Owned:
     old = [t for t, _ in cur]
     out: Owned = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
@@ -173,7 +214,9 @@ def committed_files(git_dir: Any, commit: str, paths: set[str]) -> dict[str, str
     return base
 
 
-def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict[str, str]
+def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict[str, str],
+                  states: dict[tuple[str, str], list[Any]] | None = None,
+                  seen: list[tuple[int, str, str, str]] | None = None, lost: set[str] | None = None
                   ) -> tuple[Path, Counter[str], dict[str, Any], dict[tuple[str, str], list[Any]]]:
     """A fresh repository under `work` with the tasks' edits replayed on `base`: (its root, the
     edit uses counted, each file's final lines and owners, each task's true ranges per file)."""
@@ -181,7 +224,7 @@ def replayed_repo(work: Path, tasks: dict[str, list[dict[str, Any]]], base: dict
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     counts: Counter[str] = Counter()
-    final, truth = replay(tasks, base, counts, repo)
+    final, truth = replay(tasks, base, counts, repo, states, seen, lost)
     return repo, counts, final, truth
 
 
@@ -216,10 +259,11 @@ def captured_ranges(store: Any) -> tuple[dict[tuple[str, str], list[Any]], int]:
 
 def range_counts(truth: dict[tuple[str, str], list[Any]],
                  got: dict[tuple[str, str], list[Any]]) -> tuple[int, int, int]:
-    """(edits with truth, at the right range, captured), edit by edit in order per task and file."""
-    edits = sum(len(v) for v in truth.values())
-    right = sum(a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
-    captured = sum(min(len(v), len(got.get(k, []))) for k, v in truth.items())
+    """(edits with truth, at the right range, captured), edit by edit in order per task and file
+    (a block without truth, None, holds its place in the order and is not counted)."""
+    edits = sum(a is not None for v in truth.values() for a in v)
+    right = sum(a is not None and a == b for k, v in truth.items() for a, b in zip(v, got.get(k, [])))
+    captured = sum(a is not None and i < len(got.get(k, [])) for k, v in truth.items() for i, a in enumerate(v))
     return edits, right, captured
 
 
@@ -259,8 +303,8 @@ def main() -> int:
     stats = ingest_paths(store, folders, maps=[(cwd, str(repo))] if cwd else [])
     got, code_reads = captured_ranges(store)
     edits, right, captured = range_counts(truth, got)
-    ok_uses = counts["apply_diff ok"] + counts["write_to_file ok"]
-    failed = counts["apply_diff failed"] + counts["write_to_file failed"]
+    ok_uses = sum(counts[f"{t} ok"] for t in EDIT_TOOLS)
+    failed = sum(counts[f"{t} failed"] for t in EDIT_TOOLS)
     all_got = sum(len(v) for v in got.values())
     spans = sample_spans({k: v for k, v in final.items()}, args.spans, random.Random(args.seed))
     hit, blamed, n = writer_hits(store, repo, spans)

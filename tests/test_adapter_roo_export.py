@@ -115,3 +115,194 @@ def test_an_older_export_with_xml_tool_uses_is_read_as_its_task_folder_would_be(
     assert (edit["file"], edit["before_range"], edit["after_range"], edit["after_text"]) == (
         "app.py", [2, 2], [2, 2], "    return 2\n")
     assert "message times" in " ".join(events[0]["unkept"])
+
+
+def test_an_ibm_bob_export_reading_several_files_at_once_places_the_edits_by_that_read(repo: Path,
+                                                                                      tmp_path: Path) -> None:
+    """IBM Bob (a Roo Code fork) exports in the XML shape; a read of several files has its result
+    headed `[read_file for 2 files] Result:` (no quoted path), as in Hellcatshots/bobflow's
+    `bob_task_may-1-2026_12-00-51-pm.md` (this test is written in its shape, not copied). Both
+    files are reads, and the later apply_diff (two blocks without `:start_line:`, taken in the
+    order written) is placed by that read: its edits at their lines, not left without ranges."""
+    cwd = "c:/Users/dev/bobflow"
+    page = ["import { useState } from 'react';", "import { save } from './storage';", "",
+            "export function Page() {", "  const go = () => {", "    save(1);", "  };", "  return go;", "}"]
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(page, 1))
+    env_bob = ("<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n# Current Mode\n"
+               f"<slug>code</slug>\n<name>Code</name>\n\n\n# Current Workspace Directory ({cwd}) Files\n"
+               "src/\n</environment_details>")
+    messages = [
+        ("User", "<task>\nuse the generator\n</task>\n" + env_bob.format(at="2026-05-01T10:07:07.476Z")),
+        ("Assistant", ("<read_file>\n<args>\n  <file>\n    <path>package.json</path>\n  </file>\n  <file>\n"
+                       "    <path>src/Page.tsx</path>\n  </file>\n</args>\n</read_file>")),
+        ("User", "[read_file for 2 files] Result:\n<files>\n<file><path>package.json</path>\n"
+                 "<content lines=\"1-3\">\n1 | {\n2 |   \"name\": \"bobflow\"\n3 | }\n</content>\n</file>\n"
+                 f"<file><path>src/Page.tsx</path>\n<content lines=\"1-9\">\n{numbered}</content>\n</file>\n</files>\n"
+                 + env_bob.format(at="2026-05-01T10:07:52.703Z")),
+        ("Assistant", ("<apply_diff>\n<path>src/Page.tsx</path>\n<diff>\n<<<<<<< SEARCH\n"
+                       "import { save } from './storage';\n=======\nimport { save } from './storage';\n"
+                       "import { generate } from './generator';\n>>>>>>> REPLACE\n<<<<<<< SEARCH\n    save(1);\n"
+                       "=======\n    save(generate());\n>>>>>>> REPLACE\n</diff>\n</apply_diff>")),
+        ("User", "[apply_diff for 'src/Page.tsx'] Result:\n<file_write_result>\n<path>src/Page.tsx</path>\n"
+                 "<operation>modified</operation>\n<notice>\n<i>You do not need to re-read the file, as you have seen "
+                 "all changes</i>\n</notice>\n</file_write_result>\n" + env_bob.format(at="2026-05-01T10:08:30.000Z")),
+    ]
+    export = tmp_path / "bob_task_may-1-2026_12-00-51-pm.md"
+    export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+    assert "1 session" in out and "2 edits" in out and "2 reads" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777630027476", "--json").stdout)["events"]
+    assert events[0]["exported_by"] == "IBM Bob"
+    assert sorted(e["file"] for e in events if e["kind"] == "code.read") == ["package.json", "src/Page.tsx"]
+    edits = [e for e in events if e["kind"] == "code.edit"]
+    assert [(e["before_range"], e["after_range"]) for e in edits] == [([3, 2], [3, 3]), ([7, 7], [7, 7])]
+
+
+def bob_env(cwd: str, at: str) -> str:
+    """IBM Bob's environment details (Roo Code's): the time of the message, the workspace."""
+    return (f"<environment_details>\n# Current Time\nCurrent time in ISO 8601 UTC format: {at}\n\n"
+            f"# Current Workspace Directory ({cwd}) Files\n</environment_details>")
+
+
+def xml_read(path: str, lines: list[str]) -> tuple[str, str]:
+    """A read of one whole file in the XML protocol: the reply's tool use, and its result."""
+    numbered = "".join(f"{i} | {line}\n" for i, line in enumerate(lines, 1))
+    return (f"<read_file>\n<args>\n  <file>\n    <path>{path}</path>\n  </file>\n</args>\n</read_file>",
+            f"[read_file for '{path}'. Reading multiple files at once is more efficient.] Result:\n<files>\n"
+            f"<file><path>{path}</path>\n<content lines=\"1-{len(lines)}\">\n{numbered}</content>\n</file>\n</files>\n")
+
+
+def written(tool: str, path: str, operation: str = "modified") -> str:
+    """An edit tool's result in the XML protocol."""
+    return (f"[{tool} for '{path}'] Result:\n<file_write_result>\n<path>{path}</path>\n"
+            f"<operation>{operation}</operation>\n</file_write_result>\n")
+
+
+def ingest_export(repo: Path, export: Path, messages: list[tuple[str, str]], cwd: str, head: str = "") -> str:
+    """The messages written as an export (after `head`), ingested with the workspace mapped."""
+    export.write_text(head + "---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
+    return run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
+
+
+def test_an_export_with_stray_characters_before_its_first_message_is_still_read(repo: Path, tmp_path: Path) -> None:
+    """A committed IBM Bob export (Eman2123/Bob-RepoIQ's `bob_task_may-3-2026_12-52-23-am.md`)
+    starts `22**User:**`: two characters typed into the file. It is still the task's export (the
+    rest of the file says so), not plain text: its edit is captured (a test in that shape)."""
+    cwd = "d:/work"
+    use, result = xml_read("x.py", ["a = 1", "b = 2"])
+    messages = [
+        ("User", "<task>\nb is 3\n</task>\n" + bob_env(cwd, "2026-05-02T19:51:24.770Z")),
+        ("Assistant", use),
+        ("User", result + bob_env(cwd, "2026-05-02T19:51:30.000Z")),
+        ("Assistant", "<apply_diff>\n<path>x.py</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\nb = 2\n=======\n"
+                      "b = 3\n>>>>>>> REPLACE\n</diff>\n</apply_diff>"),
+        ("User", written("apply_diff", "x.py") + bob_env(cwd, "2026-05-02T19:52:18.604Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "bob_task_may-3-2026_12-52-23-am.md", messages, cwd, head="22")
+    assert "1 session" in out and "1 edit" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777751484770", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["after_range"], edit["after_text"]) == ("x.py", [2, 2], "b = 3\n")
+
+
+def test_a_read_asked_for_a_line_range_is_not_taken_for_the_whole_file(repo: Path, tmp_path: Path) -> None:
+    """IBM Bob reads a file in part with `<line_range>` (JojoAArtI/BobForge's task read
+    `mcpGeneratorService.ts` lines 1-100 of 600): the result starts at line 1 and says nothing
+    of the rest, but it is not the file. An apply_diff inside those lines is placed by them, and
+    no file hash is claimed for a file Engram never saw whole (a test in that shape)."""
+    cwd = "d:/work"
+    use, result = xml_read("svc.ts", ["const a = 1;", "const b = 2;"])
+    messages = [
+        ("User", "<task>\nrename\n</task>\n" + bob_env(cwd, "2026-05-03T05:00:00.000Z")),
+        ("Assistant", use.replace("</path>", "</path>\n    <line_range>1-2</line_range>")),
+        ("User", result + bob_env(cwd, "2026-05-03T05:00:10.000Z")),
+        ("Assistant", "<apply_diff>\n<path>svc.ts</path>\n<diff>\n<<<<<<< SEARCH\n:start_line:2\n-------\nconst b = 2;\n"
+                      "=======\nconst bb = 2;\n>>>>>>> REPLACE\n</diff>\n</apply_diff>"),
+        ("User", written("apply_diff", "svc.ts") + bob_env(cwd, "2026-05-03T05:00:20.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "bob_task_may-3-2026_1-41-10-pm.md", messages, cwd)
+    assert "1 edit" in out and "1 read" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777784400000", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["before_range"], edit["after_range"]) == ("svc.ts", [2, 2], [2, 2])
+    assert edit["file_before_sha"] is None and edit["file_after_sha"] is None
+    assert "placed" not in edit  # the lines it read there are the block's: the place is checked
+
+
+def test_a_second_tool_use_that_never_ran_does_not_take_the_next_result(repo: Path, tmp_path: Path) -> None:
+    """In the XML protocol only a reply's first tool runs: IBM Bob answered an update_todo_list +
+    write_to_file reply with `Tool [write_to_file] was not executed because a tool has already
+    been used in this message` (MrinalDesai/savealife-with-ibm's `08_speech_input.md`). The next
+    reply's write and its `[write_to_file for 'voice/speech_input.py'] Result:` are one edit of
+    that file; the write that never ran (`voice/__init__.py`) is no edit (a test in that shape)."""
+    cwd = "c:/work/app"
+    messages = [
+        ("User", "<task>\nadd voice input\n</task>\n" + bob_env(cwd, "2026-05-02T16:59:18.536Z")),
+        ("Assistant", "Steps first.\n\n<update_todo_list>\n<todos>\n[ ] voice package\n</todos>\n</update_todo_list>\n\n"
+                      "<write_to_file>\n<path>voice/__init__.py</path>\n<content>\n# Voice input package\n</content>\n"
+                      "<line_count>1</line_count>\n</write_to_file>"),
+        ("User", "[update_todo_list] Result:\nTodo list updated successfully.\nTool [write_to_file] was not executed "
+                 "because a tool has already been used in this message. Only one tool may be used per message. You must "
+                 "assess the first tool's result before proceeding to use the next tool.\n"
+                 + bob_env(cwd, "2026-05-02T16:59:30.000Z")),
+        ("Assistant", "<write_to_file>\n<path>voice/speech_input.py</path>\n<content>\ndef listen():\n    return ''\n"
+                      "</content>\n<line_count>2</line_count>\n</write_to_file>"),
+        ("User", written("write_to_file", "voice/speech_input.py", "created") + bob_env(cwd, "2026-05-02T17:00:00.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "08_speech_input.md", messages, cwd)
+    assert "1 edit" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777741158536", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["op"], edit["after_range"], edit["after_text"]) == (
+        "voice/speech_input.py", "create", [1, 2], "def listen():\n    return ''\n")
+
+
+def test_insert_content_is_an_edit_at_the_line_it_names(repo: Path, tmp_path: Path) -> None:
+    """Roo Code's and IBM Bob's insert_content puts its lines before line N (0: after the last),
+    as in RennieSimiyu-Dev/FraudX-Agent's export (`<insert_content>` with `<path>`, `<line>`,
+    `<content>`): each is a code.edit at those lines, not an ignored call (a test in that shape)."""
+    cwd = "c:/work/fraudx"
+    use, result = xml_read("main.py", ["import os", "", "app = 1"])
+    messages = [
+        ("User", "<task>\nadd auth\n</task>\n" + bob_env(cwd, "2026-05-02T10:09:13.096Z")),
+        ("Assistant", use),
+        ("User", result + bob_env(cwd, "2026-05-02T10:09:20.000Z")),
+        ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>2</line>\n<content>\nimport auth\nimport jwt\n"
+                      "</content>\n</insert_content>"),
+        ("User", written("insert_content", "main.py") + bob_env(cwd, "2026-05-02T10:09:30.000Z")),
+        ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>0</line>\n<content>\nauth.setup(app)\n"
+                      "</content>\n</insert_content>"),
+        ("User", written("insert_content", "main.py") + bob_env(cwd, "2026-05-02T10:09:40.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "bob_task_may-2-2026_1-24-39-pm.md", messages, cwd)
+    assert "2 edits" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1777716553096", "--json").stdout)["events"]
+    edits = [e for e in events if e["kind"] == "code.edit"]
+    assert [(e["tool"], e["before_range"], e["after_range"], e["after_text"]) for e in edits] == [
+        ("insert_content", [2, 1], [2, 3], "import auth\nimport jwt\n"),
+        ("insert_content", [6, 5], [6, 6], "auth.setup(app)\n")]
+    assert all(e["file_after_sha"] for e in edits)  # the session's copy of the file was whole
+
+
+def test_an_export_that_showed_a_utf16_file_is_still_read(repo: Path, tmp_path: Path) -> None:
+    """A task read a requirements.txt that PowerShell had written in UTF-16, and Roo showed its
+    bytes as they were: the export holds NUL bytes (buckz6/onboarding-buddy's
+    `session10export.md`, 785 of them). It is still the task's export, not binary junk: its edit
+    is captured (a test in that shape)."""
+    cwd = "c:/onboarding-buddy"
+    utf16 = "\n".join(f"{i} | " + "\0".join(name) + "\0\r\0" for i, name in enumerate(["fastapi==0.1", "uvicorn"], 1))
+    messages = [
+        ("User", "<task>\ndeploy on railway\n</task>\n" + bob_env(cwd, "2026-05-16T06:40:06.325Z")),
+        ("Assistant", xml_read("backend/requirements.txt", [])[0]),
+        ("User", "[read_file for 'backend/requirements.txt'. Reading multiple files at once is more efficient.] "
+                 "Result:\n<files>\n<file><path>backend/requirements.txt</path>\n<content lines=\"1-2\">\n"
+                 f"{utf16}\n</content>\n</file>\n</files>\n" + bob_env(cwd, "2026-05-16T06:40:20.000Z")),
+        ("Assistant", "<write_to_file>\n<path>railway.toml</path>\n<content>\n[build]\nbuilder = \"nixpacks\"\n"
+                      "</content>\n<line_count>2</line_count>\n</write_to_file>"),
+        ("User", written("write_to_file", "railway.toml", "created") + bob_env(cwd, "2026-05-16T06:41:00.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "session10export.md", messages, cwd)
+    assert "1 session" in out and "1 edit" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1778913606325", "--json").stdout)["events"]
+    [edit] = [e for e in events if e["kind"] == "code.edit"]
+    assert (edit["file"], edit["op"], edit["after_range"]) == ("railway.toml", "create", [1, 2])

@@ -58,13 +58,15 @@ from engram.tape import events as E
 
 HISTORY_FILE: Final = "api_conversation_history.json"
 UI_FILE: Final = "ui_messages.json"
-_RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)'[^\]\n]*)?\] Result:\n?", re.DOTALL)
+# `[apply_diff for 'path'] Result:`; also `[read_file for 3 files] Result:` (a read of several files) and
+# `[switch_mode to 'code' because: …] Result:`, which name no path in quotes
+_RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)'[^\]\n]*| (?!for ')[^\]\n]*)?\] Result:\n?", re.DOTALL)
 _FINAL = re.compile(r'<final_file_content path="[^"]*">\n?(.*?)\n?</final_file_content>', re.DOTALL)
 _MODEL = re.compile(r"^<model>([^<\n]+)</model>$", re.MULTILINE)  # Roo Code's environment details
 _CWD = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\)")  # Cline's; Roo Code's
 _BLOCK = re.compile(r"^(?:-{3,} SEARCH|<{3,} SEARCH)\s*\n(.*?)^={3,}\s*\n(.*?)^(?:\+{3,} REPLACE|>{3,} REPLACE)\s*$",
                     re.DOTALL | re.MULTILINE)
-EDITS: Final = frozenset({"replace_in_file", "write_to_file", "apply_diff", "search_and_replace"})
+EDITS: Final = frozenset({"replace_in_file", "write_to_file", "apply_diff", "search_and_replace", "insert_content"})
 # Roo Code's apply_diff blocks: an optional `:start_line:` (and `:end_line:`) before the `-------` line.
 _ROO_BLOCK = re.compile(r"^<{3,} SEARCH[ \t]*\n(?::start_line:[ \t]*(\d+)[ \t]*\n)?(?::end_line:[ \t]*\d+[ \t]*\n)?"
                         r"(?:-{3,}[ \t]*\n)?(.*?)^={3,}[ \t]*\n(.*?)^>{3,} REPLACE[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -78,6 +80,8 @@ XML_TOOLS: Final = ("read_file", "write_to_file", "apply_diff", "replace_in_file
 _XML_TOOL = re.compile(r"<(" + "|".join(XML_TOOLS) + r")>\n?(.*?)\n?</\1>", re.DOTALL)
 _XML_PARAM = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.DOTALL)
 _ROO_FILE = re.compile(r"<file>\s*<path>(.*?)</path>(.*?)</file>", re.DOTALL)
+_NOT_RUN = re.compile(r"Tool \[(\w+)\] was not executed because a tool has already been used in this message")
+_RANGED = re.compile(r"<path>\s*([^<]*?)\s*</path>\s*<line_range>")  # a file read asks lines of, in `args`
 _ROO_CONTENT = re.compile(r'<content(?: lines="(\d+)-(\d+)")?>\n?(.*?)</content>', re.DOTALL)
 _ROO_OK = ("Changes successfully applied", "<operation>modified</operation>", "<operation>created</operation>",
            "successfully saved", '"operation":"modified"', '"operation":"created"')
@@ -270,7 +274,7 @@ class _Task:
         elif kind == "text" and isinstance(b.get("text"), str):
             m = _RESULT.match(b["text"])
             if m and self.pending:
-                self.result(m.group(1), b["text"][m.end():])
+                self.result(m.group(1), b["text"][m.end():], path=m.group(2))
             elif b["text"].strip():
                 self.add({"kind": E.MSG_IN, "text": b["text"],
                           **({"injected": True} if b["text"].startswith("<environment_details>") else {})})
@@ -300,12 +304,19 @@ class _Task:
             ev["ts"] = ts
         self.cap.add(ev)
 
-    def result(self, name: str, text: str, error: bool = False, use_id: Any = None) -> None:
+    def result(self, name: str, text: str, error: bool = False, use_id: Any = None, path: str | None = None) -> None:
         """A tool's result, paired with its use by the use's id when it has one (a use whose
-        result never came must not shift the others), else by the tool's name."""
+        result never came must not shift the others), else by the tool's name and the path its
+        header quotes (`[write_to_file for 'b.py'] Result:`), else by the name alone."""
         i = next((k for k, p in enumerate(self.pending) if use_id is not None and p[4] == use_id),
-                 next((k for k, p in enumerate(self.pending) if p[0] == name), 0))
+                 next((k for k, p in enumerate(self.pending) if p[0] == name and path is not None
+                       and str(p[1].get("path") or "").strip() == path),
+                      next((k for k, p in enumerate(self.pending) if p[0] == name), 0)))
         call, inp, ts, ui, _ = self.pending.pop(i)
+        for skipped in _NOT_RUN.findall(text):  # XML protocol: a reply's second tool use never ran
+            k = next((k for k in range(len(self.pending) - 1, -1, -1) if self.pending[k][0] == skipped), None)
+            if k is not None:
+                self.pending.pop(k)
         final = _FINAL.search(text)
         partial = call == "apply_diff" and _ROO_PARTIAL in text
         failed = error or (call in EDITS and final is None and not partial and not any(m in text for m in _ROO_OK))
@@ -314,7 +325,7 @@ class _Task:
         path = str(inp.get("absolutePath") or inp.get("path") or "")
         rel = self.mapper.to_repo(path) if path else None
         if call == "read_file" and not failed and text.lstrip().startswith("<files>"):  # Roo Code's
-            self.roo_reads(text, ts)
+            self.roo_reads(text, ts, set(_RANGED.findall(str(inp.get("args") or ""))))
         elif call == "read_file" and not failed and rel is not None and text.startswith("File: "):  # Roo 3.5x
             if m := _ROO_NATIVE_READ.match(text):  # else an error (`Error: ENOENT…`): no read
                 self.roo_native_read(rel, text[m.end():], m.group(1) is not None, ts)
@@ -333,7 +344,13 @@ class _Task:
                       "text": self.files[rel], "call_id": None}, ts)
         elif call in EDITS and failed:
             self.cap.ignored[f"{call} that failed"] += 1
-        elif call in ("search_and_replace", "insert_content"):
+        elif call == "insert_content":
+            if rel is None:
+                self.cap.drop(self.mapper.drop_reason(path))
+                return
+            for ev in self.inserted(rel, inp):
+                self.add(ev, ts)
+        elif call == "search_and_replace":
             self.cap.ignored[f"{call} (Roo Code): its edit is not read"] += 1
             if rel is not None:
                 self.files.pop(rel, None)  # the file changed in a way this session's copy does not follow
@@ -376,9 +393,10 @@ class _Task:
             lines = new
         return out
 
-    def roo_reads(self, text: str, ts: str | None) -> None:
+    def roo_reads(self, text: str, ts: str | None, ranged: set[str]) -> None:
         """Roo Code's `read_file` result: each file's numbered lines a code.read; the session's copy
-        of the file when they start at its first line and nothing says more were left out."""
+        of the file when they start at its first line and nothing says more were left out (a read
+        asked for a `<line_range>` shows those lines only, even from the first: the lines seen)."""
         for path, body in _ROO_FILE.findall(text):
             rel = self.mapper.to_repo(path.strip())
             m = _ROO_CONTENT.search(body)
@@ -388,8 +406,11 @@ class _Task:
             if not lines:
                 continue
             first = int(m.group(1) or 1)
-            if first == 1 and "<notice>" not in body:
+            if first == 1 and "<notice>" not in body and path.strip() not in ranged:
                 self.files[rel] = join_lines(lines)
+                self.seen.pop(rel, None)
+            else:
+                self.seen.setdefault(rel, {}).update({first + i: x for i, x in enumerate(lines)})
             self.add({"kind": E.CODE_READ, "file": rel, "range": [first, first + len(lines) - 1],
                       "text": join_lines(lines), "call_id": None}, ts)
 
@@ -458,6 +479,33 @@ class _Task:
             self.files.pop(rel, None)
         self.seen.pop(rel, None)  # the lines it showed have moved
         return out
+
+    def inserted(self, rel: str, inp: dict[str, Any]) -> list[dict[str, Any]]:
+        """Roo Code's insert_content (IBM Bob's too): its lines go before line N, or after the last
+        for 0, where Roo puts them without matching any text: at that line even without a copy of
+        the file, but for an append to a file this session never saw whole (its end unknown)."""
+        add = split_lines(str(inp.get("content") or ""))
+        raw = str(inp.get("line") or "").strip()
+        known = self.files.pop(rel, None)
+        self.seen.pop(rel, None)  # the lines it showed below the insertion have moved
+        if not add or not raw.isdigit():
+            self.cap.ignored["insert_content without lines or a line number"] += 1
+            return []
+        n = int(raw)
+        base = {"kind": E.CODE_EDIT, "file": rel, "tool": "insert_content", "call_id": None, "op": "update"}
+        if known is not None:
+            lines = split_lines(known)
+            at = len(lines) if n == 0 else min(n - 1, len(lines))
+            new = lines[:at] + add + lines[at:]
+            self.files[rel] = join_lines(new)
+            return [_hashed({**base, **edit_ranges(block_changes(at, [], add), lines, new),
+                             **context_fields([(at + 1, add)]), "file_before_sha": E.git_blob_sha(known),
+                             "file_after_sha": E.git_blob_sha(join_lines(new))})]
+        if n == 0:
+            return [_hashed({**base, "before_range": None, "after_range": None, "before_text": "",
+                             "after_text": join_lines(add), "file_before_sha": None, "file_after_sha": None})]
+        return [_hashed({**base, **edit_ranges(block_changes(n - 1, [], add)), **context_fields([(n, add)]),
+                         "file_before_sha": None, "file_after_sha": None})]
 
     def whole(self, rel: str, before: str | None, after: str) -> dict[str, Any]:
         new = split_lines(after)

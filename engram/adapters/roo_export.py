@@ -26,8 +26,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-_HEAD: Final = re.compile(rb"\A\s*\*\*User:\*\*\r?\n")
-_MESSAGE: Final = re.compile(r"(?:\A|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")
+# The first message may follow a few stray characters typed into the file (a committed IBM Bob
+# export starts `22**User:**`): the rest of the file still says what it is.
+_HEAD: Final = re.compile(rb"\A\s*[^\n*]{0,8}\*\*User:\*\*\r?\n")
+_MESSAGE: Final = re.compile(r"(?:\A\s*[^\n*]{0,8}|\n---\n\n)\*\*(User|Assistant):\*\*\n\n")
 _TOOL_USE: Final = re.compile(r"^\[Tool Use: ([\w.:-]+)\]$")
 _TOOL_RESULT: Final = re.compile(r"^\[(Tool|\w+)( \(Error\))?\]$")
 _TOOL_NAME: Final = re.compile(r"^[a-z]+(?:_[a-z]+)+$")  # a result headed by its tool's name: `[read_file]`

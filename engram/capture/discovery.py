@@ -88,8 +88,10 @@ def detect_format(path: Path) -> str | None:
     found = _format_of_document(head)
     if found is not None:
         return found
-    if b"\0" in head[:8192]:
-        return None
+    if b"\0" in head[:8192]:  # binary junk, but for a task export that showed a UTF-16 file (its NUL bytes)
+        from engram.adapters import roo_export  # noqa: PLC0415
+
+        return ROO if roo_export.is_export(head) else None
     from engram.adapters.aider import is_history  # noqa: PLC0415
 
     if is_history(head):
