@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from engram.memory.briefs import RECALL_BUDGET, fit_recall
+from engram.memory.budget import RECALL_BUDGET, fit_recall
 from engram.store.repo import Store
 
 log = logging.getLogger(__name__)

@@ -157,7 +157,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         from engram.errors import BadInput
 
         raise BadInput("what to recall? give words (engram recall \"why retries\") or a place (--at FILE[:A-B])")
-    from engram.memory.briefs import RECALL_BUDGET
+    from engram.memory.budget import RECALL_BUDGET
 
     budget = args.budget if args.budget is not None else RECALL_BUDGET if args.json else None
     params = {"query": args.query, "at": _at_for_server(args), "kind": args.kind, "tags": args.tag or [],

@@ -150,7 +150,7 @@ def recall_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
     doc = recall(mem, str(params.get("query") or ""), at=str(at) if at else None, kind=params.get("kind") or None,
                  tags=list(params.get("tags") or []), limit=limit, hidden=bool(params.get("all")),
                  debug=bool(params.get("debug")))
-    from engram.memory.briefs import fit_recall  # noqa: PLC0415
+    from engram.memory.budget import fit_recall  # noqa: PLC0415
 
     return fit_recall(doc, budget)
 
