@@ -35,6 +35,7 @@ from engram.adapters.unified import (
     join_lines,
     reverse_hunks,
     split_lines,
+    tag_hunks,
     whole_file_context,
 )
 from engram.adapters.sniff import looks_like_claude  # noqa: F401 - (its home before sniff)
@@ -622,7 +623,8 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
             return _notebook_edit(cap, ev, inp, tur)
         cap.ignored["edit that changed nothing"] += 1
         return None
-    changes = changes_from_hunks(hunks)
+    tagged = tag_hunks(hunks)
+    changes = changes_from_hunks(hunks, tagged)
     if not changes:
         cap.ignored["edit that changed nothing"] += 1
         return None
@@ -633,7 +635,7 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
         after_file = content
         new_lines = split_lines(after_file)
     elif old_lines is not None:
-        new_lines = apply_hunks(old_lines, hunks)
+        new_lines = apply_hunks(old_lines, hunks, tagged)
         if new_lines is not None:
             trailing = original.endswith("\n") if original else True
             after_file = "\n".join(new_lines) + ("\n" if trailing and new_lines else "")
@@ -643,7 +645,7 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
     # What the tool held besides the lines it changed: a Write, the whole file; an Edit, its
     # patch's context (the index keeps those lines as carried, not as written).
     ev.update(whole_file_context(new_lines) if name == "Write" and new_lines is not None
-              else context_fields(hunk_extents(hunks)))
+              else context_fields(hunk_extents(hunks, tagged)))
     if after_file is not None:
         st.files[(agent, rel)] = after_file
     else:
