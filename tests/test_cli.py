@@ -133,6 +133,37 @@ def test_one_session_is_one_session(tmp_path: Path) -> None:
     assert f"{plural(2, 'tape')} {agree(2, 'is')}" == "2 tapes are"
 
 
+# ---------------------------------------------------------------- what a command loads
+
+
+def _loaded(proc: subprocess.CompletedProcess[str]) -> set[str]:
+    """The modules a process run under `python -X importtime` imported."""
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_an_append_loads_only_what_its_session_needs(spotter: Path, tmp_path: Path) -> None:
+    """`engram ingest SESSION` is what each capture hook of an agent runs, and most of its time is
+    the process's start: a Claude Code session into a store without memories loads neither the
+    memory modules and the embedding model's runtime, nor the protocol servers, nor the adapters of
+    the other harnesses (their sniffing needs none of them)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    session = spotter / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+    proc = subprocess.run([sys.executable, "-X", "importtime", *ENGRAM[1:], "ingest", str(session)], cwd=root,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "ENGRAM_LOCAL": "1"})
+    assert proc.returncode == 0 and "1 new tape" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    loaded = _loaded(proc)
+    assert {"engram.adapters.claude", "engram.capture.redact", "engram.index.build"} <= loaded, "(it did the work)"
+    unneeded = {m for m in loaded if m.split(".")[0] in ("onnxruntime", "tokenizers", "mcp", "pygls", "lsprotocol",
+                                                          "uvicorn", "starlette")
+                or m.startswith(("engram.memory.", "engram_server.", "engram.query."))
+                or m in {f"engram.adapters.{a}" for a in ("aider", "cline", "codex", "copilot", "gemini", "opencode",
+                                                          "qwen", "apply_patch", "specstory")}}
+    assert not unneeded - {"engram_server.entry"}, sorted(unneeded)
+
+
 # ---------------------------------------------------------------- --json everywhere
 
 

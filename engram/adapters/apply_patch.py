@@ -25,11 +25,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from engram.adapters.sniff import BEGIN_PATCH
 from engram.adapters.unified import Change, changes_from_tagged
 
 log = logging.getLogger(__name__)
 
-BEGIN_PATCH: Final = "*** Begin Patch"
 END_PATCH: Final = "*** End Patch"
 ADD_FILE: Final = "*** Add File: "
 DELETE_FILE: Final = "*** Delete File: "

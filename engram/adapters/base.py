@@ -79,18 +79,28 @@ class Line:
     reason: str | None = None
 
 
+#: Recognises, from a file's bytes and a line's [start, stop), a line its adapter drops anyway: the reason, or None.
+SkipLine = Callable[[bytes, int, int], "str | None"]
+_SPACE_BYTES: Final = frozenset(b" \t\n\r\x0b\x0c")  # what `bytes.isspace` calls space
+
+
 def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str],
-               skip: Callable[[bytes], str | None] | None = None,
+               skip: SkipLine | None = None,
                ignored: Counter[str] | None = None) -> tuple[list[Line], int]:
     """Every complete line of a JSONL file, parsed, and the byte offset where complete lines end.
 
     A last line without a newline that does not parse is a live session's half-written record:
     it is left out (and the returned end stops before it) so the next ingest picks it up whole.
-    `skip` may recognise, from its bytes, a complete line the adapter would drop anyway (it
-    returns the reason, counted in `ignored`): such lines are never parsed.
+    `skip` may recognise, from the file's bytes and a line's range, a complete line the adapter
+    would drop anyway (it returns the reason, counted in `ignored`): such lines are never parsed.
+
+    No line is copied out of the file's bytes: orjson parses a view of it, and `skip` looks at
+    the range itself (copies of every line were ~15% of reading a Claude Code session, whose
+    progress records, two thirds of its lines, are only looked at; bench/capture.py --phases).
     """
     with path.open("rb") as f:
         data = f.read()
+    view = memoryview(data)
     lines: list[Line] = []
     pos = 0
     n = len(data)
@@ -99,29 +109,29 @@ def read_jsonl(path: Path, *, max_line_bytes: int, skipped: Counter[str],
         nl = data.find(b"\n", pos)
         last = nl < 0
         stop = n if last else nl
-        raw = data[pos:stop]
         nxt = n if last else nl + 1
-        if not raw or raw.isspace():  # (not `strip()`: a copy of every line)
+        if stop == pos or (data[pos] in _SPACE_BYTES and data[pos:stop].isspace()):  # (not `strip()`: a copy)
             pos = nxt
             end_complete = nxt if not last else end_complete
             continue
         if skip is not None and not last:
-            reason = skip(raw)
+            reason = skip(data, pos, stop)
             if reason is not None:
                 if ignored is not None:
                     ignored[reason] += 1
                 end_complete = nxt
                 pos = nxt
                 continue
-        if len(raw) > max_line_bytes:
+        if stop - pos > max_line_bytes:
             skipped[f"line longer than {max_line_bytes} bytes"] += 1
             lines.append(Line(pos, nxt, None, "too long"))
             end_complete = nxt if not last else n
             pos = nxt
             continue
         try:
-            rec = orjson.loads(raw)
+            rec = orjson.loads(view[pos:stop])
         except orjson.JSONDecodeError:
+            raw = data[pos:stop]
             glued = _split_glued(raw)
             if glued is not None:
                 lines += [Line(pos + at, pos + until, part) for at, until, part in glued]
@@ -323,6 +333,9 @@ class PathMapper:
         return cache[key]
 
     def _to_repo(self, path: str, base: str | None) -> str | None:
+        plain = self._plain(path)
+        if plain is not None:
+            return plain[0]
         windows = is_windows_path(self.cwd)
         fold = bool(self.fold)
         p = PurePosixPath(apply_maps(posix_path(path, windows), self.maps, fold))
@@ -351,6 +364,43 @@ class PathMapper:
         found = _clean_relative((best_root / best).relative_to(gone) if gone is not None else best)
         return self._real_case(found) if fold and found is not None else found
 
+    def _plain(self, path: str) -> tuple[str | None] | None:
+        """`_to_repo(path)` in string operations, for what nearly every path a session names is:
+        absolute and already normal, under a mapper without maps, case folding or Windows paths;
+        None when the general case must decide. (pathlib made each new path cost ~50 us, ~2% of a
+        Claude Code session's capture.) A nested worktree's folder, which may have been removed,
+        is left to the general case."""
+        roots = self.__dict__.get("_plain_roots")
+        if roots is None:
+            roots = self.__dict__["_plain_roots"] = self._plain_root_strings()
+        if (not roots or path[:1] != "/" or "//" in path or "/./" in path or "/../" in path
+                or path.endswith(("/", "/.", "/.."))):
+            return None
+        best: str | None = None
+        depth = 0
+        for root in roots:  # the root holding it with the fewest parts left, the first of equals
+            if path.startswith(root) and path[len(root):len(root) + 1] == "/":
+                rel = path[len(root) + 1:]
+                if best is None or rel.count("/") < depth:
+                    best, depth = rel, rel.count("/")
+            elif path == root:
+                return None
+        if best is None:
+            return (None,)
+        if best.startswith(_NESTED_PREFIXES):
+            return None
+        return (None,) if best.startswith("..") else (best,)  # (`_clean_relative`'s rule)
+
+    def _plain_root_strings(self) -> tuple[str, ...]:
+        """The roots `_plain` compares paths with, or () when it cannot decide for this mapper."""
+        if self.fold or self.maps or is_windows_path(self.cwd):
+            return ()
+        roots = tuple(str(r) for r in (PurePosixPath(str(self.repo_root)), self.session_root, *self.trees)
+                      if r is not None)
+        if any(not r.startswith("/") or r == "/" or r.startswith("//") for r in roots):
+            return ()
+        return roots
+
     def _real_case(self, rel: str) -> str:
         """`rel` spelled as the repository's files are, when it names one in another case."""
         here = Path(self.repo_root)
@@ -376,6 +426,7 @@ class PathMapper:
 # `worktrees/<name>`, and Claude Code's `.claude/worktrees/<name>` (a session that entered one says
 # so, see adapters.claude; a session started in one does not).
 _NESTED_WORKTREE_DIRS: Final = (".worktrees", "worktrees", ".claude/worktrees")
+_NESTED_PREFIXES: Final = tuple(f"{d}/" for d in _NESTED_WORKTREE_DIRS)
 
 
 def removed_worktree(tree: PurePosixPath, path: PurePosixPath) -> PurePosixPath | None:

@@ -35,8 +35,10 @@ from engram.adapters.unified import (
     join_lines,
     reverse_hunks,
     split_lines,
+    tag_hunks,
     whole_file_context,
 )
+from engram.adapters.sniff import looks_like_claude  # noqa: F401 - (its home before sniff)
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)
@@ -64,12 +66,6 @@ def session_sources(main: Path) -> list[SourceSpan]:
         for p in sorted(sub.glob("*.jsonl")):
             sources.append(SourceSpan(f"subagents/{p.name}", p))
     return sources
-
-
-def looks_like_claude(rec: dict[str, Any]) -> bool:
-    return ("sessionId" in rec and ("uuid" in rec or rec.get("type") == "queue-operation")) or (
-        rec.get("type") in ("summary", "file-history-snapshot", "file-history-delta") and "payload" not in rec
-    )
 
 
 class _State:
@@ -266,11 +262,12 @@ def _read_subagent(src: SourceSpan, max_line_bytes: int, skipped: Counter[str],
 _PROGRESS = b'"type":"progress","data":{'
 
 
-def _unparsed(raw: bytes) -> str | None:
+def _unparsed(data: bytes, start: int, stop: int) -> str | None:
     """Progress records (about two thirds of a real session) are never evidence: recognise them
-    from their envelope, where the record's own `type` precedes its `data`, without parsing."""
-    at = raw.find(_PROGRESS, 0, 1200)
-    return "progress" if at > 0 and raw.find(b'"data":', 0, at) < 0 else None
+    from their envelope, where the record's own `type` precedes its `data`, without parsing
+    (the line is data[start:stop], looked at in place: `read_jsonl`)."""
+    at = data.find(_PROGRESS, start, min(stop, start + 1200))
+    return "progress" if at > start and data.find(b'"data":', start, at) < 0 else None
 
 
 def _with_entered_worktrees(mapper: PathMapper, lines: list[Line]) -> PathMapper:
@@ -305,13 +302,13 @@ def _unparsed_but_agents_without(with_files: frozenset[str]) -> Callable[[bytes]
     text replies) as they happen. With `subagents/agent-<id>.jsonl` present they are copies and
     stay unparsed; a transcript kept or shared without that folder (saved by hand, the Entire
     CLI's checkpoints) has the subagent's reads and edits only there."""
-    def skip(raw: bytes) -> str | None:
-        reason = _unparsed(raw)
-        at = raw.rfind(_AGENT_PROGRESS) if reason is not None else -1
+    def skip(data: bytes, start: int, stop: int) -> str | None:
+        reason = _unparsed(data, start, stop)
+        at = data.rfind(_AGENT_PROGRESS, start, stop) if reason is not None else -1
         if at < 0:
             return reason
         # the record's own `data.type` and `data.agentId` follow its (long) `data.message`
-        ids = {m.group(1).decode("utf-8", "replace") for m in _AGENT_ID.finditer(raw, at)}
+        ids = {m.group(1).decode("utf-8", "replace") for m in _AGENT_ID.finditer(data, at, stop)}
         return reason if ids and ids <= with_files else None
     return skip
 
@@ -626,7 +623,8 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
             return _notebook_edit(cap, ev, inp, tur)
         cap.ignored["edit that changed nothing"] += 1
         return None
-    changes = changes_from_hunks(hunks)
+    tagged = tag_hunks(hunks)
+    changes = changes_from_hunks(hunks, tagged)
     if not changes:
         cap.ignored["edit that changed nothing"] += 1
         return None
@@ -637,7 +635,7 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
         after_file = content
         new_lines = split_lines(after_file)
     elif old_lines is not None:
-        new_lines = apply_hunks(old_lines, hunks)
+        new_lines = apply_hunks(old_lines, hunks, tagged)
         if new_lines is not None:
             trailing = original.endswith("\n") if original else True
             after_file = "\n".join(new_lines) + ("\n" if trailing and new_lines else "")
@@ -647,7 +645,7 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
     # What the tool held besides the lines it changed: a Write, the whole file; an Edit, its
     # patch's context (the index keeps those lines as carried, not as written).
     ev.update(whole_file_context(new_lines) if name == "Write" and new_lines is not None
-              else context_fields(hunk_extents(hunks)))
+              else context_fields(hunk_extents(hunks, tagged)))
     if after_file is not None:
         st.files[(agent, rel)] = after_file
     else:

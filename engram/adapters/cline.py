@@ -53,6 +53,7 @@ import orjson
 
 from engram.adapters.aider import _hashed, block_changes, locate
 from engram.adapters.base import Capture, PathMapper, SourceSpan
+from engram.adapters.sniff import REPORT_HEAD, is_roo_report
 from engram.adapters.unified import context_fields, edit_ranges, join_lines, split_lines
 from engram.tape import events as E
 
@@ -91,19 +92,6 @@ _ROO_CREATED = ("<operation>created</operation>", '"operation":"created"')
 _ROO_NATIVE_READ = re.compile(r"File: [^\n]*\n(?:IMPORTANT: File content truncated\.\n\s*Status: Showing lines "
                               r"(\d+)-(\d+) of \d+ total lines\.\n.*?\n\s*\n)?[ \t]*(?=\d+ \|)", re.DOTALL)
 _ROO_PARTIAL = "unable to apply all diff parts"
-
-
-# Roo Code's diagnostics file ("Export task for support"): these comment lines, then
-# `{"error": {…, "version"}, "history": [the task's api_conversation_history]}`. Projects commit them.
-REPORT_HEAD: Final = b"// Please share this file with Roo Code Support"
-
-
-def is_roo_report(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(len(REPORT_HEAD) + 8).lstrip().startswith(REPORT_HEAD)
-    except OSError:
-        return False
 
 
 def report_parses(path: Path) -> bool:

@@ -49,6 +49,7 @@ from engram.adapters.aider import GitFiles, _on_disk
 from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
 from engram.adapters.codex import shell_effect
 from engram.adapters.opencode import edit_from_diff
+from engram.adapters.sniff import looks_like_copilot  # noqa: F401 - (its home before sniff)
 from engram.adapters.unified import edit_from_texts, join_lines, split_lines
 from engram.tape import events as E
 
@@ -61,15 +62,6 @@ _FILE_DIFF = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
 _SHOWN = re.compile(r"^@@ -(\d+),(\d+) \+\1,\2 @@[^\n]*\n", re.MULTILINE)  # a view's lines, unchanged
 _BOOKKEEPING: Final = ("hook.", "assistant.turn_", "permission.", "session.info", "session.shutdown",
                        "system.notification", "session.permissions_changed", "abort", "assistant.message_delta")
-
-
-def looks_like_copilot(rec: dict[str, Any]) -> bool:
-    """A Copilot CLI event: the `{type, data, id, timestamp}` envelope of its session log."""
-    data = rec.get("data")
-    typ = rec.get("type")
-    return isinstance(data, dict) and isinstance(typ, str) and "id" in rec and "timestamp" in rec and (
-        (typ == "session.start" and data.get("producer") == "copilot-agent")
-        or typ.startswith(("tool.execution_", "assistant.turn_", "session.")) and "payload" not in rec)
 
 
 def parse_copilot(sources: list[SourceSpan], mapper_for: Callable[[str | None], PathMapper], *,

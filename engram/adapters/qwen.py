@@ -16,20 +16,13 @@ from __future__ import annotations
 from typing import Any, Callable, Final
 
 from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.sniff import QWEN_RECORD_TYPES, looks_like_qwen  # noqa: F401 - (its home before sniff)
 from engram.adapters.gemini import State, call_outcome, parts_text, response_text
 from engram.tape import events as E
 
 HARNESS: Final = "qwen-code"
-RECORD_TYPES: Final = frozenset({"user", "assistant", "tool_result", "system"})
+RECORD_TYPES: Final = QWEN_RECORD_TYPES
 _FAILED: Final = frozenset({"error", "cancelled", "canceled"})
-
-
-def looks_like_qwen(rec: dict[str, Any]) -> bool:
-    """A Qwen Code record: Claude Code's envelope around a Gemini `Content` (`parts`, not `content`)."""
-    if "sessionId" not in rec or rec.get("type") not in RECORD_TYPES:
-        return False
-    msg = rec.get("message")
-    return (isinstance(msg, dict) and "parts" in msg) or "toolCallResult" in rec or "systemPayload" in rec
 
 
 def parse_qwen(sources: list[SourceSpan], mapper_for: Callable[[str | None], PathMapper], *,

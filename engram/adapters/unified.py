@@ -73,10 +73,20 @@ def hunk_lines(h: dict[str, Any]) -> list[tuple[str, str]] | None:
     return None if tag is None else [(tag if t == "?" else t, text) for t, text in tagged]
 
 
-def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
-    """Every run of '-'/'+' lines in the hunks, with its position on each side."""
+Tagged = list[tuple[str, str]] | None  # a hunk's `hunk_lines`
+
+
+def tag_hunks(hunks: list[dict[str, Any]]) -> list[Tagged]:
+    """`hunk_lines` of each hunk: computed once by a caller that passes the same hunks to several
+    of `changes_from_hunks`, `apply_hunks` and `hunk_extents` (a Claude Code edit: all three)."""
+    return [hunk_lines(h) for h in hunks]
+
+
+def changes_from_hunks(hunks: list[dict[str, Any]], tagged: list[Tagged] | None = None) -> list[Change]:
+    """Every run of '-'/'+' lines in the hunks, with its position on each side (`tagged`: their
+    `tag_hunks`, when the caller has it)."""
     out: list[Change] = []
-    for h in hunks:
+    for i, h in enumerate(hunks):
         old = int(h.get("oldStart") or 0)
         new = int(h.get("newStart") or 0)
         # jsdiff keeps oldStart at the insertion point for empty old sides; a formatted
@@ -85,9 +95,9 @@ def changes_from_hunks(hunks: list[dict[str, Any]]) -> list[Change]:
             old = 1
         if int(h.get("newLines") or 0) == 0 and new == 0:
             new = 1
-        tagged = hunk_lines(h)
-        if tagged is not None:  # (a hunk whose lines cannot be placed adds no change)
-            out += changes_from_tagged(tagged, old, new)
+        lines = hunk_lines(h) if tagged is None else tagged[i]
+        if lines is not None:  # (a hunk whose lines cannot be placed adds no change)
+            out += changes_from_tagged(lines, old, new)
     return out
 
 
@@ -187,14 +197,15 @@ def context_fields(extents: list[tuple[int, list[str]]]) -> dict[str, Any]:
     return {"context": ranges, "context_text": "".join(text)} if ranges else {}
 
 
-def hunk_extents(hunks: list[dict[str, Any]]) -> list[tuple[int, list[str]]]:
-    """Each hunk's new side (its context and added lines) and where it starts in the new file."""
+def hunk_extents(hunks: list[dict[str, Any]], tagged: list[Tagged] | None = None) -> list[tuple[int, list[str]]]:
+    """Each hunk's new side (its context and added lines) and where it starts in the new file
+    (`tagged`: as for `changes_from_hunks`)."""
     out: list[tuple[int, list[str]]] = []
-    for h in hunks:
-        tagged = hunk_lines(h)
-        if tagged is None:
+    for i, h in enumerate(hunks):
+        lines = hunk_lines(h) if tagged is None else tagged[i]
+        if lines is None:
             continue
-        new = [text for tag, text in tagged if tag != "-"]
+        new = [text for tag, text in lines if tag != "-"]
         start = int(h.get("newStart") or 0)
         if new and start > 0:
             out.append((start, new))
@@ -241,24 +252,27 @@ def diff_hunks(old: list[str], new: list[str], context: int = 3) -> list[dict[st
     return hunks
 
 
-def apply_hunks(original: list[str], hunks: list[dict[str, Any]]) -> list[str] | None:
-    """The file after the hunks, or None when their context does not match `original`."""
-    traced = trace_hunks(original, hunks)
+def apply_hunks(original: list[str], hunks: list[dict[str, Any]], tagged: list[Tagged] | None = None
+                ) -> list[str] | None:
+    """The file after the hunks, or None when their context does not match `original` (`tagged`:
+    as for `changes_from_hunks`)."""
+    traced = trace_hunks(original, hunks, tagged)
     return None if traced is None else traced[0]
 
 
-def trace_hunks(original: list[str], hunks: list[dict[str, Any]]) -> tuple[list[str], list[int]] | None:
+def trace_hunks(original: list[str], hunks: list[dict[str, Any]], tagged: list[Tagged] | None = None
+                ) -> tuple[list[str], list[int]] | None:
     """`apply_hunks`, also giving each resulting line's index in `original` (-1 for a line the
     hunks add): the accuracy benchmark follows which lines of a file an agent wrote through
     later edits with it."""
     result: list[str] = []
     origin: list[int] = []
     pos = 0  # next unconsumed line of original (0-based)
-    for h in hunks:
+    for i, h in enumerate(hunks):
         start = int(h.get("oldStart") or 0) - 1
         if int(h.get("oldLines") or 0) == 0 and start < 0:
             start = 0
-        body = hunk_lines(h)
+        body = hunk_lines(h) if tagged is None else tagged[i]
         if body is None:
             return None
         expect = [text for tag, text in body if tag != "+"]

@@ -128,9 +128,7 @@ def _format_of_document(head: bytes) -> str | None:
 
 def _format_of_lines(lines: list[bytes]) -> str | None:
     """The harness of the first of these lines that is a record one of them writes."""
-    from engram.adapters.claude import looks_like_claude  # noqa: PLC0415
-    from engram.adapters.copilot import looks_like_copilot  # noqa: PLC0415
-    from engram.adapters.qwen import looks_like_qwen  # noqa: PLC0415
+    from engram.adapters.sniff import looks_like_claude, looks_like_copilot, looks_like_qwen  # noqa: PLC0415
 
     for raw in lines:
         raw = raw.strip()
@@ -263,7 +261,7 @@ def _store_jobs(f: Path) -> list[Job]:
 
 
 def _roo_report(f: Path) -> bool:
-    from engram.adapters.cline import is_roo_report  # noqa: PLC0415
+    from engram.adapters.sniff import is_roo_report  # noqa: PLC0415
 
     return is_roo_report(f)
 

@@ -61,6 +61,34 @@ _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 
 
+class _Lazy:
+    """A regular expression compiled when a rule first uses it.
+
+    The ~60 patterns (the needle scanners' and the rules') took ~20 ms to compile, paid by every
+    process that imports this module (each `engram ingest`, a 1 MB append among them) though most
+    strings hold no needle, most rules never run, and a tape's texts joined are scanned by one
+    kind of scanner only (`_LONG`). Each method (`match`, `search`, ...) is the compiled pattern's own, bound and
+    kept on this object at its first use, so a later call costs what a call on the pattern does."""
+
+    def __init__(self, pattern: str | bytes, flags: int = 0) -> None:
+        self._source = (pattern, flags)
+
+    def __getattr__(self, name: str) -> Any:  # only for what is not set yet: once per name
+        if name.startswith("__"):  # (copy and pickle probe for these before __init__ has run)
+            raise AttributeError(name)
+        compiled = self.__dict__.get("_compiled")
+        if compiled is None:
+            compiled = self.__dict__["_compiled"] = re.compile(*self._source)
+        value = getattr(compiled, name)
+        setattr(self, name, value)
+        return value
+
+
+def _lazy(pattern: str | bytes, flags: int = 0) -> Any:
+    """`re.compile(pattern, flags)`, compiled at first use (`_Lazy`)."""
+    return _Lazy(pattern, flags)
+
+
 class Span(NamedTuple):
     """A stretch of a string to replace with the marker of `cls`."""
 
@@ -118,8 +146,8 @@ _BACK = {"key": 1, "token": 3, "sk": 2, "stripe": 2, "slackhook": 4, "akia": 2, 
 # for short texts (most strings are short and a call costs more than their bytes). One pattern
 # per group: each starts with a literal, which `re` finds several times faster per byte, the
 # better deal for long texts.
-_SCANNER = re.compile(b"|".join(anchor + b"(?:" + rest + b")" for anchor, rest in _ANCHORS))
-_SCANNERS = tuple(re.compile(anchor + b"(?:" + rest + b")") for anchor, rest in _ANCHORS)
+_SCANNER = _lazy(b"|".join(anchor + b"(?:" + rest + b")" for anchor, rest in _ANCHORS))
+_SCANNERS = tuple(_lazy(anchor + b"(?:" + rest + b")") for anchor, rest in _ANCHORS)
 _LONG = 1024  # measured: per-anchor patterns win from about 1 KiB
 
 Hits = dict[str, list[int]]
@@ -167,15 +195,15 @@ optional any object number required env default test testing read write enabled 
 _PLACEHOLDER_PARTS = ("your", "example", "placeholder", "changeme", "change_me", "replace_me", "replaceme",
                       "insert", "xxxx", "****", "....", "redacted", "dummy", "<", ">", "{{", "}}", "…")
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_TEMPLATE = re.compile(r"\{[A-Za-z0-9_.]*\}|%[sdr]|%\(\w+\)")
-_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+\Z", re.ASCII)
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
-_HEX = re.compile(r"[0-9a-fA-F]+\Z")
+_IDENT = _lazy(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TEMPLATE = _lazy(r"\{[A-Za-z0-9_.]*\}|%[sdr]|%\(\w+\)")
+_DOTTED = _lazy(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+\Z", re.ASCII)
+_UUID = _lazy(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+_HEX = _lazy(r"[0-9a-fA-F]+\Z")
 _TYPE_NAMES = frozenset("str string int integer float number bool boolean bytes any object list dict "
                         "array map none null void unknown never optional secretstr char "
                         "uint8array arraybuffer buffer cryptokey cryptokeypair keyobject bigint".split())
-_WORDS_JOINED = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)+\Z")  # Entire-Checkpoint, read_only
+_WORDS_JOINED = _lazy(r"[A-Za-z]+(?:[-_][A-Za-z]+)+\Z")  # Entire-Checkpoint, read_only
 
 
 def is_placeholder(value: str) -> bool:
@@ -257,9 +285,9 @@ module factory dto
 """.split())  # the last two lines name objects and types: `authService`, `Web3AuthNoModalOptions`
 _NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd", "authorization", "proxy-authorization", "keys", "tokens",
                                "1password"})  # the password manager, as in `error: 1Password: agent returned…`
-_CAMEL1 = re.compile(r"([a-z0-9])([A-Z])")
-_CAMEL2 = re.compile(r"([A-Z]+)([A-Z][a-z])")
-_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_CAMEL1 = _lazy(r"([a-z0-9])([A-Z])")
+_CAMEL2 = _lazy(r"([A-Z]+)([A-Z][a-z])")
+_SPLIT = _lazy(r"[^A-Za-z0-9]+")
 
 WEAK, STRONG = 1, 2
 
@@ -318,9 +346,9 @@ def _secret_part(p: str) -> bool:
     return _strong_part(p) or p in ("key", "keys")
 
 
-_LOOKUP_PIECE = re.compile(r"[a-z]{2,24}|v?\d{1,3}|\d{1,2}[a-z]{1,4}")
-_LOOKUP_SPLIT = re.compile(r"[_\-:./]")
-_PROSE_WORD = re.compile(r"[A-Za-z]+[?!.,:;]?\Z")
+_LOOKUP_PIECE = _lazy(r"[a-z]{2,24}|v?\d{1,3}|\d{1,2}[a-z]{1,4}")
+_LOOKUP_SPLIT = _lazy(r"[_\-:./]")
+_PROSE_WORD = _lazy(r"[A-Za-z]+[?!.,:;]?\Z")
 
 
 def _lookup_key(name_parts: list[str], value: str) -> bool:
@@ -387,7 +415,7 @@ def _spaced_for_a_token(name_parts: list[str], value: str) -> bool:
             and not any(looks_random(w.strip("\"'`,.;:()")) for w in words))
 
 
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://([^\s/@?#]+)(/[^\s@?#]*)?\Z")
+_URL = _lazy(r"[A-Za-z][A-Za-z0-9+.\-]*://([^\s/@?#]+)(/[^\s@?#]*)?\Z")
 
 
 def _plain_url(value: str) -> bool:
@@ -434,7 +462,7 @@ class TokenRule(Rule):
                  classify: Callable[[str], str] | None = None) -> None:
         self.name = name
         self.needles = needles
-        self.pattern = re.compile(pattern)
+        self.pattern = _lazy(pattern)
         self.check = check
         self.group = group
         self.right = right
@@ -461,8 +489,8 @@ class TokenRule(Rule):
 # --- private keys ---------------------------------------------------------------------
 
 _PEM_BODY = r"(?:[A-Za-z0-9+/=:,._ \t\r\n]|\\[nrt]|-(?!----))*"
-_B64_RUN = re.compile(r"[A-Za-z0-9+/]{16}")
-_B64_40 = re.compile(r"[A-Za-z0-9+/]{40}")
+_B64_RUN = _lazy(r"[A-Za-z0-9+/]{16}")
+_B64_40 = _lazy(r"[A-Za-z0-9+/]{40}")
 
 
 class PrivateKeyRule(Rule):
@@ -474,7 +502,7 @@ class PrivateKeyRule(Rule):
 
     name = "private-key"
     needles = ("pem",)
-    pattern = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----(?P<secret>" + _PEM_BODY + r")")
+    pattern = _lazy(r"-----BEGIN [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----(?P<secret>" + _PEM_BODY + r")")
 
     def spans(self, t: _Text, hits: Hits) -> list[Span]:
         s = t.s
@@ -504,7 +532,7 @@ class GcpServiceAccountRule(Rule):
 
     name = "gcp-service-account-key"
     needles = ("key",)
-    pattern = re.compile(r'(?P<q>\\?")private_key(?P<id>_id)?(?P=q)[ \t]*:[ \t]*(?P=q)'
+    pattern = _lazy(r'(?P<q>\\?")private_key(?P<id>_id)?(?P=q)[ \t]*:[ \t]*(?P=q)'
                          r'(?P<secret>(?:[^"\\\n\x00]|\\[^"\n\x00]){1,16384})(?P=q)')
 
     def spans(self, t: _Text, hits: Hits) -> list[Span]:
@@ -536,7 +564,7 @@ class UrlPasswordRule(Rule):
 
     name = "url-password"
     needles = ("url",)
-    pattern = re.compile(
+    pattern = _lazy(
         r"://(?P<user>[^\s:/?#@\"'<>\[\]{}|\\^`\x00]{0,256}):(?P<secret>[^\s/?#@\"'<>\[\]{}|\\^`\x00]{1,256})@"
         r"(?=[A-Za-z0-9\[])"
     )
@@ -568,7 +596,7 @@ class AuthHeaderRule(Rule):
 
     name = "auth-header"
     needles = ("auth",)
-    header = re.compile(
+    header = _lazy(
         r"(?:proxy-)?authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?[ \t]*(?:(?P<scheme>" + _SCHEMES + r")[ \t]+)?"
         r"(?P<secret>[A-Za-z0-9._~+/=\-]{6,4096})",
         re.IGNORECASE | re.ASCII,
@@ -624,8 +652,8 @@ def _window(s: str, p: int, lines: int, reach: int) -> tuple[int, int]:
     return max(a, start), min(b, end)
 
 
-_AWS_ID = re.compile(r"A(?:KIA|SIA)[0-9A-Z]{16}")
-_AWS_SECRET_RUN = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_ID = _lazy(r"A(?:KIA|SIA)[0-9A-Z]{16}")
+_AWS_SECRET_RUN = _lazy(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 
 
 def _aws_secret_ok(v: str) -> bool:
@@ -658,8 +686,8 @@ class AwsSecretNearIdRule(Rule):
         return sorted(set(out))
 
 
-_TWILIO_SID = re.compile(r"AC[0-9a-f]{32}")
-_HEX32_RUN = re.compile(r"(?<![0-9A-Za-z_\-])[0-9a-f]{32}(?![0-9A-Za-z_\-])")
+_TWILIO_SID = _lazy(r"AC[0-9a-f]{32}")
+_HEX32_RUN = _lazy(r"(?<![0-9A-Za-z_\-])[0-9a-f]{32}(?![0-9A-Za-z_\-])")
 
 
 def _hex_token_ok(v: str) -> bool:
@@ -687,7 +715,7 @@ class TwilioAuthTokenRule(Rule):
         return sorted(set(out))
 
 
-_FALLBACK_VALUE = re.compile(
+_FALLBACK_VALUE = _lazy(
     r"""[ \t"'`:=,(]{1,4}+(?:(?:is|was|now|here)[ \t"'`:]{1,3}+)?(?P<secret>[A-Za-z0-9+/_\-]{20,512}={0,2})""",
     re.IGNORECASE)
 FALLBACK_BITS = 3.5  # bits per character: the threshold gitleaks' generic rule uses
@@ -705,7 +733,7 @@ def entropy_secret(v: str) -> bool:
     return v.count("/") < 2 and v.count("-") < 4 and v.count("_") < 4
 
 
-_FLAG_VALUE = re.compile(r"""[ \t]+(?P<q>["']?)(?P<secret>[^\s"'`\x00]{6,256})(?P=q)""")  # (\x00: `_SEP`)
+_FLAG_VALUE = _lazy(r"""[ \t]+(?P<q>["']?)(?P<secret>[^\s"'`\x00]{6,256})(?P=q)""")  # (\x00: `_SEP`)
 
 
 def _flag_password(v: str) -> bool:
@@ -750,7 +778,7 @@ class CredentialWordRule(Rule):
 
 _KEYWORDS = ("key", "token", "secret", "pass", "pwd", "credential", "auth", "private")
 
-_ASSIGN = re.compile(
+_ASSIGN = _lazy(
     r"""
     (?P<name>[A-Za-z0-9_.\-]{1,100})
     (?P<q1>\\?["'])?
@@ -765,18 +793,18 @@ _ASSIGN = re.compile(
     """,
     re.VERBOSE,
 )
-_CODE_VALUE = re.compile(r"[^,;)\s]*")
+_CODE_VALUE = _lazy(r"[^,;)\s]*")
 # A name closing a bracket, or listed before one that closes on the line: `{ privateKey: seedKey, publicKey }`,
 # `f({ token: t })`; prose such as `password: hunter2, then` is not code.
-_NAME_THEN_CODE = re.compile(r"[A-Za-z_$][\w$.]*[ \t]*(?:[)}\]]|,.*[)}\]])")
-_NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]*")
-_SUBSCRIPT = re.compile(r"""[A-Za-z_$][\w$.]*\[["']?[\w.:\-]*["']?\]\Z""")
+_NAME_THEN_CODE = _lazy(r"[A-Za-z_$][\w$.]*[ \t]*(?:[)}\]]|,.*[)}\]])")
+_NAME_RUN = _lazy(r"[A-Za-z0-9_.\-]*")
+_SUBSCRIPT = _lazy(r"""[A-Za-z_$][\w$.]*\[["']?[\w.:\-]*["']?\]\Z""")
 _AFTER_NAME = frozenset("\"'\\:= \t")
-_ANNOTATION = re.compile(r"[A-Za-z_][\w.\[\], ]*?[ \t]=[ \t]")  # `float = 0`, not base64's `…=`
-_AWS_SECRET_NAME = re.compile(r"(?:aws_?)?secret_?access_?key", re.IGNORECASE)
-_AWS_SECRET_VALUE = re.compile(r"[A-Za-z0-9/+]{40}\Z")
+_ANNOTATION = _lazy(r"[A-Za-z_][\w.\[\], ]*?[ \t]=[ \t]")  # `float = 0`, not base64's `…=`
+_AWS_SECRET_NAME = _lazy(r"(?:aws_?)?secret_?access_?key", re.IGNORECASE)
+_AWS_SECRET_VALUE = _lazy(r"[A-Za-z0-9/+]{40}\Z")
 _AZURE_NAMES = frozenset({"accountkey", "sharedaccesskey"})
-_AZURE_VALUE = re.compile(r"[A-Za-z0-9+/]{20,}={0,2}")
+_AZURE_VALUE = _lazy(r"[A-Za-z0-9+/]{20,}={0,2}")
 
 
 class AssignmentRule(Rule):
@@ -990,7 +1018,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
 
 # ---------------------------------------------------------------- extra patterns
 
-_MARKER = re.compile(r"\[REDACTED:[A-Za-z0-9_.\-]{1,64}\]")
+_MARKER = _lazy(r"\[REDACTED:[A-Za-z0-9_.\-]{1,64}\]")
 
 
 class ExtraRule:

@@ -89,11 +89,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         _report({**stats.as_dict(), "discovery": report.as_dict(), "repository": kept.as_dict()},
                 stats.summary() + "".join(f"\n{line}" for line in kept.lines()) + _where_looked(report, verbose),
                 args.json)
-    from engram.memory.provenance import link_waiting
-    from engram.memory.memories import embed_waiting
+    from engram.memory import has_log
 
-    embed_waiting(store)  # memories written since the last ingest get their vectors (batched, off recall's path)
-    link_waiting(store)  # agents' memories: the remember call in the new tapes that wrote each
+    if has_log(store):  # (the memory modules load only for a store that has memories)
+        from engram.memory.memories import embed_waiting
+        from engram.memory.provenance import link_waiting
+
+        embed_waiting(store)  # memories written since the last ingest get their vectors (batched, off recall's path)
+        link_waiting(store)  # agents' memories: the remember call in the new tapes that wrote each
     if args.watch:
         from engram.capture.watch import watch
 

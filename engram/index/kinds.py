@@ -9,6 +9,7 @@ from typing import Any, Final
 
 import apsw
 
+from engram.adapters.sniff import BEGIN_PATCH
 from engram.index.sql import int_array
 from engram.tape import events as E
 
@@ -93,7 +94,10 @@ def event_text(ev: dict[str, Any]) -> str:
     if kind == E.TOOL_CALL:
         parts: list[str] = []
         _strings(ev.get("input"), parts)
-        from engram.adapters.apply_patch import patch_text  # noqa: PLC0415 - not for a query's import
+        text = "\n".join(parts)
+        if BEGIN_PATCH not in text:  # no envelope in any part: patch_text would return each as it is
+            return text
+        from engram.adapters.apply_patch import patch_text  # noqa: PLC0415 - ~6 ms of imports, for Codex's calls
 
         return "\n".join(map(patch_text, parts))
     if kind == E.TOOL_RESULT:

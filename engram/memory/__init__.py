@@ -23,7 +23,19 @@ if TYPE_CHECKING:
     from engram.memory.memories import Memories, Remembered
     from engram.store.repo import Store
 
-__all__ = ["open_memories", "recall", "remember"]
+__all__ = ["has_log", "open_memories", "recall", "remember"]
+
+#: The memory log's folder under `.engram/events/` (`engram.memory.events` writes it).
+LOG_SUBDIR = "memories"
+
+
+def has_log(store: Store) -> bool:
+    """Whether `store` has a memory log. Without one, what follows an ingest (vectors to make,
+    remember calls to link) has nothing to do, and a command checks this first so that it does not
+    load the memory modules (a third of a 1 MB append's imports, bench/cli_start.py)."""
+    from engram.fsutil import names_in  # noqa: PLC0415
+
+    return bool(names_in(store.events_dir / LOG_SUBDIR))
 
 
 def open_memories(store: Store) -> Memories:

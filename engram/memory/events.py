@@ -34,6 +34,7 @@ import orjson
 
 from engram.errors import BadInput
 from engram.fsutil import atomic_write, fsync_dir, names_in, remove_stale_temps
+from engram.memory import LOG_SUBDIR
 from engram.memory.model import iso, moment_of, now_iso
 from engram.store.repo import Store
 from engram.words import plural
@@ -41,7 +42,7 @@ from engram.words import plural
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-SUBDIR = "memories"
+SUBDIR = LOG_SUBDIR
 SUFFIX = ".jsonl"
 CLONE_FILE = "clone"
 # Operations, each a kind of change (docs/memories.md describes their fields).

@@ -689,13 +689,12 @@ def embed_waiting(store: Store, *, load: bool = True) -> int:
     """Embed the memories of `store` still waiting for a vector (after an ingest or a reindex), with
     the cosine half of dedup for those remember wrote (`Memories.embed_pending`): nothing to do,
     and nothing loaded, when the store has no memory log or nothing waits."""
-    from engram.fsutil import names_in  # noqa: PLC0415
     from engram.index.db import open_db  # noqa: PLC0415
-    from engram.memory.events import SUBDIR  # noqa: PLC0415
+    from engram.memory import has_log  # noqa: PLC0415
     from engram.memory.vectors import count_pending  # noqa: PLC0415
     from engram.store.lock import embed_lock_if_free  # noqa: PLC0415
 
-    if not names_in(store.events_dir / SUBDIR):
+    if not has_log(store):
         return 0
     with embed_lock_if_free(store) as mine:
         if not mine:

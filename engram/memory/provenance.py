@@ -252,11 +252,10 @@ def _minus_slack(ts: str) -> str:
 def link_waiting(store: Store) -> int:
     """After an ingest: link the memories agents wrote to their calls in the new tapes. Nothing is
     opened when the store has no memory log."""
-    from engram.fsutil import names_in  # noqa: PLC0415
-    from engram.memory.events import SUBDIR  # noqa: PLC0415
+    from engram.memory import has_log  # noqa: PLC0415
     from engram.memory.memories import open_memories  # noqa: PLC0415
 
-    if not names_in(store.events_dir / SUBDIR):
+    if not has_log(store):
         return 0
     try:
         return link_calls(open_memories(store))
