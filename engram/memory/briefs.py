@@ -193,11 +193,9 @@ def explain_notes(store: Store, file: str, start: int, end: int, budget: int | N
     tool's), `live` the file's unsaved text if an editor holds it; none when the memories cannot be
     read, since explain answers from the evidence index whatever state the memory log is in."""
     from engram.errors import EngramError  # noqa: PLC0415
-    from engram.fsutil import names_in  # noqa: PLC0415
-    from engram.memory import open_memories  # noqa: PLC0415
-    from engram.memory.events import SUBDIR  # noqa: PLC0415
+    from engram.memory import has_log, open_memories  # noqa: PLC0415
 
-    if not names_in(store.events_dir / SUBDIR):  # no memory was ever written: nothing to open
+    if not has_log(store):  # no memory was ever written: nothing to open
         return {"notes": []}, tokens(len('"notes":[],'))
     try:
         return span_notes(open_memories(store), file, start, end, budget=budget or None,
