@@ -194,25 +194,27 @@ def _object_head(pack: mmap.mmap, at: int, end: int) -> tuple[int, int, int] | N
     return kind, size, at
 
 
+_BLOCK = struct.Struct("<BHH")  # a stored block's header byte (BFINAL, BTYPE, padding), LEN, NLEN
+
+
 def _stored(view: memoryview, at: int, size: int, end: int) -> Pieces | None:
     """The payloads of a run of stored deflate blocks from `at` to a final one, when they sum to
     `size`; None at the first block of another type (or anything malformed)."""
     pieces: Pieces = []
     total = 0
+    unpack = _BLOCK.unpack_from
     while True:
         if at + 5 > end:
             return None
-        header = view[at]
-        if header & 0b110:  # BTYPE != 00: compressed
+        header, length, inverse = unpack(view, at)
+        if header & 0b110 or length ^ inverse != 0xFFFF:  # (BTYPE 00 is stored; NLEN is LEN's complement)
             return None
-        length, inverse = struct.unpack_from("<HH", view, at + 1)
-        if length ^ inverse != 0xFFFF or at + 5 + length > end:
+        at += 5
+        total += length
+        if at + length > end or total > size:
             return None
         if length:
-            pieces.append(view[at + 5:at + 5 + length])
-        total += length
-        at += 5 + length
-        if total > size:
-            return None
+            pieces.append(view[at:at + length])
+        at += length
         if header & 1:  # BFINAL
             return pieces if total == size else None
