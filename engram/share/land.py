@@ -150,7 +150,7 @@ def _stage(it: Landing, data: Pieces | bytes | None, tmp: Path) -> tuple[Landing
     pieces = data if isinstance(data, list) else [memoryview(data)]
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), it.mode)
     try:
-        size = write_pieces(fd, pieces)
+        size = _write_pieces(fd, pieces)
     finally:
         os.close(fd)
     return it, tmp, size, None
@@ -159,7 +159,7 @@ def _stage(it: Landing, data: Pieces | bytes | None, tmp: Path) -> tuple[Landing
 _IOV = 1024  # (Linux's IOV_MAX)
 
 
-def write_pieces(fd: int, pieces: Pieces) -> int:
+def _write_pieces(fd: int, pieces: Pieces) -> int:
     """Write the pieces in order, few system calls (`writev`, short writes resumed); the bytes written."""
     views = [p for p in pieces if len(p)]
     size = sum(len(p) for p in views)
