@@ -5,8 +5,8 @@ Engram's git options (`core.compression=0`, `pack.compression=0`: engram/share/g
 pushed tape a zlib stream of *stored* blocks, and a fetch from such a remote keeps it so: the
 blob's bytes lie in the pack verbatim, in pieces of at most 64 KB. Writing those pieces from a
 read-only mapping of the pack to the tape file (`writev`) costs one copy into the page cache;
-`cat-file` cost a process, a pipe and three more copies (bench/sharing.py: ~0.5 s of CPU per
-200 MB, most of what a pull spent beyond `git fetch`).
+`cat-file` cost a process, a pipe and three more copies (200 MB of tapes read and written: 0.36-0.61
+s of CPU through cat-file, 0.10-0.14 s from the pack; bench/README.md, `sharing.py`).
 
 What is read here is what git verified: index-pack checked every object's SHA-1 as it wrote the
 pack, and git never rewrites a pack in place (a repack writes a new one and unlinks the old,
@@ -62,7 +62,7 @@ class NewPacks:
 
 
 class PackReader:
-    """Blob lookups in a few packs (each opened at its first lookup)."""
+    """Blob lookups in a few packs (opened at the first lookup)."""
 
     def __init__(self, bases: list[Path]) -> None:
         self.bases = bases
