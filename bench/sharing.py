@@ -115,8 +115,8 @@ def reference_push(base: Path, files: list[Path], tag: str = "") -> tuple[float,
     return wall, cpu
 
 
-def reference_fetch(base: Path) -> tuple[float, float]:
-    repo = new_repo(base, "plain-dst")
+def reference_fetch(base: Path, tag: str = "") -> tuple[float, float]:
+    repo = new_repo(base, f"plain-dst{tag}")
     wall, cpu, _ = timed(lambda: git(repo, "fetch", "-q", str(base / "plain.git"), "refs/bench/plain:refs/bench/plain"))
     return wall, cpu
 
@@ -128,7 +128,7 @@ def warm(files: list[Path]) -> None:
                 pass
 
 
-def transfer(base: Path, total: int, each: int) -> list[list[str]]:
+def transfer(base: Path, total: int, each: int, rounds: int = 0) -> list[list[str]]:
     src = new_repo(base, "alice", bare(base, "remote.git"))
     store, _ = init_store(src)
     t0 = time.perf_counter()
@@ -149,6 +149,8 @@ def transfer(base: Path, total: int, each: int) -> list[list[str]]:
         raise SystemExit(f"sharing.py: the pull brought {got} of {n} tapes")
     eng_cat = timed(lambda: catalogue(dst_store))
     mb = size / 1e6
+    if rounds:
+        interleaved(base, rounds, n, mb)
 
     def row(name: str, wall: float, cpu: float, ref: tuple[float, float] | None, vs: str = "reference") -> list[str]:
         if ref:
@@ -161,6 +163,35 @@ def transfer(base: Path, total: int, each: int) -> list[list[str]]:
             row("engram pull (no index)", eng_pull[0], eng_pull[1], ref_fetch),
             row("  then catalogue what it brought", eng_cat[0], eng_cat[1], None, "—"),
             row("  pull + catalogue", eng_pull[0] + eng_cat[0], eng_pull[1] + eng_cat[1], ref_fetch)]
+
+
+def interleaved(base: Path, rounds: int, n: int, mb: float) -> None:
+    """`rounds` more pairs, each a reference fetch then a pull into fresh repositories (the order
+    alternating): on a shared machine one pair's ratio swings by ±20%, their sums much less."""
+    pairs = []
+    for i in range(rounds):
+        def pull_once() -> tuple[float, float]:
+            dst = new_repo(base, f"bob-{i}", base / "remote.git")
+            store, _ = init_store(dst)
+            wall, cpu, _ = timed(lambda: pull(store, "origin", everything=True, index=False))
+            if len(tape_files(store.tapes_dir)) != n:
+                raise SystemExit(f"sharing.py: round {i} brought {len(tape_files(store.tapes_dir))} of {n} tapes")
+            shutil.rmtree(dst)
+            return wall, cpu
+
+        if i % 2:
+            pulled, ref = pull_once(), reference_fetch(base, f"-{i}")
+        else:
+            ref, pulled = reference_fetch(base, f"-{i}"), pull_once()
+        shutil.rmtree(base / f"plain-dst-{i}")
+        pairs.append((ref, pulled))
+        print(f"  round {i + 1}: git fetch {ref[0]:.1f} s (CPU {ref[1]:.1f}), engram pull {pulled[0]:.1f} s "
+              f"(CPU {pulled[1]:.1f}): {ref[0] / pulled[0]:.2f}x (CPU {ref[1] / pulled[1]:.2f}x); load {common.load()}",
+              flush=True)
+    ref_wall, ref_cpu = sum(r[0] for r, _ in pairs), sum(r[1] for r, _ in pairs)
+    wall, cpu = sum(p[0] for _, p in pairs), sum(p[1] for _, p in pairs)
+    print(f"  {rounds} rounds of {mb:.0f} MB: git fetch {ref_wall:.1f} s (CPU {ref_cpu:.1f}), engram pull {wall:.1f} s "
+          f"(CPU {cpu:.1f}): {ref_wall / wall:.2f}x (CPU {ref_cpu / cpu:.2f}x) the reference's speed", flush=True)
 
 
 def catalogue(store: Store) -> None:
@@ -267,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="about this much raw transcript each")
     ap.add_argument("--engram", default=f"{sys.executable} -m engram.cli", help="the engram command for ingests")
     ap.add_argument("--workdir", type=Path, help="where the throw-away repositories go (default: system temp)")
+    ap.add_argument("--rounds", type=int, default=0, help="then this many more reference fetches and pulls, "
+                    "interleaved, each into fresh repositories (their sums are steadier than one pair)")
     ap.add_argument("--skip-transfer", action="store_true")
     ap.add_argument("--skip-index", action="store_true")
     args = ap.parse_args(argv)
@@ -275,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.skip_transfer:
             print("transfer:", flush=True)
-            rows = transfer(base, args.tapes, args.tape_size)
+            rows = transfer(base, args.tapes, args.tape_size, args.rounds)
             print(common.fmt_table(["", "bytes", "wall", "CPU", "rate", "speed vs reference"], rows))
         if not args.skip_index:
             print("index:", flush=True)

@@ -107,6 +107,11 @@ class Git:
             return True
         return "/" in name or ":" in name or Path(name).is_dir()
 
+    def pack_folder(self) -> Path:
+        """Where this repository's packs are (`objects/pack` of its git dir, or of
+        GIT_OBJECT_DIRECTORY)."""
+        return self.root / self.text("rev-parse", "--git-path", "objects/pack")
+
     def have(self, shas: Iterable[str]) -> set[str]:
         """Those of `shas` this object database holds."""
         wanted = [s for s in shas if s]
@@ -152,11 +157,15 @@ class Git:
             self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *refspecs)
 
     def fetch_started(self, remote: str, refspecs: list[str]) -> Fetching:
-        """`fetch`, running in the background while the caller does something else."""
+        """`fetch`, running in the background while the caller does something else. What it
+        brings is kept as one pack however few its objects (`fetch.unpackLimit=1`; git's default
+        writes fewer than 100 as loose files): index-pack checks it as unpack-objects would, for
+        less CPU, and the landing reads a pack straight from disk (engram/share/pack.py)."""
         if not refspecs:
             return Fetching(None)
         try:
-            proc = subprocess.Popen(["git", *_OPTIONS, "-C", str(self.root), "fetch", "--quiet", "--no-tags",
+            proc = subprocess.Popen(["git", *_OPTIONS, "-c", "fetch.unpackLimit=1", "-C", str(self.root), "fetch",
+                                     "--quiet", "--no-tags",
                                      "--no-write-fetch-head", remote, *refspecs], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env)
         except FileNotFoundError as exc:

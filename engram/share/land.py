@@ -1,10 +1,12 @@
 """Fetched blobs onto the store's disk: durable before they are visible, at the speed of the
 disk rather than of one fsync after another.
 
-`git cat-file --batch` streams the blobs (git has checked each one's SHA-1 as it fetched them);
-worker threads check each that has a `check` against the address it is listed under (an
-object's; a tape's own check is made where it is first read anyway, see engram/share/pull.py)
-and write it to a temp file in this process's scratch folder; a batch (`BATCH_BYTES`) is then
+Each blob is read straight from the pack the fetch wrote when it lies there simply (pack.py:
+pieces of a read-only mapping, no copy), else streamed by `git cat-file --batch` (git has checked
+each one's SHA-1 as it fetched them); worker threads check each that has a `check` against the
+address it is listed under (an object's; a tape's own check is made where it is first read
+anyway, see engram/share/pull.py) and write it to a temp file in this process's scratch folder
+(one `writev` of the pieces); a batch (`BATCH_BYTES`) is then
 fsynced, file by file in the workers at once (the kernel has been writing it back meanwhile, and
 concurrent fsyncs share a journal commit), renamed into place, and each directory it reached
 fsynced once. A process killed anywhere leaves whole files under their final names and nothing
@@ -18,13 +20,14 @@ import logging
 import os
 import shutil
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engram.fsutil import fsync_dir, names_in
 from engram.share.git import Git
+from engram.share.pack import PackReader, Pieces
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +53,17 @@ class Landed:
     damaged: list[str] = field(default_factory=list)
 
 
-def land(git: Git, items: list[Landing], scratch: Path, workers: int = WORKERS) -> Landed:
-    """Check (when it has a check) and write every item's blob (see the module docstring); an
-    item whose blob is missing or fails its check is not written and is named in `damaged`."""
+def land(git: Git, items: list[Landing], scratch: Path, workers: int = WORKERS,
+         packs: PackReader | None = None) -> Landed:
+    """Check (when it has a check) and write every item's blob (see the module docstring), read
+    from `packs` where it can be, else from git; an item whose blob is missing or fails its check
+    is not written and is named in `damaged`."""
     out = Landed()
     if not items:
         return out
     mine = _own_folder(scratch)
     try:
-        _land(git, items, mine, workers, out)
+        _land(git, items, mine, workers, out, packs)
     finally:
         shutil.rmtree(mine, ignore_errors=True)
     return out
@@ -87,7 +92,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _land(git: Git, items: list[Landing], scratch: Path, workers: int, out: Landed) -> None:
+def _land(git: Git, items: list[Landing], scratch: Path, workers: int, out: Landed,
+          packs: PackReader | None) -> None:
     by_sha: dict[str, list[Landing]] = {}
     for it in items:
         by_sha.setdefault(it.sha, []).append(it)
@@ -95,7 +101,7 @@ def _land(git: Git, items: list[Landing], scratch: Path, workers: int, out: Land
     size = 0
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="land") as pool:
         pending: deque[Future[tuple[Landing, Path | None, int, str | None]]] = deque()
-        for n, (sha, data) in enumerate(git.blobs(sorted(by_sha))):
+        for n, (sha, data) in enumerate(_blobs(git, packs, sorted(by_sha))):
             for it in by_sha[sha]:
                 pending.append(pool.submit(_stage, it, data, scratch / f"{n}.{it.final.name}"))
             while len(pending) > 2 * workers or (pending and pending[0].done()):
@@ -108,6 +114,20 @@ def _land(git: Git, items: list[Landing], scratch: Path, workers: int, out: Land
         _commit(pool, staged, out)
 
 
+def _blobs(git: Git, packs: PackReader | None, shas: list[str]) -> Iterator[tuple[str, Pieces | bytes | None]]:
+    """(sha, content) of each blob: those the packs hold simply first, then the rest from git."""
+    rest = []
+    for sha in shas:
+        pieces = packs.blob(sha) if packs is not None else None
+        if pieces is None:
+            rest.append(sha)
+        else:
+            yield sha, pieces
+    if rest and packs is not None:
+        log.debug("%d of %d blobs read through git cat-file (not plain in the fetched packs)", len(rest), len(shas))
+    yield from git.blobs(rest)
+
+
 def _take(result: tuple[Landing, Path | None, int, str | None], staged: list[tuple[Landing, Path, int]],
           out: Landed) -> int:
     it, tmp, size, error = result
@@ -118,21 +138,45 @@ def _take(result: tuple[Landing, Path | None, int, str | None], staged: list[tup
     return size
 
 
-def _stage(it: Landing, data: bytes | None, tmp: Path) -> tuple[Landing, Path | None, int, str | None]:
+def _stage(it: Landing, data: Pieces | bytes | None, tmp: Path) -> tuple[Landing, Path | None, int, str | None]:
     """Worker side: check the bytes, then write them to `tmp` (not fsynced yet)."""
     if data is None:
         return it, None, 0, "not among the fetched objects"
+    if isinstance(data, list) and it.check is not None:
+        data = b"".join(data)  # (what is checked must be read anyway)
     error = it.check(data) if it.check is not None else None
     if error is not None:
         return it, None, 0, error
+    pieces = data if isinstance(data, list) else [memoryview(data)]
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), it.mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        size = _write_pieces(fd, pieces)
     finally:
         os.close(fd)
-    return it, tmp, len(data), None
+    return it, tmp, size, None
+
+
+_IOV = 1024  # (Linux's IOV_MAX)
+
+
+def _write_pieces(fd: int, pieces: Pieces) -> int:
+    """Write the pieces in order, few system calls (`writev`, short writes resumed); the bytes written."""
+    views = [p for p in pieces if len(p)]
+    size = sum(len(p) for p in views)
+    writev = getattr(os, "writev", None)
+    i = 0
+    while i < len(views):
+        n = writev(fd, views[i:i + _IOV]) if writev is not None else os.write(fd, views[i])
+        if n <= 0:
+            raise OSError(f"short write to a landing file ({n} bytes)")
+        while n and i < len(views):
+            if n >= len(views[i]):
+                n -= len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
+    return size
 
 
 def _fsync_file(path: Path) -> None:

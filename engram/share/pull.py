@@ -47,6 +47,7 @@ from engram.memory.events import EventLog
 from engram.share.choose import local_tombstones, purged_in, union_log
 from engram.share.git import Fetching, Git
 from engram.share.land import Landing, land
+from engram.share.pack import NewPacks, PackReader
 from engram.share.layout import (
     INDEX_REF,
     NAMESPACE,
@@ -128,6 +129,7 @@ def _fetch_and_land(store: Store, git: Git, remote: str, refs: dict[str, str], w
     shards at a time: the next group downloads while this one is checked and written, so the
     landing costs little more wall time than the fetch alone (bench/sharing.py)."""
     groups = _groups(wanted)
+    packs = NewPacks(git.pack_folder())  # (what the fetches below write is read from directly: pack.py)
     started = None
     try:
         for i, group in enumerate(groups):
@@ -138,8 +140,9 @@ def _fetch_and_land(store: Store, git: Git, remote: str, refs: dict[str, str], w
             for ref in sorted({SHARD_PREFIX + str(e["shard"]) for e in group}):
                 git.set_ref(tracking_ref(remote, ref), refs[ref])
             started = _fetch(git, remote, refs, groups[i + 1]) if i + 1 < len(groups) else None
-            _write_objects(store, git, group, report)
-            _write_tapes(store, git, group, report)
+            reader = packs.reader()
+            _write_objects(store, git, group, report, reader)
+            _write_tapes(store, git, group, report, reader)
     finally:
         if started is not None:
             started.stop()
@@ -229,7 +232,8 @@ def _apply_tombstones(store: Store, idx: RemoteIndex) -> list[str]:
     return hit
 
 
-def _write_objects(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport) -> None:
+def _write_objects(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport,
+                   packs: PackReader | None = None) -> None:
     """Objects first: a tape written before its objects would answer with a missing one."""
     want: dict[str, str] = {}
     for e in wanted:
@@ -238,7 +242,7 @@ def _write_objects(store: Store, git: Git, wanted: list[dict[str, Any]], report:
                 want[digest] = str(sha)
     items = [Landing(sha, object_path(store.objects_dir, d), partial(_object_error, d), f"object {d}")
              for d, sha in sorted(want.items())]
-    landed = land(git, items, store.run_dir / "pull")
+    landed = land(git, items, store.run_dir / "pull", packs=packs)
     report.objects += len(landed.done)
     report.damaged += landed.damaged
 
@@ -257,7 +261,8 @@ def _object_error(digest: str, data: bytes) -> str | None:
     return None if ok else "content does not match its address"
 
 
-def _write_tapes(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport) -> None:
+def _write_tapes(store: Store, git: Git, wanted: list[dict[str, Any]], report: PullReport,
+                 packs: PackReader | None = None) -> None:
     """Each tape landed in tapes/ (land.py) as git verified it; checked against its id when it is
     catalogued (the module docstring says why there)."""
     items = []
@@ -268,7 +273,7 @@ def _write_tapes(store: Store, git: Git, wanted: list[dict[str, Any]], report: P
             continue
         items.append(Landing(str(e["blob"]), tape_path(store.tapes_dir, tid), None, f"tape {tid[:12]}", mode=0o444))
     by_path = {tape_path(store.tapes_dir, str(e["tape"])): e for e in wanted if is_address(str(e.get("tape")))}
-    landed = land(git, items, store.run_dir / "pull")
+    landed = land(git, items, store.run_dir / "pull", packs=packs)
     report.damaged += landed.damaged
     for it, size in landed.done:
         e = by_path[it.final]
