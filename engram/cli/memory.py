@@ -205,7 +205,7 @@ def _at_for_server(args: argparse.Namespace) -> str | None:
 
 
 def _print_recall(doc: dict[str, Any], debug: bool) -> None:
-    if not doc["memories"]:
+    if not doc["memories"] and not doc.get("left_out"):  # (else the line after says what the budget left out)
         print("no memory matches", file=sys.stderr)
     for m in doc["memories"]:
         head = f"{m['id']}  {m['kind']:<10} {m['score']:6.3f}"
