@@ -276,7 +276,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
         test run that followed, and the notes (memories) anchored to those lines. Works after the
         code was shifted, edited, moved or reformatted. Call it before changing code whose purpose
         you do not know."""
-        from engram.memory.briefs import explain_notes  # noqa: PLC0415
+        from engram.memory.briefs import explain_notes, with_notes  # noqa: PLC0415
         from engram.query.explain import Options, explain as core_explain  # noqa: PLC0415
         from engram.query.spans import Span as CoreSpan, read_span, repo_relative  # noqa: PLC0415
 
@@ -302,9 +302,7 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
                                include_deleted=include_deleted, rank=rank or str(cfg["rank"]),
                                budget=max(1, tokens - used) if tokens else None, page=page)
                 doc = core_explain(store, db, span, opts, expand_until=expand_until, file_lines=file_lines)
-                if used and isinstance(doc.get("budget"), dict):  # the budget asked for, the notes' share counted in it
-                    doc["budget"] = {**doc["budget"], "tokens": tokens, "used": doc["budget"].get("used", 0) + used}
-                return {**doc, **notes}
+                return with_notes(doc, notes, used, tokens)
 
         asked = {"file": file, "start_line": start_line, "end_line": end_line, "before": before, "after": after,
                  "brief": brief, "expand_until": expand_until, "min_confidence": min_confidence,
@@ -507,6 +505,10 @@ def command_queries(store_provider: StoreProvider, runner: Runner,
             def work() -> dict[str, Any]:
                 with _opened(store_provider) as (store, db):
                     requests.index_captured(store, db)
+                    if name == "explain":  # (with the notes anchored to its span, as the command's own answer)
+                        from engram.memory.briefs import explain_with_notes  # noqa: PLC0415
+
+                        return explain_with_notes(store, db, params)
                     return getattr(requests, f"{name}_request")(store, db, params)  # type: ignore[no-any-return]
 
             return await runner(work)

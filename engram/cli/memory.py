@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from engram.cli.argtypes import count, positive, share
 from engram.cli.context import store_of
+from engram.cli.output import print_json as _out
 from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
 from engram.words import plural
 
@@ -25,15 +26,6 @@ if TYPE_CHECKING:
     from engram.memory.model import Memory
     from engram.memory.places import Place
 
-
-
-def _out(doc: Any, compact: bool = False) -> None:
-    """`doc` as JSON, indented; with `compact`, on one line when a program reads it (recall's
-    budget counts compact JSON: indentation would cost an agent a third more)."""
-    import orjson
-
-    indent = not (compact and not sys.stdout.isatty())
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0).decode() + "\n")
 
 
 def _text(value: str, what: str) -> str:
@@ -69,11 +61,16 @@ def _when(stored: str | None) -> str:
     return stored[:16].replace("T", " ") if stored else "never"
 
 
+def _anchor_state(state: str, retained: float) -> str:
+    """An anchor's state as people read it: `edited` says how much of the code is retained."""
+    return f"edited, {retained:.0%} retained" if state == "edited" else state
+
+
 def _places_line(places: list[Place]) -> str:
     parts = []
     for p in places:
         where = f"{p.file}:{p.start}-{p.end}"
-        state = p.state if p.state != "edited" else f"edited, {p.retained:.0%} retained"
+        state = _anchor_state(p.state, p.retained)
         if p.state == "vanished" and p.best_partial:
             state += f"; best partial match {_partial(p.best_partial)}"
         if p.session:
@@ -220,7 +217,7 @@ def _print_recall(doc: dict[str, Any], debug: bool) -> None:
             meta.insert(0, "tags: " + ", ".join(m["tags"]))
         print("    " + " · ".join(meta))
         for a in m["anchors"]:
-            state = a["state"] if a["state"] != "edited" else f"edited, {a['retained']:.0%} retained"
+            state = _anchor_state(a["state"], a["retained"])
             print(f"    at {a['file']}:{a['lines'][0]}-{a['lines'][1]} ({state})")
         if m.get("drift"):
             print(f"    drift: {m['drift']}")
@@ -275,7 +272,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"    created {_when(m.created)} · updated {_when(m.updated)} · recalled {plural(m.recall_count, 'time')}, "
           f"last {_when(m.last_recalled)}")
     for a in doc["anchors"]:
-        state = a["state"] + (f", {a['retained']:.0%} retained" if a["state"] == "edited" else "")
+        state = _anchor_state(a["state"], a["retained"])
         print(f"    anchor: {a['file']}:{a['lines'][0]}-{a['lines'][1]} ({state})"
               + (f", anchored at {a['anchored']['file']}:{a['anchored']['lines'][0]}-{a['anchored']['lines'][1]}"
                  if "anchored" in a else ""))

@@ -40,8 +40,11 @@ def wants_pretty(args: argparse.Namespace) -> bool:
     return sys.stdout.isatty()
 
 
-def print_json(doc: Any) -> None:
-    """`doc` on stdout as indented JSON (orjson: numpy scalars and dataclasses serialise too)."""
+def print_json(doc: Any, compact: bool = False) -> None:
+    """`doc` on stdout as indented JSON (orjson: numpy scalars and dataclasses serialise too); with
+    `compact`, on one line when stdout is not a terminal: a program or an agent reads it, and an
+    answer cut to a token budget counts compact JSON (indentation would be a third more)."""
     import orjson  # noqa: PLC0415 - not for `engram --help`
 
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    indent = not (compact and not sys.stdout.isatty())
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0).decode() + "\n")

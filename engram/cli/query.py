@@ -7,24 +7,13 @@ import os
 import sys
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engram.cli.argtypes import count, positive, share
 from engram.cli.context import store_of
 from engram.cli.output import agent_output, people_output, wants_pretty
+from engram.cli.output import print_json as _out
 from engram.words import agree, plural
-
-if TYPE_CHECKING:
-    from engram.store.repo import Store
-
-
-def _out(doc: Any, compact: bool = False) -> None:
-    """`doc` as JSON on stdout: indented, or with `compact` on one line when stdout is not a
-    terminal (a program or an agent reads it: indentation would be a third of what it pays for)."""
-    import orjson
-
-    indent = not (compact and not sys.stdout.isatty())
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0).decode() + "\n")
 
 
 def _ready_db(store):  # noqa: ANN001, ANN202
@@ -66,7 +55,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
             params["full"] = True
     if args.debug:
         params["debug"] = True
-    notes, used, asked = _span_notes(store, args, params)
     doc = None
     if args.text is not None:
         if args.span and args.span != "-":
@@ -83,10 +71,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
             doc = ask_language_server(store.endpoint_file, "explain", params)
     if doc is None:
         with closing(_ready_db(store)) as db:
-            from engram.query.requests import explain_request
+            from engram.memory.briefs import explain_with_notes
 
-            doc = explain_request(store, db, params)
-    _add_notes(doc, notes, used, asked)
+            doc = explain_with_notes(store, db, params)
     if pretty:
         from engram.query.render import explain_file_pretty, explain_pretty  # (~30 ms a JSON answer does not need)
 
@@ -97,38 +84,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         _out(doc, compact=True)
     return 0
-
-
-def _span_notes(store: Store, args: argparse.Namespace, params: dict[str, Any]
-                ) -> tuple[dict[str, Any], int, int | None]:
-    """The notes (memories) anchored to the span explain is asked about, as the MCP tool's answer
-    carries them, the tokens they take and the budget asked for; the budget left for the sessions
-    is set in `params`. Nothing for `--text` or a whole file (its regions are not one span)."""
-    from engram.query.requests import whole_file
-    from engram.query.spans import parse_span, repo_relative
-
-    asked = params.get("budget")
-    if args.text is not None or not args.span or whole_file(args.span):
-        return {}, 0, asked
-    from engram.errors import BadInput
-    from engram.memory.briefs import explain_notes
-
-    try:
-        path, start, end = parse_span(args.span)
-        rel = repo_relative(store.root, path, Path.cwd())
-    except BadInput:
-        return {}, 0, asked  # explain says what is wrong with the span
-    notes, used = explain_notes(store, rel, start, end, asked)
-    if used and asked:
-        params["budget"] = max(1, asked - used)
-    return notes, used, asked
-
-
-def _add_notes(doc: dict[str, Any], notes: dict[str, Any], used: int, asked: int | None) -> None:
-    """The notes into explain's answer, and their tokens into its budget (the one asked for)."""
-    if used and isinstance(doc.get("budget"), dict):
-        doc["budget"] = {**doc["budget"], "tokens": asked, "used": doc["budget"].get("used", 0) + used}
-    doc.update(notes)
 
 
 def _color(args: argparse.Namespace) -> bool:

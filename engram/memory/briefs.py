@@ -26,6 +26,8 @@ from engram.memory.places import Place
 from engram.query.budget import TOKEN_BYTES, tokens
 
 if TYPE_CHECKING:
+    import apsw
+
     from engram.memory.memories import Memories
     from engram.store.repo import Store
 
@@ -203,6 +205,40 @@ def explain_notes(store: Store, file: str, start: int, end: int, budget: int | N
     except EngramError as exc:
         log.warning("explain without notes: %s", exc)
         return {}, 0
+
+
+def with_notes(doc: dict[str, Any], notes: dict[str, Any], used: int, asked: int | None) -> dict[str, Any]:
+    """Explain's answer with the notes (`explain_notes`) in it, their `used` tokens counted in the
+    budget that was `asked` for (the sessions got what the notes left)."""
+    if used and isinstance(doc.get("budget"), dict):
+        doc = {**doc, "budget": {**doc["budget"], "tokens": asked, "used": doc["budget"].get("used", 0) + used}}
+    return {**doc, **notes}
+
+
+def explain_with_notes(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
+    """`engram explain`'s answer (`engram.query.requests.explain_request`, in the command's own
+    process or a running language server's) with the notes anchored to its span, within the budget
+    asked for: the sessions get what the notes leave. Nothing added for `--text` or a whole file
+    (its regions are not one span), nor for a span that does not parse (explain says why)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from engram.query.requests import explain_request, whole_file  # noqa: PLC0415
+    from engram.query.spans import parse_span, repo_relative  # noqa: PLC0415
+
+    span = params.get("span")
+    if params.get("text") is not None or not span or whole_file(str(span)):
+        return explain_request(store, db, params)
+    try:
+        path, start, end = parse_span(str(span))
+        rel = repo_relative(store.root, path, Path(params["cwd"]) if params.get("cwd") else None)
+    except BadInput:
+        return explain_request(store, db, params)
+    asked = params.get("budget")
+    notes, used = explain_notes(store, rel, start, end, asked)
+    if used and asked:
+        params = {**params, "budget": max(1, asked - used)}
+    doc = explain_request(store, db, params)
+    return with_notes(doc, notes, used, asked) if notes else doc
 
 
 # ---------------------------------------------------------------- the text

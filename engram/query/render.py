@@ -409,7 +409,7 @@ def _notes_markdown(doc: dict[str, Any]) -> list[str]:
 
 
 def _note_where(note: dict[str, Any]) -> str:
-    state = note["state"] if note["state"] != "edited" else f"edited, {note['retained']:.0%} kept"
+    state = note["state"] if note["state"] != "edited" else f"edited, {note['retained']:.0%} retained"
     return f"{state}, lines {note['lines'][0]}-{note['lines'][1]}"
 
 
