@@ -145,3 +145,19 @@ def test_pages_show_every_unit_once_in_order_of_weight() -> None:
     assert sorted(shown) == sorted(sizes) and len(shown) == len(set(shown))
     assert page(units, 500, 1).new == ["s0", "story0", "f0", "s1", "f1"]  # the windows did not fit beside them
     assert page(units, 100, 1).over is False and page(units, 10, 1).over  # nothing fits: the first unit anyway
+
+
+def test_text_for_people_keeps_to_the_budget_and_says_how_to_see_the_rest(spotter: Path, spot: Path) -> None:
+    """A terminal does not prove a person reads the answer (an agent's shell may be a
+    pseudo-terminal): explain's text keeps to the budget too, in whole lines, and its last line
+    says how much it left out and the command that prints all of it."""
+    rel = max(created_by(spotter, SPOTTER_MAIN), key=lambda r: len((spot / r).read_text()))
+    whole = run_engram(spot, "explain", rel, "--pretty", "--budget", "0").stdout
+    assert len(whole.encode()) > 300 * TOKEN_BYTES
+    cut = run_engram(spot, "explain", rel, "--pretty", "--budget", "300").stdout
+    lines = cut.splitlines()
+    assert len("\n".join(lines[:-1]).encode()) <= 300 * TOKEN_BYTES
+    assert whole.startswith("\n".join(lines[:-1]))  # whole lines, the first ones
+    left = len(whole.splitlines()) - (len(lines) - 1)
+    assert lines[-1] == (f"… {left} more lines (~{lines[-1].split('~')[1].split()[0]} tokens) left out of the "
+                         f"300-token budget: engram explain {shlex.quote(rel)} --pretty --budget 0 (all of it)")

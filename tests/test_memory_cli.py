@@ -243,3 +243,29 @@ def test_every_option_has_help_text(repo: Path) -> None:
                 assert action.help, f"{p.prog} {action.dest}"
 
     walk(build_parser())
+
+
+def test_recall_and_list_keep_to_a_budget_in_text_and_json(repo: Path) -> None:
+    """Recall and the list answer within 2,000 tokens by default, for people as for programs: an
+    agent may read either, and a store of long notes would otherwise pour all of them out. The
+    text ends saying what it left out and how to see it; the JSON names the notes left out."""
+    topics = ["retry", "cache", "queue", "upload", "thumbnail", "checksum", "region", "token", "backoff",
+              "timeout", "battery", "bucket", "progress"]
+    for t in topics:  # (distinct notes: near-duplicates would merge into one)
+        body = "\n".join(f"The {t} rule, line {i}: " + f"{t} detail {i} " * 30 for i in range(4))
+        run_engram(repo, "remember", f"How the {t} works in the uploader\n{body}")
+    for args in (("recall", "uploader works"), ("memory", "list")):
+        text = run_engram(repo, *args).stdout
+        lines = text.splitlines()
+        assert len("\n".join(lines[:-1]).encode()) <= 2000 * 4, args
+        assert lines[-1].startswith("… ") and "left out of the 2000-token budget: engram " in lines[-1], args
+        assert lines[-1].endswith(" --budget 0 (all)"), args
+        whole = run_engram(repo, *args, "--budget", "0").stdout  # (recall's scores move: it reinforces)
+        ids = [line.split()[0] for line in whole.splitlines() if not line.startswith(" ")]
+        shown = [line.split()[0] for line in lines[:-1] if not line.startswith(" ")]
+        assert set(shown) < set(ids) and len(ids) == (10 if args[0] == "recall" else len(topics)), args
+    out = run_engram(repo, "memory", "list", "--json").stdout
+    doc = json.loads(out)
+    assert len(out.encode()) <= 2000 * 4 + 1 and doc["budget"]["tokens"] == 2000
+    assert len(doc["memories"]) + doc["left_out"]["count"] == len(topics)
+    assert len(js(repo, "memory", "list", "--budget", "0")["memories"]) == len(topics)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from engram.cli.argtypes import count, positive, share
 from engram.cli.context import store_of
 from engram.cli.output import print_json as _out
+from engram.cli.output import print_within
 from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
 from engram.words import plural
 
@@ -118,14 +119,6 @@ def _memory_lines(m: Memory, places: list[Place], score: float | None = None) ->
     return lines
 
 
-def _print_memories(pairs: list[tuple[Memory, list[Place]]], empty: str) -> None:
-    if not pairs:
-        print(empty, file=sys.stderr)
-        return
-    for m, places in pairs:
-        print("\n".join(_memory_lines(m, places)))
-
-
 # ---------------------------------------------------------------- commands
 
 
@@ -154,11 +147,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
         from engram.errors import BadInput
 
         raise BadInput("what to recall? give words (engram recall \"why retries\") or a place (--at FILE[:A-B])")
-    from engram.memory.budget import RECALL_BUDGET
-
-    budget = args.budget if args.budget is not None else RECALL_BUDGET if args.json else None
+    budget = _budget(args)
     params = {"query": args.query, "at": _at_for_server(args), "kind": args.kind, "tags": args.tag or [],
-              "limit": args.limit, "all": args.all, "debug": args.debug, "budget": budget}
+              "limit": args.limit, "all": args.all, "debug": args.debug,
+              "budget": budget if args.json else None}  # (people's text keeps to it as it is printed)
     doc = None
     if not os.environ.get("ENGRAM_LOCAL"):
         from engram.cli.running_server import ask_language_server
@@ -181,10 +173,37 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def _show_recall(doc: dict[str, Any], args: argparse.Namespace) -> None:
     if args.json:
         _out(doc, compact=True)
+        return
+    if not doc["memories"]:
+        print("no memory matches", file=sys.stderr)
     else:
-        _print_recall(doc, args.debug)
-        if left := doc.get("left_out"):
-            print(f"({plural(left['count'], 'memory')} left out of the budget: {left['next']})", file=sys.stderr)
+        print_within("\n".join(_recall_lines(doc, args.debug)), _budget(args), _again(args, "recall") + " --budget 0 (all)")
+    if doc["dense"] != "used":
+        print(f"(dense search {doc['dense']})", file=sys.stderr)
+
+
+def _budget(args: argparse.Namespace) -> int:
+    """`--budget`, else recall's default (engram.memory.budget.RECALL_BUDGET): the JSON and the
+    text of `recall` and `memory list` keep to the same one."""
+    from engram.memory.budget import RECALL_BUDGET
+
+    return args.budget if args.budget is not None else RECALL_BUDGET
+
+
+def _again(args: argparse.Namespace, command: str) -> str:
+    """`engram recall` / `engram memory list` as asked (without --budget): what a cut answer names."""
+    import shlex
+
+    parts = ["engram", *command.split()]
+    if command == "recall" and args.query:
+        parts.append(args.query)
+    for flag, value in (("--at", args.at), ("--kind", args.kind), ("--limit", getattr(args, "limit", None))):
+        if value is not None and not (flag == "--limit" and value == 10):
+            parts += [flag, str(value)]
+    parts += [x for t in args.tag or [] for x in ("--tag", t)]
+    parts += [flag for flag, on in (("--all", args.all), ("--drifted", getattr(args, "drifted", False)),
+                                    ("--debug", getattr(args, "debug", False))) if on]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def _at_for_server(args: argparse.Namespace) -> str | None:
@@ -201,35 +220,30 @@ def _at_for_server(args: argparse.Namespace) -> str | None:
     return rel if start is None else f"{rel}:{start}-{end}"
 
 
-def _print_recall(doc: dict[str, Any], debug: bool) -> None:
-    if not doc["memories"] and not doc.get("left_out"):  # (else the line after says what the budget left out)
-        print("no memory matches", file=sys.stderr)
+def _recall_lines(doc: dict[str, Any], debug: bool) -> list[str]:
+    out: list[str] = []
     for m in doc["memories"]:
         head = f"{m['id']}  {m['kind']:<10} {m['score']:6.3f}"
         if m["status"] != "active":
             head += f"  [{m['status']}]"
         lines = m["content"].strip().splitlines() or [""]
-        print(f"{head}  {lines[0]}")
-        for line in lines[1:4]:
-            print(f"    {line}")
+        out.append(f"{head}  {lines[0]}")
+        out += [f"    {line}" for line in lines[1:4]]
         meta = [f"source: {_source(m['source'])}"]
         if m["tags"]:
             meta.insert(0, "tags: " + ", ".join(m["tags"]))
-        print("    " + " · ".join(meta))
-        for a in m["anchors"]:
-            state = _anchor_state(a["state"], a["retained"])
-            print(f"    at {a['file']}:{a['lines'][0]}-{a['lines'][1]} ({state})")
+        out.append("    " + " · ".join(meta))
+        out += [f"    at {a['file']}:{a['lines'][0]}-{a['lines'][1]} ({_anchor_state(a['state'], a['retained'])})"
+                for a in m["anchors"]]
         if m.get("drift"):
-            print(f"    drift: {m['drift']}")
-        for e in m["evidence"]:
-            print(f"    evidence: engram view {e['tape'][:12]} --at {e['offset']}")
+            out.append(f"    drift: {m['drift']}")
+        out += [f"    evidence: engram view {e['tape'][:12]} --at {e['offset']}" for e in m["evidence"]]
         if debug and "debug" in m:
             d = m["debug"]
             ranks = ", ".join(f"{k} #{v}" if v else f"{k} -" for k, v in d["ranks"].items())
             factors = ", ".join(f"{k} {v:g}" for k, v in d["factors"].items())
-            print(f"    debug: {ranks}; fused {d['fused']:g}; {factors}")
-    if doc["dense"] != "used":
-        print(f"(dense search {doc['dense']})", file=sys.stderr)
+            out.append(f"    debug: {ranks}; fused {d['fused']:g}; {factors}")
+    return out
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -253,11 +267,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     with _memories(args) as mem:
         pairs = mem.list(at=args.at, drifted=args.drifted, kind=args.kind, tags=args.tag or (), hidden=args.all)
     if args.json:
-        _out({"memories": [{**memory_json(m, places), "created": m.created, "updated": m.updated}
-                           for m, places in pairs]})
+        from engram.memory.budget import fit_recall
+
+        _out(fit_recall({"memories": [{**memory_json(m, places), "created": m.created, "updated": m.updated}
+                                      for m, places in pairs]}, _budget(args)), compact=True)
+    elif pairs:
+        print_within("\n".join(line for m, places in pairs for line in _memory_lines(m, places)), _budget(args),
+                     _again(args, "memory list") + " --budget 0 (all)")
     else:
-        _print_memories(pairs, "no memories" + (" match" if args.at or args.kind or args.tag or args.drifted else
-                                                " yet: `engram remember TEXT` writes one"))
+        print("no memories" + (" match" if args.at or args.kind or args.tag or args.drifted else
+                               " yet: `engram remember TEXT` writes one"), file=sys.stderr)
     return 0
 
 
@@ -438,6 +457,13 @@ def _common(s: argparse.ArgumentParser) -> None:
     s.add_argument("--json", action="store_true", help="one JSON document for programs (docs/memories.md)")
 
 
+def _budget_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--budget", type=count, metavar="TOKENS",
+                   help="at most this many tokens of the answer, JSON or text (4 bytes each; default 2000; 0: no "
+                        "bound): JSON clips a long note and names what does not fit in \"left_out\", text says how "
+                        "much it left out")
+
+
 def _filters(s: argparse.ArgumentParser) -> None:
     s.add_argument("--at", metavar="FILE[:A-B]", help="memories anchored on this file, or on or near these lines")
     s.add_argument("--kind", choices=KINDS, help="only memories of this kind")
@@ -476,9 +502,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--limit", type=positive, default=10, metavar="N", help="at most N memories (default 10)")
     s.add_argument("--all", action="store_true", help="also superseded, invalidated and archived memories")
     s.add_argument("--debug", action="store_true", help="show each channel's rank and each factor")
-    s.add_argument("--budget", type=count, metavar="TOKENS",
-                   help="at most this many tokens of JSON (4 bytes each; default with --json: 2000; 0: no bound): "
-                        "a long note is clipped, what does not fit is named in \"left_out\"")
+    _budget_option(s)
     _common(s)
     s.set_defaults(func=cmd_recall)
 
@@ -500,6 +524,7 @@ def _register_memory(msub: argparse._SubParsersAction) -> None:
     _filters(s)
     s.add_argument("--drifted", action="store_true", help="only memories whose anchors moved, changed or vanished")
     s.add_argument("--all", action="store_true", help="also superseded, invalidated and archived memories")
+    _budget_option(s)
     _common(s)
     s.set_defaults(func=cmd_list)
 

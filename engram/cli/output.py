@@ -48,3 +48,32 @@ def print_json(doc: Any, compact: bool = False) -> None:
 
     indent = not (compact and not sys.stdout.isatty())
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0).decode() + "\n")
+
+
+def print_within(text: str, budget: int | None, again: str) -> None:
+    """`text` for people on stdout, within `budget` tokens (None or 0: whole). A terminal is not
+    proof that a person reads it (an agent's shell may run in a pseudo-terminal), so people's text
+    of an agent-facing answer keeps to a budget as its JSON does: whole lines up to it, then one
+    line saying what was left out and `again`, the command that shows more."""
+    from engram.query.budget import TOKEN_BYTES, tokens  # noqa: PLC0415 - (orjson) not for `engram --help`
+
+    if not budget or len(text.encode()) <= budget * TOKEN_BYTES:
+        print(text)
+        return
+    kept, rest = _head_lines(text.splitlines(), budget * TOKEN_BYTES - 160)
+    left = "\n".join(rest)
+    print("\n".join(kept))
+    print(f"… {len(rest)} more {'line' if len(rest) == 1 else 'lines'} (~{tokens(len(left.encode()))} tokens) left out "
+          f"of the {budget}-token budget: {again}")
+
+
+def _head_lines(lines: list[str], room: int) -> tuple[list[str], list[str]]:
+    """The first lines that fit `room` bytes (at least part of the first), and the rest."""
+    used = 0
+    for i, line in enumerate(lines):
+        used += len(line.encode()) + 1
+        if used > room:
+            if i == 0:  # one huge line: its head, cut on a character
+                return [line.encode()[:max(room, 0)].decode(errors="ignore")], lines
+            return lines[:i], lines[i:]
+    return lines, []

@@ -11,7 +11,7 @@ from typing import Any
 
 from engram.cli.argtypes import count, positive, share
 from engram.cli.context import store_of
-from engram.cli.output import agent_output, people_output, wants_pretty
+from engram.cli.output import agent_output, people_output, print_within, wants_pretty
 from engram.cli.output import print_json as _out
 from engram.words import agree, plural
 
@@ -46,10 +46,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         "expand_until": args.expand_until, "rank": args.rank or str(cfg["rank"]),
     }
     pretty = wants_pretty(args)
-    if pretty:  # people read each session's story and edit, not windows: no budget either
+    budget = args.budget if args.budget is not None else int(cfg["budget"])
+    if pretty:  # people read each session's story and edit, not windows: the text keeps to the budget
         params.update(brief=True, story=True)
     else:
-        budget = args.budget if args.budget is not None else int(cfg["budget"])
         params.update(budget=budget or None, page=args.page, more=_paging_command(args))
         if args.full:
             params["full"] = True
@@ -77,10 +77,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if pretty:
         from engram.query.render import explain_file_pretty, explain_pretty  # (~30 ms a JSON answer does not need)
 
-        print(explain_file_pretty(doc, color=_color(args)) if "regions" in doc else explain_pretty(doc, color=_color(args)))
+        text = explain_file_pretty(doc, color=_color(args)) if "regions" in doc else explain_pretty(doc, color=_color(args))
         if args.debug:
-            print("\nranking rules that changed the answer (engram.query.ranking):")
-            print("\n".join(f"  {r['rule']}: {r['effect']}" for r in doc.get("ranking", [])) or "  none")
+            text += "\n\nranking rules that changed the answer (engram.query.ranking):\n"
+            text += "\n".join(f"  {r['rule']}: {r['effect']}" for r in doc.get("ranking", [])) or "  none"
+        print_within(text, budget, _explain_command(args) + " --budget 0 (all of it)")
     else:
         _out(doc, compact=True)
     return 0
@@ -95,8 +96,14 @@ def _color(args: argparse.Namespace) -> bool:
 
 
 def _paging_command(args: argparse.Namespace) -> str:
-    """`engram explain` as asked, with the options that change the answer, and `--page {page}`:
-    what the answer names to read on."""
+    """`engram explain` as asked, and `--page {page}`: what the answer names to read on."""
+    cmd = _explain_command(args, budget=args.budget).replace("{", "{{").replace("}", "}}")
+    return cmd + " --page {page}" + ("  (the same text on stdin)" if args.text == "-" else "")
+
+
+def _explain_command(args: argparse.Namespace, budget: int | None = None) -> str:
+    """`engram explain` as asked, with the options that change the answer (and `--budget` when
+    given): the start of the command an answer names to read more."""
     import shlex
 
     parts = ["engram", "explain"]
@@ -105,15 +112,14 @@ def _paging_command(args: argparse.Namespace) -> str:
     elif args.span:
         parts.append(args.span)
     for flag, value in (("--before", args.before), ("--after", args.after), ("--min-confidence", args.min_confidence),
-                        ("--expand-until", args.expand_until), ("--rank", args.rank), ("--budget", args.budget)):
+                        ("--expand-until", args.expand_until), ("--rank", args.rank), ("--budget", budget)):
         if value is not None:
             parts += [flag, str(value)]
     for flag, on in (("--brief", args.brief), ("--include-deleted", args.include_deleted),
-                     ("--forensics", args.forensics), ("--full", args.full)):
+                     ("--forensics", args.forensics), ("--full", args.full), ("--pretty", getattr(args, "pretty", False))):
         if on:
             parts.append(flag)
-    cmd = " ".join(shlex.quote(p) for p in parts).replace("{", "{{").replace("}", "}}")
-    return cmd + " --page {page}" + ("  (the same text on stdin)" if args.text == "-" else "")
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def _text_to_explain(source: str) -> str:
@@ -294,8 +300,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="writer: the sessions that changed these lines first, latest first (the default; "
                         "config explain.rank); touches: most touches, then recency; evidence: strongest match")
     s.add_argument("--budget", type=count, metavar="TOKENS",
-                   help="at most this many tokens of JSON (4 bytes each; default: config explain.budget, 4000; "
-                        "0: no bound); what does not fit is named in \"truncated\" with the command for the next page")
+                   help="at most this many tokens of the answer, JSON or text (4 bytes each; default: config "
+                        "explain.budget, 4000; 0: no bound); JSON names what does not fit in \"truncated\" with the "
+                        "command for the next page, text says how much it left out")
     s.add_argument("--page", type=positive, default=1, help="the page of an answer cut to the budget (default 1)")
     s.add_argument("--full", action="store_true",
                    help="windows' texts whole, not clipped to the span's lines (with --budget 0: nothing cut)")
