@@ -59,6 +59,7 @@ WHOLE_READ = re.compile(r"\A\[Tool\]\nFile: (\S[^\n]*)\n((?:\s*\d+ \|[^\n]*\n)+)
 XML_READ = re.compile(r"<file><path>([^<\n]+)</path>\n<content lines=\"1-\d+\">\n(.*?)</content>(.*?)</file>", re.DOTALL)
 SHOWN = re.compile(r"^# (\S+)\n((?:\s*\d+ \| [^\n]*\n(?:----\n)?)+)", re.MULTILINE)
 NUMBERED = re.compile(r"^\s*\d+ \|(?: |$)")
+REPLACE_PARAMS = ("path", "search", "replace", "use_regex", "ignore_case", "start_line", "end_line")
 EDIT_PARAMS = {"apply_diff": ("Path", "Diff"), "write_to_file": ("Path", "Content"), "insert_content": ("Path", "Content")}
 # Roo Code's tools (XML protocol: a use is `<name>` … `</name>` on lines of their own in the reply)
 XML_TOOLS = ("apply_diff", "write_to_file", "insert_content", "search_and_replace", "read_file", "list_files",
@@ -110,6 +111,9 @@ def history(text: str) -> list[dict[str, Any]]:
 
 def params(name: str, rest: str) -> dict[str, str]:
     """An edit tool's path and its diff or content (the rest of the use: the last parameter)."""
+    if name == "search_and_replace":  # Path:, Search:, Replace: (a text may span lines), then flags
+        keys = "|".join(k.capitalize() for k in REPLACE_PARAMS)
+        return {k.lower(): v.rstrip("\n") for k, v in re.findall(rf"^({keys}): (.*?)(?=^(?:{keys}): |\Z)", rest, re.DOTALL | re.MULTILINE)}
     if name not in EDIT_PARAMS:
         return {}
     first, last = EDIT_PARAMS[name]
@@ -124,6 +128,9 @@ def params(name: str, rest: str) -> dict[str, str]:
 
 def xml_params(name: str, body: str) -> dict[str, str]:
     """An XML tool use's path and its diff or content (`<diff>` … `</diff>`: its whole lines)."""
+    if name == "search_and_replace":
+        return {k: v.removeprefix("\n").removesuffix("\n") for k, v in re.findall(r"<(\w+)>(.*?)</\1>", body, re.DOTALL)
+                if k in REPLACE_PARAMS}
     if name not in EDIT_PARAMS:
         return {"raw": body}
     last = EDIT_PARAMS[name][1].lower()
@@ -226,7 +233,7 @@ def outside(tasks: dict[str, list[dict[str, Any]]]) -> int:
         for m in h:
             for b in m["content"]:
                 if b["type"] == "tool_use" and str(b["input"].get("path", "")).startswith("../"):
-                    n += b["name"] in EDIT_PARAMS
+                    n += b["name"] in EDIT_TOOLS
                     b["name"] = f"{b['name']} (outside)"
     return n
 
