@@ -348,3 +348,19 @@ def test_search_and_replace_by_pattern_within_lines_does_what_roo_does() -> None
     [rep] = replacements({"search": r"port=(\d+)", "replace": "PORT=$1$$", "use_regex": "true",
                           "ignore_case": "true", "start_line": "2", "end_line": "3"})
     assert replaced("port=1\nPort=2 port=3\nport=4\nport=5\n", rep) == "port=1\nPORT=2$ PORT=3$\nPORT=4$\nport=5\n"
+
+
+def test_an_export_renamed_with_a_prefix_still_names_its_agent(repo: Path, tmp_path: Path) -> None:
+    """Improwised/vibe-coding commits its Kilo Code exports as `2-build-app-kilo_code_task_aug-13-2025_5-08-40-pm.md`
+    (a step number and a title before Kilo's own name): `engram show` still says Kilo Code wrote it."""
+    cwd = "/home/u/app"
+    messages = [
+        ("User", "<task>\nadd a readme\n</task>\n" + bob_env(cwd, "2025-08-13T11:30:00.000Z")),
+        ("Assistant", "<write_to_file>\n<path>README.md</path>\n<content>\n# App\n</content>\n"
+                      "<line_count>1</line_count>\n</write_to_file>"),
+        ("User", written("write_to_file", "README.md", "created") + bob_env(cwd, "2025-08-13T11:30:10.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "2-build-app-kilo_code_task_aug-13-2025_5-08-40-pm.md", messages, cwd)
+    assert "1 edit" in out, out
+    events = json.loads(run_engram(repo, "show", "roo-1755084600000", "--json").stdout)["events"]
+    assert events[0]["exported_by"] == "Kilo Code"
