@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import run_engram
+from conftest import run_engram, shown_events
 
 FIXTURE = Path(__file__).parent / "fixtures" / "roo_export" / "roo_task_aug-25-2026_6-55-50-am.md"
 RECORDED = "e:/2026_E/LiveStreamers"
@@ -330,8 +330,7 @@ def test_search_and_replace_is_an_edit_at_the_lines_it_changed(repo: Path, tmp_p
     ]
     out = ingest_export(repo, tmp_path / "kilo_code_task_aug-13-2025_5-59-13-pm.md", messages, cwd)
     assert "3 edits" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1755086400000", "--json").stdout)["events"]
-    _, replaced, env_edit = [e for e in events if e["kind"] == "code.edit"]
+    _, replaced, env_edit = [e for e in shown_events(repo, "roo-1755086400000") if e["kind"] == "code.edit"]
     assert (replaced["tool"], replaced["file"], replaced["before_range"], replaced["after_range"]) == (
         "search_and_replace", "docker-compose.yml", [4, 4], [4, 4])
     assert (replaced["before_text"], replaced["after_text"]) == ('      - "3306:3306"\n', '      - "3307:3306"\n')
@@ -362,5 +361,4 @@ def test_an_export_renamed_with_a_prefix_still_names_its_agent(repo: Path, tmp_p
     ]
     out = ingest_export(repo, tmp_path / "2-build-app-kilo_code_task_aug-13-2025_5-08-40-pm.md", messages, cwd)
     assert "1 edit" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1755084600000", "--json").stdout)["events"]
-    assert events[0]["exported_by"] == "Kilo Code"
+    assert shown_events(repo, "roo-1755084600000")[0]["exported_by"] == "Kilo Code"
