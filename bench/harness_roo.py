@@ -54,7 +54,7 @@ OK = ('"operation":"modified"', '"operation":"created"', "<operation>modified</o
 BLOCK = re.compile(r"^<{3,} SEARCH[ \t]*\n(?::start_line:[ \t]*(\d+)[ \t]*\n)?(?::end_line:[ \t]*\d+[ \t]*\n)?"
                    r"(?:-{3,}[ \t]*\n)?(.*?)^={3,}[ \t]*\n(.*?)^>{3,} REPLACE[ \t]*$", re.DOTALL | re.MULTILINE)
 
-EDIT_TOOLS = ("apply_diff", "write_to_file", "insert_content")
+EDIT_TOOLS = ("apply_diff", "write_to_file", "insert_content", "search_and_replace")
 Owned = list[tuple[str, str | None]]  # a file's lines with the task that last wrote each
 
 
@@ -69,7 +69,8 @@ def read_report(path: Path) -> list[dict[str, Any]]:
 
 
 def edit_uses(history: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, Any], bool]]:
-    """(message ts, tool, input, ok) of each apply_diff / write_to_file / insert_content use, in order."""
+    """(message ts, tool, input, ok) of each apply_diff / write_to_file / insert_content /
+    search_and_replace use, in order."""
     results = {b.get("tool_use_id"): b.get("content") for m in history if isinstance(m.get("content"), list)
                for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"}
     out = []
@@ -158,6 +159,22 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
                 truth[(sid, rel)].append(r)
                 states.setdefault((sid, rel), []).append((lines, new))
             continue
+        if tool == "search_and_replace":  # every match replaced; the result keeps no file
+            after = replaced_all(cur, inp) if cur is not None else None
+            if cur is None or after is None:
+                counts["search_and_replace without truth (file not in the replay, or a pattern not read)"] += 1
+                truth[(sid, rel)].append(None)
+                states.setdefault((sid, rel), []).append(None)
+                files.pop(rel, None)
+                if lost is not None:
+                    lost.add(rel)
+                continue
+            lines = [t for t, _ in cur]
+            files[rel] = owned(cur, after, sid)
+            if (r := changed(lines, after)) is not None:
+                truth[(sid, rel)].append(r)
+                states.setdefault((sid, rel), []).append((lines, after))
+            continue
         if tool == "write_to_file":
             new = str(inp.get("content") or "").splitlines()
             old = [t for t, _ in cur] if cur is not None else []
@@ -193,6 +210,29 @@ def replay(tasks: dict[str, list[dict[str, Any]]], base: dict[str, str], counts:
     if last is not None:
         commit(repo, files, last)
     return files, truth
+
+
+def replaced_all(cur: Owned, inp: dict[str, Any]) -> list[str] | None:
+    """The lines after Roo's search_and_replace (one search: `search`, `replace`, `use_regex`,
+    `ignore_case`, `start_line`, `end_line`): every match in the file, or in those lines, replaced
+    (a replacement's `$&` and `$1` as JavaScript reads them). None: a pattern Python does not read."""
+    text = "\n".join(t for t, _ in cur)
+    search, rep = str(inp.get("search") or ""), str(inp.get("replace") or "")
+    try:
+        pat = re.compile(search if str(inp.get("use_regex")).lower() == "true" else re.escape(search),
+                         re.I if str(inp.get("ignore_case")).lower() == "true" else 0)
+    except re.error:
+        return None
+    if not search:
+        return None
+    js = lambda m: re.sub(r"\$(\$|&|\d)", lambda t: "$" if t.group(1) == "$" else m.group(0) if t.group(1) == "&"  # noqa: E731
+                          else (m.group(int(t.group(1))) or "") if int(t.group(1)) <= pat.groups else t.group(0), rep)
+    first, last = (int(str(inp.get(k) or 0)) if str(inp.get(k) or "").isdigit() else None for k in ("start_line", "end_line"))
+    if first is None and last is None:
+        return pat.sub(js, text).split("\n")
+    lines = text.split("\n")
+    a, b = max((first or 1) - 1, 0), min((last or len(lines)) - 1, len(lines) - 1)
+    return lines[:a] + pat.sub(js, "\n".join(lines[a:b + 1])).split("\n") + lines[b + 1:]
 
 
 def owned(cur: Owned, new: list[str], sid: str | None) -> Owned:

@@ -30,6 +30,7 @@ In `--sets FILE`, `-` stands for a missing GIT_DIR, BASE or AFTER; the sets are 
 from __future__ import annotations
 
 import argparse
+import difflib
 import random
 import re
 import shlex
@@ -58,6 +59,7 @@ WHOLE_READ = re.compile(r"\A\[Tool\]\nFile: (\S[^\n]*)\n((?:\s*\d+ \|[^\n]*\n)+)
 XML_READ = re.compile(r"<file><path>([^<\n]+)</path>\n<content lines=\"1-\d+\">\n(.*?)</content>(.*?)</file>", re.DOTALL)
 SHOWN = re.compile(r"^# (\S+)\n((?:\s*\d+ \| [^\n]*\n(?:----\n)?)+)", re.MULTILINE)
 NUMBERED = re.compile(r"^\s*\d+ \|(?: |$)")
+REPLACE_PARAMS = ("path", "search", "replace", "use_regex", "ignore_case", "start_line", "end_line")
 EDIT_PARAMS = {"apply_diff": ("Path", "Diff"), "write_to_file": ("Path", "Content"), "insert_content": ("Path", "Content")}
 # Roo Code's tools (XML protocol: a use is `<name>` … `</name>` on lines of their own in the reply)
 XML_TOOLS = ("apply_diff", "write_to_file", "insert_content", "search_and_replace", "read_file", "list_files",
@@ -109,6 +111,9 @@ def history(text: str) -> list[dict[str, Any]]:
 
 def params(name: str, rest: str) -> dict[str, str]:
     """An edit tool's path and its diff or content (the rest of the use: the last parameter)."""
+    if name == "search_and_replace":  # Path:, Search:, Replace: (a text may span lines), then flags
+        keys = "|".join(k.capitalize() for k in REPLACE_PARAMS)
+        return {k.lower(): v.rstrip("\n") for k, v in re.findall(rf"^({keys}): (.*?)(?=^(?:{keys}): |\Z)", rest, re.DOTALL | re.MULTILINE)}
     if name not in EDIT_PARAMS:
         return {}
     first, last = EDIT_PARAMS[name]
@@ -123,6 +128,9 @@ def params(name: str, rest: str) -> dict[str, str]:
 
 def xml_params(name: str, body: str) -> dict[str, str]:
     """An XML tool use's path and its diff or content (`<diff>` … `</diff>`: its whole lines)."""
+    if name == "search_and_replace":
+        return {k: v.removeprefix("\n").removesuffix("\n") for k, v in re.findall(r"<(\w+)>(.*?)</\1>", body, re.DOTALL)
+                if k in REPLACE_PARAMS}
     if name not in EDIT_PARAMS:
         return {"raw": body}
     last = EDIT_PARAMS[name][1].lower()
@@ -225,7 +233,7 @@ def outside(tasks: dict[str, list[dict[str, Any]]]) -> int:
         for m in h:
             for b in m["content"]:
                 if b["type"] == "tool_use" and str(b["input"].get("path", "")).startswith("../"):
-                    n += b["name"] in EDIT_PARAMS
+                    n += b["name"] in EDIT_TOOLS
                     b["name"] = f"{b['name']} (outside)"
     return n
 
@@ -273,19 +281,50 @@ def captured_edits(store: Any) -> dict[tuple[str, str], list[dict[str, Any]]]:
 
 
 def same_change(truth: dict[tuple[str, str], list[Any]], states: dict[tuple[str, str], list[Any]],
-                edits: dict[tuple[str, str], list[dict[str, Any]]]) -> int:
-    """Edits whose ranges differ from the replay's line diff but describe the same change: the
-    captured text put at the captured before-range turns the file before into the file after
-    (a run of identical lines, as `}`, lets two diffs align it one line apart)."""
-    n = 0
+                edits: dict[tuple[str, str], list[dict[str, Any]]]) -> tuple[int, int]:
+    """(edits whose ranges differ from the replay's line diff but describe the same change, those
+    of them at the lines `git diff` gives): the captured text put at the captured before-range
+    turns the file before into the file after, and the edit names no more changed lines than the
+    replay's diff (a run of identical lines, as `}` or a blank line, lets two diffs of equal size
+    align one change a line apart; which of the identical lines was written is not in the files)."""
+    n = as_git = 0
     for key, ranges in truth.items():
         for state, want, ev in zip(states.get(key, []), ranges, edits.get(key, [])):
-            br, after = ev.get("before_range"), ev.get("after_text")
-            if state is None or ev.get("after_range") == want or not br or after is None:
+            br, after = ev.get("before_range"), ev.get("after_range")
+            text = ev.get("after_text")
+            if state is None or want is None or after == want or not br or text is None:
                 continue
             old, new = state
-            n += old[:br[0] - 1] + after.splitlines() + old[br[1]:] == new
-    return n
+            if old[:br[0] - 1] + text.splitlines() + old[br[1]:] == new and edit_size(ev) <= diff_size(old, new):
+                n += 1
+                as_git += git_range(old, new) == after
+    return n, as_git
+
+
+def edit_size(ev: dict[str, Any]) -> int:
+    """Lines a code.edit names as taken out and put in (each hunk's, or its ranges')."""
+    hunks = ev.get("hunks") or [[*ev["before_range"], *ev["after_range"]]]
+    return sum(max(0, b - a + 1) + max(0, d - c + 1) for a, b, c, d in hunks)
+
+
+def diff_size(old: list[str], new: list[str]) -> int:
+    return sum(i2 - i1 + j2 - j1 for tag, i1, i2, j1, j2 in
+               difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if tag != "equal")
+
+
+def git_range(old: list[str], new: list[str]) -> list[int] | None:
+    """The new-side range `git diff` (its default algorithm) gives the change, as the replay
+    writes ranges: a second reference where identical lines make the alignment a choice."""
+    with tempfile.TemporaryDirectory(prefix="engram-roo-diff-") as d:
+        (Path(d) / "a").write_text("".join(x + "\n" for x in old), "utf-8")
+        (Path(d) / "b").write_text("".join(x + "\n" for x in new), "utf-8")
+        out = subprocess.run(["git", "diff", "--no-index", "-U0", "a", "b"], cwd=d, capture_output=True,
+                             text=True, check=False).stdout
+    hunks = [(int(c), 1 if e == "" else int(e)) for c, e in re.findall(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", out, re.MULTILINE)]
+    if not hunks:
+        return None
+    (c0, e0), (c1, e1) = hunks[0], hunks[-1]
+    return [c0 if e0 else c0 + 1, c1 + e1 - 1 if e1 else c1]
 
 
 TRAILER = re.compile(r"\n*[ \t]*(?://|#|/\*|<!--|\*\*)[ \t]*Made with Bob\b[^\n]*\n?\Z")  # IBM Bob signs what it writes
@@ -371,7 +410,7 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     got, code_reads = captured_ranges(store)
     edits, right, captured = range_counts(truth, got)
     events = captured_edits(store)
-    same = same_change(truth, states, events)
+    same, as_git = same_change(truth, states, events)
     placed, placeable = untruthed_in_after(truth, events, s.repo, s.after)
     if misses:
         for key in sorted(k for k, v in truth.items()
@@ -393,7 +432,7 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
     shutil.rmtree(work, ignore_errors=True)
     return {"tasks": len(tasks), "ok": sum(counts[f"{t} ok"] for t in EDIT_TOOLS),
             "failed": sum(counts[f"{t} failed"] for t in EDIT_TOOLS), "edits": edits,
-            "captured": captured, "right": right, "same": same, "all": sum(len(v) for v in got.values()),
+            "captured": captured, "right": right, "same": same, "as_git": as_git, "all": sum(len(v) for v in got.values()),
             "agree": checks["agree"], "disagree": checks["disagree"], "equal": equal, "signed": signed, "compared": compared, "placed": placed, "placeable": placeable,
             "reads": sum(files_read(h) for h in tasks.values()), "code_reads": code_reads, "spans": n,
             "writers": len({w for _, _, w in spans}), "hit": hit, "blamed": blamed,
@@ -401,7 +440,7 @@ def measure(s: Set, spans_n: int, seed: int, misses: bool = False) -> dict[str, 
 
 
 def print_table(sets: list[Set]) -> None:
-    print("| set | tasks | edit uses ok (failed) | edits with truth | captured | right ranges | same change, other lines "
+    print("| set | tasks | edit uses ok (failed) | edits with truth | captured | right ranges | same change, other lines (at git's) "
           "| code.edits in all | without truth, last of their file: at their lines in AFTER "
           "| state checks agree (disagree) | final files equal (+ but for Bob's line) | read uses | code.reads | spans | writers | recall@1 | blame |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -411,7 +450,7 @@ def print_table(sets: list[Set]) -> None:
     for name, r in rows:
         rate = lambda a, b: f"{a / b:.3f}" if b else "–"  # noqa: E731
         print(f"| {name} | {r['tasks']} | {r['ok']} ({r['failed']}) | {r['edits']} | {r['captured']} "
-              f"| {r['right']} ({rate(r['right'], r['edits'])}) | {r['same']} | {r['all']} | {r['placed']} of {r['placeable']} | {r['agree']} ({r['disagree']}) "
+              f"| {r['right']} ({rate(r['right'], r['edits'])}) | {r['same']} ({r['as_git']}) | {r['all']} | {r['placed']} of {r['placeable']} | {r['agree']} ({r['disagree']}) "
               f"| {r['equal']} (+{r['signed']}) of {r['compared']} | {r['reads']} | {r['code_reads']} | {r['spans']} | {r['writers']} "
               f"| {rate(r['hit'], r['spans'])} | {rate(r['blamed'], r['spans'])} |")
 

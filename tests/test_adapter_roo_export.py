@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import run_engram
+from conftest import run_engram, shown_events
 
 FIXTURE = Path(__file__).parent / "fixtures" / "roo_export" / "roo_task_aug-25-2026_6-55-50-am.md"
 RECORDED = "e:/2026_E/LiveStreamers"
@@ -306,3 +306,59 @@ def test_an_export_that_showed_a_utf16_file_is_still_read(repo: Path, tmp_path: 
     events = json.loads(run_engram(repo, "show", "roo-1778913606325", "--json").stdout)["events"]
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["op"], edit["after_range"]) == ("railway.toml", "create", [1, 2])
+
+
+def test_search_and_replace_is_an_edit_at_the_lines_it_changed(repo: Path, tmp_path: Path) -> None:
+    """Kilo Code's (Roo Code's) search_and_replace replaces every match of a text and its result
+    keeps no file (Improwised/vibe-coding's `kilo_code_task_aug-13-2025_5-59-13-pm.md`: 15 of
+    them). On a file the task wrote, the replacement is done again on that copy: an edit at the
+    line it changed. On a file the task never saw (`.env`, made by a shell command), it is kept
+    as its texts without lines (a test in that shape)."""
+    cwd = "/home/u/app"
+    compose = 'services:\n  mysql:\n    ports:\n      - "3306:3306"\n  redis:\n    ports:\n      - "6379:6379"\n'
+    messages = [
+        ("User", "<task>\nmove mysql to 3307\n</task>\n" + bob_env(cwd, "2025-08-13T12:00:00.000Z")),
+        ("Assistant", f"<write_to_file>\n<path>docker-compose.yml</path>\n<content>\n{compose}</content>\n"
+                      "<line_count>7</line_count>\n</write_to_file>"),
+        ("User", written("write_to_file", "docker-compose.yml", "created") + bob_env(cwd, "2025-08-13T12:00:10.000Z")),
+        ("Assistant", '<search_and_replace>\n<path>docker-compose.yml</path>\n<search>ports:\n      - "3306:3306"'
+                      '</search>\n<replace>ports:\n      - "3307:3306"</replace>\n</search_and_replace>'),
+        ("User", written("search_and_replace", "docker-compose.yml") + bob_env(cwd, "2025-08-13T12:00:20.000Z")),
+        ("Assistant", "<search_and_replace>\n<path>.env</path>\n<search>DB_PORT=3306</search>\n"
+                      "<replace>DB_PORT=3307</replace>\n</search_and_replace>"),
+        ("User", written("search_and_replace", ".env") + bob_env(cwd, "2025-08-13T12:00:30.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "kilo_code_task_aug-13-2025_5-59-13-pm.md", messages, cwd)
+    assert "3 edits" in out, out
+    _, replaced, env_edit = [e for e in shown_events(repo, "roo-1755086400000") if e["kind"] == "code.edit"]
+    assert (replaced["tool"], replaced["file"], replaced["before_range"], replaced["after_range"]) == (
+        "search_and_replace", "docker-compose.yml", [4, 4], [4, 4])
+    assert (replaced["before_text"], replaced["after_text"]) == ('      - "3306:3306"\n', '      - "3307:3306"\n')
+    assert replaced["file_after_sha"]  # the copy the task wrote, replaced again: the file after is known
+    assert (env_edit["file"], env_edit["after_range"], env_edit["before_text"], env_edit["after_text"]) == (
+        ".env", None, "DB_PORT=3306", "DB_PORT=3307")
+
+
+def test_search_and_replace_by_pattern_within_lines_does_what_roo_does() -> None:
+    """A pattern (`use_regex`), case ignored, only in lines 2-3, with `$1` in the replacement
+    (JavaScript's String.replace): every match there, none outside."""
+    from engram.adapters.roo_replace import replaced, replacements
+
+    [rep] = replacements({"search": r"port=(\d+)", "replace": "PORT=$1$$", "use_regex": "true",
+                          "ignore_case": "true", "start_line": "2", "end_line": "3"})
+    assert replaced("port=1\nPort=2 port=3\nport=4\nport=5\n", rep) == "port=1\nPORT=2$ PORT=3$\nPORT=4$\nport=5\n"
+
+
+def test_an_export_renamed_with_a_prefix_still_names_its_agent(repo: Path, tmp_path: Path) -> None:
+    """Improwised/vibe-coding commits its Kilo Code exports as `2-build-app-kilo_code_task_aug-13-2025_5-08-40-pm.md`
+    (a step number and a title before Kilo's own name): `engram show` still says Kilo Code wrote it."""
+    cwd = "/home/u/app"
+    messages = [
+        ("User", "<task>\nadd a readme\n</task>\n" + bob_env(cwd, "2025-08-13T11:30:00.000Z")),
+        ("Assistant", "<write_to_file>\n<path>README.md</path>\n<content>\n# App\n</content>\n"
+                      "<line_count>1</line_count>\n</write_to_file>"),
+        ("User", written("write_to_file", "README.md", "created") + bob_env(cwd, "2025-08-13T11:30:10.000Z")),
+    ]
+    out = ingest_export(repo, tmp_path / "2-build-app-kilo_code_task_aug-13-2025_5-08-40-pm.md", messages, cwd)
+    assert "1 edit" in out, out
+    assert shown_events(repo, "roo-1755084600000")[0]["exported_by"] == "Kilo Code"

@@ -15,7 +15,10 @@ message's environment details name. What the tools did:
   back). A block neither places is kept without ranges;
 * `write_to_file` writes a whole file: a creation when the panel said `newFileCreated` (or the
   session never saw the file), else diffed against this session's copy;
-* a result that says the edit failed (no saved file) is a failed edit, not counted.
+* a result that says the edit failed (no saved file) is a failed edit, not counted;
+* Roo Code's (and Kilo Code's) `search_and_replace` is done again on this session's copy of the
+  file (engram.adapters.roo_replace): its lines are a line diff of the copy before and after;
+  without a copy a text's replacement is kept without lines, a pattern's not at all.
 
 Roo Code writes its tool uses either as `tool_use` blocks or, in its XML protocol, as XML in the
 assistant's text (`<apply_diff><path>…</path><diff>…</diff></apply_diff>`, each result then in the
@@ -53,6 +56,7 @@ import orjson
 
 from engram.adapters.aider import _hashed, block_changes, locate
 from engram.adapters.base import Capture, PathMapper, SourceSpan
+from engram.adapters.roo_replace import replaced, replacements
 from engram.adapters.sniff import REPORT_HEAD, is_roo_report
 from engram.adapters.unified import context_fields, edit_ranges, join_lines, split_lines
 from engram.tape import events as E
@@ -339,9 +343,11 @@ class _Task:
             for ev in self.inserted(rel, inp):
                 self.add(ev, ts)
         elif call == "search_and_replace":
-            self.cap.ignored[f"{call} (Roo Code): its edit is not read"] += 1
-            if rel is not None:
-                self.files.pop(rel, None)  # the file changed in a way this session's copy does not follow
+            if rel is None:
+                self.cap.drop(self.mapper.drop_reason(path))
+                return
+            for ev in self.search_replaced(rel, inp):
+                self.add(ev, ts)
         elif call in EDITS:
             if rel is None:
                 self.cap.drop(self.mapper.drop_reason(path))
@@ -494,6 +500,34 @@ class _Task:
                              "after_text": join_lines(add), "file_before_sha": None, "file_after_sha": None})]
         return [_hashed({**base, **edit_ranges(block_changes(n - 1, [], add)), **context_fields([(n, add)]),
                          "file_before_sha": None, "file_after_sha": None})]
+
+    def search_replaced(self, rel: str, inp: dict[str, Any]) -> list[dict[str, Any]]:
+        """Roo Code's search_and_replace (Kilo Code's too): done again on this session's copy of
+        the file, its lines those a line diff of the copy before and after gives. Without a copy,
+        a text's replacement is kept as its texts, without lines (nothing says where its matches
+        were); a pattern's is not kept (its search is not the file's text)."""
+        reps = replacements(inp)
+        known = self.files.pop(rel, None)
+        self.seen.pop(rel, None)  # the lines it showed may have changed
+        base = {"kind": E.CODE_EDIT, "file": rel, "tool": "search_and_replace", "call_id": None, "op": "update"}
+        if known is None:
+            if patterns := sum(r.regex for r in reps):
+                self.cap.ignored["search_and_replace by pattern on a file this session never saw whole"] += patterns
+            return [_hashed({**base, "before_range": None, "after_range": None, "before_text": r.search,
+                             "after_text": r.replace, "file_before_sha": None, "file_after_sha": None})
+                    for r in reps if not r.regex]
+        text: str | None = known
+        for r in reps:
+            text = replaced(text, r) if text is not None else None
+        if text is None:
+            self.cap.ignored["search_and_replace whose pattern is not read (the file after it is not known)"] += 1
+            return []
+        self.files[rel] = text
+        old, new = split_lines(known), split_lines(text)
+        changes = block_changes(0, old, new)
+        if not changes:
+            return []
+        return [_hashed({**base, **edit_ranges(changes, old, new), "file_before_sha": E.git_blob_sha(known), "file_after_sha": E.git_blob_sha(text)})]
 
     def whole(self, rel: str, before: str | None, after: str) -> dict[str, Any]:
         new = split_lines(after)

@@ -59,8 +59,9 @@ def is_export(head: bytes) -> bool:
 
 
 def exported_by(path: Path) -> str | None:
-    """The agent whose export this is, by its file's name (the content does not say)."""
-    return next((who for prefix, who in PREFIXES.items() if path.name.lower().startswith(prefix)), None)
+    """The agent whose export this is, by its file's name (the content does not say); people
+    rename exports with a prefix of their own (`2-build-app-kilo_code_task_aug-13-2025_….md`)."""
+    return next((who for prefix, who in PREFIXES.items() if prefix in path.name.lower()), None)
 
 
 def messages(text: str) -> list[dict[str, Any]]:
