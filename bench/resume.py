@@ -91,7 +91,7 @@ def _repo(workdir: Path, sources: list[Path], maps: list[str] = ()) -> Path:  # 
     repo = workdir / "repo"
     if (repo / ".engram").is_dir():
         return repo  # --work: ingested by an earlier run
-    repo.mkdir(parents=True)  # (--work: a folder not made yet)
+    repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-m", "engram.cli", "init"], cwd=repo, check=True, capture_output=True, env=env)

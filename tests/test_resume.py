@@ -550,29 +550,6 @@ def test_a_python_layout_with_one_tests_folder(tmp_path: Path) -> None:
     assert why["tests/test_loader.py"] == ["test to create for src/app/loader.py, as tests/test_core.py tests src/app/core.py"]
 
 
-def test_a_file_named_by_its_name_alone_is_listed_as_the_repository_file(tmp_path: Path) -> None:
-    """The person asks to fix `git.go`, then to check `segments/path.go`, then to update `README.md`;
-    the session edited src/config/config.go and never saw those paths whole. The repository's tree
-    says which files they are: src/segments/git.go, src/segments/path.go and the README.md at the
-    top (not src/README.md); a `config.go` of two other packages stays unresolved."""
-    root = _repo(tmp_path)
-    files = {"src/segments/git.go": "package segments\n", "src/segments/path.go": "package segments\n",
-             "src/config/config.go": "package config\n", "src/README.md": "# src\n", "README.md": "# top\n",
-             "src/cli/config.go": "package cli\n", "src/shell/config.go": "package shell\n"}
-    _commit_files(root, files, "start")
-    s = Session(root, "efefefef-9999-4999-8999-000000000009")
-    s.files.update(files)
-    s.prompt("The branch icon is wrong: fix it in git.go")
-    s.edit("src/config/config.go", "package config\n", "package config\n\nconst Branch = \"x\"\n")
-    s.prompt("Then check segments/path.go, update README.md and the other config.go")
-    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
-    named = {m["file"]: m["named_in"] for m in resume(root)["likely_next"] if m.get("named_in")}
-    assert named.get("src/segments/git.go") == ["request"], named
-    assert named.get("src/segments/path.go") == ["request"], named
-    assert "README.md" in named and "src/README.md" not in named
-    assert not [f for f in named if f.endswith("config.go")], "two other packages have one: not guessed"
-
-
 def test_a_session_recorded_on_windows_names_the_same_files_likely_next(spot: Path, spotter: Path,
                                                                         tmp_path: Path) -> None:
     """The real spotter session with its paths as Claude Code on Windows writes them

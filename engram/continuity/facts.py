@@ -110,8 +110,6 @@ class Facts:
     cwd: str | None = None
     branch: str | None = None
     likely_next: list[Mention] = field(default_factory=list)  # files named, not touched: most likely first
-    #: Every path named, as counted: the package ranks them again against the repository's tree.
-    mentions: Mentions | None = field(default=None, repr=False)
 
 
 def _target(name: str, inp: dict[str, Any]) -> str:
@@ -285,7 +283,6 @@ class _Reader:
             if line is not None and (later is None or later.seq < seq):
                 self._run(line, None, None, at, seq, None)
         self.f.likely_next = self.mentions.ranked(set(self.f.files))
-        self.f.mentions = self.mentions
         return self.f
 
 

@@ -20,8 +20,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from engram.continuity.related import by_name
-
 #: How much a mention counts, by where it was made (tuned on the fixtures' sessions and the
 #: spotter and M-Claude sets; measured apart on held-out sets: bench/README.md).
 WEIGHTS: Final = {"request": 4.0, "plan": 4.0, "summary": 4.0, "message": 2.0, "thinking": 1.0, "call": 1.0, "output": 0.5}
@@ -112,27 +110,21 @@ class Mentions:
             m.at, m.seq = at, seq
             m.sources.add(source)
 
-    def ranked(self, touched: set[str], limit: int = 40, tree: set[str] | None = None) -> list[Mention]:
+    def ranked(self, touched: set[str], limit: int = 40) -> list[Mention]:
         """The files named and not touched, most likely first: bare names resolved to the one path
         the session saw with that name (else dropped), scaled by how many folders each shares
-        with the touched files. With the repository's `tree` (its files at the time: engram.continuity.related),
-        a name or partial path the session never saw whole is resolved against it too (resolve_in_tree)."""
+        with the touched files."""
         names: dict[str, set[str]] = {}
         for p in [*touched, *(p for p in self.found if "/" in p)]:
             names.setdefault(p.rsplit("/", 1)[-1], set()).add(p)
-        in_tree = by_name(tree) if tree else {}
         merged: dict[str, Mention] = {}
         for p, m in self.found.items():
             if "/" not in p:
                 full = names.get(p)
                 if full and len(full) == 1:
                     p = next(iter(full))
-                elif in_tree and m.sources & _SAID and (found := resolve_in_tree(p, in_tree, touched)) is not None:
-                    p = found
                 elif full or not m.sources & _SAID or not _ROOT_FILE.match(p):
                     continue  # (a bare name no path of the session has: a file at the top, if said in words)
-            elif tree and p not in tree and m.sources & _SAID:
-                p = resolve_in_tree(p, in_tree, touched) or p
             if p in touched:
                 continue
             into = merged.get(p)
@@ -143,30 +135,10 @@ class Mentions:
                 into.sources |= m.sources
                 if m.seq > into.seq:
                     into.at, into.seq = m.at, m.seq
-        folders = _folders(touched)
+        folders = {"/".join(parts[:j]) for f in touched for parts in [f.split("/")] for j in range(1, len(parts))}
         for m in merged.values():
             parts = m.path.split("/")
             shared = max([j for j in range(1, len(parts)) if "/".join(parts[:j]) in folders] or [0])
             m.score *= UNRELATED + shared / max(1, len(parts) - 1) if len(parts) > 1 else UNRELATED
         return sorted(merged.values(), key=lambda m: (-m.score, -m.seq, m.path))[:limit]  # (a path: the same order every run)
 
-
-def _folders(paths: set[str]) -> set[str]:
-    """Every folder of these paths, with its parents (a/b/c.py: a, a/b)."""
-    return {"/".join(parts[:j]) for f in paths for parts in [f.split("/")] for j in range(1, len(parts))}
-
-
-def resolve_in_tree(name: str, names: dict[str, list[str]], touched: set[str]) -> str | None:
-    """The repository file a bare name (`git.go`) or a partial path (`segments/git.go`, said from a
-    subfolder or without its top folder) stands for: the one path of the tree ending so; of
-    several, the file at the top of that name, else the one sharing most folders with the files
-    touched when no other shares as many (a `config.go` of every package stays unresolved). A
-    name said in a request or a message is usually the repository's own file, though the session
-    never opened it yet."""
-    found = [p for p in names.get(name.rsplit("/", 1)[-1], ()) if p == name or p.endswith("/" + name)]
-    if name in found or len(found) <= 1:  # (a file at the top of that name: that one)
-        return name if name in found else found[0] if found else None
-    folders = _folders(touched)
-    shared = sorted(((sum(1 for j in range(1, p.count("/") + 1) if p.rsplit("/", j)[0] in folders), p) for p in found),
-                    reverse=True)
-    return shared[0][1] if shared[0][0] > shared[1][0] else None

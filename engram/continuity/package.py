@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from engram.continuity.chain import Chain, resolve_chain
 from engram.continuity.facts import Facts, FileTouch, read_facts
 from engram.continuity.mentions import WEIGHTS, Mention
-from engram.continuity.related import History, Related, read_history, related, tests_to_create
+from engram.continuity.related import Related, read_history, related, tests_to_create
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
 from engram.query.budget import TOKEN_BYTES, Unit, json_size, left_out, page, tokens
@@ -202,8 +202,7 @@ def _handoff_item(store: Store, handoff: dict[str, Any]) -> dict[str, Any]:
 
 
 def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
-                 related_files: list[Related] | None = None, named: list[Mention] | None = None
-                 ) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
+                 related_files: list[Related] | None = None) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
     """The units of the package in the order they go in, and how to build each one's item."""
     build: dict[Any, Callable[[], Any]] = {}
     order: list[tuple[Any, str, Callable[[], Any]]] = []
@@ -240,7 +239,7 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
     touches = sorted(f.files.values(), key=lambda t: -t.last)
     for t in (t for t in touches if t.edited):
         order.append((("file", t.path), "working_set", lambda t=t: items.file(t)))
-    likely = _likely(f.likely_next if named is None else named, related_files or [])
+    likely = _likely(f, related_files or [])
     for path, m, r in likely[:EARLY_LIKELY]:
         order.append((("likely", path), "likely_next", lambda path=path, m=m, r=r: _likely_item(items, path, m, r)))
     for e in sorted(f.errors.values(), key=lambda e: -e.seq):
@@ -272,13 +271,13 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
     return units, build
 
 
-def _likely(mentioned: list[Mention], found: list[Related]) -> list[tuple[str, Mention | None, Related | None]]:
+def _likely(f: Facts, found: list[Related]) -> list[tuple[str, Mention | None, Related | None]]:
     """The files likely next, most likely first: those the transcript names (engram.continuity.mentions),
     then those the repository relates to the working set (engram.continuity.related); a file in both
     once, where it ranks first."""
     by_path = {r.path: r for r in found}
     named: list[tuple[str, Mention | None, Related | None]] = [(m.path, m, by_path.pop(m.path, None))
-                                                               for m in mentioned[:LIKELY_NEXT]]
+                                                               for m in f.likely_next[:LIKELY_NEXT]]
     rest: list[tuple[str, Mention | None, Related | None]] = [(r.path, None, r) for r in found
                                                               if r.path in by_path][:RELATED]
     return named + rest
@@ -294,26 +293,14 @@ def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None)
     return item
 
 
-def _history(store: Store, facts: Facts, opts: Options) -> History | None:
-    """The repository's history up to the package's time, when the session touched or named a file."""
-    if not facts.files and not facts.likely_next:
-        return None
-    return read_history(opts.history or Path(store.root), opts.history_until)
-
-
-def _named(facts: Facts, history: History | None) -> list[Mention]:
-    """The files named and not touched, ranked again with the repository's tree when there is one
-    (a bare name or a partial path resolved to the file it stands for: engram.continuity.mentions)."""
-    if history is None or facts.mentions is None:
-        return facts.likely_next
-    return facts.mentions.ranked(set(facts.files), tree=history.tree)
-
-
-def _related(facts: Facts, history: History | None) -> list[Related]:
+def _related(store: Store, facts: Facts, opts: Options) -> list[Related]:
     """The files the repository's history and naming conventions relate to the files edited, and
     the tests its layout expects for sources edited that have none yet, most related first."""
     edited = [t.path for t in sorted(facts.files.values(), key=lambda t: -t.last) if t.edited]
-    if not edited or history is None:
+    if not edited:
+        return []
+    history = read_history(opts.history or Path(store.root), opts.history_until)
+    if history is None:
         return []
     found = related(history, edited, set(facts.files), RELATED + LIKELY_NEXT)
     found += tests_to_create(history, edited, set(facts.files), TO_CREATE)
@@ -464,8 +451,7 @@ def _task_resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[s
 def package(store: Store, db: apsw.Connection, chain: Chain, facts: Facts, opts: Options,
             handoff: dict[str, Any] | None = None, task_head: dict[str, Any] | None = None) -> dict[str, Any]:
     items = _Items(store, db, facts, chain)
-    history = _history(store, facts, opts)
-    units, build = _facts_units(items, facts, handoff, _related(facts, history), _named(facts, history))
+    units, build = _facts_units(items, facts, handoff, _related(store, facts, opts))
     head = _heading(facts, chain)
     if task_head is not None:
         head["task"] = task_head
