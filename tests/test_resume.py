@@ -464,10 +464,11 @@ def test_the_working_set_is_latest_first_whether_a_file_was_edited_or_read(tmp_p
     assert [w["file"] for w in doc["working_set"]] == ["src/next.py", "src/other.py", "src/old.py"]
     head = len(json.dumps({k: v for k, v in doc.items() if k not in ("working_set", "budget", "left_out", "more")},
                           separators=(",", ":")).encode()) // TOKEN_BYTES
-    for budget in range(head, head + 200, 5):  # the smallest budget that holds two files
-        small = resume(root, "--budget", str(budget))
-        if len(small["working_set"]) == 2:
-            break
+    low, high = head, head + 400  # the smallest budget that holds two files
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if len(resume(root, "--budget", str(mid))["working_set"]) >= 2 else (mid + 1, high)
+    small = resume(root, "--budget", str(low))
     assert [w["file"] for w in small["working_set"]] == ["src/next.py", "src/other.py"]
 
 
