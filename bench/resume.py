@@ -91,7 +91,7 @@ def _repo(workdir: Path, sources: list[Path], maps: list[str] = ()) -> Path:  # 
     repo = workdir / "repo"
     if (repo / ".engram").is_dir():
         return repo  # --work: ingested by an earlier run
-    repo.mkdir()
+    repo.mkdir(parents=True)  # (--work: a folder not made yet)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-m", "engram.cli", "init"], cwd=repo, check=True, capture_output=True, env=env)
@@ -185,7 +185,7 @@ def _ceiling(want: set[str], shown: set[str], touched: set[str], edited: set[str
 
 
 def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict[str, Any]]],
-              history: Path | None) -> list[dict[str, Any]]:
+              history: Path | None, budget: int = 2000) -> list[dict[str, Any]]:
     from engram.continuity.commands import command_line, family  # noqa: PLC0415
     from engram.continuity.facts import read_facts  # noqa: PLC0415
     from engram.continuity.package import Options, package  # noqa: PLC0415
@@ -203,8 +203,10 @@ def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict
             continue
         want = set(nxt)
         facts = read_facts(store, chain.tapes, (tape, off))
-        doc = package(store, db, chain, facts, Options(budget=2000, history=history, history_until=facts.ended))
-        alone = package(store, db, chain, facts, Options(budget=2000, history=Path(store.root)))  # (no commit)
+        doc = package(store, db, chain, facts, Options(budget=budget, history=history, history_until=facts.ended))
+        alone = package(store, db, chain, facts, Options(budget=budget, history=Path(store.root)))  # (no commit)
+        whole = package(store, db, chain, facts, Options(budget=0, history=history, history_until=facts.ended))
+        unbounded = {w["file"] for w in whole["working_set"] + (whole.get("likely_next") or [])}
         named = {w["file"] for w in doc["working_set"]}
         likely = {w["file"] for w in doc.get("likely_next") or []}
         said = {w["file"] for w in alone["working_set"] + (alone.get("likely_next") or [])}
@@ -212,6 +214,7 @@ def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict
         last10 = {events[i][2]["file"] for i in [i for i in edits if i < at][-NEXT_EDITS:]}
         row: dict[str, Any] = {"why": why, "want": len(want), "working": len(want & named) / len(want),
                                "package": len(want & (named | likely)) / len(want),
+                               "unbounded": len(want & unbounded) / len(want),
                                "transcript": len(want & said) / len(want),
                                "related": sum(1 for w in doc.get("likely_next") or [] if "why" in w),
                                "named": len(want & (touched | {m.path for m in facts.likely_next})) / len(want),
@@ -265,6 +268,7 @@ def main() -> int:
                     "later run (its sessions as ingested then; the long chain is not timed again)")
     ap.add_argument("--history", type=Path, help="the sessions' repository (a bare clone will do): the package "
                     "relates files to the working set from its commits up to each cut's time (default: none)")
+    ap.add_argument("--budget", type=int, default=2000, help="the packages' token budget (default: resume's own)")
     ap.add_argument("--no-fixtures", action="store_true", help="only the --transcripts (a held-out set measured apart)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -309,7 +313,7 @@ def main() -> int:
                               ", ".join(f"{n} {k}" for k, n in (doc["left_out"] or {}).items()) or "-"])
             if sid != LONG_SESSION:
                 cut_rows += [{"session": sid[:8], **r}
-                             for r in _cut_rows(store, db, chain, _events(store, chain.tapes), args.history)]
+                             for r in _cut_rows(store, db, chain, _events(store, chain.tapes), args.history, args.budget)]
         print("\n## Package size and build time (budget 2000)\n")
         print(fmt_table(["session", "transcript MB", "events", "tokens", "unbounded", "wall", "cpu", "left out"], size_rows))
         print(f"\ntokens at budget 2000: p50 {pct(sizes, 50):.0f}, max {max(sizes)}; unbounded: p50 {pct(full, 50):.0f}, "
@@ -317,10 +321,10 @@ def main() -> int:
         if cut_rows:
             print("\n## Cuts: next-files recall (next 10 edits) and open failures\n")
             print(fmt_table(["session", "cut at", "files next", "touched before", "named before", "working set",
-                             "transcript alone", "package", "related listed", "last 10 edited", "harness summary", "tokens (summary)", "failing & re-run",
+                             "transcript alone", "package", "unbounded", "related listed", "last 10 edited", "harness summary", "tokens (summary)", "failing & re-run",
                              "flagged"],
                             [[r["session"], r["why"], str(r["want"]), f"{r['ceiling']:.2f}", f"{r['named']:.2f}",
-                              f"{r['working']:.2f}", f"{r['transcript']:.2f}", f"{r['package']:.2f}",
+                              f"{r['working']:.2f}", f"{r['transcript']:.2f}", f"{r['package']:.2f}", f"{r['unbounded']:.2f}",
                               str(r["related"]), f"{r['last10']:.2f}",
                               f"{r['summary']:.2f}" if "summary" in r else "-",
                               f"{r['tokens']} ({r['summary_tokens']})" if "summary" in r else str(r["tokens"]),
@@ -328,7 +332,8 @@ def main() -> int:
             mean = lambda k: sum(r[k] for r in cut_rows) / len(cut_rows)  # noqa: E731
             reruns = sum(r["rerun_failures"] for r in cut_rows)
             flagged = sum(r["flagged"] for r in cut_rows)
-            print(f"\nnext-files recall, mean of {len(cut_rows)} cuts: package {mean('package'):.2f} (target >= 0.85; "
+            print(f"\nnext-files recall, mean of {len(cut_rows)} cuts: package {mean('package'):.3f} (target >= 0.85; "
+                  f"unbounded {mean('unbounded'):.3f}; "
                   f"from the transcript alone {mean('transcript'):.2f}, its working set {mean('working'):.2f}), last 10 edited {mean('last10'):.2f}; files touched "
                   f"before the cut {mean('ceiling'):.2f}, touched or named before it (the ceiling of both lists) "
                   f"{mean('named'):.2f}; open-failure recall: "

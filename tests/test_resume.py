@@ -448,6 +448,30 @@ def test_every_file_named_is_in_the_transcript_where_it_points(spot: Path) -> No
         assert m["file"].rsplit("/", 1)[-1] in view, (m, view[:300])
 
 
+def test_the_working_set_is_latest_first_whether_a_file_was_edited_or_read(tmp_path: Path) -> None:
+    """The session edited src/old.py, then read src/next.py and src/other.py (where its next edit
+    goes, often): the files read come first, and a budget holding two files keeps those two, not
+    the file edited earlier."""
+    root = _repo(tmp_path)
+    s = Session(root, "dcdcdcdc-aaaa-4aaa-8aaa-00000000000a")
+    s.files.update({"src/next.py": "x = 1\n", "src/other.py": "y = 2\n"})
+    s.prompt("Tidy the loaders")
+    s.write("src/old.py", "z = 3\n")
+    s.read("src/other.py")
+    s.read("src/next.py")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    doc = resume(root)
+    assert [w["file"] for w in doc["working_set"]] == ["src/next.py", "src/other.py", "src/old.py"]
+    head = len(json.dumps({k: v for k, v in doc.items() if k not in ("working_set", "budget", "left_out", "more")},
+                          separators=(",", ":")).encode()) // TOKEN_BYTES
+    low, high = head, head + 400  # the smallest budget that holds two files
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if len(resume(root, "--budget", str(mid))["working_set"]) >= 2 else (mid + 1, high)
+    small = resume(root, "--budget", str(low))
+    assert [w["file"] for w in small["working_set"]] == ["src/next.py", "src/other.py"]
+
+
 def _related_session(root: Path, tmp_path: Path) -> None:
     s = Session(root, "ffffffff-6666-4666-8666-000000000006")
     s.prompt("Make the core module's parse step stricter")
@@ -482,7 +506,7 @@ def test_files_the_history_relates_to_the_working_set_are_listed_with_why(tmp_pa
     _related_session(root, tmp_path)
     doc = resume(root)
     related = {m["file"]: m["why"] for m in doc["likely_next"] if "why" in m}
-    assert related["tests/test_core.py"][0] == "test of src/app/core.py"
+    assert related["tests/test_core.py"] == ["test of src/app/core.py"], "its strongest reason only: room for more files"
     assert related["src/app/helpers.py"][0] == "changed with src/app/core.py in 3 commits"
     assert list(related)[:2] == ["tests/test_core.py", "src/app/helpers.py"], "a test, then the file changed with it"
     assert "src/app/core.py" not in related, "the file edited is in the working set"
