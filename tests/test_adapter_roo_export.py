@@ -339,14 +339,20 @@ def test_search_and_replace_is_an_edit_at_the_lines_it_changed(repo: Path, tmp_p
         ".env", None, "DB_PORT=3306", "DB_PORT=3307")
 
 
-def test_search_and_replace_by_pattern_within_lines_does_what_roo_does() -> None:
-    """A pattern (`use_regex`), case ignored, only in lines 2-3, with `$1` in the replacement
-    (JavaScript's String.replace): every match there, none outside."""
+def test_search_and_replace_within_lines_does_what_roo_does_and_never_runs_a_pattern() -> None:
+    """A text, case ignored, only in lines 2-3, with `$&` and `$$` in the replacement
+    (JavaScript's String.replace): every match there, none outside. A pattern (`use_regex`) is not
+    run: a transcript's `(a+)+$` would hold the ingest for hours in Python's re."""
+    import time
+
     from engram.adapters.roo_replace import replaced, replacements
 
-    [rep] = replacements({"search": r"port=(\d+)", "replace": "PORT=$1$$", "use_regex": "true",
-                          "ignore_case": "true", "start_line": "2", "end_line": "3"})
-    assert replaced("port=1\nPort=2 port=3\nport=4\nport=5\n", rep) == "port=1\nPORT=2$ PORT=3$\nPORT=4$\nport=5\n"
+    [rep] = replacements({"search": "port=", "replace": "[$&]$$", "ignore_case": "true",
+                          "start_line": "2", "end_line": "3"})
+    assert replaced("port=1\nPort=2 port=3\nport=4\nport=5\n", rep) == "port=1\n[Port=]$2 [port=]$3\n[port=]$4\nport=5\n"
+    [evil] = replacements({"search": "(a+)+$", "replace": "b", "use_regex": "true"})
+    started = time.process_time()
+    assert replaced("a" * 26 + "!", evil) is None and time.process_time() - started < 1  # (run: ~5 s)
 
 
 def test_an_export_renamed_with_a_prefix_still_names_its_agent(repo: Path, tmp_path: Path) -> None:

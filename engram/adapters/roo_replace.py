@@ -10,18 +10,15 @@ that, the adapter (engram.adapters.cline) makes the events. The parameters come 
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-log = logging.getLogger(__name__)
-
 _OPERATION = re.compile(r"<operation>(.*?)</operation>", re.DOTALL)
 _PARAM = re.compile(r"<(\w+)>\n?(.*?)\n?</\1>", re.DOTALL)
-_JS_REPLACEMENT = re.compile(r"\$(\$|&|\d{1,2})")
+_JS_REPLACEMENT = re.compile(r"\$([$&])")
 
 
 @dataclass(frozen=True)
@@ -69,33 +66,25 @@ def _line(value: Any) -> int | None:
 
 def replaced(text: str, r: Replacement) -> str | None:
     """`text` after the replacement, as the tool does it: every match, within the lines asked for
-    (their text joined by newlines, the lines outside kept as they are). None when the pattern is
-    not one Python's `re` reads the same way (then the file after is not known)."""
-    try:
-        pattern = re.compile(r.search if r.regex else re.escape(r.search), re.IGNORECASE if r.ignore_case else 0)
-    except re.error as exc:
-        log.debug("search_and_replace pattern not read: %s", exc)
+    (their text joined by newlines, the lines outside kept as they are). None for a pattern
+    (`use_regex`): a transcript's pattern is never run, since one written to backtrack
+    (`(a+)+$`) would hold an ingest for hours in Python's `re`, and the file after is then not
+    known (no real export measured used one: docs/harnesses.md)."""
+    if r.regex:
         return None
+    pattern = re.compile(re.escape(r.search), re.IGNORECASE if r.ignore_case else 0)
     if r.start_line is None and r.end_line is None:
-        return _sub(pattern, r.replace, text, r.regex)
+        return _sub(pattern, r.replace, text)
     lines = text.split("\n")
     start = max((r.start_line or 1) - 1, 0)
     end = min((r.end_line or len(lines)) - 1, len(lines) - 1)
     target = "\n".join(lines[start:end + 1])
-    return "\n".join([*lines[:start], *_sub(pattern, r.replace, target, r.regex).split("\n"), *lines[end + 1:]])
+    return "\n".join([*lines[:start], *_sub(pattern, r.replace, target).split("\n"), *lines[end + 1:]])
 
 
-def _sub(pattern: re.Pattern[str], replace: str, text: str, regex: bool) -> str:
-    """JavaScript's `String.replace` with a global pattern: `$$`, `$&` and (for a pattern) `$1`…
-    in the replacement stand for `$`, the match and its groups; any other `$` is itself."""
+def _sub(pattern: re.Pattern[str], replace: str, text: str) -> str:
+    """JavaScript's `String.replace` with a global search: `$$` and `$&` in the replacement stand
+    for `$` and the match; any other `$` is itself."""
     def one(m: re.Match[str]) -> str:
-        def token(t: re.Match[str]) -> str:
-            key = t.group(1)
-            if key == "$":
-                return "$"
-            if key == "&":
-                return m.group(0)
-            n = int(key)
-            return (m.group(n) or "") if regex and 0 < n <= (pattern.groups or 0) else t.group(0)
-        return _JS_REPLACEMENT.sub(token, replace)
+        return _JS_REPLACEMENT.sub(lambda t: "$" if t.group(1) == "$" else m.group(0), replace)
     return pattern.sub(one, text)
