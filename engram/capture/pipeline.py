@@ -134,9 +134,12 @@ def _prefix_sha(path: Path, end: int) -> str:
 
 def _source_sha(src: SourceSpan, end: int) -> str:
     """What the first `end` bytes of a source hash to; for a source that stands for part of a
-    larger file (`SourceSpan.digest`), its digest, and only at its own end."""
+    larger file (`SourceSpan.digest`), its digest, and only at its own end. At the end the
+    adapter read to, the hash taken as it read (`SourceSpan.read_sha`)."""
     if src.digest is not None:
         return src.digest if end == src.end else ""
+    if src.read_sha is not None and src.read_sha[0] == end:
+        return src.read_sha[1]
     return _prefix_sha(src.path, end)
 
 
