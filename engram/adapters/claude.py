@@ -302,13 +302,17 @@ def _unparsed_but_agents_without(with_files: frozenset[str]) -> Callable[[bytes]
     stay unparsed; a transcript kept or shared without that folder (saved by hand, the Entire
     CLI's checkpoints) has the subagent's reads and edits only there."""
     def skip(data: bytes, start: int, stop: int) -> str | None:
-        reason = _unparsed(data, start, stop)
-        at = data.rfind(_AGENT_PROGRESS, start, stop) if reason is not None else -1
+        # `_unparsed`, written out: called on every line of a session (a call less per line
+        # was 1.5% of capture's CPU)
+        at = data.find(_PROGRESS, start, min(stop, start + 1200))
+        if at <= start or data.find(b'"data":', start, at) >= 0:
+            return None
+        at = data.rfind(_AGENT_PROGRESS, start, stop)
         if at < 0:
-            return reason
+            return "progress"
         # the record's own `data.type` and `data.agentId` follow its (long) `data.message`
         ids = {m.group(1).decode("utf-8", "replace") for m in _AGENT_ID.finditer(data, at, stop)}
-        return reason if ids and ids <= with_files else None
+        return "progress" if ids and ids <= with_files else None
     return skip
 
 
