@@ -234,7 +234,7 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
 # distortion). Prints one `step seconds` line per step, then `total seconds`.
 PHASES_SNIPPET = """import sys, time, collections
 from pathlib import Path
-import engram.capture.pipeline as p, engram.tape.writer as w, engram.capture.redact as r
+import engram.capture.pipeline as p, engram.tape.writer as w, engram.capture.redact as r, engram.adapters.base as b
 from engram.store.repo import Store
 from engram.capture.discovery import jobs_from_paths
 from engram.capture.stats import IngestStats
@@ -250,7 +250,10 @@ def wrap(mod, name, label):
             T[label] += time.process_time() - c
     setattr(mod, name, timed)
 wrap(p, "parse_job", "parse (engram.adapters)")
-wrap(p, "_prefix_sha", "sha256 of the sources")
+if hasattr(b, "sha256_hex"):  # (hashed as the adapters read the sources)
+    wrap(b, "sha256_hex", "  of which sha256 of the sources")
+else:
+    wrap(p, "_prefix_sha", "sha256 of the sources")
 wrap(p, "write_tape", "write tapes, all")
 wrap(w, "_encode_frames" if hasattr(w, "_encode_frames") else "encode_tape", "  of which zstd frames")
 wrap(w, "atomic_write", "  of which write + fsync")
@@ -278,7 +281,7 @@ def capture_phases(projects: Path, workdir: Path | None, engram: list[str]) -> s
 def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons: list[str], runs: int) -> str:
     """Capture only (index off), this interpreter's engram against each of `pythons` (another
     install: a venv of an older commit), in one process (ENGRAM_WORKERS=1) and with the worker
-    pool, alternating `runs` times; best wall and best CPU of each, and the load seen."""
+    pool, alternating `runs` times; median and best wall and CPU of each, and the load seen."""
     confs = [(f"{py} ({label})", py, env) for py in [sys.executable, *pythons]
              for label, env in (("1 process", {"ENGRAM_WORKERS": "1"}), ("workers", {}))]
     got: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _, _ in confs}
@@ -292,10 +295,11 @@ def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons
             shutil.rmtree(repo, ignore_errors=True)
     rows = []
     for label, v in got.items():
-        wall, cpu = min(x[0] for x in v), min(x[1] for x in v)
-        rows.append((label, f"{raw_mb / wall:,.1f} MB/s ({wall:.2f} s)", f"{raw_mb / cpu:,.1f} MB/s ({cpu:.2f} s)",
+        walls, cpus = [x[0] for x in v], [x[1] for x in v]
+        rows.append((label, *(f"{raw_mb / statistics.median(xs):,.1f} ({raw_mb / min(xs):,.1f}) MB/s"
+                              for xs in (walls, cpus)),
                      f"{min(x[2] for x in v):.1f}-{max(x[2] for x in v):.1f}"))
-    return (f"capture only, best of {runs} alternating runs:\n"
+    return (f"capture only, {runs} alternating runs, median (best):\n"
             + fmt_table(["interpreter (engram it imports)", "wall", "CPU (user+sys, workers counted)", "load"], rows))
 
 
@@ -332,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs="+", default=[], metavar="PYTHON",
                     help="also time capture only against the engram each of these interpreters imports (a venv of an "
                          "older commit), alternating, in one process and with workers")
-    ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (best kept)")
+    ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (median and best shown)")
     ap.add_argument("--phases", action="store_true", help="also time each step of capture (parse, hash, redact, "
                     "compress, write) in one process")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")

@@ -94,13 +94,17 @@ def read_source(src: SourceSpan, *, max_line_bytes: int, skipped: Counter[str], 
     Why here: hashed from the bytes just read, the file is not read a second time to hash it
     (6% of capture's CPU was the sources' sha256, its read included), and the hash is of
     exactly the bytes parsed."""
-    import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
-
     with src.path.open("rb") as f:
         data = f.read()
     lines, src.end = _lines_of(data, max_line_bytes=max_line_bytes, skipped=skipped, skip=skip, ignored=ignored)
-    src.read_sha = (src.end, hashlib.sha256(memoryview(data)[:src.end]).hexdigest())
+    src.read_sha = (src.end, sha256_hex(memoryview(data)[:src.end]))
     return lines
+
+
+def sha256_hex(data: bytes | memoryview) -> str:
+    import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def _lines_of(data: bytes, *, max_line_bytes: int, skipped: Counter[str], skip: SkipLine | None,
