@@ -278,6 +278,55 @@ def capture_phases(projects: Path, workdir: Path | None, engram: list[str]) -> s
     return "capture only, one process, CPU by step:\n" + fmt_table(["step", "CPU", "share"], rows)
 
 
+# Capture only with the worker pool, each session's capture timed where it runs (the wrapper
+# reaches the workers because they are forked from this process: engram.capture.pipeline
+# ._start_method). Writes one JSON line per session to OUT/<pid>.txt; prints the ingest's span.
+TIMELINE_SNIPPET = """import sys, os, time, json
+from pathlib import Path
+import engram.capture.pipeline as p
+from engram.store.repo import Store
+from engram.capture.discovery import jobs_from_paths
+from engram.capture.stats import IngestStats
+if getattr(p, "_start_method", lambda: "forkserver")() != "fork":
+    sys.exit("--timeline needs workers forked from this process (engram.capture.pipeline._start_method)")
+out, write = Path(sys.argv[3]), p.capture_write
+def timed(db, store, job, **kw):
+    w0, c0 = time.perf_counter(), time.process_time()
+    got = write(db, store, job, **kw)
+    with open(out / f"{os.getpid()}.txt", "a") as f:
+        f.write(json.dumps([w0, time.perf_counter(), time.process_time() - c0, p._job_bytes(job)]) + "\\n")
+    return got
+p.capture_write = timed
+t0 = time.perf_counter()
+stats = IngestStats()
+p.ingest(Store(Path(sys.argv[1])), jobs_from_paths([Path(sys.argv[2])], stats), stats=stats, workers=2)
+print(json.dumps([t0, time.perf_counter(), time.process_time()]))
+"""
+
+
+def capture_timeline(projects: Path, workdir: Path | None, engram: list[str]) -> str:
+    """Capture only with 2 workers: per worker, its sessions, MB, when its first began and its
+    last ended (from the start of discovery), its busy wall time and its CPU; the parent's CPU.
+    Busy wall well above CPU means the worker waited for a core (other load), not for work."""
+    import json
+    import tempfile
+
+    repo = fresh_repo(workdir, "engram-bench-", engram)
+    with tempfile.TemporaryDirectory(dir=workdir) as out:
+        _, _, proc = timed([sys.executable, "-c", TIMELINE_SNIPPET, str(repo), str(projects), out], repo, "timeline")
+        t0, t1, parent_cpu = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows = []
+        for f in sorted(Path(out).iterdir()):
+            runs = [json.loads(line) for line in f.read_text().splitlines()]
+            rows.append((f.stem, str(len(runs)), f"{sum(r[3] for r in runs) / 1e6:.1f}",
+                         f"{min(r[0] for r in runs) - t0:.2f} s", f"{max(r[1] for r in runs) - t0:.2f} s",
+                         f"{sum(r[1] - r[0] for r in runs):.2f} s", f"{sum(r[2] for r in runs):.2f} s"))
+    shutil.rmtree(repo, ignore_errors=True)
+    return (f"capture only, 2 workers: {t1 - t0:.2f} s from discovery to the last commit, parent CPU {parent_cpu:.2f} s "
+            f"(load {load()})\n"
+            + fmt_table(["worker", "sessions", "MB", "first began", "last ended", "busy (wall)", "CPU"], rows))
+
+
 def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons: list[str], runs: int) -> str:
     """Capture only (index off), this interpreter's engram against each of `pythons` (another
     install: a venv of an older commit), in one process (ENGRAM_WORKERS=1) and with the worker
@@ -339,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (median and best shown)")
     ap.add_argument("--phases", action="store_true", help="also time each step of capture (parse, hash, redact, "
                     "compress, write) in one process")
+    ap.add_argument("--timeline", action="store_true", help="also time each session where the 2 workers capture it "
+                    "(needs workers forked, as `engram ingest` starts them)")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
     ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
                     help="profile the full ingest, capture only (index hook off), or both (default)")
@@ -400,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.phases:
         print()
         print(capture_phases(projects, args.workdir, engram))
+    if args.timeline:
+        print()
+        print(capture_timeline(projects, args.workdir, engram))
     if args.compare:
         print()
         print(compare_capture(projects, raw_mb, args.workdir, args.compare, args.compare_runs))
