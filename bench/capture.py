@@ -234,7 +234,7 @@ def frame_sweep(chosen: list[Path], objects: Path) -> str:
 # distortion). Prints one `step seconds` line per step, then `total seconds`.
 PHASES_SNIPPET = """import sys, time, collections
 from pathlib import Path
-import engram.capture.pipeline as p, engram.tape.writer as w, engram.capture.redact as r
+import engram.capture.pipeline as p, engram.tape.writer as w, engram.capture.redact as r, engram.adapters.base as b
 from engram.store.repo import Store
 from engram.capture.discovery import jobs_from_paths
 from engram.capture.stats import IngestStats
@@ -250,7 +250,10 @@ def wrap(mod, name, label):
             T[label] += time.process_time() - c
     setattr(mod, name, timed)
 wrap(p, "parse_job", "parse (engram.adapters)")
-wrap(p, "_prefix_sha", "sha256 of the sources")
+if hasattr(b, "sha256_hex"):  # (hashed as the adapters read the sources)
+    wrap(b, "sha256_hex", "  of which sha256 of the sources")
+else:
+    wrap(p, "_prefix_sha", "sha256 of the sources")
 wrap(p, "write_tape", "write tapes, all")
 wrap(w, "_encode_frames" if hasattr(w, "_encode_frames") else "encode_tape", "  of which zstd frames")
 wrap(w, "atomic_write", "  of which write + fsync")
@@ -275,10 +278,59 @@ def capture_phases(projects: Path, workdir: Path | None, engram: list[str]) -> s
     return "capture only, one process, CPU by step:\n" + fmt_table(["step", "CPU", "share"], rows)
 
 
+# Capture only with the worker pool, each session's capture timed where it runs (the wrapper
+# reaches the workers because they are forked from this process: engram.capture.pipeline
+# ._start_method). Writes one JSON line per session to OUT/<pid>.txt; prints the ingest's span.
+TIMELINE_SNIPPET = """import sys, os, time, json
+from pathlib import Path
+import engram.capture.pipeline as p
+from engram.store.repo import Store
+from engram.capture.discovery import jobs_from_paths
+from engram.capture.stats import IngestStats
+if getattr(p, "_start_method", lambda: "forkserver")() != "fork":
+    sys.exit("--timeline needs workers forked from this process (engram.capture.pipeline._start_method)")
+out, write = Path(sys.argv[3]), p.capture_write
+def timed(db, store, job, **kw):
+    w0, c0 = time.perf_counter(), time.process_time()
+    got = write(db, store, job, **kw)
+    with open(out / f"{os.getpid()}.txt", "a") as f:
+        f.write(json.dumps([w0, time.perf_counter(), time.process_time() - c0, p._job_bytes(job)]) + "\\n")
+    return got
+p.capture_write = timed
+t0 = time.perf_counter()
+stats = IngestStats()
+p.ingest(Store(Path(sys.argv[1])), jobs_from_paths([Path(sys.argv[2])], stats), stats=stats, workers=2)
+print(json.dumps([t0, time.perf_counter(), time.process_time()]))
+"""
+
+
+def capture_timeline(projects: Path, workdir: Path | None, engram: list[str]) -> str:
+    """Capture only with 2 workers: per worker, its sessions, MB, when its first began and its
+    last ended (from the start of discovery), its busy wall time and its CPU; the parent's CPU.
+    Busy wall well above CPU means the worker waited for a core (other load), not for work."""
+    import json
+    import tempfile
+
+    repo = fresh_repo(workdir, "engram-bench-", engram)
+    with tempfile.TemporaryDirectory(dir=workdir) as out:
+        _, _, proc = timed([sys.executable, "-c", TIMELINE_SNIPPET, str(repo), str(projects), out], repo, "timeline")
+        t0, t1, parent_cpu = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows = []
+        for f in sorted(Path(out).iterdir()):
+            runs = [json.loads(line) for line in f.read_text().splitlines()]
+            rows.append((f.stem, str(len(runs)), f"{sum(r[3] for r in runs) / 1e6:.1f}",
+                         f"{min(r[0] for r in runs) - t0:.2f} s", f"{max(r[1] for r in runs) - t0:.2f} s",
+                         f"{sum(r[1] - r[0] for r in runs):.2f} s", f"{sum(r[2] for r in runs):.2f} s"))
+    shutil.rmtree(repo, ignore_errors=True)
+    return (f"capture only, 2 workers: {t1 - t0:.2f} s from discovery to the last commit, parent CPU {parent_cpu:.2f} s "
+            f"(load {load()})\n"
+            + fmt_table(["worker", "sessions", "MB", "first began", "last ended", "busy (wall)", "CPU"], rows))
+
+
 def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons: list[str], runs: int) -> str:
     """Capture only (index off), this interpreter's engram against each of `pythons` (another
     install: a venv of an older commit), in one process (ENGRAM_WORKERS=1) and with the worker
-    pool, alternating `runs` times; best wall and best CPU of each, and the load seen."""
+    pool, alternating `runs` times; median and best wall and CPU of each, and the load seen."""
     confs = [(f"{py} ({label})", py, env) for py in [sys.executable, *pythons]
              for label, env in (("1 process", {"ENGRAM_WORKERS": "1"}), ("workers", {}))]
     got: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _, _ in confs}
@@ -292,10 +344,11 @@ def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons
             shutil.rmtree(repo, ignore_errors=True)
     rows = []
     for label, v in got.items():
-        wall, cpu = min(x[0] for x in v), min(x[1] for x in v)
-        rows.append((label, f"{raw_mb / wall:,.1f} MB/s ({wall:.2f} s)", f"{raw_mb / cpu:,.1f} MB/s ({cpu:.2f} s)",
+        walls, cpus = [x[0] for x in v], [x[1] for x in v]
+        rows.append((label, *(f"{raw_mb / statistics.median(xs):,.1f} ({raw_mb / min(xs):,.1f}) MB/s"
+                              for xs in (walls, cpus)),
                      f"{min(x[2] for x in v):.1f}-{max(x[2] for x in v):.1f}"))
-    return (f"capture only, best of {runs} alternating runs:\n"
+    return (f"capture only, {runs} alternating runs, median (best):\n"
             + fmt_table(["interpreter (engram it imports)", "wall", "CPU (user+sys, workers counted)", "load"], rows))
 
 
@@ -332,9 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs="+", default=[], metavar="PYTHON",
                     help="also time capture only against the engram each of these interpreters imports (a venv of an "
                          "older commit), alternating, in one process and with workers")
-    ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (best kept)")
+    ap.add_argument("--compare-runs", type=int, default=3, help="alternating runs for --compare (median and best shown)")
     ap.add_argument("--phases", action="store_true", help="also time each step of capture (parse, hash, redact, "
                     "compress, write) in one process")
+    ap.add_argument("--timeline", action="store_true", help="also time each session where the 2 workers capture it "
+                    "(needs workers forked, as `engram ingest` starts them)")
     ap.add_argument("--profile", action="store_true", help="also ingest under cProfile and print hot spots")
     ap.add_argument("--profile-mode", choices=["full", "capture", "both"], default="both",
                     help="profile the full ingest, capture only (index hook off), or both (default)")
@@ -396,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.phases:
         print()
         print(capture_phases(projects, args.workdir, engram))
+    if args.timeline:
+        print()
+        print(capture_timeline(projects, args.workdir, engram))
     if args.compare:
         print()
         print(compare_capture(projects, raw_mb, args.workdir, args.compare, args.compare_runs))

@@ -3,6 +3,8 @@ redacted the same way, as one process writes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import git, run_engram
@@ -37,3 +39,16 @@ def test_capture_in_workers_writes_the_tapes_one_process_writes(tmp_path: Path) 
     assert stats_two.tapes == 5 and stats_two.redactions == stats_one.redactions and stats_two.redactions
     for tape in (tmp_path / "two" / ".engram" / "tapes").iterdir():
         assert SECRET.encode() not in run_engram(tmp_path / "two", "show", tape.name.split(".")[0][:12]).stdout.encode()
+
+
+
+def test_workers_are_forked_only_by_a_process_without_other_threads() -> None:
+    """The command forks its workers (no second interpreter to wait for); a process with another
+    thread running (a language server calling ingest) starts them from a forkserver, as a fork
+    could copy a lock that thread holds. (In fresh processes: the test run may have threads.)"""
+    code = ("import sys, threading\nfrom engram.capture.pipeline import _start_method\n"
+            "if sys.argv[1] == 'thread':\n    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+            "print(_start_method())\n")
+    got = {how: subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, check=True,
+                               timeout=120).stdout.strip() for how in ("alone", "thread")}
+    assert got == {"alone": "fork", "thread": "forkserver"}

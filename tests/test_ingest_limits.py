@@ -32,19 +32,23 @@ def test_a_line_nested_too_deep_is_a_counted_skip(repo: Path, tmp_path: Path) ->
 
 
 def _workers(pid: int) -> list[int]:
-    """The pool's workers below the ingest `pid`: processes two or more levels down (forked by the
-    forkserver), from ONE scan of /proc, and never the resource tracker. With a second scan for
-    the direct children, a child started between the two scans (the resource tracker) was taken
-    for a worker and killed: 1 run in ~5 on a loaded machine, a traceback from the tracker."""
+    """The pool's workers below the ingest `pid`, from ONE scan of /proc: forked by the ingest
+    itself (its own command line: the command forks them) or by the forkserver (two levels down;
+    a threaded ingest starts them so), never the resource tracker nor a `git` the ingest runs.
+    With a second scan for the direct children, a child started between the two scans (the
+    resource tracker) was taken for a worker and killed: 1 run in ~5 on a loaded machine, a
+    traceback from the tracker."""
+    try:
+        own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
     out = []
     for p, depth in _descendants(pid):
-        if depth < 2:
-            continue
         try:
             cmdline = Path(f"/proc/{p}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"resource_tracker" not in cmdline:
+        if cmdline == own if depth == 1 else b"resource_tracker" not in cmdline:
             out.append(p)
     return out
 

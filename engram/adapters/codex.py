@@ -46,7 +46,7 @@ from engram.adapters.apply_patch import (
     patch_from_function,
     shell_script,
 )
-from engram.adapters.base import OUTSIDE, Capture, Line, PathMapper, SourceSpan, posix_path, read_jsonl
+from engram.adapters.base import OUTSIDE, Capture, Line, PathMapper, SourceSpan, posix_path, read_source
 from engram.adapters.unified import (
     Change,
     apply_hunks,
@@ -781,7 +781,7 @@ def parse_rollout(
     """Read one rollout file into a capture; every event is tagged with its source line."""
     src = sources[0]
     skipped: Counter[str] = Counter()
-    lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=skipped)
+    lines = read_source(src, max_line_bytes=max_line_bytes, skipped=skipped)
     m = _UUID_RE.findall(src.path.name)
     cap = Capture(HARNESS, m[-1] if m else content_id(lines), sources, skipped=skipped)
     cap.meta = {"harness_version": None, "model": None, "cwd": None, "git_head": None, "git_branch": None,

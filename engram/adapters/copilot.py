@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from engram.adapters.aider import GitFiles, _on_disk
-from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.base import Capture, PathMapper, SourceSpan, read_source
 from engram.adapters.codex import shell_effect
 from engram.adapters.opencode import edit_from_diff
 from engram.adapters.sniff import looks_like_copilot  # noqa: F401 - (its home before sniff)
@@ -69,7 +69,7 @@ def parse_copilot(sources: list[SourceSpan], mapper_for: Callable[[str | None], 
     src = sources[0]
     name = src.path.parent.name if src.path.name == "events.jsonl" else src.path.stem
     cap = Capture(HARNESS, name, sources)
-    lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=cap.skipped)
+    lines = read_source(src, max_line_bytes=max_line_bytes, skipped=cap.skipped)
     records = [(line.offset, line.record) for line in lines if isinstance(line.record, dict)]
     start = next((r.get("data") or {} for _, r in records if r.get("type") == "session.start"), {})
     context = start.get("context") if isinstance(start.get("context"), dict) else {}

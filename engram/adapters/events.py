@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable, Iterable
 
-from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.base import Capture, PathMapper, SourceSpan, read_source
 from engram.tape import events as E
 
 
@@ -23,7 +23,7 @@ def parse_events(sources: list[SourceSpan], mapper_for: Callable[[str | None], P
                  max_line_bytes: int) -> Capture:
     src = sources[0]
     cap = Capture("events", "", sources)
-    lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=cap.skipped)
+    lines = read_source(src, max_line_bytes=max_line_bytes, skipped=cap.skipped)
     meta: dict = {}
     for line in lines:
         rec = line.record

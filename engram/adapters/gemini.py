@@ -40,7 +40,7 @@ from typing import Any, Callable, Final, Iterable
 
 import orjson
 
-from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.base import Capture, PathMapper, SourceSpan, read_source
 from engram.adapters.unified import edit_from_texts, join_lines, split_lines
 from engram.tape import events as E
 
@@ -105,7 +105,7 @@ def parse_gemini(sources: list[SourceSpan], mapper_for: Callable[[str | None], P
                     "nothing captured; ingest it again once it is complete"] += 1
         src.end = 0
     elif data.lstrip()[:1] == b"{":
-        lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=cap.skipped)
+        lines = read_source(src, max_line_bytes=max_line_bytes, skipped=cap.skipped)
         _recording(cap, mapper_for, [(line.offset, line.record) for line in lines if line.record is not None],
                    src.path)
     else:

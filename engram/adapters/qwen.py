@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Final
 
-from engram.adapters.base import Capture, PathMapper, SourceSpan, read_jsonl
+from engram.adapters.base import Capture, PathMapper, SourceSpan, read_source
 from engram.adapters.sniff import QWEN_RECORD_TYPES, looks_like_qwen  # noqa: F401 - (its home before sniff)
 from engram.adapters.gemini import State, call_outcome, parts_text, response_text
 from engram.tape import events as E
@@ -33,7 +33,7 @@ def parse_qwen(sources: list[SourceSpan], mapper_for: Callable[[str | None], Pat
 
         return parse_export(sources, mapper_for)
     cap = Capture(HARNESS, src.path.stem, sources)
-    lines, src.end = read_jsonl(src.path, max_line_bytes=max_line_bytes, skipped=cap.skipped)
+    lines = read_source(src, max_line_bytes=max_line_bytes, skipped=cap.skipped)
     records = [(line.offset, line.record) for line in lines if line.record is not None]
     first = next((r for _, r in records if r.get("sessionId")), {})
     cap.session_id = str(first.get("sessionId") or src.path.stem)

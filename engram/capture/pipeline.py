@@ -134,9 +134,12 @@ def _prefix_sha(path: Path, end: int) -> str:
 
 def _source_sha(src: SourceSpan, end: int) -> str:
     """What the first `end` bytes of a source hash to; for a source that stands for part of a
-    larger file (`SourceSpan.digest`), its digest, and only at its own end."""
+    larger file (`SourceSpan.digest`), its digest, and only at its own end. At the end the
+    adapter read to, the hash taken as it read (`SourceSpan.read_sha`)."""
     if src.digest is not None:
         return src.digest if end == src.end else ""
+    if src.read_sha is not None and src.read_sha[0] == end:
+        return src.read_sha[1]
     return _prefix_sha(src.path, end)
 
 
@@ -594,6 +597,26 @@ def _worker_lost(stats: IngestStats, left: int) -> None:
                 "capture %s", plural(left, "session"), agree(left, "it", "them"))
 
 
+def _start_method() -> str:
+    """How the workers start: "fork" in a process with no other thread (the `engram ingest`
+    command, on Linux), "forkserver" otherwise.
+
+    Why: forked workers start at once with every module this process imported, while the
+    forkserver first starts two interpreters (itself and multiprocessing's resource tracker) and
+    imports the pipeline again: ~0.25 s before the first session reaches a worker and ~0.15 s of
+    CPU per ingest, a fifth of a 100 MB capture's wall time on two cores (bench/README.md,
+    `capture.py`). Forking a process with threads (a language server calling ingest, OpenBLAS's
+    pool) can copy a lock another thread holds: those keep the forkserver. The threads are the
+    operating system's (/proc/self/task), not only Python's."""
+    if sys.platform != "linux":
+        return "forkserver"
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+    except OSError:
+        return "forkserver"
+    return "fork" if threads == 1 else "forkserver"
+
+
 def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: IngestStats,
                      maps: list[tuple[str, str]], progress: Callable[[int, int], None] | None,
                      indexer: Any, n_workers: int, removed: frozenset[tuple[str, str]] = frozenset()) -> None:
@@ -604,9 +627,10 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
     from concurrent.futures.process import BrokenProcessPool  # noqa: PLC0415
 
     k, w = indexer.resolve_params(db) if indexer is not None else (0, 0)
-    # forkserver: safe even when this process has threads (the language server calls ingest).
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["engram.capture.pipeline", *(["engram.index.build"] if indexer is not None else [])])
+    preload = ["engram.capture.pipeline", *(["engram.index.build"] if indexer is not None else [])]
+    ctx = multiprocessing.get_context(_start_method())
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(preload)
     sizes = [_job_bytes(job) for job in jobs]
     with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_exit_with,
                              initargs=(os.getpid(),)) as pool:

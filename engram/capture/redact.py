@@ -1225,6 +1225,9 @@ class Redactor:
                 found = [by_text.get(n, []) for n in nums]
             else:  # the rules change only the strings their needles are in
                 kept = [(j, by_text[n]) for j, n in zip(todo, nums) if n in by_text]
+                if not kept and not wholes:  # most events: nothing to look at
+                    out.append(ev)
+                    continue
                 todo = [j for j, _ in kept]
                 found = [f for _, f in kept]
             if todo or extra or wholes:
