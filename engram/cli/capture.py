@@ -136,6 +136,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     store = store_of(args)
     if args.stdin:
         stats = record_stdin(store, args.format, sys.stdin.buffer, after_tape=_indexer(store))
+        if not stats.sessions and stats.skipped:  # one input and nothing of it kept: an error, not a summary
+            from engram.errors import BadInput
+
+            if set(stats.skipped) == {"empty input on stdin"}:
+                raise BadInput("nothing recorded: stdin is empty; pipe a transcript into it")
+            why = "; ".join(reason for reason in stats.skipped)
+            raise BadInput(f"nothing recorded: stdin holds no transcript engram reads ({why}); "
+                           "`--format claude|codex|events|raw` names its format")
         _report(stats.as_dict(), stats.summary(), args.json)
         return 0
     cmd = list(args.command)
