@@ -80,7 +80,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     else:
         stats, report = IngestStats(), DiscoveryReport()
         jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats,
-                        report)
+                        report, maps)
         ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store), again=again)
         from engram.interop.sources import ingest_repository_sources  # Entire checkpoints, git-ai notes
 
