@@ -81,7 +81,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if args.debug:
             text += "\n\nranking rules that changed the answer (engram.query.ranking):\n"
             text += "\n".join(f"  {r['rule']}: {r['effect']}" for r in doc.get("ranking", [])) or "  none"
-        print_within(text, budget, _explain_command(args) + " --budget 0 (all of it)")
+        print_within(text, budget, _explain_command(args) + " --budget 0 (all of it)", page=args.page)
     else:
         _out(doc, compact=True)
     return 0
