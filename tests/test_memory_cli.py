@@ -98,6 +98,21 @@ def test_edit_link_graph_forget(repo: Path) -> None:
     assert err.returncode == 1 and f"memory {old} was forgotten" in err.stderr
 
 
+def test_a_forgotten_memory_can_still_be_purged_as_forget_says(repo: Path) -> None:
+    """`forget` says "its events stay in the log; --purge erases them": `forget ID --purge` then
+    erases them (it answered "memory … was forgotten", exit 1, and the text stayed in the log)."""
+    mid = js(repo, "remember", "The staging password rotates on Mondays")["id"]
+    told = run_engram(repo, "forget", mid).stdout
+    assert told.strip() == f"forgot {mid} (its events stay in the log; --purge erases them)"
+    log = repo / ".engram" / "events" / "memories"
+    assert any(b"staging password" in f.read_bytes() for f in log.iterdir())
+    purged = run_engram(repo, "forget", mid[:6], "--purge").stdout
+    assert purged.startswith(f"forgot {mid} and erased it from the log (1 event removed from 1 file)")
+    assert not any(b"staging password" in f.read_bytes() for f in log.iterdir())
+    again = run_engram(repo, "forget", mid, "--purge", check=False)
+    assert again.returncode == 1 and again.stderr.strip() == f"engram: memory {mid} was forgotten and purged"
+
+
 @pytest.mark.parametrize("args,message", [
     (("remember", ""), "the text is empty"),
     (("remember", "x", "--at", "net.py:4-99"), "past the end"),

@@ -254,7 +254,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if args.json:
         _out(done)
     elif args.purge:
-        print(f"forgot {done['id']} and erased it from the log ({done['events_removed']} events removed from "
+        print(f"forgot {done['id']} and erased it from the log ({plural(done['events_removed'], 'event')} removed from "
               f"{plural(done['files_rewritten'], 'file')}); other clones erase it when the tombstone reaches them")
     else:
         print(f"forgot {done['id']} (its events stay in the log; --purge erases them)")
