@@ -289,6 +289,19 @@ def test_search_finds_the_users_request(spot_repo: tuple[Path, dict[str, str]]) 
     assert "Implement spotter-gqc" in doc["hits"][0]["excerpt"]
 
 
+def test_search_says_when_nothing_matches_and_refuses_an_empty_query(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """A person's search that finds nothing says so (it printed nothing at all, exit 0); an empty
+    query is a mistake, one line and exit 1 (it answered no hits)."""
+    root, _ = spot_repo
+    none = run_engram(root, "search", "zzqqxxnothing", "--pretty")
+    assert none.stdout == "" and none.stderr.strip() == "no message or tool call matches 'zzqqxxnothing'"
+    assert json.loads(run_engram(root, "search", "zzqqxxnothing").stdout) == {"query": "zzqqxxnothing", "hits": []}
+    for blank in ("", "  "):
+        bad = run_engram(root, "search", blank, check=False)
+        assert bad.returncode == 1 and bad.stdout == ""
+        assert bad.stderr.strip() == "engram: what to search for? give words: engram search 'retry backoff'"
+
+
 def test_search_fills_its_page_when_a_session_was_resumed_many_times(repo: Path, tmp_path: Path) -> None:
     """Each resume of a session copies its records, and search leaves the copies out: a chain of
     four resumes must still give a full page of the first session's own messages, and never a
