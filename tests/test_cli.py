@@ -93,6 +93,21 @@ def test_a_mistyped_command_gets_the_nearest_ones(tmp_path: Path) -> None:
     assert "did you mean setup?" in engram(tmp_path, "-C", str(tmp_path), "stup").stderr
 
 
+def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_path: Path) -> None:
+    """An option a command does not have is told with that command's usage and the nearest option
+    it has (it showed `engram`'s own usage: `memory edit --tags` named no option of edit's)."""
+    out = engram(tmp_path, "memory", "edit", "abc", "--tags", "x")
+    assert out.returncode == 2 and out.stderr.startswith("usage: engram memory edit ")
+    assert out.stderr.splitlines()[-1] == ("engram memory edit: error: unrecognized arguments: --tags x; "
+                                           "did you mean --tag?")
+    out = engram(tmp_path, "explain", "a.py:1-2", "--prety")
+    assert out.stderr.splitlines()[-1] == "engram explain: error: unrecognized arguments: --prety; did you mean --pretty?"
+    out = engram(tmp_path, "pull", "--dry-run")
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram pull: error: unrecognized arguments: --dry-run"
+    out = engram(tmp_path, "--bogus", "tapes")  # before the command: engram's own
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram: error: unrecognized arguments: --bogus"
+
+
 def test_hook_help_prints_help(tmp_path: Path) -> None:
     out = engram(tmp_path, "hook", "--help")
     assert out.returncode == 0 and "usage: engram hook" in out.stdout and "payload" in out.stdout
