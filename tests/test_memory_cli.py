@@ -98,6 +98,17 @@ def test_edit_link_graph_forget(repo: Path) -> None:
     assert err.returncode == 1 and f"memory {old} was forgotten" in err.stderr
 
 
+def test_memory_show_gives_a_long_note_whole(repo: Path) -> None:
+    """`memory list` cuts a note at 4 lines and names `memory show ID` for the rest; `memory show`
+    itself gives it whole (it cut it too, and named itself)."""
+    body = "\n".join(f"step {i}: do thing {i}" for i in range(1, 8))
+    mid = js(repo, "remember", f"How to release\n{body}")["id"]
+    listed = run_engram(repo, "memory", "list").stdout
+    assert f"    … 4 more lines (`engram memory show {mid}`)" in listed.splitlines()
+    shown = run_engram(repo, "memory", "show", mid).stdout.splitlines()
+    assert shown[1:8] == [f"    step {i}: do thing {i}" for i in range(1, 8)] and "more lines" not in "".join(shown)
+
+
 def test_a_forgotten_memory_can_still_be_purged_as_forget_says(repo: Path) -> None:
     """`forget` says "its events stay in the log; --purge erases them": `forget ID --purge` then
     erases them (it answered "memory … was forgotten", exit 1, and the text stayed in the log)."""

@@ -97,7 +97,9 @@ def _source(src: dict[str, Any]) -> str:
     return text
 
 
-def _memory_lines(m: Memory, places: list[Place], score: float | None = None) -> list[str]:
+def _memory_lines(m: Memory, places: list[Place], score: float | None = None, whole: bool = False) -> list[str]:
+    """A memory for people: its first line, up to 3 more (`whole`: all of them, as `memory show`
+    gives it; it cut a long note and named itself as the command that shows the rest)."""
     head = f"{m.id}  {m.kind:<10}"
     if score is not None:
         head += f" {score:6.3f}"
@@ -105,8 +107,8 @@ def _memory_lines(m: Memory, places: list[Place], score: float | None = None) ->
         head += f"  [{m.status}]"
     lines = [f"{head}  {m.summary}"]
     rest = m.content.strip().splitlines()[1:]
-    lines += [f"    {line}" for line in rest[:3]]
-    if len(rest) > 3:
+    lines += [f"    {line}" for line in (rest if whole else rest[:3])]
+    if len(rest) > 3 and not whole:
         lines.append(f"    … {len(rest) - 3} more lines (`engram memory show {m.id}`)")
     meta = [f"source: {_source(m.source)}", f"importance {m.importance:g}"]
     if m.tags:
@@ -287,7 +289,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         _out(doc)
         return 0
-    print("\n".join(_memory_lines(m, [])))
+    print("\n".join(_memory_lines(m, [], whole=True)))
     print(f"    created {_when(m.created)} · updated {_when(m.updated)} · recalled {plural(m.recall_count, 'time')}, "
           f"last {_when(m.last_recalled)}")
     for a in doc["anchors"]:

@@ -341,6 +341,11 @@ class Memories:
             embedded = projection.has_vector(self.db, projection.content_hash(content))
         return Remembered(mid, links=links, embedding="done" if embedded else "pending")
 
+    def check_anchor(self, at: str) -> None:
+        """Raise BadInput, saying why, when `at` (FILE:START-END) names no lines of the working
+        tree a memory could be anchored to; write nothing."""
+        self._capture(at, None)
+
     def _capture(self, at: str, buffers: Mapping[str, str] | None) -> dict[str, Any]:
         from engram.memory.anchors import capture  # noqa: PLC0415 - fingerprints load numpy
 
