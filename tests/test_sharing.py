@@ -253,6 +253,20 @@ def test_nothing_unredacted_leaves(team: dict[str, Path], tmp_path: Path) -> Non
     assert b"[REDACTED:internal-token]" in blob, "the rewritten tape went"
 
 
+def test_push_counts_the_team_memories_it_adds_not_every_one_again(team: dict[str, Path]) -> None:
+    """Each push said "pushed … N team memories" for every team memory, though the remote had them
+    all: it names those with events the remote lacks, of how many leave."""
+    alice = team["alice"]
+    run_engram(alice, "remember", "Retries back off exponentially", "--scope", "team")
+    assert ", 1 team memory new or changed (of 1), " in run_engram(alice, "push", "--dry-run").stdout
+    assert ", 1 team memory new or changed (of 1), " in run_engram(alice, "push").stdout
+    again = run_engram(alice, "push", "--dry-run").stdout
+    assert ", 0 team memories new or changed (of 1), " in again and "would push 0 tapes" in again
+    run_engram(alice, "remember", "The cache is per process", "--scope", "team")
+    doc = json.loads(run_engram(alice, "push", "--json").stdout)
+    assert (doc["memories"]["team"], doc["memories"]["team_new"]) == (2, 1)
+
+
 def test_bad_remotes_get_clear_messages_and_leave_the_store_untouched(team: dict[str, Path], tmp_path: Path) -> None:
     alice, bob, remote = team["alice"], team["bob"], team["remote"]
 
