@@ -363,6 +363,8 @@ def test_reindex_gives_identical_answers(spotter: Path, spot_repo: tuple[Path, d
     (["assets/js/app.js:ten-20"], "lines must be numbers"),
     (["--text", "missing.txt"], "--text missing.txt: cannot read it (No such file or directory)"),
     (["--text", "assets"], "--text assets: cannot read it"),
+    (["assets"], "assets: a directory; name a file in it"),  # (was "no such file", as if mistyped)
+    (["assets/js:1-2"], "assets/js: a directory; name a file in it"),
 ])
 def test_explain_errors_are_clear(spot_repo: tuple[Path, dict[str, str]], args: list[str], message: str) -> None:
     root, _ = spot_repo

@@ -76,7 +76,7 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
 def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
     """The repository-relative path of `path` and its working-tree text."""
     from engram.errors import BadInput
-    from engram.query.spans import repo_relative
+    from engram.query.spans import not_a_file, repo_relative
 
     rel = repo_relative(store.root, path, Path(cwd) if cwd else None)
     full = store.root / rel
@@ -84,7 +84,7 @@ def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
         head, sep, _ = path.rpartition(":")
         if sep and (store.root / repo_relative(store.root, head, Path(cwd) if cwd else None)).is_file():
             raise BadInput(f"{path!r}: lines must be numbers, e.g. {head}:10-24 (or {head} for the whole file)")
-        raise BadInput(f"{path}: no such file in the working tree")
+        raise not_a_file(path, full)
     return rel, full.read_bytes().decode("utf-8", "replace")
 
 

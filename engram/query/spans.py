@@ -48,11 +48,19 @@ def in_tree(root: Path, path: str) -> bool:
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
+def not_a_file(path: str, full: Path) -> BadInput:
+    """The error for a `FILE[:A-B]` whose FILE is not a file of the working tree: a directory is
+    named as one (it was "no such file", as if the name were wrong)."""
+    if full.is_dir():
+        return BadInput(f"{path}: a directory; name a file in it")
+    return BadInput(f"{path}: no such file in the working tree")
+
+
 def read_span(root: Path, path: str, start: int, end: int, cwd: Path | None = None) -> Span:
     rel = repo_relative(root, path, cwd)
     full = root / rel
     if not full.is_file():
-        raise BadInput(f"{path}: no such file in the working tree")
+        raise not_a_file(path, full)
     text = full.read_bytes().decode("utf-8", "replace")
     lines = text.splitlines()
     if start < 1 or end < start:
