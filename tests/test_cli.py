@@ -108,6 +108,15 @@ def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_p
     assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram: error: unrecognized arguments: --bogus"
 
 
+def test_a_repository_option_naming_no_directory_says_so(tmp_path: Path) -> None:
+    """`engram -C DIR` where DIR is not there: said as such (it was "no .engram/ store in DIR or
+    above; run `engram init`", which would not help)."""
+    (tmp_path / "file.txt").write_text("x\n")
+    for target, what in ((tmp_path / "nowhere", "no such directory"), (tmp_path / "file.txt", "not a directory")):
+        out = engram(tmp_path, "-C", str(target), "tapes")
+        assert out.returncode == 1 and out.stderr == f"engram: -C {target}: {what}\n"
+
+
 def test_hook_help_prints_help(tmp_path: Path) -> None:
     out = engram(tmp_path, "hook", "--help")
     assert out.returncode == 0 and "usage: engram hook" in out.stdout and "payload" in out.stdout

@@ -271,6 +271,10 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
     from engram.errors import EngramError
 
     try:
+        if getattr(args, "repo", None) and not os.path.isdir(args.repo):  # (it said "no .engram/ store in" it)
+            from engram.errors import BadInput  # noqa: PLC0415
+
+            raise BadInput(f"-C {args.repo}: {'not a' if os.path.exists(args.repo) else 'no such'} directory")
         return args.func(args)
     except EngramError as exc:
         from engram.cli.style import paint  # noqa: PLC0415
