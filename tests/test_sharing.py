@@ -407,6 +407,20 @@ def test_pull_takes_sessions_since_a_date_and_of_this_clones_history(team: dict[
     assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
 
 
+def test_pull_since_refuses_a_date_that_does_not_exist() -> None:
+    """`pull --since 2026-13-45` passed the pattern and compared as text (a month 13 took every
+    session of 2026); a date that is not one is a usage error, as a date that is no date is."""
+    import argparse as ap  # noqa: PLC0415
+
+    from engram.cli.share import since_date  # noqa: PLC0415
+
+    for bad in ("2026-13-45", "2026-02-30", "2026-02-11T25:00"):
+        with pytest.raises(ap.ArgumentTypeError, match="no such date or time"):
+            since_date(bad)
+    assert since_date("2026-02-11") == "2026-02-11" and since_date("2026-02-11 20:36") == "2026-02-11T20:36"
+    assert since_date("2026-02-11T20:36:45.618Z") == "2026-02-11T20:36:45.618Z"
+
+
 def test_a_push_that_loses_the_race_unions_and_retries(team: dict[str, Path], tmp_path: Path) -> None:
     alice, bob, remote = team["alice"], team["bob"], team["remote"]
     real = shutil.which("git")

@@ -57,8 +57,14 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def since_date(text: str) -> str:
     """`--since 2026-11-01` (or a full ISO time): sessions that began on or after it."""
+    import datetime as dt  # noqa: PLC0415
+
     if not re.match(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.]+Z?)?$", text):
         raise argparse.ArgumentTypeError(f"{text!r}: a date, YYYY-MM-DD (or an ISO time)")
+    try:  # (a month 13 passed the pattern and compared as text)
+        dt.datetime.fromisoformat(text.replace(" ", "T").removesuffix("Z"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: no such date or time (YYYY-MM-DD)") from None
     return text.replace(" ", "T")
 
 
