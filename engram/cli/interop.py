@@ -19,14 +19,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     from engram.cli.query import _ready_db
     from engram.interop.agent_trace import export_record
 
+    from engram.errors import BadInput
+
     store = store_of(args)
+    if args.output:
+        _writable(Path(args.output))
     with closing(_ready_db(store)) as db:
         record = export_record(store, db, args.target, Path.cwd())
     line = orjson.dumps(record) + b"\n"
     if args.output:
         from engram.fsutil import atomic_write
 
-        atomic_write(Path(args.output), line)
+        try:
+            atomic_write(Path(args.output), line)
+        except OSError as exc:
+            raise BadInput(f"-o {args.output}: cannot write it ({exc.strerror or exc})") from None
         ranges = sum(len(c["ranges"]) for f in record["files"] for c in f["conversations"])
         from engram.words import plural
 
@@ -35,6 +42,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         sys.stdout.buffer.write(line)
     return 0
+
+
+def _writable(out: Path) -> None:
+    """Refuse `-o FILE` in a folder that is not there, or naming a folder, before any work: the
+    write made the missing folders (a typo'd path became a new tree, reported as written)."""
+    from engram.errors import BadInput
+
+    if out.is_dir():
+        raise BadInput(f"-o {out}: a directory; name the file to write")
+    if not out.parent.is_dir():
+        raise BadInput(f"-o {out}: no such directory {out.parent}")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
