@@ -96,7 +96,14 @@ def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> 
     rel, text = _file_text(store, str(params["file"]), params.get("cwd"))
     if isinstance(params.get("text"), str):  # the editor's text of the file, unsaved changes and all
         text = params["text"]
-    regions = blame(db, store.root, rel, text, params.get("start"), params.get("end"))
+    end = params.get("end")
+    n_lines = len(text.splitlines())
+    if end is not None and int(end) > n_lines:  # (as git blame: an empty answer read as "no session")
+        from engram.errors import BadInput
+
+        raise BadInput(f"{params['file']}:{params.get('start')}-{end}: past the end of the file "
+                       f"({n_lines} {'line' if n_lines == 1 else 'lines'})")
+    regions = blame(db, store.root, rel, text, params.get("start"), end)
     add_requests(db, store.tapes_dir, store.objects_dir, regions)
     return {"file": rel, "regions": [r.porcelain() for r in regions]}
 
