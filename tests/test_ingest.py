@@ -50,6 +50,17 @@ def new_repo(base: Path, name: str) -> Path:
     return root
 
 
+def test_init_of_a_path_that_is_no_directory_is_refused_and_makes_nothing(tmp_path: Path) -> None:
+    """`engram init PATH`: a PATH not there made the folders (a typo became a tree with a store in
+    it); a file was a traceback (NotADirectoryError). Both are one line, exit 1."""
+    (tmp_path / "notes.txt").write_text("x\n")
+    for path, what in (("no/such/repo", "no such directory"), ("notes.txt", "not a directory")):
+        proc = run_engram(tmp_path, "init", path, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert proc.stderr == f"engram: {path}: {what}; give the repository's root (or run `engram init` in it)\n"
+    assert not (tmp_path / "no").exists() and not (tmp_path / ".engram").exists()
+
+
 def test_init_is_idempotent_and_excludes_the_store_from_git(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()

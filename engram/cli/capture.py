@@ -16,6 +16,11 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
     root = (here / args.path).resolve() if args.path else (find_repo_root(here) or here)
+    if not root.is_dir():  # (a typo made a new folder tree; a file was a traceback)
+        from engram.errors import BadInput
+
+        raise BadInput(f"{args.path}: {'not a' if root.exists() else 'no such'} directory; "
+                       "give the repository's root (or run `engram init` in it)")
     store, warnings = init_store(root)
     from engram.index.db import open_db
 
