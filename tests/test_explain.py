@@ -394,6 +394,11 @@ def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:
     (["view", "x", "--at", "3", "--before", "-2"], "argument --before: '-2': must be 0 or more"),
     (["search", "x", "--limit", "0"], "argument --limit: '0': must be 1 or more"),
     (["tapes", "--limit", "-3"], "argument --limit: '-3': must be 1 or more"),
+    # past 64 bits these reached SQLite as a traceback ("int too big to convert")
+    (["tapes", "--limit", "9" * 20], f"argument --limit: '{'9' * 20}': too large (at most 2,147,483,647)"),
+    (["search", "x", "--limit", "9" * 20], "too large (at most 2,147,483,647)"),
+    (["explain", "assets/js/app.js:1-9", "--budget", "9" * 20], "argument --budget: '" + "9" * 20 + "': too large"),
+    (["resume", "--budget", "9" * 20], "argument --budget: '" + "9" * 20 + "': too large"),
 ])
 def test_bad_option_values_are_refused(spot_repo: tuple[Path, dict[str, str]], args: list[str], message: str) -> None:
     """A negative window once shifted the transcript past the event it was centred on; now
@@ -409,6 +414,7 @@ def test_bad_option_values_are_refused(spot_repo: tuple[Path, dict[str, str]], a
     ("[explain]\nmin_confidence = 5\n", "explain.min_confidence = 5: must be a number from 0 to 1"),
     ("explain = 3\n", "[explain] must be a table of settings"),
     ("[redact]\npatterns = \"x\"\n", "redact.patterns must be a list"),
+    ("[explain]\nbudget = 99999999999999999999\n", "explain.budget = 99999999999999999999: too large (at most 2,147,483,647)"),
 ])
 def test_bad_settings_name_the_key(spot_repo: tuple[Path, dict[str, str]], toml: str, message: str) -> None:
     root, _ = spot_repo
