@@ -178,6 +178,20 @@ def test_import_export_round_trip_and_a_malformed_line_imports_nothing(repo: Pat
     assert [json.loads(x) for x in run_engram(other, "memory", "export").stdout.splitlines()] == exported
 
 
+def test_export_to_a_missing_folder_and_import_of_empty_stdin_are_errors(repo: Path, tmp_path: Path) -> None:
+    """`memory export -o` into a folder that is not there made it and said "exported 1 memories";
+    `memory import -` of nothing said "imported 0 memories" as if it had read something."""
+    js(repo, "remember", "Builds are reproducible")
+    target = tmp_path / "no" / "such" / "notes.jsonl"
+    bad = run_engram(repo, "memory", "export", "-o", str(target), check=False)
+    assert bad.returncode == 1 and bad.stderr == f"engram: -o {target}: no such directory {target.parent}\n"
+    assert not (tmp_path / "no").exists()
+    done = run_engram(repo, "memory", "export", "-o", str(tmp_path / "notes.jsonl"))
+    assert done.stderr == f"exported 1 memory to {tmp_path / 'notes.jsonl'}\n"
+    empty = run_engram(repo, "memory", "import", "-", input=b"", check=False)
+    assert empty.returncode == 1 and empty.stderr.startswith("engram: nothing to import: stdin is empty; ")
+
+
 def test_import_claude_md_and_auto_memory_notes_and_mem0(repo: Path) -> None:
     md = js(repo, "memory", "import", str(FIXTURES / "CLAUDE.md"))
     assert md["format"] == "claude-md" and md["imported"] == 6

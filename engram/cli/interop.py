@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 from engram.cli.context import store_of
-from engram.cli.output import people_output
+from engram.cli.output import people_output, writable_output
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -23,7 +23,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     store = store_of(args)
     if args.output:
-        _writable(Path(args.output))
+        writable_output(Path(args.output))
     with closing(_ready_db(store)) as db:
         record = export_record(store, db, args.target, Path.cwd())
     line = orjson.dumps(record) + b"\n"
@@ -42,17 +42,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         sys.stdout.buffer.write(line)
     return 0
-
-
-def _writable(out: Path) -> None:
-    """Refuse `-o FILE` in a folder that is not there, or naming a folder, before any work: the
-    write made the missing folders (a typo'd path became a new tree, reported as written)."""
-    from engram.errors import BadInput
-
-    if out.is_dir():
-        raise BadInput(f"-o {out}: a directory; name the file to write")
-    if not out.parent.is_dir():
-        raise BadInput(f"-o {out}: no such directory {out.parent}")
 
 
 def cmd_import(args: argparse.Namespace) -> int:

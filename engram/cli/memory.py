@@ -392,6 +392,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from engram.memory.interchange import export_lines
 
+    if args.output and args.output != "-":
+        from pathlib import Path
+
+        from engram.cli.output import writable_output
+
+        writable_output(Path(args.output))
     with _memories(args) as mem:
         docs = export_lines(mem, hidden=args.all)
     import orjson
@@ -406,7 +412,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from engram.fsutil import atomic_write
 
         atomic_write(Path(args.output), data)
-        print(f"exported {len(docs)} memories to {args.output}", file=sys.stderr)
+        print(f"exported {plural(len(docs), 'memory', 'memories')} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.buffer.write(data)
     return 0

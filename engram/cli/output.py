@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -97,3 +98,14 @@ def _head_lines(lines: list[str], room: int) -> tuple[list[str], list[str]]:
                 return [line.encode()[:max(room, 0)].decode(errors="ignore")], lines
             return lines[:i], lines[i:]
     return lines, []
+
+
+def writable_output(out: Path) -> None:
+    """Refuse `-o FILE` in a folder that is not there, or naming a folder, before any work: the
+    write made the missing folders (a typo'd path became a new tree, reported as written)."""
+    from engram.errors import BadInput  # noqa: PLC0415
+
+    if out.is_dir():
+        raise BadInput(f"-o {out}: a directory; name the file to write")
+    if not out.parent.is_dir():
+        raise BadInput(f"-o {out}: no such directory {out.parent}")
