@@ -188,6 +188,9 @@ def test_export_to_a_missing_folder_and_import_of_empty_stdin_are_errors(repo: P
     assert not (tmp_path / "no").exists()
     done = run_engram(repo, "memory", "export", "-o", str(tmp_path / "notes.jsonl"))
     assert done.stderr == f"exported 1 memory to {tmp_path / 'notes.jsonl'}\n"
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"content": "Deploys run on Fridays"}\n')
+    assert run_engram(repo, "memory", "import", str(one)).stdout == f"imported 1 memory from {one} (jsonl)\n"
     empty = run_engram(repo, "memory", "import", "-", input=b"", check=False)
     assert empty.returncode == 1 and empty.stderr.startswith("engram: nothing to import: stdin is empty; ")
 

@@ -383,7 +383,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         _out(report)
     else:
-        print(f"imported {report['imported']} memories from {args.file} ({report['format']})"
+        print(f"imported {plural(report['imported'], 'memory', 'memories')} from {args.file} ({report['format']})"
               + (f"; {report['skipped']} already present" if report["skipped"] else "")
               + (f"; {report['merged']} merged into near-duplicates" if report.get("merged") else ""))
     return 0
@@ -451,7 +451,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if args.json:
         _out(doc)
     elif ok:
-        print(f"embedded {done} memories ({reason}); {left} without a vector")
+        print(f"embedded {plural(done, 'memory', 'memories')} ({reason}); {left} without a vector")
     else:
         print(f"embedding is unavailable here: {reason}", file=sys.stderr)
         return 1
