@@ -195,6 +195,12 @@ def test_export_to_a_missing_folder_and_import_of_empty_stdin_are_errors(repo: P
     assert empty.returncode == 1 and empty.stderr.startswith("engram: nothing to import: stdin is empty; ")
 
 
+def test_past_the_end_of_a_one_line_file_says_1_line(repo: Path) -> None:
+    (repo / "one.py").write_text("VERSION = 3\n")
+    proc = run_engram(repo, "remember", "x", "--at", "one.py:1-3", check=False)
+    assert proc.returncode == 1 and "past the end of the file (1 line); anchor lines within 1-1" in proc.stderr
+
+
 def test_import_claude_md_and_auto_memory_notes_and_mem0(repo: Path) -> None:
     md = js(repo, "memory", "import", str(FIXTURES / "CLAUDE.md"))
     assert md["format"] == "claude-md" and md["imported"] == 6

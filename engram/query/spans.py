@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
+from engram.words import plural
 
 __all__ = ["Span", "parse_span", "repo_relative", "in_tree", "read_span", "text_span"]
 
@@ -66,7 +67,7 @@ def read_span(root: Path, path: str, start: int, end: int, cwd: Path | None = No
     if start < 1 or end < start:
         raise BadInput(f"{path}:{start}-{end}: lines are 1-based and START must not exceed END")
     if end > len(lines):
-        raise BadInput(f"{path}:{start}-{end}: past the end of the file ({len(lines)} lines)")
+        raise BadInput(f"{path}:{start}-{end}: past the end of the file ({plural(len(lines), 'line')})")
     return Span(rel, start, end, "\n".join(lines[start - 1:end]) + "\n")
 
 
