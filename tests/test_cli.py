@@ -344,6 +344,17 @@ def test_doctor_finds_what_is_wrong_and_says_how_to_fix_it(tmp_path: Path) -> No
     assert checks["claude"][0]["fix"] == "engram setup claude"
     assert statuses(checks, "language server") == ["ok"] and statuses(checks, "embeddings") in (["ok"], ["warn"])
 
+    given = tmp_path / "given"  # sessions given by path: captured, not "engram ingest PATH..." to do
+    given.mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    run_engram(other, "init")
+    run_engram(other, "ingest", str(write_project(given, other, "s2", claude_session(other, "s2", "b.py", "b = 1\n"))))
+    code, checks = doctor(other, env)
+    assert checks["sessions"][0]["status"] == "ok" and checks["sessions"][0]["fix"] is None
+    assert checks["sessions"][0]["detail"].startswith("1 tape captured from transcripts given to `engram ingest`; ")
+
     run_engram(root, "ingest", env=env)
     engram(root, "setup", "claude", env=env)
     code, checks = doctor(root, env)
