@@ -191,6 +191,9 @@ def test_export_to_a_missing_folder_and_import_of_empty_stdin_are_errors(repo: P
     one = tmp_path / "one.jsonl"
     one.write_text('{"content": "Deploys run on Fridays"}\n')
     assert run_engram(repo, "memory", "import", str(one)).stdout == f"imported 1 memory from {one} (jsonl)\n"
+    number = run_engram(repo, "memory", "import", "-", input=b'{"content": 5}\n', check=False)  # (was "the text is empty")
+    assert number.returncode == 1 and number.stderr == ("engram: nothing was imported: stdin line 1: a memory's content "
+                                                        "is text, not int '5'\n")
     empty = run_engram(repo, "memory", "import", "-", input=b"", check=False)
     assert empty.returncode == 1 and empty.stderr.startswith("engram: nothing to import: stdin is empty; ")
 
