@@ -315,11 +315,7 @@ def test_recall_and_list_keep_to_a_budget_in_text_and_json(repo: Path) -> None:
         whole = run_engram(repo, *args, "--budget", "0").stdout  # (recall's scores move: it reinforces)
         ids = [line.split()[0] for line in whole.splitlines() if not line.startswith(" ")]
         shown = [line.split()[0] for line in lines[:-1] if not line.startswith(" ")]
-        # recall's top 10 may change between the two calls (reinforcement; vectors made after an
-        # answer), so its cut answer is checked against every memory, the list's against the list
-        every = {m["id"] for m in js(repo, "memory", "list", "--budget", "0")["memories"]}
-        assert set(shown) <= (every if args[0] == "recall" else set(ids)) and len(shown) < len(ids), args
-        assert len(ids) == (10 if args[0] == "recall" else len(topics)), args
+        assert set(shown) < set(ids) and len(ids) == (10 if args[0] == "recall" else len(topics)), args
     out = run_engram(repo, "memory", "list", "--json").stdout
     doc = json.loads(out)
     assert len(out.encode()) <= 2000 * 4 + 1 and doc["budget"]["tokens"] == 2000
