@@ -167,6 +167,11 @@ def session_checks(store: Store) -> Iterator[Check]:
         return
     if not jobs:
         looked = "; ".join(line.strip() for line in report.lines()[1:])
+        held = _tapes_held(store)
+        if held:  # (the sessions were given by path: "run engram ingest PATH" read as if nothing were captured)
+            yield Check("sessions", OK, f"{plural(held, 'tape')} captured from transcripts given to `engram ingest`; "
+                        f"none where Claude Code and Codex keep this repository's sessions: {looked}", None)
+            return
         yield Check("sessions", WARN, f"no Claude Code or Codex session of this repository found: {looked}",
                     "engram ingest PATH... (the transcripts' files), or start an agent here")
         return
@@ -186,6 +191,18 @@ def session_checks(store: Store) -> Iterator[Check]:
                     "records not captured yet", "engram ingest")
     else:
         yield Check("sessions", OK, f"{plural(len(jobs), 'session')} of this repository found, all captured")
+
+
+def _tapes_held(store: Store) -> int:
+    """How many tapes the catalogue holds (0 when it cannot be read: the index checks say why)."""
+    from engram.index.db import open_db  # noqa: PLC0415
+
+    try:
+        with closing(open_db(store, readonly=True)) as db:
+            return int(db.execute("SELECT count(*) FROM tapes").fetchall()[0][0])
+    except Exception as exc:  # noqa: BLE001 - the index checks said what is wrong with it
+        log.info("tapes not counted: %s", exc)
+        return 0
 
 
 def _size(path: Path) -> int:

@@ -278,8 +278,9 @@ def register_task_tools(mcp: MCPServer, store_provider: Callable[[], Store],
                         for c in found.checkpoints if version is None or c["version"] == version]
                 if version is not None and not rows:
                     from engram.errors import BadInput  # noqa: PLC0415
+                    from engram.words import plural  # noqa: PLC0415
 
-                    raise BadInput(f"task {found.id} has {len(found.checkpoints)} checkpoints; no version {version}")
+                    raise BadInput(f"task {found.id} has {plural(len(found.checkpoints), 'checkpoint')}; no version {version}")
                 return Checkpoints(task=found.id, checkpoints=rows)
 
         return await run(work)

@@ -125,6 +125,11 @@ def test_lines_no_session_wrote_and_bad_ranges(two_sessions: Path) -> None:
             assert proc.returncode == 1 and says in proc.stderr
     missing = run_engram(two_sessions, "blame", "nope.py", check=False)
     assert missing.returncode == 1 and "no such file" in missing.stderr
+    for past in ("40,50", "30,32"):  # (an empty answer, exit 0, read as "no session wrote them")
+        proc = run_engram(two_sessions, "blame", "report.py", "-L", past, check=False)
+        a, b = past.split(",")
+        assert proc.returncode == 1 and proc.stdout == ""
+        assert proc.stderr == f"engram: report.py:{a}-{b}: past the end of the file (31 lines)\n"
 
 
 def test_explain_a_whole_file_region_by_region(two_sessions: Path) -> None:

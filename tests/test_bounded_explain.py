@@ -160,4 +160,26 @@ def test_text_for_people_keeps_to_the_budget_and_says_how_to_see_the_rest(spotte
     assert whole.startswith("\n".join(lines[:-1]))  # whole lines, the first ones
     left = len(whole.splitlines()) - (len(lines) - 1)
     assert lines[-1] == (f"… {left} more lines (~{lines[-1].split('~')[1].split()[0]} tokens) left out of the "
-                         f"300-token budget: engram explain {shlex.quote(rel)} --pretty --budget 0 (all of it)")
+                         f"300-token budget: engram explain {shlex.quote(rel)} --pretty --budget 0 (all of it); "
+                         "--page 2: the next page")
+
+
+def test_text_for_people_is_read_page_by_page_as_the_hint_says(spotter: Path, spot: Path) -> None:
+    """`--page N` with `--pretty` prints the Nth page of the text (it printed page 1 again, whatever
+    N was): the pages, in order, are the whole text, each within the budget; a page past the last
+    is one error line."""
+    rel = max(created_by(spotter, SPOTTER_MAIN), key=lambda r: len((spot / r).read_text()))
+    whole = run_engram(spot, "explain", rel, "--pretty", "--budget", "0").stdout.splitlines()
+    shown: list[str] = []
+    for n in range(1, 200):
+        lines = run_engram(spot, "explain", rel, "--pretty", "--budget", "300", "--page", str(n)).stdout.splitlines()
+        last = lines and lines[-1].startswith("… ") and lines[-1].endswith(f"; --page {n + 1}: the next page")
+        body = lines[:-1] if last else lines
+        assert len("\n".join(body).encode()) <= 300 * TOKEN_BYTES and body
+        shown += body
+        if not last:
+            break
+    assert n > 2 and shown == whole
+    past = run_engram(spot, "explain", rel, "--pretty", "--budget", "300", "--page", str(n + 1), check=False)
+    assert past.returncode == 1 and past.stdout == ""
+    assert past.stderr.strip() == f"engram: --page {n + 1}: the answer has {n} pages at a 300-token budget"

@@ -93,6 +93,30 @@ def test_a_mistyped_command_gets_the_nearest_ones(tmp_path: Path) -> None:
     assert "did you mean setup?" in engram(tmp_path, "-C", str(tmp_path), "stup").stderr
 
 
+def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_path: Path) -> None:
+    """An option a command does not have is told with that command's usage and the nearest option
+    it has (it showed `engram`'s own usage: `memory edit --tags` named no option of edit's)."""
+    out = engram(tmp_path, "memory", "edit", "abc", "--tags", "x")
+    assert out.returncode == 2 and out.stderr.startswith("usage: engram memory edit ")
+    assert out.stderr.splitlines()[-1] == ("engram memory edit: error: unrecognized arguments: --tags x; "
+                                           "did you mean --tag?")
+    out = engram(tmp_path, "explain", "a.py:1-2", "--prety")
+    assert out.stderr.splitlines()[-1] == "engram explain: error: unrecognized arguments: --prety; did you mean --pretty?"
+    out = engram(tmp_path, "pull", "--dry-run")
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram pull: error: unrecognized arguments: --dry-run"
+    out = engram(tmp_path, "--bogus", "tapes")  # before the command: engram's own
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram: error: unrecognized arguments: --bogus"
+
+
+def test_a_repository_option_naming_no_directory_says_so(tmp_path: Path) -> None:
+    """`engram -C DIR` where DIR is not there: said as such (it was "no .engram/ store in DIR or
+    above; run `engram init`", which would not help)."""
+    (tmp_path / "file.txt").write_text("x\n")
+    for target, what in ((tmp_path / "nowhere", "no such directory"), (tmp_path / "file.txt", "not a directory")):
+        out = engram(tmp_path, "-C", str(target), "tapes")
+        assert out.returncode == 1 and out.stderr == f"engram: -C {target}: {what}\n"
+
+
 def test_hook_help_prints_help(tmp_path: Path) -> None:
     out = engram(tmp_path, "hook", "--help")
     assert out.returncode == 0 and "usage: engram hook" in out.stdout and "payload" in out.stdout
@@ -319,6 +343,17 @@ def test_doctor_finds_what_is_wrong_and_says_how_to_fix_it(tmp_path: Path) -> No
     assert checks["sessions"][0]["status"] == "warn" and checks["sessions"][0]["fix"] == "engram ingest"
     assert checks["claude"][0]["fix"] == "engram setup claude"
     assert statuses(checks, "language server") == ["ok"] and statuses(checks, "embeddings") in (["ok"], ["warn"])
+
+    given = tmp_path / "given"  # sessions given by path: captured, not "engram ingest PATH..." to do
+    given.mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    run_engram(other, "init")
+    run_engram(other, "ingest", str(write_project(given, other, "s2", claude_session(other, "s2", "b.py", "b = 1\n"))))
+    code, checks = doctor(other, env)
+    assert checks["sessions"][0]["status"] == "ok" and checks["sessions"][0]["fix"] is None
+    assert checks["sessions"][0]["detail"].startswith("1 tape captured from transcripts given to `engram ingest`; ")
 
     run_engram(root, "ingest", env=env)
     engram(root, "setup", "claude", env=env)

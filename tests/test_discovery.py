@@ -101,6 +101,25 @@ def test_discovers_sessions_of_this_repo_and_its_worktrees_only(tmp_path: Path) 
     assert "0 new tapes" in again
 
 
+def test_map_makes_a_session_of_another_checkout_found_by_discovery(tmp_path: Path) -> None:
+    """`engram ingest --claude DIR --codex DIR --map FROM=TO`: a session recorded in another
+    checkout is this repository's when FROM maps its cwd here, as capture maps its paths (discovery
+    once compared the recorded cwd, so the sessions "ran elsewhere" and nothing was captured)."""
+    repo = committed_repo(tmp_path / "proj")
+    recorded = Path("/home/someone/work/proj")
+    claude_home, codex_home = tmp_path / "claude", tmp_path / "codex"
+    write_project(claude_home, recorded, "s-there", claude_session(recorded, "s-there", "src/a.py", "a = 1\n"))
+    codex_rollout(codex_home, recorded, "019a0000-0000-7000-8000-000000000003")
+    run_engram(repo, "init")
+    dirs = ["--claude", str(claude_home / "projects"), "--codex", str(codex_home)]
+    unmapped = run_engram(repo, "ingest", *dirs).stdout
+    assert unmapped.startswith("ingest: 0 sessions") and "ran elsewhere: /home/someone/work/proj" in unmapped
+    out = run_engram(repo, "ingest", *dirs, "--map", f"{recorded}={repo}").stdout
+    assert out.startswith("ingest: 2 sessions, 2 new tapes"), out
+    evs = shown_events(repo, "s-there")
+    assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["src/a.py"]
+
+
 def test_edits_in_any_worktree_land_on_repository_paths(tmp_path: Path) -> None:
     """Agents work in linked worktrees: beside the checkout, or nested in it (`.claude/worktrees/`),
     and a session started in one tree may edit files in another. Each edit is a code edit of the

@@ -289,6 +289,19 @@ def test_search_finds_the_users_request(spot_repo: tuple[Path, dict[str, str]]) 
     assert "Implement spotter-gqc" in doc["hits"][0]["excerpt"]
 
 
+def test_search_says_when_nothing_matches_and_refuses_an_empty_query(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """A person's search that finds nothing says so (it printed nothing at all, exit 0); an empty
+    query is a mistake, one line and exit 1 (it answered no hits)."""
+    root, _ = spot_repo
+    none = run_engram(root, "search", "zzqqxxnothing", "--pretty")
+    assert none.stdout == "" and none.stderr.strip() == "no message or tool call matches 'zzqqxxnothing'"
+    assert json.loads(run_engram(root, "search", "zzqqxxnothing").stdout) == {"query": "zzqqxxnothing", "hits": []}
+    for blank in ("", "  "):
+        bad = run_engram(root, "search", blank, check=False)
+        assert bad.returncode == 1 and bad.stdout == ""
+        assert bad.stderr.strip() == "engram: what to search for? give words: engram search 'retry backoff'"
+
+
 def test_search_fills_its_page_when_a_session_was_resumed_many_times(repo: Path, tmp_path: Path) -> None:
     """Each resume of a session copies its records, and search leaves the copies out: a chain of
     four resumes must still give a full page of the first session's own messages, and never a
@@ -350,6 +363,8 @@ def test_reindex_gives_identical_answers(spotter: Path, spot_repo: tuple[Path, d
     (["assets/js/app.js:ten-20"], "lines must be numbers"),
     (["--text", "missing.txt"], "--text missing.txt: cannot read it (No such file or directory)"),
     (["--text", "assets"], "--text assets: cannot read it"),
+    (["assets"], "assets: a directory; name a file in it"),  # (was "no such file", as if mistyped)
+    (["assets/js:1-2"], "assets/js: a directory; name a file in it"),
 ])
 def test_explain_errors_are_clear(spot_repo: tuple[Path, dict[str, str]], args: list[str], message: str) -> None:
     root, _ = spot_repo
@@ -379,6 +394,11 @@ def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:
     (["view", "x", "--at", "3", "--before", "-2"], "argument --before: '-2': must be 0 or more"),
     (["search", "x", "--limit", "0"], "argument --limit: '0': must be 1 or more"),
     (["tapes", "--limit", "-3"], "argument --limit: '-3': must be 1 or more"),
+    # past 64 bits these reached SQLite as a traceback ("int too big to convert")
+    (["tapes", "--limit", "9" * 20], f"argument --limit: '{'9' * 20}': too large (at most 2,147,483,647)"),
+    (["search", "x", "--limit", "9" * 20], "too large (at most 2,147,483,647)"),
+    (["explain", "assets/js/app.js:1-9", "--budget", "9" * 20], "argument --budget: '" + "9" * 20 + "': too large"),
+    (["resume", "--budget", "9" * 20], "argument --budget: '" + "9" * 20 + "': too large"),
 ])
 def test_bad_option_values_are_refused(spot_repo: tuple[Path, dict[str, str]], args: list[str], message: str) -> None:
     """A negative window once shifted the transcript past the event it was centred on; now
@@ -394,6 +414,7 @@ def test_bad_option_values_are_refused(spot_repo: tuple[Path, dict[str, str]], a
     ("[explain]\nmin_confidence = 5\n", "explain.min_confidence = 5: must be a number from 0 to 1"),
     ("explain = 3\n", "[explain] must be a table of settings"),
     ("[redact]\npatterns = \"x\"\n", "redact.patterns must be a list"),
+    ("[explain]\nbudget = 99999999999999999999\n", "explain.budget = 99999999999999999999: too large (at most 2,147,483,647)"),
 ])
 def test_bad_settings_name_the_key(spot_repo: tuple[Path, dict[str, str]], toml: str, message: str) -> None:
     root, _ = spot_repo

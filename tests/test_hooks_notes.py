@@ -134,6 +134,8 @@ def test_session_start_gives_the_most_important_notes_first(repo: Path) -> None:
     proc, _ = hook(repo, start)
     assert proc.returncode == 0 and proc.stdout == b"", "no notes: nothing said"
     low = remember(repo, "the tests need a running redis", "net.py:1-1", "--importance", "0.1")
+    one = context(hook(repo, start)[0], "SessionStart")  # (it said "the most important of … 1 active notes")
+    assert one.startswith("Engram notes: this repository's one active note; the notes on code you edit")
     pinned = remember(repo, "never log request bodies: they hold customer data", "net.py:4-10", "--pin")
     high = remember(repo, "retry() is the only place that sleeps", "net.py:4-10", "--importance", "0.9")
     said = context(hook(repo, start)[0], "SessionStart")

@@ -50,6 +50,17 @@ def new_repo(base: Path, name: str) -> Path:
     return root
 
 
+def test_init_of_a_path_that_is_no_directory_is_refused_and_makes_nothing(tmp_path: Path) -> None:
+    """`engram init PATH`: a PATH not there made the folders (a typo became a tree with a store in
+    it); a file was a traceback (NotADirectoryError). Both are one line, exit 1."""
+    (tmp_path / "notes.txt").write_text("x\n")
+    for path, what in (("no/such/repo", "no such directory"), ("notes.txt", "not a directory")):
+        proc = run_engram(tmp_path, "init", path, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert proc.stderr == f"engram: {path}: {what}; give the repository's root (or run `engram init` in it)\n"
+    assert not (tmp_path / "no").exists() and not (tmp_path / ".engram").exists()
+
+
 def test_init_is_idempotent_and_excludes_the_store_from_git(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()
@@ -269,6 +280,17 @@ def test_record_captures_output_and_changed_files(repo: Path) -> None:
     assert failing.returncode == 3
 
 
+def test_record_of_a_command_that_cannot_start_says_so_and_keeps_no_tape(repo: Path) -> None:
+    """A mistyped command is one plain error line, exit 1, and no tape: it once forked a second
+    engram that printed a coloured error into the output and recorded a tape of nothing."""
+    proc = run_engram(repo, "record", "--", "no-such-command-here", "x", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == ("engram: cannot run 'no-such-command-here': no such command on PATH; "
+                                   "nothing was recorded")
+    assert "\x1b[" not in proc.stdout + proc.stderr
+    assert not tapes_on_disk(repo)
+
+
 def test_a_recorded_change_in_two_places_is_indexed_as_those_places() -> None:
     """`engram record` diffs the tree: a change at both ends of a file is one edit whose texts
     run from the first change to the last, with `hunks` saying where the changes are, so the
@@ -298,6 +320,23 @@ def test_record_stdin_detects_the_format_and_is_idempotent(spotter: Path, repo: 
     run_engram(repo, "record", "--stdin", "--format", "raw", input=b"notes about the parser\n\nmore notes\n")
     rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
     assert {r["harness"] for r in rows} == {"claude-code", "raw"}
+
+
+def test_record_stdin_of_garbage_is_an_error_and_keeps_no_tape(repo: Path) -> None:
+    """Bytes that are no transcript, a format that does not fit them, or nothing at all: one error
+    line, exit 1, and no tape (a wrong --format once kept a tape of nothing but its header)."""
+    garbage = bytes(range(256)) * 8
+    for args, data, said in ((["--format", "claude"], garbage, "stdin holds no transcript engram reads ("),
+                             (["--format", "claude"], b'{"type": "user"}\n', "stdin holds no transcript engram reads ("),
+                             ([], garbage, "stdin holds no transcript engram reads ("),
+                             ([], b"", "stdin is empty; pipe a transcript into it")):
+        proc = subprocess.run([sys.executable, "-m", "engram.cli", "record", "--stdin", *args], cwd=repo,
+                              input=data, capture_output=True, timeout=600)
+        assert proc.returncode == 1, (args, proc.stdout)
+        proc.stderr = proc.stderr.decode()
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("engram: nothing recorded: ") and said in line, (args, line)
+    assert not tapes_on_disk(repo)
 
 
 # A session file of a harness with no adapter, shaped as OpenCode's JSON export is (one pretty-printed

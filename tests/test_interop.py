@@ -300,6 +300,22 @@ def test_export_writes_an_agent_trace_record_of_the_sessions_that_wrote_the_line
     assert _export(written, env, "app/net.py")["files"][0]["path"] == "app/net.py"  # FILE: its lines now
 
 
+def test_export_to_a_folder_that_is_not_there_is_refused_and_makes_nothing(written: Path, tmp_path: Path,
+                                                                           env: dict[str, str]) -> None:
+    """`export -o` into a folder that does not exist made the folders and said it wrote there; a
+    typo'd path is an error, and nothing is made."""
+    target = tmp_path / "no" / "such" / "trace.jsonl"
+    bad = run_engram(written, "export", "--agent-trace", "-o", str(target), env=env, check=False)
+    assert bad.returncode == 1 and bad.stderr == f"engram: -o {target}: no such directory {target.parent}\n"
+    assert not (tmp_path / "no").exists()
+    bad = run_engram(written, "export", "--agent-trace", "-o", str(tmp_path), env=env, check=False)
+    assert bad.returncode == 1 and bad.stderr == f"engram: -o {tmp_path}: a directory; name the file to write\n"
+    run_engram(written, "export", "--agent-trace", "-o", str(tmp_path / "trace.jsonl"), env=env)
+    assert json.loads((tmp_path / "trace.jsonl").read_text())["version"] == "0.1.0"
+    bad = run_engram(written, "import", "--agent-trace", str(tmp_path), env=env, check=False)  # (was "no such file")
+    assert bad.returncode == 1 and bad.stderr == f"engram: {tmp_path}: a directory; name the Agent Trace file (JSON Lines) in it\n"
+
+
 def test_an_exported_record_imported_in_a_clone_explains_the_lines(written: Path, tmp_path: Path,
                                                                    env: dict[str, str]) -> None:
     record = tmp_path / "trace.jsonl"

@@ -98,6 +98,32 @@ def test_edit_link_graph_forget(repo: Path) -> None:
     assert err.returncode == 1 and f"memory {old} was forgotten" in err.stderr
 
 
+def test_memory_show_gives_a_long_note_whole(repo: Path) -> None:
+    """`memory list` cuts a note at 4 lines and names `memory show ID` for the rest; `memory show`
+    itself gives it whole (it cut it too, and named itself)."""
+    body = "\n".join(f"step {i}: do thing {i}" for i in range(1, 8))
+    mid = js(repo, "remember", f"How to release\n{body}")["id"]
+    listed = run_engram(repo, "memory", "list").stdout
+    assert f"    … 4 more lines (`engram memory show {mid}`)" in listed.splitlines()
+    shown = run_engram(repo, "memory", "show", mid).stdout.splitlines()
+    assert shown[1:8] == [f"    step {i}: do thing {i}" for i in range(1, 8)] and "more lines" not in "".join(shown)
+
+
+def test_a_forgotten_memory_can_still_be_purged_as_forget_says(repo: Path) -> None:
+    """`forget` says "its events stay in the log; --purge erases them": `forget ID --purge` then
+    erases them (it answered "memory … was forgotten", exit 1, and the text stayed in the log)."""
+    mid = js(repo, "remember", "The staging password rotates on Mondays")["id"]
+    told = run_engram(repo, "forget", mid).stdout
+    assert told.strip() == f"forgot {mid} (its events stay in the log; --purge erases them)"
+    log = repo / ".engram" / "events" / "memories"
+    assert any(b"staging password" in f.read_bytes() for f in log.iterdir())
+    purged = run_engram(repo, "forget", mid[:6], "--purge").stdout
+    assert purged.startswith(f"forgot {mid} and erased it from the log (1 event removed from 1 file)")
+    assert not any(b"staging password" in f.read_bytes() for f in log.iterdir())
+    again = run_engram(repo, "forget", mid, "--purge", check=False)
+    assert again.returncode == 1 and again.stderr.strip() == f"engram: memory {mid} was forgotten and purged"
+
+
 @pytest.mark.parametrize("args,message", [
     (("remember", ""), "the text is empty"),
     (("remember", "x", "--at", "net.py:4-99"), "past the end"),
@@ -150,6 +176,32 @@ def test_import_export_round_trip_and_a_malformed_line_imports_nothing(repo: Pat
     run_engram(repo, "memory", "export", "-o", str(out))
     assert js(other, "memory", "import", str(out))["imported"] == 3
     assert [json.loads(x) for x in run_engram(other, "memory", "export").stdout.splitlines()] == exported
+
+
+def test_export_to_a_missing_folder_and_import_of_empty_stdin_are_errors(repo: Path, tmp_path: Path) -> None:
+    """`memory export -o` into a folder that is not there made it and said "exported 1 memories";
+    `memory import -` of nothing said "imported 0 memories" as if it had read something."""
+    js(repo, "remember", "Builds are reproducible")
+    target = tmp_path / "no" / "such" / "notes.jsonl"
+    bad = run_engram(repo, "memory", "export", "-o", str(target), check=False)
+    assert bad.returncode == 1 and bad.stderr == f"engram: -o {target}: no such directory {target.parent}\n"
+    assert not (tmp_path / "no").exists()
+    done = run_engram(repo, "memory", "export", "-o", str(tmp_path / "notes.jsonl"))
+    assert done.stderr == f"exported 1 memory to {tmp_path / 'notes.jsonl'}\n"
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"content": "Deploys run on Fridays"}\n')
+    assert run_engram(repo, "memory", "import", str(one)).stdout == f"imported 1 memory from {one} (jsonl)\n"
+    number = run_engram(repo, "memory", "import", "-", input=b'{"content": 5}\n', check=False)  # (was "the text is empty")
+    assert number.returncode == 1 and number.stderr == ("engram: nothing was imported: stdin line 1: a memory's content "
+                                                        "is text, not int '5'\n")
+    empty = run_engram(repo, "memory", "import", "-", input=b"", check=False)
+    assert empty.returncode == 1 and empty.stderr.startswith("engram: nothing to import: stdin is empty; ")
+
+
+def test_past_the_end_of_a_one_line_file_says_1_line(repo: Path) -> None:
+    (repo / "one.py").write_text("VERSION = 3\n")
+    proc = run_engram(repo, "remember", "x", "--at", "one.py:1-3", check=False)
+    assert proc.returncode == 1 and "past the end of the file (1 line); anchor lines within 1-1" in proc.stderr
 
 
 def test_import_claude_md_and_auto_memory_notes_and_mem0(repo: Path) -> None:

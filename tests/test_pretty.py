@@ -88,3 +88,24 @@ def test_a_reader_is_one_line_per_file_and_plurals_are_right(spot: Path) -> None
     assert reads and all(re.search(r", \d+ times  #\d+$|  #\d+$", line) for line in reads)
     assert "1 times" not in out and "1 sessions" not in out
     assert not JARGON.search(out)
+
+
+def test_a_whole_file_s_region_heads_do_not_contradict_the_sessions_under_them() -> None:
+    """`engram explain FILE`: a region line by line blame gives no writer, but whose span explain
+    matches, said "no recorded session" above "1. wrote these lines"; one line reads `line 194`,
+    not `lines 194-194`."""
+    from engram.query.render import explain_file_pretty
+
+    session = {"tape": "ab" * 32, "session_id": "258c7280-ae70", "harness": "claude-code", "model": None,
+               "touches": 1, "last_touch": "2026-02-11T21:04:10Z", "wrote": True, "fragments": []}
+    doc = {"file": "a.ex", "regions": [
+        {"lines": [1, 3], "session_id": None, "explain": {"span": {"file": "a.ex", "start": 1, "end": 3},
+                                                           "sessions": [session], "widened": None}},
+        {"lines": [4, 9], "session_id": "258c7280-ae70", "harness": "claude-code", "when": "2026-02-11T21:29:42Z",
+         "request": "Add the button", "explain": None},
+        {"lines": [10, 10], "session_id": None, "explain": {"span": {"file": "a.ex", "start": 10, "end": 10},
+                                                             "sessions": [], "widened": None}}]}
+    heads = [line for line in explain_file_pretty(doc).splitlines() if line.startswith("── ")]
+    assert heads == ["── lines 1-3: no edit found line by line; the sessions that match",
+                     '── lines 4-9: 258c7280 · Claude Code · 2026-02-11 21:29 UTC · "Add the button"',
+                     "── line 10: no recorded session"]

@@ -332,6 +332,25 @@ def test_a_handoff_note_is_shown_and_checked_against_the_transcript(tmp_path: Pa
     assert bad.returncode == 1 and "unknown hand-off field 'todo'" in bad.stderr
 
 
+def test_a_handoff_says_which_named_spans_it_could_not_anchor(tmp_path: Path) -> None:
+    """A hand-off's `FILE:A-B` that names no lines of the tree (a file gone, a typo) stays text;
+    handoff says so and why. It printed "anchored to nosuch.py:1-2" for a file that is not there."""
+    root = _repo(tmp_path)
+    s = Session(root, "eeeeeeee-5555-4555-8555-000000000006")
+    s.prompt("Add retries to the fetcher")
+    s.write("retry.py", "def retry(fn):\n    return fn()\n")
+    (root / "retry.py").write_text("def retry(fn):\n    return fn()\n")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    out = run_engram(root, "handoff", "--goal", "retries", "--must-preserve", "retry.py:1-2",
+                     "--must-preserve", "nosuch.py:1-2", "--done", "old.py:900-901 removed")
+    notes = out.stderr.splitlines()
+    assert "  anchored to retry.py:1-2" in notes and not any("anchored to nosuch" in n for n in notes)
+    assert f"  not anchored: nosuch.py: no such file in the working tree {root} (the note keeps nosuch.py:1-2 as text)" \
+        in notes
+    doc = json.loads(run_engram(root, "handoff", "--json", "--goal", "again", "--must-preserve", "nosuch.py:1-2").stdout)
+    assert doc["anchored"] == [] and [u["span"] for u in doc["unanchored"]] == ["nosuch.py:1-2"]
+
+
 # ------------------------------------------------------------------ a chain of sessions
 
 

@@ -85,6 +85,17 @@ def test_setup_fails_loudly_when_the_engram_it_would_configure_does_not_run(proj
     assert "the configured command does not run" in out.stderr and "broken install" in out.stderr
 
 
+def test_setup_says_which_files_it_creates_and_which_it_changes(project: Path, engram_bin: Path) -> None:
+    """A file setup makes is "created" ("would create" in a dry run), one it merges into "updated"
+    (every file was said "updated", as if the user had one already)."""
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
+    dry = off_path(engram_bin, project, "setup", "claude", "--dry-run").stdout
+    assert f"--- {project / '.mcp.json'} (would change)" in dry
+    assert f"--- {project / '.claude' / 'settings.json'} (would create)" in dry
+    lines = off_path(engram_bin, project, "setup", "claude").stdout.splitlines()
+    assert lines[:2] == [f"updated: {project / '.mcp.json'}", f"created: {project / '.claude' / 'settings.json'}"]
+
+
 def test_setup_again_from_another_engram_updates_its_entries_in_place(project: Path, engram_bin: Path) -> None:
     """An older setup wrote a bare `engram`; a setup from a venv replaces it, adds nothing twice."""
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"engram": {"type": "stdio", "command": "engram",
@@ -92,7 +103,8 @@ def test_setup_again_from_another_engram_updates_its_entries_in_place(project: P
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"SessionEnd": [
         {"hooks": [{"type": "command", "command": "engram hook", "timeout": 30}]}]}}))
-    assert off_path(engram_bin, project, "setup", "claude").returncode == 0
+    told = off_path(engram_bin, project, "setup", "claude")
+    assert told.returncode == 0 and told.stdout.startswith(f"updated: {project / '.mcp.json'}\n")
     hooks = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
     assert [len(hooks[e]) for e in ("PostToolUse", "PreCompact", "SessionEnd")] == [1, 1, 1]
     assert hooks["SessionEnd"][0]["hooks"][0]["command"] == f"{engram_bin / 'engram'} hook"

@@ -253,6 +253,20 @@ def test_nothing_unredacted_leaves(team: dict[str, Path], tmp_path: Path) -> Non
     assert b"[REDACTED:internal-token]" in blob, "the rewritten tape went"
 
 
+def test_push_counts_the_team_memories_it_adds_not_every_one_again(team: dict[str, Path]) -> None:
+    """Each push said "pushed … N team memories" for every team memory, though the remote had them
+    all: it names those with events the remote lacks, of how many leave."""
+    alice = team["alice"]
+    run_engram(alice, "remember", "Retries back off exponentially", "--scope", "team")
+    assert ", 1 team memory new or changed (of 1), " in run_engram(alice, "push", "--dry-run").stdout
+    assert ", 1 team memory new or changed (of 1), " in run_engram(alice, "push").stdout
+    again = run_engram(alice, "push", "--dry-run").stdout
+    assert ", 0 team memories new or changed (of 1), " in again and "would push 0 tapes" in again
+    run_engram(alice, "remember", "The cache is per process", "--scope", "team")
+    doc = json.loads(run_engram(alice, "push", "--json").stdout)
+    assert (doc["memories"]["team"], doc["memories"]["team_new"]) == (2, 1)
+
+
 def test_bad_remotes_get_clear_messages_and_leave_the_store_untouched(team: dict[str, Path], tmp_path: Path) -> None:
     alice, bob, remote = team["alice"], team["bob"], team["remote"]
 
@@ -391,6 +405,20 @@ def test_pull_takes_sessions_since_a_date_and_of_this_clones_history(team: dict[
     assert [s["harness"] for s in everything["sessions"]] == ["record"], everything
     bad = run_engram(carol, "pull", "--since", "last tuesday", check=False)
     assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_pull_since_refuses_a_date_that_does_not_exist() -> None:
+    """`pull --since 2026-13-45` passed the pattern and compared as text (a month 13 took every
+    session of 2026); a date that is not one is a usage error, as a date that is no date is."""
+    import argparse as ap  # noqa: PLC0415
+
+    from engram.cli.share import since_date  # noqa: PLC0415
+
+    for bad in ("2026-13-45", "2026-02-30", "2026-02-11T25:00"):
+        with pytest.raises(ap.ArgumentTypeError, match="no such date or time"):
+            since_date(bad)
+    assert since_date("2026-02-11") == "2026-02-11" and since_date("2026-02-11 20:36") == "2026-02-11T20:36"
+    assert since_date("2026-02-11T20:36:45.618Z") == "2026-02-11T20:36:45.618Z"
 
 
 def test_a_push_that_loses_the_race_unions_and_retries(team: dict[str, Path], tmp_path: Path) -> None:

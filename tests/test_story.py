@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engram.index.kinds import request_line
 from engram.query.story import touch_story
 from engram.tape.reader import TapeReader
 from engram.tape.writer import write_tape
@@ -32,6 +33,34 @@ def test_request_skips_injected_messages_and_finds_the_next_result(tmp_path: Pat
     assert story.request == "Please make the parser accept <tags> in names"
     assert story.said_before == "I'll change the tokenizer." and story.said_after == "Three tests fail; fixing."
     assert story.next_result == "3 failed" and story.next_result_tool == "Bash" and story.next_result_error
+
+
+def test_a_subagent_s_prompt_and_words_are_not_the_story_of_the_parent_s_edit(tmp_path: Path) -> None:
+    """A subagent's events are inlined in its parent's tape (`agent`). Its prompt is what the
+    parent asked it, not the person's request: the demo's `explain` once said a button the main
+    agent added was "asked: What is the output contract for Claude Code hooks", the prompt of a
+    research subagent that ran just before the edit. A subagent's own edit is told with its words."""
+    events = [
+        {"kind": "meta", "session_id": "s", "harness": "claude-code"},
+        {"kind": "msg.in", "ts": "1", "text": "Add an Open conversation button to the review page"},
+        {"kind": "tool.call", "ts": "2", "name": "Task", "call_id": "t1", "input": {"prompt": "research hooks"}},
+        {"kind": "msg.in", "ts": "3", "text": "What is the output contract for Claude Code hooks?", "agent": "a88"},
+        {"kind": "msg.out", "ts": "4", "text": "Hooks print JSON on stdout.", "block": "text", "agent": "a88"},
+        {"kind": "msg.out", "ts": "5", "text": "Now add the button next to Close.", "block": "text"},
+        {"kind": "msg.out", "ts": "6", "text": "I will note the hook contract.", "block": "text", "agent": "a88"},
+        {"kind": "code.edit", "ts": "7", "file": "review.ex", "after_text": "<button>Open</button>\n"},
+        {"kind": "code.edit", "ts": "8", "file": "notes.md", "after_text": "hooks\n", "agent": "a88"},
+        {"kind": "msg.out", "ts": "9", "text": "Written down.", "block": "text", "agent": "a88"},
+        {"kind": "msg.out", "ts": "10", "text": "Button added; compiling.", "block": "text"},
+    ]
+    written = write_tape(tmp_path / "tapes", tmp_path / "objects", events)
+    with TapeReader(written.path) as r:
+        parent, sub = touch_story(r, 7), touch_story(r, 8)
+    assert parent.request == "Add an Open conversation button to the review page"
+    assert parent.said_before == "Now add the button next to Close." and parent.said_after == "Button added; compiling."
+    assert sub.said_before == "I will note the hook contract." and sub.said_after == "Written down."
+    # blame names an edit by the index's request lines (`request_line`): a subagent's prompt is none
+    assert request_line(events[3]) is None and request_line(events[1]) == (events[1]["text"], True)
 
 
 def test_markdown_escaping_keeps_tags_visible() -> None:

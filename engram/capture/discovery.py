@@ -432,9 +432,13 @@ def _adapter_started(fmt: str, path: Path) -> str | None:
 
 
 def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, stats: IngestStats,
-             report: DiscoveryReport | None = None) -> list[Job]:
+             report: DiscoveryReport | None = None, maps: list[tuple[str, str]] | None = None) -> list[Job]:
     """This repository's sessions where the harnesses keep them (cwd inside a work tree of ours).
-    `report`, when given, is filled with every directory looked in and what was found there."""
+    `report`, when given, is filled with every directory looked in and what was found there.
+    `maps` (`--map FROM=TO`) apply to a session's cwd before it is compared, as capture applies
+    them: a session recorded in another checkout is ours when its mapped cwd is."""
+    from engram.adapters.base import apply_maps  # noqa: PLC0415
+
     trees = [str(t) for t in repo_trees(repo_root)]
     report = report if report is not None else DiscoveryReport()
     report.trees = trees
@@ -443,6 +447,8 @@ def discover(repo_root: Path, claude_dir: Path | None, codex_dir: Path | None, s
         if cwd is None:
             return False
         p = PurePosixPath(posix_path(cwd))
+        if maps:
+            p = PurePosixPath(apply_maps(str(p), maps, folds_case(p)))
         return any(relative_to(p, PurePosixPath(t), folds_case(p)) is not None for t in trees)
 
     jobs: list[Job] = []

@@ -21,7 +21,7 @@ from collections import Counter
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Final, Iterator
 
 import apsw
 
@@ -256,6 +256,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
+NOTHING_KEPT: Final = "no message, tool call or edit read from it"
+
+
 def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tuple[str, str]],
                   redactor: Redactor, removed: frozenset[tuple[str, str]] = frozenset()) -> Captured:
     """Parse a session and write its new part as a tape. Reads the catalog, never writes it.
@@ -295,6 +298,10 @@ def _capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tu
         return Captured(stats)
     if len(events) == 1 and cap.copied:  # only another session's records yet: a session just resumed
         _note_first_capture(stats, cap)
+        return Captured(stats)
+    if len(events) == 1 and prev is None:  # not one record read (garbage, `--format` wrong): no tape
+        stats.sessions -= 1
+        stats.skipped[NOTHING_KEPT] += 1
         return Captured(stats)
     before = Counter(redactor.counts)
     written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,

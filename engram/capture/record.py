@@ -104,8 +104,20 @@ def diff_edits(before: dict[str, str], after: dict[str, str], ts: str) -> list[d
     return edits
 
 
+def _runnable(cmd: list[str]) -> None:
+    """Refuse a command that cannot start, before anything runs: `pty.spawn` forks first, so a
+    failed exec raised in the child, which went on as a second engram, printed its error into the
+    recorded output and left a tape of a command that never ran."""
+    import shutil  # noqa: PLC0415
+
+    if shutil.which(cmd[0]) is None:
+        where = "no such file, or not executable" if os.sep in cmd[0] else "no such command on PATH"
+        raise BadInput(f"cannot run {cmd[0]!r}: {where}; nothing was recorded")
+
+
 def _run_on_pty(cmd: list[str]) -> tuple[int, bytes]:
     """Run `cmd` with the terminal passed through; return its exit status and output."""
+    _runnable(cmd)
     captured = bytearray()
 
     def read(fd: int) -> bytes:

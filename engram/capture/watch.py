@@ -46,7 +46,7 @@ def watch(store: Store, args: argparse.Namespace, maps: list[tuple[str, str]], i
                 jobs = jobs_from_paths([Path(p) for p in args.paths], stats)
             else:
                 jobs = discover(store.root, Path(args.claude) if args.claude else None,
-                                Path(args.codex) if args.codex else None, stats)
+                                Path(args.codex) if args.codex else None, stats, maps=maps)
             changed = []
             for job in jobs:
                 sig = _signature(job)

@@ -34,8 +34,16 @@ def share(text: str) -> float:
     return value
 
 
+#: The largest number an option takes: a limit, a budget or an offset past it reached SQLite
+#: (64-bit at most) as a traceback ("int too big to convert").
+LARGEST = 2**31 - 1
+
+
 def _int(text: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+    if value > LARGEST:
+        raise argparse.ArgumentTypeError(f"{text!r}: too large (at most {LARGEST:,})")
+    return value

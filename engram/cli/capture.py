@@ -16,6 +16,11 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
     root = (here / args.path).resolve() if args.path else (find_repo_root(here) or here)
+    if not root.is_dir():  # (a typo made a new folder tree; a file was a traceback)
+        from engram.errors import BadInput
+
+        raise BadInput(f"{args.path}: {'not a' if root.exists() else 'no such'} directory; "
+                       "give the repository's root (or run `engram init` in it)")
     store, warnings = init_store(root)
     from engram.index.db import open_db
 
@@ -80,7 +85,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     else:
         stats, report = IngestStats(), DiscoveryReport()
         jobs = discover(store.root, _harness_dir(args.claude, "--claude"), _harness_dir(args.codex, "--codex"), stats,
-                        report)
+                        report, maps)
         ingest(store, jobs, maps=maps, stats=stats, progress=progress, after_tape=_indexer(store), again=again)
         from engram.interop.sources import ingest_repository_sources  # Entire checkpoints, git-ai notes
 
@@ -136,6 +141,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     store = store_of(args)
     if args.stdin:
         stats = record_stdin(store, args.format, sys.stdin.buffer, after_tape=_indexer(store))
+        if not stats.sessions and stats.skipped:  # one input and nothing of it kept: an error, not a summary
+            from engram.errors import BadInput
+
+            if set(stats.skipped) == {"empty input on stdin"}:
+                raise BadInput("nothing recorded: stdin is empty; pipe a transcript into it")
+            why = "; ".join(reason for reason in stats.skipped)
+            raise BadInput(f"nothing recorded: stdin holds no transcript engram reads ({why}); "
+                           "`--format claude|codex|events|raw` names its format")
         _report(stats.as_dict(), stats.summary(), args.json)
         return 0
     cmd = list(args.command)

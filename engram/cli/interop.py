@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 from engram.cli.context import store_of
-from engram.cli.output import people_output
+from engram.cli.output import people_output, writable_output
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -19,14 +19,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     from engram.cli.query import _ready_db
     from engram.interop.agent_trace import export_record
 
+    from engram.errors import BadInput
+
     store = store_of(args)
+    if args.output:
+        writable_output(Path(args.output))
     with closing(_ready_db(store)) as db:
         record = export_record(store, db, args.target, Path.cwd())
     line = orjson.dumps(record) + b"\n"
     if args.output:
         from engram.fsutil import atomic_write
 
-        atomic_write(Path(args.output), line)
+        try:
+            atomic_write(Path(args.output), line)
+        except OSError as exc:
+            raise BadInput(f"-o {args.output}: cannot write it ({exc.strerror or exc})") from None
         ranges = sum(len(c["ranges"]) for f in record["files"] for c in f["conversations"])
         from engram.words import plural
 
@@ -47,7 +54,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         path = Path(args.file)
         if not path.is_file():
-            raise BadInput(f"{args.file}: no such file")
+            raise BadInput(f"{args.file}: " + ("a directory; name the Agent Trace file (JSON Lines) in it"
+                                              if path.is_dir() else "no such file"))
         data, name = path.read_bytes(), args.file
     report = import_records(store, parse_records(data, name))
     if args.json:

@@ -124,6 +124,31 @@ def _terminal_columns() -> int:
         return 80
 
 
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str],
+                  extra: list[str]) -> None:
+    """Exit 2 on arguments no parser took, with the usage of the command they were given to and the
+    nearest option (`memory edit --tags` showed `engram`'s own usage, naming no option of edit's)."""
+    import difflib  # noqa: PLC0415
+
+    inner = parser
+    command = getattr(args, "command_name", None)
+    before = argv[:argv.index(command)] if command in argv else []
+    while not set(extra) <= set(before):  # (a typo of an option of engram's own, before the command: engram's)
+        subs = [a for a in inner._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subs[0].dest, None) if subs else None
+        if not subs or chosen not in subs[0].choices:
+            break
+        inner = subs[0].choices[chosen]
+    options = [o for a in inner._actions for o in a.option_strings if o.startswith("--")]
+    hint = ""
+    for word in extra:
+        near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.75) if word.startswith("-") else []
+        if near:
+            hint = f"; did you mean {near[0]}?"
+            break
+    inner.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
 def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only`, the parser of that command alone (see `_OnlyCommand`)."""
     p = _Parser(
@@ -235,7 +260,9 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
     if command is not None and command not in known:
         print(unknown_command(command, list(known)), file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unrecognized(parser, args, argv, extra)
     if args.no_color or getattr(args, "command_no_color", False):
         from engram.cli import style  # noqa: PLC0415
 
@@ -244,6 +271,10 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
     from engram.errors import EngramError
 
     try:
+        if getattr(args, "repo", None) and not os.path.isdir(args.repo):  # (it said "no .engram/ store in" it)
+            from engram.errors import BadInput  # noqa: PLC0415
+
+            raise BadInput(f"-C {args.repo}: {'not a' if os.path.exists(args.repo) else 'no such'} directory")
         return args.func(args)
     except EngramError as exc:
         from engram.cli.style import paint  # noqa: PLC0415

@@ -97,7 +97,9 @@ def _source(src: dict[str, Any]) -> str:
     return text
 
 
-def _memory_lines(m: Memory, places: list[Place], score: float | None = None) -> list[str]:
+def _memory_lines(m: Memory, places: list[Place], score: float | None = None, whole: bool = False) -> list[str]:
+    """A memory for people: its first line, up to 3 more (`whole`: all of them, as `memory show`
+    gives it; it cut a long note and named itself as the command that shows the rest)."""
     head = f"{m.id}  {m.kind:<10}"
     if score is not None:
         head += f" {score:6.3f}"
@@ -105,8 +107,8 @@ def _memory_lines(m: Memory, places: list[Place], score: float | None = None) ->
         head += f"  [{m.status}]"
     lines = [f"{head}  {m.summary}"]
     rest = m.content.strip().splitlines()[1:]
-    lines += [f"    {line}" for line in rest[:3]]
-    if len(rest) > 3:
+    lines += [f"    {line}" for line in (rest if whole else rest[:3])]
+    if len(rest) > 3 and not whole:
         lines.append(f"    … {len(rest) - 3} more lines (`engram memory show {m.id}`)")
     meta = [f"source: {_source(m.source)}", f"importance {m.importance:g}"]
     if m.tags:
@@ -254,7 +256,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if args.json:
         _out(done)
     elif args.purge:
-        print(f"forgot {done['id']} and erased it from the log ({done['events_removed']} events removed from "
+        print(f"forgot {done['id']} and erased it from the log ({plural(done['events_removed'], 'event')} removed from "
               f"{plural(done['files_rewritten'], 'file')}); other clones erase it when the tombstone reaches them")
     else:
         print(f"forgot {done['id']} (its events stay in the log; --purge erases them)")
@@ -287,7 +289,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         _out(doc)
         return 0
-    print("\n".join(_memory_lines(m, [])))
+    print("\n".join(_memory_lines(m, [], whole=True)))
     print(f"    created {_when(m.created)} · updated {_when(m.updated)} · recalled {plural(m.recall_count, 'time')}, "
           f"last {_when(m.last_recalled)}")
     for a in doc["anchors"]:
@@ -381,7 +383,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         _out(report)
     else:
-        print(f"imported {report['imported']} memories from {args.file} ({report['format']})"
+        print(f"imported {plural(report['imported'], 'memory', 'memories')} from {args.file} ({report['format']})"
               + (f"; {report['skipped']} already present" if report["skipped"] else "")
               + (f"; {report['merged']} merged into near-duplicates" if report.get("merged") else ""))
     return 0
@@ -390,6 +392,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from engram.memory.interchange import export_lines
 
+    if args.output and args.output != "-":
+        from pathlib import Path
+
+        from engram.cli.output import writable_output
+
+        writable_output(Path(args.output))
     with _memories(args) as mem:
         docs = export_lines(mem, hidden=args.all)
     import orjson
@@ -404,7 +412,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from engram.fsutil import atomic_write
 
         atomic_write(Path(args.output), data)
-        print(f"exported {len(docs)} memories to {args.output}", file=sys.stderr)
+        print(f"exported {plural(len(docs), 'memory', 'memories')} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.buffer.write(data)
     return 0
@@ -443,7 +451,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if args.json:
         _out(doc)
     elif ok:
-        print(f"embedded {done} memories ({reason}); {left} without a vector")
+        print(f"embedded {plural(done, 'memory', 'memories')} ({reason}); {left} without a vector")
     else:
         print(f"embedding is unavailable here: {reason}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -50,21 +51,41 @@ def print_json(doc: Any, compact: bool = False) -> None:
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0).decode() + "\n")
 
 
-def print_within(text: str, budget: int | None, again: str) -> None:
+def print_within(text: str, budget: int | None, again: str, page: int | None = None) -> None:
     """`text` for people on stdout, within `budget` tokens (None or 0: whole). A terminal is not
     proof that a person reads it (an agent's shell may run in a pseudo-terminal), so people's text
     of an agent-facing answer keeps to a budget as its JSON does: whole lines up to it, then one
-    line saying what was left out and `again`, the command that shows more."""
+    line saying what was left out and `again`, the command that shows more. With `page` (explain's
+    --page), the text is read in pages of the budget as the JSON is: that page is printed, and the
+    last line names the next (--page once printed page 1 again)."""
+    from engram.errors import BadInput  # noqa: PLC0415
     from engram.query.budget import TOKEN_BYTES, tokens  # noqa: PLC0415 - (orjson) not for `engram --help`
 
     if not budget or len(text.encode()) <= budget * TOKEN_BYTES:
+        if page is not None and page > 1:
+            raise BadInput(f"--page {page}: the answer is whole on page 1" + (f" at a {budget}-token budget"
+                                                                               if budget else ""))
         print(text)
         return
-    kept, rest = _head_lines(text.splitlines(), budget * TOKEN_BYTES - 160)
-    left = "\n".join(rest)
-    print("\n".join(kept))
-    print(f"… {len(rest)} more {'line' if len(rest) == 1 else 'lines'} (~{tokens(len(left.encode()))} tokens) left out "
-          f"of the {budget}-token budget: {again}")
+    paged = page is not None
+    pages: list[list[str]] = []
+    rest = text.splitlines()
+    while rest:
+        kept, left = _head_lines(rest, budget * TOKEN_BYTES - 160)
+        pages.append(kept)
+        if not paged:
+            break
+        rest = left[1:] if len(left) == len(rest) else left  # one huge line: its head is its page
+    page = page or 1
+    if page > len(pages):
+        raise BadInput(f"--page {page}: the answer has {len(pages)} pages at a {budget}-token budget")
+    after = [line for later in pages[page:] for line in later] if paged else left
+    print("\n".join(pages[page - 1]))
+    if not after:
+        return
+    told = "\n".join(after)
+    print(f"… {len(after)} more {'line' if len(after) == 1 else 'lines'} (~{tokens(len(told.encode()))} tokens) "
+          f"left out of the {budget}-token budget: {again}" + (f"; --page {page + 1}: the next page" if paged else ""))
 
 
 def _head_lines(lines: list[str], room: int) -> tuple[list[str], list[str]]:
@@ -77,3 +98,14 @@ def _head_lines(lines: list[str], room: int) -> tuple[list[str], list[str]]:
                 return [line.encode()[:max(room, 0)].decode(errors="ignore")], lines
             return lines[:i], lines[i:]
     return lines, []
+
+
+def writable_output(out: Path) -> None:
+    """Refuse `-o FILE` in a folder that is not there, or naming a folder, before any work: the
+    write made the missing folders (a typo'd path became a new tree, reported as written)."""
+    from engram.errors import BadInput  # noqa: PLC0415
+
+    if out.is_dir():
+        raise BadInput(f"-o {out}: a directory; name the file to write")
+    if not out.parent.is_dir():
+        raise BadInput(f"-o {out}: no such directory {out.parent}")

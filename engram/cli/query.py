@@ -81,7 +81,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if args.debug:
             text += "\n\nranking rules that changed the answer (engram.query.ranking):\n"
             text += "\n".join(f"  {r['rule']}: {r['effect']}" for r in doc.get("ranking", [])) or "  none"
-        print_within(text, budget, _explain_command(args) + " --budget 0 (all of it)")
+        print_within(text, budget, _explain_command(args) + " --budget 0 (all of it)", page=args.page)
     else:
         _out(doc, compact=True)
     return 0
@@ -211,14 +211,19 @@ def cmd_blame(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from engram.errors import BadInput
     from engram.query.search import search
 
+    if not args.query.strip():
+        raise BadInput("what to search for? give words: engram search 'retry backoff'")
     store = store_of(args)
     with closing(_ready_db(store)) as db:
         hits = search(store, db, args.query, limit=args.limit)
     if wants_pretty(args):
         for h in hits:
             print(f"{h['tape'][:12]} #{h['offset']:<5} {h['kind']:8} {(h['timestamp'] or '')[:16]}  {h['excerpt']}")
+        if not hits:  # (a person saw nothing at all)
+            print(f"no message or tool call matches {args.query!r}", file=sys.stderr)
     else:
         _out({"query": args.query, "hits": hits})
     return 0

@@ -152,6 +152,8 @@ def cmd_handoff(args: argparse.Namespace) -> int:
         print(f"  checkpoint {t['version']} of task {t['task']}", file=sys.stderr)
     for span in done["anchored"]:
         print(f"  anchored to {span}", file=sys.stderr)
+    for gone in done.get("unanchored") or []:
+        print(f"  not anchored: {gone['why']} (the note keeps {gone['span']} as text)", file=sys.stderr)
     return 0
 
 

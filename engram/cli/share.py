@@ -16,11 +16,18 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} KB"
 
 
+def _team(memories: dict[str, Any]) -> str:
+    """The team memories a push adds or changes, of how many leave: `5 team memories` alone read as
+    5 pushed again on every push."""
+    team, new = memories.get("team", 0), memories.get("team_new", memories.get("team", 0))
+    return f"{plural(new, 'team memory', 'team memories')} new or changed (of {team})" if team else "0 team memories"
+
+
 def _print_push(doc: dict[str, Any]) -> None:
     verb = "would push" if doc["dry_run"] else "pushed"
     sessions = doc["sessions"]
     print(f"push {doc['remote']}: {verb} {plural(len(sessions), 'tape')} ({_size(doc['bytes'])}), "
-          f"{plural(doc['memories'].get('team', 0), 'team memory', 'team memories')}, {plural(doc['tombstones'], 'new tombstone')}; "
+          f"{_team(doc['memories'])}, {plural(doc['tombstones'], 'new tombstone')}; "
           f"{doc['already_on_remote']} already there")
     if doc["dry_run"]:
         for s in sessions:
@@ -50,8 +57,14 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def since_date(text: str) -> str:
     """`--since 2026-11-01` (or a full ISO time): sessions that began on or after it."""
+    import datetime as dt  # noqa: PLC0415
+
     if not re.match(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.]+Z?)?$", text):
         raise argparse.ArgumentTypeError(f"{text!r}: a date, YYYY-MM-DD (or an ISO time)")
+    try:  # (a month 13 passed the pattern and compared as text)
+        dt.datetime.fromisoformat(text.replace(" ", "T").removesuffix("Z"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: no such date or time (YYYY-MM-DD)") from None
     return text.replace(" ", "T")
 
 

@@ -73,8 +73,9 @@ def _checkpoints(args: argparse.Namespace, task: Any) -> int:
         found = [c for c in task.checkpoints if c["version"] == args.version]
         if not found:
             from engram.errors import BadInput
+            from engram.words import plural
 
-            raise BadInput(f"task {task.id} has {len(task.checkpoints)} checkpoints; no version {args.version}")
+            raise BadInput(f"task {task.id} has {plural(len(task.checkpoints), 'checkpoint')}; no version {args.version}")
         c = found[0]
         if args.json:
             print_json(c)

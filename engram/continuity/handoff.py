@@ -139,13 +139,14 @@ def write_handoff(mem: Memories, chain: Chain, last_at: str | None, note: dict[s
                   ) -> dict[str, Any]:
     """Store the note as a memory of kind handoff, tagged with the session, its evidence the
     session's last event, anchored to the spans it names that still exist."""
-    anchors = []
+    anchors: list[str] = []
+    unanchored: list[dict[str, str]] = []
     for span in spans_named(note):
         try:
-            mem.at(span)
+            mem.check_anchor(span)
             anchors.append(span)
-        except BadInput:
-            continue  # a span outside the repository: the text still names it
+        except BadInput as exc:  # a file gone, lines past its end, outside the repository: the text still names it
+            unanchored.append({"span": span, "why": str(exc).split(";")[0]})
     evidence = [last_at] if last_at else []
     try:
         done = mem.remember(note_text(note), kind="handoff", tags=[TAG, session_tag(chain.session_id)],
@@ -155,7 +156,8 @@ def write_handoff(mem: Memories, chain: Chain, last_at: str | None, note: dict[s
             raise
         done = mem.remember(note_text(note), kind="handoff", tags=[TAG, session_tag(chain.session_id)],
                             evidence=evidence, source=source, dedup=False)
-    return {"id": done.id, "session_id": chain.session_id, "note": note, "anchored": anchors}
+    return {"id": done.id, "session_id": chain.session_id, "note": note, "anchored": anchors,
+            "unanchored": unanchored}
 
 
 def latest_handoff(mem: Memories, chain: Chain) -> dict[str, Any] | None:

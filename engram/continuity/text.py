@@ -24,7 +24,7 @@ def _quote(text: str, indent: str = "    ") -> str:
 def _heading(doc: dict[str, Any]) -> list[str]:
     s = doc["session"]
     out = [f"Session {s['session_id']} ({s['harness']}), {s.get('started') or '?'} → {s.get('ended') or '?'}, "
-           f"{s['events']} events in {s['tapes']} tape{'s' if s['tapes'] != 1 else ''}"
+           f"{plural(s['events'], 'event')} in {s['tapes']} tape{'s' if s['tapes'] != 1 else ''}"
            + (f", {s['compactions']} compaction{'s' if s['compactions'] != 1 else ''}" if s.get("compactions") else "")
            + (f", branch {s['branch']}" if s.get("branch") else "")]
     if s.get("task") and "sessions" not in s["task"]:  # one session of a task

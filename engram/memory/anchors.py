@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
+from engram.words import plural
 
 if TYPE_CHECKING:
     from difflib import Match  # (difflib itself only where spans are aligned: an agent's hook imports this module)
@@ -262,7 +263,7 @@ def capture(root: Path, file: str, start: int, end: int, *, text: str | None = N
         raise BadInput(f"{where}: an empty range; lines are 1-based and START must not exceed END, "
                        f"e.g. {file}:10-24")
     if end > len(lines):
-        raise BadInput(f"{where}: past the end of the file ({len(lines)} lines); anchor lines within 1-{len(lines)}")
+        raise BadInput(f"{where}: past the end of the file ({plural(len(lines), 'line')}); anchor lines within 1-{len(lines)}")
     span = lines[start - 1:end]
     if not any(line.strip() for line in span):
         raise BadInput(f"{where}: only blank lines; anchor lines that hold code")

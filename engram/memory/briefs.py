@@ -129,8 +129,9 @@ def session_brief(mem: Memories, *, budget: int = SESSION_BUDGET, now: str | Non
     ranked = sorted((projection.row_to_memory(mem.db, r) for r in rows),
                     key=lambda m: (-m.pinned, -(0.5 + m.importance) * strength(m, now), -m.trust, m.id))
     where = _anchored_where(mem, [m.id for m in ranked])
-    header = (f"Engram notes: the most important of this repository's {total} active notes (pinned, then "
-              "importance, recency, author); the notes on code you edit come with each edit.")
+    header = ((f"Engram notes: the most important of this repository's {total} active notes (pinned, then "
+               "importance, recency, author)" if total != 1 else "Engram notes: this repository's one active note")
+              + "; the notes on code you edit come with each edit.")
     more = "`engram recall QUERY` (or the `recall` tool) finds them by meaning"
     return _fill([(header, [(m, where.get(m.id, [])) for m in ranked])], budget, more, left_beyond=total - len(ranked))
 

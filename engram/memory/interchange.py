@@ -84,7 +84,11 @@ def import_file(mem: Memories, path: str, *, fmt: str = "auto", dedup: bool = Tr
 def _read(path: str) -> list[tuple[str, str]]:
     """(name, text) of each file to import."""
     if path == "-":
-        return [("stdin", sys.stdin.buffer.read().decode("utf-8", errors="replace"))]
+        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+        if not text.strip():  # (it said "imported 0 memories", as if the input had been read)
+            raise BadInput("nothing to import: stdin is empty; pipe into it what `engram memory export` "
+                           "writes, CLAUDE.md notes or a mem0 export")
+        return [("stdin", text)]
     p = Path(path).expanduser()
     try:
         if p.is_dir():

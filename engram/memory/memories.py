@@ -222,6 +222,19 @@ class Memories:
         no = self.db.execute("SELECT no FROM memories WHERE id = ?", (ids[0],)).fetchall()[0][0]
         return no, ids[0]
 
+    def _forgettable(self, ref: str) -> str:
+        """The id `forget --purge` erases: a memory's, or one forgotten but not purged yet (`forget`
+        says --purge erases its events; refusing it as "was forgotten" left no way to)."""
+        try:
+            return self.resolve(ref)[1]
+        except UnknownMemory:
+            ref = ref.strip().lower()
+            rows = self.db.execute("SELECT id FROM memory_forgotten WHERE id >= ? AND id < ? AND NOT purged LIMIT 2",
+                                   (ref, ref + "\uffff")).fetchall()
+            if len(rows) != 1:
+                raise
+            return str(rows[0][0])
+
     def get(self, ref: str) -> Memory:
         no, _ = self.resolve(ref)
         return self.by_no([no], full=True)[no]
@@ -327,6 +340,11 @@ class Memories:
             self._commit(events)
             embedded = projection.has_vector(self.db, projection.content_hash(content))
         return Remembered(mid, links=links, embedding="done" if embedded else "pending")
+
+    def check_anchor(self, at: str) -> None:
+        """Raise BadInput, saying why, when `at` (FILE:START-END) names no lines of the working
+        tree a memory could be anchored to; write nothing."""
+        self._capture(at, None)
 
     def _capture(self, at: str, buffers: Mapping[str, str] | None) -> dict[str, Any]:
         from engram.memory.anchors import capture  # noqa: PLC0415 - fingerprints load numpy
@@ -489,7 +507,7 @@ class Memories:
         """Tombstone a memory (hidden everywhere, for good); with `purge`, also erase its events
         from the log files (docs/memories.md, "Purge")."""
         with self._writing():
-            _, mid = self.resolve(ref)
+            mid = self._forgettable(ref) if purge else self.resolve(ref)[1]
             self._recalled.pop(mid, None)
             rewritten: list[str] = []
             dropped = 0

@@ -197,7 +197,9 @@ def check_importance(value: Any) -> float:
 
 
 def check_content(content: Any) -> str:
-    if not isinstance(content, str) or not content.strip():
+    if content is not None and not isinstance(content, str):  # (`{"content": 5}` was "the text is empty")
+        raise BadInput(f"a memory's content is text, not {type(content).__name__} {str(content)[:40]!r}")
+    if not content or not content.strip():
         raise BadInput("a memory needs content: the text is empty")
     return content.strip("\n")
 

@@ -150,8 +150,13 @@ def widened_note(doc: dict[str, Any]) -> str | None:
     w = doc.get("widened")
     if not w:
         return None
-    return (f"lines {w['asked']['start']}-{w['asked']['end']} widened to {doc['span']['start']}-{doc['span']['end']}: "
+    return (f"{line_range(w['asked']['start'], w['asked']['end'])} widened to {doc['span']['start']}-{doc['span']['end']}: "
             + _WHY_WIDER.get(w.get("why"), str(w.get("why"))))
+
+
+def line_range(a: int, b: int) -> str:
+    """`line 7` or `lines 3-9`, as a person writes them (`lines 194-194` read as a slip)."""
+    return f"line {a}" if a == b else f"lines {a}-{b}"
 
 
 # --------------------------------------------------------------------------- explain, for people
@@ -549,7 +554,9 @@ def explain_file_pretty(doc: dict[str, Any], width: int = 100, color: bool = Fal
     out = [paint(f"Why {doc['file']}?", "1") + f"  {plural(len(doc['regions']), 'region')}"]
     for r in doc["regions"]:
         a, b = r["lines"]
-        out += ["", paint(f"── lines {a}-{b}: {_blame_head(r)}", "1")]
+        told = bool((r.get("explain") or {}).get("sessions"))
+        head = _blame_head(r) if r.get("session_id") or not told else "no edit found line by line; the sessions that match"
+        out += ["", paint(f"── {line_range(a, b)}: {head}", "1")]
         if r.get("explain"):
             body = explain_pretty({**r["explain"], "truncated": False}, width, color).split("\n")[1:]
             out += [line for line in body if line.strip()]

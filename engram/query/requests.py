@@ -76,7 +76,7 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
 def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
     """The repository-relative path of `path` and its working-tree text."""
     from engram.errors import BadInput
-    from engram.query.spans import repo_relative
+    from engram.query.spans import not_a_file, repo_relative
 
     rel = repo_relative(store.root, path, Path(cwd) if cwd else None)
     full = store.root / rel
@@ -84,7 +84,7 @@ def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
         head, sep, _ = path.rpartition(":")
         if sep and (store.root / repo_relative(store.root, head, Path(cwd) if cwd else None)).is_file():
             raise BadInput(f"{path!r}: lines must be numbers, e.g. {head}:10-24 (or {head} for the whole file)")
-        raise BadInput(f"{path}: no such file in the working tree")
+        raise not_a_file(path, full)
     return rel, full.read_bytes().decode("utf-8", "replace")
 
 
@@ -96,7 +96,14 @@ def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> 
     rel, text = _file_text(store, str(params["file"]), params.get("cwd"))
     if isinstance(params.get("text"), str):  # the editor's text of the file, unsaved changes and all
         text = params["text"]
-    regions = blame(db, store.root, rel, text, params.get("start"), params.get("end"))
+    end = params.get("end")
+    n_lines = len(text.splitlines())
+    if end is not None and int(end) > n_lines:  # (as git blame: an empty answer read as "no session")
+        from engram.errors import BadInput
+
+        raise BadInput(f"{params['file']}:{params.get('start')}-{end}: past the end of the file "
+                       f"({n_lines} {'line' if n_lines == 1 else 'lines'})")
+    regions = blame(db, store.root, rel, text, params.get("start"), end)
     add_requests(db, store.tapes_dir, store.objects_dir, regions)
     return {"file": rel, "regions": [r.porcelain() for r in regions]}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
+from engram.words import plural
 
 __all__ = ["Span", "parse_span", "repo_relative", "in_tree", "read_span", "text_span"]
 
@@ -48,17 +49,25 @@ def in_tree(root: Path, path: str) -> bool:
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
+def not_a_file(path: str, full: Path) -> BadInput:
+    """The error for a `FILE[:A-B]` whose FILE is not a file of the working tree: a directory is
+    named as one (it was "no such file", as if the name were wrong)."""
+    if full.is_dir():
+        return BadInput(f"{path}: a directory; name a file in it")
+    return BadInput(f"{path}: no such file in the working tree")
+
+
 def read_span(root: Path, path: str, start: int, end: int, cwd: Path | None = None) -> Span:
     rel = repo_relative(root, path, cwd)
     full = root / rel
     if not full.is_file():
-        raise BadInput(f"{path}: no such file in the working tree")
+        raise not_a_file(path, full)
     text = full.read_bytes().decode("utf-8", "replace")
     lines = text.splitlines()
     if start < 1 or end < start:
         raise BadInput(f"{path}:{start}-{end}: lines are 1-based and START must not exceed END")
     if end > len(lines):
-        raise BadInput(f"{path}:{start}-{end}: past the end of the file ({len(lines)} lines)")
+        raise BadInput(f"{path}:{start}-{end}: past the end of the file ({plural(len(lines), 'line')})")
     return Span(rel, start, end, "\n".join(lines[start - 1:end]) + "\n")
 
 

@@ -92,9 +92,17 @@ def touch_story(reader: TapeReader, offset: int, limit: int = 400) -> Story:
     earlier = None
     if request is not None and not _substantive(request[1]):
         earlier = _last_before(reader, request[0], E.MSG_IN, _substantive)
-    before = _last_before(reader, offset, E.MSG_OUT, _said)
-    after = list(reader.window(offset, 0, LOOK_AHEAD))[1:]
-    said_after = next(((off, ev) for off, ev in after if _said(ev)), None)
+    window = list(reader.window(offset, 0, LOOK_AHEAD))
+    # The words around the touch are its own agent's: a subagent's (`agent`) interleaved with
+    # the parent's are about other work.
+    agent = window[0][1].get("agent") if window else None
+
+    def own_words(ev: dict[str, Any]) -> bool:
+        return _said(ev) and ev.get("agent") == agent
+
+    before = _last_before(reader, offset, E.MSG_OUT, own_words)
+    after = window[1:]
+    said_after = next(((off, ev) for off, ev in after if own_words(ev)), None)
     result = next(((off, ev) for off, ev in after if ev.get("kind") == E.TOOL_RESULT
                    and ev.get("name") not in _EDIT_TOOLS), None)
     out = None
