@@ -57,7 +57,7 @@ def print_within(text: str, budget: int | None, again: str, page: int | None = N
     of an agent-facing answer keeps to a budget as its JSON does: whole lines up to it, then one
     line saying what was left out and `again`, the command that shows more. With `page` (explain's
     --page), the text is read in pages of the budget as the JSON is: that page is printed, and the
-    last line names the next (--page once printed page 1 again)."""
+    last line names the next."""
     from engram.errors import BadInput  # noqa: PLC0415
     from engram.query.budget import TOKEN_BYTES, tokens  # noqa: PLC0415 - (orjson) not for `engram --help`
 
