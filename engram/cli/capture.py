@@ -16,7 +16,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
     root = (here / args.path).resolve() if args.path else (find_repo_root(here) or here)
-    if not root.is_dir():  # (a typo made a new folder tree; a file was a traceback)
+    if not root.is_dir():  # (a typo must not make a folder tree)
         from engram.errors import BadInput
 
         raise BadInput(f"{args.path}: {'not a' if root.exists() else 'no such'} directory; "

@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
     from engram.errors import EngramError
 
     try:
-        if getattr(args, "repo", None) and not os.path.isdir(args.repo):  # (it said "no .engram/ store in" it)
+        if getattr(args, "repo", None) and not os.path.isdir(args.repo):  # (a wrong -C is not a missing store)
             from engram.errors import BadInput  # noqa: PLC0415
 
             raise BadInput(f"-C {args.repo}: {'not a' if os.path.exists(args.repo) else 'no such'} directory")

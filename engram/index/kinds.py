@@ -49,8 +49,8 @@ REQUEST_LINE_CHARS: Final = 200  # a request's first line as the index keeps it 
 
 def is_request(ev: dict[str, Any]) -> bool:
     """A person's request: a user message that is not harness-injected context or another agent's
-    message (`sender`; `agent`: the prompt a parent agent gave its subagent, which once named the
-    request of the parent's own edits after it)."""
+    message (`sender`; `agent`: the prompt a parent agent gave its subagent, which must not stand
+    as the request of the parent's own edits after it)."""
     if (ev.get("kind") != E.MSG_IN or ev.get("is_meta") or ev.get("injected") or ev.get("compact_summary")
             or ev.get("sender") or ev.get("agent")):
         return False

@@ -85,7 +85,7 @@ def _read(path: str) -> list[tuple[str, str]]:
     """(name, text) of each file to import."""
     if path == "-":
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-        if not text.strip():  # (it said "imported 0 memories", as if the input had been read)
+        if not text.strip():  # (empty input is a mistake, not "0 imported")
             raise BadInput("nothing to import: stdin is empty; pipe into it what `engram memory export` "
                            "writes, CLAUDE.md notes or a mem0 export")
         return [("stdin", text)]
