@@ -322,3 +322,14 @@ def test_recall_and_list_keep_to_a_budget_in_text_and_json(repo: Path) -> None:
     assert len(out.encode()) <= 2000 * 4 + 1 and doc["budget"]["tokens"] == 2000
     assert len(doc["memories"]) + doc["left_out"]["count"] == len(topics)
     assert len(js(repo, "memory", "list", "--budget", "0")["memories"]) == len(topics)
+
+
+def test_recall_at_a_file_not_in_the_tree_says_so(repo: Path) -> None:
+    """A mistyped or deleted file answers the notes anchored there (a deleted file's notes are
+    still worth reading), and says the file is not in the working tree, so a typo is seen."""
+    run_engram(repo, "remember", "Retries back off exponentially", "--at", "net.py:4-10")
+    (repo / "net.py").unlink()
+    gone = run_engram(repo, "recall", "--at", "net.py")
+    assert "net.py is not in the working tree" in gone.stderr and "Retries back off" in gone.stdout
+    typo = run_engram(repo, "recall", "--at", "nett.py")
+    assert "nett.py is not in the working tree" in typo.stderr and typo.stdout == ""

@@ -219,6 +219,8 @@ def _at_for_server(args: argparse.Namespace) -> str | None:
     store = store_of(args)
     path, start, end = parse_at(args.at)
     rel = repo_relative(store.root, path)
+    if not (store.root / rel).exists():  # (a typo, or a file deleted since: the notes of either are listed)
+        print(f"({rel} is not in the working tree: only notes anchored there are listed)", file=sys.stderr)
     return rel if start is None else f"{rel}:{start}-{end}"
 
 

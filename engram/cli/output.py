@@ -71,7 +71,7 @@ def print_within(text: str, budget: int | None, again: str, page: int | None = N
     pages: list[list[str]] = []
     rest = text.splitlines()
     while rest:
-        kept, left = _head_lines(rest, budget * TOKEN_BYTES - 160)
+        kept, left = _head_lines(rest, max(budget * TOKEN_BYTES - 160, 80))  # (the last line: ~160)
         pages.append(kept)
         if not paged:
             break

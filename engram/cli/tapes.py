@@ -25,8 +25,8 @@ def cmd_tapes(args: argparse.Namespace) -> int:
         print_json([r.as_dict() for r in rows])
     elif rows:
         print(tapes_table(rows))
-    elif args.harness and list_tapes(db, limit=1):
-        print(f"no tapes from harness {args.harness!r}; `engram tapes` lists them all", file=sys.stderr)
+    elif args.harness and (held := sorted({h for (h,) in db.execute("SELECT DISTINCT harness FROM tapes")})):
+        print(f"no tapes from harness {args.harness!r}; the store holds {', '.join(held)}", file=sys.stderr)
     else:
         print("no tapes yet: run `engram ingest`", file=sys.stderr)
     return 0
