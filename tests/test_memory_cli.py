@@ -331,5 +331,6 @@ def test_recall_at_a_file_not_in_the_tree_says_so(repo: Path) -> None:
     (repo / "net.py").unlink()
     gone = run_engram(repo, "recall", "--at", "net.py")
     assert "net.py is not in the working tree" in gone.stderr and "Retries back off" in gone.stdout
-    typo = run_engram(repo, "recall", "--at", "nett.py")
-    assert "nett.py is not in the working tree" in typo.stderr and typo.stdout == ""
+    for args in (("recall", "--at", "nett.py"), ("memory", "list", "--at", "nett.py")):
+        typo = run_engram(repo, *args)
+        assert "nett.py is not in the working tree" in typo.stderr and typo.stdout == "", args

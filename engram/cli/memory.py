@@ -23,6 +23,8 @@ from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
 from engram.words import plural
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from engram.memory.memories import Memories
     from engram.memory.model import Memory
     from engram.memory.places import Place
@@ -219,9 +221,15 @@ def _at_for_server(args: argparse.Namespace) -> str | None:
     store = store_of(args)
     path, start, end = parse_at(args.at)
     rel = repo_relative(store.root, path)
-    if not (store.root / rel).exists():  # (a typo, or a file deleted since: the notes of either are listed)
-        print(f"({rel} is not in the working tree: only notes anchored there are listed)", file=sys.stderr)
+    _say_if_missing(store.root, rel)
     return rel if start is None else f"{rel}:{start}-{end}"
+
+
+def _say_if_missing(root: Path, rel: str) -> None:
+    """A note on stderr when `--at` names no file of the working tree: a typo would otherwise be
+    answered like a file without notes (a deleted file's notes are still listed)."""
+    if not (root / rel).exists():
+        print(f"({rel} is not in the working tree: only notes anchored there are listed)", file=sys.stderr)
 
 
 def _recall_lines(doc: dict[str, Any], debug: bool) -> list[str]:
@@ -268,6 +276,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from engram.memory.recall import memory_json
 
+    if args.at:
+        _at_for_server(args)  # (the same check of the place as recall's)
     with _memories(args) as mem:
         pairs = mem.list(at=args.at, drifted=args.drifted, kind=args.kind, tags=args.tag or (), hidden=args.all)
     if args.json:
