@@ -151,7 +151,7 @@ async def test_an_agent_s_personal_memory_never_leaves_with_push(repo: Path, tmp
         assert "0 team memories" in run_engram(repo, "push", "--dry-run").stdout
         team = await c.call_tool("remember", {"content": "the poller backs off to 30 s after errors"})
         assert team.is_error is False, team.content
-        assert "1 team memory," in run_engram(repo, "push", "--dry-run").stdout
+        assert "1 team memory new or changed (of 1)," in run_engram(repo, "push", "--dry-run").stdout
         bad = await c.call_tool("remember", {"content": "x", "scope": "everyone"})
         assert bad.is_error is True and "scope" in bad.content[0].text
 
