@@ -1,28 +1,29 @@
 """`engram blame FILE`: which session last changed each line of a file, as `git blame` names the
 commit, from the index in one pass (never one explain per line).
 
-Every k-gram of the file's text (less the stop-listed ones, boilerplate in a tenth of the tapes)
-is looked up once among the postings of code.edit fragments (`edit_postings`: the lines an edit
+Every k-gram of the file's text (less the stop-listed ones, boilerplate in a tenth of the tapes) is
+looked up once among the postings of code.edit fragments (`edit_postings`: the lines an edit
 changed, never those it only carried or read). A fragment's matches fall into runs of nearby
-positions (at most MAX_GAP_WINDOWS winnowing windows apart: one copy of a text has a fingerprint
-in every window); a run of LONG_RUN fingerprints, or of MIN_RUN holding MIN_COVER of its fragment's,
+positions (at most MAX_GAP_WINDOWS winnowing windows apart: one copy of a text has a fingerprint in
+every window); a run of LONG_RUN fingerprints, or of MIN_RUN holding MIN_COVER of its fragment's,
 says that edit's text is there, and so does a shorter run that is the rest of such a copy a later
 edit split (text inserted inside it: `_split_pieces`). A line goes to the latest edit (git blame's
 "last change") among the runs eligible on it: those holding WRITER_SHARE of the strongest covering
 run's fingerprints (explain's WRITER_FLOOR: a later edit's few chance k-grams do not make it the
-writer), and those
-that are their fragment's text nearly whole (WHOLE_COVER) touching the line WRITER_SHARE as much
-as the most touching one (a small later rewrite inside code an earlier edit wrote). A gap of
-FILL_GAP lines or fewer between two lines of one session is that session's; consecutive lines of
-one session are a region. Edits of the file count, and those of a file no longer in the tree (the
-lines may have come from there); a resumed session's copy of another's edit names the original.
+writer), and those that are their fragment's text nearly whole (WHOLE_COVER) touching the line
+WRITER_SHARE as much as the most touching one (a small later rewrite inside code an earlier edit
+wrote). A gap of FILL_GAP lines or fewer between two lines of one session is that session's;
+consecutive lines of one session are a region. Edits of the file count, and those of a file no
+longer in the tree (the lines may have come from there); a resumed session's copy of another's edit
+names the original.
 
 Measured (bench/blame.py accuracy, lines with a writer in bench/provenance.py's --multi replay):
 spotter 0.953, session-bridge 0.891, agentv 0.974 right (0.951 / 0.890 / 0.972 without the split
-pieces, which left a file's first lines above a line inserted under them with no writer);
-comparing whole runs alone (no WHOLE_COVER path) gave the same but lost a small later rewrite inside a whole-file create
-(tests/test_blame.py), touching counts alone 0.876 / 0.800 / 0.971; the thresholds were flat
-within ±0.01 over WRITER_SHARE 0.4-0.7, WHOLE_COVER 0.4-0.8, LONG_RUN 4-10, MIN_COVER 0.1-0.5.
+pieces, which left a file's first lines above a line inserted under them with no writer); comparing
+whole runs alone (no WHOLE_COVER path) gave the same but lost a small later rewrite inside a
+whole-file create (tests/test_blame.py), touching counts alone 0.876 / 0.800 / 0.971; the thresholds
+were flat within ±0.01 over WRITER_SHARE 0.4-0.7, WHOLE_COVER 0.4-0.8, LONG_RUN 4-10, MIN_COVER
+0.1-0.5.
 """
 
 from __future__ import annotations
