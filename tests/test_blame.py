@@ -182,3 +182,26 @@ def test_no_color_before_or_after_the_command_leaves_a_terminal_plain(two_sessio
     assert "\x1b[" in on_terminal(two_sessions, "blame", "report.py", env=env)
     assert "\x1b[" not in on_terminal(two_sessions, "--no-color", "blame", "report.py", env=env)
     assert "\x1b[" not in on_terminal(two_sessions, "blame", "report.py", "--no-color", env=env)
+
+
+def test_a_files_first_lines_keep_their_writer_after_a_line_is_inserted_under_them(repo: Path, tmp_path: Path) -> None:
+    """Session A creates a module; session B inserts an import as line 4. Lines 1-3 (too few
+    k-grams to count alone, cut off from the rest of A's text by B's line) are still A's."""
+    head = ["defmodule ReportWeb.SummaryLive do", "  use Phoenix.LiveView", ""]
+    body = ["  alias Report.Ledger.{Entry, Account, Period}", "  require Logger", "", *(line(i) for i in range(1, 31))]
+    inserted = "  alias Report.Services.{RoundingPolicy, CurrencyTable, LedgerCache}"
+    a = tape(tmp_path, "writer-a", "2026-01-01T00:00:00Z", [
+        {"kind": "msg.in", "ts": "2026-01-01T00:00:01Z", "text": "Write the summary live view"},
+        {"kind": "code.edit", "ts": "2026-01-01T00:00:02Z", "file": "summary_live.ex", "op": "create",
+         "before_range": [1, 0], "after_range": [1, 36], "before_text": "",
+         "after_text": "\n".join(head + body) + "\n"}])
+    b = tape(tmp_path, "editor-b", "2026-01-02T00:00:00Z", [
+        {"kind": "msg.in", "ts": "2026-01-02T00:00:01Z", "text": "Alias the services the view needs"},
+        {"kind": "code.edit", "ts": "2026-01-02T00:00:02Z", "file": "summary_live.ex", "op": "update",
+         "before_range": [4, 3], "after_range": [4, 4], "before_text": "", "after_text": inserted + "\n"}])
+    (repo / "summary_live.ex").write_text("\n".join([*head, inserted, *body]) + "\n")
+    run_engram(repo, "ingest", str(a), str(b))
+    doc = blame(repo, "summary_live.ex")
+    covers(doc, 37)
+    assert [(r["lines"], r["session_id"]) for r in doc["regions"]] == [
+        ([1, 3], "writer-a"), ([4, 4], "editor-b"), ([5, 37], "writer-a")]

@@ -1,25 +1,29 @@
 """`engram blame FILE`: which session last changed each line of a file, as `git blame` names the
 commit, from the index in one pass (never one explain per line).
 
-Every k-gram of the file's text (less the stop-listed ones, boilerplate in a tenth of the tapes)
-is looked up once among the postings of code.edit fragments (`edit_postings`: the lines an edit
+Every k-gram of the file's text (less the stop-listed ones, boilerplate in a tenth of the tapes) is
+looked up once among the postings of code.edit fragments (`edit_postings`: the lines an edit
 changed, never those it only carried or read). A fragment's matches fall into runs of nearby
-positions (at most MAX_GAP_WINDOWS winnowing windows apart: one copy of a text has a fingerprint
-in every window); a run of LONG_RUN fingerprints, or of MIN_RUN holding MIN_COVER of its fragment's,
-says that edit's text is there. A line goes to the latest edit (git blame's "last change") among
-the runs eligible on it: those holding WRITER_SHARE of the strongest covering run's fingerprints
-(explain's WRITER_FLOOR: a later edit's few chance k-grams do not make it the writer), and those
-that are their fragment's text nearly whole (WHOLE_COVER) touching the line WRITER_SHARE as much
-as the most touching one (a small later rewrite inside code an earlier edit wrote). A gap of
-FILL_GAP lines or fewer between two lines of one session is that session's; consecutive lines of
-one session are a region. Edits of the file count, and those of a file no longer in the tree (the
-lines may have come from there); a resumed session's copy of another's edit names the original.
+positions (at most MAX_GAP_WINDOWS winnowing windows apart: one copy of a text has a fingerprint in
+every window); a run of LONG_RUN fingerprints, or of MIN_RUN holding MIN_COVER of its fragment's,
+says that edit's text is there, and so does a shorter run that is the rest of such a copy a later
+edit split (text inserted inside it: `_split_pieces`). A line goes to the latest edit (git blame's
+"last change") among the runs eligible on it: those holding WRITER_SHARE of the strongest covering
+run's fingerprints (explain's WRITER_FLOOR: a later edit's few chance k-grams do not make it the
+writer), and those that are their fragment's text nearly whole (WHOLE_COVER) touching the line
+WRITER_SHARE as much as the most touching one (a small later rewrite inside code an earlier edit
+wrote). A gap of FILL_GAP lines or fewer between two lines of one session is that session's;
+consecutive lines of one session are a region. Edits of the file count, and those of a file no
+longer in the tree (the lines may have come from there); a resumed session's copy of another's edit
+names the original.
 
 Measured (bench/blame.py accuracy, lines with a writer in bench/provenance.py's --multi replay):
-spotter 0.951, session-bridge 0.889, agentv 0.972 right; comparing whole runs alone (no
-WHOLE_COVER path) gave the same but lost a small later rewrite inside a whole-file create
-(tests/test_blame.py), touching counts alone 0.876 / 0.800 / 0.971; the thresholds were flat
-within ±0.01 over WRITER_SHARE 0.4-0.7, WHOLE_COVER 0.4-0.8, LONG_RUN 4-10, MIN_COVER 0.1-0.5.
+spotter 0.953, session-bridge 0.891, agentv 0.974 right (0.951 / 0.890 / 0.972 without the split
+pieces, which left a file's first lines above a line inserted under them with no writer); comparing
+whole runs alone (no WHOLE_COVER path) gave the same but lost a small later rewrite inside a
+whole-file create (tests/test_blame.py), touching counts alone 0.876 / 0.800 / 0.971; the thresholds
+were flat within ±0.01 over WRITER_SHARE 0.4-0.7, WHOLE_COVER 0.4-0.8, LONG_RUN 4-10, MIN_COVER
+0.1-0.5.
 """
 
 from __future__ import annotations
@@ -161,7 +165,8 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     ids = arrays.unique(run_frag)
     nfp_all = _column(db, ids, "nfp")
     covers = counts >= MIN_COVER * np.maximum(nfp_all[np.searchsorted(ids, run_frag)], 1)
-    ok = (counts >= LONG_RUN) | covers
+    ok = _split_pieces(run_frag, pos, starts, ends, (counts >= LONG_RUN) | covers, k, len(kg), MAX_GAP_WINDOWS * w,
+                       _time_rank(db, ids)[np.searchsorted(ids, run_frag)], qk)
     run_frag, starts, ends, counts = run_frag[ok], starts[ok], ends[ok], counts[ok]
     meta = _writers(db, root, file, arrays.unique(run_frag).tolist())
     if not meta:
@@ -201,6 +206,64 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
             out[line] = winners[r]
     _fill_gaps(out)
     return out
+
+
+def _time_rank(db: apsw.Connection, ids: np.ndarray) -> np.ndarray:
+    """Each of `ids`' (ascending) place in time: by (timestamp, id), as blame ranks its writers."""
+    ts = dict(db.execute("SELECT id, ts FROM fragments WHERE id IN carray(?)", (int_array(ids.tolist()),)))
+    order = sorted(range(len(ids)), key=lambda i: (ts.get(int(ids[i])) or "", int(ids[i])))
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[np.array(order, dtype=np.int64)] = np.arange(len(ids))
+    return rank
+
+
+def _split_pieces(run_frag: np.ndarray, pos: np.ndarray, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray,
+                  k: int, n_pos: int, max_gap: int, run_rank: np.ndarray, qk: np.ndarray) -> np.ndarray:
+    """`ok` (the runs that say their edit's text is there) with the runs too short to say so alone
+    that are a piece of a copy a later edit split: text inserted inside an edit's text leaves a
+    gap of more than `max_gap` k-grams between the pieces, but counted runs of later edits hold
+    it. Measured over the k-grams no such run holds, the gap from the piece to a counted run of
+    its own fragment is under `max_gap`, as it would be without the insertion, and the piece
+    holds no k-gram its fragment's counted runs hold (else it is a pattern the file repeats, not
+    the rest of the copy): the piece counts too (a file's first lines before a line inserted
+    under them keep their writer). Runs are in (fragment, position) order: a fragment's runs are
+    neighbours."""
+    near = np.flatnonzero((run_frag[1:] == run_frag[:-1]) & (ok[1:] != ok[:-1]))
+    if not len(near):
+        return ok
+    # The latest counted edit holding each k-gram (-1: none).
+    latest = np.full(n_pos, -1, dtype=np.int64)
+    span = np.minimum(pos[ends[ok]] + k, n_pos) - pos[starts[ok]]
+    np.maximum.at(latest, arrays.ranges(pos[starts[ok]], span), np.repeat(run_rank[ok], span))
+    gap_a, gap_b = pos[ends[near]] + 1, pos[starts[near + 1]]
+    held = np.zeros(len(near), dtype=bool)
+    rank = run_rank[near]
+    by = np.argsort(rank, kind="stable")
+    cut = np.flatnonzero(np.diff(rank[by])) + 1
+    for group in np.split(by, cut):
+        bare = np.concatenate([[0], np.cumsum(latest <= rank[group[0]])])  # k-grams before each no later edit holds
+        held[group] = bare[gap_b[group]] - bare[gap_a[group]] < max_gap
+    piece = np.where(ok[near], near + 1, near)[held]
+    if not len(piece):
+        return ok
+    grow = np.zeros(len(ok), dtype=bool)
+    grow[piece[~_repeats(piece, run_frag, pos, starts, ends, ok, qk)]] = True
+    return ok | grow
+
+
+def _repeats(piece: np.ndarray, run_frag: np.ndarray, pos: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+             ok: np.ndarray, qk: np.ndarray) -> np.ndarray:
+    """Which runs of `piece` hold a k-gram their fragment's counted runs hold elsewhere in the file."""
+    kid = np.searchsorted(arrays.unique(qk), qk).astype(np.uint64)
+
+    def pairs(runs: np.ndarray) -> np.ndarray:
+        n = ends[runs] - starts[runs] + 1
+        return (np.repeat(run_frag[runs].astype(np.uint64), n) << np.uint64(32)) | kid[pos[arrays.ranges(starts[runs], n)]]
+
+    counted = np.flatnonzero(ok)
+    hit = arrays.member(pairs(piece), arrays.unique(pairs(counted)))
+    return np.bincount(np.repeat(np.arange(len(piece)), ends[piece] - starts[piece] + 1), weights=hit,
+                       minlength=len(piece)) > 0
 
 
 def _local_strength(tok_lines: np.ndarray, pos: np.ndarray, starts: np.ndarray, ends: np.ndarray, k: int,
