@@ -59,7 +59,6 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
     command = engram_command()
     set_up = editors.setup if args.agent in editors.EDITORS else setup
-    existed = {p.path: p.path.exists() for p in set_up(args.agent, _root(args), dry_run=True, command=command)}
     plans = set_up(args.agent, _root(args), dry_run=args.dry_run, command=command)
     ok, answer = verify(command)
     warnings = [w for w in (path_note(command), codex_notify_conflict() if args.agent == "codex" else None) if w]
@@ -69,11 +68,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     for p in plans:
         if args.dry_run:
-            made = not existed.get(p.path, True)  # (a file setup makes was said "updated")
-            print(f"--- {p.path} ({'would create' if made else 'would change' if p.changed else 'unchanged'})\n{p.text}")
+            print(f"--- {p.path} ({'would create' if p.created else 'would change' if p.changed else 'unchanged'})\n{p.text}")
         else:
-            made = not existed.get(p.path, True)
-            print(f"{'created' if made else 'updated' if p.changed else 'already set up'}: {p.path}"
+            print(f"{'created' if p.created else 'updated' if p.changed else 'already set up'}: {p.path}"
                   + (f" ({p.note})" if p.note else ""))
     _say_verified(command, ok, answer)
     for w in warnings:

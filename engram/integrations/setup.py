@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,11 @@ class Planned:
     backup: bool = False  # keep the current file as <file>.engram-backup first (it holds nothing of Engram's)
     drop_backup: bool = False  # the backup has been given back (or is obsolete): delete it
     note: str | None = None  # what a person should know about this file
+    #: the file is not there when planned: writing it makes it (people read "created", not "updated")
+    created: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.created = self.text is not None and not self.path.exists()
 
 
 # ---------------------------------------------------------------- which engram
