@@ -1,4 +1,5 @@
-"""Counts in sentences: `1 session`, `2 sessions`, never `session(s)` or `1 sessions`.
+"""Counts in sentences: `1 session`, `2 sessions`, never `session(s)` or `1 sessions`; and the
+few states every surface names the same way (an edited anchor's share retained).
 
 A module of its own at the bottom of the layers so that every message, from capture's summary to
 the command line's, says a count the same way."""
@@ -27,3 +28,9 @@ def _plural_of(word: str) -> str:
     if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
         return word[:-1] + "ies"
     return word + "s"
+
+
+def anchor_state(state: str, retained: float) -> str:
+    """A memory anchor's state as people read it, in the memory commands and explain's notes:
+    `edited` says how much of the code is retained ("edited, 80% retained")."""
+    return f"edited, {retained:.0%} retained" if state == "edited" else state

@@ -20,7 +20,7 @@ from engram.cli.context import store_of
 from engram.cli.output import print_json as _out
 from engram.cli.output import print_within
 from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
-from engram.words import plural
+from engram.words import anchor_state, plural
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -64,16 +64,11 @@ def _when(stored: str | None) -> str:
     return stored[:16].replace("T", " ") if stored else "never"
 
 
-def _anchor_state(state: str, retained: float) -> str:
-    """An anchor's state as people read it: `edited` says how much of the code is retained."""
-    return f"edited, {retained:.0%} retained" if state == "edited" else state
-
-
 def _places_line(places: list[Place]) -> str:
     parts = []
     for p in places:
         where = f"{p.file}:{p.start}-{p.end}"
-        state = _anchor_state(p.state, p.retained)
+        state = anchor_state(p.state, p.retained)
         if p.state == "vanished" and p.best_partial:
             state += f"; best partial match {_partial(p.best_partial)}"
         if p.session:
@@ -245,7 +240,7 @@ def _recall_lines(doc: dict[str, Any], debug: bool) -> list[str]:
         if m["tags"]:
             meta.insert(0, "tags: " + ", ".join(m["tags"]))
         out.append("    " + " · ".join(meta))
-        out += [f"    at {a['file']}:{a['lines'][0]}-{a['lines'][1]} ({_anchor_state(a['state'], a['retained'])})"
+        out += [f"    at {a['file']}:{a['lines'][0]}-{a['lines'][1]} ({anchor_state(a['state'], a['retained'])})"
                 for a in m["anchors"]]
         if m.get("drift"):
             out.append(f"    drift: {m['drift']}")
@@ -305,7 +300,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"    created {_when(m.created)} · updated {_when(m.updated)} · recalled {plural(m.recall_count, 'time')}, "
           f"last {_when(m.last_recalled)}")
     for a in doc["anchors"]:
-        state = _anchor_state(a["state"], a["retained"])
+        state = anchor_state(a["state"], a["retained"])
         print(f"    anchor: {a['file']}:{a['lines'][0]}-{a['lines'][1]} ({state})"
               + (f", anchored at {a['anchored']['file']}:{a['anchored']['lines'][0]}-{a['anchored']['lines'][1]}"
                  if "anchored" in a else ""))

@@ -60,6 +60,7 @@ def print_within(text: str, budget: int | None, again: str, page: int | None = N
     last line names the next."""
     from engram.errors import BadInput  # noqa: PLC0415
     from engram.query.budget import TOKEN_BYTES, tokens  # noqa: PLC0415 - (orjson) not for `engram --help`
+    from engram.words import plural  # noqa: PLC0415
 
     if not budget or len(text.encode()) <= budget * TOKEN_BYTES:
         if page is not None and page > 1:
@@ -84,7 +85,7 @@ def print_within(text: str, budget: int | None, again: str, page: int | None = N
     if not after:
         return
     told = "\n".join(after)
-    print(f"… {len(after)} more {'line' if len(after) == 1 else 'lines'} (~{tokens(len(told.encode()))} tokens) "
+    print(f"… {plural(len(after), 'more line')} (~{tokens(len(told.encode()))} tokens) "
           f"left out of the {budget}-token budget: {again}" + (f"; --page {page + 1}: the next page" if paged else ""))
 
 

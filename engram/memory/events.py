@@ -28,7 +28,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import orjson
 
@@ -85,6 +85,20 @@ def event_from_json(doc: Any) -> Event | None:
     by = doc.get("by")
     return Event(eid, ts, str(doc.get("clone") or ""), op, memory if isinstance(memory, str) else None,
                  by if isinstance(by, dict) else {}, {k: v for k, v in doc.items() if k not in _HEAD})
+
+
+def events_in(data: bytes) -> Iterator[tuple[Event, bytes]]:
+    """Each event of a log file's bytes with its line, in order; a line that is not a whole event
+    (torn, foreign) is passed over: what reading another clone's copy of a log needs."""
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            ev = event_from_json(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            continue
+        if ev is not None:
+            yield ev, raw
 
 
 def event_id(body: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from engram.index.catalog import TapeRow
 from engram.tape.objects import is_ref
+from engram.words import anchor_state, plural
 
 
 def human_size(n: int) -> str:
@@ -173,11 +174,6 @@ HARNESS_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "editor": "edit
 
 def harness_name(h: str | None) -> str:
     return HARNESS_NAMES.get(h or "", h or "unknown harness")
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """`1 session`, `2 sessions` (`many`: an irregular plural)."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def when(ts: str | None) -> str:
@@ -414,8 +410,7 @@ def _notes_markdown(doc: dict[str, Any]) -> list[str]:
 
 
 def _note_where(note: dict[str, Any]) -> str:
-    state = note["state"] if note["state"] != "edited" else f"edited, {note['retained']:.0%} retained"
-    return f"{state}, lines {note['lines'][0]}-{note['lines'][1]}"
+    return f"{anchor_state(note['state'], note['retained'])}, lines {note['lines'][0]}-{note['lines'][1]}"
 
 
 def _md_escape(text: str) -> str:

@@ -98,11 +98,10 @@ def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> 
         text = params["text"]
     end = params.get("end")
     n_lines = len(text.splitlines())
-    if end is not None and int(end) > n_lines:  # (as git blame: an empty answer read as "no session")
-        from engram.errors import BadInput
+    if end is not None and int(end) > n_lines:  # (as git blame)
+        from engram.query.spans import past_the_end
 
-        raise BadInput(f"{params['file']}:{params.get('start')}-{end}: past the end of the file "
-                       f"({n_lines} {'line' if n_lines == 1 else 'lines'})")
+        raise past_the_end(f"{params['file']}:{params.get('start')}-{end}", n_lines)
     regions = blame(db, store.root, rel, text, params.get("start"), end)
     add_requests(db, store.tapes_dir, store.objects_dir, regions)
     return {"file": rel, "regions": [r.porcelain() for r in regions]}

@@ -11,7 +11,7 @@ from engram.errors import BadInput
 from engram.fsutil import repo_relative
 from engram.words import plural
 
-__all__ = ["Span", "parse_span", "repo_relative", "in_tree", "read_span", "text_span"]
+__all__ = ["Span", "parse_span", "repo_relative", "in_tree", "read_span", "text_span", "not_a_file", "past_the_end"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,12 @@ def not_a_file(path: str, full: Path) -> BadInput:
     return BadInput(f"{path}: no such file in the working tree")
 
 
+def past_the_end(where: str, n_lines: int) -> BadInput:
+    """The error for lines past a file's end (explain's span, blame's -L): an empty answer would
+    read as "no session"."""
+    return BadInput(f"{where}: past the end of the file ({plural(n_lines, 'line')})")
+
+
 def read_span(root: Path, path: str, start: int, end: int, cwd: Path | None = None) -> Span:
     rel = repo_relative(root, path, cwd)
     full = root / rel
@@ -67,7 +73,7 @@ def read_span(root: Path, path: str, start: int, end: int, cwd: Path | None = No
     if start < 1 or end < start:
         raise BadInput(f"{path}:{start}-{end}: lines are 1-based and START must not exceed END")
     if end > len(lines):
-        raise BadInput(f"{path}:{start}-{end}: past the end of the file ({plural(len(lines), 'line')})")
+        raise past_the_end(f"{path}:{start}-{end}", len(lines))
     return Span(rel, start, end, "\n".join(lines[start - 1:end]) + "\n")
 
 

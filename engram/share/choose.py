@@ -25,7 +25,7 @@ import orjson
 from engram.capture.redact import Redactor
 from engram.capture.removal import REDIRECTS, log_path
 from engram.fsutil import append_durably, json_lines
-from engram.memory.events import EventLog, event_from_json
+from engram.memory.events import EventLog, event_from_json, events_in
 from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.objects import referenced_objects, resolve
@@ -249,14 +249,7 @@ def union_log(sides: Iterable[bytes], purged: set[str]) -> bytes:
     memory's events are dropped, its tombstone kept; lines that are not whole events are dropped."""
     events: dict[str, tuple[tuple[str, str], bytes]] = {}
     for data in sides:
-        for raw in data.split(b"\n"):
-            if not raw.strip():
-                continue
-            try:
-                ev = event_from_json(orjson.loads(raw))
-            except orjson.JSONDecodeError:
-                continue
-            if ev is None or (ev.memory in purged and not (ev.op == "forget" and ev.data.get("purge"))):
-                continue
-            events.setdefault(ev.id, (ev.key, raw))
+        for ev, raw in events_in(data):
+            if not (ev.memory in purged and not (ev.op == "forget" and ev.data.get("purge"))):
+                events.setdefault(ev.id, (ev.key, raw))
     return b"".join(raw + b"\n" for _, raw in sorted(events.values()))

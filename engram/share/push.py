@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from engram.capture.redact import Redactor
 from engram.errors import ShareError
@@ -179,21 +179,10 @@ def _describe(report: PushReport, store: Store, cands: list[Candidate], going: l
 def _new_memories(git: Git, idx: RemoteIndex, mem: MemoryChoice) -> set[str]:
     """The team memories with an event the remote's log lacks: what a push adds (every team
     memory was counted as pushed again on each push, though nothing of it changed)."""
-    import orjson  # noqa: PLC0415
+    from engram.memory.events import events_in  # noqa: PLC0415
 
-    from engram.memory.events import event_from_json  # noqa: PLC0415
-
-    def events(data: bytes) -> Iterator[Any]:
-        for raw in data.split(b"\n"):
-            try:
-                ev = event_from_json(orjson.loads(raw)) if raw.strip() else None
-            except orjson.JSONDecodeError:
-                continue
-            if ev is not None:
-                yield ev
-
-    there = {ev.id for _, data in git.blobs(sorted(set(idx.memories.values()))) for ev in events(data)}
-    return {ev.memory for data in mem.files.values() for ev in events(data) if ev.id not in there and ev.memory}
+    there = {ev.id for _, data in git.blobs(sorted(set(idx.memories.values()))) for ev, _ in events_in(data)}
+    return {ev.memory for data in mem.files.values() for ev, _ in events_in(data) if ev.id not in there and ev.memory}
 
 
 def _size(path: Any) -> int:
