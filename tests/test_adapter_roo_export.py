@@ -9,7 +9,6 @@ fork's file name). The real exports are measured by bench/harness_roo_export.py.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -27,7 +26,7 @@ def test_a_real_roo_code_export_gives_the_reads_and_the_edits_at_their_lines(rep
     shutil.copy(FIXTURE, export)
     out = run_engram(repo, "ingest", str(export), "--map", f"{RECORDED}={repo}").stdout
     assert "1 session" in out and "5 edits" in out and "1 read" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1787629814743", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1787629814743")
     meta = events[0]
     assert (meta["harness"], meta["exported_by"], meta["model"], meta["cwd"]) == (
         "roo-code", "Roo Code", "google/gemini-3.7-flash", RECORDED)
@@ -77,7 +76,7 @@ def test_a_kilo_code_export_in_a_folder_keeps_writes_and_leaves_failed_edits_out
         "---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
     out = run_engram(repo, "ingest", str(folder), "--map", f"c:/work/app={repo}").stdout
     assert "1 session" in out and "2 edits" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1777629600000", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1777629600000")
     assert events[0]["exported_by"] == "Kilo Code" and events[0]["model"] == "kilo/auto"
     edit, write = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["before_range"], edit["after_range"], edit["ts"]) == (
@@ -110,7 +109,7 @@ def test_an_older_export_with_xml_tool_uses_is_read_as_its_task_folder_would_be(
     out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
     assert "1 session" in out and "1 edit" in out and "1 read" in out, out
     sid = "roo-roo_task_may-2-2025_9-00-00-am"  # no time in these environment details: named by the file
-    events = json.loads(run_engram(repo, "show", sid, "--json").stdout)["events"]
+    events = shown_events(repo, sid)
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["before_range"], edit["after_range"], edit["after_text"]) == (
         "app.py", [2, 2], [2, 2], "    return 2\n")
@@ -151,7 +150,7 @@ def test_an_ibm_bob_export_reading_several_files_at_once_places_the_edits_by_tha
     export.write_text("---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
     out = run_engram(repo, "ingest", str(export), "--map", f"{cwd}={repo}").stdout
     assert "1 session" in out and "2 edits" in out and "2 reads" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1777630027476", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1777630027476")
     assert events[0]["exported_by"] == "IBM Bob"
     assert sorted(e["file"] for e in events if e["kind"] == "code.read") == ["package.json", "src/Page.tsx"]
     edits = [e for e in events if e["kind"] == "code.edit"]
@@ -178,6 +177,11 @@ def written(tool: str, path: str, operation: str = "modified") -> str:
             f"<operation>{operation}</operation>\n</file_write_result>\n")
 
 
+def tool_turn(use: str, tool: str, path: str, cwd: str, at: str, operation: str = "modified") -> list[tuple[str, str]]:
+    """An edit tool's use in the XML protocol and its result, as two messages of an export."""
+    return [("Assistant", use), ("User", written(tool, path, operation) + bob_env(cwd, at))]
+
+
 def ingest_export(repo: Path, export: Path, messages: list[tuple[str, str]], cwd: str, head: str = "") -> str:
     """The messages written as an export (after `head`), ingested with the workspace mapped."""
     export.write_text(head + "---\n\n".join(f"**{who}:**\n\n{text}\n\n" for who, text in messages))
@@ -200,7 +204,7 @@ def test_an_export_with_stray_characters_before_its_first_message_is_still_read(
     ]
     out = ingest_export(repo, tmp_path / "bob_task_may-3-2026_12-52-23-am.md", messages, cwd, head="22")
     assert "1 session" in out and "1 edit" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1777751484770", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1777751484770")
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["after_range"], edit["after_text"]) == ("x.py", [2, 2], "b = 3\n")
 
@@ -222,7 +226,7 @@ def test_a_read_asked_for_a_line_range_is_not_taken_for_the_whole_file(repo: Pat
     ]
     out = ingest_export(repo, tmp_path / "bob_task_may-3-2026_1-41-10-pm.md", messages, cwd)
     assert "1 edit" in out and "1 read" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1777784400000", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1777784400000")
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["before_range"], edit["after_range"]) == ("svc.ts", [2, 2], [2, 2])
     assert edit["file_before_sha"] is None and edit["file_after_sha"] is None
@@ -251,7 +255,7 @@ def test_a_second_tool_use_that_never_ran_does_not_take_the_next_result(repo: Pa
     ]
     out = ingest_export(repo, tmp_path / "08_speech_input.md", messages, cwd)
     assert "1 edit" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1777741158536", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1777741158536")
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["op"], edit["after_range"], edit["after_text"]) == (
         "voice/speech_input.py", "create", [1, 2], "def listen():\n    return ''\n")
@@ -267,16 +271,14 @@ def test_insert_content_is_an_edit_at_the_line_it_names(repo: Path, tmp_path: Pa
         ("User", "<task>\nadd auth\n</task>\n" + bob_env(cwd, "2026-05-02T10:09:13.096Z")),
         ("Assistant", use),
         ("User", result + bob_env(cwd, "2026-05-02T10:09:20.000Z")),
-        ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>2</line>\n<content>\nimport auth\nimport jwt\n"
-                      "</content>\n</insert_content>"),
-        ("User", written("insert_content", "main.py") + bob_env(cwd, "2026-05-02T10:09:30.000Z")),
-        ("Assistant", "<insert_content>\n<path>main.py</path>\n<line>0</line>\n<content>\nauth.setup(app)\n"
-                      "</content>\n</insert_content>"),
-        ("User", written("insert_content", "main.py") + bob_env(cwd, "2026-05-02T10:09:40.000Z")),
+        *tool_turn("<insert_content>\n<path>main.py</path>\n<line>2</line>\n<content>\nimport auth\nimport jwt\n"
+                   "</content>\n</insert_content>", "insert_content", "main.py", cwd, "2026-05-02T10:09:30.000Z"),
+        *tool_turn("<insert_content>\n<path>main.py</path>\n<line>0</line>\n<content>\nauth.setup(app)\n"
+                   "</content>\n</insert_content>", "insert_content", "main.py", cwd, "2026-05-02T10:09:40.000Z"),
     ]
     out = ingest_export(repo, tmp_path / "bob_task_may-2-2026_1-24-39-pm.md", messages, cwd)
     assert "2 edits" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1777716553096", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1777716553096")
     edits = [e for e in events if e["kind"] == "code.edit"]
     assert [(e["tool"], e["before_range"], e["after_range"], e["after_text"]) for e in edits] == [
         ("insert_content", [2, 1], [2, 3], "import auth\nimport jwt\n"),
@@ -303,7 +305,7 @@ def test_an_export_that_showed_a_utf16_file_is_still_read(repo: Path, tmp_path: 
     ]
     out = ingest_export(repo, tmp_path / "session10export.md", messages, cwd)
     assert "1 session" in out and "1 edit" in out, out
-    events = json.loads(run_engram(repo, "show", "roo-1778913606325", "--json").stdout)["events"]
+    events = shown_events(repo, "roo-1778913606325")
     [edit] = [e for e in events if e["kind"] == "code.edit"]
     assert (edit["file"], edit["op"], edit["after_range"]) == ("railway.toml", "create", [1, 2])
 
@@ -318,15 +320,15 @@ def test_search_and_replace_is_an_edit_at_the_lines_it_changed(repo: Path, tmp_p
     compose = 'services:\n  mysql:\n    ports:\n      - "3306:3306"\n  redis:\n    ports:\n      - "6379:6379"\n'
     messages = [
         ("User", "<task>\nmove mysql to 3307\n</task>\n" + bob_env(cwd, "2025-08-13T12:00:00.000Z")),
-        ("Assistant", f"<write_to_file>\n<path>docker-compose.yml</path>\n<content>\n{compose}</content>\n"
-                      "<line_count>7</line_count>\n</write_to_file>"),
-        ("User", written("write_to_file", "docker-compose.yml", "created") + bob_env(cwd, "2025-08-13T12:00:10.000Z")),
-        ("Assistant", '<search_and_replace>\n<path>docker-compose.yml</path>\n<search>ports:\n      - "3306:3306"'
-                      '</search>\n<replace>ports:\n      - "3307:3306"</replace>\n</search_and_replace>'),
-        ("User", written("search_and_replace", "docker-compose.yml") + bob_env(cwd, "2025-08-13T12:00:20.000Z")),
-        ("Assistant", "<search_and_replace>\n<path>.env</path>\n<search>DB_PORT=3306</search>\n"
-                      "<replace>DB_PORT=3307</replace>\n</search_and_replace>"),
-        ("User", written("search_and_replace", ".env") + bob_env(cwd, "2025-08-13T12:00:30.000Z")),
+        *tool_turn(f"<write_to_file>\n<path>docker-compose.yml</path>\n<content>\n{compose}</content>\n"
+                   "<line_count>7</line_count>\n</write_to_file>", "write_to_file", "docker-compose.yml", cwd,
+                   "2025-08-13T12:00:10.000Z", "created"),
+        *tool_turn('<search_and_replace>\n<path>docker-compose.yml</path>\n<search>ports:\n      - "3306:3306"'
+                   '</search>\n<replace>ports:\n      - "3307:3306"</replace>\n</search_and_replace>',
+                   "search_and_replace", "docker-compose.yml", cwd, "2025-08-13T12:00:20.000Z"),
+        *tool_turn("<search_and_replace>\n<path>.env</path>\n<search>DB_PORT=3306</search>\n"
+                   "<replace>DB_PORT=3307</replace>\n</search_and_replace>", "search_and_replace", ".env", cwd,
+                   "2025-08-13T12:00:30.000Z"),
     ]
     out = ingest_export(repo, tmp_path / "kilo_code_task_aug-13-2025_5-59-13-pm.md", messages, cwd)
     assert "3 edits" in out, out
