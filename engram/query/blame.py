@@ -165,8 +165,11 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     ids = arrays.unique(run_frag)
     nfp_all = _column(db, ids, "nfp")
     covers = counts >= MIN_COVER * np.maximum(nfp_all[np.searchsorted(ids, run_frag)], 1)
+    in_time = _time_order(db, ids)
+    time_rank = np.empty(len(ids), dtype=np.int64)
+    time_rank[np.searchsorted(ids, in_time)] = np.arange(len(ids))
     ok = _split_pieces(run_frag, pos, starts, ends, (counts >= LONG_RUN) | covers, k, len(kg), MAX_GAP_WINDOWS * w,
-                       _time_rank(db, ids)[np.searchsorted(ids, run_frag)], qk)
+                       time_rank[np.searchsorted(ids, run_frag)], qk)
     run_frag, starts, ends, counts = run_frag[ok], starts[ok], ends[ok], counts[ok]
     meta = _writers(db, root, file, arrays.unique(run_frag).tolist())
     if not meta:
@@ -176,7 +179,7 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     run_frag, starts, ends, counts = run_frag[known], starts[known], ends[known], counts[known]
     # The latest edit covering a line is its writer: rank fragments by (time, id), take each
     # line's highest.
-    ranked = sorted(meta, key=lambda f: (meta[f][0].ts or "", f))
+    ranked = [f for f in in_time.tolist() if f in meta]
     rank_of = np.empty(len(mid), dtype=np.int64)
     rank_of[np.searchsorted(mid, np.array(ranked, dtype=np.int64))] = np.arange(len(ranked))
     run_rank = rank_of[np.searchsorted(mid, run_frag)]
@@ -208,13 +211,10 @@ def _line_writers(db: apsw.Connection, root: Path, file: str, text: str, n_lines
     return out
 
 
-def _time_rank(db: apsw.Connection, ids: np.ndarray) -> np.ndarray:
-    """Each of `ids`' (ascending) place in time: by (timestamp, id), as blame ranks its writers."""
+def _time_order(db: apsw.Connection, ids: np.ndarray) -> np.ndarray:
+    """`ids` in time order, by (timestamp, id): the order in which blame's "last change" wins."""
     ts = dict(db.execute("SELECT id, ts FROM fragments WHERE id IN carray(?)", (int_array(ids.tolist()),)))
-    order = sorted(range(len(ids)), key=lambda i: (ts.get(int(ids[i])) or "", int(ids[i])))
-    rank = np.empty(len(ids), dtype=np.int64)
-    rank[np.array(order, dtype=np.int64)] = np.arange(len(ids))
-    return rank
+    return np.array(sorted(ids.tolist(), key=lambda f: (ts.get(f) or "", f)), dtype=np.int64)
 
 
 def _split_pieces(run_frag: np.ndarray, pos: np.ndarray, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray,
