@@ -16,7 +16,9 @@ real states of the files, and whether the ranges are git's.
    export showed of the file, or for a first Edit the text with its new string put back) and after
    are both blobs of the repository, `git diff -U0` of the two blobs spans the code.edit's ranges
    (its first hunk's first line to its last hunk's last; a line diff by git, not by engram;
-   *git splits*: how many of these git shows as several hunks);
+   *same change at tied lines*: of the others, those whose text put at their before-range gives
+   the file after and that name no more changed lines than git's diff — the same change, aligned
+   another way where identical lines let it slide; *git splits*: how many git shows as several hunks);
 5. *writer r@1*: as harness_copilot.py measures it (5-line windows inside the after_range of each
    session's last edit of a file whose text after it is committed as shown; every export ingested
    into one store), with its grep reference.
@@ -66,15 +68,17 @@ def has_blob(git_dir: Path, text: str) -> str | None:
     return sha if ok.returncode == 0 else None
 
 
-def git_ranges(git_dir: Path, a: str, b: str) -> tuple[list[list[int]], int] | None:
+def git_ranges(git_dir: Path, a: str, b: str) -> tuple[list[list[int]], int, int] | None:
     """The before and after ranges `git diff -U0 a b` gives (from its first hunk's first line to its
-    last hunk's last: one code.edit spans every line a call changed), and its number of hunks."""
+    last hunk's last: one code.edit spans every line a call changed), its number of hunks, and the
+    lines it names taken out and put in."""
     out = subprocess.run(["git", f"--git-dir={git_dir}", "diff", "-U0", a, b], capture_output=True, text=True,
                          check=False).stdout
     hunks = [_sides(h) for h in HUNK.findall(out)]
     if not hunks:
         return None
-    return [[hunks[0][0][0], hunks[-1][0][1]], [hunks[0][1][0], hunks[-1][1][1]]], len(hunks)
+    size = sum(max(0, b - a + 1) for h in hunks for a, b in h)
+    return [[hunks[0][0][0], hunks[-1][0][1]], [hunks[0][1][0], hunks[-1][1][1]]], len(hunks), size
 
 
 def _sides(hunk: tuple[str, ...]) -> list[list[int]]:
@@ -94,11 +98,12 @@ def main() -> int:
     from engram.capture.discovery import jobs_from_paths
     from engram.capture.pipeline import parse_job
     from engram.capture.stats import IngestStats
+    from harness_roo_export import is_same_change
 
     repo = Path(tempfile.mkdtemp(prefix="engram-qwen-export-"))
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     cols = ["Edit/WriteFile ok", "failed", "code.edits", "with ranges", "committed as shown", "last of file",
-            "last committed", "both sides committed", "git's ranges", "git splits"]
+            "last committed", "both sides committed", "git's ranges", "same change at tied lines", "git splits"]
     total: Counter[str] = Counter()
     rows = []
     checks: list[tuple[str, str, list[str], list[int]]] = []
@@ -125,7 +130,10 @@ def main() -> int:
                 row["both sides committed"] += 1
                 got = git_ranges(args.git_dir, blob_before, blob_after)
                 if got is not None:
-                    row["git's ranges"] += got[0] == [e["before_range"], e["after_range"]]
+                    at_git = got[0] == [e["before_range"], e["after_range"]]
+                    row["git's ranges"] += at_git
+                    row["same change at tied lines"] += not at_git and is_same_change(
+                        before.splitlines(), after.splitlines(), e, got[2])
                     row["git splits"] += got[1] > 1
         checks += [(cap.session_id, rel, text.splitlines(), e["after_range"]) for rel, (text, e) in ends.items()
                    if text is not None and e.get("after_range")]
