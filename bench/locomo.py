@@ -9,7 +9,8 @@ context (what it was said in reply to: searched at half weight, `Memory.context`
 category 5, adversarial, has no answer in the conversation) is a query. A hit at turn level: one
 of the first k memories returned is one of the question's evidence turns; at session level: one of
 the first k distinct sessions (each ranked by its best memory) holds an evidence turn. Hit@1,
-Hit@5 and MRR (1/rank of the first hit, 0 past the 100 memories each channel returns).
+Hit@5 and MRR (1/rank of the first hit, 0 past the 100 memories each channel returns); at turn
+level also Hit@10, the most any reordering of the first ten could bring Hit@5 to.
 
 Methods, all in the same run on the same memories:
 - BM25 alone: SQLite FTS5 (`porter unicode61`) with `engram.memory.fusion.fts_query`, over the
@@ -388,13 +389,18 @@ def evaluate(convs: list[Conversation], embedder: Embedder, context: bool,
 
 
 def _row(name: str, tallies: list[Tally]) -> list[str]:
-    turn = Tally.figures([r for t in tallies for r in t.turn])
+    """Turn Hit@1, Hit@5, MRR and Hit@10 (what a perfect reordering of the first ten could reach at
+    Hit@5), then session Hit@1, Hit@5, MRR."""
+    firsts = [r for t in tallies for r in t.turn]
+    turn = Tally.figures(firsts)
+    hit10 = sum(r is not None and r < 10 for r in firsts) / max(len(firsts), 1)
     session = Tally.figures([r for t in tallies for r in t.session])
-    return [name, *(f"{x:.3f}" for x in turn), *(f"{x:.3f}" for x in session)]
+    return [name, *(f"{x:.3f}" for x in (*turn, hit10)), *(f"{x:.3f}" for x in session)]
 
 
 def report(results: dict[str, dict[str, Tally]], convs: list[Conversation], tune: list[int]) -> None:
-    header = ["method", "turn Hit@1", "turn Hit@5", "turn MRR", "session Hit@1", "session Hit@5", "session MRR"]
+    header = ["method", "turn Hit@1", "turn Hit@5", "turn MRR", "turn Hit@10", "session Hit@1", "session Hit@5",
+              "session MRR"]
     tuned = [c.name for i, c in enumerate(convs) if i in tune]
     held = [c.name for i, c in enumerate(convs) if i not in tune]
     for title, names in (("tuned on", tuned), ("held out", held), ("all", tuned + held)):
