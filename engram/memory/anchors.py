@@ -15,16 +15,18 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
   header, is no move; and `ELSEWHERE_LINES_KEPT_FROM` of its lines of code unchanged, as blame
   would trace them), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
-  lines (unchanged, blank where the match has a blank line too, or changed by renames alone:
-  git's line tracking calls it dead) or less than `CODE_KEPT_BELOW` of its lines of code, or
-  keeps only lines found elsewhere in the file too (`BOILERPLATE_BELOW`: a deleted test aligned
-  with its siblings' set-up lines);
+  lines: as git's own diff from the commit the anchor was taken at counts them when git can tell
+  (`GIT_LINES`, `_git_kept`: kept, moved, or changed by renames alone); else as the alignment
+  does (unchanged, blank where the match has a blank line too, or changed by renames alone), or
+  less than `CODE_KEPT_BELOW` of its lines of code, or only lines found elsewhere in the file too
+  (`BOILERPLATE_BELOW`: a deleted test aligned with its siblings' set-up lines);
   ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
 only then token matching in the file (k-gram seeds from `engram.anchor`, then an alignment of the
-tokens), and only when the anchor would vanish from its file, other files: those the evidence
+tokens; for a changed match, git's diff from the anchor's commit: two git processes), and only
+when the anchor would vanish from its file, other files: those the evidence
 index saw sessions write this code into, and tracked files of the same extension that contain
 the span's rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their
 measurement: docs/anchors.md and bench/anchors.py.
@@ -100,8 +102,10 @@ CODE_KEPT_BELOW: Final = 0.4
 #: junegunn/fzf and expressjs/express (docs/anchors.md).
 GIT_LINES: Final = 1
 #: A block of lines git's diff deletes and the match holds unchanged where the diff adds lines is
-#: moved, not deleted, from this many letters and digits: git's own move detection's default
-#: (`git blame -M`, `--color-moved`).
+#: moved, not deleted, from this many letters and digits (git's own move detection, `git blame -M`
+#: and `--color-moved`, starts at 20: there 0.845 of the tuning set's dead spans vanished against
+#: 0.859, both keeping 0.97 of the alive ones at their place). Chosen with bench/anchors.py on
+#: psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md).
 MOVED_CHARS_FROM: Final = 40
 #: Seconds a git command of the resolution may take before git is taken to be unable to tell.
 GIT_TIMEOUT: Final = 10
