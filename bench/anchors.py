@@ -659,6 +659,7 @@ def main() -> None:
           f"RENAMED_FROM = {anchors.RENAMED_FROM}, BLANK_THERE = {anchors.BLANK_THERE}, "
           f"BOILERPLATE_BELOW = {anchors.BOILERPLATE_BELOW}, "
           f"CODE_KEPT_BELOW = {anchors.CODE_KEPT_BELOW}, ELSEWHERE_LINES_KEPT_FROM = {anchors.ELSEWHERE_LINES_KEPT_FROM}, "
+          f"GIT_LINES = {anchors.GIT_LINES}, MOVED_CHARS_FROM = {anchors.MOVED_CHARS_FROM}, "
           f"MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}
@@ -852,7 +853,7 @@ LINE_RULES = {  # what counts as a surviving line of an `edited` match in the ow
     "unchanged (of the non-blank lines)": (False, False),
     "unchanged or blank": (True, False),
     "unchanged or renamed (of the non-blank)": (False, True),
-    "unchanged, blank or renamed (the resolver's)": (True, True),
+    "unchanged, blank or renamed (the alignment's, without git)": (True, True),
 }
 
 

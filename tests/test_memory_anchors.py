@@ -653,3 +653,93 @@ def test_a_deleted_spec_is_not_moved_into_a_sibling_spec(tmp_path: Path) -> None
     spec.write_text(RES_SET.removesuffix("})\n") + "\n" + "".join(line + "\n" for line in body) + "})\n")
     r = resolve(tmp_path, a)
     assert (r.state, r.file) == ("edited", "test/res.set.js"), "moved into res.set.js, one value changed"
+
+
+CACHE = '''var fs = require('fs');
+
+/**
+ * A cache of `name`, kept in `options.store`.
+ *
+ * @param {String} name
+ * @param {Object} options
+ * @api private
+ */
+
+function Cache(name, options) {
+  options = options || {};
+  this.name = name;
+  this.limit = options.limit;
+  this.store = options.store || {};
+  this.loaded = this.load();
+}
+
+/**
+ * Read the entries of this cache from disk.
+ *
+ * @return {Object}
+ * @api private
+ */
+
+Cache.prototype.load = function(){
+  return JSON.parse(fs.readFileSync(this.path, 'utf8'));
+};
+
+/**
+ * Look up `key` in this cache.
+ *
+ * @param {String} key
+ * @return {Object}
+ * @api private
+ */
+
+Cache.prototype.get = function(key){
+  return this.store[key];
+};
+
+module.exports = Cache;
+'''
+LOAD = '''/**
+ * Read the entries of this cache from disk.
+ *
+ * @return {Object}
+ * @api private
+ */
+
+Cache.prototype.load = function(){
+  return JSON.parse(fs.readFileSync(this.path, 'utf8'));
+};
+
+'''
+
+
+def test_a_deleted_method_is_not_kept_by_its_siblings_doc_comment(tmp_path: Path) -> None:
+    """A method deleted with its doc comment and its call (express's View.prototype.contents): the
+    alignment finds the lines of a sibling's doc comment (`/**`, `@api private`, ` */`) where the
+    deleted ones were, 8 of the span's 11 lines, but git's diff from the commit the note was taken
+    at keeps 4 of them: the note vanishes, naming how much of it git keeps."""
+    (tmp_path / "cache.js").write_text(CACHE)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "cache")
+    start = find(CACHE, "this.limit")
+    a = capture(tmp_path, "cache.js", start, start + 10)
+    assert split_lines(a.text)[-1] == " */" and "this.load()" in a.text
+    (tmp_path / "cache.js").write_text(CACHE.replace("  this.loaded = this.load();\n", "").replace(LOAD, ""))
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "the method and its comment are gone"
+    assert r.best_partial is not None and r.best_partial["lines_kept"] == round(4 / 11, 3)
+    (tmp_path / "cache.js").write_text(CACHE.replace("from disk", "from its file"))
+    assert resolve(tmp_path, a).state == "edited", "a word of the comment changed: the method is there"
+
+
+def test_a_function_moved_down_and_edited_follows_it(repo: Path) -> None:
+    """A function moved to the end of its file with one line changed: git's diff deletes it and adds
+    it elsewhere, and the note follows it there, edited (a block of unchanged lines where the diff
+    added lines is moved code, as `git blame -M` follows it)."""
+    a = retry_span(repo)
+    raised = 'raise ValueError("attempt must be non-negative")'
+    moved = PARSER.replace(a.text + "\n\n", "") + "\n\n" + a.text.replace(raised, 'raise ValueError(f"no: {attempt}")')
+    (repo / "pkg" / "http.py").write_text(moved)
+    r = resolve(repo, a)
+    at = find(moved, "def retry_delay")
+    assert (r.state, r.file, r.start, r.end) == ("edited", a.file, at, at + 6)

@@ -15,16 +15,18 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
   header, is no move; and `ELSEWHERE_LINES_KEPT_FROM` of its lines of code unchanged, as blame
   would trace them), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
-  lines (unchanged, blank where the match has a blank line too, or changed by renames alone:
-  git's line tracking calls it dead) or less than `CODE_KEPT_BELOW` of its lines of code, or
-  keeps only lines found elsewhere in the file too (`BOILERPLATE_BELOW`: a deleted test aligned
-  with its siblings' set-up lines);
+  lines: as git's own diff from the commit the anchor was taken at counts them when git can tell
+  (`GIT_LINES`, `_git_kept`: kept, moved, or changed by renames alone); else as the alignment
+  does (unchanged, blank where the match has a blank line too, or changed by renames alone), or
+  less than `CODE_KEPT_BELOW` of its lines of code, or only lines found elsewhere in the file too
+  (`BOILERPLATE_BELOW`: a deleted test aligned with its siblings' set-up lines);
   ``best_partial`` names the best remnant, if any.
 
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
 only then token matching in the file (k-gram seeds from `engram.anchor`, then an alignment of the
-tokens), and only when the anchor would vanish from its file, other files: those the evidence
+tokens; for a changed match, git's diff from the anchor's commit: two git processes), and only
+when the anchor would vanish from its file, other files: those the evidence
 index saw sessions write this code into, and tracked files of the same extension that contain
 the span's rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their
 measurement: docs/anchors.md and bench/anchors.py.
@@ -93,6 +95,20 @@ BOILERPLATE_BELOW: Final = 0.85
 #: code survive (unchanged or renamed), blank lines aside: the blank lines of a deleted block, kept
 #: where its sibling's (a struct of the same shape) are, are all that is left of it. 0: no such rule.
 CODE_KEPT_BELOW: Final = 0.4
+#: 1: an `edited` match in the own file is judged by git's own line tracking when git can tell
+#: (`_git_kept`: the diff from the commit the anchor was taken at), the alignment's count
+#: (`kept_lines`, `CODE_KEPT_BELOW`, `BOILERPLATE_BELOW`) only when it cannot; 0: never
+#: (bench/anchors.py --set, to compare). Chosen with bench/anchors.py on psf/requests,
+#: junegunn/fzf and expressjs/express (docs/anchors.md).
+GIT_LINES: Final = 1
+#: A block of lines git's diff deletes and the match holds unchanged where the diff adds lines is
+#: moved, not deleted, from this many letters and digits (git's own move detection, `git blame -M`
+#: and `--color-moved`, starts at 20: there 0.845 of the tuning set's dead spans vanished against
+#: 0.859, both keeping 0.97 of the alive ones at their place). Chosen with bench/anchors.py on
+#: psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md).
+MOVED_CHARS_FROM: Final = 40
+#: Seconds a git command of the resolution may take before git is taken to be unable to tell.
+GIT_TIMEOUT: Final = 10
 #: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
 #: makes any edit of it (a default value changed in a signature) a deletion, which is the token
 #: share's call at that size (VANISHED_BELOW). The bench's spans have 3 or more.
@@ -520,6 +536,8 @@ def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = N
     best = None
     if text is not None:
         best = (nearby and probe.match_near(anchor.file, text, anchor.start)) or probe.match(anchor.file, text, anchor.start)
+    if best is not None and not best.same_tokens:
+        best = _with_git_lines(tree.root, anchor, best, text)
     if best is None or _vanishes(best.shares):
         there = _elsewhere(tree, anchor, probe, db)
         if there is not None and (best is None or there.retained >= best.retained + ELSEWHERE_MARGIN
@@ -636,7 +654,9 @@ class _Match:
     same_tokens: bool  # exactly the anchor's tokens, nothing added inside
     shares: dict[str, float]  # what `_vanishes` decides on: `_Probe._shares`, or {"fingerprints": …}
     ambiguous: bool = False  # another file holds the code as well (AMBIGUOUS_WITHIN): not a move
-    kept_at: tuple[int, ...] = ()  # 1-based lines of the text holding an anchor line unchanged
+    # (0-based line of the anchor, 1-based line of the text) of each anchor line kept unchanged
+    kept_at: tuple[tuple[int, int], ...] = ()
+    renamed: frozenset[int] = frozenset()  # 0-based lines of the anchor changed by renames alone
 
 
 @dataclass
@@ -678,7 +698,7 @@ class _Probe:
         if (m is None or _vanishes(m.shares) or m.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW
                 or (s0 and m.start <= 1) or (e0 < len(lines) and m.end >= e0 - s0)):
             return None
-        return replace(m, start=m.start + s0, end=m.end + s0)
+        return replace(m, start=m.start + s0, end=m.end + s0, kept_at=tuple((i, n + s0) for i, n in m.kept_at))
 
     def match(self, file: str, text: str, near_line: int | None, keep: bool = True) -> _Match | None:
         """The best place of the anchor's code in `text` (nearest `near_line` among equals).
@@ -716,11 +736,13 @@ class _Probe:
         kept = sum(x >= 0 for x in at)
         first, last = a + blocks[0].b, a + blocks[-1].b + blocks[-1].size - 1
         same = kept == len(self.hashes) and last - first + 1 == kept
-        shares = self._shares(at, tok, a)
+        renamed: set[int] = set()
+        shares = self._shares(at, tok, a, renamed)
         return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1, shares["tokens"], same, shares,
-                      kept_at=_unchanged_at(self.lines, at, tok, a))
+                      kept_at=_unchanged_at(self.lines, at, tok, a), renamed=frozenset(renamed))
 
-    def _shares(self, at: list[int], tok: Any = None, a: int = 0) -> dict[str, float]:
+    def _shares(self, at: list[int], tok: Any = None, a: int = 0, renamed_out: set[int] | None = None
+                ) -> dict[str, float]:
         """How much of the anchor the alignment kept (`at`: where each token went in tokens `a`.. of
         `tok`, -1 if lost): the share of its tokens; of its lines kept as they were (every token
         there, none inserted between them: what a line diff calls an unchanged line, whitespace
@@ -735,6 +757,8 @@ class _Probe:
                   "lines": round(len(unchanged) / len(per_line), 3)}
         if tok is not None and self.n_lines and len(per_line) >= LINES_RULE_FROM:
             renamed = _renamed_lines(self.hashes, self.lines, at, tok, a, unchanged)
+            if renamed_out is not None:
+                renamed_out |= renamed
             kept = len(unchanged | renamed)
             blank = self.n_lines - len(per_line)
             if BLANK_THERE:
@@ -746,12 +770,13 @@ class _Probe:
         return shares
 
 
-def _unchanged_at(lines: list[int], at: list[int], tok: Any, a: int) -> tuple[int, ...]:
-    """The 1-based lines of the text that hold an anchor line unchanged (every token, in a row)."""
+def _unchanged_at(lines: list[int], at: list[int], tok: Any, a: int) -> tuple[tuple[int, int], ...]:
+    """(0-based line of the anchor, 1-based line of the text) of each anchor line the text holds
+    unchanged (every token, in a row), in the anchor's order."""
     per_line: dict[int, list[int]] = {}
     for line, x in zip(lines, at):
         per_line.setdefault(line, []).append(x)
-    return tuple(int(tok.lines[a + xs[0]]) + 1 for xs in per_line.values()
+    return tuple((ln, int(tok.lines[a + xs[0]]) + 1) for ln, xs in per_line.items()
                  if xs[0] >= 0 and xs[-1] - xs[0] == len(xs) - 1 and all(x >= 0 for x in xs))
 
 
@@ -763,7 +788,7 @@ def _boilerplate(best: _Match, text: str | None) -> bool:
         return False
     lines = ["".join(line.split()) for line in split_lines(text)]
     counts = Counter(lines)
-    return all(counts[lines[n - 1]] > 1 for n in best.kept_at)
+    return all(counts[lines[n - 1]] > 1 for _, n in best.kept_at)
 
 
 def _blank_there(n_lines: int, code: Mapping[int, list[int]], tok: Any, a: int) -> int:
@@ -895,7 +920,11 @@ def _trim(blocks: list[Match]) -> list[Match]:
 
 def _vanishes(shares: dict[str, float]) -> bool:
     """Too little of the anchor found together (VANISHED_BELOW, VANISHED_LINES_BELOW; a purged
-    anchor has only the share of its fingerprints, held to VANISHED_BELOW)."""
+    anchor has only the share of its fingerprints, held to VANISHED_BELOW), unless git's line
+    tracking keeps LINES_KEPT_BELOW of its lines there (`git_kept`: the lines are there, however
+    little of it the alignment pieced together)."""
+    if shares.get("git_kept", 0.0) >= LINES_KEPT_BELOW:
+        return False
     if "fingerprints" in shares:
         return shares["fingerprints"] < VANISHED_BELOW
     return shares["tokens"] < VANISHED_BELOW and shares["lines"] < VANISHED_LINES_BELOW
@@ -912,7 +941,7 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
         if best is not None and best.retained >= PARTIAL_FROM:
             partial = {"file": best.file, "start": best.start, "end": best.end, "retained": best.retained}
             if _rewritten(anchor, best, text):
-                partial["lines_kept"] = best.shares["kept_lines"]
+                partial["lines_kept"] = best.shares.get("git_kept", best.shares.get("kept_lines"))
         return Resolution("vanished", anchor.file, None, None, best.retained if best else 0.0, partial,
                           shares=best.shares if best else None)
     if not best.same_tokens:
@@ -926,11 +955,16 @@ def _verdict(anchor: Anchor, best: _Match | None, text: str | None) -> Resolutio
 
 
 def _rewritten(anchor: Anchor, best: _Match, text: str | None = None) -> bool:
-    """A changed match in the anchor's own file keeping less than LINES_KEPT_BELOW of its lines,
-    or only lines found elsewhere in the file too (`_boilerplate`)."""
-    return (best.file == anchor.file and not best.same_tokens
-            and (best.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW
-                 or best.shares.get("code_kept", 1.0) < CODE_KEPT_BELOW or _boilerplate(best, text)))
+    """A changed match in the anchor's own file keeping less than LINES_KEPT_BELOW of its lines:
+    as git's own diff from the anchor's commit counts them when it can tell (`git_kept`,
+    `_with_git_lines`), else as the alignment counts them, or keeping only lines found elsewhere
+    in the file too (`_boilerplate`)."""
+    if best.file != anchor.file or best.same_tokens:
+        return False
+    if "git_kept" in best.shares:
+        return best.shares["git_kept"] < LINES_KEPT_BELOW
+    return (best.shares.get("kept_lines", 1.0) < LINES_KEPT_BELOW
+            or best.shares.get("code_kept", 1.0) < CODE_KEPT_BELOW or _boilerplate(best, text))
 
 
 def _unplaced(there: _Match) -> bool:
@@ -938,6 +972,122 @@ def _unplaced(there: _Match) -> bool:
     (ELSEWHERE_FROM of the tokens, ELSEWHERE_LINES_FROM of the lines)."""
     return (there.ambiguous or there.shares.get("lines", 1.0) < ELSEWHERE_LINES_KEPT_FROM
             or (there.retained < ELSEWHERE_FROM and there.shares.get("lines", 0.0) < ELSEWHERE_LINES_FROM))
+
+
+# --------------------------------------------------------------------------------------------
+# Git's line tracking
+
+
+def _with_git_lines(root: Path, anchor: Anchor, best: _Match, text: str | None) -> _Match:
+    """`best` (a changed match in the anchor's own file) with `git_kept` among its shares when git
+    can tell which of the anchor's lines survive (`_git_kept`); else `best` as it is."""
+    if GIT_LINES and text is not None and best.file == anchor.file and "kept_lines" in best.shares:
+        kept = _git_kept(root, anchor, best, text)
+        if kept is not None:
+            return replace(best, shares={**best.shares, "git_kept": kept})
+    return best
+
+
+def _git_kept(root: Path, anchor: Anchor, best: _Match, text: str) -> float | None:
+    """The share of the anchor's lines that survive in `text` as git's line tracking counts them,
+    or None when git cannot tell (no git, no commit recorded, the anchored text not the file's at
+    that commit). A line survives when git's diff from the anchor's commit to `text` keeps it
+    (`-w`: whitespace aside, as blame and the bench's truth compare), when it is one of a block of
+    lines the diff deletes and the match holds unchanged where the diff adds lines (a move, of at
+    least MOVED_CHARS_FROM letters and digits, as git's own move detection), or when it changed by
+    renames alone (`_renamed_lines`: a refactoring's rename is no deletion). The alignment's own
+    count (`kept_lines`) cannot see what git's diff of the whole file sees: a line repeated
+    elsewhere (`}`, a test's set-up, a table's row) that the diff pairs with another occurrence."""
+    if not anchor.head or not anchor.text:
+        return None
+    want = split_lines(anchor.text)
+    old = _text_at(os.fspath(root), anchor.head, anchor.file)
+    if old is None or [x.split() for x in split_lines(old)[anchor.start - 1:anchor.end]] != [x.split() for x in want]:
+        return None
+    hunks = _line_diff(os.fspath(root), old, text)
+    if hunks is None:
+        return None
+    deleted = {ln for os_, oc, _, _ in hunks for ln in range(os_, os_ + oc)}
+    added = {ln for _, _, ns, nc in hunks for ln in range(ns, ns + nc)}
+    kept = {i for i in range(len(want)) if anchor.start + i not in deleted}
+    kept |= _moved_lines(want, best.kept_at, kept, added) | best.renamed
+    return round(len(kept) / len(want), 3)
+
+
+def _moved_lines(want: list[str], kept_at: Sequence[tuple[int, int]], kept: set[int], added: set[int]) -> set[int]:
+    """The anchor's lines (0-based) git's diff deleted that the match holds unchanged on lines the
+    diff added, in blocks following each other on both sides (blank lines between aside) of at
+    least MOVED_CHARS_FROM letters and digits: code moved within the file (what `git blame -M`
+    and `--color-moved` follow; their default is 20)."""
+    moved: set[int] = set()
+    block: list[int] = []
+    last: tuple[int, int] | None = None
+
+    def close() -> None:
+        if sum(ch.isalnum() for i in block for ch in want[i]) >= MOVED_CHARS_FROM:
+            moved.update(block)
+        block.clear()
+
+    for i, n in kept_at:
+        if i in kept or n not in added:
+            close()
+            last = None
+            continue
+        if last is not None and (any(want[j].strip() for j in range(last[0] + 1, i))
+                                 or not 0 < n - last[1] <= i - last[0]):
+            close()
+        block.append(i)
+        last = (i, n)
+    close()
+    return moved
+
+
+@functools.lru_cache(maxsize=8)
+def _text_at(root: str, commit: str, rel: str) -> str | None:
+    """`rel`'s text at `commit` (git's object store), or None: no git, no such commit or file.
+    Kept for the last few: the anchors of one file were mostly taken at the same commit."""
+    data = _git(root, "cat-file", "blob", f"{commit}:{rel}")
+    return None if data is None or b"\0" in data[:BINARY_PROBE] else data.decode("utf-8", "replace")
+
+
+@functools.lru_cache(maxsize=8)
+def _line_diff(root: str, old: str, new: str) -> tuple[tuple[int, int, int, int], ...] | None:
+    """The hunks (old start, count, new start, count) of git's line diff of two texts (myers,
+    whitespace ignored, no context), or None when git cannot run. Kept for the last few pairs:
+    every changed anchor of a file asks for the same diff."""
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="engram-anchor-") as tmp:
+        a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+        for path, body in ((a, old), (b, new)):
+            with open(path, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
+                f.write(body)
+        out = _git(root, "diff", "--no-index", "--no-ext-diff", "--no-color", "--no-textconv", "-w", "-U0",
+                   "--diff-algorithm=myers", a, b, ok=(0, 1))
+    if out is None:
+        return None
+    hunks = []
+    for line in out.split(b"\n"):
+        m = _HUNK.match(line)
+        if m:
+            os_, oc, ns, nc = m.groups()
+            hunks.append((int(os_), int(oc if oc is not None else 1), int(ns), int(nc if nc is not None else 1)))
+    return tuple(hunks)
+
+
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _git(root: str, *args: str, ok: tuple[int, ...] = (0,)) -> bytes | None:
+    """`git -C root ARGS` standard output, or None when git is missing, fails or hangs."""
+    import subprocess  # noqa: PLC0415
+
+    try:
+        out = subprocess.run(["git", "-C", root, *args], capture_output=True, timeout=GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.debug("git %s: %s", args[0], exc)
+        return None
+    return out.stdout if out.returncode in ok else None
 
 
 # --------------------------------------------------------------------------------------------
