@@ -157,7 +157,7 @@ def _fetch_and_land(store: Store, git: Git, remote: str, refs: dict[str, str], w
             started.stop()
 
 
-# Shard-group fetches running at once: one `git fetch` keeps about 1.15 cores busy here (its
+# Shard-group fetches running at once: one `git fetch` keeps 1.2-1.4 cores busy here (its
 # upload-pack and index-pack, most of it SHA-1), so two use both cores of a 2-core machine, and
 # over a network two streams; the landing of a group overlaps them (bench/README.md, `sharing.py`).
 IN_FLIGHT = 2
