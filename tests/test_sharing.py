@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -470,16 +471,12 @@ def test_a_purged_tape_leaves_the_tip_of_its_shard_with_its_objects(team: dict[s
     assert len([p for p in left if p.endswith(".jsonl.zst")]) == 1, "the main session's tape stays"
 
 
-def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                                  ) -> None:
-    """Three months of tapes with large strings kept as objects, pulled a shard at a time (each
-    group's fetch overlaps the landing of the one before): every tape and object arrives intact."""
-    from engram.share import pull as pull_module
-    from engram.share.git import Git
+def _three_months(tmp_path: Path) -> tuple[Any, Any]:
+    """Alice's store (six tapes over three months, each with a large string kept as an object)
+    pushed to a bare remote, and Bob's empty store in another clone: (alice, bob)."""
     from engram.share.push import push
     from engram.store.repo import init_store
-    from engram.tape.reader import intact
-    from engram.tape.writer import tape_files, write_tape
+    from engram.tape.writer import write_tape
 
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
@@ -498,6 +495,19 @@ def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path
         write_tape(alice.tapes_dir, alice.objects_dir, [meta, big], object_threshold=1000)
     push(alice, "origin")
     bob, _ = init_store(roots[1])
+    return alice, bob
+
+
+def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """Three months of tapes with large strings kept as objects, pulled a shard at a time (each
+    group's fetch overlaps the landing of the one before): every tape and object arrives intact."""
+    from engram.share import pull as pull_module
+    from engram.share.git import Git
+    from engram.tape.reader import intact
+    from engram.tape.writer import tape_files
+
+    alice, bob = _three_months(tmp_path)
     monkeypatch.setattr(pull_module, "PIPELINE_BYTES", 1)  # a group per shard, as in a pull of many MB
     fetches: list[list[str]] = []
     real = Git.fetch_started
@@ -509,6 +519,65 @@ def test_a_large_pull_lands_shard_groups_while_the_next_downloads(tmp_path: Path
     assert all(intact(p) for p in tape_files(bob.tapes_dir))
     assert not list((bob.run_dir / "pull").iterdir()), "no temp file is left behind"
     assert report.indexed == 6
+
+
+def _fetch_wrapper(tmp: Path, fail: str) -> str:
+    """PATH with a `git` whose fetches of tape shards each wait (up to 30 s, until one has ended)
+    for another to start, and log whether one did ("together") or not ("alone"); the fetch whose
+    arguments contain `fail` then fails as a dropped connection does. Everything else is real git."""
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    folder, marks = tmp / "wrap", tmp / "marks"
+    folder.mkdir()
+    marks.mkdir()
+    started = f"$(ls '{marks}' | grep -c '^started')"
+    script = folder / "git"
+    script.write_text(f"""#!/bin/sh
+case "$*" in *' fetch '*'refs/engram/tapes/'*)
+  touch '{marks}/started.'$$
+  i=0
+  while [ {started} -lt 2 ] && [ ! -e '{marks}/ended' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+  if [ {started} -ge 2 ]; then echo together >> '{marks}/log'; else echo alone >> '{marks}/log'; fi
+  case "$*" in *'{fail}'*) touch '{marks}/ended'; echo 'fatal: the remote end hung up unexpectedly' >&2; exit 128;; esac
+  '{real}' "$@"; rc=$?; touch '{marks}/ended'; exit $rc;;
+esac
+exec '{real}' "$@"
+""")
+    script.chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+def test_two_shard_groups_download_at_once_and_a_failed_fetch_leaves_the_store_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shard groups are fetched two at a time (a `git fetch` keeps about one core busy: two use a
+    2-core machine's both, and two streams over a network). When one fails the pull stops the
+    other: the tapes landed before stay whole and nothing half-written is left; the next pull
+    brings the rest, and no pull starts git's automatic repack of the repository."""
+    from engram.errors import ShareError
+    from engram.share import pull as pull_module
+    from engram.share.pack import pack_names
+    from engram.tape.reader import intact
+    from engram.tape.writer import tape_files
+
+    alice, bob = _three_months(tmp_path)
+    monkeypatch.setattr(pull_module, "PIPELINE_BYTES", 1)  # a group per shard, as in a pull of many MB
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", _fetch_wrapper(tmp_path, fail="2026-10"))
+    with pytest.raises(ShareError, match="git fetch failed: fatal: the remote end hung up"):
+        pull_module.pull(bob, "origin", everything=True)
+    log = (tmp_path / "marks" / "log").read_text().split()
+    assert len(log) >= 2 and set(log) == {"together"}, f"the first two shards' fetches ran at once: {log}"
+    landed = tape_files(bob.tapes_dir)
+    assert len(landed) == 2 and all(intact(p) for p in landed), "September's two tapes landed whole"
+    assert not list((bob.run_dir / "pull").iterdir()), "no temp file is left behind"
+    assert run_engram(bob.root, "tapes", "--json").returncode == 0
+    monkeypatch.setenv("PATH", path)
+    git(bob.root, "config", "gc.autoPackLimit", "1")  # (git's own default is 50 packs)
+    git(bob.root, "config", "gc.autoDetach", "false")
+    report = pull_module.pull(bob, "origin", everything=True)
+    assert sorted(p.name for p in tape_files(bob.tapes_dir)) == sorted(p.name for p in tape_files(alice.tapes_dir))
+    assert all(intact(p) for p in tape_files(bob.tapes_dir)) and not report.damaged
+    packs = pack_names(Path(git(bob.root, "rev-parse", "--absolute-git-dir").strip()) / "objects" / "pack")
+    assert len(packs) >= 3, f"each shard's fetch kept its own pack, not repacked by a pull: {packs}"
 
 
 def test_index_workers_take_the_catalogues_check_only_for_the_bytes_it_checked(tmp_path: Path) -> None:

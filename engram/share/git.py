@@ -31,6 +31,10 @@ _RACES = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref", "a
 _OPTIONS = ("-c", "core.bigFileThreshold=256k", "-c", "core.compression=0", "-c", "pack.compression=0",
             "-c", "pack.window=0")
 _ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
+# A fetch never starts git's automatic maintenance (`gc --auto`, which repacks past 50 packs): a
+# pull runs fetches side by side and reads the packs they keep (pack.py), and a repack of the whole
+# repository is not a pull's to start. The user's own git commands still run it.
+_FETCH_OPTIONS = ("-c", "gc.auto=0", "-c", "maintenance.auto=false")
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,11 @@ class Git:
         self.root = root
         self.env = {**os.environ, **_ENV}
 
-    def run(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    def run(self, *args: str, input: bytes | None = None, check: bool = True,
+            config: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
         try:
-            out = subprocess.run(["git", *_OPTIONS, "-C", str(self.root), *args], input=input, capture_output=True,
-                                 env=self.env, check=False)
+            out = subprocess.run(["git", *_OPTIONS, *config, "-C", str(self.root), *args], input=input,
+                                 capture_output=True, env=self.env, check=False)
         except FileNotFoundError as exc:
             raise ShareError("git is not installed (or not on PATH): sharing goes through git") from exc
         if check and out.returncode != 0:
@@ -154,19 +159,24 @@ class Git:
     def fetch(self, remote: str, refspecs: list[str]) -> None:
         """Fetch explicit refspecs (objects first; git moves the local refs last)."""
         if refspecs:
-            self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *refspecs)
+            self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *refspecs,
+                     config=_FETCH_OPTIONS)
 
     def fetch_started(self, remote: str, refspecs: list[str]) -> Fetching:
         """`fetch`, running in the background while the caller does something else. What it
         brings is kept as one pack however few its objects (`fetch.unpackLimit=1`; git's default
         writes fewer than 100 as loose files): index-pack checks it as unpack-objects would, for
-        less CPU, and the landing reads a pack straight from disk (engram/share/pack.py)."""
+        less CPU, and the landing reads a pack straight from disk (engram/share/pack.py).
+
+        Two may run at once in one repository when their refspecs name distinct refs: each writes
+        its pack under a temp name and renames it into place (its index last), moves only its own
+        refs, each under its own lock, writes no FETCH_HEAD and starts no maintenance."""
         if not refspecs:
             return Fetching(None)
         try:
-            proc = subprocess.Popen(["git", *_OPTIONS, "-c", "fetch.unpackLimit=1", "-C", str(self.root), "fetch",
-                                     "--quiet", "--no-tags",
-                                     "--no-write-fetch-head", remote, *refspecs], stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(["git", *_OPTIONS, *_FETCH_OPTIONS, "-c", "fetch.unpackLimit=1", "-C",
+                                     str(self.root), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                                     remote, *refspecs], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env)
         except FileNotFoundError as exc:
             raise ShareError("git is not installed (or not on PATH): sharing goes through git") from exc
