@@ -56,15 +56,17 @@ COMMAND_CHARS: Final = 200
 LIKELY_NEXT: Final = 40
 #: Files the repository relates to the working set (engram.continuity.related), listed at most after
 #: those named; the first `EARLY_LIKELY` of both go right after the files touched, the rest after the
-#: earlier requests (tuning sets, compact form, 40 named: 10 related 0.775, 15: 0.784, 20: 0.784 at
-#: 2,000 tokens; 10, 20, 55 early: 0.676, 0.686, 0.683 at 1,000 tokens).
+#: earlier requests (tuning sets, compact form, 40 named: 10 related and 10 early 0.775, 15 and 20
+#: 0.784, 20 and 20 0.784 at 2,000 tokens; 15 related with 10, 20, 55 early: 0.676, 0.686, 0.683 at
+#: 1,000 tokens).
 RELATED: Final = 15
 EARLY_LIKELY: Final = 20
 #: Files of each list (working set, likely next) given in full; the rest, when a budget binds, are
-#: their path and state alone (`{"file", "state"}`: a third of a full item's bytes, so three times as
-#: many fit; its ranges, counts, reasons and pointer are in the unbounded package). Tuning sets at
-#: 1,000 / 1,500 / 2,000 tokens: all full 0.641 / 0.712 / 0.756; the first 1, 3, 5 full 0.695 / 0.765,
-#: 0.686 / 0.756, 0.678 / 0.756 at 1,000 / 1,500; a compact item with its pointer: 0.672 / 0.740.
+#: their path and state alone (`{"file", "state"}`: 17 tokens against 33 in full on the tuning sets,
+#: so twice as many fit; their ranges, counts, reasons and pointers are in the unbounded package).
+#: Tuning sets at 1,000 / 1,500 tokens: all in full 0.641 / 0.712 (with the former 20 named, 10
+#: related, 10 early); the first 1, 3, 5 in full 0.695 / 0.765, 0.686 / 0.756, 0.669 / 0.751;
+#: a compact item with its pointer 0.672 / 0.740 (bench/README.md).
 FULL_FILES: Final = 3
 #: Tests to create listed at most (engram.continuity.related.tests_to_create), ranked with the related
 #: files (bench/resume.py, tuning sets: 0.748 next-files recall without, 0.755 with 3).
