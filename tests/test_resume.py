@@ -517,6 +517,7 @@ def test_under_a_budget_files_past_the_first_three_are_path_and_state_so_more_fi
     text = run_engram(root, "resume", "--budget", "600").stdout
     assert f"- {paths[-1]}:1-1  [as-left] 1 edit (" in text
     assert f"\n- {paths[0]}  [as-left]\n" in text, "a file past the first three: its path and state on a line"
+    assert "Files past the first three of a list: path and state only (`--budget 0`: each in full)." in text
 
 
 def _related_session(root: Path, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The resume package as text: for a person at a terminal, or (`--for claude|codex`) as the first
 prompt of a new session in either harness. The same items in the same order as the JSON; every
-item keeps its `tape@offset`, which `engram view` opens."""
+item keeps its `tape@offset`, which `engram view` opens (but a file given as its path and state
+alone, past the first few of a list under a budget)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,8 @@ def _footer(doc: dict[str, Any]) -> list[str]:
     if doc.get("left_out"):
         left = ", ".join(_left(k, n) for k, n in doc["left_out"].items())
         out.append(f"Left out: {left}. More: {doc['more']}")
+    if any("at" not in w for w in doc["working_set"]) or any(len(m) == 2 for m in doc.get("likely_next") or []):
+        out.append("Files past the first three of a list: path and state only (`--budget 0`: each in full).")
     out.append("Any item: `engram view TAPE@OFFSET` shows the transcript there.")
     return out
 
