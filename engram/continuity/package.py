@@ -184,10 +184,11 @@ class _Items:
         return {"at": at, "ts": ts, "text": text_of(self.store, text, MESSAGE_CHARS)}
 
     def file(self, t: FileTouch, full: bool = True) -> dict[str, Any]:
-        """A file touched: in full, or (`full` false) its path and state, and who changed it since."""
+        """A file touched: in full, or (`full` false) its path, state and pointer, and who changed it since."""
         item: dict[str, Any] = {"file": t.path, "state": file_state(self.store, t)}
         if full:
-            item.update({"edits": t.edited, "reads": t.read, "lines": t.ranges, "at": t.at})
+            item.update({"edits": t.edited, "reads": t.read, "lines": t.ranges})
+        item["at"] = t.at
         if item["state"] == "changed since":
             by = _changed_by(self.db, t.path, t.last_edit_ts, self.chain_ids)
             if by:
@@ -302,9 +303,10 @@ def _likely(f: Facts, found: list[Related]) -> list[tuple[str, Mention | None, R
 
 
 def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None, full: bool = True) -> dict[str, Any]:
-    """A file likely next: in full (where it was named, why related), or its path and state."""
+    """A file likely next: in full (where it was named, why related), or its path, state and the
+    pointer to where it was named."""
     if not full:
-        return {"file": path, "state": _present(items.store, path)}
+        return {"file": path, "state": _present(items.store, path), **({"at": m.at} if m is not None else {})}
     item: dict[str, Any] = {"file": path}
     if m is not None:
         item.update({"named_in": [s for s in WEIGHTS if s in m.sources], "at": m.at})

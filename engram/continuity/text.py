@@ -113,15 +113,15 @@ def _sections(doc: dict[str, Any]) -> list[str]:
         out += [f"- {e['category']}: `{_one_line(e['command'])}` — {e['outcome']} ({e['at']})" for e in doc["must_not_redo"]]
     if doc["working_set"]:
         out += ["", "## Working set (latest first; state of the file now)"]
-        out += [_touched(w) for w in doc["working_set"] if "at" in w]
-        out += _compact(w for w in doc["working_set"] if "at" not in w)
+        out += [_touched(w) for w in doc["working_set"] if "edits" in w]
+        out += _compact(w for w in doc["working_set"] if "edits" not in w)
     if doc.get("likely_next"):
         out += ["", "## Not touched yet: named, or related by the repository (where the next edits often go)"]
         out += [f"- {m['file']}  [{m['state']}]" + (" (" + "; ".join(
                     ([f"in: {', '.join(m['named_in'])}; latest {m['at']}"] if m.get("named_in") else [])
                     + m.get("why", [])) + ")" if m.get("named_in") or m.get("why") else "")
-                for m in doc["likely_next"] if len(m) > 2]
-        out += _compact(m for m in doc["likely_next"] if len(m) == 2)
+                for m in doc["likely_next"] if _full_likely(m)]
+        out += _compact(m for m in doc["likely_next"] if not _full_likely(m))
     if doc["errors"]:
         out += ["", "## Tool errors no later call fixed"]
         for e in doc["errors"]:
@@ -144,10 +144,14 @@ def _touched(w: dict[str, Any]) -> str:
     return f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})"
 
 
+def _full_likely(m: dict[str, Any]) -> bool:
+    return bool(m.get("named_in") or m.get("why"))
+
+
 def _compact(items: Iterable[dict[str, Any]]) -> list[str]:
-    """Files given as path and state alone (past the first few, under a budget), one a line."""
+    """Files given as path, state and pointer alone (past the first few, under a budget), one a line."""
     return [f"- {w['file']}  [{w['state']}" + (f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else "") + "]"
-            for w in items]
+            + (f" ({w['at']})" if w.get("at") else "") for w in items]
 
 
 # What a left-out count counts, singular and plural ("1 tool error", "2 tool errors").
@@ -166,8 +170,8 @@ def _footer(doc: dict[str, Any]) -> list[str]:
     if doc.get("left_out"):
         left = ", ".join(_left(k, n) for k, n in doc["left_out"].items())
         out.append(f"Left out: {left}. More: {doc['more']}")
-    if any("at" not in w for w in doc["working_set"]) or any(len(m) == 2 for m in doc.get("likely_next") or []):
-        out.append("Files past the first three of a list: path and state only (`--budget 0`: each in full).")
+    if any("edits" not in w for w in doc["working_set"]) or not all(map(_full_likely, doc.get("likely_next") or [])):
+        out.append("Files past the first three of a list: path, state and pointer only (`--budget 0`: each in full).")
     out.append("Any item: `engram view TAPE@OFFSET` shows the transcript there.")
     return out
 
