@@ -62,11 +62,12 @@ LIKELY_NEXT: Final = 40
 RELATED: Final = 15
 EARLY_LIKELY: Final = 20
 #: Files of each list (working set, likely next) given in full; the rest, when a budget binds, are
-#: their path and state alone (`{"file", "state"}`: 17 tokens against 33 in full on the tuning sets,
-#: so twice as many fit; their ranges, counts, reasons and pointers are in the unbounded package).
-#: Tuning sets at 1,000 / 1,500 tokens: all in full 0.641 / 0.712 (with the former 20 named, 10
-#: related, 10 early); the first 1, 3, 5 in full 0.695 / 0.765, 0.686 / 0.756, 0.669 / 0.751;
-#: a compact item with its pointer 0.672 / 0.740 (bench/README.md).
+#: their path, state and pointer alone (`{"file", "state", "at"}`: ~24 tokens against 33 in full,
+#: so more fit; their ranges, counts and reasons are in the unbounded package; the pointer stays,
+#: as every item's does, for `engram view`). Tuning sets at 1,000 / 1,500 tokens: all in full
+#: 0.641 / 0.712 (with the former 20 named, 10 related, 10 early); the first 3 in full, the rest
+#: with their pointer 0.672 / 0.740 (without it, the first 1, 3, 5 in full: 0.695 / 0.765, 0.686 /
+#: 0.756, 0.669 / 0.751; bench/README.md).
 FULL_FILES: Final = 3
 #: Tests to create listed at most (engram.continuity.related.tests_to_create), ranked with the related
 #: files (bench/resume.py, tuning sets: 0.748 next-files recall without, 0.755 with 3).
@@ -218,7 +219,7 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
                  related_files: list[Related] | None = None, compact: bool = False
                  ) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
     """The units of the package in the order they go in, and how to build each one's item (with
-    `compact`, the files past the first `FULL_FILES` of each list as their path and state)."""
+    `compact`, the files past the first `FULL_FILES` of each list as their path, state and pointer)."""
     build: dict[Any, Callable[[], Any]] = {}
     order: list[tuple[Any, str, Callable[[], Any]]] = []
     backing = _backing_request(items) if f.requests else None

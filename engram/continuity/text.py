@@ -1,7 +1,6 @@
 """The resume package as text: for a person at a terminal, or (`--for claude|codex`) as the first
 prompt of a new session in either harness. The same items in the same order as the JSON; every
-item keeps its `tape@offset`, which `engram view` opens (but a file given as its path and state
-alone, past the first few of a list under a budget)."""
+item keeps its `tape@offset`, which `engram view` opens."""
 
 from __future__ import annotations
 
