@@ -44,7 +44,7 @@ def ats(doc: dict[str, Any]) -> list[str]:
     """Every `tape@offset` pointer in the package."""
     out = [r["at"] for r in doc["requests"]] + ([doc["last_message"]["at"]] if doc["last_message"] else [])
     for key in ("failing", "must_not_redo", "working_set", "errors", "commands"):
-        out += [x["at"] for x in doc[key]]
+        out += [x["at"] for x in doc[key] if "at" in x]
     if doc["plan"]:
         out += [i["at"] for i in doc["plan"]["open"]]
     return out
@@ -489,6 +489,37 @@ def test_the_working_set_is_latest_first_whether_a_file_was_edited_or_read(tmp_p
         low, high = (low, mid) if len(resume(root, "--budget", str(mid))["working_set"]) >= 2 else (mid + 1, high)
     small = resume(root, "--budget", str(low))
     assert [w["file"] for w in small["working_set"]] == ["src/next.py", "src/other.py"]
+
+
+def test_under_a_budget_files_past_the_first_three_are_path_state_and_pointer_so_more_fit(tmp_path: Path) -> None:
+    """The session edited 24 files: at a budget where 24 full entries (ranges, counts, pointer)
+    cannot fit, the package still names all 24, the latest three in full and the rest as path,
+    state and the pointer into the transcript (every item keeps one), one a line in the text; with
+    no budget every file is in full."""
+    root = _repo(tmp_path)
+    s = Session(root, "dcdcdcdc-bbbb-4bbb-8bbb-00000000000b")
+    s.prompt("Rename the handlers' option")
+    paths = [f"src/services/handlers/handler_number_{n:02d}.py" for n in range(24)]
+    for p in paths:
+        s.write(p, f"OPTION = {len(p)}\n")
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (root / p).write_text(f"OPTION = {len(p)}\n")  # the tree as the session left it
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    whole = resume(root, "--budget", "0")
+    assert all({"edits", "lines", "at"} <= set(w) for w in whole["working_set"])
+    full = len(json.dumps(whole["working_set"], separators=(",", ":")).encode()) // TOKEN_BYTES
+    doc = resume(root, "--budget", "820")
+    shown = len(json.dumps(doc["working_set"], separators=(",", ":")).encode()) // TOKEN_BYTES
+    assert doc["budget"]["used"] <= 820 < doc["budget"]["used"] - shown + full, "24 full entries would not fit"
+    assert [w["file"] for w in doc["working_set"]] == paths[::-1], "every file named, latest first"
+    assert all("at" in w and w["edits"] == 1 for w in doc["working_set"][:3])
+    assert [set(w) for w in doc["working_set"][3:]] == [{"file", "state", "at"}] * 21
+    assert {w["state"] for w in doc["working_set"]} == {"as-left"}
+    text = run_engram(root, "resume", "--budget", "820").stdout
+    assert f"- {paths[-1]}:1-1  [as-left] 1 edit (" in text
+    at = doc["working_set"][-1]["at"]
+    assert f"\n- {paths[0]}  [as-left] ({at})\n" in text, "a file past the first three: path, state, pointer on a line"
+    assert "Files past the first three of a list: path, state and pointer only (`--budget 0`: each in full)." in text
 
 
 def _related_session(root: Path, tmp_path: Path) -> None:

@@ -6,11 +6,13 @@ JSON per token); the text rendering of the same items is smaller than their JSON
 bounds both. Items go in this order until the budget is spent: the latest request (and the one a
 short request follows), where the hand-off note disagrees with the transcript, the agent's last
 message, the note, the plan's open items, checks still failing, side effects not to repeat, files
-edited or read (latest first), the first 10 files likely next (named but not touched yet:
+edited or read (latest first), the first 20 files likely next (named but not touched yet:
 engram.continuity.mentions; then related to the files edited by the repository's git:
 engram.continuity.related), tool errors no later call fixed, commands whose last run failed,
 earlier requests, the other files likely next, other commands, the accepted plan's text
-(docs/resume.md)."""
+(docs/resume.md). Under a budget, the files past the first three of each list are their path and
+state alone: the next edits are often far down those lists, and a path fits where a full entry
+would not."""
 
 from __future__ import annotations
 
@@ -48,16 +50,25 @@ MESSAGE_CHARS: Final = 1000
 OUTPUT_CHARS: Final = 300
 PLAN_CHARS: Final = 1200
 COMMAND_CHARS: Final = 200
-#: Files named but not touched, listed at most (bench/resume.py, tuning sets: 8 → 0.65, 12 → 0.69,
-#: 20 → 0.71 next-files recall, against 0.72 for every file named).
-LIKELY_NEXT: Final = 20
+#: Files named but not touched, listed at most (mentions.Mentions.ranked keeps 40; bench/resume.py,
+#: tuning sets, with files past the first few in the compact form: 20 → 0.765, 30 → 0.765, 40 →
+#: 0.775 next-files recall at 2,000 tokens).
+LIKELY_NEXT: Final = 40
 #: Files the repository relates to the working set (engram.continuity.related), listed at most after
 #: those named; the first `EARLY_LIKELY` of both go right after the files touched, the rest after the
-#: earlier requests (bench/resume.py, tuning sets: 0.71 next-files recall with none related and all
-#: after the files read; 0.72 with 10 early; 0.75 with 10 related and 10 early; 5, 15, 20 early:
-#: 0.74, 0.74, 0.71; 5 or 15 related: 0.75).
-RELATED: Final = 10
-EARLY_LIKELY: Final = 10
+#: earlier requests (tuning sets, compact form, 40 named: 10 related and 10 early 0.775, 15 and 20
+#: 0.784, 20 and 20 0.784 at 2,000 tokens; 15 related with 10, 20, 55 early: 0.676, 0.686, 0.683 at
+#: 1,000 tokens).
+RELATED: Final = 15
+EARLY_LIKELY: Final = 20
+#: Files of each list (working set, likely next) given in full; the rest, when a budget binds, are
+#: their path, state and pointer alone (`{"file", "state", "at"}`: ~24 tokens against 33 in full,
+#: so more fit; their ranges, counts and reasons are in the unbounded package; the pointer stays,
+#: as every item's does, for `engram view`). Tuning sets at 1,000 / 1,500 tokens: all in full
+#: 0.641 / 0.712 (with the former 20 named, 10 related, 10 early); the first 3 in full, the rest
+#: with their pointer 0.672 / 0.740 (without it, the first 1, 3, 5 in full: 0.695 / 0.765, 0.686 /
+#: 0.756, 0.669 / 0.751; bench/README.md).
+FULL_FILES: Final = 3
 #: Tests to create listed at most (engram.continuity.related.tests_to_create), ranked with the related
 #: files (bench/resume.py, tuning sets: 0.748 next-files recall without, 0.755 with 3).
 TO_CREATE: Final = 3
@@ -173,9 +184,12 @@ class _Items:
         at, text, ts = self.f.last_message
         return {"at": at, "ts": ts, "text": text_of(self.store, text, MESSAGE_CHARS)}
 
-    def file(self, t: FileTouch) -> dict[str, Any]:
-        item: dict[str, Any] = {"file": t.path, "state": file_state(self.store, t), "edits": t.edited, "reads": t.read,
-                                "lines": t.ranges, "at": t.at}
+    def file(self, t: FileTouch, full: bool = True) -> dict[str, Any]:
+        """A file touched: in full, or (`full` false) its path, state and pointer, and who changed it since."""
+        item: dict[str, Any] = {"file": t.path, "state": file_state(self.store, t)}
+        if full:
+            item.update({"edits": t.edited, "reads": t.read, "lines": t.ranges})
+        item["at"] = t.at
         if item["state"] == "changed since":
             by = _changed_by(self.db, t.path, t.last_edit_ts, self.chain_ids)
             if by:
@@ -202,8 +216,10 @@ def _handoff_item(store: Store, handoff: dict[str, Any]) -> dict[str, Any]:
 
 
 def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
-                 related_files: list[Related] | None = None) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
-    """The units of the package in the order they go in, and how to build each one's item."""
+                 related_files: list[Related] | None = None, compact: bool = False
+                 ) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
+    """The units of the package in the order they go in, and how to build each one's item (with
+    `compact`, the files past the first `FULL_FILES` of each list as their path, state and pointer)."""
     build: dict[Any, Callable[[], Any]] = {}
     order: list[tuple[Any, str, Callable[[], Any]]] = []
     backing = _backing_request(items) if f.requests else None
@@ -240,11 +256,13 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
     # Files read and edited together, latest first: a file only read is edited next as often as one
     # edited (tuning sets: 37 of 152 files read, 60 of 317 edited); after the rest of the list, a
     # tight budget lost them (bench/resume.py at 1,000 tokens: 0.57, 0.50, 0.51 -> 0.72, 0.66, 0.55).
-    for t in touches:
-        order.append((("file", t.path), "working_set", lambda t=t: items.file(t)))
-    likely = _likely(f, related_files or [])
-    for path, m, r in likely[:EARLY_LIKELY]:
-        order.append((("likely", path), "likely_next", lambda path=path, m=m, r=r: _likely_item(items, path, m, r)))
+    for n, t in enumerate(touches):
+        full = not compact or n < FULL_FILES
+        order.append((("file", t.path), "working_set", lambda t=t, full=full: items.file(t, full)))
+    likely = [(path, m, r, not compact or n < FULL_FILES) for n, (path, m, r) in enumerate(_likely(f, related_files or []))]
+    for path, m, r, full in likely[:EARLY_LIKELY]:
+        order.append((("likely", path), "likely_next",
+                      lambda path=path, m=m, r=r, full=full: _likely_item(items, path, m, r, full)))
     for e in sorted(f.errors.values(), key=lambda e: -e.seq):
         order.append((("error", e.tool, e.target), "errors", lambda e=e: {
             "tool": e.tool, "target": e.target, "at": e.at,
@@ -257,8 +275,9 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
         if i == backing:
             continue
         order.append((("requests", i), "requests", lambda i=i: items.request(i)))
-    for path, m, r in likely[EARLY_LIKELY:]:
-        order.append((("likely", path), "likely_next", lambda path=path, m=m, r=r: _likely_item(items, path, m, r)))
+    for path, m, r, full in likely[EARLY_LIKELY:]:
+        order.append((("likely", path), "likely_next",
+                      lambda path=path, m=m, r=r, full=full: _likely_item(items, path, m, r, full)))
     for r in commands:
         if not r.failed:
             order.append(_command_unit(items, r))
@@ -284,7 +303,11 @@ def _likely(f: Facts, found: list[Related]) -> list[tuple[str, Mention | None, R
     return named + rest
 
 
-def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None) -> dict[str, Any]:
+def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None, full: bool = True) -> dict[str, Any]:
+    """A file likely next: in full (where it was named, why related), or its path, state and the
+    pointer to where it was named."""
+    if not full:
+        return {"file": path, "state": _present(items.store, path), **({"at": m.at} if m is not None else {})}
     item: dict[str, Any] = {"file": path}
     if m is not None:
         item.update({"named_in": [s for s in WEIGHTS if s in m.sources], "at": m.at})
@@ -452,7 +475,7 @@ def _task_resume(store: Store, db: apsw.Connection, opts: Options, stop: tuple[s
 def package(store: Store, db: apsw.Connection, chain: Chain, facts: Facts, opts: Options,
             handoff: dict[str, Any] | None = None, task_head: dict[str, Any] | None = None) -> dict[str, Any]:
     items = _Items(store, db, facts, chain)
-    units, build = _facts_units(items, facts, handoff, _related(store, facts, opts))
+    units, build = _facts_units(items, facts, handoff, _related(store, facts, opts), compact=bool(opts.budget))
     head = _heading(facts, chain)
     if task_head is not None:
         head["task"] = task_head

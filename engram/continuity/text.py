@@ -4,6 +4,7 @@ item keeps its `tape@offset`, which `engram view` opens."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 from engram.words import plural
@@ -111,17 +112,15 @@ def _sections(doc: dict[str, Any]) -> list[str]:
         out += [f"- {e['category']}: `{_one_line(e['command'])}` — {e['outcome']} ({e['at']})" for e in doc["must_not_redo"]]
     if doc["working_set"]:
         out += ["", "## Working set (latest first; state of the file now)"]
-        for w in doc["working_set"]:
-            lines = ", ".join(f"{a}-{b}" for a, b in w["lines"][:3])
-            what = ", ".join(x for x in (plural(w["edits"], "edit") if w["edits"] else "",
-                                         plural(w["reads"], "read") if w["reads"] else "") if x)
-            by = f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else ""
-            out.append(f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})")
+        out += [_touched(w) for w in doc["working_set"] if "edits" in w]
+        out += _compact(w for w in doc["working_set"] if "edits" not in w)
     if doc.get("likely_next"):
         out += ["", "## Not touched yet: named, or related by the repository (where the next edits often go)"]
-        out += [f"- {m['file']}  [{m['state']}] ("
-                + "; ".join(([f"in: {', '.join(m['named_in'])}; latest {m['at']}"] if m.get("named_in") else [])
-                            + m.get("why", [])) + ")" for m in doc["likely_next"]]
+        out += [f"- {m['file']}  [{m['state']}]" + (" (" + "; ".join(
+                    ([f"in: {', '.join(m['named_in'])}; latest {m['at']}"] if m.get("named_in") else [])
+                    + m.get("why", [])) + ")" if m.get("named_in") or m.get("why") else "")
+                for m in doc["likely_next"] if _full_likely(m)]
+        out += _compact(m for m in doc["likely_next"] if not _full_likely(m))
     if doc["errors"]:
         out += ["", "## Tool errors no later call fixed"]
         for e in doc["errors"]:
@@ -133,6 +132,25 @@ def _sections(doc: dict[str, Any]) -> list[str]:
         out += [f"- `{_one_line(c['command'])}` {c['last']}" + (f" (exit {c['exit_code']})" if c.get("exit_code") else "")
                 + (f" ×{c['runs']}" if c["runs"] > 1 else "") + f" ({c['at']})" for c in doc["commands"]]
     return out
+
+
+def _touched(w: dict[str, Any]) -> str:
+    """A file of the working set given in full: its ranges, state, edits and reads, pointer."""
+    lines = ", ".join(f"{a}-{b}" for a, b in w["lines"][:3])
+    what = ", ".join(x for x in (plural(w["edits"], "edit") if w["edits"] else "",
+                                 plural(w["reads"], "read") if w["reads"] else "") if x)
+    by = f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else ""
+    return f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})"
+
+
+def _full_likely(m: dict[str, Any]) -> bool:
+    return bool(m.get("named_in") or m.get("why"))
+
+
+def _compact(items: Iterable[dict[str, Any]]) -> list[str]:
+    """Files given as path, state and pointer alone (past the first few, under a budget), one a line."""
+    return [f"- {w['file']}  [{w['state']}" + (f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else "") + "]"
+            + (f" ({w['at']})" if w.get("at") else "") for w in items]
 
 
 # What a left-out count counts, singular and plural ("1 tool error", "2 tool errors").
@@ -151,6 +169,8 @@ def _footer(doc: dict[str, Any]) -> list[str]:
     if doc.get("left_out"):
         left = ", ".join(_left(k, n) for k, n in doc["left_out"].items())
         out.append(f"Left out: {left}. More: {doc['more']}")
+    if any("edits" not in w for w in doc["working_set"]) or not all(map(_full_likely, doc.get("likely_next") or [])):
+        out.append("Files past the first three of a list: path, state and pointer only (`--budget 0`: each in full).")
     out.append("Any item: `engram view TAPE@OFFSET` shows the transcript there.")
     return out
 
