@@ -76,13 +76,19 @@ def publish(tmp: Path, path: Path) -> None:
     """The second half of `atomic_write` for a file `write_unpublished` left at `tmp`: synced,
     renamed to `path`, the directory synced. Readers see all of it or none of it, as with
     `atomic_write`; a temp file never published is removed by `remove_stale_temps`."""
+    put_in_place(tmp, path)
+    fsync_dir(path.parent)
+
+
+def put_in_place(tmp: Path, path: Path) -> None:
+    """`publish` but for its directory's sync: several files published together share one
+    (`fsync_dir` of their directory once they are all in place)."""
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def append_durably(path: Path, lines: list[bytes]) -> None:

@@ -63,7 +63,7 @@ from engram.store.lock import ingest_lock, ingest_lock_if_free, ingest_turn
 from engram.store.repo import Store
 from engram.words import agree, plural
 from engram.tape import events as E
-from engram.tape.writer import WrittenTape, publish_tape, write_tape
+from engram.tape.writer import WrittenTape, publish_tape, publish_tapes, write_tape
 
 log = logging.getLogger(__name__)
 
@@ -362,11 +362,12 @@ def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats,
 def _commit(db: apsw.Connection, got: Captured, stats: IngestStats) -> WrittenTape | None:
     """Catalogue a captured tape, once its file is in place and on disk (a worker's is put
     there here: `publish_tape`)."""
-    if got.written is not None and got.written.pending is not None:
+    if got.written is not None and (got.written.pending is not None or got.written.in_place_unsynced):
         try:
             publish_tape(got.written)
         except OSError as exc:  # (the disk full at the fsync): the next run captures the session
-            got.written.pending.unlink(missing_ok=True)
+            if got.written.pending is not None:
+                got.written.pending.unlink(missing_ok=True)
             stats.skipped[f"tape not written ({exc.__class__.__name__})"] += 1
             log.warning("%s: %s", got.written.path, exc)
             return None
@@ -673,6 +674,7 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                 _worker_lost(stats, len(jobs) - i)
                 return
             ahead -= sizes[i]
+            _publish_ready(got, pending)
             written = _commit(db, got, stats)
             if written is not None and got.prepared is not None:
                 indexer.accept(db, got.prepared)
@@ -683,6 +685,23 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                     for f in pending:
                         f.cancel()
                     raise
+
+
+def _publish_ready(got: Captured, pending: list[Any]) -> None:
+    """The tapes of `got` and of the results after it that are in already, put on disk together
+    (`publish_tapes`: one directory sync); each is catalogued in its turn (`_commit`), which
+    reports any that could not be."""
+    ready = [got]
+    for f in pending:
+        if not f.done() or f.cancelled() or f.exception() is not None:
+            break
+        ready.append(f.result())
+    tapes = [c.written for c in ready if c.written is not None and c.written.pending is not None]
+    if len(tapes) > 1:
+        try:
+            publish_tapes(tapes)
+        except OSError:
+            pass  # (each tape's own `_commit` publishes it again, or says why it cannot)
 
 
 def ingest_paths(store: Store, paths: list[Path], maps: list[tuple[str, str]] | None = None,

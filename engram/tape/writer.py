@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 import zstandard
 
-from engram.fsutil import atomic_write, names_in, publish, write_unpublished
+from engram.fsutil import atomic_write, fsync_dir, names_in, publish, put_in_place, write_unpublished
 from engram.tape import frames as fr
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
@@ -45,6 +45,7 @@ class WrittenTape:
     # Written with `publish_later`: the temp file holding the tape until `publish_tape` puts it
     # in place (None: the tape is in place and on disk).
     pending: Path | None = None
+    in_place_unsynced: bool = False  # put in place by `publish_tapes`, its directory not synced yet
 
 
 def tape_path(tapes_dir: Path, tape_id: str) -> Path:
@@ -160,10 +161,34 @@ def write_tape(
 
 def publish_tape(written: WrittenTape) -> None:
     """Put a tape written with `publish_later` in place, synced (nothing to do for another)."""
-    if written.pending is None:
+    if written.pending is not None:
+        publish(written.pending, written.path)
+    elif written.in_place_unsynced:
+        fsync_dir(written.path.parent)
+    else:
         return
-    publish(written.pending, written.path)
-    written.pending = None
+    _published(written)
+
+
+def publish_tapes(tapes: list[WrittenTape]) -> None:
+    """`publish_tape` of several tapes at once (the results that came in together): each synced
+    and put in place, their directory synced once for all. Why: on a slow disk (a sync 4 ms)
+    the ingest process, which syncs every tape its workers write, fell behind them by a
+    directory sync a tape. After an error, what is left is done by `publish_tape`."""
+    placed = []
+    for t in tapes:
+        if t.pending is not None:
+            put_in_place(t.pending, t.path)
+            t.pending, t.in_place_unsynced = None, True
+            placed.append(t)
+    for d in sorted({t.path.parent for t in placed}):
+        fsync_dir(d)
+    for t in placed:
+        _published(t)
+
+
+def _published(written: WrittenTape) -> None:
+    written.pending, written.in_place_unsynced = None, False
     mark_verified(written.path)
     log.debug("wrote tape %s (%d events, %d bytes)", written.id, written.n_events, written.size)
 
