@@ -290,41 +290,54 @@ from engram.capture.stats import IngestStats
 if getattr(p, "_start_method", lambda: "forkserver")() != "fork":
     sys.exit("--timeline needs workers forked from this process (engram.capture.pipeline._start_method)")
 out, write = Path(sys.argv[3]), p.capture_write
+def sched():  # (ns on a core, ns waiting in the run queue) of this process's main thread
+    with open("/proc/self/schedstat") as f:
+        return [int(x) for x in f.read().split()[:2]]
 def timed(db, store, job, **kw):
-    w0, c0 = time.perf_counter(), time.process_time()
+    w0, c0, s0 = time.perf_counter(), time.process_time(), sched()
     got = write(db, store, job, **kw)
+    s1 = sched()
     with open(out / f"{os.getpid()}.txt", "a") as f:
-        f.write(json.dumps([w0, time.perf_counter(), time.process_time() - c0, p._job_bytes(job)]) + "\\n")
+        f.write(json.dumps([w0, time.perf_counter(), time.process_time() - c0, p._job_bytes(job),
+                            (s1[0] - s0[0]) / 1e9, (s1[1] - s0[1]) / 1e9]) + "\\n")
     return got
 p.capture_write = timed
-t0 = time.perf_counter()
+t0, s0 = time.perf_counter(), sched()
 stats = IngestStats()
 p.ingest(Store(Path(sys.argv[1])), jobs_from_paths([Path(sys.argv[2])], stats), stats=stats, workers=2)
-print(json.dumps([t0, time.perf_counter(), time.process_time()]))
+s1 = sched()
+print(json.dumps([t0, time.perf_counter(), time.process_time(), (s1[0] - s0[0]) / 1e9, (s1[1] - s0[1]) / 1e9]))
 """
 
 
 def capture_timeline(projects: Path, workdir: Path | None, engram: list[str]) -> str:
     """Capture only with 2 workers: per worker, its sessions, MB, when its first began and its
-    last ended (from the start of discovery), its busy wall time and its CPU; the parent's CPU.
-    Busy wall well above CPU means the worker waited for a core (other load), not for work."""
+    last ended (from the start of discovery), its busy wall time, its CPU, and how that wall time
+    splits (/proc/self/schedstat) into time on a core, time waiting for one (other load) and time
+    blocked (the disk: what an idle machine would still wait for); the parent's CPU, and its
+    time blocked from discovery to the last commit."""
     import json
     import tempfile
 
     repo = fresh_repo(workdir, "engram-bench-", engram)
     with tempfile.TemporaryDirectory(dir=workdir) as out:
         _, _, proc = timed([sys.executable, "-c", TIMELINE_SNIPPET, str(repo), str(projects), out], repo, "timeline")
-        t0, t1, parent_cpu = json.loads(proc.stdout.strip().splitlines()[-1])
+        t0, t1, parent_cpu, *parent_sched = json.loads(proc.stdout.strip().splitlines()[-1])
         rows = []
         for f in sorted(Path(out).iterdir()):
             runs = [json.loads(line) for line in f.read_text().splitlines()]
+            busy = sum(r[1] - r[0] for r in runs)
+            on, queued = (sum(r[i] for r in runs) for i in (4, 5)) if all(len(r) > 5 for r in runs) else (0.0, 0.0)
             rows.append((f.stem, str(len(runs)), f"{sum(r[3] for r in runs) / 1e6:.1f}",
                          f"{min(r[0] for r in runs) - t0:.2f} s", f"{max(r[1] for r in runs) - t0:.2f} s",
-                         f"{sum(r[1] - r[0] for r in runs):.2f} s", f"{sum(r[2] for r in runs):.2f} s"))
+                         f"{busy:.2f} s", f"{sum(r[2] for r in runs):.2f} s", f"{on:.2f} s", f"{queued:.2f} s",
+                         f"{max(0.0, busy - on - queued):.2f} s"))
     shutil.rmtree(repo, ignore_errors=True)
-    return (f"capture only, 2 workers: {t1 - t0:.2f} s from discovery to the last commit, parent CPU {parent_cpu:.2f} s "
-            f"(load {load()})\n"
-            + fmt_table(["worker", "sessions", "MB", "first began", "last ended", "busy (wall)", "CPU"], rows))
+    blocked = max(0.0, t1 - t0 - sum(parent_sched)) if parent_sched else 0.0
+    return (f"capture only, 2 workers: {t1 - t0:.2f} s from discovery to the last commit, parent CPU {parent_cpu:.2f} s, "
+            f"parent blocked {blocked:.2f} s (load {load()})\n"
+            + fmt_table(["worker", "sessions", "MB", "first began", "last ended", "busy (wall)", "CPU", "on a core",
+                         "waiting for a core", "blocked"], rows))
 
 
 def compare_capture(projects: Path, raw_mb: float, workdir: Path | None, pythons: list[str], runs: int) -> str:

@@ -54,7 +54,9 @@ def _capture_only(store, paths, maps=None, progress=None, merge_later=False, aga
     return stats
 p.ingest_paths = _capture_only
 """
-NO_INDEX_SNIPPET = NO_INDEX_SETUP + "sys.exit(m.main(sys.argv[1:]))"
+# Ends as the `engram` command does (engram.cli.main.exit_process: an ingest without the
+# interpreter's teardown where the engram under test does so).
+NO_INDEX_SNIPPET = NO_INDEX_SETUP + "getattr(m, 'exit_process', lambda a, c: sys.exit(c))(sys.argv[1:], m.main(sys.argv[1:]))"
 
 
 def _prog() -> str:

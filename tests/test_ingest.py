@@ -571,3 +571,32 @@ def test_the_summary_counts_every_edit_not_recorded_by_reason_once(tmp_path: Pat
     again = run_engram(root, "ingest", str(path)).stdout
     assert "1 new tape," in again and "without line ranges" not in again, again
     assert "edits not recorded: 1 × apply_patch input redacted or unparseable" in again, again
+
+
+# `python -m engram.cli ARGS` with an exit handler that says whether the interpreter's teardown ran.
+_TEARDOWN_SEEN = ("import atexit, runpy, sys\natexit.register(lambda: sys.stderr.write('teardown ran\\n'))\n"
+                  "sys.argv = ['engram', *sys.argv[1:]]\nrunpy.run_module('engram.cli', run_name='__main__')\n")
+
+
+def test_ingest_ends_without_teardown_yet_delivers_everything(repo: Path, tmp_path: Path) -> None:
+    """`engram ingest` leaves as the queries do (engram.cli.main.exit_process), its summary flushed
+    whole through a pipe, its tapes on disk and its index closed (no -wal file left); the
+    interpreter's teardown (20-60 ms after the last tape) is skipped. Other commands still end
+    normally."""
+    from test_store_safety import write_session
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for i in range(5):
+        write_session(sessions / f"s{i}.jsonl", repo, f"s{i}", f"session {i}")
+    env = {**os.environ, "PYTHONUNBUFFERED": ""}  # the summary sits in the stream's buffer until the exit
+    proc = subprocess.run([sys.executable, "-c", _TEARDOWN_SEEN, "ingest", str(sessions)], cwd=repo,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "teardown ran" not in proc.stderr
+    assert "5 sessions, 5 new tapes" in proc.stdout
+    assert len(list((repo / ".engram" / "tapes").glob("*.jsonl.zst"))) == 5
+    assert not (repo / ".engram" / "index.sqlite-wal").exists()
+    tapes = subprocess.run([sys.executable, "-c", _TEARDOWN_SEEN, "tapes"], cwd=repo, capture_output=True,
+                           text=True, env=env, timeout=300)
+    assert tapes.returncode == 0 and "teardown ran" in tapes.stderr

@@ -63,7 +63,7 @@ from engram.store.lock import ingest_lock, ingest_lock_if_free, ingest_turn
 from engram.store.repo import Store
 from engram.words import agree, plural
 from engram.tape import events as E
-from engram.tape.writer import WrittenTape, write_tape
+from engram.tape.writer import WrittenTape, publish_tape, publish_tapes, write_tape
 
 log = logging.getLogger(__name__)
 
@@ -260,15 +260,18 @@ NOTHING_KEPT: Final = "no message, tool call or edit read from it"
 
 
 def capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tuple[str, str]],
-                  redactor: Redactor, removed: frozenset[tuple[str, str]] = frozenset()) -> Captured:
+                  redactor: Redactor, removed: frozenset[tuple[str, str]] = frozenset(),
+                  publish_later: bool = False) -> Captured:
     """Parse a session and write its new part as a tape. Reads the catalog, never writes it.
-    A session in `removed` (taken back by `engram tapes rm`) is skipped."""
+    A session in `removed` (taken back by `engram tapes rm`) is skipped. `publish_later`: the
+    tape is left for `_commit` to put in place (`write_tape`), as a worker process leaves it."""
     with _cyclic_gc_paused():
-        return _capture_write(db, store, job, maps=maps, redactor=redactor, removed=removed)
+        return _capture_write(db, store, job, maps=maps, redactor=redactor, removed=removed,
+                              publish_later=publish_later)
 
 
 def _capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tuple[str, str]],
-                   redactor: Redactor, removed: frozenset[tuple[str, str]]) -> Captured:
+                   redactor: Redactor, removed: frozenset[tuple[str, str]], publish_later: bool) -> Captured:
     cfg = store.config["ingest"]
     stats = IngestStats()
     cap = parse_job(job, store.root, maps, int(cfg["max_line_bytes"]))
@@ -305,7 +308,7 @@ def _capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tu
         return Captured(stats)
     before = Counter(redactor.counts)
     written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
-                         object_threshold=int(cfg["object_threshold"]))
+                         object_threshold=int(cfg["object_threshold"]), publish_later=publish_later)
     stats.redactions.update(redactor.counts - before)
     row = catalog_row(written.id, events, written.size, written.raw_bytes)
     if written.created:
@@ -357,6 +360,17 @@ def capture_job(db: apsw.Connection, store: Store, job: Job, stats: IngestStats,
 
 
 def _commit(db: apsw.Connection, got: Captured, stats: IngestStats) -> WrittenTape | None:
+    """Catalogue a captured tape, once its file is in place and on disk (a worker's is put
+    there here: `publish_tape`)."""
+    if got.written is not None and (got.written.pending is not None or got.written.in_place_unsynced):
+        try:
+            publish_tape(got.written)
+        except OSError as exc:  # (the disk full at the fsync): the next run captures the session
+            if got.written.pending is not None:
+                got.written.pending.unlink(missing_ok=True)
+            stats.skipped[f"tape not written ({exc.__class__.__name__})"] += 1
+            log.warning("%s: %s", got.written.path, exc)
+            return None
     stats.merge(got.stats)
     if got.written is None or got.row is None:
         return None
@@ -534,7 +548,7 @@ def _capture_in_worker(root: str, config: dict[str, Any], job: Job, maps: list[t
         _worker_redactor = Redactor(config["redact"].get("patterns") or [])
     db = open_db(store, readonly=True)
     try:
-        got = capture_write(db, store, job, maps=maps, redactor=_worker_redactor, removed=removed)
+        got = capture_write(db, store, job, maps=maps, redactor=_worker_redactor, removed=removed, publish_later=True)
     except (OSError, EngramError) as exc:
         stats = IngestStats()
         stats.skipped[f"unreadable session file ({exc.__class__.__name__})"] += 1
@@ -660,6 +674,7 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                 _worker_lost(stats, len(jobs) - i)
                 return
             ahead -= sizes[i]
+            _publish_ready(got, pending)
             written = _commit(db, got, stats)
             if written is not None and got.prepared is not None:
                 indexer.accept(db, got.prepared)
@@ -670,6 +685,23 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                     for f in pending:
                         f.cancel()
                     raise
+
+
+def _publish_ready(got: Captured, pending: list[Any]) -> None:
+    """The tapes of `got` and of the results after it that are in already, put on disk together
+    (`publish_tapes`: one directory sync); each is catalogued in its turn (`_commit`), which
+    reports any that could not be."""
+    ready = [got]
+    for f in pending:
+        if not f.done() or f.cancelled() or f.exception() is not None:
+            break
+        ready.append(f.result())
+    tapes = [c.written for c in ready if c.written is not None and c.written.pending is not None]
+    if len(tapes) > 1:
+        try:
+            publish_tapes(tapes)
+        except OSError:
+            pass  # (each tape's own `_commit` publishes it again, or says why it cannot)
 
 
 def ingest_paths(store: Store, paths: list[Path], maps: list[tuple[str, str]] | None = None,

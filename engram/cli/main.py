@@ -319,10 +319,18 @@ def one_shot(argv: Sequence[str]) -> bool:
     return _command_of(argv) in QUICK_EXIT_COMMANDS
 
 
+# Commands that end without the interpreter's teardown too (`exit_process`): an ingest has closed
+# its index, released its lock and joined its workers when it returns; its teardown (collecting
+# and freeing every object the run left, each page first copied as the forked workers shared
+# it) took 20-60 ms of a 1 s capture of 100 MB, after its last tape (bench/README.md, `capture.py`).
+NO_TEARDOWN_COMMANDS = QUICK_EXIT_COMMANDS | {"ingest"}
+
+
 def exit_process(argv: Sequence[str], code: int) -> NoReturn:
-    """End a command-line run with `code`: a query (or a command a language server carried out)
-    without the interpreter's teardown, its output and logs flushed first; any other normally."""
-    if not one_shot(argv) and not running_server.answered:
+    """End a command-line run with `code`: a query, an ingest (NO_TEARDOWN_COMMANDS) or a command a
+    language server carried out without the interpreter's teardown, its output and logs flushed
+    first; any other normally."""
+    if _command_of(argv) not in NO_TEARDOWN_COMMANDS and not running_server.answered:
         sys.exit(code)
     running_server.leave(code)
 

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 import zstandard
 
-from engram.fsutil import atomic_write, names_in
+from engram.fsutil import atomic_write, fsync_dir, names_in, publish, put_in_place, write_unpublished
 from engram.tape import frames as fr
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
@@ -42,6 +42,10 @@ class WrittenTape:
     # The events as stored, but with large strings still inline: what an indexer reads back
     # from the tape, handed over without decompressing it again.
     events: list[Event] | None = field(default=None, repr=False)
+    # Written with `publish_later`: the temp file holding the tape until `publish_tape` puts it
+    # in place (None: the tape is in place and on disk).
+    pending: Path | None = None
+    in_place_unsynced: bool = False  # put in place by `publish_tapes`, its directory not synced yet
 
 
 def tape_path(tapes_dir: Path, tape_id: str) -> Path:
@@ -101,9 +105,13 @@ def write_tape(
     redact_all: RedactAll | None = None,
     redactions: Counter[str] | None = None,
     object_threshold: int = 256 * 1024,
+    publish_later: bool = False,
 ) -> WrittenTape:
     """Persist `events` (the first must be `meta`) as one immutable tape. `redact` redacts one
-    event, `redact_all` all of them at once (`Redactor.events`, faster: capture's)."""
+    event, `redact_all` all of them at once (`Redactor.events`, faster: capture's).
+    `publish_later`: a new tape is left in a temp file (`WrittenTape.pending`) for
+    `publish_tape` to sync and put in place — what a capture worker does, its parent publishing
+    (`engram.fsutil.write_unpublished`)."""
     import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
 
     if redact_all is not None:
@@ -141,10 +149,48 @@ def write_tape(
                                redactions or Counter(), stored)
         log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
     data = _encode_frames(frames)
+    if publish_later:
+        pending = write_unpublished(path, data, mode=0o444)
+        return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter(), stored,
+                           pending)
     atomic_write(path, data, mode=0o444)
     mark_verified(path)
     log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
     return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter(), stored)
+
+
+def publish_tape(written: WrittenTape) -> None:
+    """Put a tape written with `publish_later` in place, synced (nothing to do for another)."""
+    if written.pending is not None:
+        publish(written.pending, written.path)
+    elif written.in_place_unsynced:
+        fsync_dir(written.path.parent)
+    else:
+        return
+    _published(written)
+
+
+def publish_tapes(tapes: list[WrittenTape]) -> None:
+    """`publish_tape` of several tapes at once (the results that came in together): each synced
+    and put in place, their directory synced once for all. Why: on a slow disk (a sync 4 ms)
+    the ingest process, which syncs every tape its workers write, fell behind them by a
+    directory sync a tape. After an error, what is left is done by `publish_tape`."""
+    placed = []
+    for t in tapes:
+        if t.pending is not None:
+            put_in_place(t.pending, t.path)
+            t.pending, t.in_place_unsynced = None, True
+            placed.append(t)
+    for d in sorted({t.path.parent for t in placed}):
+        fsync_dir(d)
+    for t in placed:
+        _published(t)
+
+
+def _published(written: WrittenTape) -> None:
+    written.pending, written.in_place_unsynced = None, False
+    mark_verified(written.path)
+    log.debug("wrote tape %s (%d events, %d bytes)", written.id, written.n_events, written.size)
 
 
 def events_first_kind(line: bytes) -> str | None:
