@@ -41,7 +41,8 @@ import os
 import re
 import stat
 import struct
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -1002,9 +1003,9 @@ def _git_kept(root: Path, anchor: Anchor, best: _Match, text: str) -> float | No
         return None
     want = split_lines(anchor.text)
     old = _text_at(os.fspath(root), anchor.head, anchor.file)
-    if old is None or [x.split() for x in split_lines(old)[anchor.start - 1:anchor.end]] != [x.split() for x in want]:
+    if old is None or not _holds(old, anchor):
         return None
-    hunks = _line_diff(os.fspath(root), old, text)
+    hunks = _line_diff(os.fspath(root), anchor.head, anchor.file, old, text)
     if hunks is None:
         return None
     deleted = {ln for os_, oc, _, _ in hunks for ln in range(os_, os_ + oc)}
@@ -1042,48 +1043,222 @@ def _moved_lines(want: list[str], kept_at: Sequence[tuple[int, int]], kept: set[
     return moved
 
 
+def expect_git(root: Path, pending: Iterable[tuple[Anchor, str | None]]) -> None:
+    """Ask git once for what resolving `pending` (anchors, each with its file's text as it will be
+    resolved against) may need of it: every file at its anchor's commit in one `git cat-file
+    --batch`, then every diff from such a file to today's text in one `git diff --no-index` of two
+    directories, both kept (`_OLD`, `_DIFFS`) for `_git_kept` to find. Without it an anchor asks
+    git itself, two processes per distinct commit and text: 300 notes of a busy file taken at 60
+    commits started ~110 git processes per resolution of the file (bench/anchors_git.py), where
+    these two answer the same (the diffs are the same myers diffs of the same texts). Anchors found
+    as they were (`_exactly`) never consult git and are left out; an anchor whose old text does not
+    hold its lines is left to `_git_kept` to refuse."""
+    if not GIT_LINES:
+        return
+    items = [(a, text) for a, text in pending if a.head and a.text and text is not None and "\n" not in a.file
+             and _exactly(a, text) is None]
+    if not items:
+        return
+    key = os.fspath(root)
+    _fetch_old(key, {(a.head, a.file) for a, _ in items if a.head})
+    pairs: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for a, text in items:
+        assert a.head is not None and text is not None
+        old = _cached_old(key, a.head, a.file)
+        if old is None or not _holds(old, a):
+            continue
+        digest = _digest(text)
+        if (a.head, a.file, digest) not in pairs and _cached_diff((key, a.file, digest), a.head) is _MISSING:
+            pairs[(a.head, a.file, digest)] = (old, text)
+    if pairs:
+        _diff_many(key, pairs)
+
+
+def _holds(old: str, anchor: Anchor) -> bool:
+    """Whether the file at the anchor's commit holds its lines where it says (whitespace aside)."""
+    want = split_lines(anchor.text)
+    return [x.split() for x in split_lines(old)[anchor.start - 1:anchor.end]] == [x.split() for x in want]
+
+
+#: Files at a commit kept for `_git_kept`, up to OLD_BYTES of text (a busy file's history of a
+#: hundred commits is a few MB), and the diffs to the last DIFF_TEXTS texts (a language server's
+#: buffer is a new text at every keystroke; a resolution of many files asks for one per file), the
+#: least recently used dropped first.
+OLD_BYTES: Final = 32 << 20
+DIFF_TEXTS: Final = 256
+_MISSING: Final = object()
+_LOCK = threading.Lock()
+_OLD: OrderedDict[tuple[str, str, str], str | None] = OrderedDict()
+_OLD_SIZE = [0]
+_DIFFS: OrderedDict[tuple[str, str, str], dict[str, tuple[tuple[int, int, int, int], ...] | None]] = OrderedDict()
+
+
+def _cached_old(root: str, commit: str, rel: str) -> Any:
+    with _LOCK:
+        k = (root, commit, rel)
+        if k not in _OLD:
+            return _MISSING
+        _OLD.move_to_end(k)
+        return _OLD[k]
+
+
+def _keep_old(root: str, commit: str, rel: str, text: str | None) -> None:
+    with _LOCK:
+        k = (root, commit, rel)
+        if k in _OLD:
+            return
+        _OLD[k] = text
+        _OLD_SIZE[0] += len(text or "")
+        while _OLD_SIZE[0] > OLD_BYTES and len(_OLD) > 1:
+            _, dropped = _OLD.popitem(last=False)
+            _OLD_SIZE[0] -= len(dropped or "")
+
+
+def _cached_diff(k: tuple[str, str, str], commit: str) -> Any:
+    with _LOCK:
+        found = _DIFFS.get(k)
+        if found is None or commit not in found:
+            return _MISSING
+        _DIFFS.move_to_end(k)
+        return found[commit]
+
+
+def _keep_diff(k: tuple[str, str, str], commit: str, hunks: tuple[tuple[int, int, int, int], ...] | None) -> None:
+    with _LOCK:
+        _DIFFS.setdefault(k, {})[commit] = hunks
+        _DIFFS.move_to_end(k)
+        while len(_DIFFS) > DIFF_TEXTS:
+            _DIFFS.popitem(last=False)
+
+
 @functools.lru_cache(maxsize=8)
+def _digest(text: str) -> str:
+    """A short name for a text (a diff is kept under it, not under the text)."""
+    import hashlib  # noqa: PLC0415
+
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _clear_git_caches() -> None:
+    """Forget what git answered (tests: a fresh process's first resolution)."""
+    with _LOCK:
+        _OLD.clear()
+        _OLD_SIZE[0] = 0
+        _DIFFS.clear()
+
+
 def _text_at(root: str, commit: str, rel: str) -> str | None:
     """`rel`'s text at `commit` (git's object store), or None: no git, no such commit or file.
-    Kept for the last few: the anchors of one file were mostly taken at the same commit."""
+    Kept (`_OLD`): the anchors of one file were mostly taken at a few commits."""
+    found = _cached_old(root, commit, rel)
+    if found is not _MISSING:
+        return found  # type: ignore[no-any-return]
     data = _git(root, "cat-file", "blob", f"{commit}:{rel}")
+    text = _blob_text(data)
+    if data is not None:  # (git failing is not kept: it may answer next time)
+        _keep_old(root, commit, rel, text)
+    return text
+
+
+def _blob_text(data: bytes | None) -> str | None:
     return None if data is None or b"\0" in data[:BINARY_PROBE] else data.decode("utf-8", "replace")
 
 
-@functools.lru_cache(maxsize=8)
-def _line_diff(root: str, old: str, new: str) -> tuple[tuple[int, int, int, int], ...] | None:
-    """The hunks (old start, count, new start, count) of git's line diff of two texts (myers,
-    whitespace ignored, no context), or None when git cannot run. Kept for the last few pairs:
-    every changed anchor of a file asks for the same diff."""
+def _fetch_old(root: str, wanted: set[tuple[str, str]]) -> None:
+    """The files at their commits not kept yet, in one `git cat-file --batch` (its answer per
+    name: `<oid> blob <size>` and the bytes, or `<name> missing`)."""
+    todo = sorted(w for w in wanted if _cached_old(root, *w) is _MISSING)
+    if not todo:
+        return
+    out = _git(root, "cat-file", "--batch", stdin="".join(f"{c}:{rel}\n" for c, rel in todo).encode("utf-8"))
+    if out is None:
+        return
+    pos = 0
+    for commit, rel in todo:
+        end = out.find(b"\n", pos)
+        if end < 0:
+            return
+        head = out[pos:end].split(b" ")
+        pos = end + 1
+        if len(head) == 3 and head[1] == b"blob" and head[2].isdigit():
+            size = int(head[2])
+            _keep_old(root, commit, rel, _blob_text(out[pos:pos + size]))
+            pos += size + 1
+        elif len(head) == 3 and head[2].isdigit():  # a tree or a commit by that name: no file
+            _keep_old(root, commit, rel, None)
+            pos += int(head[2]) + 1
+        else:  # missing, ambiguous
+            _keep_old(root, commit, rel, None)
+
+
+def _line_diff(root: str, commit: str, rel: str, old: str, new: str) -> tuple[tuple[int, int, int, int], ...] | None:
+    """The hunks (old start, count, new start, count) of git's line diff from `rel` at `commit`
+    (`old`) to `new` (myers, whitespace ignored, no context), or None when git cannot run. Kept
+    (`_DIFFS`): every changed anchor of a file taken at that commit asks for the same diff."""
+    k = (root, rel, _digest(new))
+    found = _cached_diff(k, commit)
+    if found is _MISSING:
+        _diff_many(root, {(commit, rel, k[2]): (old, new)})
+        found = _cached_diff(k, commit)
+    return None if found is _MISSING else found  # type: ignore[no-any-return]
+
+
+def _diff_many(root: str, pairs: Mapping[tuple[str, str, str], tuple[str, str]]) -> None:
+    """Git's diffs of many (old, new) pairs in one process: `git diff --no-index` of two
+    directories holding the pair's texts under the same name, each pair diffed as two files are
+    (the same hunks: bench/anchors.py's verdicts are the same either way). Kept under (commit,
+    file, new text's digest); nothing is kept when git cannot run."""
     import tempfile  # noqa: PLC0415
 
+    names = list(pairs)
     with tempfile.TemporaryDirectory(prefix="engram-anchor-") as tmp:
         a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
-        for path, body in ((a, old), (b, new)):
-            with open(path, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
-                f.write(body)
-        out = _git(root, "diff", "--no-index", "--no-ext-diff", "--no-color", "--no-textconv", "-w", "-U0",
-                   "--diff-algorithm=myers", a, b, ok=(0, 1))
+        os.mkdir(a)
+        os.mkdir(b)
+        written: dict[str, str] = {}  # new text's digest -> its first file, linked for the others
+        for i, (commit, rel, digest) in enumerate(names):
+            old, new = pairs[(commit, rel, digest)]
+            _write(os.path.join(a, str(i)), old)
+            if digest in written:
+                os.link(written[digest], os.path.join(b, str(i)))
+            else:
+                written[digest] = os.path.join(b, str(i))
+                _write(written[digest], new)
+        args = ("diff", "--no-index", "--no-ext-diff", "--no-color", "--no-textconv", "--no-renames", "-w",
+                "-U0", "--diff-algorithm=myers")
+        out = _git(root, *args, *((a, b) if len(names) > 1 else (os.path.join(a, "0"), os.path.join(b, "0"))),
+                   ok=(0, 1))
     if out is None:
-        return None
-    hunks = []
+        return
+    hunks: dict[int, list[tuple[int, int, int, int]]] = {i: [] for i in range(len(names))}
+    at = 0
     for line in out.split(b"\n"):
+        if line.startswith(b"diff --git ") and len(names) > 1:
+            at = int(line.rsplit(b"/", 1)[1].rstrip(b'"'))
+            continue
         m = _HUNK.match(line)
         if m:
             os_, oc, ns, nc = m.groups()
-            hunks.append((int(os_), int(oc if oc is not None else 1), int(ns), int(nc if nc is not None else 1)))
-    return tuple(hunks)
+            hunks[at].append((int(os_), int(oc if oc is not None else 1), int(ns), int(nc if nc is not None else 1)))
+    for i, (commit, rel, digest) in enumerate(names):
+        _keep_diff((root, rel, digest), commit, tuple(hunks[i]))
+
+
+def _write(path: str, body: str) -> None:
+    with open(path, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
+        f.write(body)
 
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def _git(root: str, *args: str, ok: tuple[int, ...] = (0,)) -> bytes | None:
+def _git(root: str, *args: str, ok: tuple[int, ...] = (0,), stdin: bytes | None = None) -> bytes | None:
     """`git -C root ARGS` standard output, or None when git is missing, fails or hangs."""
     import subprocess  # noqa: PLC0415
 
     try:
-        out = subprocess.run(["git", "-C", root, *args], capture_output=True, timeout=GIT_TIMEOUT, check=False)
+        out = subprocess.run(["git", "-C", root, *args], input=stdin, capture_output=True, timeout=GIT_TIMEOUT,
+                             check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.debug("git %s: %s", args[0], exc)
         return None

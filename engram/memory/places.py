@@ -95,10 +95,14 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     out: dict[int, list[Place]] = {}
     fresh: list[tuple[Any, ...]] = []
     texts: dict[str, str] = {}  # the buffers asked for and the files read once (`_read_once`)
+    stamps = {file: _stamp(os.fspath(root), file) for file in {r[2] for r in rows}}
+    if not quick:
+        _expect_git(root, [r for r in rows if r[4] is None or (buffers is not None and r[2] in buffers)
+                           or r[10] != stamps[r[2]]], texts, buffers)
     for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp in rows:
         anchor = orjson.loads(anchor_json)
         live = buffers is not None and file in buffers
-        now = _stamp(os.fspath(root), file)
+        now = stamps[file]
         if state is not None and not live and stamp == now:
             extra = orjson.loads(resolution) if resolution else {}
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
@@ -113,6 +117,20 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     if fresh:
         _keep(db, fresh)
     return out
+
+
+def _expect_git(root: Path, rows: list[Any], texts: dict[str, str], buffers: Mapping[str, str] | None) -> None:
+    """The anchors about to be resolved told to `anchors.expect_git`, with their files' texts: what
+    git's line tracking needs of git for all of them asked in two processes, not two per commit."""
+    if not rows:
+        return
+    from engram.memory.anchors import Anchor, expect_git  # noqa: PLC0415
+
+    pending = []
+    for row in rows:
+        anchor = orjson.loads(row[3])
+        pending.append((Anchor.from_json(anchor), _read_once(texts, root, anchor, buffers).get(row[2])))
+    expect_git(root, pending)
 
 
 def _read_once(texts: dict[str, str], root: Path, anchor: dict[str, Any],
