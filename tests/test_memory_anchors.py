@@ -785,3 +785,36 @@ def test_notes_taken_at_many_commits_ask_git_twice_and_answer_as_alone(repo: Pat
     assert together == alone
     assert {s for ps in alone.values() for s, *_ in ps} == {"edited"}, "git was asked for every note"
     assert len([a for a in started if a[0] == "git"]) == 2, started
+
+
+def test_the_scan_for_deleted_notes_reads_each_file_once_per_call(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Notes whose code was deleted are each looked for in the repository's other files of their
+    extension; resolving them together reads each of those files once, not once per note, and
+    answers as each note resolved alone."""
+    from engram.memory import anchors
+    from engram.memory.memories import Memories
+    from engram.store.repo import init_store
+
+    for i in range(8):
+        (repo / "pkg" / f"mod{i}.py").write_text(f"def helper_{i}(value):\n    return value + {i}\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "modules")
+    store, _ = init_store(repo)
+    mem = Memories(store)
+    for needle, n in (("def retry_delay", 6), ("def merge_headers", 5), ("def content_length", 5)):
+        a = find(PARSER, needle)
+        mem.remember(f"note on {needle}", at=[f"pkg/http.py:{a}-{a + n}"], dedup=False)
+    (repo / "pkg" / "http.py").write_text(PARSER[:PARSER.index("def merge_headers")])
+    nos = mem.anchored_in("pkg/http.py")
+    alone = {no: [(p.state, p.start, p.end) for p in mem.places([no], attribute=False)[no]] for no in nos}
+    opened: list[str] = []
+
+    def counted(path: str, *a: object, **k: object) -> object:
+        opened.append(os.path.basename(path))
+        return open(path, *a, **k)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(anchors, "open", counted, raising=False)
+    together = {no: [(p.state, p.start, p.end) for p in ps] for no, ps in mem.places(nos, attribute=False).items()}
+    assert together == alone
+    assert {s for ps in alone.values() for s, *_ in ps} == {"vanished"}
+    assert sorted(opened) == sorted({f"mod{i}.py" for i in range(8)} | {"util.py", "http.py"}), opened
