@@ -2,7 +2,7 @@
 on a real file: notes remembered on one busy file of a real repository at many commits of its history,
 the file then edited in the working tree, as a person's notes age while the code moves on.
 
-    python bench/anchors_git.py MIRROR [--file PATH] [--commits 60] [--notes 300] [--calls 30]
+    python bench/anchors_git.py MIRROR [--file PATH] [--commits 60] [--notes 300] [--calls 15]
                                 [--compare DIR ...] [--workdir DIR]
 
 MIRROR: a git repository (a mirror: `git clone --mirror URL`; never committed), cloned to a
@@ -282,7 +282,7 @@ def main() -> None:
     ap.add_argument("--file", default="src/segments/git.go")
     ap.add_argument("--commits", type=int, default=60)
     ap.add_argument("--notes", type=int, default=300)
-    ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--calls", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--compare", type=Path, action="append", default=[], metavar="DIR")
     ap.add_argument("--workdir", type=Path, help="keep the built repository here (reused when it exists)")
