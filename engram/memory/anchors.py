@@ -1254,11 +1254,7 @@ def _diff_many(root: str, pairs: Mapping[tuple[str, str, str], tuple[str, str]])
         for i, (commit, rel, digest) in enumerate(names):
             old, new = pairs[(commit, rel, digest)]
             _write(os.path.join(a, str(i)), old)
-            if digest in written:
-                os.link(written[digest], os.path.join(b, str(i)))
-            else:
-                written[digest] = os.path.join(b, str(i))
-                _write(written[digest], new)
+            _write_once(os.path.join(b, str(i)), new, written, digest)
         args = ("diff", "--no-index", "--no-ext-diff", "--no-color", "--no-textconv", "--no-renames", "-w",
                 "-U0", "--diff-algorithm=myers")
         out = _git(root, *args, *((a, b) if len(names) > 1 else (os.path.join(a, "0"), os.path.join(b, "0"))),
@@ -1269,7 +1265,11 @@ def _diff_many(root: str, pairs: Mapping[tuple[str, str, str], tuple[str, str]])
     at = 0
     for line in out.split(b"\n"):
         if line.startswith(b"diff --git ") and len(names) > 1:
-            at = int(line.rsplit(b"/", 1)[1].rstrip(b'"'))
+            m = _PAIR.search(line)
+            if m is None or int(m.group(1)) >= len(names):
+                log.debug("git diff --no-index: unexpected header %r", line[:200])
+                return  # (nothing kept: each anchor asks git itself)
+            at = int(m.group(1))
             continue
         m = _HUNK.match(line)
         if m:
@@ -1279,11 +1279,25 @@ def _diff_many(root: str, pairs: Mapping[tuple[str, str, str], tuple[str, str]])
         _keep_diff((root, rel, digest), commit, tuple(hunks[i]))
 
 
+def _write_once(path: str, body: str, written: dict[str, str], digest: str) -> None:
+    """`body` at `path`: a hard link to the file already holding it when there is one (one new
+    text diffed against many commits is written once), else written."""
+    if digest in written:
+        try:
+            os.link(written[digest], path)
+            return
+        except OSError:  # (a file system without hard links)
+            pass
+    _write(path, body)
+    written.setdefault(digest, path)
+
+
 def _write(path: str, body: str) -> None:
     with open(path, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
         f.write(body)
 
 
+_PAIR = re.compile(rb"[/\\](\d+)\"?$")  # the pair's number, the name of both its files
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
