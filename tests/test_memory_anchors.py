@@ -785,6 +785,10 @@ def test_notes_taken_at_many_commits_ask_git_twice_and_answer_as_alone(repo: Pat
     assert together == alone
     assert {s for ps in alone.values() for s, *_ in ps} == {"edited"}, "git was asked for every note"
     assert len([a for a in started if a[0] == "git"]) == 2, started
+    anchors._clear_git_caches()
+    monkeypatch.setenv("PATH", "")  # no git: the alignment's rules decide, nothing fails
+    assert {s for ps in mem.places(list(alone), attribute=False).values() for s in [p.state for p in ps]} <= {
+        "edited", "vanished"}
 
 
 def test_the_scan_for_deleted_notes_reads_each_file_once_per_call(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

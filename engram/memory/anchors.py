@@ -1100,7 +1100,7 @@ def expect_git(root: Path, pending: Iterable[tuple[Anchor, str | None]]) -> None
     for a, text in items:
         assert a.head is not None and text is not None
         old = _cached_old(key, a.head, a.file)
-        if old is None or not _holds(old, a):
+        if not isinstance(old, str) or not _holds(old, a):  # (none there, or git could not run)
             continue
         digest = _digest(text)
         if (a.head, a.file, digest) not in pairs and _cached_diff((key, a.file, digest), a.head) is _MISSING:
