@@ -1116,9 +1116,9 @@ def _holds(old: str, anchor: Anchor) -> bool:
 
 
 #: Files at a commit kept for `_git_kept`, up to OLD_BYTES of text (a busy file's history of a
-#: hundred commits is a few MB), and the diffs to the last DIFF_TEXTS texts (a language server's
-#: buffer is a new text at every keystroke; a resolution of many files asks for one per file), the
-#: least recently used dropped first.
+#: hundred commits is a few MB) and 16 × DIFF_TEXTS files, and the diffs to the last DIFF_TEXTS
+#: texts (a language server's buffer is a new text at every keystroke; a resolution of many files
+#: asks for one per file), the least recently used dropped first.
 OLD_BYTES: Final = 32 << 20
 DIFF_TEXTS: Final = 256
 _MISSING: Final = object()
@@ -1144,7 +1144,7 @@ def _keep_old(root: str, commit: str, rel: str, text: str | None) -> None:
             return
         _OLD[k] = text
         _OLD_SIZE[0] += len(text or "")
-        while _OLD_SIZE[0] > OLD_BYTES and len(_OLD) > 1:
+        while (_OLD_SIZE[0] > OLD_BYTES or len(_OLD) > DIFF_TEXTS * 16) and len(_OLD) > 1:
             _, dropped = _OLD.popitem(last=False)
             _OLD_SIZE[0] -= len(dropped or "")
 
