@@ -743,3 +743,82 @@ def test_a_function_moved_down_and_edited_follows_it(repo: Path) -> None:
     r = resolve(repo, a)
     at = find(moved, "def retry_delay")
     assert (r.state, r.file, r.start, r.end) == ("edited", a.file, at, at + 6)
+
+
+def test_notes_taken_at_many_commits_ask_git_twice_and_answer_as_alone(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Notes on one file taken at six commits of its history, the file then edited: resolving them
+    all (what `engram recall --at FILE`, the hook's server and the editor's lenses do) starts two
+    git processes, not two per commit (~110 for 300 notes at 60 commits of a real file), and each
+    note's answer is the one it gets resolved alone by a fresh process."""
+    from engram.memory import anchors
+    from engram.memory.memories import Memories
+    from engram.store.repo import init_store
+
+    store, _ = init_store(repo)
+    mem = Memories(store)
+    path = repo / "pkg" / "http.py"
+    text = PARSER
+    for i in range(6):
+        text = text.replace("def content_length", f"def helper_{i}(x):\n    return x + {i}\n\n\ndef content_length")
+        path.write_text(text)
+        git(repo, "commit", "-qam", f"helper {i}")
+        for needle, n in (("def retry_delay", 6), ("def merge_headers", 5)):
+            a = find(text, needle)
+            mem.remember(f"note {i} on {needle}", at=[f"pkg/http.py:{a}-{a + n}"], dedup=False)
+    path.write_text(text.replace("    delay = base_delay", "    delay = 2 * base_delay")
+                    .replace("    merged = {", "    merged = dict() or {"))
+    alone = {}
+    for no in mem.anchored_in("pkg/http.py"):
+        anchors._clear_git_caches()
+        alone[no] = [(p.state, p.start, p.end, p.retained) for p in mem.places([no], attribute=False)[no]]
+    anchors._clear_git_caches()
+    started: list[list[str]] = []
+
+    class Counted(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, args: list[str], *a: object, **k: object) -> None:
+            started.append(list(args))
+            super().__init__(args, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess, "Popen", Counted)
+    together = {no: [(p.state, p.start, p.end, p.retained) for p in ps]
+                for no, ps in mem.places(list(alone), attribute=False).items()}
+    assert together == alone
+    assert {s for ps in alone.values() for s, *_ in ps} == {"edited"}, "git was asked for every note"
+    assert len([a for a in started if a[0] == "git"]) == 2, started
+    anchors._clear_git_caches()
+    monkeypatch.setenv("PATH", "")  # no git: the alignment's rules decide, nothing fails
+    assert {s for ps in mem.places(list(alone), attribute=False).values() for s in [p.state for p in ps]} <= {
+        "edited", "vanished"}
+
+
+def test_the_scan_for_deleted_notes_reads_each_file_once_per_call(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Notes whose code was deleted are each looked for in the repository's other files of their
+    extension; resolving them together reads each of those files once, not once per note, and
+    answers as each note resolved alone."""
+    from engram.memory import anchors
+    from engram.memory.memories import Memories
+    from engram.store.repo import init_store
+
+    for i in range(8):
+        (repo / "pkg" / f"mod{i}.py").write_text(f"def helper_{i}(value):\n    return value + {i}\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "modules")
+    store, _ = init_store(repo)
+    mem = Memories(store)
+    for needle, n in (("def retry_delay", 6), ("def merge_headers", 5), ("def content_length", 5)):
+        a = find(PARSER, needle)
+        mem.remember(f"note on {needle}", at=[f"pkg/http.py:{a}-{a + n}"], dedup=False)
+    (repo / "pkg" / "http.py").write_text(PARSER[:PARSER.index("def merge_headers")])
+    nos = mem.anchored_in("pkg/http.py")
+    alone = {no: [(p.state, p.start, p.end) for p in mem.places([no], attribute=False)[no]] for no in nos}
+    opened: list[str] = []
+
+    def counted(path: str, *a: object, **k: object) -> object:
+        opened.append(os.path.basename(path))
+        return open(path, *a, **k)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(anchors, "open", counted, raising=False)
+    together = {no: [(p.state, p.start, p.end) for p in ps] for no, ps in mem.places(nos, attribute=False).items()}
+    assert together == alone
+    assert {s for ps in alone.values() for s, *_ in ps} == {"vanished"}
+    assert sorted(opened) == sorted({f"mod{i}.py" for i in range(8)} | {"util.py", "http.py"}), opened

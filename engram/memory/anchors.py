@@ -41,7 +41,8 @@ import os
 import re
 import stat
 import struct
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -481,10 +482,11 @@ class _Tree:
     """The working tree as resolution reads it: unsaved buffers first, then files on disk that
     are regular text files inside the root (a link is read only when it resolves inside)."""
 
-    def __init__(self, root: Path, buffers: Mapping[str, str] | None) -> None:
+    def __init__(self, root: Path, buffers: Mapping[str, str] | None, reads: Reads | None = None) -> None:
         self.root = root
         self.buffers = buffers or {}
-        self.scanned = 0  # bytes read from disk
+        self.scanned = 0  # bytes read from disk (as many when `reads` answers: the scan's budget)
+        self.reads = reads
 
     def read(self, rel: str, limit: int | None = None) -> str | None:
         if rel in self.buffers:
@@ -494,9 +496,24 @@ class _Tree:
 
     def raw(self, rel: str, limit: int | None = MAX_FILE_BYTES) -> bytes | None:
         """The file's bytes; None for a missing or binary file, one outside the root, or one larger
-        than `limit` (the scan for a moved anchor skips huge files; its own file is always read)."""
+        than `limit` (the scan for a moved anchor skips huge files; its own file is always read).
+        With `reads`, a file read for an earlier anchor of the same call is not read again."""
         if rel in self.buffers:
             return self.buffers[rel].encode("utf-8", "surrogatepass")
+        if self.reads is None:
+            return self._raw(rel, limit)
+        kept = self.reads.get((rel, limit))
+        if kept is not None:
+            self.scanned += kept[0]
+            return kept[1]
+        before = self.scanned
+        data = self._raw(rel, limit)
+        if self.reads.size < READS_BYTES:
+            self.reads[(rel, limit)] = (self.scanned - before, data)
+            self.reads.size += self.scanned - before
+        return data
+
+    def _raw(self, rel: str, limit: int | None) -> bytes | None:
         if os.path.isabs(rel) or ".." in PurePosixPath(rel).parts:
             return None
         path = os.path.join(os.fspath(self.root), rel)
@@ -515,6 +532,24 @@ class _Tree:
         return None if b"\0" in data[:BINARY_PROBE] else data
 
 
+class Reads(dict[tuple[str, int | None], tuple[int, bytes | None]]):
+    """Files read from disk by the resolutions of one call (`resolve(..., reads=)`), each with the
+    bytes it counts against the scan's budget: the scan for code moved to another file reads every
+    tracked file of the extension for each anchor it runs for (300 notes of a busy Go file, 45 of
+    them scanned for: ~0.8 s of ~1.6 s of the resolution, bench/anchors_git.py), and the files
+    do not change within a call. Up to READS_BYTES kept; and the tracked files of each extension
+    (`_tracked_with`: naming the extension of a repository's every file cost as much again)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = 0
+        self.tracked: dict[str, list[str]] = {}
+
+
+#: Bytes of files one call's resolutions keep read (`Reads`).
+READS_BYTES: Final = 64 << 20
+
+
 def working_text(root: Path, rel: str, buffers: Mapping[str, str] | None = None) -> str | None:
     """The text of repository path `rel` as resolution reads it: the unsaved buffer, else the
     file on disk (None when missing, binary, or a link leading out of the repository)."""
@@ -522,12 +557,13 @@ def working_text(root: Path, rel: str, buffers: Mapping[str, str] | None = None)
 
 
 def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None,
-            db: apsw.Connection | None = None, nearby: bool = False) -> Resolution:
+            db: apsw.Connection | None = None, nearby: bool = False, reads: Reads | None = None) -> Resolution:
     """Where `anchor`'s code is in the working tree (`buffers`: repository path → unsaved text,
     read instead of the disk). `db`: the evidence index, to name the session whose edit explains
     a change and to learn which files sessions wrote the code into. `nearby`: the file is a buffer
-    being typed in, look near the anchor's place first (NEARBY_FROM)."""
-    tree = _Tree(root, buffers)
+    being typed in, look near the anchor's place first (NEARBY_FROM). `reads`: the files read by
+    the other resolutions of the same call (`Reads`), shared."""
+    tree = _Tree(root, buffers, reads)
     text = tree.read(anchor.file)
     found = _exactly(anchor, text)
     if found is not None:
@@ -1002,9 +1038,9 @@ def _git_kept(root: Path, anchor: Anchor, best: _Match, text: str) -> float | No
         return None
     want = split_lines(anchor.text)
     old = _text_at(os.fspath(root), anchor.head, anchor.file)
-    if old is None or [x.split() for x in split_lines(old)[anchor.start - 1:anchor.end]] != [x.split() for x in want]:
+    if old is None or not _holds(old, anchor):
         return None
-    hunks = _line_diff(os.fspath(root), old, text)
+    hunks = _line_diff(os.fspath(root), anchor.head, anchor.file, old, text)
     if hunks is None:
         return None
     deleted = {ln for os_, oc, _, _ in hunks for ln in range(os_, os_ + oc)}
@@ -1042,48 +1078,236 @@ def _moved_lines(want: list[str], kept_at: Sequence[tuple[int, int]], kept: set[
     return moved
 
 
+def expect_git(root: Path, pending: Iterable[tuple[Anchor, str | None]]) -> None:
+    """Ask git once for what resolving `pending` (anchors, each with its file's text as it will be
+    resolved against) may need of it: every file at its anchor's commit in one `git cat-file
+    --batch`, then every diff from such a file to today's text in one `git diff --no-index` of two
+    directories, both kept (`_OLD`, `_DIFFS`) for `_git_kept` to find. Without it an anchor asks
+    git itself, two processes per distinct commit and text: 300 notes of a busy file taken at 60
+    commits started ~110 git processes per resolution of the file (bench/anchors_git.py), where
+    these two answer the same (the diffs are the same myers diffs of the same texts). Anchors found
+    as they were (`_exactly`) never consult git and are left out; an anchor whose old text does not
+    hold its lines is left to `_git_kept` to refuse."""
+    if not GIT_LINES:
+        return
+    items = [(a, text) for a, text in pending if a.head and a.text and text is not None and "\n" not in a.file
+             and _exactly(a, text) is None]
+    if not items:
+        return
+    key = os.fspath(root)
+    _fetch_old(key, {(a.head, a.file) for a, _ in items if a.head})
+    pairs: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for a, text in items:
+        assert a.head is not None and text is not None
+        old = _cached_old(key, a.head, a.file)
+        if not isinstance(old, str) or not _holds(old, a):  # (none there, or git could not run)
+            continue
+        digest = _digest(text)
+        if (a.head, a.file, digest) not in pairs and _cached_diff((key, a.file, digest), a.head) is _MISSING:
+            pairs[(a.head, a.file, digest)] = (old, text)
+    if pairs:
+        _diff_many(key, pairs)
+
+
+def _holds(old: str, anchor: Anchor) -> bool:
+    """Whether the file at the anchor's commit holds its lines where it says (whitespace aside)."""
+    want = split_lines(anchor.text)
+    return [x.split() for x in split_lines(old)[anchor.start - 1:anchor.end]] == [x.split() for x in want]
+
+
+#: Files at a commit kept for `_git_kept`, up to OLD_BYTES of text (a busy file's history of a
+#: hundred commits is a few MB) and 16 × DIFF_TEXTS files, and the diffs to the last DIFF_TEXTS
+#: texts (a language server's buffer is a new text at every keystroke; a resolution of many files
+#: asks for one per file), the least recently used dropped first.
+OLD_BYTES: Final = 32 << 20
+DIFF_TEXTS: Final = 256
+_MISSING: Final = object()
+_LOCK = threading.Lock()
+_OLD: OrderedDict[tuple[str, str, str], str | None] = OrderedDict()
+_OLD_SIZE = [0]
+_DIFFS: OrderedDict[tuple[str, str, str], dict[str, tuple[tuple[int, int, int, int], ...] | None]] = OrderedDict()
+
+
+def _cached_old(root: str, commit: str, rel: str) -> Any:
+    with _LOCK:
+        k = (root, commit, rel)
+        if k not in _OLD:
+            return _MISSING
+        _OLD.move_to_end(k)
+        return _OLD[k]
+
+
+def _keep_old(root: str, commit: str, rel: str, text: str | None) -> None:
+    with _LOCK:
+        k = (root, commit, rel)
+        if k in _OLD:
+            return
+        _OLD[k] = text
+        _OLD_SIZE[0] += len(text or "")
+        while (_OLD_SIZE[0] > OLD_BYTES or len(_OLD) > DIFF_TEXTS * 16) and len(_OLD) > 1:
+            _, dropped = _OLD.popitem(last=False)
+            _OLD_SIZE[0] -= len(dropped or "")
+
+
+def _cached_diff(k: tuple[str, str, str], commit: str) -> Any:
+    with _LOCK:
+        found = _DIFFS.get(k)
+        if found is None or commit not in found:
+            return _MISSING
+        _DIFFS.move_to_end(k)
+        return found[commit]
+
+
+def _keep_diff(k: tuple[str, str, str], commit: str, hunks: tuple[tuple[int, int, int, int], ...] | None) -> None:
+    with _LOCK:
+        _DIFFS.setdefault(k, {})[commit] = hunks
+        _DIFFS.move_to_end(k)
+        while len(_DIFFS) > DIFF_TEXTS:
+            _DIFFS.popitem(last=False)
+
+
 @functools.lru_cache(maxsize=8)
+def _digest(text: str) -> str:
+    """A short name for a text (a diff is kept under it, not under the text)."""
+    import hashlib  # noqa: PLC0415
+
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _clear_git_caches() -> None:
+    """Forget what git answered (tests: a fresh process's first resolution)."""
+    with _LOCK:
+        _OLD.clear()
+        _OLD_SIZE[0] = 0
+        _DIFFS.clear()
+
+
 def _text_at(root: str, commit: str, rel: str) -> str | None:
     """`rel`'s text at `commit` (git's object store), or None: no git, no such commit or file.
-    Kept for the last few: the anchors of one file were mostly taken at the same commit."""
+    Kept (`_OLD`): the anchors of one file were mostly taken at a few commits."""
+    found = _cached_old(root, commit, rel)
+    if found is not _MISSING:
+        return found  # type: ignore[no-any-return]
     data = _git(root, "cat-file", "blob", f"{commit}:{rel}")
+    text = _blob_text(data)
+    if data is not None:  # (git failing is not kept: it may answer next time)
+        _keep_old(root, commit, rel, text)
+    return text
+
+
+def _blob_text(data: bytes | None) -> str | None:
     return None if data is None or b"\0" in data[:BINARY_PROBE] else data.decode("utf-8", "replace")
 
 
-@functools.lru_cache(maxsize=8)
-def _line_diff(root: str, old: str, new: str) -> tuple[tuple[int, int, int, int], ...] | None:
-    """The hunks (old start, count, new start, count) of git's line diff of two texts (myers,
-    whitespace ignored, no context), or None when git cannot run. Kept for the last few pairs:
-    every changed anchor of a file asks for the same diff."""
+def _fetch_old(root: str, wanted: set[tuple[str, str]]) -> None:
+    """The files at their commits not kept yet, in one `git cat-file --batch` (its answer per
+    name: `<oid> blob <size>` and the bytes, or `<name> missing`)."""
+    todo = sorted(w for w in wanted if _cached_old(root, *w) is _MISSING)
+    if not todo:
+        return
+    out = _git(root, "cat-file", "--batch", stdin="".join(f"{c}:{rel}\n" for c, rel in todo).encode("utf-8"))
+    if out is None:
+        return
+    pos = 0
+    for commit, rel in todo:
+        end = out.find(b"\n", pos)
+        if end < 0:
+            return
+        head = out[pos:end].split(b" ")
+        pos = end + 1
+        if len(head) == 3 and head[1] == b"blob" and head[2].isdigit():
+            size = int(head[2])
+            _keep_old(root, commit, rel, _blob_text(out[pos:pos + size]))
+            pos += size + 1
+        elif len(head) == 3 and head[2].isdigit():  # a tree or a commit by that name: no file
+            _keep_old(root, commit, rel, None)
+            pos += int(head[2]) + 1
+        else:  # missing, ambiguous
+            _keep_old(root, commit, rel, None)
+
+
+def _line_diff(root: str, commit: str, rel: str, old: str, new: str) -> tuple[tuple[int, int, int, int], ...] | None:
+    """The hunks (old start, count, new start, count) of git's line diff from `rel` at `commit`
+    (`old`) to `new` (myers, whitespace ignored, no context), or None when git cannot run. Kept
+    (`_DIFFS`): every changed anchor of a file taken at that commit asks for the same diff."""
+    k = (root, rel, _digest(new))
+    found = _cached_diff(k, commit)
+    if found is _MISSING:
+        _diff_many(root, {(commit, rel, k[2]): (old, new)})
+        found = _cached_diff(k, commit)
+    return None if found is _MISSING else found  # type: ignore[no-any-return]
+
+
+def _diff_many(root: str, pairs: Mapping[tuple[str, str, str], tuple[str, str]]) -> None:
+    """Git's diffs of many (old, new) pairs in one process: `git diff --no-index` of two
+    directories holding the pair's texts under the same name, each pair diffed as two files are
+    (the same hunks: bench/anchors.py's verdicts are the same either way). Kept under (commit,
+    file, new text's digest); nothing is kept when git cannot run."""
     import tempfile  # noqa: PLC0415
 
+    names = list(pairs)
     with tempfile.TemporaryDirectory(prefix="engram-anchor-") as tmp:
         a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
-        for path, body in ((a, old), (b, new)):
-            with open(path, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
-                f.write(body)
-        out = _git(root, "diff", "--no-index", "--no-ext-diff", "--no-color", "--no-textconv", "-w", "-U0",
-                   "--diff-algorithm=myers", a, b, ok=(0, 1))
+        os.mkdir(a)
+        os.mkdir(b)
+        written: dict[str, str] = {}  # new text's digest -> its first file, linked for the others
+        for i, (commit, rel, digest) in enumerate(names):
+            old, new = pairs[(commit, rel, digest)]
+            _write(os.path.join(a, str(i)), old)
+            _write_once(os.path.join(b, str(i)), new, written, digest)
+        args = ("diff", "--no-index", "--no-ext-diff", "--no-color", "--no-textconv", "--no-renames", "-w",
+                "-U0", "--diff-algorithm=myers")
+        out = _git(root, *args, *((a, b) if len(names) > 1 else (os.path.join(a, "0"), os.path.join(b, "0"))),
+                   ok=(0, 1))
     if out is None:
-        return None
-    hunks = []
+        return
+    hunks: dict[int, list[tuple[int, int, int, int]]] = {i: [] for i in range(len(names))}
+    at = 0
     for line in out.split(b"\n"):
+        if line.startswith(b"diff --git ") and len(names) > 1:
+            m = _PAIR.search(line)
+            if m is None or int(m.group(1)) >= len(names):
+                log.debug("git diff --no-index: unexpected header %r", line[:200])
+                return  # (nothing kept: each anchor asks git itself)
+            at = int(m.group(1))
+            continue
         m = _HUNK.match(line)
         if m:
             os_, oc, ns, nc = m.groups()
-            hunks.append((int(os_), int(oc if oc is not None else 1), int(ns), int(nc if nc is not None else 1)))
-    return tuple(hunks)
+            hunks[at].append((int(os_), int(oc if oc is not None else 1), int(ns), int(nc if nc is not None else 1)))
+    for i, (commit, rel, digest) in enumerate(names):
+        _keep_diff((root, rel, digest), commit, tuple(hunks[i]))
 
 
+def _write_once(path: str, body: str, written: dict[str, str], digest: str) -> None:
+    """`body` at `path`: a hard link to the file already holding it when there is one (one new
+    text diffed against many commits is written once), else written."""
+    if digest in written:
+        try:
+            os.link(written[digest], path)
+            return
+        except OSError:  # (a file system without hard links)
+            pass
+    _write(path, body)
+    written.setdefault(digest, path)
+
+
+def _write(path: str, body: str) -> None:
+    with open(path, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
+        f.write(body)
+
+
+_PAIR = re.compile(rb"[/\\](\d+)\"?$")  # the pair's number, the name of both its files
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def _git(root: str, *args: str, ok: tuple[int, ...] = (0,)) -> bytes | None:
+def _git(root: str, *args: str, ok: tuple[int, ...] = (0,), stdin: bytes | None = None) -> bytes | None:
     """`git -C root ARGS` standard output, or None when git is missing, fails or hangs."""
     import subprocess  # noqa: PLC0415
 
     try:
-        out = subprocess.run(["git", "-C", root, *args], capture_output=True, timeout=GIT_TIMEOUT, check=False)
+        out = subprocess.run(["git", "-C", root, *args], input=stdin, capture_output=True, timeout=GIT_TIMEOUT,
+                             check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.debug("git %s: %s", args[0], exc)
         return None
@@ -1131,7 +1355,7 @@ def _candidates(tree: _Tree, anchor: Anchor, db: apsw.Connection | None) -> list
             if text is not None:
                 found.append((len(rare) + 1, rel, text))
     suffix = PurePosixPath(anchor.file).suffix
-    tracked = [f for f in tracked_files(tree.root) or [] if PurePosixPath(f).suffix == suffix and f not in seen]
+    tracked = [f for f in _tracked_with(tree, suffix) if f not in seen]
     if len(tracked) > MAX_SCAN_FILES:
         log.info("%d tracked %s files: only the first %d are searched for a moved anchor",
                  len(tracked), suffix or "extension-less", MAX_SCAN_FILES)
@@ -1149,6 +1373,17 @@ def _candidates(tree: _Tree, anchor: Anchor, db: apsw.Connection | None) -> list
             found.append((hits, rel, data.decode("utf-8", "replace")))
     found.sort(key=lambda t: (-t[0], -_kinship(anchor.file, t[1])))
     return [(rel, text) for _, rel, text in found[:MAX_ALIGNED]]
+
+
+def _tracked_with(tree: _Tree, suffix: str) -> list[str]:
+    """The repository's tracked files whose extension is `suffix`, in the index's order (kept in
+    `tree.reads` for the call's other anchors)."""
+    if tree.reads is not None and suffix in tree.reads.tracked:
+        return tree.reads.tracked[suffix]
+    found = [f for f in tracked_files(tree.root) or [] if PurePosixPath(f).suffix == suffix]
+    if tree.reads is not None:
+        tree.reads.tracked[suffix] = found
+    return found
 
 
 def _rare_identifiers(text: str) -> list[str]:

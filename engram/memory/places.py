@@ -95,10 +95,19 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     out: dict[int, list[Place]] = {}
     fresh: list[tuple[Any, ...]] = []
     texts: dict[str, str] = {}  # the buffers asked for and the files read once (`_read_once`)
+    stamps = {file: _stamp(os.fspath(root), file) for file in {r[2] for r in rows}}
+    reads = None  # the files the resolutions of this call read, shared (`anchors.Reads`)
+    if not quick:
+        stale = [r for r in rows if r[4] is None or (buffers is not None and r[2] in buffers) or r[10] != stamps[r[2]]]
+        if stale:
+            from engram.memory.anchors import Reads  # noqa: PLC0415
+
+            reads = Reads()
+            _expect_git(root, stale, texts, buffers)
     for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp in rows:
         anchor = orjson.loads(anchor_json)
         live = buffers is not None and file in buffers
-        now = _stamp(os.fspath(root), file)
+        now = stamps[file]
         if state is not None and not live and stamp == now:
             extra = orjson.loads(resolution) if resolution else {}
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
@@ -106,13 +115,28 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
         elif quick:
             place = _quick(root, anchor, _read_once(texts, root, anchor, buffers), (state, at_file, at_start, at_end, retained))
         else:
-            place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor, buffers), live)
+            place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor, buffers), live,
+                             reads)
             if not live and attribute:
                 fresh.append((place, now, no, n))
         out.setdefault(no, []).append(place)
     if fresh:
         _keep(db, fresh)
     return out
+
+
+def _expect_git(root: Path, rows: list[Any], texts: dict[str, str], buffers: Mapping[str, str] | None) -> None:
+    """The anchors about to be resolved told to `anchors.expect_git`, with their files' texts: what
+    git's line tracking needs of git for all of them asked in two processes, not two per commit."""
+    if not rows:
+        return
+    from engram.memory.anchors import Anchor, expect_git  # noqa: PLC0415
+
+    pending = []
+    for row in rows:
+        anchor = orjson.loads(row[3])
+        pending.append((Anchor.from_json(anchor), _read_once(texts, root, anchor, buffers).get(row[2])))
+    expect_git(root, pending)
 
 
 def _read_once(texts: dict[str, str], root: Path, anchor: dict[str, Any],
@@ -135,11 +159,12 @@ def _read_once(texts: dict[str, str], root: Path, anchor: dict[str, Any],
 
 
 def _resolve(db: apsw.Connection | None, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None,
-             live: bool = False) -> Place:
-    """`live`: the anchor's file is a buffer being edited (looked for near its place first)."""
+             live: bool = False, reads: Any = None) -> Place:
+    """`live`: the anchor's file is a buffer being edited (looked for near its place first);
+    `reads`: the files the call's other resolutions read (`anchors.Reads`)."""
     from engram.memory.anchors import Anchor, resolve  # noqa: PLC0415 - fingerprints load numpy
 
-    res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db, nearby=live)
+    res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db, nearby=live, reads=reads)
     if res.start is None or res.end is None:  # vanished: shown where it was
         return Place(anchor_json, res.state, str(anchor_json["file"]), int(anchor_json["start"]),
                      int(anchor_json["end"]), float(res.retained), res.best_partial, res.session, res.edit)
