@@ -136,6 +136,7 @@ WRONG_ARGUMENTS = [
     ("view", {"tape": "x", "at": 1.5}, "view: the argument `at` must be an integer of at least 0, not the number 1.5."),
     ("tapes", {"limit": 500}, "tapes: the argument `limit` must be an integer from 1 to 200, not the number 500."),
     ("search", {}, "search: the argument `query` is missing: it must be a string."),
+    ("remember", {"content": "x", "tags": ["ok", 2]}, "remember: the argument `tags.1` must be a string, not the number 2."),
 ]
 
 
