@@ -279,6 +279,11 @@ def test_bad_remotes_get_clear_messages_and_leave_the_store_untouched(team: dict
     assert out.returncode == 1 and "holds no Engram data" in out.stderr and "Traceback" not in out.stderr
     out = run_engram(bob, "pull", "nowhere", check=False)
     assert out.returncode == 1 and "nowhere" in out.stderr and "Traceback" not in out.stderr
+    out = run_engram(bob, "sync", "nowhere", check=False)
+    assert out.returncode == 1 and "no git remote 'nowhere'" in out.stderr and "engram sync REMOTE" in out.stderr
+    git(bob, "remote", "add", "gone", str(tmp_path / "gone.git"))  # a remote whose repository is not there
+    out = run_engram(bob, "pull", "gone", check=False)
+    assert out.returncode == 1 and "does not appear to be a git repository" in out.stderr, out.stderr
     assert {k for k in store_state(bob)} == set(before)
 
     # a ref pointing at garbage: a blob where the index commit should be
