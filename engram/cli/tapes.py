@@ -113,7 +113,7 @@ def cmd_tapes_rm(args: argparse.Namespace) -> int:
 
     store = store_of(args)
     done = remove_tapes(store, args.tape, purge=args.purge)
-    stats = reindex(store, also=[rebuild_projection])  # the index without them: a projection of the tapes left
+    stats = reindex(store, also=[rebuild_projection], scrub=args.purge)  # the index without them: a projection of the tapes left
     removed_objects = collect(store)[0] if args.purge else 0
     if args.json:
         print_json({**done.as_dict(), "objects_removed": removed_objects, "tapes_left": stats["tapes"]})
@@ -138,7 +138,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
     store = store_of(args)
     done = redact_again(store)
     if done.changed:
-        reindex(store, also=[rebuild_projection])
+        reindex(store, also=[rebuild_projection], scrub=True)  # the old tapes' text is not left in free pages
     objects = collect(store)[0] if done.changed else 0
     if args.json:
         print_json({**done.as_dict(), "objects_removed": objects})
