@@ -154,6 +154,8 @@ def test_purges_propagate_as_tombstones(team: dict[str, Path]) -> None:
     assert _sessions(bob) == {SPOTTER_MAIN}
     assert "secret sauce" not in run_engram(bob, "memory", "list", "--json").stdout
     assert not any(b"secret sauce" in p.read_bytes() for p in (bob / ".engram" / "events").rglob("*.jsonl"))
+    index = b"".join(p.read_bytes() for p in (bob / ".engram").glob("index.sqlite*"))
+    assert b"secret sauce" not in index and b"Work on bead spotter-dov" not in index, "nor in its free pages"
     # the tip of the remote's index no longer lists them (its history still holds them: docs/sharing.md)
     tree = git(remote, "ls-tree", "-r", "--name-only", "refs/engram/index")
     assert "sessions/" in tree and all(SPOTTER_OTHER not in git(remote, "show", f"refs/engram/index:{p}")
