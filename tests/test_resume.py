@@ -349,6 +349,10 @@ def test_a_handoff_says_which_named_spans_it_could_not_anchor(tmp_path: Path) ->
         in notes
     doc = json.loads(run_engram(root, "handoff", "--json", "--goal", "again", "--must-preserve", "nosuch.py:1-2").stdout)
     assert doc["anchored"] == [] and [u["span"] for u in doc["unanchored"]] == ["nosuch.py:1-2"]
+    (root / "Makefile").write_text("all:\n\tpython retry.py\n")  # a file name with no extension
+    doc = json.loads(run_engram(root, "handoff", "--json", "--goal", "build", "--must-preserve", "Makefile:1-2",
+                                "--must-preserve", "/etc/passwd:1-2", "--next", "at 10:30-11 deploy").stdout)
+    assert doc["anchored"] == ["Makefile:1-2"] and [u["span"] for u in doc["unanchored"]] == ["/etc/passwd:1-2"]
 
 
 # ------------------------------------------------------------------ a chain of sessions
