@@ -135,7 +135,7 @@ def test_a_clone_at_another_path_explains_the_same_spans_with_the_same_session_f
         assert _explain_first(bob, span) == first, span
 
 
-def test_purges_propagate_as_tombstones(team: dict[str, Path]) -> None:
+def test_purges_propagate_as_tombstones(team: dict[str, Path], spotter: Path) -> None:
     alice, bob, remote = team["alice"], team["bob"], team["remote"]
     note = json.loads(run_engram(alice, "remember", "The scanner keeps a secret sauce recipe", "--json").stdout)["id"]
     run_engram(bob, "push")
@@ -164,6 +164,10 @@ def test_purges_propagate_as_tombstones(team: dict[str, Path]) -> None:
     run_engram(bob, "push")
     run_engram(alice, "pull")
     assert _sessions(alice) == {SPOTTER_MAIN}
+    # ingested again, it has the same tape id: the tombstone keeps it here, and push says so
+    run_engram(alice, "ingest", "--again", str(spotter / f"{SPOTTER_OTHER}.jsonl"))
+    dry = run_engram(alice, "push", "--dry-run")
+    assert "would push 0 tapes" in dry.stdout and "purged earlier" in dry.stderr, dry.stderr
 
 
 def _git_wrapper(tmp: Path, sleep_on: str) -> dict[str, str]:
