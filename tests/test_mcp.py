@@ -123,6 +123,14 @@ async def test_blame_of_lines_reversed_or_past_the_end_is_a_tool_error(spot: Pat
         assert r.is_error is True and "past the end of the file" in r.content[0].text, r.content
 
 
+async def test_explain_of_a_page_past_the_end_is_a_tool_error(spot: Path, agent_span: tuple[str, int, int]) -> None:
+    """An empty page read as "no session wrote these lines"."""
+    rel, a, b = agent_span
+    async with Client(stdio(spot)) as c:
+        r = await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b, "budget": 300, "page": 50})
+        assert r.is_error is True and "page 50: past the end of this answer" in r.content[0].text, r.content
+
+
 WRONG_ARGUMENTS = [
     ("explain", {"file": "a.py", "start_line": "abc", "end_line": 2},
      "explain: the argument `start_line` must be an integer of at least 1, not the string 'abc'."),

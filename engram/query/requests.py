@@ -146,6 +146,11 @@ def explain_file_request(store: Store, db: apsw.Connection, params: dict[str, An
     if budget:
         pg = page(units, int(budget) * TOKEN_BYTES - json_size(doc) - 320, number)
         shown, left = set(pg.shown), pg.left
+        if number > 1 and not pg.new:  # an empty page would read as "no session wrote this file"
+            from engram.errors import BadInput
+
+            raise BadInput(f"page {number}: past the end of this answer at this budget (page 1's "
+                           "`truncated.next` names the next page while there is one)")
     else:
         shown, left = {u.key for u in units}, []
     for i in range(len(regions)):
