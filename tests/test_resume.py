@@ -123,7 +123,8 @@ def test_unknown_session_is_a_clear_error(spot: Path) -> None:
     proc = run_engram(spot, "resume", "zzzz-no-such", check=False)
     assert proc.returncode == 1 and "no tape or session matches 'zzzz-no-such'" in proc.stderr
     proc = run_engram(spot, "resume", "--harness", "codex", check=False)
-    assert proc.returncode == 1 and "no session from harness 'codex' to resume" in proc.stderr
+    assert proc.returncode == 1 and "no session from harness 'codex': the store holds sessions of claude-code" \
+        in proc.stderr and "engram ingest" not in proc.stderr, proc.stderr
 
 
 def test_the_session_start_hook_with_real_payloads_and_garbage(spot: Path, spotter: Path, tmp_path: Path) -> None:
