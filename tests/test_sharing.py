@@ -168,6 +168,8 @@ def test_purges_propagate_as_tombstones(team: dict[str, Path], spotter: Path) ->
     run_engram(alice, "ingest", "--again", str(spotter / f"{SPOTTER_OTHER}.jsonl"))
     dry = run_engram(alice, "push", "--dry-run")
     assert "would push 0 tapes" in dry.stdout and "purged earlier" in dry.stderr, dry.stderr
+    shared = run_engram(alice, "tapes", "--shared", SPOTTER_OTHER).stdout
+    assert "purged earlier" in shared and "`engram push` sends it" not in shared, shared
 
 
 def _git_wrapper(tmp: Path, sleep_on: str) -> dict[str, str]:
