@@ -40,12 +40,25 @@ def argument_error(tool: str, schema: dict[str, Any], error: ValidationError) ->
     for err in error.errors():
         loc = [str(p) for p in err.get("loc", ())]
         name = ".".join(loc) or "?"
-        expected = describe(props.get(loc[0], {})) if loc else "as the tool's input schema says"
+        expected = describe(_at(props, loc)) if loc else "as the tool's input schema says"
         if err.get("type") == "missing":
             parts.append(f"`{name}` is missing: it must be {expected}")
         else:
             parts.append(f"`{name}` must be {expected}, not {given(err.get('input'))}")
     return f"{tool}: " + "; ".join(f"the argument {part}" for part in parts) + "."
+
+
+def _at(props: dict[str, Any], loc: list[str]) -> dict[str, Any]:
+    """The schema of the value at `loc` (["tags", "0"]: an item of `tags`): an item's own type is
+    what it must be, not its list's."""
+    prop = props.get(loc[0], {})
+    for part in loc[1:]:
+        options = [o for o in prop.get("anyOf") or prop.get("oneOf") or [prop] if o.get("type") != "null"]
+        inner = next((o for o in options if "items" in o or "properties" in o), None)
+        if inner is None:
+            break
+        prop = inner["items"] if "items" in inner else (inner.get("properties") or {}).get(part, {})
+    return prop
 
 
 def describe(prop: dict[str, Any]) -> str:

@@ -102,6 +102,12 @@ def test_truncated_says_what_was_left_and_the_next_pages_show_it(spotter: Path, 
         assert doc["page"] == pages + 1 and (size <= 700 * TOKEN_BYTES + 1 or doc["budget"].get("over"))
     assert pages > 1 and seen == everything
     assert {k[:2] for k in windows} == {k[:2] for k in everything}  # every touch's window, on some page
+    # the page after the last is an error, not an empty answer that reads as "no session" (a whole file too)
+    past = run_engram(spot, "explain", f"{rel}:{a}-{b}", "--budget", "700", "--page", str(pages + 1), "--json",
+                      check=False)
+    assert past.returncode == 1 and f"page {pages + 1}: past the end of this answer" in past.stderr, past.stdout
+    past = run_engram(spot, "explain", rel, "--json", "--page", "99", check=False)
+    assert past.returncode == 1 and "page 99: past the end of this answer" in past.stderr, past.stdout
 
 
 def test_clip_finds_an_edited_copy_of_the_span_and_keeps_a_head_without_it() -> None:

@@ -314,6 +314,8 @@ def test_export_to_a_folder_that_is_not_there_is_refused_and_makes_nothing(writt
     assert json.loads((tmp_path / "trace.jsonl").read_text())["version"] == "0.1.0"
     bad = run_engram(written, "import", "--agent-trace", str(tmp_path), env=env, check=False)  # (was "no such file")
     assert bad.returncode == 1 and bad.stderr == f"engram: {tmp_path}: a directory; name the Agent Trace file (JSON Lines) in it\n"
+    bad = run_engram(written, "import", "--agent-trace", os.devnull, env=env, check=False)  # (was "no such file")
+    assert bad.returncode == 1 and "not a regular file" in bad.stderr and "no such file" not in bad.stderr
 
 
 def test_an_exported_record_imported_in_a_clone_explains_the_lines(written: Path, tmp_path: Path,

@@ -405,3 +405,27 @@ async def test_multi_root_workspace(client: LanguageClient, spot: Path, agent_fi
     assert await lenses(client, open_doc(client, spot / agent_file))
     assert await lenses(client, open_doc(client, second / "new.py")) == []
     assert not [m for m in client.messages if "engram init" in m.message], "both roots have a store"
+
+
+async def test_a_link_leading_out_of_the_repository_gets_no_lens_hover_or_error(client: LanguageClient,
+                                                                               tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    run_engram(repo, "init")
+    (repo / "a.py").write_text("def f():\n    return 1\n")
+    run_engram(repo, "remember", "f returns one on purpose", "--at", "a.py:1-2")
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n")  # the same text, outside the repository
+    (repo / "link.py").symlink_to(tmp_path / "a.py")
+    await start(client, repo)
+    uri = open_doc(client, repo / "link.py")
+    assert await lenses(client, uri) == []
+    assert await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=1))) is None
+    with pytest.raises(Exception, match="link leading out of the repository"):
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="engram.explain", arguments=[uri, {"start": {"line": 0, "character": 0},
+                                                       "end": {"line": 1, "character": 0}}]))
+    inside = open_doc(client, repo / "a.py")
+    assert await lenses(client, inside), "the repository's own file still has its note's lens"
+    assert not [m for m in client.log_messages if m.type == types.MessageType.Error]

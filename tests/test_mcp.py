@@ -113,6 +113,24 @@ async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: st
         assert r.is_error is True and "no tape or session matches" in r.content[0].text
 
 
+async def test_blame_of_lines_reversed_or_past_the_end_is_a_tool_error(spot: Path, agent_span: tuple[str, int, int]
+                                                                        ) -> None:
+    rel, a, b = agent_span
+    async with Client(stdio(spot)) as c:
+        r = await c.call_tool("blame", {"file": rel, "start_line": b, "end_line": a})
+        assert r.is_error is True and "START must not exceed END" in r.content[0].text, r.content
+        r = await c.call_tool("blame", {"file": rel, "start_line": 100000})
+        assert r.is_error is True and "past the end of the file" in r.content[0].text, r.content
+
+
+async def test_explain_of_a_page_past_the_end_is_a_tool_error(spot: Path, agent_span: tuple[str, int, int]) -> None:
+    """An empty page read as "no session wrote these lines"."""
+    rel, a, b = agent_span
+    async with Client(stdio(spot)) as c:
+        r = await c.call_tool("explain", {"file": rel, "start_line": a, "end_line": b, "budget": 300, "page": 50})
+        assert r.is_error is True and "page 50: past the end of this answer" in r.content[0].text, r.content
+
+
 WRONG_ARGUMENTS = [
     ("explain", {"file": "a.py", "start_line": "abc", "end_line": 2},
      "explain: the argument `start_line` must be an integer of at least 1, not the string 'abc'."),
@@ -126,6 +144,7 @@ WRONG_ARGUMENTS = [
     ("view", {"tape": "x", "at": 1.5}, "view: the argument `at` must be an integer of at least 0, not the number 1.5."),
     ("tapes", {"limit": 500}, "tapes: the argument `limit` must be an integer from 1 to 200, not the number 500."),
     ("search", {}, "search: the argument `query` is missing: it must be a string."),
+    ("remember", {"content": "x", "tags": ["ok", 2]}, "remember: the argument `tags.1` must be a string, not the number 2."),
 ]
 
 

@@ -655,6 +655,7 @@ def test_a_deleted_spec_is_not_moved_into_a_sibling_spec(tmp_path: Path) -> None
     assert (r.state, r.file) == ("edited", "test/res.set.js"), "moved into res.set.js, one value changed"
 
 
+<<<<<<< HEAD
 CACHE = '''var fs = require('fs');
 
 /**
@@ -822,3 +823,22 @@ def test_the_scan_for_deleted_notes_reads_each_file_once_per_call(repo: Path, mo
     assert together == alone
     assert {s for ps in alone.values() for s, *_ in ps} == {"vanished"}
     assert sorted(opened) == sorted({f"mod{i}.py" for i in range(8)} | {"util.py", "http.py"}), opened
+=======
+def test_a_note_whose_code_moved_to_another_file_follows_later_edits_of_that_file(repo: Path) -> None:
+    """The cached resolution of an anchor found in another file is stale when that file changes,
+    not only when the anchor's own (now missing) file does."""
+    run_engram(repo, "init")
+    a = find(PARSER, "def retry_delay")
+    mid = json.loads(run_engram(repo, "remember", "Retries back off", "--at", f"pkg/http.py:{a}-{a + 6}",
+                                "--json").stdout)["id"]
+    git(repo, "mv", "pkg/http.py", "pkg/wire.py")
+
+    def where() -> tuple[str, list[int], str]:
+        place = json.loads(run_engram(repo, "memory", "show", mid, "--json").stdout)["anchors"][0]
+        return place["file"], place["lines"], place["state"]
+
+    assert where() == ("pkg/wire.py", [a, a + 6], "moved")
+    wire = repo / "pkg" / "wire.py"
+    wire.write_text("# one\n# two\n" + wire.read_text())
+    assert where() == ("pkg/wire.py", [a + 2, a + 8], "moved")
+>>>>>>> wt12-qa

@@ -123,7 +123,8 @@ def test_unknown_session_is_a_clear_error(spot: Path) -> None:
     proc = run_engram(spot, "resume", "zzzz-no-such", check=False)
     assert proc.returncode == 1 and "no tape or session matches 'zzzz-no-such'" in proc.stderr
     proc = run_engram(spot, "resume", "--harness", "codex", check=False)
-    assert proc.returncode == 1 and "no session from harness 'codex' to resume" in proc.stderr
+    assert proc.returncode == 1 and "no session from harness 'codex': the store holds sessions of claude-code" \
+        in proc.stderr and "engram ingest" not in proc.stderr, proc.stderr
 
 
 def test_the_session_start_hook_with_real_payloads_and_garbage(spot: Path, spotter: Path, tmp_path: Path) -> None:
@@ -349,6 +350,10 @@ def test_a_handoff_says_which_named_spans_it_could_not_anchor(tmp_path: Path) ->
         in notes
     doc = json.loads(run_engram(root, "handoff", "--json", "--goal", "again", "--must-preserve", "nosuch.py:1-2").stdout)
     assert doc["anchored"] == [] and [u["span"] for u in doc["unanchored"]] == ["nosuch.py:1-2"]
+    (root / "Makefile").write_text("all:\n\tpython retry.py\n")  # a file name with no extension
+    doc = json.loads(run_engram(root, "handoff", "--json", "--goal", "build", "--must-preserve", "Makefile:1-2",
+                                "--must-preserve", "/etc/passwd:1-2", "--next", "at 10:30-11 deploy").stdout)
+    assert doc["anchored"] == ["Makefile:1-2"] and [u["span"] for u in doc["unanchored"]] == ["/etc/passwd:1-2"]
 
 
 # ------------------------------------------------------------------ a chain of sessions

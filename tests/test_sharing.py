@@ -136,7 +136,7 @@ def test_a_clone_at_another_path_explains_the_same_spans_with_the_same_session_f
         assert _explain_first(bob, span) == first, span
 
 
-def test_purges_propagate_as_tombstones(team: dict[str, Path]) -> None:
+def test_purges_propagate_as_tombstones(team: dict[str, Path], spotter: Path) -> None:
     alice, bob, remote = team["alice"], team["bob"], team["remote"]
     note = json.loads(run_engram(alice, "remember", "The scanner keeps a secret sauce recipe", "--json").stdout)["id"]
     run_engram(bob, "push")
@@ -155,6 +155,8 @@ def test_purges_propagate_as_tombstones(team: dict[str, Path]) -> None:
     assert _sessions(bob) == {SPOTTER_MAIN}
     assert "secret sauce" not in run_engram(bob, "memory", "list", "--json").stdout
     assert not any(b"secret sauce" in p.read_bytes() for p in (bob / ".engram" / "events").rglob("*.jsonl"))
+    index = b"".join(p.read_bytes() for p in (bob / ".engram").glob("index.sqlite*"))
+    assert b"secret sauce" not in index and b"Work on bead spotter-dov" not in index, "nor in its free pages"
     # the tip of the remote's index no longer lists them (its history still holds them: docs/sharing.md)
     tree = git(remote, "ls-tree", "-r", "--name-only", "refs/engram/index")
     assert "sessions/" in tree and all(SPOTTER_OTHER not in git(remote, "show", f"refs/engram/index:{p}")
@@ -163,6 +165,12 @@ def test_purges_propagate_as_tombstones(team: dict[str, Path]) -> None:
     run_engram(bob, "push")
     run_engram(alice, "pull")
     assert _sessions(alice) == {SPOTTER_MAIN}
+    # ingested again, it has the same tape id: the tombstone keeps it here, and push says so
+    run_engram(alice, "ingest", "--again", str(spotter / f"{SPOTTER_OTHER}.jsonl"))
+    dry = run_engram(alice, "push", "--dry-run")
+    assert "would push 0 tapes" in dry.stdout and "purged earlier" in dry.stderr, dry.stderr
+    shared = run_engram(alice, "tapes", "--shared", SPOTTER_OTHER).stdout
+    assert "purged earlier" in shared and "`engram push` sends it" not in shared, shared
 
 
 def _git_wrapper(tmp: Path, sleep_on: str) -> dict[str, str]:
@@ -280,6 +288,11 @@ def test_bad_remotes_get_clear_messages_and_leave_the_store_untouched(team: dict
     assert out.returncode == 1 and "holds no Engram data" in out.stderr and "Traceback" not in out.stderr
     out = run_engram(bob, "pull", "nowhere", check=False)
     assert out.returncode == 1 and "nowhere" in out.stderr and "Traceback" not in out.stderr
+    out = run_engram(bob, "sync", "nowhere", check=False)
+    assert out.returncode == 1 and "no git remote 'nowhere'" in out.stderr and "engram sync REMOTE" in out.stderr
+    git(bob, "remote", "add", "gone", str(tmp_path / "gone.git"))  # a remote whose repository is not there
+    out = run_engram(bob, "pull", "gone", check=False)
+    assert out.returncode == 1 and "does not appear to be a git repository" in out.stderr, out.stderr
     assert {k for k in store_state(bob)} == set(before)
 
     # a ref pointing at garbage: a blob where the index commit should be

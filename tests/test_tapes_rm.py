@@ -81,6 +81,21 @@ def test_purge_leaves_no_byte_of_the_session(repo: Path, tmp_path: Path) -> None
     assert not json.loads(run_engram(repo, "tapes", "--json").stdout)
 
 
+def test_purge_leaves_no_text_of_the_session_in_the_index_files_free_pages(repo: Path, spotter: Path) -> None:
+    """With another session left the file is not emptied: the rebuild's deletes must zero what
+    they free, not leave the purged session's request in free pages."""
+    run_engram(repo, "ingest", str(spotter / f"{SPOTTER_MAIN}.jsonl"), str(spotter / f"{SPOTTER_OTHER}.jsonl"))
+    asked = b"Work on bead spotter-dov"  # the other session's first request
+
+    def index_bytes() -> bytes:
+        return b"".join(p.read_bytes() for p in (repo / ".engram").glob("index.sqlite*"))
+
+    assert asked in index_bytes()
+    run_engram(repo, "tapes", "rm", SPOTTER_OTHER, "--purge")
+    assert _sessions(repo) == {SPOTTER_MAIN}
+    assert asked not in index_bytes()
+
+
 def test_a_removal_killed_midway_is_finished_by_running_it_again(repo: Path, spotter: Path) -> None:
     """Killed after the record and the catalogue change, before the rebuild: the store still
     answers, and `tapes rm` again (or `engram reindex`) completes it."""

@@ -55,7 +55,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         path = Path(args.file)
         if not path.is_file():
             raise BadInput(f"{args.file}: " + ("a directory; name the Agent Trace file (JSON Lines) in it"
-                                              if path.is_dir() else "no such file"))
+                                              if path.is_dir() else "not a regular file; give the Agent Trace "
+                                              "file, or - for standard input" if path.exists() else "no such file"))
         data, name = path.read_bytes(), args.file
     report = import_records(store, parse_records(data, name))
     if args.json:

@@ -103,6 +103,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
     store = store_of(args)
     git: Git = open_git(store)
     remote = args.remote or git.default_remote()
+    if not git.has_remote(remote):
+        from engram.errors import ShareError
+
+        raise ShareError(f"no git remote {remote!r} (`git remote -v` lists them; `engram sync REMOTE` names one)")
     pulled = pull(store, remote).as_dict() if INDEX_REF in git.remote_refs(remote, NAMESPACE) else None
     pushed = push(store, remote).as_dict()
     if args.json:

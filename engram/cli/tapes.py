@@ -45,6 +45,10 @@ def _mark(store: object, db: object, ref: str, *, private: bool, json: bool) -> 
         print_json({"sessions": sessions, "private": private, "already_pushed": sent})
     else:
         state = "private: `engram push` leaves it here" if private else "shared again: `engram push` sends it"
+        purged = [] if private else _purged_here(store, db, ref)
+        if purged:
+            state = (f"shared again, but {plural(len(purged), 'tape')} of it {'was' if len(purged) == 1 else 'were'} "
+                     "purged earlier: the tombstone keeps it here (`engram push --dry-run` lists it)")
         print(f"{plural(len(sessions), 'session')} ({', '.join(s[:8] for s in sessions)}) {state}")
     for remote, tapes in sent.items():
         print(f"warning: {plural(len(tapes), 'tape')} of it {'was' if len(tapes) == 1 else 'were'} pushed to "
@@ -54,6 +58,16 @@ def _mark(store: object, db: object, ref: str, *, private: bool, json: bool) -> 
               "here too). Whoever fetched it before keeps a copy: rotate any secret in it (docs/sharing.md, "
               "\"what git cannot un-send\")", file=sys.stderr)
     return 0
+
+
+def _purged_here(store: object, db: object, ref: str) -> list[str]:
+    """The tapes of `ref` this clone purged before (captured again since: same ids), which push
+    never sends."""
+    from engram.index.catalog import resolve_tapes
+    from engram.share.choose import local_tombstones
+
+    gone = local_tombstones(store)  # type: ignore[arg-type]
+    return [r.id for r in resolve_tapes(db, ref) if r.id in gone]  # type: ignore[arg-type]
 
 
 def _already_pushed(store: object, db: object, sessions: list[str]) -> dict[str, list[str]]:
@@ -113,7 +127,7 @@ def cmd_tapes_rm(args: argparse.Namespace) -> int:
 
     store = store_of(args)
     done = remove_tapes(store, args.tape, purge=args.purge)
-    stats = reindex(store, also=[rebuild_projection])  # the index without them: a projection of the tapes left
+    stats = reindex(store, also=[rebuild_projection], scrub=args.purge)  # the index without them: a projection of the tapes left
     removed_objects = collect(store)[0] if args.purge else 0
     if args.json:
         print_json({**done.as_dict(), "objects_removed": removed_objects, "tapes_left": stats["tapes"]})
@@ -138,7 +152,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
     store = store_of(args)
     done = redact_again(store)
     if done.changed:
-        reindex(store, also=[rebuild_projection])
+        reindex(store, also=[rebuild_projection], scrub=True)  # the old tapes' text is not left in free pages
     objects = collect(store)[0] if done.changed else 0
     if args.json:
         print_json({**done.as_dict(), "objects_removed": objects})

@@ -47,6 +47,9 @@ def latest_session(db: apsw.Connection, harness: str | None = None) -> str:
         args.append(harness)
     rows = db.execute(sql + " ORDER BY coalesce(t.ended, t.started) DESC, t.id LIMIT 1", args).fetchall()
     if not rows:
+        held = [r[0] for r in db.execute("SELECT DISTINCT harness FROM tapes WHERE harness != 'editor' ORDER BY 1")]
+        if harness and held:  # a typo, or a harness never captured here: "run ingest" would not help
+            raise UnknownTape(f"no session from harness {harness!r}: the store holds sessions of {', '.join(held)}")
         more = f" from harness {harness!r}" if harness else ""
         raise UnknownTape(f"no session{more} to resume yet: run `engram ingest` (`engram tapes` lists what is stored)")
     return str(rows[0][0])

@@ -32,7 +32,8 @@ _HEADINGS: Final = {"goal": "goal", "done": "done", "in progress": "in_progress"
 _TITLE: Final = {"goal": "Goal", "done": "Done", "in_progress": "In progress", "blocked": "Blocked",
                  "next": "Next steps", "must_not_redo": "Must not redo", "must_preserve": "Must preserve"}
 _HEAD_RE: Final = re.compile(r"^\s*#*\s*([A-Za-z_ ]+?)\s*:\s*(.*)$")
-_SPAN_RE: Final = re.compile(r"(?<![\w/.-])([\w./-]+\.[\w]+):(\d+)-(\d+)\b")
+# A file name with a letter in it (Makefile, src/Dockerfile, a.py; not a time such as 10:30-11).
+_SPAN_RE: Final = re.compile(r"(?<![\w/.-])([\w./-]*[A-Za-z][\w./-]*):(\d+)-(\d+)\b")
 _PASS_RE: Final = re.compile(r"\b(tests?|suite|specs?|build|ci|checks?)\b[^.\n]{0,40}\b(pass(es|ing|ed)?|green|succeed"
                              r"(s|ed)?|ok|fixed|clean)\b", re.IGNORECASE)
 TAG: Final = "handoff"

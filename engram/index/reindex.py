@@ -29,12 +29,13 @@ DERIVED = ("tapes", "captures", "files", "fragments", "postings", "edit_postings
 Projection = Callable[[Store, apsw.Connection], dict[str, Any]]
 
 
-def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequence[Projection] = ()
-            ) -> dict[str, Any]:
+def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequence[Projection] = (),
+            scrub: bool = False) -> dict[str, Any]:
     """Readers see the old index until the catalog is rebuilt, then an index that fills up.
     `k`, `w`: the anchor parameters to rebuild with (the defaults; bench/provenance.py tries others).
     `also`: further projections rebuilt afterwards on the same connection; what each returns is
-    added to the answer."""
+    added to the answer. `scrub` (a purge): the pages the rebuild frees are zeroed and the WAL
+    truncated after, so the removed tapes' text is not left in the file's free pages."""
     with ingest_lock(store):
         try:
             db = open_db(store)
@@ -42,8 +43,10 @@ def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequ
             set_aside(store)
             db = open_db(store)
         try:
+            if scrub:
+                db.execute("PRAGMA secure_delete = ON")
             try:
-                return _rebuild(store, db, k, w, also)
+                out = _rebuild(store, db, k, w, also)
             except (apsw.CorruptError, apsw.NotADBError) as exc:
                 # Pages inside the file are damaged (its header reads): the first rebuild's DELETEs
                 # or reads met them. The tapes are the truth: start again from an empty file.
@@ -51,7 +54,10 @@ def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequ
                 db.close()
                 set_aside(store)
                 db = open_db(store)
-                return _rebuild(store, db, k, w, also)
+                out = _rebuild(store, db, k, w, also)
+            if scrub:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return out
         finally:
             db.close()
 
@@ -61,7 +67,7 @@ def _rebuild(store: Store, db: apsw.Connection, k: int | None, w: int | None, al
     with immediate(db):
         for table in DERIVED:
             db.execute(f"DELETE FROM {table}")
-        db.execute("DELETE FROM fts")
+        db.execute("INSERT INTO fts(fts) VALUES('delete-all')")  # (a DELETE leaves the terms in its segments)
         # Readers see this with the emptied catalogue: their answers say they are partial until
         # the last transaction below (a reindex killed half-way leaves it: run it again).
         db.execute("INSERT OR REPLACE INTO state(key, value) VALUES(?, ?)", (memo.REBUILDING, "1"))

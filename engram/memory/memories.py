@@ -516,22 +516,13 @@ class Memories:
             by = (source or Source("person")).to_json()
             written = self.log.append([Pending("forget", mid, by, {"purge": purge, "why": why})],
                                       not_before=projection.last_key(self.db)[0] or None)
-            if purge:  # freed pages are zeroed, not left holding the text
-                self.db.execute("PRAGMA secure_delete = ON")
-            try:
+            with projection.scrubbing(self.db, purge):  # freed pages zeroed, not left holding the text
                 with immediate(self.db):
                     projection.apply(self.db, written)
                     projection.record_appended(self.db, self.log, written)
                     if purge:
-                        self.db.execute("DELETE FROM memory_vectors WHERE hash NOT IN (SELECT hash FROM memories)")
-                        # the full-text index keeps a deleted row's terms until its segments merge
-                        self.db.execute("INSERT INTO memory_fts(memory_fts) VALUES('optimize')")
-            finally:
-                if purge:
-                    self.db.execute("PRAGMA secure_delete = OFF")
-            self._record_rewritten(rewritten)
-            if purge:
-                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                        projection.erase_leftovers(self.db)
+                self._record_rewritten(rewritten)
         return {"id": mid, "forgotten": True, "purged": purge, "files_rewritten": len(rewritten),
                 "events_removed": dropped}
 

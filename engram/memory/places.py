@@ -70,12 +70,15 @@ def best_state(places: list[Place]) -> str | None:
     return min((p.state for p in places), key=STATES.index)
 
 
-def _stamp(root: str, file: str) -> str:
+def _stamp(root: str, file: str, found_in: str | None = None) -> str:
+    """The stat of the anchor's file, and of the file its code was found in when that is another
+    (moved there): a change to either makes the cached resolution stale."""
     try:
         st = os.lstat(os.path.join(root, file))
+        own = f"{st.st_mtime_ns}-{st.st_size}"
     except OSError:
-        return "missing"
-    return f"{st.st_mtime_ns}-{st.st_size}"
+        own = "missing"
+    return own if found_in is None or found_in == file else f"{own} {_stamp(root, found_in)}"
 
 
 def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[str, str] | None = None,
@@ -107,7 +110,11 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp in rows:
         anchor = orjson.loads(anchor_json)
         live = buffers is not None and file in buffers
+<<<<<<< HEAD
         now = stamps[file]
+=======
+        now = _stamp(os.fspath(root), file, at_file)
+>>>>>>> wt12-qa
         if state is not None and not live and stamp == now:
             extra = orjson.loads(resolution) if resolution else {}
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
@@ -118,7 +125,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
             place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor, buffers), live,
                              reads)
             if not live and attribute:
-                fresh.append((place, now, no, n))
+                fresh.append((place, now if place.file == at_file else _stamp(os.fspath(root), file, place.file), no, n))
         out.setdefault(no, []).append(place)
     if fresh:
         _keep(db, fresh)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 import apsw
 import orjson
@@ -402,11 +403,38 @@ def catch_up(db: apsw.Connection, events: EventLog) -> dict[str, int]:
     if fresh and fresh[0].key <= last_key(db):
         log.info("the memory log has events older than the last one applied (a log copied in): replaying it all")
         return rebuild(db, events)
-    with immediate(db):
-        applied = apply(db, fresh)
-        for name, (end, ino) in ends.items():
-            db.execute("INSERT OR REPLACE INTO memory_log(file, size, ino) VALUES(?, ?, ?)", (name, end, ino))
-    return {"applied": applied, "torn": torn, "rebuilt": 0, "purged": purged_in(fresh)}
+    purged = purged_in(fresh)
+    with scrubbing(db, bool(purged)):
+        with immediate(db):
+            applied = apply(db, fresh)
+            for name, (end, ino) in ends.items():
+                db.execute("INSERT OR REPLACE INTO memory_log(file, size, ino) VALUES(?, ?, ?)", (name, end, ino))
+            if purged:
+                erase_leftovers(db)
+    return {"applied": applied, "torn": torn, "rebuilt": 0, "purged": purged}
+
+
+@contextmanager
+def scrubbing(db: apsw.Connection, on: bool) -> Iterator[None]:
+    """With `on` (a purge is applied, here or arriving from another clone's log): the pages freed
+    inside are zeroed, not left holding the memory's text, and the WAL is truncated after
+    (docs/memories.md, "Purge")."""
+    if not on:
+        yield
+        return
+    db.execute("PRAGMA secure_delete = ON")
+    try:
+        yield
+    finally:
+        db.execute("PRAGMA secure_delete = OFF")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def erase_leftovers(db: apsw.Connection) -> None:
+    """Inside the transaction that deleted a purged memory's rows: its vector, and its terms, which
+    the full-text index keeps until its segments merge."""
+    db.execute("DELETE FROM memory_vectors WHERE hash NOT IN (SELECT hash FROM memories)")
+    db.execute("INSERT INTO memory_fts(memory_fts) VALUES('optimize')")
 
 
 def purged_in(events: list[Event]) -> list[str]:
@@ -429,8 +457,9 @@ def rebuild(db: apsw.Connection, events: EventLog) -> dict[str, int]:
     content no memory holds any more are dropped; the others are kept."""
     every, torn = events.read_all()
     files = events.files()
-    with immediate(db):
-        db.execute("DELETE FROM memory_fts")
+    purged = purged_in(every)
+    with scrubbing(db, bool(purged)), immediate(db):
+        db.execute("INSERT INTO memory_fts(memory_fts) VALUES('delete-all')")  # (a DELETE leaves terms in segments)
         for table in TABLES:
             db.execute(f"DELETE FROM {table}")
         import secrets  # noqa: PLC0415
@@ -442,7 +471,7 @@ def rebuild(db: apsw.Connection, events: EventLog) -> dict[str, int]:
                                                                                              f.ino))
         db.execute("DELETE FROM memory_vectors WHERE hash NOT IN (SELECT hash FROM memories)")
     log.info("memory projection rebuilt from %d events (%d lines skipped)", len(every), torn)
-    return {"applied": applied, "torn": torn, "rebuilt": 1, "events": len(every), "purged": purged_in(every)}
+    return {"applied": applied, "torn": torn, "rebuilt": 1, "events": len(every), "purged": purged}
 
 
 def _whole(events: EventLog, f: Any) -> int:

@@ -525,6 +525,8 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
             capacity = opts.budget * TOKEN_BYTES - json_size(doc) - _RESERVE
             pg = page(units, capacity, opts.page)
             shown, left, over = set(pg.shown), pg.left, pg.over
+            if opts.page > 1 and not pg.new:  # an empty page would read as "no session"
+                _past_the_last_page(opts)
         doc["sessions"] = answer.sessions_shown(shown)
     finally:
         answer.close()
@@ -539,6 +541,13 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
     if order is not None:  # only when asked (and not counted): agents and editors read the document as it was
         doc["ranking"] = [*(res.trace.fired if res.trace is not None else []), *order.fired]
     return doc
+
+
+def _past_the_last_page(opts: Options) -> None:
+    from engram.errors import BadInput  # noqa: PLC0415
+
+    raise BadInput(f"page {opts.page}: past the end of this answer at this budget (page 1's "
+                   "`truncated.next` names the next page while there is one)")
 
 
 def _truncated(res: Result, opts: Options, left: list[Unit], capped: int) -> dict[str, Any] | bool:

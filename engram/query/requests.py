@@ -91,17 +91,20 @@ def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
 def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
     """`engram blame FILE [-L A,B]`: the porcelain document, {"file", "regions": [{"lines",
     "session_id", "tape", "harness", "when", "request"}]} (engram.query.blame)."""
+    from engram.errors import BadInput
     from engram.query.blame import add_requests, blame
 
     rel, text = _file_text(store, str(params["file"]), params.get("cwd"))
     if isinstance(params.get("text"), str):  # the editor's text of the file, unsaved changes and all
         text = params["text"]
-    end = params.get("end")
+    start, end = params.get("start"), params.get("end")
     n_lines = len(text.splitlines())
-    if end is not None and int(end) > n_lines:  # (as git blame)
+    if start is not None and end is not None and int(start) > int(end):  # an empty answer would read as "no session"
+        raise BadInput(f"{params['file']}:{start}-{end}: lines are 1-based and START must not exceed END")
+    if max(int(end or 0), int(start or 0)) > n_lines:  # (as git blame)
         from engram.query.spans import past_the_end
 
-        raise past_the_end(f"{params['file']}:{params.get('start')}-{end}", n_lines)
+        raise past_the_end(f"{params['file']}:{start or 1}-{end or n_lines}", n_lines)
     regions = blame(db, store.root, rel, text, params.get("start"), end)
     add_requests(db, store.tapes_dir, store.objects_dir, regions)
     return {"file": rel, "regions": [r.porcelain() for r in regions]}
@@ -143,6 +146,11 @@ def explain_file_request(store: Store, db: apsw.Connection, params: dict[str, An
     if budget:
         pg = page(units, int(budget) * TOKEN_BYTES - json_size(doc) - 320, number)
         shown, left = set(pg.shown), pg.left
+        if number > 1 and not pg.new:  # an empty page would read as "no session wrote this file"
+            from engram.errors import BadInput
+
+            raise BadInput(f"page {number}: past the end of this answer at this budget (page 1's "
+                           "`truncated.next` names the next page while there is one)")
     else:
         shown, left = {u.key for u in units}, []
     for i in range(len(regions)):

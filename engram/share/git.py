@@ -324,5 +324,9 @@ def _read_exactly(stream: object, size: int) -> bytes:
 
 
 def last_line(err: bytes) -> str:
+    """The line of git's stderr that says why: its first `fatal:` line when there is one (a
+    remote that is not there ends with "Please make sure ... and the repository exists."), else
+    the last line."""
     lines = [ln.strip() for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
+    fatal = [ln for ln in lines if ln.startswith("fatal:")]
+    return fatal[0] if fatal else lines[-1] if lines else ""

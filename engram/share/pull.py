@@ -239,7 +239,7 @@ def _apply_tombstones(store: Store, idx: RemoteIndex) -> list[str]:
             remove_tapes(store, tid, purge=True, why="purged by a teammate (engram pull)")
         except UnknownTape:  # on disk but never catalogued: delete the file itself
             tape_path(store.tapes_dir, tid).unlink(missing_ok=True)
-    reindex(store, also=[rebuild_projection])
+    reindex(store, also=[rebuild_projection], scrub=True)
     collect(store)
     log.info("applied %d tombstones from the remote", len(hit))
     return hit

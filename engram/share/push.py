@@ -26,6 +26,7 @@ from engram.share.choose import (
     local_tombstones,
     memory_files,
     purged_in,
+    read_candidate,
     union_log,
 )
 from engram.share.git import Git
@@ -133,6 +134,7 @@ def push(store: Store, remote: str | None = None, *, dry_run: bool = False) -> P
         going = [c for c in cands if not c.excluded]
         mem = memory_files(store, redactor)
         _describe(report, store, cands, going, mem, idx, tombs)
+        report.excluded += _tombstoned_here(store, gone, read, redactor)
         report.memories["team_new"] = len(_new_memories(git, idx, mem))
         if dry_run:
             return report
@@ -158,6 +160,24 @@ def push(store: Store, remote: str | None = None, *, dry_run: bool = False) -> P
         _pause(attempt)
     raise ShareError(f"the push to {remote!r} was rejected {MAX_TRIES} times: other clones keep pushing; "
                      "run `engram push` again (nothing was overwritten, nothing is half-pushed)")
+
+
+PURGED_WHY = ("purged earlier (`tapes rm --purge` here or a teammate's purge): its tombstone keeps this tape "
+              "from being shared again, `ingest --again` included")
+
+
+def _tombstoned_here(store: Store, gone: set[str], read: dict[str, Candidate], redactor: Redactor
+                     ) -> list[dict[str, Any]]:
+    """The tapes this store holds that a tombstone names (a purged session ingested again has
+    the same id): never pushed, so listed with why, not left out without a word."""
+    out = []
+    for tid in sorted(gone):
+        path = store.tapes_dir / f"{tid}{TAPE_SUFFIX}"
+        if path.exists():
+            c = read.get(tid) or read_candidate(store, path, redactor)
+            read[tid] = c
+            out.append({**c.as_dict(), "excluded": PURGED_WHY})
+    return out
 
 
 def _pause(attempt: int) -> None:

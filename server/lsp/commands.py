@@ -42,6 +42,13 @@ def _range_lines(rng: Any, n_lines: int) -> tuple[int, int]:
     return start, end
 
 
+def _no_store(uri: str) -> JsonRpcInvalidParams:
+    """A document with no store: outside any repository, in one without `.engram/`, or a link
+    leading out of its repository (ls.store_for)."""
+    return JsonRpcInvalidParams(f"{uri} is not a file of a repository with an Engram store (run `engram init` at "
+                                "the repository's root; a link leading out of the repository has none)")
+
+
 def _args(args: tuple[Any, ...], n: int) -> list[Any]:
     """Command arguments padded to `n` (clients may leave optional ones out)."""
     return (list(args) + [None] * n)[:n]
@@ -66,7 +73,7 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
         raise JsonRpcInvalidParams("engram.explain needs [uri, range]")
     state = ls.doc_state(uri)
     if state.store is None:
-        raise JsonRpcInvalidParams(f"{uri} is not in a repository with an Engram store; run `engram init`")
+        raise _no_store(uri)
     text = ls.text_of(uri)
     lines = text.splitlines()
     if rng is None:
@@ -199,7 +206,7 @@ def _place(ls: EngramLanguageServer, uri: Any, rng: Any) -> str:
         raise JsonRpcInvalidParams("give the document's uri and a range")
     state = ls.doc_state(uri)
     if state.store is None:
-        raise JsonRpcInvalidParams(f"{uri} is not in a repository with an Engram store; run `engram init`")
+        raise _no_store(uri)
     start, end = _range_lines(rng, len(ls.text_of(uri).splitlines()))
     return f"{state.path}:{start + 1}-{end + 1}"
 

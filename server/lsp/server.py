@@ -95,9 +95,14 @@ class EngramLanguageServer(LanguageServer):
             db.close()
 
     def store_for(self, path: Path) -> Store | None:
-        """The store of the repository holding `path`; offers `engram init` once for a repo without one."""
+        """The store of the repository holding `path`; offers `engram init` once for a repo without one.
+        None too for a link that leads out of its repository: what it shows is another tree's file,
+        which no repository-relative path names (lenses, hovers and notes would fail on it)."""
         root = find_repo_root(path.parent)
         if root is None:
+            return None
+        if not path.resolve().is_relative_to(root):
+            log.info("%s leads out of the repository %s: no lenses or notes", path, root)
             return None
         if root not in self.stores:
             store = Store(root)
