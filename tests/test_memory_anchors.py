@@ -655,7 +655,6 @@ def test_a_deleted_spec_is_not_moved_into_a_sibling_spec(tmp_path: Path) -> None
     assert (r.state, r.file) == ("edited", "test/res.set.js"), "moved into res.set.js, one value changed"
 
 
-<<<<<<< HEAD
 CACHE = '''var fs = require('fs');
 
 /**
@@ -823,7 +822,8 @@ def test_the_scan_for_deleted_notes_reads_each_file_once_per_call(repo: Path, mo
     assert together == alone
     assert {s for ps in alone.values() for s, *_ in ps} == {"vanished"}
     assert sorted(opened) == sorted({f"mod{i}.py" for i in range(8)} | {"util.py", "http.py"}), opened
-=======
+
+
 def test_a_note_whose_code_moved_to_another_file_follows_later_edits_of_that_file(repo: Path) -> None:
     """The cached resolution of an anchor found in another file is stale when that file changes,
     not only when the anchor's own (now missing) file does."""
@@ -841,4 +841,3 @@ def test_a_note_whose_code_moved_to_another_file_follows_later_edits_of_that_fil
     wire = repo / "pkg" / "wire.py"
     wire.write_text("# one\n# two\n" + wire.read_text())
     assert where() == ("pkg/wire.py", [a + 2, a + 8], "moved")
->>>>>>> wt12-qa

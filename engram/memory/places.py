@@ -98,10 +98,11 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     out: dict[int, list[Place]] = {}
     fresh: list[tuple[Any, ...]] = []
     texts: dict[str, str] = {}  # the buffers asked for and the files read once (`_read_once`)
-    stamps = {file: _stamp(os.fspath(root), file) for file in {r[2] for r in rows}}
+    stamps = {(file, at): _stamp(os.fspath(root), file, at) for file, at in {(r[2], r[5]) for r in rows}}
     reads = None  # the files the resolutions of this call read, shared (`anchors.Reads`)
     if not quick:
-        stale = [r for r in rows if r[4] is None or (buffers is not None and r[2] in buffers) or r[10] != stamps[r[2]]]
+        stale = [r for r in rows
+                 if r[4] is None or (buffers is not None and r[2] in buffers) or r[10] != stamps[(r[2], r[5])]]
         if stale:
             from engram.memory.anchors import Reads  # noqa: PLC0415
 
@@ -110,11 +111,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp in rows:
         anchor = orjson.loads(anchor_json)
         live = buffers is not None and file in buffers
-<<<<<<< HEAD
-        now = stamps[file]
-=======
-        now = _stamp(os.fspath(root), file, at_file)
->>>>>>> wt12-qa
+        now = stamps[(file, at_file)]
         if state is not None and not live and stamp == now:
             extra = orjson.loads(resolution) if resolution else {}
             place = Place(anchor, state, at_file, at_start, at_end, retained, extra.get("best_partial"),
