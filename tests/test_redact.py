@@ -556,6 +556,16 @@ def test_extra_patterns_from_config() -> None:
     assert once == "[REDACTED:caps] def [REDACTED:caps]" and greedy.text(once) == once
 
 
+def test_the_rules_digest_names_the_rules_code_and_the_config_patterns() -> None:
+    """What a tape's meta records (`redacted_with`) and `engram push` compares with today's."""
+    plain = Redactor().digest
+    assert plain is not None and len(plain) == 32 and plain == Redactor([]).digest
+    one = [{"name": "employee-id", "pattern": "EMP-[0-9]{6}"}]
+    assert Redactor(one).digest == Redactor([dict(one[0])]).digest != plain
+    two = [*one, {"name": "caps", "pattern": "[A-Z]+"}]
+    assert len({plain, Redactor(one).digest, Redactor(two).digest, Redactor(two[::-1]).digest}) == 4
+
+
 @pytest.mark.parametrize("item,fragment", [
     ({"name": "broken", "pattern": "foo(["}, "broken"),
     ({"name": "empty", "pattern": "x*"}, "empty"),

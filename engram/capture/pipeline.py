@@ -305,7 +305,7 @@ def _capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tu
         return Captured(stats)
     before = Counter(redactor.counts)
     written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
-                         object_threshold=int(cfg["object_threshold"]))
+                         rules=redactor.digest, object_threshold=int(cfg["object_threshold"]))
     stats.redactions.update(redactor.counts - before)
     row = catalog_row(written.id, events, written.size, written.raw_bytes)
     if written.created:
@@ -381,6 +381,7 @@ def store_many(store: Store, tapes: list[list[dict[str, Any]]], indexer: Any = N
         try:
             for events in tapes:
                 written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
+                                     rules=redactor.digest,
                                      object_threshold=int(store.config["ingest"]["object_threshold"]))
                 with immediate(db):
                     register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])

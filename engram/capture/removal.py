@@ -186,9 +186,13 @@ def redact_again(store: Store) -> Reredaction:
             prev = events[0].get("prev")
             if prev in out.changed:
                 events[0] = {**events[0], "prev": out.changed[prev]}
-            written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
-                                 object_threshold=threshold)
+            redacted = redactor.events(events)
             out.tapes += 1
+            if redacted == events and prev not in out.changed:
+                continue  # unchanged: its id and its meta (the rules it records) stay
+            # rewritten: today's rules left it as it is now (redaction is idempotent)
+            written = write_tape(store.tapes_dir, store.objects_dir, redacted, rules=redactor.digest,
+                                 object_threshold=threshold)
             if written.id != tid:
                 out.changed[tid] = written.id
                 append_redirects(store, {tid: written.id})

@@ -28,7 +28,7 @@ from engram.fsutil import append_durably, json_lines
 from engram.memory.events import EventLog, event_from_json, events_in
 from engram.store.repo import Store
 from engram.tape import events as E
-from engram.tape.objects import referenced_objects, resolve
+from engram.tape.objects import OBJ_KEY, referenced_objects, resolve
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_files
 
@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 PRIVATE_LOG = "private.jsonl"
 _MARKER = re.compile(rb"\[REDACTED:([A-Za-z0-9_.\-]{1,64})\]")
+# Canonical JSON (sorted keys, no spaces): a line holding an object reference holds its key, a
+# code event's line its kind (other lines may hold them too: they are parsed and checked)
+_OBJ_NEEDLE = b'"' + OBJ_KEY.encode() + b'"'
+_CODE_NEEDLES = tuple(b'"kind":' + orjson.dumps(k) for k in sorted(E.CODE_KINDS))
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Candidate:
     redacted: Counter[str] = field(default_factory=Counter)  # markers already in the tape, by class
     would_redact: Counter[str] = field(default_factory=Counter)  # what today's rules would still replace
     excluded: str | None = None  # why it stays, or None
+    scanned: bool = False  # run through today's rules again (its meta records other rules, or none)
 
     def as_dict(self) -> dict[str, Any]:
         return {"tape": self.id, "session_id": self.session_id, "harness": self.harness, "started": self.started,
@@ -65,23 +70,40 @@ class Candidate:
 
 def read_candidate(store: Store, path: Path, redactor: Redactor) -> Candidate:
     """One tape read whole: its meta, the objects it names, the files it touched, its redaction
-    markers, and whether today's rules would change any of its strings (objects included)."""
+    markers, and whether today's rules would change any of its strings (objects included).
+
+    A tape whose meta records today's rules (`RULES_KEY` equal to `redactor.digest`: the rules'
+    code and the config's patterns) was written by them, and redaction is idempotent: running them
+    again changes nothing, so it is not scanned again. Its lines are then parsed only where they
+    can name an object or a file (the needles below); the markers are counted from every line.
+    """
     tid = path.name[: -len(".jsonl.zst")]
     with TapeReader(path, store.objects_dir) as r:
         meta = r.meta()
         cand = Candidate(tid, path, str(meta.get("harness") or ""), str(meta.get("session_id") or ""),
                          meta.get("started"), meta.get("ended"), meta.get("git_head"), meta.get("prev"), r.size)
-        for line in r.raw_lines():
-            for m in _MARKER.finditer(line):
-                cand.redacted[m.group(1).decode()] += 1
+        digest = redactor.digest
+        trusted = digest is not None and meta.get(E.RULES_KEY) == digest
         wholes = []
-        for ev in r.events():
+        for line in r.raw_lines():
+            if b"[REDACTED:" in line:
+                for m in _MARKER.finditer(line):
+                    cand.redacted[m.group(1).decode()] += 1
+            names_object = _OBJ_NEEDLE in line
+            if trusted and not names_object and not any(n in line for n in _CODE_NEEDLES):
+                continue
+            ev = E.loads(line)
             refs: set[str] = set()
-            referenced_objects(ev, refs)
-            cand.objects |= refs
+            if names_object:
+                referenced_objects(ev, refs)
+                cand.objects |= refs
             if ev.get("kind") in E.CODE_KINDS and isinstance(ev.get("file"), str):
                 cand.files.add(ev["file"])
-            wholes.append(resolve(ev, store.objects_dir) if refs else ev)
+            if not trusted:
+                wholes.append(resolve(ev, store.objects_dir) if refs else ev)
+    if trusted:
+        return cand
+    cand.scanned = True
     before = Counter(redactor.counts)  # the tape's events at once, as capture redacts them
     if redactor.events(wholes) != wholes:
         cand.would_redact.update(redactor.counts - before)
