@@ -39,7 +39,8 @@ _MARKER = re.compile(rb"\[REDACTED:([A-Za-z0-9_.\-]{1,64})\]")
 # Canonical JSON (sorted keys, no spaces): a line holding an object reference holds its key, a
 # code event's line its kind (other lines may hold them too: they are parsed and checked)
 _OBJ_NEEDLE = b'"' + OBJ_KEY.encode() + b'"'
-_CODE_NEEDLES = tuple(b'"kind":' + orjson.dumps(k) for k in sorted(E.CODE_KINDS))
+_WANTED = re.compile(b"|".join(re.escape(n) for n in [
+    _OBJ_NEEDLE, *(b'"kind":' + orjson.dumps(k) for k in sorted(E.CODE_KINDS))]))
 
 
 @dataclass
@@ -89,12 +90,11 @@ def read_candidate(store: Store, path: Path, redactor: Redactor) -> Candidate:
             if b"[REDACTED:" in line:
                 for m in _MARKER.finditer(line):
                     cand.redacted[m.group(1).decode()] += 1
-            names_object = _OBJ_NEEDLE in line
-            if trusted and not names_object and not any(n in line for n in _CODE_NEEDLES):
+            if trusted and _WANTED.search(line) is None:
                 continue
             ev = E.loads(line)
             refs: set[str] = set()
-            if names_object:
+            if _OBJ_NEEDLE in line:
                 referenced_objects(ev, refs)
                 cand.objects |= refs
             if ev.get("kind") in E.CODE_KINDS and isinstance(ev.get("file"), str):
