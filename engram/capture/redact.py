@@ -1085,8 +1085,9 @@ class Redactor:
 
     @property
     def digest(self) -> str | None:
-        """What these rules are, as a tape's meta records them (`engram.tape.events.RULES_KEY`): a sha256 of this
-        module's source and the extra patterns, in order. Any change to the code of the rules
+        """What these rules are, as a tape's meta records them (`engram.tape.events.RULES_KEY`): a
+        sha256 of this module's source, the extra patterns in order, and the Python version and
+        Unicode tables their expressions run on. Any change to the code of the rules
         (or to anything else in this file) gives another digest, so a tape redacted by other
         rules is never taken for one redacted by these (`engram push` scans such tapes again).
         None when the source cannot be read (then nothing is recorded, nothing trusted)."""
@@ -1096,9 +1097,13 @@ class Redactor:
                 return None
             import hashlib  # noqa: PLC0415 - OpenSSL's start-up only where a digest is asked for
             import json  # noqa: PLC0415
+            import sys  # noqa: PLC0415
+            import unicodedata  # noqa: PLC0415
 
             h = hashlib.sha256(src)
-            h.update(b"\0" + json.dumps(self._given, sort_keys=True).encode())
+            h.update(b"\0" + json.dumps(self._given, sort_keys=True, default=str).encode())
+            # the rules' regular expressions run on Python's `re` and its Unicode tables
+            h.update(f"\0{sys.version_info[0]}.{sys.version_info[1]}\0{unicodedata.unidata_version}".encode())
             self._digest = h.hexdigest()[:32]
         return self._digest
 
