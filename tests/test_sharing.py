@@ -259,6 +259,7 @@ def test_push_scans_again_only_tapes_redacted_under_other_rules(team: dict[str, 
     today's rules (redaction is idempotent) and runs today's rules over every other one: a tape
     from before the field existed, or captured before the config's patterns changed."""
     from engram.capture.redact import Redactor
+    from engram.share.choose import mark_private
     from engram.store.repo import Store
     from engram.tape.events import RULES_KEY
     from engram.tape.reader import TapeReader
@@ -287,6 +288,11 @@ def test_push_scans_again_only_tapes_redacted_under_other_rules(team: dict[str, 
     doc = dry()
     assert doc["scanned_again"] == 2, "both: one records other rules, one none"
     assert [(s["tape"], s["would_redact"]) for s in doc["excluded"]] == [(old.id, {"internal-token": 1})]
+    mark_private(store, ["a-session-from-before"])  # nothing of it leaves: not scanned on each push
+    doc = dry()
+    assert doc["scanned_again"] == 1 and [(s["tape"], s["excluded"]) for s in doc["excluded"]] == [
+        (old.id, "private (engram tapes --private)")]
+    mark_private(store, ["a-session-from-before"], private=False)
     run_engram(bob, "redact", "--again")
     (rewritten,) = [p for p in tape_files(store.tapes_dir) if p != captured]
     with TapeReader(rewritten, store.objects_dir) as r:
