@@ -1085,7 +1085,7 @@ class Redactor:
 
     @property
     def digest(self) -> str | None:
-        """What these rules are, as a tape's meta records them (`engram.tape.events.RULES_KEY`): a
+        """What these rules are, as the record of clean tapes keeps it (`engram.tape.redacted`): a
         sha256 of this module's source, the extra patterns in order, and the Python version and
         Unicode tables their expressions run on. Any change to the code of the rules
         (or to anything else in this file) gives another digest, so a tape redacted by other

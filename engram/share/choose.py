@@ -28,6 +28,7 @@ from engram.fsutil import append_durably, json_lines
 from engram.memory.events import EventLog, event_from_json, events_in
 from engram.store.repo import Store
 from engram.tape import events as E
+from engram.tape.redacted import recorded
 from engram.tape.objects import OBJ_KEY, referenced_objects, resolve
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_files
@@ -61,7 +62,7 @@ class Candidate:
     redacted: Counter[str] = field(default_factory=Counter)  # markers already in the tape, by class
     would_redact: Counter[str] = field(default_factory=Counter)  # what today's rules would still replace
     excluded: str | None = None  # why it stays, or None
-    scanned: bool = False  # run through today's rules again (its meta records other rules, or none)
+    scanned: bool = False  # run through today's rules again (not recorded clean under them)
     held: str | None = None  # why its meta alone keeps it back (then it was not scanned)
 
     def as_dict(self) -> dict[str, Any]:
@@ -71,13 +72,14 @@ class Candidate:
 
 
 def read_candidate(store: Store, path: Path, redactor: Redactor,
-                   stays: Callable[[dict[str, Any]], str | None] | None = None) -> Candidate:
+                   stays: Callable[[dict[str, Any]], str | None] | None = None,
+                   clean: frozenset[str] = frozenset()) -> Candidate:
     """One tape read whole: its meta, the objects it names, the files it touched, its redaction
     markers, and whether today's rules would change any of its strings (objects included).
 
-    A tape whose meta records today's rules (`RULES_KEY` equal to `redactor.digest`: the rules'
-    code and the config's patterns) was written by them, and redaction is idempotent: running them
-    again changes nothing, so it is not scanned again. Its lines are then parsed only where they
+    A tape in `clean` (engram.tape.redacted: written by today's rules, `redactor.digest`) is their
+    output, and redaction is idempotent: running them again changes nothing, so it is not
+    scanned again. Its lines are then parsed only where they
     can name an object or a file (the needles below); the markers are counted from every line.
     Nor is a tape whose meta alone keeps its session back (`stays`: private, its harness, its
     age): nothing of it leaves, whatever the rules would say (it would be scanned on every push).
@@ -87,9 +89,8 @@ def read_candidate(store: Store, path: Path, redactor: Redactor,
         meta = r.meta()
         cand = Candidate(tid, path, str(meta.get("harness") or ""), str(meta.get("session_id") or ""),
                          meta.get("started"), meta.get("ended"), meta.get("git_head"), meta.get("prev"), r.size)
-        digest = redactor.digest
         cand.held = stays(meta) if stays is not None else None
-        trusted = cand.held is not None or (digest is not None and meta.get(E.RULES_KEY) == digest)
+        trusted = cand.held is not None or tid in clean
         wholes = []
         for line in r.raw_lines():
             if b"[REDACTED:" in line:
@@ -117,7 +118,9 @@ def read_candidate(store: Store, path: Path, redactor: Redactor,
 
 def local_candidates(store: Store, skip: set[str], redactor: Redactor, now: float | None = None) -> list[Candidate]:
     stays = _stays_by_meta(store, now)
-    return [read_candidate(store, p, redactor, stays) for p in tape_files(store.tapes_dir)
+    digest = redactor.digest
+    clean = frozenset(t for t, rules in recorded(store.dir).items() if digest in rules)
+    return [read_candidate(store, p, redactor, stays, clean) for p in tape_files(store.tapes_dir)
             if p.name[: -len(".jsonl.zst")] not in skip]
 
 

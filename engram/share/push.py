@@ -62,7 +62,7 @@ class PushReport:
     sessions: list[dict[str, Any]] = field(default_factory=list)  # tapes that leave (or would)
     excluded: list[dict[str, Any]] = field(default_factory=list)
     already: int = 0  # local tapes the remote has
-    scanned: int = 0  # tapes not on the remote whose meta records other redaction rules than today's
+    scanned: int = 0  # tapes not on the remote and not recorded clean under today's redaction rules
     bytes: int = 0
     memories: dict[str, Any] = field(default_factory=dict)
     tombstones: int = 0  # new on the remote

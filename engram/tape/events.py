@@ -55,9 +55,6 @@ SPAN_LINK: Final = "span.link"
 
 KINDS: Final = frozenset({META, MSG_IN, MSG_OUT, TOOL_CALL, TOOL_RESULT, CODE_READ, CODE_EDIT, COMPACT, SPAN_LINK})
 CODE_KINDS: Final = frozenset({CODE_READ, CODE_EDIT})
-# The meta field naming the redaction rules a tape was redacted with (`Redactor.digest`): absent
-# from tapes written before it, and from tapes no redactor wrote.
-RULES_KEY: Final = "redacted_with"
 
 Event = dict[str, Any]
 

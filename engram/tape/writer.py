@@ -17,7 +17,8 @@ import zstandard
 
 from engram.fsutil import atomic_write, names_in
 from engram.tape import frames as fr
-from engram.tape.events import META, RULES_KEY, Event, dumps
+from engram.tape.redacted import record as record_clean
+from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
 from engram.tape.reader import intact, mark_verified
 
@@ -105,15 +106,12 @@ def write_tape(
 ) -> WrittenTape:
     """Persist `events` (the first must be `meta`) as one immutable tape. `redact` redacts one
     event, `redact_all` all of them at once (`Redactor.events`, faster: capture's). `rules`: the
-    digest of the rules that redacted them (`Redactor.digest`), recorded in the meta after
-    redaction (`RULES_KEY`): `engram push` trusts a tape recorded as redacted by today's rules
-    without scanning it again (engram/share/choose.py); None leaves the meta as given."""
+    digest of the rules that redacted them (`Redactor.digest`), recorded beside the tapes
+    (engram.tape.redacted): `engram push` does not scan a tape clean under today's rules again."""
     import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
 
     if redact_all is not None:
         events = redact_all(list(events))
-    if rules is not None:
-        events = _with_rules(events, rules)
 
     lines: list[bytes] = []
     stored: list[Event] = []
@@ -143,22 +141,16 @@ def write_tape(
     path = tape_path(tapes_dir, tape_id)
     if path.exists():  # (rare: captures of unchanged sessions stop earlier)
         if intact(path):
+            record_clean(tapes_dir.parent, [tape_id], rules)
             return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False,
                                redactions or Counter(), stored)
         log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
     data = _encode_frames(frames)
     atomic_write(path, data, mode=0o444)
     mark_verified(path)
+    record_clean(tapes_dir.parent, [tape_id], rules)
     log.debug("wrote tape %s (%d events, %d bytes)", tape_id, len(lines), len(data))
     return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter(), stored)
-
-
-def _with_rules(events: Iterable[Event], rules: str) -> list[Event]:
-    """`events` with the meta (the first) recording the redaction rules' digest."""
-    out = list(events)
-    if out and isinstance(out[0], dict):
-        out[0] = {**out[0], RULES_KEY: rules}
-    return out
 
 
 def events_first_kind(line: bytes) -> str | None:
