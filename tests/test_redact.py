@@ -556,6 +556,34 @@ def test_extra_patterns_from_config() -> None:
     assert once == "[REDACTED:caps] def [REDACTED:caps]" and greedy.text(once) == once
 
 
+def test_the_rules_digest_names_the_rules_code_and_the_config_patterns() -> None:
+    """What the record of clean tapes keeps (engram.tape.redacted) and `engram push` compares with today's."""
+    plain = Redactor().digest
+    assert plain is not None and len(plain) == 32 and plain == Redactor([]).digest
+    one = [{"name": "employee-id", "pattern": "EMP-[0-9]{6}"}]
+    assert Redactor(one).digest == Redactor([dict(one[0])]).digest != plain
+    two = [*one, {"name": "caps", "pattern": "[A-Z]+"}]
+    assert len({plain, Redactor(one).digest, Redactor(two).digest, Redactor(two[::-1]).digest}) == 4
+
+
+def test_a_tapes_id_does_not_depend_on_the_rules_that_redacted_it(tmp_path: Path) -> None:
+    """The rules a tape is clean under are recorded beside it, not in it: the same events give the
+    same tape (and id) whatever engram, patterns or Python wrote them, so two clones capturing one
+    transcript share one tape."""
+    from engram.tape.redacted import recorded
+    from engram.tape.writer import write_tape
+
+    store = tmp_path / ".engram"
+    (store / "tapes").mkdir(parents=True)
+    (store / "objects").mkdir()
+    events = [{"kind": "meta", "v": 1, "harness": "raw", "session_id": "s"}, {"kind": "msg.in", "text": "hello"}]
+    one = write_tape(store / "tapes", store / "objects", events, rules=Redactor().digest)
+    two = write_tape(store / "tapes", store / "objects", events,
+                     rules=Redactor([{"name": "employee-id", "pattern": "EMP-[0-9]{6}"}]).digest)
+    assert one.id == two.id and one.path.read_bytes() == two.path.read_bytes()
+    assert recorded(store)[one.id] == {Redactor().digest, Redactor([{"name": "employee-id", "pattern": "EMP-[0-9]{6}"}]).digest}
+
+
 @pytest.mark.parametrize("item,fragment", [
     ({"name": "broken", "pattern": "foo(["}, "broken"),
     ({"name": "empty", "pattern": "x*"}, "empty"),

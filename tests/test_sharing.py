@@ -262,6 +262,58 @@ def test_nothing_unredacted_leaves(team: dict[str, Path], tmp_path: Path) -> Non
     assert b"[REDACTED:internal-token]" in blob, "the rewritten tape went"
 
 
+def test_push_scans_again_only_tapes_redacted_under_other_rules(team: dict[str, Path]) -> None:
+    """Capture records beside the tapes the redaction rules each one is clean under, never in the
+    tape (its bytes and id stay what they were); push trusts a tape recorded under today's rules
+    (redaction is idempotent) and runs today's rules over every other one: a tape with no record
+    (an older engram's), or captured before the config's patterns changed."""
+    from engram.capture.redact import Redactor
+    from engram.share.choose import mark_private
+    from engram.store.repo import Store
+    from engram.tape.redacted import recorded
+    from engram.tape.reader import TapeReader
+    from engram.tape.writer import tape_files, write_tape
+
+    bob, remote = team["bob"], team["remote"]
+    store = Store(bob)
+    (captured,) = tape_files(store.tapes_dir)
+    with TapeReader(captured, store.objects_dir) as r:
+        meta = r.meta()
+    assert "redacted_with" not in meta and recorded(store.dir)[captured.name[:64]] == {Redactor().digest}
+
+    def dry() -> dict[str, Any]:
+        return json.loads(run_engram(bob, "push", "--dry-run", "--json").stdout)
+
+    doc = dry()
+    assert doc["scanned_again"] == 0 and [s["session_id"] for s in doc["sessions"]] == [SPOTTER_OTHER]
+    # a tape an older engram wrote (no rules recorded), holding what a pattern added since catches
+    token = "itk_" + "Q7wz" * 8
+    old_meta = {**meta, "session_id": "a-session-from-before", "prev": None}
+    old = write_tape(store.tapes_dir, store.objects_dir, [old_meta, {
+        "kind": "msg.out", "ts": meta["started"], "block": "text", "text": f"the deploy uses {token} here"}])
+    (bob / ".engram" / "config.toml").write_text(
+        '[redact]\npatterns = [{ name = "internal-token", pattern = "itk_[A-Za-z0-9]{32}" }]\n')
+    doc = dry()
+    assert doc["scanned_again"] == 2, "both: one records other rules, one none"
+    assert [(s["tape"], s["would_redact"]) for s in doc["excluded"]] == [(old.id, {"internal-token": 1})]
+    mark_private(store, ["a-session-from-before"])  # nothing of it leaves: not scanned on each push
+    doc = dry()
+    assert doc["scanned_again"] == 1 and [(s["tape"], s["excluded"]) for s in doc["excluded"]] == [
+        (old.id, "private (engram tapes --private)")]
+    mark_private(store, ["a-session-from-before"], private=False)
+    run_engram(bob, "redact", "--again")
+    (rewritten,) = [p for p in tape_files(store.tapes_dir) if p != captured]
+    now = Redactor([{"name": "internal-token", "pattern": "itk_[A-Za-z0-9]{32}"}]).digest
+    assert captured.exists(), "a tape the new rules leave as it is keeps its id"
+    assert {p.name[:64]: now in recorded(store.dir)[p.name[:64]] for p in (captured, rewritten)} == {
+        captured.name[:64]: True, rewritten.name[:64]: True}, "both clean under today's rules"
+    doc = dry()
+    assert doc["scanned_again"] == 0 and doc["excluded"] == [] and len(doc["sessions"]) == 2, "redact --again checked both"
+    run_engram(bob, "push")
+    blob = _remote_objects(remote)
+    assert token.encode() not in blob and b"[REDACTED:internal-token]" in blob
+
+
 def test_push_counts_the_team_memories_it_adds_not_every_one_again(team: dict[str, Path]) -> None:
     """Each push said "pushed … N team memories" for every team memory, though the remote had them
     all: it names those with events the remote lacks, of how many leave."""

@@ -308,7 +308,8 @@ def _capture_write(db: apsw.Connection, store: Store, job: Job, *, maps: list[tu
         return Captured(stats)
     before = Counter(redactor.counts)
     written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
-                         object_threshold=int(cfg["object_threshold"]), publish_later=publish_later)
+                         rules=redactor.digest, object_threshold=int(cfg["object_threshold"]),
+                         publish_later=publish_later)
     stats.redactions.update(redactor.counts - before)
     row = catalog_row(written.id, events, written.size, written.raw_bytes)
     if written.created:
@@ -395,6 +396,7 @@ def store_many(store: Store, tapes: list[list[dict[str, Any]]], indexer: Any = N
         try:
             for events in tapes:
                 written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
+                                     rules=redactor.digest,
                                      object_threshold=int(store.config["ingest"]["object_threshold"]))
                 with immediate(db):
                     register(db, catalog_row(written.id, events, written.size, written.raw_bytes), [])

@@ -1062,6 +1062,17 @@ def parse_extra(extra: list[dict[str, str]] | None) -> list[ExtraRule]:
 
 # ---------------------------------------------------------------- the redactor
 
+@functools.lru_cache(maxsize=1)
+def _own_source() -> bytes | None:
+    """This module's source: the built-in rules are its code."""
+    try:
+        with open(__file__, "rb") as f:
+            return f.read()
+    except OSError:
+        log.warning("cannot read %s: tapes will not record their redaction rules", __file__)
+        return None
+
+
 
 class Redactor:
     """Replaces secrets in text with `[REDACTED:<class>]` and counts them by class."""
@@ -1069,6 +1080,32 @@ class Redactor:
     def __init__(self, extra: list[dict[str, str]] | None = None) -> None:
         self.counts: Counter[str] = Counter()
         self._extra = parse_extra(extra)
+        self._given = [dict(item) for item in extra or []]
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str | None:
+        """What these rules are, as the record of clean tapes keeps it (`engram.tape.redacted`): a
+        sha256 of this module's source, the extra patterns in order, and the Python version and
+        Unicode tables their expressions run on. Any change to the code of the rules
+        (or to anything else in this file) gives another digest, so a tape redacted by other
+        rules is never taken for one redacted by these (`engram push` scans such tapes again).
+        None when the source cannot be read (then nothing is recorded, nothing trusted)."""
+        if self._digest is None:
+            src = _own_source()
+            if src is None:
+                return None
+            import hashlib  # noqa: PLC0415 - OpenSSL's start-up only where a digest is asked for
+            import json  # noqa: PLC0415
+            import sys  # noqa: PLC0415
+            import unicodedata  # noqa: PLC0415
+
+            h = hashlib.sha256(src)
+            h.update(b"\0" + json.dumps(self._given, sort_keys=True, default=str).encode())
+            # the rules' regular expressions run on Python's `re` and its Unicode tables
+            h.update(f"\0{sys.version_info[0]}.{sys.version_info[1]}\0{unicodedata.unidata_version}".encode())
+            self._digest = h.hexdigest()[:32]
+        return self._digest
 
     # --- one string
 

@@ -33,6 +33,7 @@ from engram.index.db import open_db
 from engram.index.sql import immediate
 from engram.store.lock import ingest_lock
 from engram.store.repo import Store
+from engram.tape.redacted import record as record_clean
 from engram.tape.writer import TAPE_SUFFIX, tape_path
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,7 @@ def redact_again(store: Store) -> Reredaction:
 
     out = Reredaction()
     redactor = Redactor(store.config["redact"].get("patterns") or [])
+    clean: list[str] = []
     threshold = int(store.config["ingest"]["object_threshold"])
     with ingest_lock(store):
         paths = {p.name[: -len(TAPE_SUFFIX)]: p for p in sorted(store.tapes_dir.glob(f"*{TAPE_SUFFIX}"))}
@@ -186,14 +188,20 @@ def redact_again(store: Store) -> Reredaction:
             prev = events[0].get("prev")
             if prev in out.changed:
                 events[0] = {**events[0], "prev": out.changed[prev]}
-            written = write_tape(store.tapes_dir, store.objects_dir, events, redact_all=redactor.events,
-                                 object_threshold=threshold)
+            redacted = redactor.events(events)
             out.tapes += 1
+            if redacted == events and prev not in out.changed:
+                clean.append(tid)  # unchanged, its id stays: today's rules found nothing in it
+                continue
+            # rewritten: today's rules left it as it is now (redaction is idempotent)
+            written = write_tape(store.tapes_dir, store.objects_dir, redacted, rules=redactor.digest,
+                                 object_threshold=threshold)
             if written.id != tid:
                 out.changed[tid] = written.id
                 append_redirects(store, {tid: written.id})
                 paths[tid].unlink()
         fsync_dir(store.tapes_dir)
+        record_clean(store.dir, clean, redactor.digest)
     out.redactions = dict(redactor.counts)
     return out
 

@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from engram.fsutil import append_durably, json_lines
 from engram.memory.events import EventLog, event_from_json, events_in
 from engram.store.repo import Store
 from engram.tape import events as E
-from engram.tape.objects import referenced_objects, resolve
+from engram.tape.redacted import recorded
+from engram.tape.objects import OBJ_KEY, referenced_objects, resolve
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_files
 
@@ -36,6 +37,11 @@ log = logging.getLogger(__name__)
 
 PRIVATE_LOG = "private.jsonl"
 _MARKER = re.compile(rb"\[REDACTED:([A-Za-z0-9_.\-]{1,64})\]")
+# Canonical JSON (sorted keys, no spaces): a line holding an object reference holds its key, a
+# code event's line its kind (other lines may hold them too: they are parsed and checked)
+_OBJ_NEEDLE = b'"' + OBJ_KEY.encode() + b'"'
+_WANTED = re.compile(b"|".join(re.escape(n) for n in [
+    _OBJ_NEEDLE, *(b'"kind":' + orjson.dumps(k) for k in sorted(E.CODE_KINDS))]))
 
 
 @dataclass
@@ -56,6 +62,8 @@ class Candidate:
     redacted: Counter[str] = field(default_factory=Counter)  # markers already in the tape, by class
     would_redact: Counter[str] = field(default_factory=Counter)  # what today's rules would still replace
     excluded: str | None = None  # why it stays, or None
+    scanned: bool = False  # run through today's rules again (not recorded clean under them)
+    held: str | None = None  # why its meta alone keeps it back (then it was not scanned)
 
     def as_dict(self) -> dict[str, Any]:
         return {"tape": self.id, "session_id": self.session_id, "harness": self.harness, "started": self.started,
@@ -63,63 +71,104 @@ class Candidate:
                 "would_redact": dict(self.would_redact), "excluded": self.excluded}
 
 
-def read_candidate(store: Store, path: Path, redactor: Redactor) -> Candidate:
+def read_candidate(store: Store, path: Path, redactor: Redactor,
+                   stays: Callable[[dict[str, Any]], str | None] | None = None,
+                   clean: frozenset[str] = frozenset()) -> Candidate:
     """One tape read whole: its meta, the objects it names, the files it touched, its redaction
-    markers, and whether today's rules would change any of its strings (objects included)."""
+    markers, and whether today's rules would change any of its strings (objects included).
+
+    A tape in `clean` (engram.tape.redacted: written by today's rules, `redactor.digest`) is their
+    output, and redaction is idempotent: running them again changes nothing, so it is not
+    scanned again. Its lines are then parsed only where they
+    can name an object or a file (the needles below); the markers are counted from every line.
+    Nor is a tape whose meta alone keeps its session back (`stays`: private, its harness, its
+    age): nothing of it leaves, whatever the rules would say (it would be scanned on every push).
+    """
     tid = path.name[: -len(".jsonl.zst")]
     with TapeReader(path, store.objects_dir) as r:
         meta = r.meta()
         cand = Candidate(tid, path, str(meta.get("harness") or ""), str(meta.get("session_id") or ""),
                          meta.get("started"), meta.get("ended"), meta.get("git_head"), meta.get("prev"), r.size)
-        for line in r.raw_lines():
-            for m in _MARKER.finditer(line):
-                cand.redacted[m.group(1).decode()] += 1
+        cand.held = stays(meta) if stays is not None else None
+        trusted = cand.held is not None or tid in clean
         wholes = []
-        for ev in r.events():
+        for line in r.raw_lines():
+            if b"[REDACTED:" in line:
+                for m in _MARKER.finditer(line):
+                    cand.redacted[m.group(1).decode()] += 1
+            if trusted and _WANTED.search(line) is None:
+                continue
+            ev = E.loads(line)
             refs: set[str] = set()
-            referenced_objects(ev, refs)
-            cand.objects |= refs
+            if _OBJ_NEEDLE in line:
+                referenced_objects(ev, refs)
+                cand.objects |= refs
             if ev.get("kind") in E.CODE_KINDS and isinstance(ev.get("file"), str):
                 cand.files.add(ev["file"])
-            wholes.append(resolve(ev, store.objects_dir) if refs else ev)
+            if not trusted:
+                wholes.append(resolve(ev, store.objects_dir) if refs else ev)
+    if trusted:
+        return cand
+    cand.scanned = True
     before = Counter(redactor.counts)  # the tape's events at once, as capture redacts them
     if redactor.events(wholes) != wholes:
         cand.would_redact.update(redactor.counts - before)
     return cand
 
 
-def local_candidates(store: Store, skip: set[str], redactor: Redactor) -> list[Candidate]:
-    return [read_candidate(store, p, redactor) for p in tape_files(store.tapes_dir)
+def local_candidates(store: Store, skip: set[str], redactor: Redactor, now: float | None = None) -> list[Candidate]:
+    stays = _stays_by_meta(store, now)
+    digest = redactor.digest
+    clean = frozenset(t for t, rules in recorded(store.dir).items() if digest in rules)
+    return [read_candidate(store, p, redactor, stays, clean) for p in tape_files(store.tapes_dir)
             if p.name[: -len(".jsonl.zst")] not in skip]
+
+
+def _stays_by_meta(store: Store, now: float | None = None) -> Callable[[dict[str, Any]], str | None]:
+    """Why a tape's session stays, from its meta alone (private, harness, age), or None: the
+    reasons of `exclude` that need no scan of the tape."""
+    cfg = store.config["share"]
+    harnesses = set(cfg.get("exclude_harnesses") or [])
+    max_age = int(cfg.get("max_age_days") or 0)
+    cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((now or time.time()) - max_age * 86400)) if max_age else ""
+    private = private_sessions(store)
+
+    def stays(meta: dict[str, Any]) -> str | None:
+        if str(meta.get("session_id") or "") in private:
+            return "private (engram tapes --private)"
+        if str(meta.get("harness") or "") in harnesses:
+            return f"harness {meta.get('harness')} excluded ([share] exclude_harnesses)"
+        if cutoff and str(meta.get("started") or "") < cutoff:
+            return f"older than {max_age} days ([share] max_age_days)"
+        return None
+
+    return stays
 
 
 def exclude(store: Store, cands: list[Candidate], now: float | None = None) -> None:
     """Set each candidate's `excluded` reason from the settings and marks; a session is excluded
     whole when any of its segments is (by path, by redaction)."""
-    cfg = store.config["share"]
-    harnesses = set(cfg.get("exclude_harnesses") or [])
-    globs = [str(g) for g in cfg.get("exclude_paths") or []]
-    max_age = int(cfg.get("max_age_days") or 0)
-    cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((now or time.time()) - max_age * 86400)) if max_age else ""
-    private = private_sessions(store)
+    globs = [str(g) for g in store.config["share"].get("exclude_paths") or []]
+    stays = _stays_by_meta(store, now)
     by_session: dict[tuple[str, str], str] = {}
     for c in cands:
-        why = None
-        if c.session_id in private:
-            why = "private (engram tapes --private)"
-        elif c.harness in harnesses:
-            why = f"harness {c.harness} excluded ([share] exclude_harnesses)"
-        elif cutoff and (c.started or "") < cutoff:
-            why = f"older than {max_age} days ([share] max_age_days)"
-        elif globs and (hit := next((f for f in sorted(c.files) for g in globs if fnmatch.fnmatch(f, g)), None)):
-            why = f"touched {hit} ([share] exclude_paths)"
-        elif c.would_redact:
-            why = ("today's redaction rules would still change it: run `engram redact --again`, then push "
-                   f"({', '.join(f'{k} x{n}' for k, n in sorted(c.would_redact.items()))})")
+        # (held: kept back unscanned when read; it stays so though a mark changed since)
+        why = (stays({"session_id": c.session_id, "harness": c.harness, "started": c.started}) or c.held
+               or _by_content(c, globs))
         if why:
             by_session.setdefault((c.harness, c.session_id), why)
     for c in cands:
         c.excluded = by_session.get((c.harness, c.session_id))
+
+
+def _by_content(c: Candidate, globs: list[str]) -> str | None:
+    """Why a tape stays for what it holds: a file it touched, what today's rules would change."""
+    if globs and (hit := next((f for f in sorted(c.files) for g in globs if fnmatch.fnmatch(f, g)), None)):
+        return f"touched {hit} ([share] exclude_paths)"
+    if c.would_redact:
+        return ("today's redaction rules would still change it: run `engram redact --again`, then push "
+                f"({', '.join(f'{k} x{n}' for k, n in sorted(c.would_redact.items()))})")
+    return None
 
 
 # ---------------------------------------------------------------- private marks

@@ -63,6 +63,7 @@ class PushReport:
     sessions: list[dict[str, Any]] = field(default_factory=list)  # tapes that leave (or would)
     excluded: list[dict[str, Any]] = field(default_factory=list)
     already: int = 0  # local tapes the remote has
+    scanned: int = 0  # tapes not on the remote and not recorded clean under today's redaction rules
     bytes: int = 0
     memories: dict[str, Any] = field(default_factory=dict)
     tombstones: int = 0  # new on the remote
@@ -71,7 +72,8 @@ class PushReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"remote": self.remote, "dry_run": self.dry_run, "sessions": self.sessions, "excluded": self.excluded,
-                "already_on_remote": self.already, "bytes": self.bytes, "memories": self.memories,
+                "already_on_remote": self.already,
+                "scanned_again": self.scanned, "bytes": self.bytes, "memories": self.memories,
                 "tombstones": self.tombstones, "refs": self.refs, "attempts": self.attempts}
 
 
@@ -190,6 +192,7 @@ def _describe(report: PushReport, store: Store, cands: list[Candidate], going: l
     report.excluded = [c.as_dict() for c in cands if c.excluded]
     report.bytes = sum(c.size for c in going) + sum(
         _size(object_path(store.objects_dir, d)) for d in set().union(*(c.objects for c in going)))
+    report.scanned = sum(1 for c in cands if c.scanned)
     report.already = sum(1 for tid in idx.sessions if (store.tapes_dir / f"{tid}{TAPE_SUFFIX}").exists())
     report.tombstones = len(set(tombs) - set(idx.tombstones))
     report.memories = {"team": mem.team, "personal": mem.personal, "purged": len(mem.purged),

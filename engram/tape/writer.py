@@ -17,6 +17,7 @@ import zstandard
 
 from engram.fsutil import atomic_write, fsync_dir, names_in, publish, put_in_place, write_unpublished
 from engram.tape import frames as fr
+from engram.tape.redacted import record as record_clean
 from engram.tape.events import META, Event, dumps
 from engram.tape.objects import externalize
 from engram.tape.reader import intact, mark_verified
@@ -106,12 +107,15 @@ def write_tape(
     redactions: Counter[str] | None = None,
     object_threshold: int = 256 * 1024,
     publish_later: bool = False,
+    rules: str | None = None,
 ) -> WrittenTape:
     """Persist `events` (the first must be `meta`) as one immutable tape. `redact` redacts one
     event, `redact_all` all of them at once (`Redactor.events`, faster: capture's).
     `publish_later`: a new tape is left in a temp file (`WrittenTape.pending`) for
     `publish_tape` to sync and put in place — what a capture worker does, its parent publishing
-    (`engram.fsutil.write_unpublished`)."""
+    (`engram.fsutil.write_unpublished`). `rules`: the digest of the rules that redacted them
+    (`Redactor.digest`), recorded beside the tapes (engram.tape.redacted): `engram push` does not
+    scan a tape clean under today's rules again."""
     import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
 
     if redact_all is not None:
@@ -145,10 +149,12 @@ def write_tape(
     path = tape_path(tapes_dir, tape_id)
     if path.exists():  # (rare: captures of unchanged sessions stop earlier)
         if intact(path):
+            record_clean(tapes_dir.parent, [tape_id], rules)
             return WrittenTape(tape_id, path, len(lines), raw_bytes, path.stat().st_size, False,
                                redactions or Counter(), stored)
         log.warning("tape %s was damaged on disk; writing it again", tape_id[:12])
     data = _encode_frames(frames)
+    record_clean(tapes_dir.parent, [tape_id], rules)  # (a fact about these bytes, wherever they land)
     if publish_later:
         pending = write_unpublished(path, data, mode=0o444)
         return WrittenTape(tape_id, path, len(lines), raw_bytes, len(data), True, redactions or Counter(), stored,
