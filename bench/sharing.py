@@ -270,7 +270,7 @@ def indexing(base: Path, args: argparse.Namespace) -> list[list[str]]:
 
 def store_push(base: Path, store: Store) -> list[list[str]]:
     """Realistic tapes too: the large store's own, pushed as plain blobs (the reference) and by
-    engram (the tapes whose meta records other redaction rules than today's are scanned again)."""
+    engram (the tapes not recorded clean under today's redaction rules are scanned again)."""
     files = tape_files(store.tapes_dir)
     mb = sum(p.stat().st_size for p in files) / 1e6
     print(f"  push of the store's tapes: load {common.load()}", flush=True)
