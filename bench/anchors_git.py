@@ -3,7 +3,7 @@ on a real file: notes remembered on one busy file of a real repository at many c
 the file then edited in the working tree, as a person's notes age while the code moves on.
 
     python bench/anchors_git.py MIRROR [--file PATH] [--commits 60] [--notes 300] [--calls 15]
-                                [--compare DIR ...] [--workdir DIR]
+                                [--compare DIR ...] [--workdir DIR] [--only-inproc | --only-server]
 
 MIRROR: a git repository (a mirror: `git clone --mirror URL`; never committed), cloned to a
 temporary directory. The newest --commits commits that changed --file (evenly spaced over them
@@ -24,8 +24,8 @@ alternating with the other trees' call by call:
   resolution kept in the store answers: the first recall after an edit);
 - the pre-edit hook for an Edit of the file, without a language server (`ENGRAM_LOCAL=1`: the
   anchors are only looked for as they were, no git) and with `engram lsp` running (the server
-  resolves the file's anchors against the disk for each call, not kept); one line of the file
-  changed before each call (an agent's previous edit);
+  resolves the file's anchors against the disk, then only those the edits since touched:
+  `engram.memory.follow`); one line of the file changed before each call (an agent's previous edit);
 - `engram lsp` with the file open: a character typed inside a note's lines, then codeLens; the
   server's CPU per edit (its worker resolving the notes the edit touched and the vanished ones).
 CPU = user + sys (the commands' children, git, included); the machine is shared: read the CPU

@@ -271,8 +271,8 @@ async def lsp(lsp_client: LanguageClient):
         pass
 
 
-async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient, repo: Path) -> None:
-    mid = remember(repo, "Retries back off exponentially", "net.py:4-10")
+async def _endpoint(lsp: LanguageClient, repo: Path) -> dict:
+    """The language server started on `repo`: its local endpoint's run file (port, token, pid)."""
     await lsp.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code"),
                                                         root_uri=repo.as_uri()))
     run_file = repo / ".engram" / "run" / "mcp.json"
@@ -280,7 +280,12 @@ async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient,
         if run_file.exists():
             break
         await asyncio.sleep(0.05)
-    info = json.loads(run_file.read_text())
+    return json.loads(run_file.read_text())
+
+
+async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient, repo: Path) -> None:
+    mid = remember(repo, "Retries back off exponentially", "net.py:4-10")
+    info = await _endpoint(lsp, repo)
     request = {"event": "edit", "file": "net.py", "ranges": [[9, 9]]}
     async with httpx2.AsyncClient() as h:
         url = f"http://127.0.0.1:{info['port']}/engram/notes"
@@ -323,14 +328,7 @@ async def test_the_servers_next_hook_resolves_only_the_notes_the_edit_since_touc
         mem.remember(f"handler_{i} caches per path: the upstream is slow", at=[f"app.py:{i * 9 + 1}-{i * 9 + 7}"],
                      dedup=False)
     (repo / "app.py").write_text(_functions(n, "# hit"))  # every note's code changed a little: all `edited`
-    await lsp.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code"),
-                                                        root_uri=repo.as_uri()))
-    run_file = repo / ".engram" / "run" / "mcp.json"
-    for _ in range(1200):  # the MCP stack's import takes seconds on a loaded machine
-        if run_file.exists():
-            break
-        await asyncio.sleep(0.05)
-    info = json.loads(run_file.read_text())
+    info = await _endpoint(lsp, repo)
     url, auth = f"http://127.0.0.1:{info['port']}/engram/notes", {"Authorization": f"Bearer {info['token']}"}
     request = {"event": "edit", "file": "app.py", "ranges": [[9 * 100 + 3, 9 * 100 + 3]]}
     async with httpx2.AsyncClient(timeout=120) as h:

@@ -157,14 +157,11 @@ def added_kgrams(old: str, new: str) -> set[int]:
 
 def _hunks(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]]:
     """The line ranges (a's i1-i2 became b's j1-j2) where the two differ, top first."""
+    from engram.adapters.unified import common_ends  # noqa: PLC0415
+
     if a == b:
         return []
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head, tail = common_ends(a, b)
     mid_a, mid_b = a[head:len(a) - tail], b[head:len(b) - tail]
     return [(head + i1, head + i2, head + j1, head + j2)
             for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
