@@ -119,13 +119,15 @@ def needs_resolving(places: Sequence[Place], added: AbstractSet[int] | None = No
 
 
 def moved(places: list[Place], start_line: int, end_line: int, text: str, start_char: int = 1,
-          end_char: int = 1) -> list[Place]:
-    """The places (1-based lines) after the change `follow_change` describes."""
+          end_char: int = 1) -> tuple[list[Place], bool]:
+    """The places (1-based lines) after the change `follow_change` describes, and whether it marked
+    one of them dirty (a place ending on the line above whole lines inserted is stretched over
+    them: its lines are then no longer its code's, and it is resolved again like a touched one)."""
     if all(p.end - 1 < start_line - 1 for p in places):
-        return places  # wholly above the change (and the line before it)
+        return places, False  # wholly above the change (and the line before it)
     spans = follow_change([_Lines(p.start - 1, p.end - 1) for p in places], start_line, end_line, text,
                           start_char, end_char)
-    return [replace(p, start=s.start + 1, end=s.end + 1) for p, s in zip(places, spans)]
+    return [replace(p, start=s.start + 1, end=s.end + 1) for p, s in zip(places, spans)], any(s.dirty for s in spans)
 
 
 def line_changes(old: str, new: str) -> list[tuple[int, int, str]]:
@@ -223,6 +225,9 @@ def _carried(kept: _Kept, text: str) -> dict[int, list[Place]]:
             if no not in dirty and touched(ps, start, end):
                 dirty.add(no)
         if lines.count("\n") != end - start:
-            places = {no: moved(ps, start, end, lines, 0, 0) for no, ps in places.items()}
+            for no, ps in list(places.items()):
+                places[no], stretched = moved(ps, start, end, lines, 0, 0)
+                if stretched:
+                    dirty.add(no)
     added = added_kgrams(kept.text, text) if any(p.state == "vanished" for ps in places.values() for p in ps) else set()
     return {no: ps for no, ps in places.items() if no not in dirty and not needs_resolving(ps, added)}

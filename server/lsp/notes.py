@@ -193,13 +193,16 @@ def follow(ls: EngramLanguageServer, uri: str, before: int, after: int,
             dirty[2].update(n.memory.id for n in found if touched(n.places, rng.start.line, rng.end.line))
         if change.text.count("\n") == rng.end.line - rng.start.line:
             continue  # no line added or removed (typing within lines): every place keeps its lines
-        found = [_moved(n, rng.start.line, rng.end.line, change.text, rng.start.character, rng.end.character)
-                 for n in found]
+        found = [_moved(n, rng.start.line, rng.end.line, change.text, rng.start.character, rng.end.character,
+                        dirty[2] if dirty is not None else None) for n in found]
     ls.notes[uri] = (after, when, found, False)
 
 
-def _moved(note: Note, start_line: int, end_line: int, text: str, start_char: int, end_char: int) -> Note:
-    places = moved(note.places, start_line, end_line, text, start_char, end_char)
+def _moved(note: Note, start_line: int, end_line: int, text: str, start_char: int, end_char: int,
+           dirty: set[str] | None) -> Note:
+    places, stretched = moved(note.places, start_line, end_line, text, start_char, end_char)
+    if stretched and dirty is not None:
+        dirty.add(note.memory.id)
     return note if places is note.places else Note(note.memory, places)
 
 
