@@ -10,10 +10,13 @@ server (`Followed`, the edit found by a line diff of the text the last resolutio
 
 - a change moves what is below it by the lines it added or removed (`follow_change`);
 - a note whose places the change reaches (`touched`, vanished ones included: the change may bring
-  their text back) is resolved again, and so is every vanished one (an edit anywhere may bring
-  its code back);
-- the whole file is resolved again at least every FULL_S, and whenever the store's memories
-  changed (`Memories.stamp`).
+  their text back), or that it stretched (`moved`), is resolved again;
+- so is a vanished note an edit elsewhere may have brought its code back with (`needs_resolving`:
+  every one when the edits' text is not at hand, as in the editor; for the hook, those whose
+  anchor shares a token k-gram with the lines the edits put in).
+
+The whole file is resolved again at least every FULL_S, and whenever the store's memories changed
+(`Memories.stamp`).
 """
 
 from __future__ import annotations
@@ -185,8 +188,8 @@ class _Kept:
 
 class Followed:
     """The last resolution of a few files' notes, each with the text it was made on: the next
-    one for a changed text resolves only the notes the change touched and the vanished ones and
-    moves the others (the module's rule). A long-running process's (the language server answering
+    one for a changed text resolves only the notes the change touched and the vanished ones it
+    may have brought back, and moves the others (the module's rule). A long-running process's (the language server answering
     an agent's hooks); its store work runs on one thread, so no lock."""
 
     def __init__(self) -> None:
