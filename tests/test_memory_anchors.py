@@ -852,6 +852,9 @@ def test_a_file_followed_from_its_last_resolution_answers_as_a_fresh_resolution(
     path.write_text(PARSER.replace(merge, ""))  # merge_headers deleted: its note vanishes
     followed, fresh = both()
     assert followed == fresh and any(p[2] == "vanished" for _, ps in followed for p in ps)
+    path.write_text("# the header parser\n\n" + PARSER.replace(merge, ""))  # the others move, the vanished one stays
+    followed, fresh = both()
+    assert followed == fresh and any(p[2] == "vanished" for _, ps in followed for p in ps)
     path.write_text("# moved below\n\n" + PARSER.replace(merge, "").replace('    return name.strip().lower(), value.strip()\n',
                              '    return name.strip().lower(), value.strip()  # trimmed\n') + "\n\n" + merge)
     followed, fresh = both()

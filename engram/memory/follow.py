@@ -125,12 +125,15 @@ def moved(places: list[Place], start_line: int, end_line: int, text: str, start_
           end_char: int = 1) -> tuple[list[Place], bool]:
     """The places (1-based lines) after the change `follow_change` describes, and whether it marked
     one of them dirty (a place ending on the line above whole lines inserted is stretched over
-    them: its lines are then no longer its code's, and it is resolved again like a touched one)."""
+    them: its lines are then no longer its code's, and it is resolved again like a touched one).
+    A vanished place stays where its anchor was, as a resolution shows it."""
     if all(p.end - 1 < start_line - 1 for p in places):
         return places, False  # wholly above the change (and the line before it)
     spans = follow_change([_Lines(p.start - 1, p.end - 1) for p in places], start_line, end_line, text,
                           start_char, end_char)
-    return [replace(p, start=s.start + 1, end=s.end + 1) for p, s in zip(places, spans)], any(s.dirty for s in spans)
+    live = [(p, s) for p, s in zip(places, spans) if p.state != "vanished"]
+    return ([p if p.state == "vanished" else replace(p, start=s.start + 1, end=s.end + 1) for p, s in zip(places, spans)],
+            any(s.dirty for _, s in live))
 
 
 def line_changes(old: str, new: str) -> list[tuple[int, int, str]]:
