@@ -781,6 +781,7 @@ def test_a_file_followed_from_its_last_resolution_answers_as_a_fresh_resolution(
     followed, fresh = both()
     assert followed == fresh and all(p[2] != "vanished" for _, ps in followed for p in ps)
 
+
 def test_notes_taken_at_many_commits_ask_git_twice_and_answer_as_alone(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Notes on one file taken at six commits of its history, the file then edited: resolving them
     all (what `engram recall --at FILE`, the hook's server and the editor's lenses do) starts two
@@ -858,4 +859,3 @@ def test_the_scan_for_deleted_notes_reads_each_file_once_per_call(repo: Path, mo
     assert together == alone
     assert {s for ps in alone.values() for s, *_ in ps} == {"vanished"}
     assert sorted(opened) == sorted({f"mod{i}.py" for i in range(8)} | {"util.py", "http.py"}), opened
-
