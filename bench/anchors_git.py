@@ -3,7 +3,7 @@ on a real file: notes remembered on one busy file of a real repository at many c
 the file then edited in the working tree, as a person's notes age while the code moves on.
 
     python bench/anchors_git.py MIRROR [--file PATH] [--commits 60] [--notes 300] [--calls 15]
-                                [--compare DIR ...] [--workdir DIR]
+                                [--compare DIR ...] [--workdir DIR] [--only-inproc | --only-server]
 
 MIRROR: a git repository (a mirror: `git clone --mirror URL`; never committed), cloned to a
 temporary directory. The newest --commits commits that changed --file (evenly spaced over them
@@ -24,8 +24,8 @@ alternating with the other trees' call by call:
   resolution kept in the store answers: the first recall after an edit);
 - the pre-edit hook for an Edit of the file, without a language server (`ENGRAM_LOCAL=1`: the
   anchors are only looked for as they were, no git) and with `engram lsp` running (the server
-  resolves the file's anchors against the disk for each call, not kept); one line of the file
-  changed before each call (an agent's previous edit);
+  resolves the file's anchors against the disk, then only those the edits since touched:
+  `engram.memory.follow`); one line of the file changed before each call (an agent's previous edit);
 - `engram lsp` with the file open: a character typed inside a note's lines, then codeLens; the
   server's CPU per edit (its worker resolving the notes the edit touched and the vanished ones).
 CPU = user + sys (the commands' children, git, included); the machine is shared: read the CPU
@@ -276,6 +276,34 @@ def p(xs: list[float]) -> str:
     return f"{ms(pct(xs, 50))} / {ms(pct(xs, 99))}"
 
 
+def in_and_out(repo: Path, args: argparse.Namespace, names: list[str], trees: list[str], rng: random.Random) -> None:
+    """The in-process rows, then `recall --at` and the hook without a server."""
+    rows = []
+    answers = {}
+    for name, tree in zip(names, trees, strict=True):
+        r = run_inproc(tree, repo, args.file)
+        answers[name] = (r["cold"]["places"], r["again"]["places"])
+        for label in ("cold", "again"):
+            x = r[label]
+            same = ", ".join(other for other, ans in answers.items() if other != name
+                             and ans[label == "again"] == x["places"]) or "-"
+            rows.append([name, label, str(r["notes"]), f"{ms(x['wall'])}", f"{ms(x['cpu'])} ({ms(x['git_cpu'])})",
+                         str(x["git"]), " ".join(f"{k} {v}" for k, v in sorted(x["states"].items())), same])
+    print(fmt_table(["tree", "resolution in-process", "notes", "wall ms", "CPU ms (git's)", "processes",
+                     "states", "same places as"], rows))
+    print(f"load {load()}")
+    if args.only_inproc:
+        sys.exit(0)
+    rows = []
+    cli = recall_cli(repo, args.file, trees, args.calls)
+    local = hook_local(repo, args.file, trees, args.calls, rng)
+    for name, (w, c), (hw, hc) in zip(names, cli, local, strict=True):
+        rows.append([name, p(w), p(c), p(hw), p(hc)])
+    print(fmt_table(["tree", "recall --at FILE wall p50 / p99 ms", "CPU", "pre-edit hook, no server, wall",
+                     "CPU"], rows))
+    print(f"load {load()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mirror", type=Path, nargs="?")
@@ -288,6 +316,7 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, help="keep the built repository here (reused when it exists)")
     ap.add_argument("--inproc", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--only-inproc", action="store_true", help="the in-process rows alone")
+    ap.add_argument("--only-server", action="store_true", help="the language server's rows alone")
     args = ap.parse_args()
     if args.inproc is not None:
         inproc(args.inproc, args.file)
@@ -308,30 +337,8 @@ def main() -> None:
         build(args.mirror.resolve(), args.workdir, args.file, args.commits, args.notes, rng)
     print(f"# bench/anchors_git.py — {machine()}")
     print(f"{args.file} of {args.mirror}: {args.notes} notes at {args.commits} commits; load {load()}")
-    rows = []
-    answers = {}
-    for name, tree in zip(names, trees, strict=True):
-        r = run_inproc(tree, repo, args.file)
-        answers[name] = (r["cold"]["places"], r["again"]["places"])
-        for label in ("cold", "again"):
-            x = r[label]
-            same = ", ".join(other for other, ans in answers.items() if other != name
-                             and ans[label == "again"] == x["places"]) or "-"
-            rows.append([name, label, str(r["notes"]), f"{ms(x['wall'])}", f"{ms(x['cpu'])} ({ms(x['git_cpu'])})",
-                         str(x["git"]), " ".join(f"{k} {v}" for k, v in sorted(x["states"].items())), same])
-    print(fmt_table(["tree", "resolution in-process", "notes", "wall ms", "CPU ms (git's)", "processes",
-                     "states", "same places as"], rows))
-    print(f"load {load()}")
-    if args.only_inproc:
-        return
-    rows = []
-    cli = recall_cli(repo, args.file, trees, args.calls)
-    local = hook_local(repo, args.file, trees, args.calls, rng)
-    for name, (w, c), (hw, hc) in zip(names, cli, local, strict=True):
-        rows.append([name, p(w), p(c), p(hw), p(hc)])
-    print(fmt_table(["tree", "recall --at FILE wall p50 / p99 ms", "CPU", "pre-edit hook, no server, wall",
-                     "CPU"], rows))
-    print(f"load {load()}")
+    if not args.only_server:
+        in_and_out(repo, args, names, trees, rng)
     rows = []
     for name, tree in zip(names, trees, strict=True):
         s = with_server(repo, args.file, tree, args.calls, rng)

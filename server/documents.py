@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engram.memory.follow import follow_change
 from engram.query.regions import Region, RegionSession
 from engram.store.repo import Store
 
@@ -46,37 +47,3 @@ class DocState:
             if r.start <= line <= r.end:
                 return r
         return None
-
-
-def follow_change(regions: list[LiveRegion], start_line: int, end_line: int, new_text: str, start_char: int = 1,
-                  end_char: int = 1) -> list[LiveRegion]:
-    """The regions after the text between two positions (0-based lines) became `new_text`: those
-    below the change move by the lines it added or removed, those it touches are marked dirty
-    (also what notes' places follow between two resolutions, engram_server.lsp.notes)."""
-    delta = new_text.count("\n") - (end_line - start_line)
-    if start_char == 0 and end_char == 0 and (new_text == "" or new_text.endswith("\n")):
-        # Whole lines inserted or removed before `end_line`: that line's own text is untouched.
-        if end_line == start_line:
-            start_line -= 1  # pure insertion: nothing at or after start_line is touched
-        end_line -= 1
-        if end_line < start_line:
-            for r in regions:
-                if r.start >= start_line + 1:
-                    r.start += delta
-                    r.end += delta
-            return regions
-    kept: list[LiveRegion] = []
-    for r in regions:
-        if r.end < start_line:
-            kept.append(r)
-        elif r.start > end_line:
-            r.start += delta
-            r.end += delta
-            kept.append(r)
-        else:  # the change touches the region's own text
-            r.dirty = True
-            r.end = max(r.start, r.end + delta)
-            if r.start > start_line and delta < 0:
-                r.start = max(start_line, r.start + delta)
-            kept.append(r)
-    return kept

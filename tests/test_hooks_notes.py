@@ -271,8 +271,8 @@ async def lsp(lsp_client: LanguageClient):
         pass
 
 
-async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient, repo: Path) -> None:
-    mid = remember(repo, "Retries back off exponentially", "net.py:4-10")
+async def _endpoint(lsp: LanguageClient, repo: Path) -> dict:
+    """The language server started on `repo`: its local endpoint's run file (port, token, pid)."""
     await lsp.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code"),
                                                         root_uri=repo.as_uri()))
     run_file = repo / ".engram" / "run" / "mcp.json"
@@ -280,7 +280,12 @@ async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient,
         if run_file.exists():
             break
         await asyncio.sleep(0.05)
-    info = json.loads(run_file.read_text())
+    return json.loads(run_file.read_text())
+
+
+async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient, repo: Path) -> None:
+    mid = remember(repo, "Retries back off exponentially", "net.py:4-10")
+    info = await _endpoint(lsp, repo)
     request = {"event": "edit", "file": "net.py", "ranges": [[9, 9]]}
     async with httpx2.AsyncClient() as h:
         url = f"http://127.0.0.1:{info['port']}/engram/notes"
@@ -292,3 +297,51 @@ async def test_the_running_language_server_answers_the_hook(lsp: LanguageClient,
     edit = {"file_path": str(repo / "net.py"), "old_string": "            time.sleep(2 ** i)\n", "new_string": ""}
     proc, _ = await asyncio.to_thread(hook, repo, payload(repo, "Edit", edit), {"ENGRAM_LOCAL": ""})
     assert mid in context(proc)
+
+
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (and its reaped children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _functions(n: int, tag: str) -> str:
+    return "".join(f"def handler_{i}(request, cache):\n    key = request.path + '/{i}'\n"
+                   f"    if key in cache:  {tag}\n        return cache[key]\n    value = compute_{i}(request)\n"
+                   f"    cache[key] = value\n    return value\n\n\n" for i in range(n))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the server's CPU time from /proc")
+async def test_the_servers_next_hook_resolves_only_the_notes_the_edit_since_touched(lsp: LanguageClient,
+                                                                                      repo: Path) -> None:
+    """An agent edits a file with many notes whose code has changed since they were written: the
+    server's first hook resolves them all; the next, after one edit, moves the notes the edit did
+    not reach and resolves only those it did, answering what a fresh resolution answers."""
+    from engram.memory.briefs import edit_notes
+    from engram.memory.memories import Memories
+    from engram.store.repo import Store
+
+    n = 120
+    (repo / "app.py").write_text(_functions(n, "# cached"))
+    mem = Memories(Store(repo))
+    for i in range(n):
+        mem.remember(f"handler_{i} caches per path: the upstream is slow", at=[f"app.py:{i * 9 + 1}-{i * 9 + 7}"],
+                     dedup=False)
+    (repo / "app.py").write_text(_functions(n, "# hit"))  # every note's code changed a little: all `edited`
+    info = await _endpoint(lsp, repo)
+    url, auth = f"http://127.0.0.1:{info['port']}/engram/notes", {"Authorization": f"Bearer {info['token']}"}
+    request = {"event": "edit", "file": "app.py", "ranges": [[9 * 100 + 3, 9 * 100 + 3]]}
+    async with httpx2.AsyncClient(timeout=120) as h:
+        before = _cpu(info["pid"])
+        first = (await h.post(url, json=request, headers=auth)).json()
+        cold = _cpu(info["pid"]) - before
+        text = (repo / "app.py").read_text().replace("def handler_50(", "# moved on\n\ndef handler_50(")
+        (repo / "app.py").write_text(text)  # the agent's edit: two lines inserted (after that hook)
+        request["ranges"] = [[9 * 100 + 5, 9 * 100 + 5]]  # handler_100's line, two lines further down
+        before = _cpu(info["pid"])
+        second = (await h.post(url, json=request, headers=auth)).json()
+        warm = _cpu(info["pid"]) - before
+    fresh = edit_notes(Memories(Store(repo)), "app.py", [(9 * 100 + 5, 9 * 100 + 5)]).to_json()
+    assert first["shown"] and second == fresh, "the places and verdicts a fresh resolution gives"
+    assert "app.py:903-909" in second["text"] and "edited" in second["text"]
+    assert warm < cold / 3, f"the second hook resolved {warm:.3f} s of CPU, the first {cold:.3f} s"

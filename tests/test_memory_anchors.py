@@ -745,6 +745,43 @@ def test_a_function_moved_down_and_edited_follows_it(repo: Path) -> None:
     assert (r.state, r.file, r.start, r.end) == ("edited", a.file, at, at + 6)
 
 
+def test_a_file_followed_from_its_last_resolution_answers_as_a_fresh_resolution(repo: Path) -> None:
+    """The server's hook answers (`in_file(follow=True)`): after each edit, the notes it did not
+    reach keep their verdict at their moved lines, and a vanished note whose code an edit brings
+    back is found again — what resolving every note afresh says."""
+    from engram.memory.memories import Memories
+    from engram.store.repo import Store
+
+    run_engram(repo, "init")
+    (repo / "pkg" / "http.py").unlink()  # (no other copy of the code to find it in)
+    path = repo / "parser.py"
+    path.write_text(PARSER)
+    mem = Memories(Store(repo))
+    lines = PARSER.splitlines(keepends=True)
+    starts = [i + 1 for i, line in enumerate(lines) if line.startswith("def ")]
+    for a, b in zip(starts, [*starts[1:], len(lines) + 3]):
+        mem.remember(f"the function at line {a} is shared by the transport", at=[f"parser.py:{a}-{b - 3}"], dedup=False)
+    merge = "".join(lines[starts[1] - 1:starts[2] - 3])
+
+    def both() -> tuple[list, list]:
+        def shown(found: list) -> list:
+            return [(m.id, [(p.start, p.end, p.state, round(p.retained, 3)) for p in ps]) for m, ps in found]
+
+        return (shown(mem.in_file("parser.py", attribute=False, follow=True)),
+                shown(Memories(Store(repo)).in_file("parser.py", attribute=False)))
+
+    path.write_text(PARSER.replace(merge, ""))  # merge_headers deleted: its note vanishes
+    followed, fresh = both()
+    assert followed == fresh and any(p[2] == "vanished" for _, ps in followed for p in ps)
+    path.write_text("# the header parser\n\n" + PARSER.replace(merge, ""))  # the others move, the vanished one stays
+    followed, fresh = both()
+    assert followed == fresh and any(p[2] == "vanished" for _, ps in followed for p in ps)
+    path.write_text("# moved below\n\n" + PARSER.replace(merge, "").replace('    return name.strip().lower(), value.strip()\n',
+                             '    return name.strip().lower(), value.strip()  # trimmed\n') + "\n\n" + merge)
+    followed, fresh = both()
+    assert followed == fresh and all(p[2] != "vanished" for _, ps in followed for p in ps)
+
+
 def test_notes_taken_at_many_commits_ask_git_twice_and_answer_as_alone(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Notes on one file taken at six commits of its history, the file then edited: resolving them
     all (what `engram recall --at FILE`, the hook's server and the editor's lenses do) starts two

@@ -27,6 +27,7 @@ from engram.adapters.base import (
 from engram.adapters.unified import (
     apply_hunks,
     changes_from_hunks,
+    common_ends,
     context_fields,
     count_lines,
     diff_hunks,
@@ -705,12 +706,7 @@ def _notebook_edit(cap: Capture, ev: dict[str, Any], inp: dict[str, Any], tur: d
 
 def _changed_middle(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
     """`old` and `new` without the lines they start and end with alike."""
-    head = 0
-    while head < min(len(old), len(new)) and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
+    head, tail = common_ends(old, new)
     return old[head:len(old) - tail], new[head:len(new) - tail]
 
 

@@ -231,6 +231,18 @@ def reverse_hunks(hunks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     return out
 
 
+def common_ends(old: list[str] | tuple[str, ...], new: list[str] | tuple[str, ...]) -> tuple[int, int]:
+    """How many lines `old` and `new` start with alike, and end with alike after those: a diff
+    need only look between them (an edit changes a few lines of a long file)."""
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return head, tail
+
+
 def diff_hunks(old: list[str], new: list[str], context: int = 3) -> list[dict[str, Any]]:
     """The hunks (structuredPatch's shape, `context` lines around each change) that turn `old`
     into `new`: for a Write known only by its new content and the file the session last saw."""

@@ -70,11 +70,15 @@ def edit_notes(mem: Memories, file: str, ranges: Sequence[tuple[int, int]] | Non
     """The notes on lines `ranges` of `file` (repository-relative; None: the whole file, as a
     Write replaces it), then the file's other notes whose code vanished or was edited below
     `drift_below` retained, within `budget` tokens. `quick`: anchors not fingerprinted
-    (`places_of`; a hook answering without a language server)."""
+    (`places_of`; a hook answering without a language server). Otherwise (a language server
+    answering the hook before each edit), the file's last resolution in this process is moved
+    along with the edits since and only the notes they touched are resolved (`in_file`'s
+    `follow`): resolving a busy file's every aged note took longer than the hook may wait."""
     if budget <= 0:
         return Brief("", [], 0, 0)
     on, drifted = [], []
-    for m, places in mem.in_file(file, attribute=False, quick=quick):  # (the agent waits: no session attribution)
+    # (the agent waits: no session attribution)
+    for m, places in mem.in_file(file, attribute=False, quick=quick, follow=not quick):
         if any(_overlaps(p, ranges) for p in places):
             on.append((m, places))
         elif any(_drifted(p, drift_below) for p in places):

@@ -51,6 +51,7 @@ from engram.store.repo import Store
 from engram.words import plural
 
 if TYPE_CHECKING:
+    from engram.memory.follow import Followed
     from engram.memory.vectors import Matrix
 
 log = logging.getLogger(__name__)
@@ -595,14 +596,22 @@ class Memories:
             " WHERE (a.file = ? OR a.at_file = ?) AND m.status = 'active'", (file, file))]
 
     def in_file(self, file: str, buffers: Mapping[str, str] | None = None, attribute: bool = True,
-                quick: bool = False, nos: Sequence[int] | None = None) -> list[tuple[Memory, list[Place]]]:
+                quick: bool = False, nos: Sequence[int] | None = None, follow: bool = False
+                ) -> list[tuple[Memory, list[Place]]]:
         """The active memories with an anchor in `file` (repository-relative), each with those of its
         places that are in it now (a vanished anchor: where it was): what an editor shows on that
         file's lines (hovers, lenses, drift diagnostics), vanished anchors included unlike `near`.
         `attribute`, `quick`: see `places_of`. `nos`: only these of `anchored_in(file)` (a caller
-        resolving hundreds in slices, so that other work is not queued behind them)."""
-        nos = self.anchored_in(file) if nos is None else list(nos)
-        places = self.places(nos, buffers, attribute, quick)
+        resolving hundreds in slices, so that other work is not queued behind them). `follow`: the
+        file as it is on disk, its last resolution in this process moved along with the edits
+        since and only the notes they touched resolved again (`engram.memory.follow`; a server
+        answering an agent's hook before each edit, the file changed by the edit before)."""
+        if follow and buffers is None and not quick and nos is None:
+            nos = self.anchored_in(file)
+            places = self._followed_places(file, nos, attribute)
+        else:
+            nos = self.anchored_in(file) if nos is None else list(nos)
+            places = self.places(nos, buffers, attribute, quick)
         mems = self.by_no(nos, full=True)
         found = []
         for no in nos:
@@ -611,6 +620,25 @@ class Memories:
                 found.append((mems[no], here))
         found.sort(key=lambda mp: (min(p.start for p in mp[1]), mp[0].id))
         return found
+
+    def _followed_places(self, file: str, nos: list[int], attribute: bool) -> dict[int, list[Place]]:
+        """`in_file`'s places with `follow`: kept in `self.followed` with the text they are for."""
+        from engram.memory.anchors import working_text  # noqa: PLC0415
+
+        text = working_text(self.store.root, file, None)
+
+        def resolve(todo: list[int]) -> dict[int, list[Place]]:
+            got = self.places(todo, None, attribute)
+            return {no: [p for p in ps if p.file == file] for no, ps in got.items()}
+
+        return self.followed.places(file, text, self.stamp(), nos, resolve)
+
+    @cached_property
+    def followed(self) -> Followed:
+        """The last resolutions of the files `in_file(follow=True)` was asked about."""
+        from engram.memory.follow import Followed  # noqa: PLC0415
+
+        return Followed()
 
     def graph(self, ref: str, depth: int = 2) -> dict[str, Any]:
         """The memories linked to one, both ways, to `depth` links (at most MAX_GRAPH_DEPTH)."""

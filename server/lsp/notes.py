@@ -12,16 +12,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
 
 from engram.errors import EngramError
+from engram.memory.follow import FULL_S, moved, needs_resolving, touched
 from engram.memory.model import Memory
 from engram.memory.places import Place
 
-from ..documents import DocState, LiveRegion, follow_change
+from ..documents import DocState
 from .server import EngramLanguageServer
 
 log = logging.getLogger(__name__)
@@ -29,13 +30,12 @@ log = logging.getLogger(__name__)
 #: A document's notes are resolved again after this long even when its text did not change:
 #: another process (the command line, an agent) may have written or forgotten one meanwhile.
 FRESH_S = 2.0
-#: A document's notes are resolved whole at least this often; in between, only those an edit
-#: touched and those whose code vanished (an edit anywhere may bring it back) are: the others'
-#: text did not change, the places `follow` moved them to stand. A change of the store's memories
-#: (`Memories.stamp`) resolves them whole at once. The whole resolution (~100 ms of the worker for
-#: 500 notes in a 5,000-line file) ran every 30 s and was the tail of a hover or lens that came
-#: meanwhile (bench/lsp_notes.py); this is only a safety net now.
-FULL_S = 300.0
+# A document's notes are resolved whole at least every FULL_S (`engram.memory.follow`, the rule
+# shared with the hook's answers); in between, only those an edit touched and those whose code
+# vanished are. A change of the store's memories (`Memories.stamp`) resolves them whole at once.
+# The whole resolution (~100 ms of the worker for 500 notes in a 5,000-line file) was the tail of
+# a hover or lens that came meanwhile (bench/lsp_notes.py); FULL_S is only a safety net.
+
 #: Notes resolved per turn of the worker thread (~0.2 ms each on a 5,000-line buffer): a hover or
 #: lens asked meanwhile waits for one slice, not for the 500 notes of a big file (~100 ms,
 #: bench/lsp_notes.py); between two slices the loop runs uncontended for the GIL.
@@ -125,12 +125,11 @@ def _kept(ls: EngramLanguageServer, uri: str, version: int) -> tuple[Any, dict[s
     cached, dirty = ls.notes.get(uri), ls.note_dirty.get(uri)
     if cached is None or cached[0] != version or dirty is None:
         return None
-    stamp, full_at, touched = dirty
+    stamp, full_at, edited = dirty
     if time.monotonic() - full_at >= FULL_S:  # due: whole, once (typing on may cut it short: then
-        ls.note_dirty[uri] = (stamp, time.monotonic(), touched)  # the next is FULL_S later, not at every edit)
+        ls.note_dirty[uri] = (stamp, time.monotonic(), edited)  # the next is FULL_S later, not at every edit)
         return None
-    return stamp, {n.memory.id: n for n in cached[2]
-                   if n.memory.id not in touched and all(p.state != "vanished" for p in n.places)}
+    return stamp, {n.memory.id: n for n in cached[2] if n.memory.id not in edited and not needs_resolving(n.places)}
 
 
 async def _resolved(ls: EngramLanguageServer, state: DocState, rel: str, text: str,
@@ -191,26 +190,20 @@ def follow(ls: EngramLanguageServer, uri: str, before: int, after: int,
         assert isinstance(change, types.TextDocumentContentChangePartial)
         rng = change.range
         if dirty is not None:  # their text changed: resolved again (the others only move)
-            dirty[2].update(n.memory.id for n in found if _touched(n, rng.start.line, rng.end.line))
+            dirty[2].update(n.memory.id for n in found if touched(n.places, rng.start.line, rng.end.line))
         if change.text.count("\n") == rng.end.line - rng.start.line:
             continue  # no line added or removed (typing within lines): every place keeps its lines
-        found = [_moved(n, rng.start.line, rng.end.line, change.text, rng.start.character, rng.end.character)
-                 for n in found]
+        found = [_moved(n, rng.start.line, rng.end.line, change.text, rng.start.character, rng.end.character,
+                        dirty[2] if dirty is not None else None) for n in found]
     ls.notes[uri] = (after, when, found, False)
 
 
-def _touched(note: Note, start0: int, end0: int) -> bool:
-    """Whether a change of 0-based lines start0-end0 reaches one of the note's places (vanished
-    ones included: the change may bring their text back)."""
-    return any(p.start - 1 <= end0 and start0 <= p.end - 1 for p in note.places)
-
-
-def _moved(note: Note, start_line: int, end_line: int, text: str, start_char: int, end_char: int) -> Note:
-    if all(p.end - 1 < start_line - 1 for p in note.places):
-        return note  # wholly above the change (and the line before it)
-    spans = follow_change([LiveRegion(p.start - 1, p.end - 1, []) for p in note.places],
-                          start_line, end_line, text, start_char, end_char)
-    return Note(note.memory, [replace(p, start=s.start + 1, end=s.end + 1) for p, s in zip(note.places, spans)])
+def _moved(note: Note, start_line: int, end_line: int, text: str, start_char: int, end_char: int,
+           dirty: set[str] | None) -> Note:
+    places, stretched = moved(note.places, start_line, end_line, text, start_char, end_char)
+    if stretched and dirty is not None:
+        dirty.add(note.memory.id)
+    return note if places is note.places else Note(note.memory, places)
 
 
 def drifted(ls: EngramLanguageServer, note: Note) -> list[Place]:
