@@ -201,7 +201,7 @@ class Anchor:
                                     and all(c is None or isinstance(c, str) for c in ctx)):
             raise BadInput(f"anchor record: 'context' must be two strings or nulls: {_short(d)}")
         try:
-            fps = _unpack(_field(d, "fingerprints", str))
+            fps = unpack_fingerprints(_field(d, "fingerprints", str))
         except ValueError as exc:
             raise BadInput(f"anchor record: 'fingerprints' is not base64 of int64 values: {_short(d)}") from exc
         return cls(file, start, end, text_hash, fps, head, text, (ctx[0], ctx[1]) if ctx is not None else None)
@@ -223,7 +223,8 @@ def _pack(values: Sequence[int]) -> str:
     return base64.b64encode(struct.pack(f"<{len(values)}q", *values)).decode("ascii")
 
 
-def _unpack(s: str) -> tuple[int, ...]:
+def unpack_fingerprints(s: str) -> tuple[int, ...]:
+    """An anchor's fingerprints as stored (base64 of little-endian int64s), back as numbers."""
     raw = base64.b64decode(s.encode("ascii"), validate=True)
     if len(raw) % 8:
         raise ValueError("length is not a multiple of 8")

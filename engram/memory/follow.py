@@ -29,7 +29,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
-from engram.memory.anchors import _unpack
+from engram.memory.anchors import unpack_fingerprints
 from engram.memory.places import Place
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def needs_resolving(places: Sequence[Place], added: AbstractSet[int] | None = No
         if added is None:
             return True
         try:
-            fingerprints = _unpack(p.anchor.get("fingerprints") or "")
+            fingerprints = unpack_fingerprints(p.anchor.get("fingerprints") or "")
         except ValueError:
             return True
         if not added.isdisjoint(fingerprints):
