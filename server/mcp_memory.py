@@ -20,6 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from engram.memory.budget import RECALL_BUDGET, fit_recall
+from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
 from engram.store.repo import Store
 
 log = logging.getLogger(__name__)
@@ -28,9 +29,10 @@ T = TypeVar("T")
 MAX_CONTENT = 4000  # characters of one memory's content in an answer
 MAX_LIST = 100
 
-Kind = Literal["fact", "decision", "preference", "pattern", "debug", "todo", "negative"]
-Status = Literal["active", "superseded", "invalidated", "archived"]
-Relation = Literal["relates_to", "supersedes", "derived_from", "contradicts"]
+# The CLI's words (engram.memory.vocabulary), so a kind the CLI accepts (handoff) is one here too.
+Kind = Literal[KINDS]  # type: ignore[valid-type]
+Status = Literal[STATUSES]  # type: ignore[valid-type]
+Relation = Literal[RELATIONS]  # type: ignore[valid-type]
 
 
 class AnchorOut(BaseModel):

@@ -405,6 +405,11 @@ def test_the_mcp_resume_tool(spot: Path) -> None:
             assert again["handoff"]["id"] == note.structured_content["id"]
             assert again["handoff"]["note"]["next"] == ["review session_live.ex"]
             assert again["handoff"]["by"]["type"] == "agent"
+            found = await c.call_tool("recall", {"query": "renderer", "kind": "handoff"})  # the CLI's kinds
+            assert found.is_error is False, found.content
+            assert [m["id"] for m in found.structured_content["memories"]] == [note.structured_content["id"]]
+            listed = await c.call_tool("memories", {"kind": "handoff"})
+            assert [m["id"] for m in listed.structured_content["memories"]] == [note.structured_content["id"]]
             run_engram(spot, "forget", note.structured_content["id"], "--purge")
             bad = await c.call_tool("resume", {"session": "zzzz-no-such"})
             assert bad.is_error and "no tape or session matches" in bad.content[0].text
