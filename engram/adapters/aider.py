@@ -30,7 +30,6 @@ import hashlib
 import logging
 import os
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from engram.adapters.unified import (
     join_lines,
     split_lines,
 )
+from engram.gitread import git_output
 from engram.tape import events as E
 from engram.words import plural
 
@@ -455,11 +455,7 @@ class GitFiles:
         if not self.ok:
             return None
         if args not in self._cache:
-            try:
-                out = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, timeout=30, check=False)
-                self._cache[args] = out.stdout if out.returncode == 0 else None
-            except (OSError, subprocess.TimeoutExpired):
-                self._cache[args] = None
+            self._cache[args] = git_output(self.root, *args)
         return self._cache[args]
 
     def commit(self, short: str) -> str | None:

@@ -28,7 +28,6 @@ import logging
 import posixpath
 import re
 import shlex
-import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,6 +57,7 @@ from engram.adapters.unified import (
     join_lines,
     split_lines,
 )
+from engram.gitread import git_output
 from engram.tape import events as E
 
 log = logging.getLogger(__name__)
@@ -332,11 +332,7 @@ class Files:
         return self._commit_ok
 
     def _git(self, *args: str) -> bytes | None:
-        try:
-            out = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return out.stdout if out.returncode == 0 else None
+        return git_output(self.root, *args)
 
 
 def _named_in(rel: str, script: str) -> bool:

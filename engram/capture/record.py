@@ -13,7 +13,6 @@ import logging
 import os
 import pty
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from engram.capture.discovery import EVENTS, RAW, Job, detect_format, job_for_fi
 from engram.capture.pipeline import ingest, store_events
 from engram.capture.stats import IngestStats
 from engram.errors import BadInput
+from engram.gitread import git_output
 from engram.store.repo import Store
 from engram.tape import events as E
 from engram.tape.writer import WrittenTape
@@ -41,17 +41,15 @@ def _now() -> str:
 
 
 def _tracked_files(root: Path) -> list[str]:
-    try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
-                             capture_output=True, check=True, timeout=60).stdout
+    out = git_output(root, "ls-files", "-co", "--exclude-standard", "-z", timeout=60)
+    if out is not None:
         return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p)
-    except (OSError, subprocess.SubprocessError):
-        files = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            for name in filenames:
-                files.append(os.path.relpath(os.path.join(dirpath, name), root))
-        return sorted(files)
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            files.append(os.path.relpath(os.path.join(dirpath, name), root))
+    return sorted(files)
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -158,12 +156,8 @@ def record_command(store: Store, cmd: list[str],
 
 
 def _git_head(root: Path) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    out = git_output(root, "rev-parse", "HEAD", timeout=10)
+    return out.decode("ascii", "replace").strip() or None if out is not None else None
 
 
 def record_stdin(store: Store, fmt: str | None, stream: BinaryIO,

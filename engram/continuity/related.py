@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
+
+from engram.gitread import git_output
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,8 @@ class History:
 
 
 def _git(repo: Path, *args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=TIMEOUT_S, check=False,
-                             stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.debug("git %s in %s: %s", args[0], repo, exc)
-        return None
-    if out.returncode != 0:
-        log.debug("git %s in %s: %s", args[0], repo, out.stderr.decode("utf-8", "replace").strip()[-200:])
-        return None
-    return out.stdout.decode("utf-8", "replace")
+    out = git_output(repo, *args, timeout=TIMEOUT_S)
+    return None if out is None else out.decode("utf-8", "replace")
 
 
 def git_time(ts: str) -> str | None:

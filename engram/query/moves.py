@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Final
 
+from engram.gitread import git_output
 from engram.query.spans import in_tree
 
 log = logging.getLogger(__name__)
@@ -47,16 +47,11 @@ def _head_stamp(root: Path) -> int:
 
 def _followed(root: Path, file: str) -> frozenset[str]:
     """Every path `git log --follow` names for `file`'s history, `file` left out."""
-    try:
-        out = subprocess.run(["git", "-C", os.fspath(root), "log", "--follow", "-M", "--name-status", "-z",
-                              "--format=", "--", file], capture_output=True, timeout=TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.debug("no rename history of %s: %s", file, exc)
-        return frozenset()
-    if out.returncode != 0:
+    out = git_output(root, "log", "--follow", "-M", "--name-status", "-z", "--format=", "--", file, timeout=TIMEOUT_S)
+    if out is None:
         return frozenset()
     paths: set[str] = set()
-    fields = [f.strip("\n") for f in out.stdout.decode("utf-8", "surrogateescape").split("\0")]
+    fields = [f.strip("\n") for f in out.decode("utf-8", "surrogateescape").split("\0")]
     fields = [f for f in fields if f]
     i = 0
     while i < len(fields):  # STATUS PATH, or R/C SCORE OLD NEW, NUL-separated (names as they are)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engram.gitread import git_output
 from engram.errors import StoreNotFound
 from engram.store.config import load_config
 from engram.store.location import RUN_DIR, STORE_DIR, endpoint_file, find_store_root
@@ -33,34 +34,19 @@ def git_toplevel(path: Path) -> Path | None:
     probe = path if path.is_dir() else path.parent
     if not probe.is_dir():
         return None
-    import subprocess  # noqa: PLC0415 - ~4 ms at start-up of every command; only some run git
-
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(probe), "rev-parse", "--show-toplevel"],
-            capture_output=True, text=True, timeout=10, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0 or not out.stdout.strip():
-        return None
-    return Path(out.stdout.strip()).resolve()
+    out = git_output(probe, "rev-parse", "--show-toplevel", timeout=10)
+    top = out.decode("utf-8", "surrogateescape").strip() if out is not None else ""
+    return Path(top).resolve() if top else None
 
 
 @functools.lru_cache(maxsize=64)
 def git_worktrees(root: Path) -> list[Path]:
     """All work trees of the repository at `root` (itself included); cached for the process."""
-    import subprocess  # noqa: PLC0415 - ~4 ms at start-up of every command; only some run git
-
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "worktree", "list", "--porcelain"],
-            capture_output=True, text=True, timeout=10, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    out = git_output(root, "worktree", "list", "--porcelain", timeout=10)
+    if out is None:
         return [root]
     trees = [Path(line[len("worktree "):]).resolve()
-             for line in out.stdout.splitlines() if line.startswith("worktree ")]
+             for line in out.decode("utf-8", "surrogateescape").splitlines() if line.startswith("worktree ")]
     return trees or [root]
 
 
@@ -195,16 +181,8 @@ def init_store(root: Path) -> tuple[Store, list[str]]:
 
 
 def git_common_dir(root: Path) -> Path | None:
-    import subprocess  # noqa: PLC0415 - ~4 ms at start-up of every command; only some run git
-
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--git-common-dir"],
-            capture_output=True, text=True, timeout=10, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    out = git_output(root, "rev-parse", "--git-common-dir", timeout=10)
+    if out is None:
         return None
-    if out.returncode != 0:
-        return None
-    p = Path(out.stdout.strip())
+    p = Path(out.decode("utf-8", "surrogateescape").strip())
     return (root / p).resolve() if not p.is_absolute() else p
