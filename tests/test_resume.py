@@ -539,7 +539,7 @@ def test_under_a_budget_files_past_the_first_three_share_their_tape_and_folder_s
     off = files[-1]["at"].split("@")[1]
     assert f"\n- tape {group['tape']} [as-left]: src/services/handlers/ {{handler_number_56.py @" in text
     assert f"handler_number_00.py @{off}}}\n" in text, "a group on a line, each file with its offset"
-    assert "grouped by the tape of their pointer and their state, each with its offset" in text
+    assert "Past the first three of a list, files by tape and state (`tape T: x.py @12`: `engram view T@12`)" in text
 
 
 def _related_session(root: Path, tmp_path: Path) -> None:

@@ -171,8 +171,8 @@ def _footer(doc: dict[str, Any]) -> list[str]:
         left = ", ".join(_left(k, n) for k, n in doc["left_out"].items())
         out.append(f"Left out: {left}. More: {doc['more']}")
     if any("file" not in w for w in doc["working_set"] + (doc.get("likely_next") or [])):
-        out.append("Files past the first three of a list: grouped by the tape of their pointer and their state, each "
-                   "with its offset (`tape T ... x.py @12`: `engram view T@12`); `--budget 0`: each in full.")
+        out.append("Past the first three of a list, files by tape and state (`tape T: x.py @12`: `engram view T@12`); "
+                   "`--budget 0`: each in full.")
     out.append("Any item: `engram view TAPE@OFFSET` shows the transcript there.")
     return out
 
