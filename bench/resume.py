@@ -188,7 +188,7 @@ def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict
               history: Path | None, budget: int = 2000) -> list[dict[str, Any]]:
     from engram.continuity.commands import command_line, family  # noqa: PLC0415
     from engram.continuity.facts import read_facts  # noqa: PLC0415
-    from engram.continuity.package import Options, package  # noqa: PLC0415
+    from engram.continuity.package import Options, file_entries, package  # noqa: PLC0415
     from engram.continuity.related import read_history  # noqa: PLC0415
 
     edits = [i for i, (_, _, ev) in enumerate(events) if ev.get("kind") == "code.edit" and ev.get("file")]
@@ -206,10 +206,11 @@ def _cut_rows(store: Any, db: Any, chain: Any, events: list[tuple[str, int, dict
         doc = package(store, db, chain, facts, Options(budget=budget, history=history, history_until=facts.ended))
         alone = package(store, db, chain, facts, Options(budget=budget, history=Path(store.root)))  # (no commit)
         whole = package(store, db, chain, facts, Options(budget=0, history=history, history_until=facts.ended))
-        unbounded = {w["file"] for w in whole["working_set"] + (whole.get("likely_next") or [])}
-        named = {w["file"] for w in doc["working_set"]}
-        likely = {w["file"] for w in doc.get("likely_next") or []}
-        said = {w["file"] for w in alone["working_set"] + (alone.get("likely_next") or [])}
+        files = lambda d, *sections: {e["file"] for k in sections for e in file_entries(d, k)}  # noqa: E731
+        unbounded = files(whole, "working_set", "likely_next")
+        named = files(doc, "working_set")
+        likely = files(doc, "likely_next")
+        said = files(alone, "working_set", "likely_next")
         touched = {f for f in facts.files}
         last10 = {events[i][2]["file"] for i in [i for i in edits if i < at][-NEXT_EDITS:]}
         row: dict[str, Any] = {"why": why, "want": len(want), "working": len(want & named) / len(want),

@@ -40,14 +40,17 @@ class ResumeResult(BaseModel):
                                                             "migrations, deploys, publishes, deletions, installs")
     working_set: list[dict[str, Any]] = Field(description="files edited or read, latest first, each with its "
                                                           "`state` now: as-left, changed since (by whom), deleted; "
-                                                          "under a budget, past the first 3, `file`, `state` and `at` only")
+                                                          "under a budget, past the first 3, in groups: "
+                                                          "{tape, state, files: {path or folder/: offset}}, "
+                                                          "each file's pointer `tape@offset`")
     likely_next: list[dict[str, Any]] = Field(
         default_factory=list, description="files no event touched yet, most likely next first: those the transcript names "
                                           "(requests, plan, the agent's words, tool output), with `named_in` (request, plan, "
                                           "summary, message, thinking, call, output) and `at` (the latest mention), then those "
                                           "the repository's git relates to the files edited, with `why` (a test of one, changed "
                                           "with one in N commits); each with `state` (present or absent in the working tree); "
-                                          "under a budget, past the first 3, `file`, `state` and `at` only")
+                                          "under a budget, past the first 3, in groups as in working_set (a file "
+                                          "related alone: {state, files: [path]}, no pointer)")
     errors: list[dict[str, Any]] = Field(description="tool errors no later call of the tool on the target fixed")
     commands: list[dict[str, Any]] = Field(description="other commands, latest first, with their last outcome")
     left_out: dict[str, int] | bool = Field(description="false, or how many items of each section did not fit")

@@ -25,6 +25,7 @@ from conftest import (
     session_cwd,
 )
 
+from engram.continuity.package import file_entries
 from engram.query.budget import TOKEN_BYTES
 
 
@@ -43,8 +44,9 @@ def resume(cwd: Path, *args: str) -> dict[str, Any]:
 def ats(doc: dict[str, Any]) -> list[str]:
     """Every `tape@offset` pointer in the package."""
     out = [r["at"] for r in doc["requests"]] + ([doc["last_message"]["at"]] if doc["last_message"] else [])
-    for key in ("failing", "must_not_redo", "working_set", "errors", "commands"):
+    for key in ("failing", "must_not_redo", "errors", "commands"):
         out += [x["at"] for x in doc[key] if "at" in x]
+    out += [x["at"] for x in file_entries(doc, "working_set")]
     if doc["plan"]:
         out += [i["at"] for i in doc["plan"]["open"]]
     return out
@@ -64,7 +66,7 @@ def test_resume_of_the_latest_real_session_within_its_budget(spot: Path) -> None
     assert ("push", "git push --set-upstream origin spotter-dov 2>&1") in done
     assert any(c == "commit" for c, _ in done)
     assert all(e["outcome"] == "done" for e in doc["must_not_redo"]), "a failed commit did nothing to repeat"
-    files = [w["file"] for w in doc["working_set"]]
+    files = [w["file"] for w in file_entries(doc, "working_set")]
     assert files[0] == "priv/static/assets/spotter.css", "the file touched last comes first"
     assert doc["left_out"] and doc["more"] == f"engram resume {SPOTTER_OTHER} --budget 4000"
     # every pointer opens in `engram view` on the event it names
@@ -191,9 +193,13 @@ def test_budgets_hold_on_a_10_mb_session(spotter: Path, tmp_path: Path) -> None:
     for budget in (300, 2000):
         doc = resume(root, "--budget", str(budget))
         assert doc["session"]["events"] > 2000 and doc["budget"]["used"] <= budget
-        assert doc["left_out"]["commands"] >= 50
+        assert doc["left_out"]["commands"] >= 40
         assert len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()) <= budget * TOKEN_BYTES
     assert doc["requests"][0]["text"] == "did you push?" and doc["must_not_redo"]
+    whole = resume(root, "--budget", "0")
+    for key in ("working_set", "likely_next"):  # at 2,000 tokens every file, the first three of each in full
+        assert doc[key][:3] == whole[key][:3]
+        assert sorted(w["file"] for w in file_entries(doc, key)) == sorted(w["file"] for w in whole[key])
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -452,7 +458,7 @@ def test_files_named_but_not_touched_are_listed_most_likely_first(tmp_path: Path
     sess = s.save(tmp_path / "sessions")
     run_engram(root, "ingest", str(sess))
     doc = resume(root)
-    named = {m["file"]: m for m in doc["likely_next"]}
+    named = {m["file"]: m for m in file_entries(doc, "likely_next")}
     assert list(named)[:2] == ["src/fetch/client.py", "tests/test_client.py"], "said in the request: first"
     assert named["src/fetch/client.py"]["named_in"] == ["request"]
     assert named["src/fetch/backoff.py"]["named_in"] == ["output"], "git status named it"
@@ -462,7 +468,7 @@ def test_files_named_but_not_touched_are_listed_most_likely_first(tmp_path: Path
     assert "## Not touched yet: named" in text and "src/fetch/backoff.py  [absent] (in: output;" in text
     (root / "src" / "fetch").mkdir(parents=True, exist_ok=True)
     (root / "src" / "fetch" / "client.py").write_text("x = 1\n")
-    assert {m["file"]: m["state"] for m in resume(root)["likely_next"]}["src/fetch/client.py"] == "present"
+    assert {m["file"]: m["state"] for m in file_entries(resume(root), "likely_next")}["src/fetch/client.py"] == "present"
 
 
 def test_every_file_named_is_in_the_transcript_where_it_points(spot: Path) -> None:
@@ -498,38 +504,47 @@ def test_the_working_set_is_latest_first_whether_a_file_was_edited_or_read(tmp_p
         mid = (low + high) // 2
         low, high = (low, mid) if len(resume(root, "--budget", str(mid))["working_set"]) >= 2 else (mid + 1, high)
     small = resume(root, "--budget", str(low))
-    assert [w["file"] for w in small["working_set"]] == ["src/next.py", "src/other.py"]
+    assert [w["file"] for w in file_entries(small, "working_set")] == ["src/next.py", "src/other.py"]
 
 
-def test_under_a_budget_files_past_the_first_three_are_path_state_and_pointer_so_more_fit(tmp_path: Path) -> None:
-    """The session edited 24 files: at a budget where 24 full entries (ranges, counts, pointer)
-    cannot fit, the package still names all 24, the latest three in full and the rest as path,
-    state and the pointer into the transcript (every item keeps one), one a line in the text; with
-    no budget every file is in full."""
+def test_under_a_budget_files_past_the_first_three_share_their_tape_and_folder_so_all_fit(tmp_path: Path) -> None:
+    """The session edited 60 files of one folder: at 820 tokens, where the former short entry of
+    each (path, state, pointer: ~24 tokens) fits for fewer than half of them, the package names all
+    60, the latest three in full and the rest in one group that says the tape, the state and the
+    folder once and each file's offset: every file keeps a pointer that `engram view` opens on
+    the event that edited it."""
     root = _repo(tmp_path)
     s = Session(root, "dcdcdcdc-bbbb-4bbb-8bbb-00000000000b")
     s.prompt("Rename the handlers' option")
-    paths = [f"src/services/handlers/handler_number_{n:02d}.py" for n in range(24)]
+    paths = [f"src/services/handlers/handler_number_{n:02d}.py" for n in range(60)]
     for p in paths:
         s.write(p, f"OPTION = {len(p)}\n")
         (root / p).parent.mkdir(parents=True, exist_ok=True)
         (root / p).write_text(f"OPTION = {len(p)}\n")  # the tree as the session left it
     run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
-    whole = resume(root, "--budget", "0")
-    assert all({"edits", "lines", "at"} <= set(w) for w in whole["working_set"])
-    full = len(json.dumps(whole["working_set"], separators=(",", ":")).encode()) // TOKEN_BYTES
     doc = resume(root, "--budget", "820")
-    shown = len(json.dumps(doc["working_set"], separators=(",", ":")).encode()) // TOKEN_BYTES
-    assert doc["budget"]["used"] <= 820 < doc["budget"]["used"] - shown + full, "24 full entries would not fit"
-    assert [w["file"] for w in doc["working_set"]] == paths[::-1], "every file named, latest first"
+    files = file_entries(doc, "working_set")
+    assert doc["budget"]["used"] <= 820 and not doc["left_out"]
+    assert [w["file"] for w in files] == paths[::-1], "every file named, latest first"
+    former = sum(len(json.dumps({"file": w["file"], "state": w["state"], "at": w["at"]}, separators=(",", ":"))) + 1
+                 for w in files[3:])
+    rest = doc["budget"]["used"] * TOKEN_BYTES - len(json.dumps(doc["working_set"][3:], separators=(",", ":")))
+    assert 820 * TOKEN_BYTES - rest < former / 2, "in the former form fewer than half of these files would fit"
     assert all("at" in w and w["edits"] == 1 for w in doc["working_set"][:3])
-    assert [set(w) for w in doc["working_set"][3:]] == [{"file", "state", "at"}] * 21
-    assert {w["state"] for w in doc["working_set"]} == {"as-left"}
+    group = doc["working_set"][3]
+    assert len(doc["working_set"]) == 4 and list(group["files"]) == ["src/services/handlers/"]
+    assert group["tape"] and group["state"] == "as-left" and len(group["files"]["src/services/handlers/"]) == 57
+    assert {w["state"] for w in files} == {"as-left"}
+    for w in (files[3], files[30], files[-1]):  # each pointer opens on the edit of its file
+        assert w["at"].startswith(group["tape"] + "@")
+        view = json.loads(run_engram(root, "view", w["at"], "--before", "0", "--after", "0").stdout)
+        assert view["at"] == int(w["at"].split("@")[1]) and w["file"] in json.dumps(view)
     text = run_engram(root, "resume", "--budget", "820").stdout
     assert f"- {paths[-1]}:1-1  [as-left] 1 edit (" in text
-    at = doc["working_set"][-1]["at"]
-    assert f"\n- {paths[0]}  [as-left] ({at})\n" in text, "a file past the first three: path, state, pointer on a line"
-    assert "Files past the first three of a list: path, state and pointer only (`--budget 0`: each in full)." in text
+    off = files[-1]["at"].split("@")[1]
+    assert f"\n- tape {group['tape']} [as-left]: src/services/handlers/ {{handler_number_56.py @" in text
+    assert f"handler_number_00.py @{off}}}\n" in text, "a group on a line, each file with its offset"
+    assert "Past the first three of a list, files by tape and state (`tape T: x.py @12`: `engram view T@12`)" in text
 
 
 def _related_session(root: Path, tmp_path: Path) -> None:
@@ -570,7 +585,7 @@ def test_files_the_history_relates_to_the_working_set_are_listed_with_why(tmp_pa
     assert related["src/app/helpers.py"][0] == "changed with src/app/core.py in 3 commits"
     assert list(related)[:2] == ["tests/test_core.py", "src/app/helpers.py"], "a test, then the file changed with it"
     assert "src/app/core.py" not in related, "the file edited is in the working set"
-    assert {m["file"]: m["state"] for m in doc["likely_next"]}["src/app/helpers.py"] == "present"
+    assert {m["file"]: m["state"] for m in file_entries(doc, "likely_next")}["src/app/helpers.py"] == "present"
     text = run_engram(root, "resume").stdout
     assert "- src/app/helpers.py  [present] (changed with src/app/core.py in 3 commits" in text
 
@@ -605,14 +620,14 @@ def test_a_new_source_gets_the_test_the_repository_layout_expects(tmp_path: Path
     s.write("lib/shop/checkout.ex", "defmodule Shop.Checkout do\nend\n")
     run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
     doc = resume(root)
-    why = {m["file"]: m.get("why") for m in doc["likely_next"]}
+    why = {m["file"]: m.get("why") for m in file_entries(doc, "likely_next")}
     assert why["test/shop/checkout_test.exs"] == [
         "test to create for lib/shop/checkout.ex, as test/shop/cart_test.exs tests lib/shop/cart.ex"]
     assert why["test/shop/pay/card_test.exs"] == [
         "test to create for lib/shop/pay/card.ex, as test/shop/cart_test.exs tests lib/shop/cart.ex"], "folders kept"
     assert why["test/shop/cart_test.exs"][0] == "test of lib/shop/cart.ex", "a test there: its own, none to create"
     assert not [f for f in why if f.startswith("test/") and "price" in f], "price.ex was not edited"
-    states = {m["file"]: m["state"] for m in doc["likely_next"]}
+    states = {m["file"]: m["state"] for m in file_entries(doc, "likely_next")}
     assert states["test/shop/checkout_test.exs"] == "absent"
     text = run_engram(root, "resume").stdout
     assert "- test/shop/checkout_test.exs  [absent] (test to create for lib/shop/checkout.ex, as " in text
@@ -630,7 +645,7 @@ def test_a_python_layout_with_one_tests_folder(tmp_path: Path) -> None:
     s.prompt("Add a loader module")
     s.write("src/app/loader.py", "def load():\n    return 1\n")
     run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
-    why = {m["file"]: m.get("why") for m in resume(root)["likely_next"]}
+    why = {m["file"]: m.get("why") for m in file_entries(resume(root), "likely_next")}
     assert why["tests/test_loader.py"] == ["test to create for src/app/loader.py, as tests/test_core.py tests src/app/core.py"]
 
 

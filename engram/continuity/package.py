@@ -6,16 +6,17 @@ JSON per token); the text rendering of the same items is smaller than their JSON
 bounds both. Items go in this order until the budget is spent: the latest request (and the one a
 short request follows), where the hand-off note disagrees with the transcript, the agent's last
 message, the note, the plan's open items, checks still failing, side effects not to repeat, files
-edited or read (latest first), the first 20 files likely next (named but not touched yet:
+edited or read (latest first), files likely next (named but not touched yet:
 engram.continuity.mentions; then related to the files edited by the repository's git:
 engram.continuity.related), tool errors no later call fixed, commands whose last run failed,
-earlier requests, the other files likely next, other commands, the accepted plan's text
-(docs/resume.md). Under a budget, the files past the first three of each list are their path and
-state alone: the next edits are often far down those lists, and a path fits where a full entry
-would not."""
+earlier requests, other commands, the accepted plan's text (docs/resume.md). Under a budget, the
+files past the first three of each list are listed in groups that say the tape of their pointers,
+their state and their folder once, each file with its pointer's offset: the next edits are often
+far down those lists, and a file fits at a few tokens where a full entry would not."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -52,22 +53,19 @@ PLAN_CHARS: Final = 1200
 COMMAND_CHARS: Final = 200
 #: Files named but not touched, listed at most (mentions.Mentions.ranked keeps 40; bench/resume.py,
 #: tuning sets, with files past the first few in the compact form: 20 → 0.765, 30 → 0.765, 40 →
-#: 0.775 next-files recall at 2,000 tokens).
+#: 0.775 next-files recall at 2,000 tokens; 60 named and 20 related in groups: no cut changed).
 LIKELY_NEXT: Final = 40
 #: Files the repository relates to the working set (engram.continuity.related), listed at most after
-#: those named; the first `EARLY_LIKELY` of both go right after the files touched, the rest after the
-#: earlier requests (tuning sets, compact form, 40 named: 10 related and 10 early 0.775, 15 and 20
-#: 0.784, 20 and 20 0.784 at 2,000 tokens; 15 related with 10, 20, 55 early: 0.676, 0.686, 0.683 at
-#: 1,000 tokens).
+#: those named (tuning sets, compact form, 40 named: 10 related 0.775, 15 0.784, 20 0.784 at 2,000 tokens).
 RELATED: Final = 15
-EARLY_LIKELY: Final = 20
 #: Files of each list (working set, likely next) given in full; the rest, when a budget binds, are
-#: their path, state and pointer alone (`{"file", "state", "at"}`: ~24 tokens against 33 in full,
-#: so more fit; their ranges, counts and reasons are in the unbounded package; the pointer stays,
-#: as every item's does, for `engram view`). Tuning sets at 1,000 / 1,500 tokens: all in full
-#: 0.641 / 0.712 (with the former 20 named, 10 related, 10 early); the first 3 in full, the rest
-#: with their pointer 0.672 / 0.740 (without it, the first 1, 3, 5 in full: 0.695 / 0.765, 0.686 /
-#: 0.756, 0.669 / 0.751; bench/README.md).
+#: listed in groups (`_Short`): each file its path and the offset of its pointer, each group its
+#: tape, the state of its files and folders said once; ~8 tokens a file against 33 in full, so the
+#: lists fit where they did not (the next edits are often far down them). Their ranges, counts and
+#: reasons are in the unbounded package. Tuning sets at 1,000 / 1,500 / 2,000 tokens: the first 3
+#: in full, the rest in groups 0.721 / 0.789 / 0.789; one entry each with its own pointer 0.672 /
+#: 0.740 / 0.774; the first 1 or 0 in full, no folders: 0.721 / 0.779, 0.726 / 0.779 at 1,000 /
+#: 1,500 (bench/README.md).
 FULL_FILES: Final = 3
 #: Tests to create listed at most (engram.continuity.related.tests_to_create), ranked with the related
 #: files (bench/resume.py, tuning sets: 0.748 next-files recall without, 0.755 with 3).
@@ -166,6 +164,54 @@ def _present(store: Store, path: str) -> str:
 
 # ------------------------------------------------------------------ items
 
+_NEVER_ALONE: Final = 1 << 40  # a group's `least`: it goes in only with a file of it
+
+
+@dataclass(frozen=True)
+class _Short:
+    """A file past the first few of its list under a budget: its path, state and pointer, at a few
+    tokens. It is listed in a group of the files of its list whose pointers are in the same tape
+    and whose state is the same: the group says the tape and the state once, each file the offset
+    of its own pointer (`{"tape": T, "state": S, "files": {path: offset}}`: `engram view T@offset`
+    opens it), and files of one folder that the group holds two or more of are listed under the
+    folder (`{"src/a/": {"x.go": 12, "y.go": 40}}`). A file the repository's history alone relates
+    has no pointer: its group lists paths (`{"state": S, "files": [path, ...]}`)."""
+
+    path: str
+    state: str
+    at: str | None
+    by: tuple[str, ...] = ()  # sessions that changed it since
+    folder: str | None = None  # set when its group lists it under its folder
+
+    def group(self) -> tuple[str | None, str, tuple[str, ...]]:
+        """What the files of one group share: the tape of their pointers, state, who changed them."""
+        return (self.at.split("@")[0] if self.at else None, self.state, self.by)
+
+    def header(self) -> dict[str, Any]:
+        """The group's own part, no file in it yet."""
+        tape, state, by = self.group()
+        head: dict[str, Any] = {"tape": tape} if tape else {}
+        head["state"] = state
+        if by:
+            head["changed_by"] = list(by)
+        head["files"] = {} if tape else []
+        return head
+
+    def member(self) -> tuple[str, int | None]:
+        """The file as its group lists it: its path (past its folder) and its pointer's offset."""
+        if self.at is None:
+            return self.path, None
+        return self.path[len(self.folder or ""):], int(self.at.rsplit("@", 1)[1])
+
+    def size(self) -> int:
+        """Bytes the file adds to its group's compact JSON (a comma included)."""
+        name, off = self.member()
+        return json_size(name) + 1 + (len(str(off)) + 1 if off is not None else 0)
+
+    def folder_of(self) -> str | None:
+        """The folder its group could list it under (a file with a pointer, not at the top)."""
+        return self.path.rsplit("/", 1)[0] + "/" if self.at is not None and "/" in self.path else None
+
 
 class _Items:
     """Builds each item of the package from the facts (lazily: a file's state is read only when
@@ -184,16 +230,17 @@ class _Items:
         at, text, ts = self.f.last_message
         return {"at": at, "ts": ts, "text": text_of(self.store, text, MESSAGE_CHARS)}
 
-    def file(self, t: FileTouch, full: bool = True) -> dict[str, Any]:
-        """A file touched: in full, or (`full` false) its path, state and pointer, and who changed it since."""
-        item: dict[str, Any] = {"file": t.path, "state": file_state(self.store, t)}
-        if full:
-            item.update({"edits": t.edited, "reads": t.read, "lines": t.ranges})
-        item["at"] = t.at
-        if item["state"] == "changed since":
-            by = _changed_by(self.db, t.path, t.last_edit_ts, self.chain_ids)
-            if by:
-                item["changed_by"] = by
+    def file(self, t: FileTouch, full: bool = True) -> dict[str, Any] | _Short:
+        """A file touched: in full, or (`full` false) its path, state and pointer, and who changed
+        it since, listed in the group of its tape and state."""
+        state = file_state(self.store, t)
+        by = _changed_by(self.db, t.path, t.last_edit_ts, self.chain_ids) if state == "changed since" else []
+        if not full:
+            return _Short(t.path, state, t.at, tuple(by))
+        item: dict[str, Any] = {"file": t.path, "state": state, "edits": t.edited, "reads": t.read,
+                                "lines": t.ranges, "at": t.at}
+        if by:
+            item["changed_by"] = by
         return item
 
 
@@ -219,7 +266,7 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
                  related_files: list[Related] | None = None, compact: bool = False
                  ) -> tuple[list[Unit], dict[Any, Callable[[], Any]]]:
     """The units of the package in the order they go in, and how to build each one's item (with
-    `compact`, the files past the first `FULL_FILES` of each list as their path, state and pointer)."""
+    `compact`, the files past the first `FULL_FILES` of each list short, in groups: `_Short`)."""
     build: dict[Any, Callable[[], Any]] = {}
     order: list[tuple[Any, str, Callable[[], Any]]] = []
     backing = _backing_request(items) if f.requests else None
@@ -259,10 +306,12 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
     for n, t in enumerate(touches):
         full = not compact or n < FULL_FILES
         order.append((("file", t.path), "working_set", lambda t=t, full=full: items.file(t, full)))
-    likely = [(path, m, r, not compact or n < FULL_FILES) for n, (path, m, r) in enumerate(_likely(f, related_files or []))]
-    for path, m, r, full in likely[:EARLY_LIKELY]:
-        order.append((("likely", path), "likely_next",
-                      lambda path=path, m=m, r=r, full=full: _likely_item(items, path, m, r, full)))
+    # Then the files likely next, all of them: in groups they cost ~8 tokens each, less than the
+    # earlier requests, errors and commands after them (tuning sets at 1,500 tokens: 0.784 against
+    # 0.779 with the first 20 here and the rest after the earlier requests; no other budget changed).
+    for n, (path, m, r) in enumerate(_likely(f, related_files or [])):
+        order.append((("likely", path), "likely_next", lambda path=path, m=m, r=r, full=not compact or n < FULL_FILES:
+                      _likely_item(items, path, m, r, full)))
     for e in sorted(f.errors.values(), key=lambda e: -e.seq):
         order.append((("error", e.tool, e.target), "errors", lambda e=e: {
             "tool": e.tool, "target": e.target, "at": e.at,
@@ -275,20 +324,55 @@ def _facts_units(items: _Items, f: Facts, handoff: dict[str, Any] | None = None,
         if i == backing:
             continue
         order.append((("requests", i), "requests", lambda i=i: items.request(i)))
-    for path, m, r, full in likely[EARLY_LIKELY:]:
-        order.append((("likely", path), "likely_next",
-                      lambda path=path, m=m, r=r, full=full: _likely_item(items, path, m, r, full)))
     for r in commands:
         if not r.failed:
             order.append(_command_unit(items, r))
     if f.plan.accepted is not None:
         order.append((("accepted_plan",), "accepted_plan", lambda: {
             "at": f.plan.accepted_at, "text": text_of(items.store, f.plan.accepted, PLAN_CHARS)}))
-    units = []
-    for key, what, fn in order:
+    for key, _, fn in order:
         build[key] = _memo(fn)
-        units.append(Unit(key, what, None, lambda k=key: json_size(build[k]()) + 1))
-    return units, build
+    units = [_unit(key, what, build, compact) for key, what, _ in order]
+    return units + _group_units(units, build), build
+
+
+def _shorts(units: list[Unit], build: dict[Any, Callable[[], Any]]) -> list[tuple[Unit, _Short]]:
+    return [(u, item) for u in units if u.needs is not None and isinstance(item := build[u.key](), _Short)]
+
+
+def _unit(key: Any, what: str, build: dict[Any, Callable[[], Any]], compact: bool) -> Unit:
+    """The unit of an item; a file in a group needs its group (`_group_units` makes it), and is
+    sized as a member of it."""
+    item = build[key]() if compact and key[0] in ("file", "likely") else None
+    if not isinstance(item, _Short):
+        return Unit(key, what, None, lambda: json_size(build[key]()) + 1)
+    return Unit(key, what, ("group", what, *item.group()), item.size)
+
+
+def _group_units(units: list[Unit], build: dict[Any, Callable[[], Any]]) -> list[Unit]:
+    """The groups of the files listed short (a group goes in with its first file: `least` keeps it
+    from going in alone), and the folders a group holds two or more files of; each such file is
+    then listed under its folder and needs it."""
+    shorts = _shorts(units, build)
+    count: dict[tuple[Any, ...], int] = {}
+    for u, item in shorts:
+        folder = item.folder_of()
+        if folder:
+            count[(u.needs, folder)] = count.get((u.needs, folder), 0) + 1
+    out: dict[Any, Unit] = {}
+    for u, item in shorts:
+        gkey = u.needs
+        if gkey not in out:
+            build[gkey] = _memo(item.header)
+            out[gkey] = Unit(gkey, "group", None, lambda g=gkey: json_size(build[g]()) + 1, least=_NEVER_ALONE)
+        folder = item.folder_of()
+        if folder and count[(gkey, folder)] >= 2:
+            inside = dataclasses.replace(item, folder=folder)
+            build[u.key] = _memo(lambda inside=inside: inside)
+            u.needs, u.measure = ("folder", gkey, folder), inside.size
+            if u.needs not in out:  # `"src/a/":{},`
+                out[u.needs] = Unit(u.needs, "group", gkey, lambda f=folder: json_size(f) + 4, least=_NEVER_ALONE)
+    return list(out.values())
 
 
 def _likely(f: Facts, found: list[Related]) -> list[tuple[str, Mention | None, Related | None]]:
@@ -303,11 +387,12 @@ def _likely(f: Facts, found: list[Related]) -> list[tuple[str, Mention | None, R
     return named + rest
 
 
-def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None, full: bool = True) -> dict[str, Any]:
+def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None, full: bool = True
+                 ) -> dict[str, Any] | _Short:
     """A file likely next: in full (where it was named, why related), or its path, state and the
     pointer to where it was named."""
     if not full:
-        return {"file": path, "state": _present(items.store, path), **({"at": m.at} if m is not None else {})}
+        return _Short(path, _present(items.store, path), m.at if m is not None else None)
     item: dict[str, Any] = {"file": path}
     if m is not None:
         item.update({"named_in": [s for s in WEIGHTS if s in m.sources], "at": m.at})
@@ -315,6 +400,26 @@ def _likely_item(items: _Items, path: str, m: Mention | None, r: Related | None,
         item["why"] = r.why[:1]  # its strongest reason: a second cost as much as a file (tuning sets at 1,000 tokens)
     item["state"] = _present(items.store, path)
     return item
+
+
+def file_entries(doc: dict[str, Any], section: str) -> list[dict[str, Any]]:
+    """The files of a package's `working_set` or `likely_next`, in order, one entry each: an entry
+    in full as it is, a file of a group (under a budget, past the first few) as its path, state and
+    pointer (`{"file", "state", "at"}`, with `changed_by` when the group has it; no `at` for a file
+    the repository alone relates)."""
+    out: list[dict[str, Any]] = []
+    for item in doc.get(section) or []:
+        if "file" in item:
+            out.append(item)
+            continue
+        extra = {"changed_by": item["changed_by"]} if item.get("changed_by") else {}
+        files = item["files"]
+        for key, value in (files.items() if isinstance(files, dict) else ((f, None) for f in files)):
+            inside = value.items() if isinstance(value, dict) else [("", value)]
+            for name, off in inside:
+                at = {"at": f"{item['tape']}@{off}"} if off is not None else {}
+                out.append({"file": key + name, "state": item["state"], **at, **extra})
+    return out
 
 
 def _related(store: Store, facts: Facts, opts: Options) -> list[Related]:
@@ -376,9 +481,14 @@ def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any,
                                    "errors": [], "commands": []}
     section = {"failing": "failing", "effect": "must_not_redo", "file": "working_set", "likely": "likely_next",
                "error": "errors", "command": "commands"}
+    groups: dict[Any, dict[str, Any]] = {}
     for key in sorted(shown, key=_display_order):
+        if key[0] in ("group", "folder"):
+            continue  # (a group is listed where its first file is)
         item = build[key]()
-        if key[0] == "requests":
+        if isinstance(item, _Short):
+            _add_short(lists[section[key[0]]], groups, key[0], item)
+        elif key[0] == "requests":
             doc["requests"].append(item)
         elif key[0] == "last_message":
             doc["last_message"] = item
@@ -399,7 +509,24 @@ def _assemble(head: dict[str, Any], f: Facts, shown: list[Any], build: dict[Any,
 
 
 _KIND_ORDER: Final = {"requests": 0, "last_message": 1, "disagreement": 2, "handoff": 3, "plan": 4, "accepted_plan": 5,
-                      "failing": 6, "effect": 7, "file": 8, "likely": 9, "error": 10, "command": 11}
+                      "failing": 6, "effect": 7, "file": 8, "likely": 9, "error": 10, "command": 11,
+                      "group": 12, "folder": 12}
+
+
+def _add_short(into: list[Any], groups: dict[Any, dict[str, Any]], kind: str, item: _Short) -> None:
+    """A file listed short, into its group (the group made where its first file is listed)."""
+    gkey = (kind, *item.group())
+    if gkey not in groups:
+        groups[gkey] = item.header()
+        into.append(groups[gkey])
+    name, off = item.member()
+    files = groups[gkey]["files"]
+    if isinstance(files, list):
+        files.append(name)
+    elif item.folder:
+        files.setdefault(item.folder, {})[name] = off
+    else:
+        files[name] = off
 
 
 def _display_order(key: Any) -> tuple[int, int]:
@@ -496,7 +623,7 @@ def _finish(head: dict[str, Any], facts: Facts, shown: list[Any], units: list[Un
             build: dict[Any, Callable[[], Any]], opts: Options, chain: Chain) -> dict[str, Any]:
     doc = _assemble(head, facts, shown, build)
     on = set(shown)
-    left = [u for u in units if u.key not in on]
+    left = [u for u in units if u.key not in on and u.what != "group"]
     doc["left_out"] = left_out(left) if left else False
     if left:
         bigger = max(2 * int(opts.budget or DEFAULT_BUDGET), int(opts.budget or 0) + 2000)

@@ -4,7 +4,6 @@ item keeps its `tape@offset`, which `engram view` opens."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Final
 
 from engram.words import plural
@@ -112,15 +111,14 @@ def _sections(doc: dict[str, Any]) -> list[str]:
         out += [f"- {e['category']}: `{_one_line(e['command'])}` — {e['outcome']} ({e['at']})" for e in doc["must_not_redo"]]
     if doc["working_set"]:
         out += ["", "## Working set (latest first; state of the file now)"]
-        out += [_touched(w) for w in doc["working_set"] if "edits" in w]
-        out += _compact(w for w in doc["working_set"] if "edits" not in w)
+        out += [_touched(w) if "file" in w else _group(w) for w in doc["working_set"]]
     if doc.get("likely_next"):
         out += ["", "## Not touched yet: named, or related by the repository (where the next edits often go)"]
         out += [f"- {m['file']}  [{m['state']}]" + (" (" + "; ".join(
                     ([f"in: {', '.join(m['named_in'])}; latest {m['at']}"] if m.get("named_in") else [])
                     + m.get("why", [])) + ")" if m.get("named_in") or m.get("why") else "")
-                for m in doc["likely_next"] if _full_likely(m)]
-        out += _compact(m for m in doc["likely_next"] if not _full_likely(m))
+                for m in doc["likely_next"] if "file" in m]
+        out += [_group(g) for g in doc["likely_next"] if "file" not in g]
     if doc["errors"]:
         out += ["", "## Tool errors no later call fixed"]
         for e in doc["errors"]:
@@ -143,14 +141,17 @@ def _touched(w: dict[str, Any]) -> str:
     return f"- {w['file']}" + (f":{lines}" if lines else "") + f"  [{w['state']}{by}] {what} ({w['at']})"
 
 
-def _full_likely(m: dict[str, Any]) -> bool:
-    return bool(m.get("named_in") or m.get("why"))
-
-
-def _compact(items: Iterable[dict[str, Any]]) -> list[str]:
-    """Files given as path, state and pointer alone (past the first few, under a budget), one a line."""
-    return [f"- {w['file']}  [{w['state']}" + (f" by {', '.join(w['changed_by'])}" if w.get("changed_by") else "") + "]"
-            + (f" ({w['at']})" if w.get("at") else "") for w in items]
+def _group(g: dict[str, Any]) -> str:
+    """Files listed short (past the first few, under a budget), a group on a line: the tape of their
+    pointers and their state once, then each file with its pointer's offset (`@12`: `TAPE@12`),
+    a folder's files after it (`src/a/ {x.go @12, y.go @40}`); files the repository alone relates
+    have no pointer."""
+    by = f" by {', '.join(g['changed_by'])}" if g.get("changed_by") else ""
+    if isinstance(g["files"], list):
+        return f"- related by the repository [{g['state']}]: " + ", ".join(g["files"])
+    names = [f"{k} {{{', '.join(f'{n} @{o}' for n, o in v.items())}}}" if isinstance(v, dict) else f"{k} @{v}"
+             for k, v in g["files"].items()]
+    return f"- tape {g['tape']} [{g['state']}{by}]: " + ", ".join(names)
 
 
 # What a left-out count counts, singular and plural ("1 tool error", "2 tool errors").
@@ -169,8 +170,9 @@ def _footer(doc: dict[str, Any]) -> list[str]:
     if doc.get("left_out"):
         left = ", ".join(_left(k, n) for k, n in doc["left_out"].items())
         out.append(f"Left out: {left}. More: {doc['more']}")
-    if any("edits" not in w for w in doc["working_set"]) or not all(map(_full_likely, doc.get("likely_next") or [])):
-        out.append("Files past the first three of a list: path, state and pointer only (`--budget 0`: each in full).")
+    if any("file" not in w for w in doc["working_set"] + (doc.get("likely_next") or [])):
+        out.append("Past the first three of a list, files by tape and state (`tape T: x.py @12`: `engram view T@12`); "
+                   "`--budget 0`: each in full.")
     out.append("Any item: `engram view TAPE@OFFSET` shows the transcript there.")
     return out
 
