@@ -732,6 +732,64 @@ def test_a_deleted_method_is_not_kept_by_its_siblings_doc_comment(tmp_path: Path
     assert resolve(tmp_path, a).state == "edited", "a word of the comment changed: the method is there"
 
 
+VIEW = '''/**
+ * A template view.
+ */
+
+function View(name) {
+  this.name = name;
+}
+
+/**
+ * Read the template.
+ *
+ * @param {String} path
+ * @api private
+ */
+
+View.prototype.contents = function(path){
+  var self = this;
+  return fs.readFileSync(path, 'utf8');
+};
+
+/**
+ * Render with the given options.
+ */
+
+View.prototype.render = function(options, fn){
+  fn(null, this.name);
+};
+'''
+CONTENTS = VIEW[VIEW.index("/**\n * Read"):VIEW.index("/**\n * Render")]
+LOOKUP = CONTENTS.replace("Read the template.", "Look up the template's path.").replace(
+    "contents", "lookup").replace("fs.readFileSync(path, 'utf8')", "resolve(self.root, path)")
+
+
+def test_a_method_deleted_then_another_written_in_its_place_vanishes(tmp_path: Path) -> None:
+    """A method deleted in one commit, and in a later one another method written where it was,
+    with the same doc-comment lines, `var self = this;` and `};`: one diff from the commit the note
+    was taken at to today pairs 8 of the note's 11 lines with the new method's, but the lines died
+    in the commit that deleted them (git's per-commit line tracking, `git log -L`, `git blame`):
+    the note on the deleted method vanishes instead of moving onto the new one."""
+    path = tmp_path / "view.js"
+    path.write_text(VIEW)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "view")
+    start = find(VIEW, " * Read the template.") - 1
+    a = capture(tmp_path, "view.js", start, start + 10)
+    assert a.text == CONTENTS.rstrip("\n") + "\n"
+    path.write_text(VIEW.replace(CONTENTS, ""))
+    git(tmp_path, "commit", "-qam", "drop contents")
+    path.write_text(VIEW.replace(CONTENTS, LOOKUP))
+    git(tmp_path, "commit", "-qam", "add lookup")
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "the method the note was about was deleted"
+    assert r.best_partial is None or r.best_partial["lines_kept"] < 0.5
+    path.write_text(VIEW.replace(CONTENTS, LOOKUP).replace("fn(null, this.name)", "fn(null, this.name, options)"))
+    assert resolve(tmp_path, a).state == "vanished", "uncommitted edits elsewhere change nothing"
+
+
 def test_a_function_moved_down_and_edited_follows_it(repo: Path) -> None:
     """A function moved to the end of its file with one line changed: git's diff deletes it and adds
     it elsewhere, and the note follows it there, edited (a block of unchanged lines where the diff
