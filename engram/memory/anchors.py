@@ -1135,10 +1135,13 @@ def _walk_many(root: str, head: str, wanted: Mapping[str, set[str]]) -> None:
     walks = linewalk.walk(root, head, todo, WALK_COMMITS, WALK_BYTES, GIT_TIMEOUT)
     with _LOCK:
         for rel, w in (walks or {}).items():
-            _WALKS[(root, head, rel)] = w
-            _WALKS.move_to_end((root, head, rel))
-        while len(_WALKS) > WALKS_KEPT:
-            _WALKS.popitem(last=False)
+            k = (root, head, rel)
+            if k in _WALKS:
+                _WALKS_SIZE[0] -= _WALKS.pop(k).size
+            _WALKS[k] = w
+            _WALKS_SIZE[0] += w.size
+        while _WALKS_SIZE[0] > WALKS_BYTES and len(_WALKS) > 1:
+            _WALKS_SIZE[0] -= _WALKS.popitem(last=False)[1].size
 
 
 def _cached_walk(root: str, head: str, rel: str) -> linewalk.Walk | None:
@@ -1243,9 +1246,12 @@ _LOCK = threading.Lock()
 _OLD: OrderedDict[tuple[str, str, str], str | None] = OrderedDict()
 _OLD_SIZE = [0]
 _DIFFS: OrderedDict[tuple[str, str, str], dict[str, tuple[tuple[int, int, int, int], ...] | None]] = OrderedDict()
-#: Walks of a file's history (`linewalk.Walk`) kept, by (repository, HEAD, file).
-WALKS_KEPT: Final = 64
+#: Walks of files' histories (`linewalk.Walk`) kept, by (repository, HEAD, file), up to
+#: WALKS_BYTES of git's output (every file of a call's anchors is walked at once: a bench call of
+#: 300 anchors in 120 files holds 1-3 MB), the least recently used dropped first.
+WALKS_BYTES: Final = 64 << 20
 _WALKS: OrderedDict[tuple[str, str, str], linewalk.Walk] = OrderedDict()
+_WALKS_SIZE = [0]
 
 
 def _cached_old(root: str, commit: str, rel: str) -> Any:
@@ -1301,6 +1307,7 @@ def _clear_git_caches() -> None:
         _OLD_SIZE[0] = 0
         _DIFFS.clear()
         _WALKS.clear()
+        _WALKS_SIZE[0] = 0
 
 
 def _text_at(root: str, commit: str, rel: str) -> str | None:

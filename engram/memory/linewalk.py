@@ -38,6 +38,7 @@ class Step:
     dels: list[tuple[int, str]] = field(default_factory=list)
     adds: list[tuple[int, str]] = field(default_factory=list)
     gone: bool = False
+    size: int = 0  # bytes of git's output it was read from (what keeping it costs)
     _ends: list[int] | None = field(default=None, repr=False)
     _shift: list[int] = field(default_factory=list, repr=False)
     _moved: dict[int, dict[int, int]] = field(default_factory=dict, repr=False)
@@ -136,6 +137,11 @@ class Walk:
     steps: list[tuple[int, Step]]
     ended: bool
 
+    @property
+    def size(self) -> int:
+        """Bytes of git's output the walk holds, and the commits it passed (~50 bytes each)."""
+        return sum(st.size for _, st in self.steps) + 50 * len(self.order)
+
     def covers(self, commit: str) -> bool:
         """Whether the walk can answer for `commit` (walked, or out of reach for good)."""
         return commit in self.order or self.ended
@@ -211,6 +217,8 @@ def _read_log(out, rels: set[str], todo: set[str], max_bytes: int  # type: ignor
         if size > max_bytes:
             return order, steps, "bytes", size
         line = raw.rstrip(b"\n")
+        if cur is not None:
+            cur.size += len(raw)
         if line.startswith(b"\x01"):
             commit = line[1:].decode("ascii", "replace")
             order[commit] = len(order)
