@@ -1124,15 +1124,20 @@ def _walk_of(root: str, head: str, rel: str, commit: str) -> list[linewalk.Step]
 
 def _walk_many(root: str, head: str, wanted: Mapping[str, set[str]]) -> None:
     """The walks `wanted` (file → the commits its anchors were taken at) needs that are not kept,
-    in one `git log` (`linewalk.walk`), kept (`_WALKS`); nothing kept when git cannot run."""
+    in one `git log` (`linewalk.walk`), kept (`_WALKS`); nothing kept when git cannot run. A walk
+    stops at the oldest commit wanted; a file walked before and found short is walked to the cap
+    (WALK_COMMITS): resolutions asking a few anchors at a time (an editor's slices of 24, a
+    single `resolve`) then start one more `git log` per file, not one per older commit."""
     todo: dict[str, set[str]] = {}
+    again = False
     for rel, commits in wanted.items():
         found = _cached_walk(root, head, rel)
         if found is None or not all(found.covers(c) for c in commits):
             todo[rel] = set(commits)
+            again = again or found is not None
     if not todo:
         return
-    walks = linewalk.walk(root, head, todo, WALK_COMMITS, WALK_BYTES, GIT_TIMEOUT)
+    walks = linewalk.walk(root, head, todo, WALK_COMMITS, WALK_BYTES, GIT_TIMEOUT, stop_early=not again)
     with _LOCK:
         for rel, w in (walks or {}).items():
             k = (root, head, rel)

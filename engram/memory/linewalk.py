@@ -166,12 +166,13 @@ LOG_ARGS = ("-c", "core.quotePath=false", "--literal-pathspecs", "log", "--first
 
 
 def walk(root: str, head: str, wanted: Mapping[str, set[str]], max_commits: int, max_bytes: int,
-         timeout: float) -> dict[str, Walk] | None:
+         timeout: float, stop_early: bool = True) -> dict[str, Walk] | None:
     """The diffs of `wanted`'s files (path → the commits their lines are followed from) along the
     first-parent history back from `head`, in one `git log -p` (every commit listed, `--sparse`,
     so a commit that did not touch the files still marks its place). Read as git writes it and
-    stopped once every wanted commit is passed (their own diffs are not needed), or after
-    `max_commits` commits or `max_bytes` of output (`Walk.ended`). None when git cannot run."""
+    stopped once every wanted commit is passed (their own diffs are not needed; not with
+    `stop_early` False), or after `max_commits` commits or `max_bytes` of output (`Walk.ended`).
+    None when git cannot run."""
     rels = sorted(r for r in wanted if walkable(r))
     if not rels:
         return None
@@ -188,7 +189,7 @@ def walk(root: str, head: str, wanted: Mapping[str, set[str]], max_commits: int,
     timer.start()
     try:
         assert proc.stdout is not None
-        order, steps, stopped, size = _read_log(proc.stdout, set(rels), todo, max_bytes)
+        order, steps, stopped, size = _read_log(proc.stdout, set(rels), todo if stop_early else None, max_bytes)
     finally:
         timer.cancel()
         if proc.poll() is None:
@@ -203,10 +204,11 @@ def walk(root: str, head: str, wanted: Mapping[str, set[str]], max_commits: int,
     return {r: Walk(order, steps[r], stopped != "found") for r in rels}
 
 
-def _read_log(out, rels: set[str], todo: set[str], max_bytes: int  # type: ignore[no-untyped-def]
+def _read_log(out, rels: set[str], todo: set[str] | None, max_bytes: int  # type: ignore[no-untyped-def]
               ) -> tuple[dict[str, int], dict[str, list[tuple[int, Step]]], str | None, int]:
     """`git log -p -U0 --format=%x01%H` output read line by line into (order, steps per file, why
-    it stopped early: "found" every wanted commit, "bytes" past the cap, or None, bytes read)."""
+    it stopped early: "found" every commit of `todo` (None: read to the end), "bytes" past the
+    cap, or None, bytes read)."""
     order: dict[str, int] = {}
     steps: dict[str, list[tuple[int, Step]]] = {r: [] for r in rels}
     cur: Step | None = None
@@ -222,9 +224,10 @@ def _read_log(out, rels: set[str], todo: set[str], max_bytes: int  # type: ignor
         if line.startswith(b"\x01"):
             commit = line[1:].decode("ascii", "replace")
             order[commit] = len(order)
-            todo.discard(commit)
             cur = None
-            if not todo:
+            if todo is not None:
+                todo.discard(commit)
+            if todo is not None and not todo:
                 return order, steps, "found", size
         elif line.startswith(b"diff --git a/"):
             rest = line[len(b"diff --git a/"):]
