@@ -15,8 +15,8 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
   header, is no move; and `ELSEWHERE_LINES_KEPT_FROM` of its lines of code unchanged, as blame
   would trace them), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
-  lines: as git's own diff from the commit the anchor was taken at counts them when git can tell
-  (`GIT_LINES`, `_git_kept`: kept, moved, or changed by renames alone); else as the alignment
+  lines: as git's own line tracking counts them when git can tell (`GIT_LINES`, `_git_kept`: kept
+  by every commit's diff from the anchor's commit, moved, or changed by renames alone); else as the alignment
   does (unchanged, blank where the match has a blank line too, or changed by renames alone), or
   less than `CODE_KEPT_BELOW` of its lines of code, or only lines found elsewhere in the file too
   (`BOILERPLATE_BELOW`: a deleted test aligned with its siblings' set-up lines);
@@ -25,7 +25,7 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
 only then token matching in the file (k-gram seeds from `engram.anchor`, then an alignment of the
-tokens; for a changed match, git's diff from the anchor's commit: two git processes), and only
+tokens; for a changed match, git's diffs from the anchor's commit: three git processes), and only
 when the anchor would vanish from its file, other files: those the evidence
 index saw sessions write this code into, and tracked files of the same extension that contain
 the span's rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their
