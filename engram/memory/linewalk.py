@@ -245,7 +245,8 @@ def _read_log(out, rels: set[str], todo: set[str] | None, max_bytes: int  # type
                 at = [h[0], h[2]]
         elif cur.hunks and line[:1] in (b"-", b"+"):
             side = 0 if line[:1] == b"-" else 1
-            (cur.dels if side == 0 else cur.adds).append((at[side], "".join(line[1:].decode("utf-8", "replace").split())))
+            key = "".join(line[1:].decode("utf-8", "replace").split())
+            (cur.dels if side == 0 else cur.adds).append((at[side], key))
             at[side] += 1
         elif line.startswith((b"new file mode", b"deleted file mode", b"Binary files ")):
             cur.gone = True
