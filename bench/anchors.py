@@ -665,6 +665,7 @@ def main() -> None:
           f"BOILERPLATE_BELOW = {anchors.BOILERPLATE_BELOW}, "
           f"CODE_KEPT_BELOW = {anchors.CODE_KEPT_BELOW}, ELSEWHERE_LINES_KEPT_FROM = {anchors.ELSEWHERE_LINES_KEPT_FROM}, "
           f"GIT_LINES = {anchors.GIT_LINES}, MOVED_CHARS_FROM = {anchors.MOVED_CHARS_FROM}, "
+          f"STEP_MOVED_CHARS_FROM = {anchors.STEP_MOVED_CHARS_FROM}, WALK_COMMITS = {anchors.WALK_COMMITS}, "
           f"MAX_SCAN_BYTES = {anchors.MAX_SCAN_BYTES}, "
           f"diff algorithm {args.diff_algorithm}, {args.spans} spans per repository, seed {args.seed}")
     results: dict[str, dict[int, list[Row]]] = {}

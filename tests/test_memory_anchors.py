@@ -732,6 +732,64 @@ def test_a_deleted_method_is_not_kept_by_its_siblings_doc_comment(tmp_path: Path
     assert resolve(tmp_path, a).state == "edited", "a word of the comment changed: the method is there"
 
 
+VIEW = '''/**
+ * A template view.
+ */
+
+function View(name) {
+  this.name = name;
+}
+
+/**
+ * Read the template.
+ *
+ * @param {String} path
+ * @api private
+ */
+
+View.prototype.contents = function(path){
+  var self = this;
+  return fs.readFileSync(path, 'utf8');
+};
+
+/**
+ * Render with the given options.
+ */
+
+View.prototype.render = function(options, fn){
+  fn(null, this.name);
+};
+'''
+CONTENTS = VIEW[VIEW.index("/**\n * Read"):VIEW.index("/**\n * Render")]
+LOOKUP = CONTENTS.replace("Read the template.", "Look up the template's path.").replace(
+    "contents", "lookup").replace("fs.readFileSync(path, 'utf8')", "resolve(self.root, path)")
+
+
+def test_a_method_deleted_then_another_written_in_its_place_vanishes(tmp_path: Path) -> None:
+    """A method deleted in one commit, and in a later one another method written where it was,
+    with the same doc-comment lines, `var self = this;` and `};`: one diff from the commit the note
+    was taken at to today pairs 8 of the note's 11 lines with the new method's, but the lines died
+    in the commit that deleted them (git's per-commit line tracking, `git log -L`, `git blame`):
+    the note on the deleted method vanishes instead of moving onto the new one."""
+    path = tmp_path / "view.js"
+    path.write_text(VIEW)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "view")
+    start = find(VIEW, " * Read the template.") - 1
+    a = capture(tmp_path, "view.js", start, start + 10)
+    assert a.text == CONTENTS.rstrip("\n") + "\n"
+    path.write_text(VIEW.replace(CONTENTS, ""))
+    git(tmp_path, "commit", "-qam", "drop contents")
+    path.write_text(VIEW.replace(CONTENTS, LOOKUP))
+    git(tmp_path, "commit", "-qam", "add lookup")
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "the method the note was about was deleted"
+    assert r.best_partial is None or r.best_partial["lines_kept"] < 0.5
+    path.write_text(VIEW.replace(CONTENTS, LOOKUP).replace("fn(null, this.name)", "fn(null, this.name, options)"))
+    assert resolve(tmp_path, a).state == "vanished", "uncommitted edits elsewhere change nothing"
+
+
 def test_a_function_moved_down_and_edited_follows_it(repo: Path) -> None:
     """A function moved to the end of its file with one line changed: git's diff deletes it and adds
     it elsewhere, and the note follows it there, edited (a block of unchanged lines where the diff
@@ -782,11 +840,13 @@ def test_a_file_followed_from_its_last_resolution_answers_as_a_fresh_resolution(
     assert followed == fresh and all(p[2] != "vanished" for _, ps in followed for p in ps)
 
 
-def test_notes_taken_at_many_commits_ask_git_twice_and_answer_as_alone(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notes_taken_at_many_commits_ask_git_three_times_and_answer_as_alone(repo: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Notes on one file taken at six commits of its history, the file then edited: resolving them
-    all (what `engram recall --at FILE`, the hook's server and the editor's lenses do) starts two
-    git processes, not two per commit (~110 for 300 notes at 60 commits of a real file), and each
-    note's answer is the one it gets resolved alone by a fresh process."""
+    all (what `engram recall --at FILE`, the hook's server and the editor's lenses do) starts three
+    git processes (the files at their commits, the history between, the uncommitted edits), not
+    some per commit (~110 for 300 notes at 60 commits of a real file), and each note's answer is
+    the one it gets resolved alone by a fresh process."""
     from engram.memory import anchors
     from engram.memory.memories import Memories
     from engram.store.repo import init_store
@@ -821,7 +881,8 @@ def test_notes_taken_at_many_commits_ask_git_twice_and_answer_as_alone(repo: Pat
                 for no, ps in mem.places(list(alone), attribute=False).items()}
     assert together == alone
     assert {s for ps in alone.values() for s, *_ in ps} == {"edited"}, "git was asked for every note"
-    assert len([a for a in started if a[0] == "git"]) == 2, started
+    asked = [next(x for x in a[3:] if not x.startswith("-") and "=" not in x) for a in started if a[0] == "git"]
+    assert asked == ["cat-file", "log", "diff"], started
     anchors._clear_git_caches()
     monkeypatch.setenv("PATH", "")  # no git: the alignment's rules decide, nothing fails
     assert {s for ps in mem.places(list(alone), attribute=False).values() for s in [p.state for p in ps]} <= {

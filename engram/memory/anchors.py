@@ -15,8 +15,8 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
   `ELSEWHERE_LINES_FROM` of its lines, in that file alone: text several files hold, a licence
   header, is no move; and `ELSEWHERE_LINES_KEPT_FROM` of its lines of code unchanged, as blame
   would trace them), or its match in its own file keeps less than `LINES_KEPT_BELOW` of its
-  lines: as git's own diff from the commit the anchor was taken at counts them when git can tell
-  (`GIT_LINES`, `_git_kept`: kept, moved, or changed by renames alone); else as the alignment
+  lines: as git's own line tracking counts them when git can tell (`GIT_LINES`, `_git_kept`: kept
+  by every commit's diff from the anchor's commit, moved, or changed by renames alone); else as the alignment
   does (unchanged, blank where the match has a blank line too, or changed by renames alone), or
   less than `CODE_KEPT_BELOW` of its lines of code, or only lines found elsewhere in the file too
   (`BOILERPLATE_BELOW`: a deleted test aligned with its siblings' set-up lines);
@@ -25,7 +25,7 @@ working tree, or in an editor's unsaved buffer, and says how it fared:
 Resolution is meant to run on every recall, so it does the cheap things first: the exact lines
 at the old place, then anywhere in the file (plain string comparison, no tokenizing, no numpy);
 only then token matching in the file (k-gram seeds from `engram.anchor`, then an alignment of the
-tokens; for a changed match, git's diff from the anchor's commit: two git processes), and only
+tokens; for a changed match, git's diffs from the anchor's commit: three git processes), and only
 when the anchor would vanish from its file, other files: those the evidence
 index saw sessions write this code into, and tracked files of the same extension that contain
 the span's rarest identifiers (`MAX_SCAN_FILES`, `MAX_SCAN_BYTES`). Thresholds and their
@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
+from engram.memory import linewalk
 from engram.words import plural
 
 if TYPE_CHECKING:
@@ -96,18 +97,35 @@ BOILERPLATE_BELOW: Final = 0.85
 #: code survive (unchanged or renamed), blank lines aside: the blank lines of a deleted block, kept
 #: where its sibling's (a struct of the same shape) are, are all that is left of it. 0: no such rule.
 CODE_KEPT_BELOW: Final = 0.4
-#: 1: an `edited` match in the own file is judged by git's own line tracking when git can tell
-#: (`_git_kept`: the diff from the commit the anchor was taken at), the alignment's count
-#: (`kept_lines`, `CODE_KEPT_BELOW`, `BOILERPLATE_BELOW`) only when it cannot; 0: never
-#: (bench/anchors.py --set, to compare). Chosen with bench/anchors.py on psf/requests,
-#: junegunn/fzf and expressjs/express (docs/anchors.md).
-GIT_LINES: Final = 1
+#: An `edited` match in the own file is judged by git's own line tracking when git can tell
+#: (`_git_kept`), the alignment's count (`kept_lines`, `CODE_KEPT_BELOW`, `BOILERPLATE_BELOW`) only
+#: when it cannot. 2: the lines followed through every first-parent commit from the one the anchor
+#: was taken at to HEAD, then HEAD's file to the text resolved (`engram.memory.linewalk`: a line
+#: rewritten and restored in between dies, as the truth counts it); 1: one diff from the anchor's
+#: commit to the text resolved (also 2's rule past WALK_COMMITS, or off HEAD's first-parent
+#: chain); 0: never (bench/anchors.py --set, to compare). Chosen with bench/anchors.py on
+#: psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md).
+GIT_LINES: Final = 2
+#: The walk (GIT_LINES 2) reads at most this many first-parent commits back from HEAD, and this
+#: many bytes of their diffs of the anchors' files, in one `git log` per call; an anchor taken
+#: further back is judged by one diff from its commit (GIT_LINES 1's rule).
+WALK_COMMITS: Final = 1000
+WALK_BYTES: Final = 32 << 20
 #: A block of lines git's diff deletes and the match holds unchanged where the diff adds lines is
 #: moved, not deleted, from this many letters and digits (git's own move detection, `git blame -M`
 #: and `--color-moved`, starts at 20: there 0.845 of the tuning set's dead spans vanished against
 #: 0.859, both keeping 0.97 of the alive ones at their place). Chosen with bench/anchors.py on
 #: psf/requests, junegunn/fzf and expressjs/express (docs/anchors.md).
 MOVED_CHARS_FROM: Final = 40
+#: The walk (GIT_LINES 2) follows a block of lines one commit deleted and added elsewhere in the
+#: file, unchanged, from this many letters and digits (`linewalk.moves`; 0: no moves followed; its
+#: last step, HEAD's file to the text resolved, follows them from MOVED_CHARS_FROM, as one diff).
+#: The truth's blame traces fewer moves than a commit's diff shows (a move made across a merged
+#: branch's commits): from 20 or 40, 0.725-0.783 of the tuning set's dead spans at k = 50
+#: vanished against 0.826 from 80; not following moves loses alive spans (0.962 at k = 200).
+#: Chosen with bench/anchors.py on psf/requests, junegunn/fzf and expressjs/express
+#: (docs/anchors.md).
+STEP_MOVED_CHARS_FROM: Final = 80
 #: Seconds a git command of the resolution may take before git is taken to be unable to tell.
 GIT_TIMEOUT: Final = 10
 #: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
@@ -1028,27 +1046,115 @@ def _with_git_lines(root: Path, anchor: Anchor, best: _Match, text: str | None) 
 def _git_kept(root: Path, anchor: Anchor, best: _Match, text: str) -> float | None:
     """The share of the anchor's lines that survive in `text` as git's line tracking counts them,
     or None when git cannot tell (no git, no commit recorded, the anchored text not the file's at
-    that commit). A line survives when git's diff from the anchor's commit to `text` keeps it
-    (`-w`: whitespace aside, as blame and the bench's truth compare), when it is one of a block of
-    lines the diff deletes and the match holds unchanged where the diff adds lines (a move, of at
-    least MOVED_CHARS_FROM letters and digits, as git's own move detection), or when it changed by
-    renames alone (`_renamed_lines`: a refactoring's rename is no deletion). The alignment's own
-    count (`kept_lines`) cannot see what git's diff of the whole file sees: a line repeated
-    elsewhere (`}`, a test's set-up, a table's row) that the diff pairs with another occurrence."""
+    that commit). A line survives when every first-parent commit's diff from the anchor's commit to
+    HEAD, then the diff from HEAD's file to `text`, keeps it (`_lost_on_the_way`; `-w`: whitespace
+    aside, as blame and the bench's truth compare) or moves it elsewhere in the file unchanged
+    (`linewalk.moves`, blocks of STEP_MOVED_CHARS_FROM letters and digits or more in a commit,
+    MOVED_CHARS_FROM in the uncommitted edits, as a single diff counts them); past WALK_COMMITS
+    or off HEAD's first-parent chain (and with GIT_LINES 1), when the one diff from the anchor's
+    commit to `text` keeps it, or it is one of a block that diff deletes and the match holds
+    unchanged where it adds lines (`_moved_lines`). Either way a line changed by renames alone
+    survives too (`_renamed_lines`: a refactoring's rename is no deletion). The alignment's own
+    count (`kept_lines`) cannot see what git's diffs of the whole file see: a line repeated
+    elsewhere (`}`, a test's set-up, a table's row) that a diff pairs with another occurrence, a
+    line rewritten and later restored."""
     if not anchor.head or not anchor.text:
         return None
+    key = os.fspath(root)
+    head = git_head(root) if GIT_LINES >= 2 else None
+    if head is not None and head != anchor.head:
+        _fetch_old(key, {(anchor.head, anchor.file), (head, anchor.file)})
     want = split_lines(anchor.text)
-    old = _text_at(os.fspath(root), anchor.head, anchor.file)
+    old = _text_at(key, anchor.head, anchor.file)
     if old is None or not _holds(old, anchor):
         return None
-    hunks = _line_diff(os.fspath(root), anchor.head, anchor.file, old, text)
-    if hunks is None:
-        return None
-    deleted = {ln for os_, oc, _, _ in hunks for ln in range(os_, os_ + oc)}
-    added = {ln for _, _, ns, nc in hunks for ln in range(ns, ns + nc)}
-    kept = {i for i in range(len(want)) if anchor.start + i not in deleted}
-    kept |= _moved_lines(want, best.kept_at, kept, added) | best.renamed
-    return round(len(kept) / len(want), 3)
+    lost = _lost_on_the_way(key, anchor, head, text) if head is not None else None
+    if lost is not None:
+        kept = set(range(len(want))) - lost
+    else:
+        hunks = _line_diff(key, anchor.head, anchor.file, old, text)
+        if hunks is None:
+            return None
+        deleted = {ln for os_, oc, _, _ in hunks for ln in range(os_, os_ + oc)}
+        added = {ln for _, _, ns, nc in hunks for ln in range(ns, ns + nc)}
+        kept = {i for i in range(len(want)) if anchor.start + i not in deleted}
+        kept |= _moved_lines(want, best.kept_at, kept, added)
+    return round(len(kept | best.renamed) / len(want), 3)
+
+
+def _lost_on_the_way(root: str, anchor: Anchor, head: str, text: str) -> set[int] | None:
+    """The anchor's lines (0-based) that do not survive every first-parent commit's diff of its
+    file from its commit to `head` (`linewalk.walk`), then the diff from `head`'s file to `text`
+    (the working tree's or a buffer's uncommitted edits), moves followed at each step; None when
+    the walk cannot tell (the anchor's commit not within WALK_COMMITS of `head`'s first-parent
+    chain, git failing)."""
+    assert anchor.head is not None
+    steps: list[linewalk.Step] = []
+    if anchor.head != head:
+        found = _walk_of(root, head, anchor.file, anchor.head)
+        if found is None:
+            return None
+        steps = found
+    at = {i: anchor.start + i for i in range(anchor.end - anchor.start + 1)}
+    for st in steps:
+        at = {i: n for i, p in at.items() if (n := st.line(p, STEP_MOVED_CHARS_FROM))}
+        if not at:
+            return set(range(anchor.end - anchor.start + 1))
+    now = _text_at(root, head, anchor.file)
+    if now is None:
+        return None  # (lines alive at a commit without the file: not a walk of this file)
+    if now != text:
+        hunks = _line_diff(root, head, anchor.file, now, text)
+        if hunks is None:
+            return None
+        last = linewalk.step_of_texts(hunks, split_lines(now), split_lines(text))
+        at = {i: n for i, p in at.items() if (n := last.line(p, MOVED_CHARS_FROM))}
+    return set(range(anchor.end - anchor.start + 1)) - set(at)
+
+
+def _walk_of(root: str, head: str, rel: str, commit: str) -> list[linewalk.Step] | None:
+    """`rel`'s diffs in the first-parent commits after `commit` up to `head`, oldest first (kept,
+    `_WALKS`; walked now when not), or None when `commit` is not within the walk's reach."""
+    found = _cached_walk(root, head, rel)
+    if found is None or not found.covers(commit):
+        _walk_many(root, head, {rel: {commit}})
+        found = _cached_walk(root, head, rel)
+    return None if found is None else found.since(commit)
+
+
+def _walk_many(root: str, head: str, wanted: Mapping[str, set[str]]) -> None:
+    """The walks `wanted` (file → the commits its anchors were taken at) needs that are not kept,
+    in one `git log` (`linewalk.walk`), kept (`_WALKS`); nothing kept when git cannot run. A walk
+    stops at the oldest commit wanted; a file walked before and found short is walked to the cap
+    (WALK_COMMITS): resolutions asking a few anchors at a time (an editor's slices of 24, a
+    single `resolve`) then start one more `git log` per file, not one per older commit."""
+    todo: dict[str, set[str]] = {}
+    again = False
+    for rel, commits in wanted.items():
+        found = _cached_walk(root, head, rel)
+        if found is None or not all(found.covers(c) for c in commits):
+            todo[rel] = set(commits)
+            again = again or found is not None
+    if not todo:
+        return
+    walks = linewalk.walk(root, head, todo, WALK_COMMITS, WALK_BYTES, GIT_TIMEOUT, stop_early=not again)
+    with _LOCK:
+        for rel, w in (walks or {}).items():
+            k = (root, head, rel)
+            if k in _WALKS:
+                _WALKS_SIZE[0] -= _WALKS.pop(k).size
+            _WALKS[k] = w
+            _WALKS_SIZE[0] += w.size
+        while _WALKS_SIZE[0] > WALKS_BYTES and len(_WALKS) > 1:
+            _WALKS_SIZE[0] -= _WALKS.popitem(last=False)[1].size
+
+
+def _cached_walk(root: str, head: str, rel: str) -> linewalk.Walk | None:
+    with _LOCK:
+        found = _WALKS.get((root, head, rel))
+        if found is not None:
+            _WALKS.move_to_end((root, head, rel))
+        return found
 
 
 def _moved_lines(want: list[str], kept_at: Sequence[tuple[int, int]], kept: set[int], added: set[int]) -> set[int]:
@@ -1081,14 +1187,15 @@ def _moved_lines(want: list[str], kept_at: Sequence[tuple[int, int]], kept: set[
 
 def expect_git(root: Path, pending: Iterable[tuple[Anchor, str | None]]) -> None:
     """Ask git once for what resolving `pending` (anchors, each with its file's text as it will be
-    resolved against) may need of it: every file at its anchor's commit in one `git cat-file
-    --batch`, then every diff from such a file to today's text in one `git diff --no-index` of two
-    directories, both kept (`_OLD`, `_DIFFS`) for `_git_kept` to find. Without it an anchor asks
-    git itself, two processes per distinct commit and text: 300 notes of a busy file taken at 60
-    commits started ~110 git processes per resolution of the file (bench/anchors_git.py), where
-    these two answer the same (the diffs are the same myers diffs of the same texts). Anchors found
-    as they were (`_exactly`) never consult git and are left out; an anchor whose old text does not
-    hold its lines is left to `_git_kept` to refuse."""
+    resolved against) may need of it, kept (`_OLD`, `_WALKS`, `_DIFFS`) for `_git_kept` to find:
+    every file at its anchor's commit and at HEAD in one `git cat-file --batch`; the files' diffs
+    along HEAD's first-parent history back to the oldest of those commits in one `git log`
+    (`linewalk.walk`); and every diff from a file at HEAD (or, for an anchor the walk cannot reach,
+    at its commit) to today's text in one `git diff --no-index` of two directories, when the texts
+    differ. At most three processes, where asking per anchor started ~110 for 300 notes of a busy
+    file taken at 60 commits (bench/anchors_git.py), for the same answers. Anchors found as they
+    were (`_exactly`) never consult git and are left out; an anchor whose old text does not hold its
+    lines is left to `_git_kept` to refuse."""
     if not GIT_LINES:
         return
     items = [(a, text) for a, text in pending if a.head and a.text and text is not None and "\n" not in a.file
@@ -1096,18 +1203,35 @@ def expect_git(root: Path, pending: Iterable[tuple[Anchor, str | None]]) -> None
     if not items:
         return
     key = os.fspath(root)
-    _fetch_old(key, {(a.head, a.file) for a, _ in items if a.head})
+    head = git_head(root) if GIT_LINES >= 2 else None
+    _fetch_old(key, {(a.head, a.file) for a, _ in items if a.head} | {(head, a.file) for a, _ in items if head})
+    held = [(a, text) for a, text in items if isinstance(old := _cached_old(key, a.head or "", a.file), str)
+            and _holds(old, a)]  # (none there, or git could not run: left out)
+    wanted: dict[str, set[str]] = {}
+    for a, _ in held:
+        if head is not None and a.head != head:
+            wanted.setdefault(a.file, set()).add(a.head or "")
+    if head is not None and wanted:
+        _walk_many(key, head, wanted)
     pairs: dict[tuple[str, str, str], tuple[str, str]] = {}
-    for a, text in items:
+    for a, text in held:
         assert a.head is not None and text is not None
-        old = _cached_old(key, a.head, a.file)
-        if not isinstance(old, str) or not _holds(old, a):  # (none there, or git could not run)
+        walked = head is not None and (a.head == head or _walk_reaches(key, head, a))
+        commit = head if walked else a.head
+        assert commit is not None
+        old = _cached_old(key, commit, a.file)
+        if not isinstance(old, str) or (walked and old == text):
             continue
         digest = _digest(text)
-        if (a.head, a.file, digest) not in pairs and _cached_diff((key, a.file, digest), a.head) is _MISSING:
-            pairs[(a.head, a.file, digest)] = (old, text)
+        if (commit, a.file, digest) not in pairs and _cached_diff((key, a.file, digest), commit) is _MISSING:
+            pairs[(commit, a.file, digest)] = (old, text)
     if pairs:
         _diff_many(key, pairs)
+
+
+def _walk_reaches(root: str, head: str, anchor: Anchor) -> bool:
+    found = _cached_walk(root, head, anchor.file)
+    return found is not None and anchor.head in found.order
 
 
 def _holds(old: str, anchor: Anchor) -> bool:
@@ -1127,6 +1251,12 @@ _LOCK = threading.Lock()
 _OLD: OrderedDict[tuple[str, str, str], str | None] = OrderedDict()
 _OLD_SIZE = [0]
 _DIFFS: OrderedDict[tuple[str, str, str], dict[str, tuple[tuple[int, int, int, int], ...] | None]] = OrderedDict()
+#: Walks of files' histories (`linewalk.Walk`) kept, by (repository, HEAD, file), up to
+#: WALKS_BYTES of git's output (every file of a call's anchors is walked at once: a bench call of
+#: 300 anchors in 120 files holds 1-3 MB), the least recently used dropped first.
+WALKS_BYTES: Final = 64 << 20
+_WALKS: OrderedDict[tuple[str, str, str], linewalk.Walk] = OrderedDict()
+_WALKS_SIZE = [0]
 
 
 def _cached_old(root: str, commit: str, rel: str) -> Any:
@@ -1181,6 +1311,8 @@ def _clear_git_caches() -> None:
         _OLD.clear()
         _OLD_SIZE[0] = 0
         _DIFFS.clear()
+        _WALKS.clear()
+        _WALKS_SIZE[0] = 0
 
 
 def _text_at(root: str, commit: str, rel: str) -> str | None:

@@ -131,7 +131,8 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
 
 def _expect_git(root: Path, rows: list[Any], texts: dict[str, str], buffers: Mapping[str, str] | None) -> None:
     """The anchors about to be resolved told to `anchors.expect_git`, with their files' texts: what
-    git's line tracking needs of git for all of them asked in two processes, not two per commit."""
+    git's line tracking needs of git for all of them asked in at most three processes, not some
+    per commit."""
     if not rows:
         return
     from engram.memory.anchors import Anchor, expect_git  # noqa: PLC0415
