@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
+from engram.gitread import git_output
 from engram.memory import linewalk
 from engram.words import plural
 
@@ -1436,15 +1437,7 @@ _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 def _git(root: str, *args: str, ok: tuple[int, ...] = (0,), stdin: bytes | None = None) -> bytes | None:
     """`git -C root ARGS` standard output, or None when git is missing, fails or hangs."""
-    import subprocess  # noqa: PLC0415
-
-    try:
-        out = subprocess.run(["git", "-C", root, *args], input=stdin, capture_output=True, timeout=GIT_TIMEOUT,
-                             check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.debug("git %s: %s", args[0], exc)
-        return None
-    return out.stdout if out.returncode in ok else None
+    return git_output(root, *args, stdin=stdin, timeout=GIT_TIMEOUT, ok=ok)
 
 
 # --------------------------------------------------------------------------------------------
