@@ -104,6 +104,10 @@ def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_p
     assert out.stderr.splitlines()[-1] == "engram explain: error: unrecognized arguments: --prety; did you mean --pretty?"
     out = engram(tmp_path, "pull", "--dry-run")
     assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram pull: error: unrecognized arguments: --dry-run"
+    out = engram(tmp_path, "explain", "--", "-x.py:1-2", "--pretty")  # an option of its own, after `--`
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == (
+        "engram explain: error: unrecognized arguments: --pretty; --pretty came after `--`, which ends the "
+        "options: put it before")
     out = engram(tmp_path, "--bogus", "tapes")  # before the command: engram's own
     assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram: error: unrecognized arguments: --bogus"
 

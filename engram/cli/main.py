@@ -143,6 +143,9 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
     hint = ""
     for word in extra:
         near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.75) if word.startswith("-") else []
+        if near and near[0] == word.split("=", 1)[0] and "--" in argv[:argv.index(word) if word in argv else 0]:
+            hint = f"; {word} came after `--`, which ends the options: put it before"
+            break
         if near:
             hint = f"; did you mean {near[0]}?"
             break
