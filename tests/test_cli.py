@@ -388,3 +388,16 @@ def test_doctor_finds_what_is_wrong_and_says_how_to_fix_it(tmp_path: Path) -> No
     assert checks["tapes"][0] == {"area": "tapes", "status": "fail", "fix": "engram reindex",
                                   "detail": f"1 catalogued tape has no file in {root / '.engram' / 'tapes'}"}
     assert checks["language server"][0]["status"] == "warn" and checks["language server"][0]["fix"] == f"rm {run_file}"
+
+
+def test_a_file_whose_name_starts_with_a_dash_is_told_how_to_name_it(tmp_path: Path) -> None:
+    """`engram blame -x.py` (a file named -x.py): argparse reads it as an option; the error says
+    to write ./-x.py (it said only that the file argument was missing, or unrecognized)."""
+    (tmp_path / "-x.py").write_text("x = 1\n")
+    for args, first in ((["blame", "-x.py"], "-x.py"), (["explain", "-x.py:1-2"], "-x.py:1-2"),
+                        (["remember", "a note", "--at", "-x.py:1"], "-x.py:1")):
+        out = engram(tmp_path, *args)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.splitlines()[-1].endswith(f"; for a file whose name starts with '-', write ./{first}"), out.stderr
+    out = engram(tmp_path, "explain", "-nothere.py:1")  # no such file: no hint
+    assert "starts with '-'" not in out.stderr

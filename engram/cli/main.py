@@ -99,6 +99,9 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+_DASHED = "; for a file whose name starts with '-', write ./{}"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser (its subcommands' too: they take the parent's class), whose formatters
     get the terminal's width without `shutil`: argparse imports it, and with it bz2 and lzma, for
@@ -107,6 +110,19 @@ class _Parser(argparse.ArgumentParser):
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def, override]
+        self._given = list(sys.argv[1:] if args is None else args)  # (for `error`'s hint)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error; an argument missing because a file named `-x.py` was read as an
+        option says how to name that file."""
+        if message.startswith("the following arguments are required") or message.endswith("expected one argument"):
+            dashed = [w for w in getattr(self, "_given", []) if w.startswith("-") and _names_a_file(w, None)]
+            if dashed:
+                message += _DASHED.format(dashed[0])
+        super().error(message)
 
 
 def _terminal_columns() -> int:
@@ -149,7 +165,17 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
         if near:
             hint = f"; did you mean {near[0]}?"
             break
+        if word.startswith("-") and _names_a_file(word, getattr(args, "repo", None)):
+            hint = _DASHED.format(word)
+            break
     inner.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
+def _names_a_file(word: str, repo: str | None) -> bool:
+    """Is `word` (maybe FILE:LINES, FILE:A-B) a path in the directory the command runs in? A file
+    named `-x.py` is read by argparse as an option; the user meant the file."""
+    path = word.split(":", 1)[0] if not os.path.lexists(word) else word
+    return os.path.lexists(os.path.join(repo or ".", path))
 
 
 def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> argparse.ArgumentParser:
