@@ -280,6 +280,25 @@ def test_record_captures_output_and_changed_files(repo: Path) -> None:
     assert failing.returncode == 3
 
 
+def test_record_keeps_a_symlinks_target_out_of_the_tape(repo: Path, tmp_path: Path) -> None:
+    """A symbolic link in the tree is not a file the command changed: a change to the file inside
+    the repository it points to is that file's edit alone (it was also an edit of the link), and a
+    change to a file outside the repository it points to is not copied into the tape."""
+    (repo / "real.py").write_text("x = 1\n")
+    (repo / "link.py").symlink_to("real.py")
+    outside = tmp_path / "outside-secret.txt"
+    outside.write_text("token one\n")
+    (repo / "out.txt").symlink_to(outside)
+    git(repo, "add", "-A")
+    script = ("import pathlib; pathlib.Path('real.py').write_text('x = 2\\n'); "
+              f"pathlib.Path({str(outside)!r}).write_text('token two\\n')")
+    run_engram(repo, "record", "--", sys.executable, "-c", script)
+    tid = json.loads(run_engram(repo, "tapes", "--json").stdout)[0]["id"]
+    evs = shown_events(repo, tid)
+    assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["real.py"]
+    assert "token one" not in json.dumps(evs)
+
+
 def test_record_of_a_command_that_cannot_start_says_so_and_keeps_no_tape(repo: Path) -> None:
     """A mistyped command is one plain error line, exit 1, and no tape: it once forked a second
     engram that printed a coloured error into the output and recorded a tape of nothing."""

@@ -13,6 +13,7 @@ import logging
 import os
 import pty
 import shlex
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -53,14 +54,17 @@ def _tracked_files(root: Path) -> list[str]:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Text content of the repository's files (binary and huge files left out)."""
+    """Text content of the repository's regular files (binary and huge files left out). A symbolic
+    link is left out too: git keeps it as its target's name, and its target is another file of the
+    tree (whose change is that file's) or outside the repository, which a tape must not copy."""
     snap: dict[str, str] = {}
     for rel in _tracked_files(root):
         if rel.startswith(".engram/"):
             continue
         p = root / rel
         try:
-            if not p.is_file() or p.stat().st_size > MAX_SNAPSHOT_BYTES:
+            st = p.lstat()
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SNAPSHOT_BYTES:
                 continue
             data = p.read_bytes()
         except OSError:
