@@ -341,6 +341,17 @@ def test_record_stdin_detects_the_format_and_is_idempotent(spotter: Path, repo: 
     assert {r["harness"] for r in rows} == {"claude-code", "raw"}
 
 
+def test_record_stdin_keeps_a_last_line_without_its_newline(repo: Path) -> None:
+    """Standard input at its end is the whole transcript: its last line, without a newline (`printf`,
+    an editor's buffer), is kept, not left for a next ingest that never comes (its words were not
+    found), and garbage of one line under --format is an error, not 'unchanged' with exit 0."""
+    run_engram(repo, "record", "--stdin", "--format", "raw", input=b"first line\nthe parser retries twice")
+    hits = run_engram(repo, "search", "retries", "--json").stdout
+    assert "the parser retries twice" in hits
+    proc = run_engram(repo, "record", "--stdin", "--format", "claude", input=b"zzz not json", check=False)
+    assert proc.returncode == 1 and proc.stderr.startswith("engram: nothing recorded: "), proc.stderr
+
+
 def test_record_stdin_of_garbage_is_an_error_and_keeps_no_tape(repo: Path) -> None:
     """Bytes that are no transcript, a format that does not fit them, or nothing at all: one error
     line, exit 1, and no tape (a wrong --format once kept a tape of nothing but its header)."""

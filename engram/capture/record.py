@@ -180,7 +180,9 @@ def record_stdin(store: Store, fmt: str | None, stream: BinaryIO,
     tmpdir = Path(tempfile.gettempdir()) / f"engram-stdin-{os.getuid()}"
     tmpdir.mkdir(mode=0o700, exist_ok=True)
     path = tmpdir / f"{digest}.jsonl"
-    path.write_bytes(data)
+    # stdin at its end is the whole transcript: a last line without its newline is complete, not
+    # one still being written for a next ingest to finish (there is none for stdin)
+    path.write_bytes(data if data.endswith(b"\n") else data + b"\n")
     try:
         harness = FORMATS[fmt] if fmt else detect_format(path)
         if harness is None:
