@@ -104,6 +104,8 @@ async def test_stdio_sdk_client(spot: Path, agent_span: tuple[str, int, int]) ->
     ({"file": "nope.ex", "start_line": 1, "end_line": 2}, "no such file"),
     ({"file": "../../etc/passwd", "start_line": 1, "end_line": 2}, "outside the repository"),
     ({"file": "assets/js/app.js", "start_line": 1, "end_line": 99999}, "past the end"),
+    # a NUL (JSON can carry one) was 'Error executing tool explain', its ValueError on the server's stderr
+    ({"file": "assets/js/app.js\x00.txt", "start_line": 1, "end_line": 2}, "a path cannot hold a NUL character"),
 ])
 async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: str) -> None:
     async with Client(stdio(spot)) as c:
