@@ -113,6 +113,8 @@ async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: st
         assert r.is_error is True and message in r.content[0].text
         r = await c.call_tool("view", {"tape": "zzzz", "at": 0})
         assert r.is_error is True and "no tape or session matches" in r.content[0].text
+        r = await c.call_tool("search", {"query": "  "})  # (it answered no hits, as if nothing matched)
+        assert r.is_error is True and "the query is empty" in r.content[0].text, r.content
 
 
 async def test_blame_of_lines_reversed_or_past_the_end_is_a_tool_error(spot: Path, agent_span: tuple[str, int, int]
