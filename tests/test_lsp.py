@@ -214,6 +214,12 @@ async def test_commands_and_bad_requests(client: LanguageClient, spot: Path, age
     with pytest.raises(Exception):
         await client.workspace_execute_command_async(types.ExecuteCommandParams(command="engram.view",
                                                                                arguments=["zzzz", 0]))
+    for options in ({"before": "three"}, {"after": None, "before": [1]}, {"minConfidence": "high"}):
+        with pytest.raises(Exception) as err:  # (an internal error, a ValueError's traceback in the log)
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(
+                command="engram.explain", arguments=[uri, {"start": {"line": 0, "character": 0},
+                                                           "end": {"line": 1, "character": 0}}, options]))
+        assert type(err.value).__name__ == "JsonRpcInvalidParams" and "expected a number" in str(err.value)
     # The server is still alive and answering.
     assert await lenses(client, uri)
 

@@ -63,6 +63,15 @@ def _int(value: Any, default: int) -> int:
         raise JsonRpcInvalidParams(f"expected a number, got {value!r}") from exc
 
 
+def _float(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise JsonRpcInvalidParams(f"expected a number, got {value!r}") from exc
+
+
 async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
     """[uri, range, options?] → the explain document, its markdown (engram.query.render, the rules
     of the hover and `engram explain --pretty`; with options.links, links to the transcripts an
@@ -86,9 +95,9 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
 
     rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()
     span = Span(rel, start + 1, end + 1, "\n".join(lines[start:end + 1]) + "\n")
-    o = Options(before=int(opts.get("before", ls.settings.window_before)),
-                after=int(opts.get("after", ls.settings.window_after)),
-                min_confidence=float(opts.get("minConfidence", ls.settings.min_confidence)),
+    o = Options(before=_int(opts.get("before"), ls.settings.window_before),
+                after=_int(opts.get("after"), ls.settings.window_after),
+                min_confidence=_float(opts.get("minConfidence"), ls.settings.min_confidence),
                 brief=bool(opts.get("brief", False)), story=True, rank=str(state.store.config["explain"]["rank"]))
     store = state.store
     def work() -> dict:
