@@ -307,11 +307,14 @@ async def cmd_reanchor(ls: EngramLanguageServer, *args: Any) -> dict:
 
 async def cmd_recall(ls: EngramLanguageServer, *args: Any) -> list[dict]:
     """[query, uri?, range?, limit?] → [{id, content, kind, state, location: {uri, range} | null}],
-    best first; a uri (and range) favours the notes anchored there."""
+    best first; a uri (and range) of a file of the store favours the notes anchored there."""
     query, uri, rng, limit = _args(args, 4)
     at = None
-    if isinstance(uri, str):
-        at = _place(ls, uri, rng) if rng is not None else str(ls.doc_state(uri).path)
+    state = ls.docs.get(uri) if isinstance(uri, str) else None
+    if state is not None and state.store is not None:
+        at = _place(ls, uri, rng) if rng is not None else str(state.path)
+    # (a document of no store's, untitled or outside the repository, favours nothing: the
+    # recall is the store's, as from no document; it was an error, so the editor's recall failed)
     n = _int(limit, 20)
 
     def work(mem: Any, buffers: dict[str, str]) -> list[dict]:
