@@ -129,6 +129,9 @@ async def test_lenses_count_notes_and_a_note_alone_gets_one(  # noqa: F811
     for elsewhere in ("untitled:Untitled-1", open_doc(client, loose)):
         there = await command(client, "engram.recall", "ripe pears", elsewhere)
         assert there and there[0]["id"] == alone["id"], elsewhere
+    for name in ("engram.remember", "engram.explain"):  # (it said 'unknown document …: open it first')
+        with pytest.raises(Exception, match="untitled:Untitled-1 is not a file on disk: save it in a repository"):
+            await command(client, name, "untitled:Untitled-1", rng(0, 0), "a note")
     for made in (alone, kept):
         await command(client, "engram.forget", made["id"])
     assert not {alone["id"], kept["id"]} & set(listed(spot))
