@@ -336,7 +336,8 @@ def test_record_stdin_detects_the_format_and_is_idempotent(spotter: Path, repo: 
     run_engram(repo, "record", "--stdin", input=data)
     rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
     assert len(rows) == 1 and rows[0]["session_id"] == SPOTTER_MAIN and rows[0]["edits"] == 48
-    run_engram(repo, "record", "--stdin", "--format", "raw", input=b"notes about the parser\n\nmore notes\n")
+    raw = run_engram(repo, "record", "--stdin", "--format", "raw", input=b"notes about the parser\n\nmore notes\n")
+    assert "note:" not in raw.stdout, "text asked for as text is not warned about as text"
     rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
     assert {r["harness"] for r in rows} == {"claude-code", "raw"}
 

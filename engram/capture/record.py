@@ -189,6 +189,9 @@ def record_stdin(store: Store, fmt: str | None, stream: BinaryIO,
             stats.skipped["not a transcript (binary or undecodable)"] += 1
             return stats
         job: Job = job_for_file(path, harness)
-        return ingest(store, [job], stats=stats, after_tape=after_tape)
+        ingest(store, [job], stats=stats, after_tape=after_tape)
+        if fmt == "raw":  # asked for: the note that it held no agent's records, read as text, is no news
+            stats.as_text = 0
+        return stats
     finally:
         path.unlink(missing_ok=True)
