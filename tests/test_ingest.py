@@ -278,6 +278,9 @@ def test_record_captures_output_and_changed_files(repo: Path) -> None:
     assert edits["gone.txt"]["op"] == "delete" and edits["gone.txt"]["before_text"] == "bye\n"
     failing = run_engram(repo, "record", "--", sys.executable, "-c", "raise SystemExit(3)", check=False)
     assert failing.returncode == 3
+    killed = run_engram(repo, "record", "--", "sh", "-c", "kill -TERM $$", check=False)
+    assert killed.returncode == 128 + 15, "as a shell says it (sys.exit(-15) was 241)"
+    assert "(killed by SIGTERM, exit status 143)" in killed.stderr
 
 
 def test_record_keeps_a_symlinks_target_out_of_the_tape(repo: Path, tmp_path: Path) -> None:
