@@ -302,6 +302,28 @@ def test_record_keeps_a_symlinks_target_out_of_the_tape(repo: Path, tmp_path: Pa
     assert "token one" not in json.dumps(evs)
 
 
+def test_record_hands_piped_input_to_the_command_to_its_end(repo: Path) -> None:
+    """Input from a pipe, a file or /dev/null (a script, CI) reaches the command with its end: the
+    command finishes (it waited for more for ever: the input went through the terminal, which never
+    ended), and a command that closes its output before it exits is not hung up (SIGHUP, 129)."""
+    def record(*cmd: str, data: bytes | None) -> subprocess.CompletedProcess[bytes]:
+        try:
+            return subprocess.run([sys.executable, "-m", "engram.cli", "record", "--", *cmd], cwd=repo,
+                                  input=data, stdin=None if data is not None else subprocess.DEVNULL,
+                                  capture_output=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"engram record -- {' '.join(cmd)} never ended") from None
+
+    counted = record("sh", "-c", "wc -l", data=b"one\ntwo\nthree\n")
+    assert counted.returncode == 0, counted.stderr
+    tid = json.loads(run_engram(repo, "tapes", "--json").stdout)[0]["id"]
+    result = next(e for e in shown_events(repo, tid) if e["kind"] == "tool.result")
+    assert result["stdout"].strip() == "3"
+    for data in (None, b"hello\n", None, b"hello\n"):
+        done = record("cat", data=data)
+        assert done.returncode == 0, done.stderr
+
+
 def test_record_of_a_command_that_cannot_start_says_so_and_keeps_no_tape(repo: Path) -> None:
     """A mistyped command is one plain error line, exit 1, and no tape: it once forked a second
     engram that printed a coloured error into the output and recorded a tape of nothing."""

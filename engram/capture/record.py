@@ -127,11 +127,39 @@ def _run_on_pty(cmd: list[str]) -> tuple[int, bytes]:
         captured.extend(data)
         return data
 
+    stdin_read, argv, kept = _stdin_for(cmd)
     try:
-        status = pty.spawn(cmd, read)
+        status = pty.spawn(argv, read, *([stdin_read] if stdin_read else []))
     except OSError as exc:
         raise BadInput(f"cannot run {cmd[0]!r}: {exc.strerror}") from exc
+    finally:
+        if kept is not None:
+            os.close(kept)
     return os.waitstatus_to_exitcode(status), bytes(captured)
+
+
+def _never_read(fd: int) -> bytes:
+    """pty.spawn's read of our stdin when the command reads it itself: nothing taken, none passed."""
+    return b""
+
+
+def _stdin_for(cmd: list[str]) -> tuple[Callable[[int], bytes] | None, list[str], int | None]:
+    """How the command gets our stdin: (pty.spawn's stdin reader, the argv to spawn, a descriptor to
+    close after). A terminal is passed through the pty, as typed. A pipe or a file (`engram record --
+    cat < in.txt`, stdin /dev/null in CI) is handed to the command itself, so that it reads the real
+    input to its real end: through the pty, pty.spawn stopped at the end and the command waited for
+    more for ever (an end-of-file character sent in its place raced the command's start)."""
+    if os.isatty(0):
+        return None, cmd, None
+    try:
+        kept = os.dup(0)
+    except OSError:  # (no stdin at all)
+        return None, cmd, None
+    os.set_inheritable(kept, True)
+    # the descriptor then holds the terminal, open until the command ends: a command that closes its
+    # output before it exits (cat does) would otherwise end pty.spawn's copy, whose closing of the
+    # terminal hung the command up (SIGHUP) before its exit
+    return _never_read, ["sh", "-c", f'exec 0<&{kept} {kept}>&1; exec "$@"', "sh", *cmd], kept
 
 
 def record_command(store: Store, cmd: list[str],
