@@ -398,6 +398,6 @@ def test_a_file_whose_name_starts_with_a_dash_is_told_how_to_name_it(tmp_path: P
                         (["remember", "a note", "--at", "-x.py:1"], "-x.py:1")):
         out = engram(tmp_path, *args)
         assert out.returncode == 2, out.stderr
-        assert out.stderr.splitlines()[-1].endswith(f"; for a file whose name starts with '-', write ./{first}"), out.stderr
+        assert out.stderr.splitlines()[-1].endswith(f"; for a file or directory whose name starts with '-', write ./{first}"), out.stderr
     out = engram(tmp_path, "explain", "-nothere.py:1")  # no such file: no hint
     assert "starts with '-'" not in out.stderr

@@ -99,7 +99,7 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-_DASHED = "; for a file whose name starts with '-', write ./{}"
+_DASHED = "; for a file or directory whose name starts with '-', write ./{}"
 
 
 class _Parser(argparse.ArgumentParser):
