@@ -54,22 +54,21 @@ def _args(args: tuple[Any, ...], n: int) -> list[Any]:
     return (list(args) + [None] * n)[:n]
 
 
+N = TypeVar("N", int, float)
+
+
+def _number(value: Any, default: N, kind: Callable[[Any], N]) -> N:
+    """An optional numeric argument as `kind` (default when absent); anything else is the client's error."""
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except (TypeError, ValueError) as exc:
+        raise JsonRpcInvalidParams(f"expected a number, got {value!r}") from exc
+
+
 def _int(value: Any, default: int) -> int:
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise JsonRpcInvalidParams(f"expected a number, got {value!r}") from exc
-
-
-def _float(value: Any, default: float) -> float:
-    if value is None:
-        return default
-    try:
-        return float(value)
-    except (TypeError, ValueError) as exc:
-        raise JsonRpcInvalidParams(f"expected a number, got {value!r}") from exc
+    return _number(value, default, int)
 
 
 async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
@@ -97,7 +96,7 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
     span = Span(rel, start + 1, end + 1, "\n".join(lines[start:end + 1]) + "\n")
     o = Options(before=_int(opts.get("before"), ls.settings.window_before),
                 after=_int(opts.get("after"), ls.settings.window_after),
-                min_confidence=_float(opts.get("minConfidence"), ls.settings.min_confidence),
+                min_confidence=_number(opts.get("minConfidence"), ls.settings.min_confidence, float),
                 brief=bool(opts.get("brief", False)), story=True, rank=str(state.store.config["explain"]["rank"]))
     store = state.store
     def work() -> dict:
