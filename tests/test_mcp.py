@@ -115,6 +115,8 @@ async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: st
         assert r.is_error is True and "no tape or session matches" in r.content[0].text
         r = await c.call_tool("search", {"query": "  "})  # (it answered no hits, as if nothing matched)
         assert r.is_error is True and "the query is empty" in r.content[0].text, r.content
+        with pytest.raises(Exception, match="no tape or session matches 'zzzz'"):  # (it said only 'Error
+            await c.read_resource("engram://tape/zzzz")  # creating resource from template', the why in a traceback)
 
 
 async def test_blame_of_lines_reversed_or_past_the_end_is_a_tool_error(spot: Path, agent_span: tuple[str, int, int]
