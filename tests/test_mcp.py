@@ -151,6 +151,8 @@ WRONG_ARGUMENTS = [
     ("tapes", {"limit": 500}, "tapes: the argument `limit` must be an integer from 1 to 200, not the number 500."),
     ("search", {}, "search: the argument `query` is missing: it must be a string."),
     ("remember", {"content": "x", "tags": ["ok", 2]}, "remember: the argument `tags.1` must be a string, not the number 2."),
+    # an argument the tool does not take (the SDK dropped it and the call succeeded without it)
+    ("search", {"query": "x", "limt": 3}, "search: no argument `limt` (did you mean `limit`?); it takes `query`, `limit`."),
 ]
 
 
