@@ -213,3 +213,12 @@ def test_a_read_only_store_is_one_line_saying_so(repo: Path, tmp_path: Path, arg
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     err = proc.stderr.strip()
     assert len(err.splitlines()) == 1 and ".engram cannot be written" in err, err
+
+
+def test_doctor_says_the_store_cannot_be_written_and_how_to_fix_it(repo: Path) -> None:
+    """doctor said the store was ok (and, once queries said why, 'fix: engram reindex', which cannot run)."""
+    proc = run_on_read_only_store(repo, "doctor")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    store = next(line for line in proc.stdout.splitlines() if "store:" in line)
+    assert store.startswith("fail") and ".engram cannot be written" in store, proc.stdout
+    assert "engram reindex" not in proc.stdout and "chmod -R u+w .engram" in proc.stdout
