@@ -354,6 +354,21 @@ COMMANDS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _said(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """`handler`, its expected failures (EngramError: a read-only store, a damaged index) given to
+    the editor as their message; any other exception stays an internal error, with its traceback."""
+    import functools  # noqa: PLC0415
+
+    @functools.wraps(handler)
+    async def run(ls: EngramLanguageServer, *args: Any) -> Any:
+        try:
+            return await handler(ls, *args)
+        except EngramError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from exc
+
+    return run
+
+
 def register(server: EngramLanguageServer) -> None:
     for name, handler in COMMANDS.items():
-        server.command(name)(handler)
+        server.command(name)(_said(handler))
