@@ -242,6 +242,24 @@ def on_terminal(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+def test_a_transcripts_escape_sequences_are_shown_on_a_terminal_not_obeyed(repo: Path) -> None:
+    """A transcript (an agent's tool output, a teammate's pulled session) or a file holding escape
+    sequences: `show`, `search --pretty` and `blame` on a terminal write them out (`^[`) instead of
+    letting the terminal set its title (or the clipboard, OSC 52) or clear the screen; a pipe gets the
+    text as it is."""
+    hostile = "\x1b]0;PWNED\x07\x1b]52;c;ZWNobyBoaQ==\x07\x1b[2J"
+    run_engram(repo, "record", "--stdin", "--format", "raw",
+               input=f"the build printed {hostile} before escape_probe_alpha\n".encode())
+    (repo / "esc.py").write_text(f"banner = '{hostile}'\n")
+    tape = json.loads(run_engram(repo, "search", "escape_probe_alpha", "--json").stdout)["hits"][0]["tape"]
+    for args in (["show", tape], ["search", "escape_probe_alpha", "--pretty"], ["blame", "esc.py"]):
+        shown = on_terminal(repo, *args)
+        assert "escape_probe_alpha" in shown or "banner" in shown, (args, shown)
+        assert "\x1b]" not in shown and "\x1b[2J" not in shown and "\x07" not in shown, (args, shown)
+        assert "^[]0;PWNED^G" in shown, (args, shown)
+    assert "\x1b]0;PWNED\x07" in run_engram(repo, "show", tape).stdout, "a pipe gets the text as it is"
+
+
 def test_colour_on_a_terminal_only_and_never_with_no_color(tmp_path: Path) -> None:
     env = {"NO_COLOR": "", "CODEX_HOME": str(tmp_path / "codex")}
     coloured = on_terminal(tmp_path, "doctor", env=env)

@@ -280,6 +280,9 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
         return run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
     if answer_version(argv):  # what setup and doctor run to check a configured engram: no parser to build
         return 0
+    from engram.cli.style import guard_terminals  # noqa: PLC0415
+
+    guard_terminals()  # (what people read quotes transcripts and files: their escapes are shown, not obeyed)
     command = _command_of(argv)
     if command is None and not {"-h", "--help", "--version"} & set(argv):
         build_parser(plugins).print_help()
