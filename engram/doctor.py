@@ -57,6 +57,9 @@ def run_checks(start: Path) -> Iterator[Check]:
     if damage := store.damage():
         for line in damage:
             yield Check("store", FAIL, line)
+    elif reason := store.unwritable():
+        yield Check("store", FAIL, f"{store.dir} cannot be written ({reason}): every command writes there, "
+                    "queries too", "make it writable (`chmod -R u+w .engram`, a read-write mount)")
     else:
         yield Check("store", OK, str(store.dir))
     try:
@@ -74,7 +77,7 @@ def run_checks(start: Path) -> Iterator[Check]:
 
 
 def index_checks(store: Store) -> Iterator[Check]:
-    from engram.errors import DamagedIndex  # noqa: PLC0415
+    from engram.errors import DamagedIndex, ReadOnlyStore  # noqa: PLC0415
     from engram.index.db import open_db  # noqa: PLC0415
     from engram.index.schema import SCHEMA_VERSION  # noqa: PLC0415
 
@@ -84,6 +87,8 @@ def index_checks(store: Store) -> Iterator[Check]:
     try:
         db = open_db(store, readonly=True)
         version = int(db.execute("PRAGMA user_version").fetchall()[0][0])
+    except ReadOnlyStore:  # (the store's check says so, with its fix: a reindex cannot run)
+        return
     except (DamagedIndex, EngramError) as exc:
         yield Check("index", FAIL, str(exc), "engram reindex")
         return

@@ -30,6 +30,11 @@ class CorruptTape(EngramError):
     """A tape file on disk does not match its own seek table or hash."""
 
 
+class ReadOnlyStore(EngramError):
+    """`.engram/` cannot be written (a read-only file system, no write permission): every command
+    writes there, a query too (the index's shared memory, locks), so it is said once, plainly."""
+
+
 class DamagedIndex(EngramError):
     """index.sqlite is not a readable SQLite database (it is rebuilt from the tapes)."""
 

@@ -18,9 +18,18 @@ MAX_SHOWN = 40  # characters of a rejected string quoted back
 
 
 class ArgumentCheckingServer(MCPServer):
-    """An MCPServer whose tools answer a wrong or missing argument with `argument_error`."""
+    """An MCPServer whose tools answer a wrong, missing or unknown argument with one sentence
+    (`argument_error`, `unknown_arguments`)."""
+
+    _parameters: dict[str, list[str]] | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._parameters is None:  # (the tools are all registered before the first call)
+            self._parameters = {t.name: list((t.input_schema or {}).get("properties") or {})
+                                for t in await self.list_tools()}
+        known = self._parameters.get(name)
+        if known is not None and isinstance(arguments, dict) and (extra := [k for k in arguments if k not in known]):
+            raise ToolError(unknown_arguments(name, known, extra))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -30,6 +39,19 @@ class ArgumentCheckingServer(MCPServer):
             tool = next((t for t in await self.list_tools() if t.name == name), None)
             schema = tool.input_schema if tool is not None else {}
             raise ToolError(argument_error(name, schema, cause)) from cause  # (the SDK logs the fields)
+
+
+def unknown_arguments(tool: str, known: list[str], extra: list[str]) -> str:
+    """The sentence for arguments a tool does not take: the SDK dropped them without a word, so a
+    misnamed one (`next` for `next_steps`) was lost while the call succeeded."""
+    import difflib  # noqa: PLC0415
+
+    parts = []
+    for name in extra:
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or [k for k in known if k.startswith(name)][:1]
+        parts.append(f"`{name[:MAX_SHOWN]}`" + (f" (did you mean `{near[0]}`?)" if near else ""))
+    return (f"{tool}: no argument {', '.join(parts)}; it takes "
+            + (", ".join(f"`{k}`" for k in known) or "none") + ".")
 
 
 def argument_error(tool: str, schema: dict[str, Any], error: ValidationError) -> str:

@@ -97,7 +97,7 @@ class CommandRoutes:
             params = json.loads(body)
             if not isinstance(params, dict):
                 raise ValueError("a JSON object is expected")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # (RecursionError: arrays nested thousands deep)
             await _reply(send, 400, {"error": f"bad request: {exc}"})
             return
         try:

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Iterator, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -445,7 +445,10 @@ def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: Text
             with TapeReader(tape_file(store, row.id), store.objects_dir) as r:
                 return events_view(enumerate(r.events(0, 200)))
 
-        return await run(work)
+        try:
+            return await runner(work)
+        except EngramError as exc:  # (any other error the SDK reports as 'Error creating resource', unsaid why)
+            raise ResourceError(str(exc)) from exc
 
     return mcp
 

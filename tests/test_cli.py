@@ -104,6 +104,10 @@ def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_p
     assert out.stderr.splitlines()[-1] == "engram explain: error: unrecognized arguments: --prety; did you mean --pretty?"
     out = engram(tmp_path, "pull", "--dry-run")
     assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram pull: error: unrecognized arguments: --dry-run"
+    out = engram(tmp_path, "explain", "--", "-x.py:1-2", "--pretty")  # an option of its own, after `--`
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == (
+        "engram explain: error: unrecognized arguments: --pretty; --pretty came after `--`, which ends the "
+        "options: put it before")
     out = engram(tmp_path, "--bogus", "tapes")  # before the command: engram's own
     assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram: error: unrecognized arguments: --bogus"
 
@@ -236,6 +240,24 @@ def on_terminal(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str
     os.close(master)
     proc.wait(timeout=300)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_a_transcripts_escape_sequences_are_shown_on_a_terminal_not_obeyed(repo: Path) -> None:
+    """A transcript (an agent's tool output, a teammate's pulled session) or a file holding escape
+    sequences: `show`, `search --pretty` and `blame` on a terminal write them out (`^[`) instead of
+    letting the terminal set its title (or the clipboard, OSC 52) or clear the screen; a pipe gets the
+    text as it is."""
+    hostile = "\x1b]0;PWNED\x07\x1b]52;c;ZWNobyBoaQ==\x07\x1b[2J"
+    run_engram(repo, "record", "--stdin", "--format", "raw",
+               input=f"the build printed {hostile} before escape_probe_alpha\n".encode())
+    (repo / "esc.py").write_text(f"banner = '{hostile}'\n")
+    tape = json.loads(run_engram(repo, "search", "escape_probe_alpha", "--json").stdout)["hits"][0]["tape"]
+    for args in (["show", tape], ["search", "escape_probe_alpha", "--pretty"], ["blame", "esc.py"]):
+        shown = on_terminal(repo, *args)
+        assert "escape_probe_alpha" in shown or "banner" in shown, (args, shown)
+        assert "\x1b]" not in shown and "\x1b[2J" not in shown and "\x07" not in shown, (args, shown)
+        assert "^[]0;PWNED^G" in shown, (args, shown)
+    assert "\x1b]0;PWNED\x07" in run_engram(repo, "show", tape).stdout, "a pipe gets the text as it is"
 
 
 def test_colour_on_a_terminal_only_and_never_with_no_color(tmp_path: Path) -> None:
@@ -384,3 +406,16 @@ def test_doctor_finds_what_is_wrong_and_says_how_to_fix_it(tmp_path: Path) -> No
     assert checks["tapes"][0] == {"area": "tapes", "status": "fail", "fix": "engram reindex",
                                   "detail": f"1 catalogued tape has no file in {root / '.engram' / 'tapes'}"}
     assert checks["language server"][0]["status"] == "warn" and checks["language server"][0]["fix"] == f"rm {run_file}"
+
+
+def test_a_file_whose_name_starts_with_a_dash_is_told_how_to_name_it(tmp_path: Path) -> None:
+    """`engram blame -x.py` (a file named -x.py): argparse reads it as an option; the error says
+    to write ./-x.py (it said only that the file argument was missing, or unrecognized)."""
+    (tmp_path / "-x.py").write_text("x = 1\n")
+    for args, first in ((["blame", "-x.py"], "-x.py"), (["explain", "-x.py:1-2"], "-x.py:1-2"),
+                        (["remember", "a note", "--at", "-x.py:1"], "-x.py:1")):
+        out = engram(tmp_path, *args)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.splitlines()[-1].endswith(f"; for a file or directory whose name starts with '-', write ./{first}"), out.stderr
+    out = engram(tmp_path, "explain", "-nothere.py:1")  # no such file: no hint
+    assert "starts with '-'" not in out.stderr

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -169,30 +170,16 @@ def test_a_worktree_the_session_entered_and_removed_still_lands_on_repository_pa
     assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["src/g.py"]
 
 
-def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
-    repo = tmp_path / "proj"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    run_engram(repo, "init")
-    recs = claude_session(repo, "live", "src/a.py", "a = 1\n")
-    f = tmp_path / "live.jsonl"
-    f.write_text(json.dumps(recs[0]) + "\n")
+@contextlib.contextmanager
+def watching(repo: Path, f: Path) -> Iterator[subprocess.Popen[str]]:
+    """`engram ingest --watch F` running in `repo`, stopped with Ctrl-C after: it must exit 0."""
     # Ctrl-C's SIGINT as a terminal delivers it: a suite started in the background (`pytest &`)
     # passes on the shell's SIG_IGN, and Python then never turns SIGINT into KeyboardInterrupt.
     proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "ingest", "--watch", str(f)], cwd=repo,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not json.loads(run_engram(repo, "tapes", "--json").stdout or "[]"):
-            time.sleep(0.3)
-        with f.open("a") as g:
-            g.write("".join(json.dumps(r) + "\n" for r in recs[1:]))
-        edits = 0
-        while time.monotonic() < deadline and not edits:
-            time.sleep(0.5)
-            edits = sum(t["edits"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout))
-        assert edits == 1
+        yield proc
     finally:
         proc.send_signal(signal.SIGINT)
         try:  # communicate, not wait: the pipes are drained, so a chatty child cannot block on them
@@ -202,6 +189,52 @@ def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
             _, err = proc.communicate()
             raise AssertionError(f"engram ingest --watch did not stop on Ctrl-C within 30 s\n{err}") from None
     assert proc.returncode == 0, err
+
+
+def wait_for_edits(repo: Path, deadline: float) -> int:
+    """The edits of the repository's tapes, once there are any (0 at the deadline)."""
+    edits = 0
+    while time.monotonic() < deadline and not edits:
+        time.sleep(0.5)
+        edits = sum(t["edits"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout or "[]"))
+    return edits
+
+
+def watched_session(tmp_path: Path) -> tuple[Path, list[dict], Path]:
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    run_engram(repo, "init")
+    recs = claude_session(repo, "live", "src/a.py", "a = 1\n")
+    f = tmp_path / "live.jsonl"
+    f.write_text(json.dumps(recs[0]) + "\n")
+    return repo, recs, f
+
+
+def test_watch_captures_what_a_live_session_appends(tmp_path: Path) -> None:
+    repo, recs, f = watched_session(tmp_path)
+    with watching(repo, f):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not json.loads(run_engram(repo, "tapes", "--json").stdout or "[]"):
+            time.sleep(0.3)
+        with f.open("a") as g:
+            g.write("".join(json.dumps(r) + "\n" for r in recs[1:]))
+        assert wait_for_edits(repo, deadline) == 1
+
+
+def test_watch_outlives_its_file_going_away_and_coming_back(tmp_path: Path) -> None:
+    """A watched file that goes away (an editor's save that replaces it, a transcript moved back) is
+    waited for: the watch ended with 'no such file or directory' and captured nothing more."""
+    repo, recs, f = watched_session(tmp_path)
+    with watching(repo, f) as proc:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not json.loads(run_engram(repo, "tapes", "--json").stdout or "[]"):
+            time.sleep(0.3)
+        f.unlink()
+        time.sleep(3)  # (a pass of the watch, every 2 s, sees it gone)
+        f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        assert wait_for_edits(repo, deadline) == 1
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
 
 
 @pytest.mark.parametrize("args,message", [

@@ -150,6 +150,7 @@ def test_session_start_gives_the_most_important_notes_first(repo: Path) -> None:
 
 @pytest.mark.parametrize("stdin", [
     b"", b"not json", b"[1, 2]", b'"a string"', b"\xff\xfe\x00garbage", b"{" * 10000,
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-past-the-recursion-limit"),
     b'{"hook_event_name": "PreToolUse"}',
     b'{"hook_event_name": "PreToolUse", "tool_name": "Edit", "tool_input": "x"}',
     b'{"hook_event_name": "PreToolUse", "tool_name": "Edit", "tool_input": {"file_path": 3}}',
@@ -164,7 +165,7 @@ def test_session_start_gives_the_most_important_notes_first(repo: Path) -> None:
 def test_garbage_exits_0_silently_and_quickly(repo: Path, stdin: bytes) -> None:
     remember(repo, "a note that must not leak to a malformed payload", "net.py:4-10")
     proc, took = hook(repo, stdin)
-    assert proc.returncode == 0 and proc.stdout == b""
+    assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b"", proc.stderr
     assert took < 5, "(a process start and a JSON parse; generous for a loaded test machine)"
 
 

@@ -278,6 +278,50 @@ def test_record_captures_output_and_changed_files(repo: Path) -> None:
     assert edits["gone.txt"]["op"] == "delete" and edits["gone.txt"]["before_text"] == "bye\n"
     failing = run_engram(repo, "record", "--", sys.executable, "-c", "raise SystemExit(3)", check=False)
     assert failing.returncode == 3
+    killed = run_engram(repo, "record", "--", "sh", "-c", "kill -TERM $$", check=False)
+    assert killed.returncode == 128 + 15, "as a shell says it (sys.exit(-15) was 241)"
+    assert "(killed by SIGTERM, exit status 143)" in killed.stderr
+
+
+def test_record_keeps_a_symlinks_target_out_of_the_tape(repo: Path, tmp_path: Path) -> None:
+    """A symbolic link in the tree is not a file the command changed: a change to the file inside
+    the repository it points to is that file's edit alone (it was also an edit of the link), and a
+    change to a file outside the repository it points to is not copied into the tape."""
+    (repo / "real.py").write_text("x = 1\n")
+    (repo / "link.py").symlink_to("real.py")
+    outside = tmp_path / "outside-secret.txt"
+    outside.write_text("token one\n")
+    (repo / "out.txt").symlink_to(outside)
+    git(repo, "add", "-A")
+    script = ("import pathlib; pathlib.Path('real.py').write_text('x = 2\\n'); "
+              f"pathlib.Path({str(outside)!r}).write_text('token two\\n')")
+    run_engram(repo, "record", "--", sys.executable, "-c", script)
+    tid = json.loads(run_engram(repo, "tapes", "--json").stdout)[0]["id"]
+    evs = shown_events(repo, tid)
+    assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["real.py"]
+    assert "token one" not in json.dumps(evs)
+
+
+def test_record_hands_piped_input_to_the_command_to_its_end(repo: Path) -> None:
+    """Input from a pipe, a file or /dev/null (a script, CI) reaches the command with its end: the
+    command finishes (it waited for more for ever: the input went through the terminal, which never
+    ended), and a command that closes its output before it exits is not hung up (SIGHUP, 129)."""
+    def record(*cmd: str, data: bytes | None) -> subprocess.CompletedProcess[bytes]:
+        try:
+            return subprocess.run([sys.executable, "-m", "engram.cli", "record", "--", *cmd], cwd=repo,
+                                  input=data, stdin=None if data is not None else subprocess.DEVNULL,
+                                  capture_output=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"engram record -- {' '.join(cmd)} never ended") from None
+
+    counted = record("sh", "-c", "wc -l", data=b"one\ntwo\nthree\n")
+    assert counted.returncode == 0, counted.stderr
+    tid = json.loads(run_engram(repo, "tapes", "--json").stdout)[0]["id"]
+    result = next(e for e in shown_events(repo, tid) if e["kind"] == "tool.result")
+    assert result["stdout"].strip() == "3"
+    for data in (None, b"hello\n", None, b"hello\n"):
+        done = record("cat", data=data)
+        assert done.returncode == 0, done.stderr
 
 
 def test_record_of_a_command_that_cannot_start_says_so_and_keeps_no_tape(repo: Path) -> None:
@@ -317,9 +361,21 @@ def test_record_stdin_detects_the_format_and_is_idempotent(spotter: Path, repo: 
     run_engram(repo, "record", "--stdin", input=data)
     rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
     assert len(rows) == 1 and rows[0]["session_id"] == SPOTTER_MAIN and rows[0]["edits"] == 48
-    run_engram(repo, "record", "--stdin", "--format", "raw", input=b"notes about the parser\n\nmore notes\n")
+    raw = run_engram(repo, "record", "--stdin", "--format", "raw", input=b"notes about the parser\n\nmore notes\n")
+    assert "note:" not in raw.stdout, "text asked for as text is not warned about as text"
     rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
     assert {r["harness"] for r in rows} == {"claude-code", "raw"}
+
+
+def test_record_stdin_keeps_a_last_line_without_its_newline(repo: Path) -> None:
+    """Standard input at its end is the whole transcript: its last line, without a newline (`printf`,
+    an editor's buffer), is kept, not left for a next ingest that never comes (its words were not
+    found), and garbage of one line under --format is an error, not 'unchanged' with exit 0."""
+    run_engram(repo, "record", "--stdin", "--format", "raw", input=b"first line\nthe parser retries twice")
+    hits = run_engram(repo, "search", "retries", "--json").stdout
+    assert "the parser retries twice" in hits
+    proc = run_engram(repo, "record", "--stdin", "--format", "claude", input=b"zzz not json", check=False)
+    assert proc.returncode == 1 and proc.stderr.startswith("engram: nothing recorded: "), proc.stderr
 
 
 def test_record_stdin_of_garbage_is_an_error_and_keeps_no_tape(repo: Path) -> None:

@@ -214,6 +214,12 @@ async def test_commands_and_bad_requests(client: LanguageClient, spot: Path, age
     with pytest.raises(Exception):
         await client.workspace_execute_command_async(types.ExecuteCommandParams(command="engram.view",
                                                                                arguments=["zzzz", 0]))
+    for options in ({"before": "three"}, {"after": None, "before": [1]}, {"minConfidence": "high"}):
+        with pytest.raises(Exception) as err:  # (an internal error, a ValueError's traceback in the log)
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(
+                command="engram.explain", arguments=[uri, {"start": {"line": 0, "character": 0},
+                                                           "end": {"line": 1, "character": 0}}, options]))
+        assert type(err.value).__name__ == "JsonRpcInvalidParams" and "expected a number" in str(err.value)
     # The server is still alive and answering.
     assert await lenses(client, uri)
 
@@ -364,6 +370,21 @@ async def test_settings_turn_lenses_and_hover_off(client: LanguageClient, spot: 
     h = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=12, character=1)))
     assert h is None
+
+
+async def test_a_commands_expected_failure_is_its_message_not_an_internal_error(client: LanguageClient,
+                                                                                 repo: Path) -> None:
+    """An EngramError in a command (here a damaged index) reaches the editor as its one-line message
+    (explain and tapes raised it as an internal error: the class name, a traceback in the log)."""
+    (repo / "a.py").write_text("x = 1\n")
+    (repo / ".engram" / "index.sqlite").write_bytes(b"not a database, " * 512)
+    await start(client, repo)
+    uri = open_doc(client, repo / "a.py")
+    for name, args in (("engram.tapes", []), ("engram.explain", [uri, {"start": {"line": 0, "character": 0},
+                                                                      "end": {"line": 1, "character": 0}}])):
+        with pytest.raises(Exception) as err:
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=args))
+        assert type(err.value).__name__ == "JsonRpcInvalidParams" and "is damaged" in str(err.value), (name, err.value)
 
 
 async def test_outside_a_repository_and_without_a_store(client: LanguageClient, tmp_path: Path) -> None:

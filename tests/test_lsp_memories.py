@@ -120,6 +120,18 @@ async def test_lenses_count_notes_and_a_note_alone_gets_one(  # noqa: F811
     hits = await command(client, "engram.recall", "ripe pears")
     assert hits and hits[0]["id"] == alone["id"] and hits[0]["location"]["uri"] == uri
     assert hits[0]["location"]["range"]["start"]["line"] == 1
+    # asked from a document of no store (untitled, or a file outside the repository): the store's
+    # recall, as from no document (it was an error, so the editor's Recall Notes failed there)
+    loose = spot.parent / "loose-notes.py"
+    loose.write_text("x = 1\n")
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri="untitled:Untitled-1", language_id="python", version=1, text="y = 2\n")))
+    for elsewhere in ("untitled:Untitled-1", open_doc(client, loose)):
+        there = await command(client, "engram.recall", "ripe pears", elsewhere)
+        assert there and there[0]["id"] == alone["id"], elsewhere
+    for name in ("engram.remember", "engram.explain"):  # (it said 'unknown document …: open it first')
+        with pytest.raises(Exception, match="untitled:Untitled-1 is not a file on disk: save it in a repository"):
+            await command(client, name, "untitled:Untitled-1", rng(0, 0), "a note")
     for made in (alone, kept):
         await command(client, "engram.forget", made["id"])
     assert not {alone["id"], kept["id"]} & set(listed(spot))

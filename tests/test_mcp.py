@@ -104,6 +104,8 @@ async def test_stdio_sdk_client(spot: Path, agent_span: tuple[str, int, int]) ->
     ({"file": "nope.ex", "start_line": 1, "end_line": 2}, "no such file"),
     ({"file": "../../etc/passwd", "start_line": 1, "end_line": 2}, "outside the repository"),
     ({"file": "assets/js/app.js", "start_line": 1, "end_line": 99999}, "past the end"),
+    # a NUL (JSON can carry one) was 'Error executing tool explain', its ValueError on the server's stderr
+    ({"file": "assets/js/app.js\x00.txt", "start_line": 1, "end_line": 2}, "a path cannot hold a NUL character"),
 ])
 async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: str) -> None:
     async with Client(stdio(spot)) as c:
@@ -111,6 +113,10 @@ async def test_bad_arguments_are_tool_errors(spot: Path, args: dict, message: st
         assert r.is_error is True and message in r.content[0].text
         r = await c.call_tool("view", {"tape": "zzzz", "at": 0})
         assert r.is_error is True and "no tape or session matches" in r.content[0].text
+        r = await c.call_tool("search", {"query": "  "})  # (it answered no hits, as if nothing matched)
+        assert r.is_error is True and "the query is empty" in r.content[0].text, r.content
+        with pytest.raises(Exception, match="no tape or session matches 'zzzz'"):  # (it said only 'Error
+            await c.read_resource("engram://tape/zzzz")  # creating resource from template', the why in a traceback)
 
 
 async def test_blame_of_lines_reversed_or_past_the_end_is_a_tool_error(spot: Path, agent_span: tuple[str, int, int]
@@ -145,6 +151,8 @@ WRONG_ARGUMENTS = [
     ("tapes", {"limit": 500}, "tapes: the argument `limit` must be an integer from 1 to 200, not the number 500."),
     ("search", {}, "search: the argument `query` is missing: it must be a string."),
     ("remember", {"content": "x", "tags": ["ok", 2]}, "remember: the argument `tags.1` must be a string, not the number 2."),
+    # an argument the tool does not take (the SDK dropped it and the call succeeded without it)
+    ("search", {"query": "x", "limt": 3}, "search: no argument `limt` (did you mean `limit`?); it takes `query`, `limit`."),
 ]
 
 

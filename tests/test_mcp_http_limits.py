@@ -49,6 +49,9 @@ async def test_the_endpoint_ingests_only_transcripts_and_validates_explain(repo:
                                                "include_deleted": False, "forensics": False, "min_confidence": 0.5}):
             status, doc = await post(endpoint.port, endpoint.token, "explain", params)
             assert status == 400 and "explain" in doc["error"], (status, doc)
+        deep = b"[" * 100_000 + b"]" * 100_000  # valid JSON past the parser's depth: a 400, not a 500 and a traceback
+        status, body = await asyncio.to_thread(_post, endpoint.port, "/engram/explain", endpoint.token, deep)
+        assert status == 400 and "bad request" in json.loads(body)["error"], (status, body)
         # Another server took the run file over: stopping this one leaves it.
         store.endpoint_file.write_text(json.dumps({"port": 2, "token": "u" * 40, "pid": 1}))
     finally:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,47 @@ def test_a_damaged_store_gives_one_line_naming_the_path_and_the_fix(repo: Path, 
     assert doctor.returncode == 1 and "Traceback" not in doctor.stderr
     failed = [line for line in doctor.stdout.splitlines() if PATHS[damage] in line]
     assert failed, doctor.stdout
+
+
+def run_on_read_only_store(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`engram ARGS` with `.engram/` unwritable as a user meets it: without write permission
+    (chmod -R a-w), or, for root (whom permissions do not stop), on a read-only bind mount."""
+    store = repo / ".engram"
+    if os.geteuid() != 0:
+        for p in [store, *store.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+        try:
+            return run_engram(repo, *args, check=False)
+        finally:
+            for p in [store, *store.rglob("*")]:
+                p.chmod(p.stat().st_mode | 0o200)
+    if not shutil.which("unshare"):
+        pytest.skip("root without unshare: no way to make the store read-only")
+    script = ('mount --bind .engram .engram && mount -o remount,bind,ro .engram || exit 99\n'
+              'exec "$@"')
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m", "engram.cli", *args],
+                          cwd=repo, capture_output=True, text=True, timeout=120)
+    if proc.returncode == 99:
+        pytest.skip(f"no read-only bind mount here: {proc.stderr.strip()}")
+    return proc
+
+
+@pytest.mark.parametrize("args", [["tapes"], ["explain", "a.py"], ["recall", "retries"], ["ingest", "SESSION"],
+                                  ["remember", "a note", "--at", "a.py:1"]])
+def test_a_read_only_store_is_one_line_saying_so(repo: Path, tmp_path: Path, args: list[str]) -> None:
+    (repo / "a.py").write_text("x = 1\n")
+    session = write_session(tmp_path / "s-1.jsonl", repo, "s-1", "hello")
+    run_engram(repo, "ingest", str(session))
+    proc = run_on_read_only_store(repo, *[str(session) if a == "SESSION" else a for a in args])
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and ".engram cannot be written" in err, err
+
+
+def test_doctor_says_the_store_cannot_be_written_and_how_to_fix_it(repo: Path) -> None:
+    """doctor said the store was ok (and, once queries said why, 'fix: engram reindex', which cannot run)."""
+    proc = run_on_read_only_store(repo, "doctor")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    store = next(line for line in proc.stdout.splitlines() if "store:" in line)
+    assert store.startswith("fail") and ".engram cannot be written" in store, proc.stdout
+    assert "engram reindex" not in proc.stdout and "chmod -R u+w .engram" in proc.stdout

@@ -13,6 +13,7 @@ import logging
 import os
 import pty
 import shlex
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -53,14 +54,17 @@ def _tracked_files(root: Path) -> list[str]:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Text content of the repository's files (binary and huge files left out)."""
+    """Text content of the repository's regular files (binary and huge files left out). A symbolic
+    link is left out too: git keeps it as its target's name, and its target is another file of the
+    tree (whose change is that file's) or outside the repository, which a tape must not copy."""
     snap: dict[str, str] = {}
     for rel in _tracked_files(root):
         if rel.startswith(".engram/"):
             continue
         p = root / rel
         try:
-            if not p.is_file() or p.stat().st_size > MAX_SNAPSHOT_BYTES:
+            st = p.lstat()
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SNAPSHOT_BYTES:
                 continue
             data = p.read_bytes()
         except OSError:
@@ -123,11 +127,39 @@ def _run_on_pty(cmd: list[str]) -> tuple[int, bytes]:
         captured.extend(data)
         return data
 
+    stdin_read, argv, kept = _stdin_for(cmd)
     try:
-        status = pty.spawn(cmd, read)
+        status = pty.spawn(argv, read, *([stdin_read] if stdin_read else []))
     except OSError as exc:
         raise BadInput(f"cannot run {cmd[0]!r}: {exc.strerror}") from exc
+    finally:
+        if kept is not None:
+            os.close(kept)
     return os.waitstatus_to_exitcode(status), bytes(captured)
+
+
+def _never_read(fd: int) -> bytes:
+    """pty.spawn's read of our stdin when the command reads it itself: nothing taken, none passed."""
+    return b""
+
+
+def _stdin_for(cmd: list[str]) -> tuple[Callable[[int], bytes] | None, list[str], int | None]:
+    """How the command gets our stdin: (pty.spawn's stdin reader, the argv to spawn, a descriptor to
+    close after). A terminal is passed through the pty, as typed. A pipe or a file (`engram record --
+    cat < in.txt`, stdin /dev/null in CI) is handed to the command itself, so that it reads the real
+    input to its real end: through the pty, pty.spawn stopped at the end and the command waited for
+    more for ever (an end-of-file character sent in its place raced the command's start)."""
+    if os.isatty(0):
+        return None, cmd, None
+    try:
+        kept = os.dup(0)
+    except OSError:  # (no stdin at all)
+        return None, cmd, None
+    os.set_inheritable(kept, True)
+    # the descriptor then holds the terminal, open until the command ends: a command that closes its
+    # output before it exits (cat does) would otherwise end pty.spawn's copy, whose closing of the
+    # terminal hung the command up (SIGHUP) before its exit
+    return _never_read, ["sh", "-c", f'exec 0<&{kept} {kept}>&1; exec "$@"', "sh", *cmd], kept
 
 
 def record_command(store: Store, cmd: list[str],
@@ -176,13 +208,18 @@ def record_stdin(store: Store, fmt: str | None, stream: BinaryIO,
     tmpdir = Path(tempfile.gettempdir()) / f"engram-stdin-{os.getuid()}"
     tmpdir.mkdir(mode=0o700, exist_ok=True)
     path = tmpdir / f"{digest}.jsonl"
-    path.write_bytes(data)
+    # stdin at its end is the whole transcript: a last line without its newline is complete, not
+    # one still being written for a next ingest to finish (there is none for stdin)
+    path.write_bytes(data if data.endswith(b"\n") else data + b"\n")
     try:
         harness = FORMATS[fmt] if fmt else detect_format(path)
         if harness is None:
             stats.skipped["not a transcript (binary or undecodable)"] += 1
             return stats
         job: Job = job_for_file(path, harness)
-        return ingest(store, [job], stats=stats, after_tape=after_tape)
+        ingest(store, [job], stats=stats, after_tape=after_tape)
+        if fmt == "raw":  # asked for: the note that it held no agent's records, read as text, is no news
+            stats.as_text = 0
+        return stats
     finally:
         path.unlink(missing_ok=True)

@@ -33,17 +33,35 @@ def _signature(job: Job) -> tuple[tuple[str, int, int], ...]:
     return tuple(sig)
 
 
+def _present(paths: list[Path], gone: set[Path]) -> list[Path]:
+    """The paths there now. One that went away (a file replaced by an editor's save, a transcript
+    moved) is watched for until it is back, said once each way: it ended the watch with 'no such
+    file' (the first ingest, before the watch, still refuses a path that is not there)."""
+    present = []
+    for p in paths:
+        if p.exists():
+            present.append(p)
+            if p in gone:
+                gone.discard(p)
+                print(f"{p} is back", flush=True)
+        elif p not in gone:
+            gone.add(p)
+            print(f"{p} is gone; watching for it to come back", flush=True)
+    return present
+
+
 def watch(store: Store, args: argparse.Namespace, maps: list[tuple[str, str]], interval: float = 2.0, *,
           indexer_for: Callable[[Store], Any] = lambda store: None) -> int:
     """Capture changed sessions every `interval` seconds until interrupted; `indexer_for(store)`
     gives what indexes each new tape (the command line's, so a benchmark can turn it off)."""
     seen: dict[Path, tuple] = {}
+    gone: set[Path] = set()
     print("watching for session changes (Ctrl-C to stop)", flush=True)
     try:
         while True:
             stats = IngestStats()
             if args.paths:
-                jobs = jobs_from_paths([Path(p) for p in args.paths], stats)
+                jobs = jobs_from_paths(_present([Path(p) for p in args.paths], gone), stats)
             else:
                 jobs = discover(store.root, Path(args.claude) if args.claude else None,
                                 Path(args.codex) if args.codex else None, stats, maps=maps)

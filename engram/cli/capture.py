@@ -159,11 +159,24 @@ def cmd_record(args: argparse.Namespace) -> int:
 
         raise BadInput("nothing to record: give a command after `--`, or --stdin")
     code, tape = record_command(store, cmd, after_tape=_indexer(store))
+    # A command a signal ended (-N, Python's way) exits as a shell says it did: 128 + N (Ctrl-C: 130;
+    # sys.exit(-2) was 254)
+    status = 128 - code if code < 0 else code
     if args.json:
-        print_json({"tape": tape, "exit_status": code})
+        print_json({"tape": tape, "exit_status": status})
     else:
-        print(f"recorded tape {tape[:12]} (exit status {code})", file=sys.stderr)
-    return code
+        how = f"killed by {_signal_name(-code)}, exit status {status}" if code < 0 else f"exit status {code}"
+        print(f"recorded tape {tape[:12]} ({how})", file=sys.stderr)
+    return status
+
+
+def _signal_name(n: int) -> str:
+    import signal  # noqa: PLC0415
+
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -99,6 +99,9 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+_DASHED = "; for a file or directory whose name starts with '-', write ./{}"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser (its subcommands' too: they take the parent's class), whose formatters
     get the terminal's width without `shutil`: argparse imports it, and with it bz2 and lzma, for
@@ -107,6 +110,19 @@ class _Parser(argparse.ArgumentParser):
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def, override]
+        self._given = list(sys.argv[1:] if args is None else args)  # (for `error`'s hint)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error; an argument missing because a file named `-x.py` was read as an
+        option says how to name that file."""
+        if message.startswith("the following arguments are required") or message.endswith("expected one argument"):
+            dashed = [w for w in getattr(self, "_given", []) if w.startswith("-") and _names_a_file(w, None)]
+            if dashed:
+                message += _DASHED.format(dashed[0])
+        super().error(message)
 
 
 def _terminal_columns() -> int:
@@ -143,10 +159,23 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
     hint = ""
     for word in extra:
         near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.75) if word.startswith("-") else []
+        if near and near[0] == word.split("=", 1)[0] and "--" in argv[:argv.index(word) if word in argv else 0]:
+            hint = f"; {word} came after `--`, which ends the options: put it before"
+            break
         if near:
             hint = f"; did you mean {near[0]}?"
             break
+        if word.startswith("-") and _names_a_file(word, getattr(args, "repo", None)):
+            hint = _DASHED.format(word)
+            break
     inner.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
+def _names_a_file(word: str, repo: str | None) -> bool:
+    """Is `word` (maybe FILE:LINES, FILE:A-B) a path in the directory the command runs in? A file
+    named `-x.py` is read by argparse as an option; the user meant the file."""
+    path = word.split(":", 1)[0] if not os.path.lexists(word) else word
+    return os.path.lexists(os.path.join(repo or ".", path))
 
 
 def build_parser(plugins: Sequence[Plugin] = (), only: str | None = None) -> argparse.ArgumentParser:
@@ -251,6 +280,9 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
         return run_hook_command(argv[1] if len(argv) > 1 else None)  # not even on bad arguments
     if answer_version(argv):  # what setup and doctor run to check a configured engram: no parser to build
         return 0
+    from engram.cli.style import guard_terminals  # noqa: PLC0415
+
+    guard_terminals()  # (what people read quotes transcripts and files: their escapes are shown, not obeyed)
     command = _command_of(argv)
     if command is None and not {"-h", "--help", "--version"} & set(argv):
         build_parser(plugins).print_help()

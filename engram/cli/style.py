@@ -8,6 +8,8 @@ off too. No dependency: six escape codes."""
 from __future__ import annotations
 
 import os
+import re
+import sys
 from typing import TextIO
 
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
@@ -42,3 +44,49 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red bold"}
 def status(word: str, stream: TextIO) -> str:
     """A check's status (ok, warn, fail) padded to one width and coloured by what it means."""
     return paint(f"{word:<4}", STATUS_STYLE.get(word, "bold"), stream)
+
+
+# What a terminal would obey in text engram prints from elsewhere (a transcript, a teammate's pulled
+# session, a file's lines, a note): escape sequences other than colour (a window title, the
+# clipboard by OSC 52, clearing the screen, moving the cursor), the other C0 and C1 controls, and a
+# carriage return not ending a line (which writes over what came before it on the line).
+_OBEYED = re.compile("\x1b(?!\\[[0-9;]*m)|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\x80-\x9f]|\r(?!\n)")
+
+
+def _shown(match: re.Match[str]) -> str:
+    c = match.group()
+    return f"^{chr(ord(c) ^ 0x40)}" if ord(c) < 0x80 else f"\\x{ord(c):02x}"
+
+
+def shown(text: str) -> str:
+    """`text` with the controls a terminal would obey written out (`^[`, `^G`, `\\x9b`); colour kept."""
+    return _OBEYED.sub(_shown, text)
+
+
+class TerminalGuard:
+    """A terminal's text stream whose writes go through `shown`: what engram prints for people
+    quotes transcripts and files it did not write, and a terminal obeyed their escape sequences
+    (`engram show` of a pulled session could set the window title or the clipboard)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(shown(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def guard_terminals() -> None:
+    """Put `TerminalGuard` on stdout and stderr where they are terminals (a pipe or a file gets the
+    text as it is: data for a program)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            tty = stream.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        if tty and not isinstance(stream, TerminalGuard):
+            setattr(sys, name, TerminalGuard(stream))

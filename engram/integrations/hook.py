@@ -35,7 +35,7 @@ def parse_payload(raw: str) -> dict[str, Any] | None:
 
     try:
         data = json.loads(raw)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # (RecursionError: arrays nested thousands deep)
         return None
     return data if isinstance(data, dict) else None
 

@@ -6,6 +6,7 @@ from typing import Any, Final
 
 import apsw
 
+from engram.errors import BadInput
 from engram.index.kinds import KIND_NAME, event_text
 from engram.query.copies import Event, copies
 from engram.store.repo import Store
@@ -32,6 +33,10 @@ _HITS: Final = ("SELECT f.id, t.id, t.session_id, f.offset, f.kind, f.ts, t.harn
 
 
 def search(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The messages and tool calls matching `query`'s words, best first. An empty query is an
+    error, not an empty answer: an agent read "no hits" as "nothing matches"."""
+    if not query.strip():
+        raise BadInput("what to search for? the query is empty: give words ('retry backoff')")
     q = fts_query(query)
     if not q:
         return []

@@ -98,8 +98,13 @@ def _locked(store: Store, wait: bool, name: str = "ingest.lock") -> Iterator[boo
 def _acquire(store: Store, name: str, wait: bool) -> int | None:
     """An exclusive lock on run/NAME as an open descriptor (`_release` gives it back), or None when
     not waiting and another process holds it."""
-    store.run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        store.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        if store.unwritable():
+            raise store.read_only_error() from exc
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.gitread import git_output
-from engram.errors import StoreNotFound
+from engram.errors import ReadOnlyStore, StoreNotFound
 from engram.store.config import load_config
 from engram.store.location import RUN_DIR, STORE_DIR, endpoint_file, find_store_root
 
@@ -115,6 +115,28 @@ class Store:
 
     def exists(self) -> bool:
         return self.dir.is_dir()
+
+    def unwritable(self) -> str | None:
+        """Why `.engram/` cannot be written (a read-only file system, no permission), or None.
+        Asked only after a write failed, to tell that from a damaged or missing file."""
+        try:
+            fd = os.open(self.dir, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            if os.fstatvfs(fd).f_flag & os.ST_RDONLY:
+                return "a read-only file system"
+        finally:
+            os.close(fd)
+        if not os.access(self.dir, os.W_OK):
+            return "no permission to write"
+        return None
+
+    def read_only_error(self) -> ReadOnlyStore:
+        """The error every command gives when `unwritable` has a reason (one line, what to do)."""
+        return ReadOnlyStore(f"{self.dir} cannot be written ({self.unwritable() or 'read-only'}): engram writes "
+                             "there to answer too (its index, locks); make it writable, or copy the repository "
+                             "somewhere it is")
 
     def damage(self, *, index: bool = True) -> list[str]:
         """What is wrong with the store's own layout, one actionable line each (empty when

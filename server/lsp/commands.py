@@ -54,13 +54,21 @@ def _args(args: tuple[Any, ...], n: int) -> list[Any]:
     return (list(args) + [None] * n)[:n]
 
 
-def _int(value: Any, default: int) -> int:
+N = TypeVar("N", int, float)
+
+
+def _number(value: Any, default: N, kind: Callable[[Any], N]) -> N:
+    """An optional numeric argument as `kind` (default when absent); anything else is the client's error."""
     if value is None:
         return default
     try:
-        return int(value)
+        return kind(value)
     except (TypeError, ValueError) as exc:
         raise JsonRpcInvalidParams(f"expected a number, got {value!r}") from exc
+
+
+def _int(value: Any, default: int) -> int:
+    return _number(value, default, int)
 
 
 async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
@@ -86,9 +94,9 @@ async def cmd_explain(ls: EngramLanguageServer, *args: Any) -> dict:
 
     rel = state.path.resolve().relative_to(state.store.root.resolve()).as_posix()
     span = Span(rel, start + 1, end + 1, "\n".join(lines[start:end + 1]) + "\n")
-    o = Options(before=int(opts.get("before", ls.settings.window_before)),
-                after=int(opts.get("after", ls.settings.window_after)),
-                min_confidence=float(opts.get("minConfidence", ls.settings.min_confidence)),
+    o = Options(before=_int(opts.get("before"), ls.settings.window_before),
+                after=_int(opts.get("after"), ls.settings.window_after),
+                min_confidence=_number(opts.get("minConfidence"), ls.settings.min_confidence, float),
                 brief=bool(opts.get("brief", False)), story=True, rank=str(state.store.config["explain"]["rank"]))
     store = state.store
     def work() -> dict:
@@ -298,11 +306,14 @@ async def cmd_reanchor(ls: EngramLanguageServer, *args: Any) -> dict:
 
 async def cmd_recall(ls: EngramLanguageServer, *args: Any) -> list[dict]:
     """[query, uri?, range?, limit?] → [{id, content, kind, state, location: {uri, range} | null}],
-    best first; a uri (and range) favours the notes anchored there."""
+    best first; a uri (and range) of a file of the store favours the notes anchored there."""
     query, uri, rng, limit = _args(args, 4)
     at = None
-    if isinstance(uri, str):
-        at = _place(ls, uri, rng) if rng is not None else str(ls.doc_state(uri).path)
+    state = ls.docs.get(uri) if isinstance(uri, str) else None
+    if state is not None and state.store is not None:
+        at = _place(ls, uri, rng) if rng is not None else str(state.path)
+    # (a document of no store's, untitled or outside the repository, favours nothing: the
+    # recall is the store's, as from no document; it was an error, so the editor's recall failed)
     n = _int(limit, 20)
 
     def work(mem: Any, buffers: dict[str, str]) -> list[dict]:
@@ -343,6 +354,21 @@ COMMANDS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _said(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """`handler`, its expected failures (EngramError: a read-only store, a damaged index) given to
+    the editor as their message; any other exception stays an internal error, with its traceback."""
+    import functools  # noqa: PLC0415
+
+    @functools.wraps(handler)
+    async def run(ls: EngramLanguageServer, *args: Any) -> Any:
+        try:
+            return await handler(ls, *args)
+        except EngramError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from exc
+
+    return run
+
+
 def register(server: EngramLanguageServer) -> None:
     for name, handler in COMMANDS.items():
-        server.command(name)(handler)
+        server.command(name)(_said(handler))

@@ -135,6 +135,9 @@ class EngramLanguageServer(LanguageServer):
     def doc_state(self, uri: str) -> DocState:
         state = self.docs.get(uri)
         if state is None:
+            if to_fs_path(uri) is None:  # (did_open keeps no state of a document that is no file)
+                raise JsonRpcInvalidParams(f"{uri} is not a file on disk: save it in a repository with an "
+                                           "Engram store to explain it or put a note on it")
             raise JsonRpcInvalidParams(f"unknown document {uri}: open it first")
         return state
 
