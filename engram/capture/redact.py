@@ -167,15 +167,23 @@ def _scan(lb: bytes) -> Hits:
 
 
 class _Text:
-    """A string, its lower-cased ASCII view and the needles found in it, computed once."""
+    """A string, its lower-cased ASCII view and the needles found in it, each computed once and
+    only when asked for: capture hands over the needles a whole tape's scan found, and then only
+    two rules look at the view (a copy of every text with a needle, made for nothing)."""
 
-    __slots__ = ("s", "lb", "_hits")
+    __slots__ = ("s", "_lb", "_hits")
 
     def __init__(self, s: str) -> None:
         self.s = s
-        # One byte per character (non-ASCII becomes `?`), so view offsets are `str` offsets.
-        self.lb = s.encode("ascii", "replace").lower()
+        self._lb: bytes | None = None
         self._hits: Hits | None = None
+
+    @property
+    def lb(self) -> bytes:
+        """One byte per character (non-ASCII becomes `?`), so view offsets are `str` offsets."""
+        if self._lb is None:
+            self._lb = self.s.encode("ascii", "replace").lower()
+        return self._lb
 
     @property
     def hits(self) -> Hits:
@@ -1255,16 +1263,17 @@ class Redactor:
             nums = [number.setdefault(leaves[j], len(number)) for j in todo]
             walked.append((leaves, todo, nums, wholes))
         by_text = _needles_of(list(number))  # a string repeated (read, edited, read again): once
+        needy = by_text.keys()
         extra = bool(self._extra)
         out: list[Any] = []
         for ev, (leaves, todo, nums, wholes) in zip(evs, walked):
             if extra:
                 found = [by_text.get(n, []) for n in nums]
             else:  # the rules change only the strings their needles are in
-                kept = [(j, by_text[n]) for j, n in zip(todo, nums) if n in by_text]
-                if not kept and not wholes:  # most events: nothing to look at
+                if not wholes and needy.isdisjoint(nums):  # most events: nothing to look at
                     out.append(ev)
                     continue
+                kept = [(j, by_text[n]) for j, n in zip(todo, nums) if n in by_text]
                 todo = [j for j, _ in kept]
                 found = [f for _, f in kept]
             if todo or extra or wholes:
@@ -1315,6 +1324,11 @@ def _joined_hits(lengths: list[int], needles: list[list[tuple[str, int]]]) -> Hi
     return hits
 
 
+# Values with no string in them, as JSON gives them: passed at once (an edit's ranges and hunks are
+# lists of numbers; each number took two `isinstance` calls to be found to be none of the others).
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
 def _walk(v: dict[str, Any] | list[Any] | tuple[Any, ...], leaves: list[str], todo: list[int],
           wholes: list[int]) -> None:
     """Every string of `v` in a fixed order (`leaves`), with the places of those worth scanning
@@ -1334,6 +1348,8 @@ def _walk(v: dict[str, Any] | list[Any] | tuple[Any, ...], leaves: list[str], to
                 elif (n := len(x)) >= MIN_LEN and (n > 80 or x.strip(_SAFE_CHARS)):
                     todo.append(len(leaves))
                 leaves.append(x)
+            elif tx in _PLAIN:
+                continue
             elif tx is dict or tx is list or tx is tuple or isinstance(x, (dict, list, tuple)):
                 _walk(x, leaves, todo, wholes)
             elif isinstance(x, str):
@@ -1345,6 +1361,8 @@ def _walk(v: dict[str, Any] | list[Any] | tuple[Any, ...], leaves: list[str], to
             if (n := len(x)) >= MIN_LEN and (n > 80 or x.strip(_SAFE_CHARS)):
                 todo.append(len(leaves))
             leaves.append(x)
+        elif tx in _PLAIN:
+            continue
         elif tx is dict or tx is list or tx is tuple or isinstance(x, (dict, list, tuple)):
             _walk(x, leaves, todo, wholes)
         elif isinstance(x, str):
