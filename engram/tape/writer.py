@@ -72,7 +72,9 @@ def _framed(lines: list[bytes], frame_bytes: int) -> list[tuple[bytes, int, int]
         while i < n and size < frame_bytes:
             size += len(lines[i]) + 1
             i += 1
-        out.append((b"\n".join(lines[first:i]) + b"\n", first, i - first))
+        chunk = lines[first:i]
+        chunk.append(b"")  # (the frame's last newline, joined with the others: not a second copy)
+        out.append((b"\n".join(chunk), first, i - first))
     return out
 
 
