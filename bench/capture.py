@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     add_corpus_arguments(ap, seed_help="generator seed, also used to sample tapes")
     ap.add_argument("--engram-args", default="", help="extra arguments for `engram ingest`, one shell-quoted string")
     ap.add_argument("--rg-runs", type=int, default=3, help="ripgrep runs (best is kept)")
-    ap.add_argument("--sample", type=int, default=40, help="tapes sampled for the seekable-frame section")
+    ap.add_argument("--sample", type=int, default=40, help="tapes sampled for the seekable-frame section (0: no such section)")
     ap.add_argument("--picks", type=int, default=1000, help="random window reads timed")
     ap.add_argument("--workdir", type=Path, help="where the throw-away repositories go (default: system temp)")
     ap.add_argument("--keep", action="store_true", help="keep the throw-away repositories")
@@ -470,8 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         print()
         print(compare_capture(projects, raw_mb, args.workdir, args.compare, args.compare_runs))
-    print("\nseekable-frame cost:")
-    print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
+    if args.sample > 0:  # --sample 0: the throughput figures alone
+        print("\nseekable-frame cost:")
+        print(seek_section(repo / ".engram", args.sample, args.picks, args.seed))
 
     if args.profile:
         args.profile_out.parent.mkdir(parents=True, exist_ok=True)
