@@ -130,6 +130,10 @@ def test_lines_no_session_wrote_and_bad_ranges(two_sessions: Path) -> None:
         a, b = past.split(",")
         assert proc.returncode == 1 and proc.stdout == ""
         assert proc.stderr == f"engram: report.py:{a}-{b}: past the end of the file (31 lines)\n"
+    (two_sessions / "empty.py").write_text("")
+    empty = run_engram(two_sessions, "blame", "empty.py", check=False)
+    assert (empty.returncode, empty.stdout) == (0, ""), "no blank line for a file without lines"
+    assert empty.stderr == "engram: empty.py is empty: no lines to blame\n"
 
 
 def test_explain_a_whole_file_region_by_region(two_sessions: Path) -> None:

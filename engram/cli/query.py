@@ -206,7 +206,11 @@ def cmd_blame(args: argparse.Namespace) -> int:
     from engram.query.render import blame_pretty
 
     lines = (store.root / doc["file"]).read_bytes().decode("utf-8", "replace").split("\n")
-    print(blame_pretty(doc, lines, color=_color(args)))
+    text = blame_pretty(doc, lines, color=_color(args))
+    if text:
+        print(text)
+    else:  # as git blame, nothing on stdout; a word on stderr so an empty answer is not read as a fault
+        print(f"engram: {doc['file']} is empty: no lines to blame", file=sys.stderr)
     return 0
 
 
