@@ -314,6 +314,21 @@ def test_push_scans_again_only_tapes_redacted_under_other_rules(team: dict[str, 
     assert token.encode() not in blob and b"[REDACTED:internal-token]" in blob
 
 
+def test_push_without_a_git_identity_says_how_to_set_one(team: dict[str, Path], tmp_path: Path) -> None:
+    """git's own words were "fatal: no email was given and auto-detection is disabled": the user
+    learns what to set from engram, and nothing reaches the remote."""
+    alice = team["alice"]
+    git(alice, "config", "user.useConfigOnly", "true")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_")) and k != "EMAIL"}
+    env.update(HOME=str(tmp_path), GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    before = _remote_objects(team["remote"])
+    proc = subprocess.run([sys.executable, "-m", "engram.cli", "push"], cwd=alice, capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 1, proc.stdout
+    assert "git config user.email" in proc.stderr and "Traceback" not in proc.stderr
+    assert _remote_objects(team["remote"]) == before
+
+
 def test_push_counts_the_team_memories_it_adds_not_every_one_again(team: dict[str, Path]) -> None:
     """Each push said "pushed … N team memories" for every team memory, though the remote had them
     all: it names those with events the remote lacks, of how many leave."""

@@ -296,7 +296,14 @@ class Git:
         args = ["commit-tree", tree]
         for p in parents:
             args += ["-p", p]
-        return self.text(*args, "-m", message)
+        out = self.run(*args, "-m", message, check=False)
+        if out.returncode != 0 and b"Please tell me who you are" in out.stderr:
+            raise ShareError("git has no name and email for the commit that carries your sessions: set them with "
+                             "`git config user.name \"Your Name\"` and `git config user.email you@example.com` "
+                             "(add --global for every repository), then run it again")
+        if out.returncode != 0:
+            raise ShareError(f"git commit-tree failed: {last_line(out.stderr)}")
+        return out.stdout.decode("utf-8", "replace").strip()
 
 
 def _widen(fd: int) -> None:
