@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -402,6 +403,46 @@ async def test_outside_a_repository_and_without_a_store(client: LanguageClient, 
     await asyncio.wait_for(shown, 10)
     assert any("engram init" in m.message for m in client.messages)
     assert not client.log_messages or all(m.type != types.MessageType.Error for m in client.log_messages)
+
+
+async def test_a_store_that_cannot_be_written_is_said_once_in_the_editor(tmp_path: Path) -> None:
+    """The language server needs `.engram/` writable to read its index (SQLite's WAL): on a
+    read-only store every lens and hover was silently empty. The editor is told why, once."""
+    repo = tmp_path / "ro"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    run_engram(repo, "init")
+    (repo / "a.py").write_text("x = 1\n")
+    store = repo / ".engram"
+    if os.geteuid() != 0:
+        for p in [store, *store.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+        command = SERVER
+    else:  # root: permissions do not stop it; a read-only bind mount does
+        if not shutil.which("unshare"):
+            pytest.skip("root without unshare: no way to make the store read-only")
+        probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount --bind .engram .engram && "
+                                "mount -o remount,bind,ro .engram"], cwd=repo, capture_output=True, check=False)
+        if probe.returncode:
+            pytest.skip(f"no read-only bind mount here: {probe.stderr.decode().strip()}")
+        command = ["unshare", "-m", "sh", "-c", 'mount --bind .engram .engram && mount -o remount,bind,ro .engram '
+                   '&& exec "$@"', "sh", *SERVER]
+    client = pytest_lsp.make_test_lsp_client()
+    await client.start_io(command[0], *command[1:], cwd=str(repo))
+    try:
+        await start(client, repo)
+        shown = asyncio.ensure_future(client.wait_for_notification(types.WINDOW_SHOW_MESSAGE))
+        assert await lenses(client, open_doc(client, repo / "a.py")) == []
+        await asyncio.wait_for(shown, 10)
+        said = [m.message for m in client.messages if "cannot be written" in m.message]
+        assert len(said) == 1 and ".engram cannot be written" in said[0] and "no lenses" in said[0], client.messages
+        await lenses(client, open_doc(client, repo / "a.py", version=2))
+        assert len([m for m in client.messages if "cannot be written" in m.message]) == 1, "once"
+    finally:
+        await client.shutdown_session()
+        if os.geteuid() != 0:
+            for p in [store, *store.rglob("*")]:
+                p.chmod(p.stat().st_mode | 0o200)
 
 
 async def test_clients_without_refresh_support_get_the_notification(client: LanguageClient, spot: Path,

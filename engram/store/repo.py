@@ -118,7 +118,8 @@ class Store:
 
     def unwritable(self) -> str | None:
         """Why `.engram/` cannot be written (a read-only file system, no permission), or None.
-        Asked only after a write failed, to tell that from a damaged or missing file."""
+        Asked after a write failed, to tell that from a damaged or missing file, and by the language
+        server when it first meets a store (its reads need writes too: the index's WAL)."""
         try:
             fd = os.open(self.dir, os.O_RDONLY)
         except OSError:
