@@ -35,7 +35,6 @@ measurement: docs/anchors.md and bench/anchors.py.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
 import logging
 import os
@@ -1047,19 +1046,17 @@ def _with_age(tree: _Tree, anchor: Anchor, there: _Match) -> _Match:
     if not GIT_LINES or not anchor.head or not anchor.text:
         return there
     key = os.fspath(tree.root)
-    own = _text_at(key, anchor.head, anchor.file)
-    if own is None or not _holds(own, anchor):
+    if _anchored_text_at_commit(key, anchor) is None:
         return there  # (the commit unknown here, or not the anchored text: git cannot tell)
     now = tree.read(there.file)
     code = ["".join(x.split()) for x in _split_lines(now or "")[there.start - 1:there.end]
             if sum(c.isalnum() for c in x) >= ALREADY_CHARS_FROM]
     if not code:
         return there
-    _fetch_old(key, {(anchor.head, there.file)})  # (kept when absent too: the next call asks no git)
-    before = _cached_old(key, anchor.head, there.file)
-    held = _squeezed_lines(before) if isinstance(before, str) else frozenset()
+    before = _text_at(key, anchor.head, there.file)
+    held = _squeezed_lines(before) if before is not None else frozenset()
     share = round(sum(x in held for x in code) / len(code), 3)
-    return dataclasses.replace(there, shares={**there.shares, "already_there": share})
+    return replace(there, shares={**there.shares, "already_there": share})
 
 
 @functools.lru_cache(maxsize=16)
@@ -1105,8 +1102,8 @@ def _git_kept(root: Path, anchor: Anchor, best: _Match, text: str) -> float | No
     if head is not None and head != anchor.head:
         _fetch_old(key, {(anchor.head, anchor.file), (head, anchor.file)})
     want = split_lines(anchor.text)
-    old = _text_at(key, anchor.head, anchor.file)
-    if old is None or not _holds(old, anchor):
+    old = _anchored_text_at_commit(key, anchor)
+    if old is None:
         return None
     lost = _lost_on_the_way(key, anchor, head, text) if head is not None else None
     if lost is not None:
@@ -1274,6 +1271,16 @@ def _walk_reaches(root: str, head: str, anchor: Anchor) -> bool:
     return found is not None and anchor.head in found.order
 
 
+def _anchored_text_at_commit(root: str, anchor: Anchor) -> str | None:
+    """The anchor's file at the commit it was taken at, when that holds the anchored lines: git
+    can tell what became of them. None otherwise (no commit recorded or known here, no such
+    file, other text there)."""
+    if not anchor.head:
+        return None
+    old = _text_at(root, anchor.head, anchor.file)
+    return old if old is not None and _holds(old, anchor) else None
+
+
 def _holds(old: str, anchor: Anchor) -> bool:
     """Whether the file at the anchor's commit holds its lines where it says (whitespace aside)."""
     want = split_lines(anchor.text)
@@ -1358,6 +1365,8 @@ def _clear_git_caches() -> None:
 def _text_at(root: str, commit: str, rel: str) -> str | None:
     """`rel`'s text at `commit` (git's object store), or None: no git, no such commit or file.
     Kept (`_OLD`): the anchors of one file were mostly taken at a few commits."""
+    if "\n" not in rel:  # (`cat-file --batch` reads a name a line; it keeps a missing file's answer too)
+        _fetch_old(root, {(commit, rel)})
     found = _cached_old(root, commit, rel)
     if found is not _MISSING:
         return found  # type: ignore[no-any-return]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engram.gitread import git_output
 from engram.errors import ReadOnlyStore, StoreNotFound
+from engram.gitread import git_output
 from engram.store.config import load_config
 from engram.store.location import RUN_DIR, STORE_DIR, endpoint_file, find_store_root
 
@@ -133,9 +133,11 @@ class Store:
             return "no permission to write"
         return None
 
-    def read_only_error(self) -> ReadOnlyStore:
-        """The error every command gives when `unwritable` has a reason (one line, what to do)."""
-        return ReadOnlyStore(f"{self.dir} cannot be written ({self.unwritable() or 'read-only'}): engram writes "
+    def read_only_error(self, why: str | None = None) -> ReadOnlyStore:
+        """The error every command gives when `unwritable` has a reason (`why`, when the caller has
+        asked it already): one line, what to do."""
+        reason = why or self.unwritable() or "read-only"
+        return ReadOnlyStore(f"{self.dir} cannot be written ({reason}): engram writes "
                              "there to answer too (its index, locks); make it writable, or copy the repository "
                              "somewhere it is")
 

@@ -113,10 +113,10 @@ class EngramLanguageServer(LanguageServer):
                     type=types.MessageType.Info,
                     message=f"Engram: {root} has no store yet. Run `engram init` there, then `engram ingest`, "
                             "to see why its code exists."))
-            elif self.stores[root] is not None and store.unwritable():  # (else lenses stay empty, unexplained)
+            elif self.stores[root] is not None and (why := store.unwritable()):  # (else lenses stay empty, unexplained)
                 self.window_show_message(types.ShowMessageParams(
                     type=types.MessageType.Warning,
-                    message=f"Engram: {store.read_only_error()}. Until then it shows no lenses, hovers or notes."))
+                    message=f"Engram: {store.read_only_error(why)}. Until then it shows no lenses, hovers or notes."))
         return self.stores[root]
 
     def any_store(self, uri: Any) -> Store:
