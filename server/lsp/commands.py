@@ -124,10 +124,7 @@ async def cmd_view(ls: EngramLanguageServer, *args: Any) -> dict:
     from engram.query.render import events_view  # noqa: PLC0415
 
     def work() -> dict:
-        try:
-            row = resolve_tape(ls.conn(store), str(tape))
-        except EngramError as exc:
-            raise JsonRpcInvalidParams(str(exc)) from exc
+        row = resolve_tape(ls.conn(store), str(tape))  # (no such tape: an EngramError, the client's, `_said`)
         with TapeReader(tape_path(store.tapes_dir, row.id), store.objects_dir) as r:
             at = max(0, min(int(offset), len(r) - 1))
             window = r.window(at, int(before), min(int(after), 100000))
@@ -220,17 +217,15 @@ def _place(ls: EngramLanguageServer, uri: Any, rng: Any) -> str:
 
 
 async def _on_memories(ls: EngramLanguageServer, uri: Any, work: Callable[[Any, dict[str, str]], T]) -> T:
-    """Run `work(memories, buffers)` on the worker thread; bad input is the client's error."""
+    """Run `work(memories, buffers)` on the worker thread; bad input (an EngramError) is the
+    client's error, as every command's (`_said`)."""
     store = ls.any_store(uri)
     buffers = notes.buffers_of(ls, store)  # read on the loop, where the documents change
 
     def run() -> T:
         from engram.memory import open_memories  # noqa: PLC0415
 
-        try:
-            return work(open_memories(store), buffers)
-        except EngramError as exc:
-            raise JsonRpcInvalidParams(str(exc)) from exc
+        return work(open_memories(store), buffers)
 
     return await ls.off_loop(run)
 
