@@ -257,6 +257,20 @@ def test_records_glued_on_one_line_are_both_read(spotter: Path, tmp_path: Path) 
     assert any(str(e.get("text", "")).startswith("Let me start by understanding") for e in answers[1])
 
 
+def test_a_line_with_half_an_emoji_keeps_its_request(spotter: Path, tmp_path: Path) -> None:
+    """Claude Code cuts long strings by UTF-16 units and can write the first half of an emoji alone
+    (`"\\ud83d"`, a lone surrogate: valid JSON, not valid Unicode). The whole line, a request, was
+    skipped as 'malformed JSON line'; it is kept, the half character replaced with U+FFFD."""
+    good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
+    at = next(i for i, line in enumerate(good) if b'"Implement spotter-gqc"' in line)
+    good[at] = good[at].replace(b'"Implement spotter-gqc"', b'"Implement spotter-gqc \\ud83d"')
+    root = new_repo(tmp_path, "surrogate")
+    (tmp_path / "s.jsonl").write_bytes(b"".join(good))
+    proc = run_engram(root, "ingest", str(tmp_path / "s.jsonl"))
+    assert "0 skipped" in proc.stdout and "malformed" not in proc.stdout, proc.stdout
+    assert any(e.get("text") == "Implement spotter-gqc \ufffd" for e in session_events(root, SPOTTER_MAIN))
+
+
 def test_record_captures_output_and_changed_files(repo: Path) -> None:
     (repo / "keep.py").write_text("def keep():\n    return 1\n")
     (repo / "gone.txt").write_text("bye\n")
