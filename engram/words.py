@@ -37,6 +37,11 @@ def anchor_state(state: str, retained: float) -> str:
     return f"edited, {retained:.0%} retained" if state == "edited" else state
 
 
+def line_range(a: int, b: int) -> str:
+    """`line 7` or `lines 3-9`, as a person writes them (`lines 194-194` read as a slip)."""
+    return f"line {a}" if a == b else f"lines {a}-{b}"
+
+
 def whole_text(value: object) -> object:
     """`value` (what `json.loads` returns: dicts, lists, strings, numbers) with each lone surrogate
     in its strings replaced with U+FFFD. JSON may escape half a character (`"\\ud83d"`: Claude

@@ -373,6 +373,35 @@ def test_explain_errors_are_clear(spot_repo: tuple[Path, dict[str, str]], args: 
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_an_argument_that_reads_two_ways_is_read_as_a_user_means_it(spotter: Path,
+                                                                    spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`FILE:LINE:COL` pasted from a compiler's or a linter's message was 'FILE:LINE: no such file';
+    a file whose name ends in `:3` beside a directory of the name before it was 'a directory'; and
+    when both `n` and `n:2` are files, `n:2` is line 2 of `n`, and the answer says so."""
+    root, writer = spot_repo
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    doc = explain(root, f"{rel}:{a}:7", "--brief")
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    assert doc["read_as"] == f"{rel}:{a}:7 read as line {a} of {rel} (column 7 ignored)"
+    made = [root / "12", root / "12:3", root / "n", root / "n:2"]
+    try:
+        made[0].mkdir()
+        (made[0] / "x.txt").write_text("x\n")
+        made[1].write_text("one\ntwo\nthree\n")
+        whole = json.loads(run_engram(root, "explain", "12:3", "--json").stdout)
+        assert whole["file"] == "12:3", "the file named 12:3, whole: 12 is a directory"
+        made[2].write_text("alpha beta gamma\ndelta epsilon zeta\n")
+        made[3].write_text("other\n")
+        both = explain(root, "n:2", "--brief")
+        text = run_engram(root, "explain", "n:2", "--pretty").stdout
+    finally:
+        for p in reversed(made):
+            subprocess.run(["rm", "-rf", str(p)], check=True)
+    assert both["span"]["file"] == "n" and both["read_as"] == \
+        "n:2 read as line 2 of n; a file named n:2 is there too: `engram explain n:2:1-1` for its lines"
+    assert "(n:2 read as line 2 of n; a file named n:2 is there too" in text
+
+
 def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:
     """`engram -C DIR init` (as every other command) acts on DIR, not on the directory it was
     started in: it once created .engram/ in the current directory instead."""
