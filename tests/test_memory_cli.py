@@ -349,3 +349,6 @@ def test_recall_at_a_file_not_in_the_tree_says_so(repo: Path) -> None:
     for args in (("recall", "--at", "nett.py"), ("memory", "list", "--at", "nett.py")):
         typo = run_engram(repo, *args)
         assert "nett.py is not in the working tree" in typo.stderr and typo.stdout == "", args
+    worded = run_engram(repo, "recall", "retries", "--at", "nett.py")  # (the place only ranks: the words find it)
+    assert "Retries back off" in worded.stdout and "only notes anchored there" not in worded.stderr
+    assert "(nett.py is not in the working tree: notes the words find are listed wherever they are)" in worded.stderr

@@ -228,15 +228,17 @@ def _at_for_server(args: argparse.Namespace) -> str | None:
     store = store_of(args)
     path, start, end = parse_at(args.at)
     rel = repo_relative(store.root, path)
-    _say_if_missing(store.root, rel)
+    _say_if_missing(store.root, rel, bool((getattr(args, "query", "") or "").strip()))
     return rel if start is None else f"{rel}:{start}-{end}"
 
 
-def _say_if_missing(root: Path, rel: str) -> None:
+def _say_if_missing(root: Path, rel: str, query: bool = False) -> None:
     """A note on stderr when `--at` names no file of the working tree: a typo would otherwise be
-    answered like a file without notes (a deleted file's notes are still listed)."""
+    answered like a file without notes (a deleted file's notes are still listed). With words to
+    recall, the place only ranks: the notes the words find are listed wherever they are."""
     if not (root / rel).exists():
-        print(f"({rel} is not in the working tree: only notes anchored there are listed)", file=sys.stderr)
+        print(f"({rel} is not in the working tree: " + ("notes the words find are listed wherever they are)" if query else
+                                                         "only notes anchored there are listed)"), file=sys.stderr)
 
 
 def _recall_lines(doc: dict[str, Any], debug: bool) -> list[str]:
