@@ -289,6 +289,21 @@ def test_search_finds_the_users_request(spot_repo: tuple[Path, dict[str, str]]) 
     assert "Implement spotter-gqc" in doc["hits"][0]["excerpt"]
 
 
+def test_search_says_when_it_showed_only_the_first_hits(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`engram search the` printed its first 20 hits (the default limit) and nothing else: a person
+    took them for all there is. The text ends saying more matched and the command that shows more;
+    the JSON names that command (`more`); an answer that holds every hit says nothing of the kind."""
+    root, _ = spot_repo
+    every = json.loads(run_engram(root, "search", "the", "--limit", "1000").stdout)["hits"]
+    assert len(every) > 25 and "more" not in json.loads(run_engram(root, "search", "the", "--limit", "1000").stdout)
+    text = run_engram(root, "search", "the", "--pretty").stdout.splitlines()
+    assert len(text) == 21 and text[-1] == "… more messages and tool calls match: engram search the --limit 40"
+    doc = json.loads(run_engram(root, "search", "the", "--limit", "5").stdout)
+    assert len(doc["hits"]) == 5 and doc["more"] == "engram search the --limit 10"
+    exact = run_engram(root, "search", "the", "--limit", str(len(every)), "--pretty").stdout.splitlines()
+    assert len(exact) == len(every) and not exact[-1].startswith("…")
+
+
 def test_search_says_when_nothing_matches_and_refuses_an_empty_query(spot_repo: tuple[Path, dict[str, str]]) -> None:
     """A person's search that finds nothing says so (it printed nothing at all, exit 0); an empty
     query is a mistake, one line and exit 1 (it answered no hits)."""

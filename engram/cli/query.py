@@ -215,21 +215,26 @@ def cmd_blame(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    import shlex
+
     from engram.errors import BadInput
-    from engram.query.search import search
+    from engram.query.search import search_hits
 
     if not args.query.strip():
         raise BadInput("what to search for? give words: engram search 'retry backoff'")
     store = store_of(args)
     with closing(_ready_db(store)) as db:
-        hits = search(store, db, args.query, limit=args.limit)
+        hits, more = search_hits(store, db, args.query, limit=args.limit)
+    again = f"engram search {shlex.quote(args.query)} --limit {args.limit * 2}" if more else None
     if wants_pretty(args):
         for h in hits:
             print(f"{h['tape'][:12]} #{h['offset']:<5} {h['kind']:8} {(h['timestamp'] or '')[:16]}  {h['excerpt']}")
         if not hits:  # (a person saw nothing at all)
             print(f"no message or tool call matches {args.query!r}", file=sys.stderr)
+        if again:
+            print(f"… more messages and tool calls match: {again}")
     else:
-        _out({"query": args.query, "hits": hits})
+        _out({"query": args.query, "hits": hits, **({"more": again} if again else {})})
     return 0
 
 
