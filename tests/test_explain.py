@@ -304,6 +304,19 @@ def test_search_says_when_it_showed_only_the_first_hits(spot_repo: tuple[Path, d
     assert len(exact) == len(every) and not exact[-1].startswith("…")
 
 
+def test_show_with_a_limit_says_what_it_left_out(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`engram show TAPE --limit 5` printed 5 events and stopped, as if the tape ended there; its
+    last line says how many events follow and how to read on."""
+    root, _ = spot_repo
+    tape = json.loads(run_engram(root, "tapes", "--json").stdout)[0]
+    lines = run_engram(root, "show", tape["id"][:12], "--limit", "5").stdout.splitlines()
+    assert len(lines) == 1 + 5 + 1
+    assert lines[-1] == (f"… {tape['events'] - 5} more events: engram view {tape['id'][:12]}@5 --before 0 --after 40, "
+                         f"or engram show {tape['id'][:12]} without --limit")
+    whole = run_engram(root, "show", tape["id"][:12]).stdout.splitlines()
+    assert len(whole) == 1 + tape["events"] and not whole[-1].startswith("…")
+
+
 def test_search_says_when_nothing_matches_and_refuses_an_empty_query(spot_repo: tuple[Path, dict[str, str]]) -> None:
     """A person's search that finds nothing says so (it printed nothing at all, exit 0); an empty
     query is a mistake, one line and exit 1 (it answered no hits)."""
