@@ -186,8 +186,15 @@ def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
     if real == root_real:
         return "."
     if not real.startswith(root_real.rstrip(os.sep) + os.sep):
+        if _lexically_inside(os.path.normpath(p), os.fspath(root), root_real):  # (`ls` shows it in the tree)
+            raise BadInput(f"{path}: a symbolic link that leads outside the repository {root}; nothing outside it is read")
         raise BadInput(f"{path}: outside the repository {root}")
     return Path(real[len(root_real.rstrip(os.sep)) + 1:]).as_posix()
+
+
+def _lexically_inside(path: str, root: str, root_real: str) -> bool:
+    """Whether `path`, links not followed, names an entry under the repository's root."""
+    return any(path.startswith(r.rstrip(os.sep) + os.sep) for r in (os.path.normpath(os.path.abspath(root)), root_real))
 
 
 @functools.lru_cache(maxsize=64)

@@ -430,6 +430,23 @@ def test_an_argument_that_reads_two_ways_is_read_as_a_user_means_it(spotter: Pat
     assert "(n:2 read as line 2 of n; a file named n:2 is there too" in text
 
 
+def test_a_link_out_of_the_repository_is_named_as_a_link(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """A symbolic link in the working tree that leads out of it is refused, and was called
+    'outside the repository' though `ls` shows it right there: the answer says it is a link."""
+    root, _ = spot_repo
+    (root.parent / "elsewhere.py").write_text("x = 1\ny = 2\n")
+    link = root / "outlink.py"
+    link.symlink_to(root.parent / "elsewhere.py")
+    try:
+        for args in (["explain", "outlink.py:1-2"], ["blame", "outlink.py"], ["remember", "x", "--at", "outlink.py:1-1"],
+                     ["recall", "--at", "outlink.py"]):
+            proc = run_engram(root, *args, check=False)
+            assert proc.returncode == 1 and proc.stdout == "", args
+            assert "outlink.py: a symbolic link that leads outside the repository" in proc.stderr, (args, proc.stderr)
+    finally:
+        link.unlink()
+
+
 def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:
     """`engram -C DIR init` (as every other command) acts on DIR, not on the directory it was
     started in: it once created .engram/ in the current directory instead."""
