@@ -339,6 +339,21 @@ def test_one_long_note_does_not_hide_the_others_in_text(repo: Path) -> None:
     assert content.strip() in run_engram(repo, "memory", "show", long).stdout, "show gives it whole"
 
 
+def test_an_export_never_writes_over_the_store(repo: Path) -> None:
+    """`engram memory export -o` naming the memory log itself (a slip of tab completion) wrote the
+    export over it: every memory was gone ('skipped 15 lines that are not whole events'). A file
+    inside `.engram/` is refused, before anything is written; the memories are all there."""
+    ids = {run_engram(repo, "remember", f"note number {i} about the uploader").stdout.strip() for i in range(3)}
+    log = next((repo / ".engram" / "events" / "memories").glob("*.jsonl"))
+    before = log.read_bytes()
+    for out in (log, repo / ".engram" / "index.sqlite", repo / ".engram" / "export.jsonl"):
+        for args in (["memory", "export", "-o", str(out)], ["export", "--agent-trace", "-o", str(out.relative_to(repo))]):
+            proc = run_engram(repo, *args, check=False)
+            assert proc.returncode == 1 and "inside engram's store" in proc.stderr, (args, proc.stderr)
+    assert log.read_bytes() == before and not (repo / ".engram" / "export.jsonl").exists()
+    assert {m["id"] for m in js(repo, "memory", "list")["memories"]} == ids
+
+
 def test_recall_at_a_file_not_in_the_tree_says_so(repo: Path) -> None:
     """A mistyped or deleted file answers the notes anchored there (a deleted file's notes are
     still worth reading), and says the file is not in the working tree, so a typo is seen."""

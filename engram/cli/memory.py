@@ -418,7 +418,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         from engram.cli.output import writable_output
 
-        writable_output(Path(args.output))
+        writable_output(Path(args.output), store_of(args).dir)
     with _memories(args) as mem:
         docs = export_lines(mem, hidden=args.all)
     import orjson
