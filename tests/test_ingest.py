@@ -271,6 +271,27 @@ def test_a_line_with_half_an_emoji_keeps_its_request(spotter: Path, tmp_path: Pa
     assert any(e.get("text") == "Implement spotter-gqc \ufffd" for e in session_events(root, SPOTTER_MAIN))
 
 
+def test_ingest_of_the_repository_leaves_engrams_own_store_alone(spotter: Path, tmp_path: Path) -> None:
+    """`engram ingest .` at the repository's root read `.engram/events/memories/*.jsonl` (the memory
+    log) and `.engram/redacted.jsonl` as transcripts: a made-up 'raw' session holding every note and
+    the code anchored to it, which explain then gave as a session that discussed that code. The
+    store (and `.git/`) is never read as transcripts; the transcripts beside them are."""
+    root = new_repo(tmp_path, "self")
+    (root / "app.py").write_text("def settle_invoice(ledger):\n    return ledger.close_period()\n")
+    run_engram(root, "remember", "settle_invoice closes the period", "--at", "app.py:1-2")
+    (root / "logs").mkdir()
+    good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
+    (root / "logs" / "s.jsonl").write_bytes(b"".join(good))
+    proc = run_engram(root, "ingest", ".")
+    assert "1 session, 1 new tape" in proc.stdout and "plain text" not in proc.stdout, proc.stdout
+    tapes = json.loads(run_engram(root, "tapes", "--json").stdout)
+    assert [t["session_id"] for t in tapes] == [SPOTTER_MAIN]
+    log = next((root / ".engram" / "events" / "memories").glob("*.jsonl"))
+    named = run_engram(root, "ingest", str(log))
+    assert "engram's own store" in named.stdout + named.stderr, named.stdout + named.stderr
+    assert len(json.loads(run_engram(root, "tapes", "--json").stdout)) == 1
+
+
 def test_record_captures_output_and_changed_files(repo: Path) -> None:
     (repo / "keep.py").write_text("def keep():\n    return 1\n")
     (repo / "gone.txt").write_text("bye\n")
