@@ -447,6 +447,25 @@ def test_a_link_out_of_the_repository_is_named_as_a_link(spot_repo: tuple[Path, 
         link.unlink()
 
 
+def test_a_file_name_that_is_not_utf8_is_one_clear_line(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """A file named in Latin-1 (`caf\\xe9.py`, an old repository's) was a traceback from explain,
+    recall --at and remember --at (surrogates not allowed): paths are kept as UTF-8 text. It is
+    one line naming the file and what to do, exit 1, and nothing is written."""
+    root, _ = spot_repo
+    name = os.fsdecode(b"caf\xe9.py")
+    (root / name).write_text("def settle_invoice_period():\n    return close_ledger_period()\n")
+    try:
+        for args in (["explain", f"{name}:1-2"], ["explain", name], ["blame", name], ["recall", "--at", name],
+                     ["remember", "a note", "--at", f"{name}:1-2"], ["memory", "list", "--at", name]):
+            proc = run_engram(root, *args, check=False)
+            assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-600:])
+            assert proc.stderr == "engram: caf\ufffd.py: the file's name is not UTF-8; engram keeps paths as UTF-8 " \
+                                  "text: rename it (convmv -f latin1 -t utf8 FILE)\n", (args, proc.stderr)
+    finally:
+        (root / name).unlink()
+    assert "a note" not in run_engram(root, "memory", "list").stdout
+
+
 def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:
     """`engram -C DIR init` (as every other command) acts on DIR, not on the directory it was
     started in: it once created .engram/ in the current directory instead."""
