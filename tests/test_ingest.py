@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SPOTTER_MAIN, created_by, git, run_engram, session_cwd, shown_events
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, created_by, git, run_engram, session_cwd, shown_events
 from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
 from engram.index.kinds import KIND_NO
@@ -290,6 +290,22 @@ def test_ingest_of_the_repository_leaves_engrams_own_store_alone(spotter: Path, 
     named = run_engram(root, "ingest", str(log))
     assert "engram's own store" in named.stdout + named.stderr, named.stdout + named.stderr
     assert len(json.loads(run_engram(root, "tapes", "--json").stdout)) == 1
+
+
+def test_a_transcript_whose_name_is_not_utf8_is_skipped_and_said(spotter: Path, tmp_path: Path) -> None:
+    """A transcript file named in Latin-1 was a traceback ('surrogates not allowed') that stopped the
+    whole ingest; it is skipped with the reason and how to rename it, and the others are captured."""
+    root = new_repo(tmp_path, "names")
+    src = tmp_path / "src"
+    src.mkdir()
+    good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
+    (src / os.fsdecode(b"caf\xe9.jsonl")).write_bytes(b"".join(good))
+    (src / "ok.jsonl").write_bytes((spotter / f"{SPOTTER_OTHER}.jsonl").read_bytes())
+    for args in (["ingest", str(src)], ["ingest", str(src / os.fsdecode(b"caf\xe9.jsonl"))]):
+        proc = run_engram(root, *args)
+        assert "Traceback" not in proc.stderr and "1 × a file name that is not UTF-8 (rename it: convmv -f latin1 " \
+            "-t utf8 FILE)" in proc.stdout, proc.stdout + proc.stderr[-800:]
+    assert [t["session_id"] for t in json.loads(run_engram(root, "tapes", "--json").stdout)] == [SPOTTER_OTHER]
 
 
 def test_record_captures_output_and_changed_files(repo: Path) -> None:

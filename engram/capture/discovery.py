@@ -235,6 +235,9 @@ def _whole_file_sessions(root: Path) -> list[Path]:
 
 
 def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
+    if not _utf8(str(f.resolve())):  # (a tape names its sources as UTF-8 text: it was a traceback)
+        stats.skipped["a file name that is not UTF-8 (rename it: convmv -f latin1 -t utf8 FILE)"] += 1
+        return
     if f.stat().st_size == 0:
         stats.skipped["empty file"] += 1
         return
@@ -261,6 +264,14 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
 
 
 AIDER_HISTORY = ".aider.chat.history.md"
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _store_jobs(f: Path) -> list[Job]:
