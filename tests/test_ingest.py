@@ -334,6 +334,22 @@ def test_record_captures_output_and_changed_files(repo: Path) -> None:
     assert "(killed by SIGTERM, exit status 143)" in killed.stderr
 
 
+def test_record_keeps_its_tape_when_a_file_name_is_not_utf8(repo: Path) -> None:
+    """A command that wrote a file named in Latin-1 beside its other changes lost the whole
+    recording (a traceback after the command ran: 'surrogates not allowed'). The tape keeps the
+    output and the other files' edits, and stderr names the file left out."""
+    script = ("import pathlib; pathlib.Path(b'na\\xefve.txt'.decode('latin1').encode('latin1').decode('utf-8', "
+              "'surrogateescape')).write_text('x\\n'); pathlib.Path('plain.py').write_text('y = 2\\n'); "
+              "print('ran to the end')")
+    proc = run_engram(repo, "record", "--", sys.executable, "-c", script)
+    assert "Traceback" not in proc.stderr and "ran to the end" in proc.stdout, proc.stderr[-800:]
+    assert "na\ufffdve.txt: a file name that is not UTF-8, left out of the tape" in proc.stderr, proc.stderr
+    tid = json.loads(run_engram(repo, "tapes", "--json").stdout)[0]["id"]
+    evs = shown_events(repo, tid)
+    assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["plain.py"]
+    assert "ran to the end" in next(e for e in evs if e["kind"] == "tool.result")["stdout"]
+
+
 def test_record_keeps_a_symlinks_target_out_of_the_tape(repo: Path, tmp_path: Path) -> None:
     """A symbolic link in the tree is not a file the command changed: a change to the file inside
     the repository it points to is that file's edit alone (it was also an edit of the link), and a
