@@ -181,7 +181,7 @@ def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
     if "\0" in path:  # (only JSON can carry one: an MCP or editor request; os.path raises ValueError)
         raise BadInput(f"{path!r}: a path cannot hold a NUL character")
     if not path.isascii():
-        _utf8_name(path)
+        utf8_name(path)
     p = path if os.path.isabs(path) else os.path.join(os.fspath(cwd or os.getcwd()), path)
     real = os.path.realpath(p)
     root_real = _real_root(os.fspath(root))
@@ -194,21 +194,24 @@ def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
     return Path(real[len(root_real.rstrip(os.sep)) + 1:]).as_posix()
 
 
-def _utf8_name(path: str) -> None:
+def utf8_name(path: str) -> None:
     """Refuse a name that is not UTF-8 (an argument's bytes decoded with surrogateescape, a Latin-1
     file name of an old repository): the index, notes and JSON keep paths as UTF-8 text, and such a
     name was a traceback from explain, recall and remember."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        shown = path.encode("utf-8", "surrogateescape" if _escaped_bytes(path) else "replace").decode("utf-8", "replace")
-        raise BadInput(f"{shown}: the file's name is not UTF-8; engram keeps paths as UTF-8 text: rename it "
+        raise BadInput(f"{shown_bytes(path)}: the file's name is not UTF-8; engram keeps paths as UTF-8 text: rename it "
                        "(convmv -f latin1 -t utf8 FILE)") from None
 
 
-def _escaped_bytes(text: str) -> bool:
-    """Whether every surrogate in `text` is a byte that surrogateescape kept (U+DC80-U+DCFF)."""
-    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in text)
+def shown_bytes(text: str) -> str:
+    """`text` that may hold bytes kept as lone surrogates (surrogateescape) as a person reads it:
+    each byte that is not UTF-8 as U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # (a surrogate no byte gives: from JSON's escapes)
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _lexically_inside(path: str, root: str, root_real: str) -> bool:

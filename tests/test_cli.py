@@ -447,3 +447,20 @@ def test_a_file_whose_name_starts_with_a_dash_is_told_how_to_name_it(tmp_path: P
         assert out.stderr.splitlines()[-1].endswith(f"; for a file or directory whose name starts with '-', write ./{first}"), out.stderr
     out = engram(tmp_path, "explain", "-nothere.py:1")  # no such file: no hint
     assert "starts with '-'" not in out.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_one_clear_line(repo: Path) -> None:
+    """Text typed in a Latin-1 terminal reaches engram as bytes that are not UTF-8: `remember`,
+    `recall`, `search`, `handoff`, `memory edit` and `task new` were each a traceback (surrogates not
+    allowed, or the tokenizer's TypeError). One line says what to do, exit 1, nothing written."""
+    text = os.fsdecode(b"caf\xe9 au lait")
+    run_engram(repo, "remember", "a note in UTF-8")
+    note = json.loads(run_engram(repo, "memory", "list", "--json").stdout)["memories"][0]["id"]
+    for args in (["remember", text], ["recall", text], ["search", text], ["handoff", "--goal", text],
+                 ["memory", "edit", note, "--content", text], ["task", "new", text]):
+        proc = run_engram(repo, *args, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-600:])
+        assert proc.stderr == "engram: caf\ufffd au lait: not UTF-8 text; engram reads its arguments as UTF-8: " \
+                              "give them in a UTF-8 locale (LANG=C.UTF-8)\n", (args, proc.stderr)
+    assert [m["content"] for m in json.loads(run_engram(repo, "memory", "list", "--json").stdout)["memories"]] == \
+        ["a note in UTF-8"]
