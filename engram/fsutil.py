@@ -180,14 +180,43 @@ def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
     refused too. os.path on strings: this runs on every explain, and pathlib costs ~0.2 ms."""
     if "\0" in path:  # (only JSON can carry one: an MCP or editor request; os.path raises ValueError)
         raise BadInput(f"{path!r}: a path cannot hold a NUL character")
+    if not path.isascii():
+        utf8_name(path)
     p = path if os.path.isabs(path) else os.path.join(os.fspath(cwd or os.getcwd()), path)
     real = os.path.realpath(p)
     root_real = _real_root(os.fspath(root))
     if real == root_real:
         return "."
     if not real.startswith(root_real.rstrip(os.sep) + os.sep):
+        if _lexically_inside(os.path.normpath(p), os.fspath(root), root_real):  # (`ls` shows it in the tree)
+            raise BadInput(f"{path}: a symbolic link that leads outside the repository {root}; nothing outside it is read")
         raise BadInput(f"{path}: outside the repository {root}")
     return Path(real[len(root_real.rstrip(os.sep)) + 1:]).as_posix()
+
+
+def utf8_name(path: str) -> None:
+    """Refuse a name that is not UTF-8 (an argument's bytes decoded with surrogateescape, a Latin-1
+    file name of an old repository): the index, notes and JSON keep paths as UTF-8 text, and such a
+    name was a traceback from explain, recall and remember."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{shown_bytes(path)}: the file's name is not UTF-8; engram keeps paths as UTF-8 text: rename it "
+                       "(convmv -f latin1 -t utf8 FILE)") from None
+
+
+def shown_bytes(text: str) -> str:
+    """`text` that may hold bytes kept as lone surrogates (surrogateescape) as a person reads it:
+    each byte that is not UTF-8 as U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # (a surrogate no byte gives: from JSON's escapes)
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _lexically_inside(path: str, root: str, root_real: str) -> bool:
+    """Whether `path`, links not followed, names an entry under the repository's root."""
+    return any(path.startswith(r.rstrip(os.sep) + os.sep) for r in (os.path.normpath(os.path.abspath(root)), root_real))
 
 
 @functools.lru_cache(maxsize=64)

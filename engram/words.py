@@ -1,5 +1,6 @@
 """Counts in sentences: `1 session`, `2 sessions`, never `session(s)` or `1 sessions`; and the
-few states every surface names the same way (an edited anchor's share retained).
+few states every surface names the same way (an edited anchor's share retained); and text made
+whole (`whole_text`: no lone surrogate left to fail an encoder).
 
 A module of its own at the bottom of the layers so that every message, from capture's summary to
 the command line's, says a count the same way."""
@@ -34,3 +35,26 @@ def anchor_state(state: str, retained: float) -> str:
     """A memory anchor's state as people read it, in the memory commands and explain's notes:
     `edited` says how much of the code is retained ("edited, 80% retained")."""
     return f"edited, {retained:.0%} retained" if state == "edited" else state
+
+
+def line_range(a: int, b: int) -> str:
+    """`line 7` or `lines 3-9`, as a person writes them (`lines 194-194` read as a slip)."""
+    return f"line {a}" if a == b else f"lines {a}-{b}"
+
+
+def whole_text(value: object) -> object:
+    """`value` (what `json.loads` returns: dicts, lists, strings, numbers) with each lone surrogate
+    in its strings replaced with U+FFFD. JSON may escape half a character (`"\\ud83d"`: Claude
+    Code cuts strings by UTF-16 units; a payload may carry anything); such a string cannot be
+    encoded as UTF-8, so a path of it names no file and a tape cannot hold it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return value
+    if isinstance(value, list):
+        return [whole_text(v) for v in value]
+    if isinstance(value, dict):
+        return {whole_text(k): whole_text(v) for k, v in value.items()}
+    return value

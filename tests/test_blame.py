@@ -159,6 +159,23 @@ def spot(spotter: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     return root, build_spot_repo(spotter, root)
 
 
+def test_git_blames_line_ranges_and_explains_span_are_understood(two_sessions: Path) -> None:
+    """`engram blame` is used like `git blame`: `-L 12,+3`, `-L 28,` and `-L ,4` were refused
+    ('expected -L START,END'), and `blame report.py:12-14`, explain's way of naming lines, said
+    'lines must be numbers'. They give the lines git would; a regex range says it is not taken."""
+    def lines(*args: str) -> list[int]:
+        regions = blame(two_sessions, *args)["regions"]
+        return [regions[0]["lines"][0], regions[-1]["lines"][1]]
+
+    assert lines("report.py", "-L", "12,+3") == [12, 14]
+    assert lines("report.py", "-L", "14,-3") == [12, 14]
+    assert lines("report.py", "-L", "28,") == [28, 30]
+    assert lines("report.py", "-L", ",4") == [1, 4]
+    assert lines("report.py:12-14") == [12, 14] and lines("report.py:13") == [13, 13]
+    regex = run_engram(two_sessions, "blame", "report.py", "-L", "/def/,+3", check=False)
+    assert regex.returncode == 1 and "-L /def/,+3: a range by regular expression is not taken" in regex.stderr
+
+
 def test_blame_of_a_real_file_agrees_with_explain_on_its_regions(spot: tuple[Path, dict[str, str]]) -> None:
     root, writers = spot
     rel = "lib/spotter_web/live/session_live.ex"

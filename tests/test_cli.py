@@ -9,6 +9,7 @@ import ast
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -260,6 +261,33 @@ def test_a_transcripts_escape_sequences_are_shown_on_a_terminal_not_obeyed(repo:
     assert "\x1b]0;PWNED\x07" in run_engram(repo, "show", tape).stdout, "a pipe gets the text as it is"
 
 
+def coloured_lines(text: str) -> list[str]:
+    """The lines of terminal output that end with a colour still on (a colour code after the
+    line's last reset), and the end of the output when it does."""
+    out = []
+    for line in [*text.split("\n"), ""]:
+        codes = re.findall(r"\x1b\[([0-9;]*)m", line)
+        if codes and codes[-1] not in ("", "0"):
+            out.append(line)
+    if (codes := re.findall(r"\x1b\[([0-9;]*)m", text)) and codes[-1] not in ("", "0"):
+        out.append("(the end of the output)")
+    return out
+
+
+def test_a_colour_a_transcript_leaves_open_ends_with_its_line(repo: Path) -> None:
+    """Colour passes from a transcript to the terminal, but one it opens and never closes (a build's
+    red error cut short, `\\x1b[30;40m`: black on black) tinted every line after it, engram's own
+    too, and the shell's prompt after engram exited. It ends with its line, and with the output."""
+    run_engram(repo, "record", "--stdin", "--format", "raw",
+               input=b"the build printed \x1b[31mERROR tint_probe_alpha\nthen \x1b[30;40mhidden tint_probe_beta")
+    tape = json.loads(run_engram(repo, "search", "tint_probe_alpha", "--json").stdout)["hits"][0]["tape"]
+    for args in (["show", tape], ["search", "tint_probe_beta", "--pretty"]):
+        shown = on_terminal(repo, *args)
+        assert "tint_probe_" in shown and (args[0] != "show" or "\x1b[31mERROR" in shown), (args, shown)
+        assert coloured_lines(shown) == [], (args, coloured_lines(shown))
+    assert "\x1b[31mERROR" in run_engram(repo, "show", tape).stdout, "a pipe gets the text as it is"
+
+
 def test_colour_on_a_terminal_only_and_never_with_no_color(tmp_path: Path) -> None:
     env = {"NO_COLOR": "", "CODEX_HOME": str(tmp_path / "codex")}
     coloured = on_terminal(tmp_path, "doctor", env=env)
@@ -419,3 +447,20 @@ def test_a_file_whose_name_starts_with_a_dash_is_told_how_to_name_it(tmp_path: P
         assert out.stderr.splitlines()[-1].endswith(f"; for a file or directory whose name starts with '-', write ./{first}"), out.stderr
     out = engram(tmp_path, "explain", "-nothere.py:1")  # no such file: no hint
     assert "starts with '-'" not in out.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_one_clear_line(repo: Path) -> None:
+    """Text typed in a Latin-1 terminal reaches engram as bytes that are not UTF-8: `remember`,
+    `recall`, `search`, `handoff`, `memory edit` and `task new` were each a traceback (surrogates not
+    allowed, or the tokenizer's TypeError). One line says what to do, exit 1, nothing written."""
+    text = os.fsdecode(b"caf\xe9 au lait")
+    run_engram(repo, "remember", "a note in UTF-8")
+    note = json.loads(run_engram(repo, "memory", "list", "--json").stdout)["memories"][0]["id"]
+    for args in (["remember", text], ["recall", text], ["search", text], ["handoff", "--goal", text],
+                 ["memory", "edit", note, "--content", text], ["task", "new", text]):
+        proc = run_engram(repo, *args, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-600:])
+        assert proc.stderr == "engram: caf\ufffd au lait: not UTF-8 text; engram reads its arguments as UTF-8: " \
+                              "give them in a UTF-8 locale (LANG=C.UTF-8)\n", (args, proc.stderr)
+    assert [m["content"] for m in json.loads(run_engram(repo, "memory", "list", "--json").stdout)["memories"]] == \
+        ["a note in UTF-8"]

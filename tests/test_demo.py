@@ -33,3 +33,15 @@ def test_demo_explains_code_the_shipped_session_created(spotter: Path, tmp_path:
     assert re.search(r"^ +@@ -0,0 \+\d+,\d+ @@$", answer, re.M), answer[:3000]  # a file it created
     repo = re.search(r"^demo repository: (.+)$", out, re.M)
     assert repo and not Path(repo.group(1)).exists(), "the throw-away repository is removed"
+
+
+def test_demo_again_in_the_same_folder_shows_it_again(tmp_path: Path) -> None:
+    """`engram demo --dir DIR` a second time (to see it again, or after a first run broke off) was a
+    traceback: git had nothing to commit. It shows the demo again, nothing captured twice."""
+    runs = [subprocess.run([sys.executable, "-m", "engram.cli", "demo", "--dir", str(tmp_path / "d")], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300) for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert "$ engram explain " in proc.stdout and "1. wrote these lines" in proc.stdout
+    assert "ingest: 1 session, 1 new tape" in runs[0].stdout and "(1 session unchanged)" in runs[1].stdout, \
+        runs[1].stdout[:1500]

@@ -289,6 +289,34 @@ def test_search_finds_the_users_request(spot_repo: tuple[Path, dict[str, str]]) 
     assert "Implement spotter-gqc" in doc["hits"][0]["excerpt"]
 
 
+def test_search_says_when_it_showed_only_the_first_hits(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`engram search the` printed its first 20 hits (the default limit) and nothing else: a person
+    took them for all there is. The text ends saying more matched and the command that shows more;
+    the JSON names that command (`more`); an answer that holds every hit says nothing of the kind."""
+    root, _ = spot_repo
+    every = json.loads(run_engram(root, "search", "the", "--limit", "1000").stdout)["hits"]
+    assert len(every) > 25 and "more" not in json.loads(run_engram(root, "search", "the", "--limit", "1000").stdout)
+    text = run_engram(root, "search", "the", "--pretty").stdout.splitlines()
+    assert len(text) == 21 and text[-1] == "… more messages and tool calls match: engram search the --limit 40"
+    doc = json.loads(run_engram(root, "search", "the", "--limit", "5").stdout)
+    assert len(doc["hits"]) == 5 and doc["more"] == "engram search the --limit 10"
+    exact = run_engram(root, "search", "the", "--limit", str(len(every)), "--pretty").stdout.splitlines()
+    assert len(exact) == len(every) and not exact[-1].startswith("…")
+
+
+def test_show_with_a_limit_says_what_it_left_out(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`engram show TAPE --limit 5` printed 5 events and stopped, as if the tape ended there; its
+    last line says how many events follow and how to read on."""
+    root, _ = spot_repo
+    tape = json.loads(run_engram(root, "tapes", "--json").stdout)[0]
+    lines = run_engram(root, "show", tape["id"][:12], "--limit", "5").stdout.splitlines()
+    assert len(lines) == 1 + 5 + 1
+    assert lines[-1] == (f"… {tape['events'] - 5} more events: engram view {tape['id'][:12]}@5 --before 0 --after 40, "
+                         f"or engram show {tape['id'][:12]} without --limit")
+    whole = run_engram(root, "show", tape["id"][:12]).stdout.splitlines()
+    assert len(whole) == 1 + tape["events"] and not whole[-1].startswith("…")
+
+
 def test_search_says_when_nothing_matches_and_refuses_an_empty_query(spot_repo: tuple[Path, dict[str, str]]) -> None:
     """A person's search that finds nothing says so (it printed nothing at all, exit 0); an empty
     query is a mistake, one line and exit 1 (it answered no hits)."""
@@ -371,6 +399,71 @@ def test_explain_errors_are_clear(spot_repo: tuple[Path, dict[str, str]], args: 
     (root.parent / "outside.py").write_text("x = 1\ny = 2\n")
     proc = run_engram(root, "explain", *args, check=False)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_argument_that_reads_two_ways_is_read_as_a_user_means_it(spotter: Path,
+                                                                    spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`FILE:LINE:COL` pasted from a compiler's or a linter's message was 'FILE:LINE: no such file';
+    a file whose name ends in `:3` beside a directory of the name before it was 'a directory'; and
+    when both `n` and `n:2` are files, `n:2` is line 2 of `n`, and the answer says so."""
+    root, writer = spot_repo
+    rel, a, b = spans_of_main(spotter, root, writer)[0]
+    doc = explain(root, f"{rel}:{a}:7", "--brief")
+    assert doc["sessions"][0]["session_id"] == SPOTTER_MAIN
+    assert doc["read_as"] == f"{rel}:{a}:7 read as line {a} of {rel} (column 7 ignored)"
+    made = [root / "12", root / "12:3", root / "n", root / "n:2"]
+    try:
+        made[0].mkdir()
+        (made[0] / "x.txt").write_text("x\n")
+        made[1].write_text("one\ntwo\nthree\n")
+        whole = json.loads(run_engram(root, "explain", "12:3", "--json").stdout)
+        assert whole["file"] == "12:3", "the file named 12:3, whole: 12 is a directory"
+        made[2].write_text("alpha beta gamma\ndelta epsilon zeta\n")
+        made[3].write_text("other\n")
+        both = explain(root, "n:2", "--brief")
+        text = run_engram(root, "explain", "n:2", "--pretty").stdout
+    finally:
+        for p in reversed(made):
+            subprocess.run(["rm", "-rf", str(p)], check=True)
+    assert both["span"]["file"] == "n" and both["read_as"] == \
+        "n:2 read as line 2 of n; a file named n:2 is there too: `engram explain n:2:1-1` for its lines"
+    assert "(n:2 read as line 2 of n; a file named n:2 is there too" in text
+
+
+def test_a_link_out_of_the_repository_is_named_as_a_link(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """A symbolic link in the working tree that leads out of it is refused, and was called
+    'outside the repository' though `ls` shows it right there: the answer says it is a link."""
+    root, _ = spot_repo
+    (root.parent / "elsewhere.py").write_text("x = 1\ny = 2\n")
+    link = root / "outlink.py"
+    link.symlink_to(root.parent / "elsewhere.py")
+    try:
+        for args in (["explain", "outlink.py:1-2"], ["blame", "outlink.py"], ["remember", "x", "--at", "outlink.py:1-1"],
+                     ["recall", "--at", "outlink.py"]):
+            proc = run_engram(root, *args, check=False)
+            assert proc.returncode == 1 and proc.stdout == "", args
+            assert "outlink.py: a symbolic link that leads outside the repository" in proc.stderr, (args, proc.stderr)
+    finally:
+        link.unlink()
+
+
+def test_a_file_name_that_is_not_utf8_is_one_clear_line(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """A file named in Latin-1 (`caf\\xe9.py`, an old repository's) was a traceback from explain,
+    recall --at and remember --at (surrogates not allowed): paths are kept as UTF-8 text. It is
+    one line naming the file and what to do, exit 1, and nothing is written."""
+    root, _ = spot_repo
+    name = os.fsdecode(b"caf\xe9.py")
+    (root / name).write_text("def settle_invoice_period():\n    return close_ledger_period()\n")
+    try:
+        for args in (["explain", f"{name}:1-2"], ["explain", name], ["blame", name], ["recall", "--at", name],
+                     ["remember", "a note", "--at", f"{name}:1-2"], ["memory", "list", "--at", name]):
+            proc = run_engram(root, *args, check=False)
+            assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-600:])
+            assert proc.stderr == "engram: caf\ufffd.py: the file's name is not UTF-8; engram keeps paths as UTF-8 " \
+                                  "text: rename it (convmv -f latin1 -t utf8 FILE)\n", (args, proc.stderr)
+    finally:
+        (root / name).unlink()
+    assert "a note" not in run_engram(root, "memory", "list").stdout
 
 
 def test_init_with_repo_option_creates_the_store_there(tmp_path: Path) -> None:

@@ -169,6 +169,19 @@ def test_garbage_exits_0_silently_and_quickly(repo: Path, stdin: bytes) -> None:
     assert took < 5, "(a process start and a JSON parse; generous for a loaded test machine)"
 
 
+def test_a_lone_surrogate_in_a_payload_is_no_error_message(repo: Path) -> None:
+    """A payload is JSON, where `"\\ud800"` (a lone surrogate, half a character) is valid; no file
+    can have such a name. The hook wrote 'engram hook: 'utf-8' codec can't encode character ...
+    surrogates not allowed' on stderr, which the agent shows; there is nothing to say."""
+    remember(repo, "a note on the retries", "net.py:4-10")
+    for tool_input in ({"file_path": str(repo / "net\ud800.py"), "old_string": "import", "new_string": "x"},
+                       {"file_path": str(repo / "net.py"), "old_string": "range(attempts):\ud800", "new_string": "x"},
+                       {"file_path": str(repo / "net.py"), "old_string": "range(attempts):", "new_string": "x\udfff"}):
+        proc, _ = hook(repo, payload(repo, "Edit", tool_input))
+        assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    assert "a note on the retries" in context(proc), "the edit of net.py still gets its notes"
+
+
 def test_a_hook_that_cannot_answer_in_time_says_nothing(repo: Path) -> None:
     """A language server that accepts the request and never answers: the hook gives up at its
     deadline with nothing printed, and the edit goes ahead."""

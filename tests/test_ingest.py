@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SPOTTER_MAIN, created_by, git, run_engram, session_cwd, shown_events
+from conftest import SPOTTER_MAIN, SPOTTER_OTHER, created_by, git, run_engram, session_cwd, shown_events
 from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
 from engram.index.kinds import KIND_NO
@@ -257,6 +257,57 @@ def test_records_glued_on_one_line_are_both_read(spotter: Path, tmp_path: Path) 
     assert any(str(e.get("text", "")).startswith("Let me start by understanding") for e in answers[1])
 
 
+def test_a_line_with_half_an_emoji_keeps_its_request(spotter: Path, tmp_path: Path) -> None:
+    """Claude Code cuts long strings by UTF-16 units and can write the first half of an emoji alone
+    (`"\\ud83d"`, a lone surrogate: valid JSON, not valid Unicode). The whole line, a request, was
+    skipped as 'malformed JSON line'; it is kept, the half character replaced with U+FFFD."""
+    good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
+    at = next(i for i, line in enumerate(good) if b'"Implement spotter-gqc"' in line)
+    good[at] = good[at].replace(b'"Implement spotter-gqc"', b'"Implement spotter-gqc \\ud83d"')
+    root = new_repo(tmp_path, "surrogate")
+    (tmp_path / "s.jsonl").write_bytes(b"".join(good))
+    proc = run_engram(root, "ingest", str(tmp_path / "s.jsonl"))
+    assert "0 skipped" in proc.stdout and "malformed" not in proc.stdout, proc.stdout
+    assert any(e.get("text") == "Implement spotter-gqc \ufffd" for e in session_events(root, SPOTTER_MAIN))
+
+
+def test_ingest_of_the_repository_leaves_engrams_own_store_alone(spotter: Path, tmp_path: Path) -> None:
+    """`engram ingest .` at the repository's root read `.engram/events/memories/*.jsonl` (the memory
+    log) and `.engram/redacted.jsonl` as transcripts: a made-up 'raw' session holding every note and
+    the code anchored to it, which explain then gave as a session that discussed that code. The
+    store (and `.git/`) is never read as transcripts; the transcripts beside them are."""
+    root = new_repo(tmp_path, "self")
+    (root / "app.py").write_text("def settle_invoice(ledger):\n    return ledger.close_period()\n")
+    run_engram(root, "remember", "settle_invoice closes the period", "--at", "app.py:1-2")
+    (root / "logs").mkdir()
+    good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
+    (root / "logs" / "s.jsonl").write_bytes(b"".join(good))
+    proc = run_engram(root, "ingest", ".")
+    assert "1 session, 1 new tape" in proc.stdout and "plain text" not in proc.stdout, proc.stdout
+    tapes = json.loads(run_engram(root, "tapes", "--json").stdout)
+    assert [t["session_id"] for t in tapes] == [SPOTTER_MAIN]
+    log = next((root / ".engram" / "events" / "memories").glob("*.jsonl"))
+    named = run_engram(root, "ingest", str(log))
+    assert "engram's own store" in named.stdout + named.stderr, named.stdout + named.stderr
+    assert len(json.loads(run_engram(root, "tapes", "--json").stdout)) == 1
+
+
+def test_a_transcript_whose_name_is_not_utf8_is_skipped_and_said(spotter: Path, tmp_path: Path) -> None:
+    """A transcript file named in Latin-1 was a traceback ('surrogates not allowed') that stopped the
+    whole ingest; it is skipped with the reason and how to rename it, and the others are captured."""
+    root = new_repo(tmp_path, "names")
+    src = tmp_path / "src"
+    src.mkdir()
+    good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
+    (src / os.fsdecode(b"caf\xe9.jsonl")).write_bytes(b"".join(good))
+    (src / "ok.jsonl").write_bytes((spotter / f"{SPOTTER_OTHER}.jsonl").read_bytes())
+    for args in (["ingest", str(src)], ["ingest", str(src / os.fsdecode(b"caf\xe9.jsonl"))]):
+        proc = run_engram(root, *args)
+        assert "Traceback" not in proc.stderr and "1 × a file name that is not UTF-8 (rename it: convmv -f latin1 " \
+            "-t utf8 FILE)" in proc.stdout, proc.stdout + proc.stderr[-800:]
+    assert [t["session_id"] for t in json.loads(run_engram(root, "tapes", "--json").stdout)] == [SPOTTER_OTHER]
+
+
 def test_record_captures_output_and_changed_files(repo: Path) -> None:
     (repo / "keep.py").write_text("def keep():\n    return 1\n")
     (repo / "gone.txt").write_text("bye\n")
@@ -281,6 +332,22 @@ def test_record_captures_output_and_changed_files(repo: Path) -> None:
     killed = run_engram(repo, "record", "--", "sh", "-c", "kill -TERM $$", check=False)
     assert killed.returncode == 128 + 15, "as a shell says it (sys.exit(-15) was 241)"
     assert "(killed by SIGTERM, exit status 143)" in killed.stderr
+
+
+def test_record_keeps_its_tape_when_a_file_name_is_not_utf8(repo: Path) -> None:
+    """A command that wrote a file named in Latin-1 beside its other changes lost the whole
+    recording (a traceback after the command ran: 'surrogates not allowed'). The tape keeps the
+    output and the other files' edits, and stderr names the file left out."""
+    script = ("import pathlib; pathlib.Path(b'na\\xefve.txt'.decode('latin1').encode('latin1').decode('utf-8', "
+              "'surrogateescape')).write_text('x\\n'); pathlib.Path('plain.py').write_text('y = 2\\n'); "
+              "print('ran to the end')")
+    proc = run_engram(repo, "record", "--", sys.executable, "-c", script)
+    assert "Traceback" not in proc.stderr and "ran to the end" in proc.stdout, proc.stderr[-800:]
+    assert "na\ufffdve.txt: a file name that is not UTF-8, left out of the tape" in proc.stderr, proc.stderr
+    tid = json.loads(run_engram(repo, "tapes", "--json").stdout)[0]["id"]
+    evs = shown_events(repo, tid)
+    assert [e["file"] for e in evs if e["kind"] == "code.edit"] == ["plain.py"]
+    assert "ran to the end" in next(e for e in evs if e["kind"] == "tool.result")["stdout"]
 
 
 def test_record_keeps_a_symlinks_target_out_of_the_tape(repo: Path, tmp_path: Path) -> None:

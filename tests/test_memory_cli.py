@@ -324,6 +324,36 @@ def test_recall_and_list_keep_to_a_budget_in_text_and_json(repo: Path) -> None:
     assert len(js(repo, "memory", "list", "--budget", "0")["memories"]) == len(topics)
 
 
+def test_one_long_note_does_not_hide_the_others_in_text(repo: Path) -> None:
+    """People's text keeps to the budget in whole lines: one note of 38,000 characters on one line
+    (a pasted log) filled it, and `memory list` and `recall` showed that note alone, the others 'left
+    out'. A listed note's line is cut, naming `engram memory show ID`, as its 4th line already was."""
+    short = run_engram(repo, "remember", "Uploads retry three times before they give up").stdout.strip()
+    content = "Upload log: " + "retry upload chunk " * 2000
+    long = run_engram(repo, "remember", "-", input=content.encode()).stdout.strip()
+    for args in (("memory", "list"), ("recall", "upload retry")):
+        text = run_engram(repo, *args).stdout
+        assert "left out" not in text and short in text and long in text, (args, text[:300])
+        assert f"… ({len(content.strip()):,} characters: `engram memory show {long}`)" in text, args
+        assert max(len(line) for line in text.splitlines()) < 400, args
+    assert content.strip() in run_engram(repo, "memory", "show", long).stdout, "show gives it whole"
+
+
+def test_an_export_never_writes_over_the_store(repo: Path) -> None:
+    """`engram memory export -o` naming the memory log itself (a slip of tab completion) wrote the
+    export over it: every memory was gone ('skipped 15 lines that are not whole events'). A file
+    inside `.engram/` is refused, before anything is written; the memories are all there."""
+    ids = {run_engram(repo, "remember", f"note number {i} about the uploader").stdout.strip() for i in range(3)}
+    log = next((repo / ".engram" / "events" / "memories").glob("*.jsonl"))
+    before = log.read_bytes()
+    for out in (log, repo / ".engram" / "index.sqlite", repo / ".engram" / "export.jsonl"):
+        for args in (["memory", "export", "-o", str(out)], ["export", "--agent-trace", "-o", str(out.relative_to(repo))]):
+            proc = run_engram(repo, *args, check=False)
+            assert proc.returncode == 1 and "inside engram's store" in proc.stderr, (args, proc.stderr)
+    assert log.read_bytes() == before and not (repo / ".engram" / "export.jsonl").exists()
+    assert {m["id"] for m in js(repo, "memory", "list")["memories"]} == ids
+
+
 def test_recall_at_a_file_not_in_the_tree_says_so(repo: Path) -> None:
     """A mistyped or deleted file answers the notes anchored there (a deleted file's notes are
     still worth reading), and says the file is not in the working tree, so a typo is seen."""
@@ -334,3 +364,6 @@ def test_recall_at_a_file_not_in_the_tree_says_so(repo: Path) -> None:
     for args in (("recall", "--at", "nett.py"), ("memory", "list", "--at", "nett.py")):
         typo = run_engram(repo, *args)
         assert "nett.py is not in the working tree" in typo.stderr and typo.stdout == "", args
+    worded = run_engram(repo, "recall", "retries", "--at", "nett.py")  # (the place only ranks: the words find it)
+    assert "Retries back off" in worded.stdout and "only notes anchored there" not in worded.stderr
+    assert "(nett.py is not in the working tree: notes the words find are listed wherever they are)" in worded.stderr

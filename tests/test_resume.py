@@ -107,6 +107,27 @@ def test_the_working_set_says_what_changed_since(spot: Path, tmp_path: Path) -> 
     assert state[edited[2]] == "as-left"
 
 
+def test_line_endings_alone_are_not_an_edit(spot: Path) -> None:
+    """A checkout with `core.autocrlf` (or an editor) turning LF into CRLF changed no line: resume
+    says the file is as the session left it, with its line endings changed, not `changed since`."""
+    doc = resume(spot, SPOTTER_MAIN, "--budget", "0")
+    edited = [w["file"] for w in doc["working_set"] if w["edits"] and w["state"] == "as-left"]
+    crlf, changed = edited[3], edited[4]
+    originals = {p: (spot / p).read_bytes() for p in (crlf, changed)}
+    try:
+        (spot / crlf).write_bytes(originals[crlf].replace(b"\n", b"\r\n"))
+        (spot / changed).write_bytes(originals[changed].replace(b"\n", b"\r\n") + b"# by hand\r\n")
+        works = {w["file"]: w for w in resume(spot, SPOTTER_MAIN, "--budget", "0")["working_set"]}
+        text = run_engram(spot, "resume", SPOTTER_MAIN, "--budget", "0").stdout
+    finally:
+        for p, data in originals.items():
+            (spot / p).write_bytes(data)
+    assert works[crlf]["state"] == "as-left (line endings changed)"
+    assert "changed_by" not in works[crlf]
+    assert works[changed]["state"] == "changed since", "an edit beside new line endings is still an edit"
+    assert f"- {crlf}:" in text and "[as-left (line endings changed)]" in text
+
+
 def test_pretty_text_and_first_prompts(spot: Path) -> None:
     text = run_engram(spot, "resume").stdout
     assert text.startswith(f"Session {SPOTTER_OTHER} (claude-code)")

@@ -80,6 +80,10 @@ def test_unknown_tasks_and_conflicting_options_are_clear_errors(spot: Path) -> N
                  ("handoff", "--task", "nope", "--goal", "x")):
         r = run_engram(spot, *args, check=False)
         assert r.returncode == 1 and "no task 'nope'" in r.stderr and "engram task list" in r.stderr
+    for args, said in ((("task", "list"), "no open task (engram task new TITLE starts one; --all lists closed ones too)"),
+                       (("task", "list", "--all"), "no task yet (engram task new TITLE starts one)")):
+        r = run_engram(spot, *args)  # (before any task: --all is no hint to give)
+        assert r.stdout == "" and r.stderr.strip() == said, args
     assert js(spot, "memory", "list", "--kind", "handoff")["memories"] == [], "a refused hand-off wrote nothing"
     tid = js(spot, "task", "new", "renderer", "--session", SPOTTER_OTHER)["id"]
     r = run_engram(spot, "resume", "--task", tid, SPOTTER_OTHER, check=False)

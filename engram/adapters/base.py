@@ -22,6 +22,7 @@ from typing import Any, Callable, Final, Iterator
 import orjson
 
 from engram.tape.events import Event
+from engram.words import whole_text
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def _lines_of(data: bytes, *, max_line_bytes: int, skipped: Counter[str], skip: 
                 end_complete = nxt
                 pos = nxt
                 continue
-            rec = _parse_lossy(raw)
+            rec, replaced = _parse_lossy(raw)
             if rec is None:
                 if last:
                     skipped["truncated last line (left for the next ingest)"] += 1
@@ -169,7 +170,8 @@ def _lines_of(data: bytes, *, max_line_bytes: int, skipped: Counter[str], skip: 
                 end_complete = nxt
                 pos = nxt
                 continue
-            skipped["non-UTF-8 bytes replaced"] += 1
+            if replaced:
+                skipped[replaced] += 1
         if not isinstance(rec, dict):
             skipped["line is not a JSON object"] += 1
             lines.append(Line(pos, nxt, None, "not an object"))
@@ -207,6 +209,7 @@ def _split_glued(raw: bytes) -> list[tuple[int, int, dict[str, Any]]] | None:
             return None
         if not isinstance(rec, dict):
             return None
+        rec = whole_text(rec)  # (stdlib json keeps a lone surrogate, which no tape can hold)
         out.append((len(text[:at].encode("utf-8")), len(text[:end].encode("utf-8")), rec))
         at = _past_space(text, end)
     return out if len(out) > 1 else None
@@ -217,17 +220,31 @@ def _past_space(text: str, at: int) -> int:
     return len(text) - len(text[at:].lstrip(_JSON_SPACE))
 
 
-def _parse_lossy(raw: bytes) -> Any | None:
-    """Parse a line that is valid JSON apart from invalid UTF-8 (replaced with U+FFFD)."""
+def _parse_lossy(raw: bytes) -> tuple[Any | None, str | None]:
+    """Parse a line that is valid JSON apart from invalid UTF-8 (replaced with U+FFFD, and said:
+    the second item) or a lone surrogate escaped in a string (`"\\ud83d"`, half a character:
+    orjson refuses it; replaced with U+FFFD, the harness having lost that half already)."""
     try:
-        raw.decode("utf-8")
-        return None  # valid UTF-8, so the JSON itself is broken
+        text, replaced = raw.decode("utf-8"), None
     except UnicodeDecodeError:
-        pass
+        text, replaced = raw.decode("utf-8", "replace"), "non-UTF-8 bytes replaced"
+        try:
+            return orjson.loads(text), replaced
+        except orjson.JSONDecodeError:
+            pass
+    if not _SURROGATE_ESCAPE.search(text):
+        return None, None
+    import json  # noqa: PLC0415 - a rare path
+
     try:
-        return orjson.loads(raw.decode("utf-8", "replace"))
-    except orjson.JSONDecodeError:
-        return None
+        rec = whole_text(json.loads(text))
+        orjson.dumps(rec)  # (what stdlib json reads and a tape cannot hold: an integer past 64 bits)
+    except (ValueError, TypeError, RecursionError, orjson.JSONEncodeError):
+        return None, None
+    return rec, replaced
+
+
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 _WINDOWS_ABSOLUTE = re.compile(r"([A-Za-z]):[\\/]|\\\\(?=[^\\])")

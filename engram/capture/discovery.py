@@ -17,6 +17,7 @@ import orjson
 from engram.adapters.base import SourceSpan, folds_case, is_windows_path, posix_path, relative_to
 from engram.capture.stats import IngestStats
 from engram.errors import BadInput
+from engram.store.location import STORE_DIR
 from engram.store.repo import git_toplevel, git_worktrees
 from engram.tape import events as E
 from engram.words import plural
@@ -183,20 +184,35 @@ def _is_subagent_file(path: Path) -> bool:
     return path.parent.name == "subagents" and (path.parent.parent.with_suffix(".jsonl")).is_file()
 
 
+#: Folders whose files are never transcripts: engram's own store (its memory log and records are
+#: JSON Lines; read as plain text they became a session that "discussed" every anchored line) and git's.
+NOT_TRANSCRIPTS = (STORE_DIR, ".git")
+
+
+def _not_transcripts(f: Path, under: Path | None = None) -> bool:
+    parts = (f.relative_to(under) if under is not None else f.resolve()).parts
+    return any(d in parts[:-1] for d in NOT_TRANSCRIPTS)
+
+
 def jobs_from_paths(paths: list[Path], stats: IngestStats) -> list[Job]:
     jobs: list[Job] = []
     for p in paths:
-        if p.is_dir():
+        if p.is_dir() and _not_transcripts(p / "x"):
+            stats.skipped[f"engram's own store or git's folder ({p}): not transcripts"] += 1
+        elif p.is_dir():
             files = sorted(f for f in p.rglob("*.jsonl") if f.is_file() and not _is_subagent_file(f))
             files += sorted(f for f in p.rglob(AIDER_HISTORY) if f.is_file())
             files += sorted(f for f in p.rglob("*.md") if f.is_file() and _is_specstory_file(f))
             files += sorted(f for f in p.rglob(CLINE_TASK_FILE) if f.is_file())
             files += [f for f in _whole_file_sessions(p) if f not in files]
+            files = [f for f in files if not _not_transcripts(f, p)]
             if not files:
                 stats.skipped[f"no transcripts (*.jsonl, {AIDER_HISTORY}, Gemini CLI / OpenCode *.json) "
                               f"under directory {p}"] += 1
             for f in files:
                 _add_file(jobs, f, stats)
+        elif p.is_file() and _not_transcripts(p):
+            stats.skipped[f"engram's own store or git's folder ({p}): not a transcript"] += 1
         elif p.is_file():
             _add_file(jobs, p, stats)
         elif p.exists():
@@ -219,6 +235,9 @@ def _whole_file_sessions(root: Path) -> list[Path]:
 
 
 def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
+    if not _utf8(str(f.resolve())):  # (a tape names its sources as UTF-8 text: it was a traceback)
+        stats.skipped["a file name that is not UTF-8 (rename it: convmv -f latin1 -t utf8 FILE)"] += 1
+        return
     if f.stat().st_size == 0:
         stats.skipped["empty file"] += 1
         return
@@ -245,6 +264,14 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
 
 
 AIDER_HISTORY = ".aider.chat.history.md"
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _store_jobs(f: Path) -> list[Job]:

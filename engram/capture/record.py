@@ -61,6 +61,8 @@ def snapshot(root: Path) -> dict[str, str]:
     for rel in _tracked_files(root):
         if rel.startswith(".engram/"):
             continue
+        if not _utf8_name(rel):
+            continue
         p = root / rel
         try:
             st = p.lstat()
@@ -73,6 +75,19 @@ def snapshot(root: Path) -> dict[str, str]:
             continue
         snap[rel] = data.decode("utf-8", "replace")
     return snap
+
+
+def _utf8_name(rel: str) -> bool:
+    """Whether a tape can name this file (its events are UTF-8 JSON); else a warning, once per
+    snapshot it is in (a Latin-1 name lost the whole recording)."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        log.warning("%s: a file name that is not UTF-8, left out of the tape (rename it: convmv -f latin1 -t utf8)",
+                    shown)
+        return False
+    return True
 
 
 def diff_edits(before: dict[str, str], after: dict[str, str], ts: str) -> list[dict[str, Any]]:

@@ -59,10 +59,19 @@ def _file_results(transcript: Path) -> Iterator[dict[str, Any]]:
             yield tur
 
 
-def _git(root: Path, *args: str) -> None:
+def _git(root: Path, *args: str) -> str:
+    """git's output; a failure (no git, a folder git refuses) as the one line a user can act on."""
+    from engram.errors import BadInput  # noqa: PLC0415
+
     env = {**os.environ, "GIT_AUTHOR_NAME": "engram demo", "GIT_AUTHOR_EMAIL": "demo@engram.invalid",
            "GIT_COMMITTER_NAME": "engram demo", "GIT_COMMITTER_EMAIL": "demo@engram.invalid"}
-    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env=env)
+    try:
+        return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env=env, text=True).stdout
+    except FileNotFoundError:
+        raise BadInput("the demo needs git: install it (Debian, Ubuntu: sudo apt install git)") from None
+    except subprocess.CalledProcessError as exc:
+        said = (exc.stderr or exc.stdout or "").strip().splitlines()
+        raise BadInput(f"the demo's `git {args[0]}` in {root} failed" + (f": {said[-1]}" if said else "")) from None
 
 
 def build_demo(base: Path) -> tuple[Path, Path]:
@@ -84,7 +93,8 @@ def build_demo(base: Path) -> tuple[Path, Path]:
         out.write_text(text, encoding="utf-8")
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "files written by the demo session")
+    if _git(repo, "status", "--porcelain"):  # (else a demo already built here: nothing to commit)
+        _git(repo, "commit", "-q", "-m", "files written by the demo session")
     return repo, transcript
 
 

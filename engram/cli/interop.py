@@ -23,7 +23,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     store = store_of(args)
     if args.output:
-        writable_output(Path(args.output))
+        writable_output(Path(args.output), store.dir)
     with closing(_ready_db(store)) as db:
         record = export_record(store, db, args.target, Path.cwd())
     line = orjson.dumps(record) + b"\n"

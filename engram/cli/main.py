@@ -272,6 +272,26 @@ def unknown_command(name: str, known: Sequence[str]) -> str:
     return line + "\n`engram --help` lists the commands."
 
 
+def _utf8_arguments(argv: Sequence[str]) -> None:
+    """Refuse an argument that is not UTF-8 (typed in a Latin-1 terminal: Python keeps its bytes as
+    lone surrogates, which no note, tape, index or JSON can hold; each command was a traceback). A
+    file's name says to rename the file (engram.fsutil.utf8_name), other text to use a UTF-8 locale."""
+    from engram.errors import BadInput  # noqa: PLC0415
+    from engram.fsutil import shown_bytes, utf8_name  # noqa: PLC0415
+
+    for arg in argv:
+        if arg.isascii():
+            continue
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            for name in (arg, arg.rsplit(":", 1)[0]):
+                if os.path.lexists(name):
+                    utf8_name(name)
+            raise BadInput(f"{shown_bytes(arg)}: not UTF-8 text; engram reads its arguments as UTF-8: give them in a UTF-8 "
+                           "locale (LANG=C.UTF-8)") from None
+
+
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook"] and argv[1:2] not in (["-h"], ["--help"]):  # a hook never fails the agent,
@@ -307,6 +327,7 @@ def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> i
             from engram.errors import BadInput  # noqa: PLC0415
 
             raise BadInput(f"-C {args.repo}: {'not a' if os.path.exists(args.repo) else 'no such'} directory")
+        _utf8_arguments(argv)
         return args.func(args)
     except EngramError as exc:
         from engram.cli.style import paint  # noqa: PLC0415

@@ -102,9 +102,9 @@ def _memory_lines(m: Memory, places: list[Place], score: float | None = None, wh
         head += f" {score:6.3f}"
     if m.status != "active":
         head += f"  [{m.status}]"
-    lines = [f"{head}  {m.summary}"]
-    rest = m.content.strip().splitlines()[1:]
-    lines += [f"    {line}" for line in (rest if whole else rest[:3])]
+    first, *rest = m.content.strip().splitlines() or [""]
+    lines = [f"{head}  {first if whole else _listed(first, m.id)}"]
+    lines += [f"    {line if whole else _listed(line, m.id)}" for line in (rest if whole else rest[:3])]
     if len(rest) > 3 and not whole:
         lines.append(f"    … {len(rest) - 3} more lines (`engram memory show {m.id}`)")
     meta = [f"source: {_source(m.source)}", f"importance {m.importance:g}"]
@@ -116,6 +116,18 @@ def _memory_lines(m: Memory, places: list[Place], score: float | None = None, wh
     if places:
         lines.append("    at " + _places_line(places))
     return lines
+
+
+#: Characters of a line of a note that a list (`memory list`, `recall`) shows: people's text keeps
+#: to the budget in whole lines, and one note on one long line (a pasted log) filled it alone.
+LISTED_LINE_CHARS = 240
+
+
+def _listed(line: str, memory_id: str) -> str:
+    """A line of a note as a list shows it: cut past LISTED_LINE_CHARS, naming the whole note's command."""
+    if len(line) <= LISTED_LINE_CHARS:
+        return line
+    return f"{line[:LISTED_LINE_CHARS].rstrip()}… ({len(line):,} characters: `engram memory show {memory_id}`)"
 
 
 # ---------------------------------------------------------------- commands
@@ -216,15 +228,17 @@ def _at_for_server(args: argparse.Namespace) -> str | None:
     store = store_of(args)
     path, start, end = parse_at(args.at)
     rel = repo_relative(store.root, path)
-    _say_if_missing(store.root, rel)
+    _say_if_missing(store.root, rel, bool((getattr(args, "query", "") or "").strip()))
     return rel if start is None else f"{rel}:{start}-{end}"
 
 
-def _say_if_missing(root: Path, rel: str) -> None:
+def _say_if_missing(root: Path, rel: str, query: bool = False) -> None:
     """A note on stderr when `--at` names no file of the working tree: a typo would otherwise be
-    answered like a file without notes (a deleted file's notes are still listed)."""
+    answered like a file without notes (a deleted file's notes are still listed). With words to
+    recall, the place only ranks: the notes the words find are listed wherever they are."""
     if not (root / rel).exists():
-        print(f"({rel} is not in the working tree: only notes anchored there are listed)", file=sys.stderr)
+        print(f"({rel} is not in the working tree: " + ("notes the words find are listed wherever they are)" if query else
+                                                         "only notes anchored there are listed)"), file=sys.stderr)
 
 
 def _recall_lines(doc: dict[str, Any], debug: bool) -> list[str]:
@@ -233,9 +247,9 @@ def _recall_lines(doc: dict[str, Any], debug: bool) -> list[str]:
         head = f"{m['id']}  {m['kind']:<10} {m['score']:6.3f}"
         if m["status"] != "active":
             head += f"  [{m['status']}]"
-        lines = m["content"].strip().splitlines() or [""]
+        lines = [_listed(line, m["id"]) for line in (m["content"].strip().splitlines() or [""])[:4]]
         out.append(f"{head}  {lines[0]}")
-        out += [f"    {line}" for line in lines[1:4]]
+        out += [f"    {line}" for line in lines[1:]]
         meta = [f"source: {_source(m['source'])}"]
         if m["tags"]:
             meta.insert(0, "tags: " + ", ".join(m["tags"]))
@@ -404,7 +418,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         from engram.cli.output import writable_output
 
-        writable_output(Path(args.output))
+        writable_output(Path(args.output), store_of(args).dir)
     with _memories(args) as mem:
         docs = export_lines(mem, hidden=args.all)
     import orjson

@@ -101,11 +101,20 @@ def _head_lines(lines: list[str], room: int) -> tuple[list[str], list[str]]:
     return lines, []
 
 
-def writable_output(out: Path) -> None:
+def writable_output(out: Path, store_dir: Path | None = None) -> None:
     """Refuse `-o FILE` in a folder that is not there, or naming a folder, before any work: the
-    write made the missing folders (a typo'd path became a new tree, reported as written)."""
+    write made the missing folders (a typo'd path became a new tree, reported as written). And
+    refuse a file inside `store_dir` (`.engram/`): an export written over the memory log erased
+    every memory."""
+    import os  # noqa: PLC0415
+
     from engram.errors import BadInput  # noqa: PLC0415
 
+    if store_dir is not None:
+        real, store = os.path.realpath(out), os.path.realpath(store_dir)
+        if real == store or real.startswith(store.rstrip(os.sep) + os.sep):
+            raise BadInput(f"-o {out}: inside engram's store ({store_dir}), whose files an export would write "
+                           "over; write it elsewhere")
     if out.is_dir():
         raise BadInput(f"-o {out}: a directory; name the file to write")
     if not out.parent.is_dir():

@@ -180,18 +180,15 @@ def _tape_at(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def cmd_blame(args: argparse.Namespace) -> int:
-    from engram.errors import BadInput
+    from engram.query.spans import resolve_span_arg
 
-    start = end = None
-    if args.L:
-        a, sep, b = args.L.partition(",")
-        if not (a.strip().isdigit() and (not sep or b.strip().isdigit())):
-            raise BadInput(f"-L {args.L}: expected -L START,END (1-based line numbers), e.g. -L 10,40")
-        start, end = int(a), int(b) if sep else int(a)
-        if start < 1 or end < start:
-            raise BadInput(f"-L {args.L}: lines are 1-based and START must not exceed END")
+    start, end = _blame_range(args.L) if args.L else (None, None)
     store = store_of(args)
-    params = {"file": args.file, "start": start, "end": end, "cwd": os.getcwd()}
+    file = args.file
+    if not args.L:  # `blame FILE:A-B`, explain's way of naming lines
+        named = resolve_span_arg(store.root, args.file, Path.cwd())
+        file, start, end = named.path, named.start, named.end
+    params = {"file": file, "start": start, "end": end, "cwd": os.getcwd()}
     from engram.cli.running_server import ask_language_server
 
     doc = ask_language_server(store.endpoint_file, "blame", params)  # a running server: its warm index
@@ -214,22 +211,55 @@ def cmd_blame(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def _blame_range(spec: str) -> tuple[int | None, int | None]:
+    """`-L` as git blame reads it: `A,B`, `A,+N` (N lines from A), `A,-N` (N lines up to A), `A,`
+    (to the end), `,B` (from the start); `A` alone is line A (git: to the end). None: the file's end."""
     from engram.errors import BadInput
-    from engram.query.search import search
+
+    a, sep, b = (x.strip() for x in spec.partition(","))
+    if a.startswith(("/", "^/", ":")) or b.startswith("/"):
+        raise BadInput(f"-L {spec}: a range by regular expression is not taken; give line numbers, e.g. -L 10,40")
+    number = b.lstrip("+-")
+    if not ((a.isdigit() or (sep and not a)) and (not b or number.isdigit()) and (a or b)):
+        raise BadInput(f"-L {spec}: expected -L START,END (1-based line numbers; git's START,+N, START, and ,END "
+                       "too), e.g. -L 10,40")
+    start = int(a) if a else 1
+    if not sep:
+        end: int | None = start
+    elif not b:
+        end = None
+    elif b[0] == "+":
+        end = start + int(number) - 1
+    elif b[0] == "-":
+        start, end = start - int(number) + 1, start
+    else:
+        end = int(b)
+    if start < 1 or (end is not None and end < start):
+        raise BadInput(f"-L {spec}: lines are 1-based and START must not exceed END")
+    return start, end
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    import shlex
+
+    from engram.errors import BadInput
+    from engram.query.search import search_hits
 
     if not args.query.strip():
         raise BadInput("what to search for? give words: engram search 'retry backoff'")
     store = store_of(args)
     with closing(_ready_db(store)) as db:
-        hits = search(store, db, args.query, limit=args.limit)
+        hits, more = search_hits(store, db, args.query, limit=args.limit)
+    again = f"engram search {shlex.quote(args.query)} --limit {args.limit * 2}" if more else None
     if wants_pretty(args):
         for h in hits:
             print(f"{h['tape'][:12]} #{h['offset']:<5} {h['kind']:8} {(h['timestamp'] or '')[:16]}  {h['excerpt']}")
         if not hits:  # (a person saw nothing at all)
             print(f"no message or tool call matches {args.query!r}", file=sys.stderr)
+        if again:
+            print(f"… more messages and tool calls match: {again}")
     else:
-        _out({"query": args.query, "hits": hits})
+        _out({"query": args.query, "hits": hits, **({"more": again} if again else {})})
     return 0
 
 
@@ -335,8 +365,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_view)
 
     s = sub.add_parser("blame", help="which session last changed each line of FILE, like git blame")
-    s.add_argument("file", help="a file of the working tree")
-    s.add_argument("-L", metavar="START,END", help="only lines START to END (1-based, inclusive)")
+    s.add_argument("file", help="a file of the working tree (FILE:START-END: those lines)")
+    s.add_argument("-L", metavar="START,END", help="only lines START to END (1-based, inclusive); as git: START,+N, "
+                                                   "START, (to the end), ,END")
     s.add_argument("--json", action="store_true",
                    help='porcelain: {"file", "regions": [{"lines": [a, b], "session_id", "tape", "harness", '
                         '"when", "request"}]}, session_id null where no recorded session wrote the lines')

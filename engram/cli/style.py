@@ -63,16 +63,41 @@ def shown(text: str) -> str:
     return _OBEYED.sub(_shown, text)
 
 
+_COLOUR_OR_LINE_END = re.compile("\x1b\\[([0-9;]*)m|\r?\n")
+RESET = "\x1b[0m"
+
+
+def colour_closed(text: str) -> str:
+    """`text` (through `shown`: its only escapes are colours) with a colour still on at the end of
+    a line, or of the text, ended there. Engram closes its own colours where it opens them; one a
+    transcript opens and never closes (a build's red error cut short, black on black) tinted every
+    line after it, and the shell's prompt once engram had exited."""
+    if "\x1b[" not in text:
+        return text
+    out, at, on = [], 0, False
+    for m in _COLOUR_OR_LINE_END.finditer(text):
+        if m.group(1) is not None:
+            on = m.group(1) not in ("", "0")
+        elif on:
+            out += [text[at:m.start()], RESET]
+            at, on = m.start(), False
+    out.append(text[at:])
+    if on:
+        out.append(RESET)
+    return "".join(out)
+
+
 class TerminalGuard:
-    """A terminal's text stream whose writes go through `shown`: what engram prints for people
-    quotes transcripts and files it did not write, and a terminal obeyed their escape sequences
-    (`engram show` of a pulled session could set the window title or the clipboard)."""
+    """A terminal's text stream whose writes go through `shown` and `colour_closed`: what engram
+    prints for people quotes transcripts and files it did not write, and a terminal obeyed their
+    escape sequences (`engram show` of a pulled session could set the window title or the
+    clipboard) and kept the colours they left on. A colour never outlasts its line or its write."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(shown(text))
+        self._stream.write(colour_closed(shown(text)))
         return len(text)
 
     def __getattr__(self, name: str) -> object:

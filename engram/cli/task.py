@@ -60,7 +60,8 @@ def cmd_task(args: argparse.Namespace) -> int:
         for t in doc:
             _print_task(t)
         if not doc:
-            print("no open task (engram task new TITLE starts one; --all lists closed ones too)", file=sys.stderr)
+            print("no task yet (engram task new TITLE starts one)" if args.all else
+                  "no open task (engram task new TITLE starts one; --all lists closed ones too)", file=sys.stderr)
     else:
         _print_task(doc, doc.get("sessions"))
     return 0

@@ -123,8 +123,8 @@ def _changed_by(db: apsw.Connection, path: str, after: str | None, chain_ids: se
 
 
 def file_state(store: Store, touch: FileTouch) -> str:
-    """The file now, against what the session left: as-left, changed, deleted (since), or for a
-    file only read: present / deleted. Never reads through a link out of the repository."""
+    """The file now, against what the session left: as-left (its line endings alone changed: not
+    an edit), changed, deleted (since), or for a file only read: present / deleted. Never reads through a link out of the repository."""
     try:
         rel = repo_relative(store.root, touch.path, store.root)
     except BadInput:
@@ -144,12 +144,26 @@ def file_state(store: Store, touch: FileTouch) -> str:
     except OSError:
         return "unreadable"
     sha = edit.get("file_after_sha")
-    if isinstance(sha, str):
-        return "as-left" if E.git_blob_sha(data.decode("utf-8", "surrogateescape")) == sha else "changed since"
     after = edit.get("after_text")
-    if isinstance(after, str) and after.strip():
-        return "as-left" if after.strip() in data.decode("utf-8", "replace") else "changed since"
-    return "present"
+    if not isinstance(sha, str) and not (isinstance(after, str) and after.strip()):
+        return "present"
+    if _left_as(data, sha, after):
+        return "as-left"
+    # a checkout with core.autocrlf, or an editor, changes every line ending and no line
+    lf = data.replace(b"\r\n", b"\n")
+    if any(_left_as(d, sha, after) for d in {lf, lf.replace(b"\n", b"\r\n")} - {data}):
+        return LINE_ENDINGS_STATE
+    return "changed since"
+
+
+LINE_ENDINGS_STATE: Final = "as-left (line endings changed)"
+
+
+def _left_as(data: bytes, sha: object, after: object) -> bool:
+    """Whether the file's bytes are what the last edit left: its git blob id, else its text in it."""
+    if isinstance(sha, str):
+        return E.git_blob_sha(data.decode("utf-8", "surrogateescape")) == sha
+    return isinstance(after, str) and after.strip() in data.decode("utf-8", "replace")
 
 
 def _present(store: Store, path: str) -> str:

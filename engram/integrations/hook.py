@@ -31,13 +31,18 @@ DEADLINE_S = 1.0
 
 
 def parse_payload(raw: str) -> dict[str, Any] | None:
+    """The payload's object, or None. A lone surrogate (`"\\ud800"`, or a non-UTF-8 byte of an
+    argument) becomes U+FFFD: a path holding one names no file, and was an encoding error the
+    agent showed as the hook's message."""
     import json  # noqa: PLC0415
+
+    from engram.words import whole_text  # noqa: PLC0415 - (a leaf module: no import of its own)
 
     try:
         data = json.loads(raw)
     except (ValueError, TypeError, RecursionError):  # (RecursionError: arrays nested thousands deep)
         return None
-    return data if isinstance(data, dict) else None
+    return whole_text(data) if isinstance(data, dict) else None  # type: ignore[return-value]
 
 
 def ingest_command(payload: dict[str, Any]) -> tuple[Path, list[str]] | None:

@@ -227,15 +227,19 @@ def explain_with_notes(store: Store, db: apsw.Connection, params: dict[str, Any]
     (its regions are not one span), nor for a span that does not parse (explain says why)."""
     from pathlib import Path  # noqa: PLC0415
 
-    from engram.query.requests import explain_request, whole_file  # noqa: PLC0415
-    from engram.query.spans import parse_span, repo_relative  # noqa: PLC0415
+    from engram.query.requests import explain_request  # noqa: PLC0415
+    from engram.query.spans import repo_relative, resolve_span_arg  # noqa: PLC0415
 
     span = params.get("span")
-    if params.get("text") is not None or not span or whole_file(str(span)):
+    if params.get("text") is not None or not span:
         return explain_request(store, db, params)
+    cwd = Path(params["cwd"]) if params.get("cwd") else None
     try:
-        path, start, end = parse_span(str(span))
-        rel = repo_relative(store.root, path, Path(params["cwd"]) if params.get("cwd") else None)
+        arg = resolve_span_arg(store.root, str(span), cwd)
+        if arg.start is None or arg.end is None:
+            return explain_request(store, db, params)
+        path, start, end = arg.path, arg.start, arg.end
+        rel = repo_relative(store.root, path, cwd)
     except BadInput:
         return explain_request(store, db, params)
     asked = params.get("budget")

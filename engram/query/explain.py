@@ -85,6 +85,8 @@ class Options:
     # The command that asks for another page, with "{page}" where its number goes (the CLI's
     # own flags, or an MCP call); None: `engram explain FILE:A-B --page N`.
     more: str | None = None
+    # How an argument that could be read two ways was read (`spans.resolve_span_arg`): said in the answer.
+    read_as: str | None = None
 
     def __post_init__(self) -> None:
         if self.story is None:
@@ -515,6 +517,8 @@ def to_json(store: Store, res: Result, opts: Options) -> dict[str, Any]:
         "widened": _widened(res),
         "rank": opts.rank,
     }
+    if opts.read_as:
+        doc["read_as"] = opts.read_as
     try:
         units = answer.units()
         if opts.budget is None:

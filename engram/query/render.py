@@ -11,7 +11,7 @@ from typing import Any
 
 from engram.index.catalog import TapeRow
 from engram.tape.objects import is_ref
-from engram.words import anchor_state, plural
+from engram.words import anchor_state, line_range, plural
 
 
 def human_size(n: int) -> str:
@@ -153,11 +153,6 @@ def widened_note(doc: dict[str, Any]) -> str | None:
         return None
     return (f"{line_range(w['asked']['start'], w['asked']['end'])} widened to {doc['span']['start']}-{doc['span']['end']}: "
             + _WHY_WIDER.get(w.get("why"), str(w.get("why"))))
-
-
-def line_range(a: int, b: int) -> str:
-    """`line 7` or `lines 3-9`, as a person writes them (`lines 194-194` read as a slip)."""
-    return f"line {a}" if a == b else f"lines {a}-{b}"
 
 
 # --------------------------------------------------------------------------- explain, for people
@@ -347,8 +342,9 @@ def explain_pretty(doc: dict[str, Any], width: int = 100, color: bool = False) -
     paint = _Ansi(color)
     where, count = _head(doc)
     out = [paint(f"Why {where}?", "1") + f"  {count}"]
-    if note := widened_note(doc):
-        out.append(paint(f"({note})", "2"))
+    for note in (doc.get("read_as"), widened_note(doc)):
+        if note:
+            out.append(paint(f"({note})", "2"))
     out += _notes(doc, paint)
     for rank, s in enumerate(doc["sessions"], 1):
         v = session_view(rank, s)
@@ -453,9 +449,10 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
         add(f"# Why `{where}`?")
         add("")
         add(count[:1].upper() + count[1:] + ".")
-        if note := widened_note(doc):
-            add("")
-            add(f"_{note}_")
+        for note in (doc.get("read_as"), widened_note(doc)):
+            if note:
+                add("")
+                add(f"_{_md_escape(note)}_")
         for line in _notes_markdown(doc):
             add(line)
     shown = doc["sessions"] if sessions is None else doc["sessions"][:sessions]

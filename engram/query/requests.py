@@ -25,12 +25,6 @@ def index_captured(store: Store, db: apsw.Connection) -> None:
                 index_pending(store, db)
 
 
-def whole_file(arg: str) -> bool:
-    """Does `engram explain ARG` name a whole file (no `:START-END`, or `:` in the file's name)?"""
-    _, sep, rng = arg.rpartition(":")
-    return not sep or not rng.replace("-", "").isdigit()
-
-
 #: What a request of `engram explain` must hold besides `span` or `text` (the command line sends them all).
 EXPLAIN_KEYS = ("before", "after", "brief", "include_deleted", "forensics", "min_confidence")
 
@@ -39,7 +33,7 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
     """The explain document for a request of `engram explain` (from the command line, or sent by
     one to a running language server, which answers it the same way)."""
     from engram.query.explain import Options, explain
-    from engram.query.spans import parse_span, read_span, text_span
+    from engram.query.spans import read_span, resolve_span_arg, text_span
     from engram.store.config import choice
 
     from engram.errors import BadInput
@@ -64,12 +58,14 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
     file_lines = None
     if params.get("text") is not None:
         span = text_span(str(params["text"]))
-    elif whole_file(str(params["span"])):
-        return explain_file_request(store, db, {**params, "file": params["span"]})
     else:
-        path, start, end = parse_span(str(params["span"]))
-        span = read_span(store.root, path, start, end, Path(params["cwd"]) if params.get("cwd") else None)
+        cwd = Path(params["cwd"]) if params.get("cwd") else None
+        arg = resolve_span_arg(store.root, str(params["span"]), cwd)
+        if arg.start is None or arg.end is None:
+            return explain_file_request(store, db, {**params, "file": arg.path})
+        span = read_span(store.root, arg.path, arg.start, arg.end, cwd)
         file_lines = (store.root / span.file).read_text(encoding="utf-8", errors="replace").splitlines()
+        opts.read_as = arg.read_as
     return explain(store, db, span, opts, expand_until=params.get("expand_until"), file_lines=file_lines)
 
 

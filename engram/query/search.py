@@ -35,14 +35,21 @@ _HITS: Final = ("SELECT f.id, t.id, t.session_id, f.offset, f.kind, f.ts, t.harn
 def search(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
     """The messages and tool calls matching `query`'s words, best first. An empty query is an
     error, not an empty answer: an agent read "no hits" as "nothing matches"."""
+    return search_hits(store, db, query, limit)[0]
+
+
+def search_hits(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> tuple[list[dict[str, Any]], bool]:
+    """`search`'s hits, and whether more matched than `limit`: an answer that stops at its limit
+    without saying so reads as all there is."""
     if not query.strip():
         raise BadInput("what to search for? the query is empty: give words ('retry backoff')")
     q = fts_query(query)
     if not q:
-        return []
+        return [], False
     out = []
     words = [w.lower() for w in query.split()]
-    for _fid, tape, session, offset, kind, ts, *_ in _own_hits(db, q, limit):
+    rows = _own_hits(db, q, limit + 1)
+    for _fid, tape, session, offset, kind, ts, *_ in rows[:limit]:
         with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
             text = event_text(r.event(offset, resolve_objects=True))
         low = text.lower()
@@ -51,7 +58,7 @@ def search(store: Store, db: apsw.Connection, query: str, limit: int = 20) -> li
         excerpt = text[start:start + 240].replace("\n", " ")
         out.append({"tape": tape, "session_id": session, "offset": offset, "kind": KIND_NAME.get(kind, "?"),
                     "timestamp": ts, "excerpt": excerpt})
-    return out
+    return out, len(rows) > limit
 
 
 def _own_hits(db: apsw.Connection, q: str, limit: int) -> list[tuple[Any, ...]]:

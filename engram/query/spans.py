@@ -9,9 +9,9 @@ from pathlib import Path
 
 from engram.errors import BadInput
 from engram.fsutil import repo_relative
-from engram.words import plural
+from engram.words import line_range, plural
 
-__all__ = ["Span", "parse_span", "repo_relative", "in_tree", "read_span", "text_span", "not_a_file", "past_the_end"]
+__all__ = ["Span", "SpanArg", "resolve_span_arg", "parse_span", "repo_relative", "in_tree", "read_span", "text_span", "not_a_file", "past_the_end"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,47 @@ def parse_span(arg: str) -> tuple[str, int, int]:
     except ValueError as exc:
         raise BadInput(f"{arg!r}: lines must be numbers, e.g. src/app.py:10-24") from exc
     return path, start, end
+
+
+@dataclass(frozen=True)
+class SpanArg:
+    """What `engram explain ARG` names: lines of a file, or (`start` None) the whole file; `read_as`
+    says how an argument that could be read two ways was read."""
+
+    path: str
+    start: int | None = None
+    end: int | None = None
+    read_as: str | None = None
+
+
+def resolve_span_arg(root: Path, arg: str, cwd: Path | None = None) -> SpanArg:
+    """`FILE:START-END`, `FILE:LINE` or `FILE` as a user means it, the working tree deciding
+    where a name holds a colon: `FILE:LINE:COL` (a compiler's, a linter's location) is the line;
+    a name ending in `:3` that is a file, when the name before it is not, is that file whole;
+    when both are files, the lines win (the documented form) and `read_as` names the other.
+    Errors (lines not numbers, no such file) are left to `parse_span` and `read_span`."""
+    head, sep, rng = arg.rpartition(":")
+    if not sep or not head or not rng.replace("-", "").isdigit():
+        return SpanArg(arg)
+    if not _a_file(root, head, cwd):
+        if _a_file(root, arg, cwd):
+            return SpanArg(arg)
+        file, colon, line = head.rpartition(":")
+        if colon and file and line.isdigit() and rng.isdigit() and _a_file(root, file, cwd):
+            return SpanArg(file, int(line), int(line), f"{arg} read as line {int(line)} of {file} (column {rng} ignored)")
+    path, start, end = parse_span(arg)
+    if not _a_file(root, arg, cwd):
+        return SpanArg(path, start, end)
+    n = len((root / repo_relative(root, arg, cwd)).read_bytes().splitlines())
+    return SpanArg(path, start, end, f"{arg} read as {line_range(start, end)} of {path}; a file named {arg} is "
+                                     f"there too: `engram explain {arg}:1-{max(n, 1)}` for its lines")
+
+
+def _a_file(root: Path, path: str, cwd: Path | None) -> bool:
+    try:
+        return (root / repo_relative(root, path, cwd)).is_file()
+    except (BadInput, OSError):
+        return False
 
 
 def in_tree(root: Path, path: str) -> bool:
