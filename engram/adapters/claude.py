@@ -129,14 +129,14 @@ def parse_session(
     for si, (src, lines) in enumerate(parsed):
         agent = None if src.name == "main" else _agent_id(src)
         for line in lines:
-            if line.record is None:
+            rec = line.record
+            if rec is None:
                 continue
             cap.cursor = (si, line.offset)
-            other = _session_of(line.record)
-            if other is not None and other != session_id and copies_apart:
-                _copied(cap, state, line.record, other)
+            if copies_apart and (other := _session_of(rec)) is not None and other != session_id:
+                _copied(cap, state, rec, other)
             else:
-                _record(cap, state, mapper, line.record, agent)
+                _record(cap, state, mapper, rec, agent)
     return cap
 
 
@@ -174,7 +174,8 @@ _SESSION_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 def _real_session_ids(records: list[dict[str, Any]]) -> bool:
     """Whether every session id the records carry is one Claude Code makes (a UUID): only then
     are records of another session told apart from the file's own (`own_session`)."""
-    ids = {sid for rec in records if (sid := _session_of(rec)) is not None}  # (each id matched once)
+    # (`_session_of` written out: it is called for every record of the main file; each id matched once)
+    ids = {sid for rec in records if isinstance(rec, dict) and isinstance(sid := rec.get("sessionId"), str) and sid}
     return all(_SESSION_NAME.fullmatch(sid) for sid in ids)
 
 
@@ -393,10 +394,10 @@ def _agent_id(src: SourceSpan) -> str:
 
 def _base(rec: dict[str, Any], agent: str | None, kind: str) -> dict[str, Any]:
     ev: dict[str, Any] = {"kind": kind, "ts": rec.get("timestamp")}
-    if rec.get("uuid"):
-        ev["id"] = rec["uuid"]
-    if rec.get("parentUuid"):
-        ev["parent"] = rec["parentUuid"]
+    if uuid := rec.get("uuid"):
+        ev["id"] = uuid
+    if parent := rec.get("parentUuid"):
+        ev["parent"] = parent
     if agent is not None:
         ev["agent"] = agent
     return ev

@@ -10,11 +10,13 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from engram.tape import events as E
 
 _TAGS = (" ", "-", "+")  # a hunk line's first character
+_FIRST = itemgetter(0)
 _HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -66,9 +68,9 @@ def hunk_lines(h: dict[str, Any]) -> list[tuple[str, str]] | None:
     line below it."""
     raw = [ln for ln in h.get("lines") or [] if isinstance(ln, str) and not ln.startswith("\\")]
     tagged = [(ln[0], ln[1:]) if ln[:1] in _TAGS else (" ", "") if not ln else ("?", ln) for ln in raw]
-    lost = sum(tag == "?" for tag, _ in tagged)
-    if not lost:
+    if "?" not in map(_FIRST, tagged):  # (nearly every hunk; looked for in C, not a generator per line)
         return tagged
+    lost = sum(tag == "?" for tag, _ in tagged)
     try:
         old_short = int(h["oldLines"]) - sum(tag in (" ", "-") for tag, _ in tagged)
         new_short = int(h["newLines"]) - sum(tag in (" ", "+") for tag, _ in tagged)
@@ -273,15 +275,16 @@ def apply_hunks(original: list[str], hunks: list[dict[str, Any]], tagged: list[T
                 ) -> list[str] | None:
     """The file after the hunks, or None when their context does not match `original` (`tagged`:
     as for `changes_from_hunks`)."""
-    traced = trace_hunks(original, hunks, tagged)
+    traced = trace_hunks(original, hunks, tagged, origins=False)
     return None if traced is None else traced[0]
 
 
-def trace_hunks(original: list[str], hunks: list[dict[str, Any]], tagged: list[Tagged] | None = None
-                ) -> tuple[list[str], list[int]] | None:
+def trace_hunks(original: list[str], hunks: list[dict[str, Any]], tagged: list[Tagged] | None = None,
+                origins: bool = True) -> tuple[list[str], list[int]] | None:
     """`apply_hunks`, also giving each resulting line's index in `original` (-1 for a line the
     hunks add): the accuracy benchmark follows which lines of a file an agent wrote through
-    later edits with it."""
+    later edits with it. `origins` False leaves that list empty: `apply_hunks`, for every
+    Claude Code edit, needs only the lines (the indexes were a list of ints as long as the file)."""
     result: list[str] = []
     origin: list[int] = []
     pos = 0  # next unconsumed line of original (0-based)
@@ -302,6 +305,10 @@ def trace_hunks(original: list[str], hunks: list[dict[str, Any]], tagged: list[T
         if start < pos:
             return None
         result.extend(original[pos:start])
+        if not origins:
+            result += [text for tag, text in body if tag != "-"]
+            pos = start + len(expect)
+            continue
         origin.extend(range(pos, start))
         pos = start
         for tag, text in body:
@@ -315,7 +322,8 @@ def trace_hunks(original: list[str], hunks: list[dict[str, Any]], tagged: list[T
                 origin.append(pos)
                 pos += 1
     result.extend(original[pos:])
-    origin.extend(range(pos, len(original)))
+    if origins:
+        origin.extend(range(pos, len(original)))
     return result, origin
 
 

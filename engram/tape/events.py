@@ -79,4 +79,6 @@ def git_blob_sha(text: str) -> str:
     import hashlib  # noqa: PLC0415 - OpenSSL's start-up (~3.5 ms) only where hashes are taken
 
     data = text.encode("utf-8", "surrogatepass")
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    h = hashlib.sha1(b"blob %d\0" % len(data))
+    h.update(data)  # (not the header and the file joined: a copy of every edited file, twice an edit)
+    return h.hexdigest()
