@@ -175,7 +175,9 @@ def _minimal(removed: list[str], added: list[str], old: int, new: int) -> list[C
     whole (`-` every line, `+` every line, most of them the same); counted as written, the
     session that only rewrote a block around one new line came first as the writer of all of it
     (savekirk/session-bridge, bench/provenance.py --multi)."""
-    if not removed or not added:
+    if not removed or not added or set(removed).isdisjoint(added):
+        # (no line in common: what the diff finds is the run itself, without building one — most
+        # runs of an agent's edit, where each line it touched changed)
         return [Change(old, old + len(removed) - 1, new, new + len(added) - 1, tuple(removed), tuple(added))]
     ops = difflib.SequenceMatcher(None, removed, added, autojunk=False).get_opcodes()
     return [Change(old + i1, old + i2 - 1, new + j1, new + j2 - 1, tuple(removed[i1:i2]), tuple(added[j1:j2]))
