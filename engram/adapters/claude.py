@@ -26,6 +26,7 @@ from engram.adapters.base import (
 )
 from engram.adapters.unified import (
     apply_hunks,
+    apply_hunks_text,
     changes_from_hunks,
     common_ends,
     context_fields,
@@ -648,17 +649,22 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
     if not changes:
         cap.ignored["edit that changed nothing"] += 1
         return None
-    old_lines = split_lines(original) if isinstance(original, str) else None
+    # The files' lines serve a Write's context and the ranges of several changes; for the rest,
+    # the file after is made as text (`apply_hunks_text`).
+    by_line = name == "Write" or len(changes) > 1
+    old_lines = split_lines(original) if isinstance(original, str) and by_line else None
     new_lines: list[str] | None = None
     after_file: str | None = None
     if content is not None and tur.get("type") == "update":
         after_file = content
-        new_lines = split_lines(after_file)
+        new_lines = split_lines(after_file) if by_line else None
     elif old_lines is not None:
         new_lines = apply_hunks(old_lines, hunks, tagged)
         if new_lines is not None:
             trailing = original.endswith("\n") if original else True
             after_file = "\n".join(new_lines) + ("\n" if trailing and new_lines else "")
+    elif isinstance(original, str):
+        after_file = apply_hunks_text(original, hunks, tagged)
     ev.update(op="update", **edit_ranges(changes, old_lines, new_lines),
               file_before_sha=E.git_blob_sha(original) if exact and isinstance(original, str) else None,
               file_after_sha=E.git_blob_sha(after_file) if after_file is not None else None)
