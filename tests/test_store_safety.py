@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, build_spot_repo, run_engram
+from conftest import SPOTTER_MAIN, build_spot_repo, run_engram, shown_events
 
 
 def write_session(path: Path, repo: Path, sid: str, text: str, big: str | None = None) -> Path:
@@ -89,6 +89,51 @@ def test_the_memory_log_is_never_written_or_read_through_a_link(repo: Path, tmp_
     assert log.purge("m-1") == ([], 0) and victim.read_text() == "not engram's\n"
 
 
+def _plant_link(store: Path, where: str, victim: Path) -> None:
+    """A symbolic link out of the store at `where` (a path under `.engram/`), pointing into `victim`."""
+    path = store / where
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists():
+        shutil.copy(path, victim / path.name)  # (the index: its copy outside is what SQLite would write)
+        path.unlink()
+    target = victim if where in ("quarantine", "removed", "events/memories") else victim / path.name
+    path.symlink_to(target, target_is_directory=target.is_dir())
+
+
+@pytest.mark.parametrize("where", ["index.sqlite", "index.sqlite-wal", "quarantine", "removed", "events/memories",
+                                   "run/memories.lock"])
+def test_a_link_where_engram_writes_later_is_never_followed(repo: Path, tmp_path: Path, where: str) -> None:
+    """SQLite followed a linked index.sqlite and wrote (and deleted the -wal beside) files outside;
+    a linked quarantine/ took a damaged tape out of the repository; a linked memory log directory
+    had `engram remember` append to a file outside; a linked lock file was created outside."""
+    a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
+    b = write_session(tmp_path / "s-b.jsonl", repo, "s-b", "the beta session")
+    run_engram(repo, "ingest", str(a), str(b))
+    run_engram(repo, "remember", "the build retries twice")
+    store = repo / ".engram"
+    tapes = sorted((store / "tapes").glob("*.jsonl.zst"))
+    tapes[0].chmod(0o644)
+    tapes[0].write_bytes(tapes[1].read_bytes())  # to be quarantined
+    victim = outside_files(tmp_path)
+    (victim / "index.sqlite-wal").write_text("not engram's wal\n")
+    _plant_link(store, where, victim)
+    before = {p.name: p.read_bytes() for p in victim.iterdir()}
+
+    for args in (["remember", "another note"], ["tapes", "rm", "s-b"], ["reindex"], ["ingest", str(a), str(b)],
+                 ["gc"], ["recall", "retries"]):
+        proc = run_engram(repo, *args, check=False)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        if proc.returncode:
+            said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+            assert len(said) == 1 and where.split("/")[-1] in said[0], proc.stderr
+    assert {p.name: p.read_bytes() for p in victim.iterdir()} == before, "nothing outside written or deleted"
+    doctor = run_engram(repo, "doctor", check=False)
+    assert "Traceback" not in doctor.stderr
+    if (store / where).is_symlink():
+        assert doctor.returncode == 1 and where.split("/")[-1] in doctor.stdout, doctor.stdout
+
+
 def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, tmp_path: Path) -> None:
     a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
     b = write_session(tmp_path / "s-b.jsonl", repo, "s-b", "the beta session")
@@ -111,6 +156,30 @@ def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, t
     shown = json.loads(run_engram(repo, "show", "s-a", "--json").stdout)["events"]
     assert any(e.get("text") == "the alpha session" for e in shown), "captured again from its transcript"
     assert path_a.exists() and path_a.read_bytes() != path_b.read_bytes()
+
+
+def test_a_tape_or_a_memory_log_file_replaced_by_a_directory_is_one_line(repo: Path, tmp_path: Path) -> None:
+    """Both were raw tracebacks (IsADirectoryError) from show, reindex and gc, or remember, recall
+    and ingest."""
+    a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
+    run_engram(repo, "ingest", str(a))
+    run_engram(repo, "remember", "the build retries twice")
+    tape = next((repo / ".engram" / "tapes").glob("*.jsonl.zst"))
+    tape.chmod(0o644)
+    tape.unlink()
+    tape.mkdir()
+    log_file = next((repo / ".engram" / "events" / "memories").glob("*.jsonl"))
+    log_file.unlink()
+    log_file.mkdir()
+    for args in (["show", "s-a"], ["remember", "another"], ["recall", "retries"], ["gc"], ["reindex"],
+                 ["ingest", str(a)]):
+        proc = run_engram(repo, *args, check=False)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        if proc.returncode:
+            said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+            assert len(said) == 1 and (tape.name in said[0] or log_file.name in said[0]), (args, proc.stderr)
+    assert (repo / ".engram" / "quarantine" / tape.name).is_dir(), "reindex set the directory aside"
+    assert any(e.get("text") == "the alpha session" for e in shown_events(repo, "s-a")), "captured again"
 
 
 def damage_pages(db: Path, size: int = 64 * 1024) -> None:
@@ -154,25 +223,37 @@ DAMAGES = {
     "index-dir": lambda s: ((s / "index.sqlite").unlink(), (s / "index.sqlite").mkdir()),
     "lock-dir": lambda s: ((s / "run" / "ingest.lock").unlink(missing_ok=True), (s / "run" / "ingest.lock").mkdir()),
     "tapes-file": lambda s: (shutil.rmtree(s / "tapes"), (s / "tapes").write_text("oops")),
+    "wal-dir": lambda s: ((s / "index.sqlite-wal").unlink(missing_ok=True), (s / "index.sqlite-wal").mkdir()),
+    "shm-dir": lambda s: ((s / "index.sqlite-shm").unlink(missing_ok=True), (s / "index.sqlite-shm").mkdir()),
+    "memory-log-file": lambda s: (shutil.rmtree(s / "events" / "memories"), (s / "events" / "memories").write_text("")),
+    "clone-dir": lambda s: ((s / "clone").unlink(), (s / "clone").mkdir()),
+    "memories-lock-dir": lambda s: ((s / "run" / "memories.lock").unlink(missing_ok=True),
+                                    (s / "run" / "memories.lock").mkdir()),
 }
-PATHS = {"config": "config.toml", "index-dir": "index.sqlite", "lock-dir": "ingest.lock", "tapes-file": "tapes"}
+PATHS = {"config": "config.toml", "index-dir": "index.sqlite", "lock-dir": "ingest.lock", "tapes-file": "tapes",
+         "wal-dir": "index.sqlite-wal", "shm-dir": "index.sqlite-shm", "memory-log-file": "events/memories",
+         "clone-dir": "clone", "memories-lock-dir": "memories.lock"}
+SET_ASIDE = {"index-dir": "index.sqlite.damaged", "wal-dir": "index.sqlite.damaged-wal",
+             "shm-dir": "index.sqlite.damaged-shm"}  # (reindex puts these right)
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_a_damaged_store_gives_one_line_naming_the_path_and_the_fix(repo: Path, tmp_path: Path, damage: str) -> None:
     session = write_session(tmp_path / "s-1.jsonl", repo, "s-1", "hello")
     run_engram(repo, "ingest", str(session))
+    run_engram(repo, "remember", "the build retries twice")
     DAMAGES[damage](repo / ".engram")
     tapes_before = sorted((repo / ".engram").rglob("*.jsonl.zst"))
-    for args in (["ingest", str(session)], ["reindex"], ["tapes"], ["gc"]):
+    for args in (["ingest", str(session)], ["recall", "retries"], ["remember", "another"], ["reindex"], ["tapes"],
+                 ["gc"]):
         proc = run_engram(repo, *args, check=False)
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
-        if proc.returncode:
-            err = proc.stderr.strip()
-            assert len(err.splitlines()) == 1 and PATHS[damage] in err, (args, err)
+        if proc.returncode:  # (recall notes on stderr what it searched with before the error)
+            said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+            assert len(said) == 1 and PATHS[damage] in said[0], (args, proc.stderr)
     assert sorted((repo / ".engram").rglob("*.jsonl.zst")) == tapes_before
-    if damage == "index-dir":  # reindex put that right (set aside): damage it again for doctor
-        assert (repo / ".engram" / "index.sqlite.damaged").is_dir()
+    if damage in SET_ASIDE:  # reindex put that right (set aside): damage it again for doctor
+        assert (repo / ".engram" / SET_ASIDE[damage]).is_dir()
         DAMAGES[damage](repo / ".engram")
     doctor = run_engram(repo, "doctor", check=False)
     assert doctor.returncode == 1 and "Traceback" not in doctor.stderr
