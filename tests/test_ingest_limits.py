@@ -136,3 +136,22 @@ def test_a_huge_line_of_a_plain_text_session_is_skipped_without_holding_it(repo:
     texts = json.dumps(json.loads(run_engram(repo, "search", "note kept", "--json").stdout))
     assert "before the long line" in texts and "after it" in texts
     assert "0 new tapes" in run_engram(repo, "ingest", str(huge)).stdout, "captured to its end"
+
+
+def test_a_long_line_kept_costs_a_few_times_its_size_not_a_string_per_word(repo: Path, tmp_path: Path) -> None:
+    """A 16 MiB line under the limit is kept; counting its words split all of it (1.7 million
+    strings per 8 MiB of short words): that ingest peaked 260 MiB over a small file's."""
+    small = tmp_path / "notes-small.txt"
+    small.write_text("the first note about the parser\n\nthe second note\n")
+    _, baseline = peak_ingest(repo, small)
+    long = tmp_path / "notes.txt"
+    line = 16 << 20
+    with long.open("w") as f:
+        f.write("a note kept before the long line\n\n")
+        block = "word " * (1 << 18)
+        for _ in range(line // len(block)):
+            f.write(block)
+        f.write("\nand a note kept after it\n")
+    proc, peak = peak_ingest(repo, long)
+    assert proc.returncode == 0 and "line longer than" not in proc.stdout, proc.stdout
+    assert peak - baseline < 4 * line + (32 << 20), f"peak {peak >> 20} MiB against {baseline >> 20} MiB"
