@@ -89,6 +89,13 @@ def set_aside(store: Store) -> Path:
     return aside
 
 
+def set_aside_paths(store: Store) -> list[Path]:
+    """The files of an index `set_aside` left (none when there is none)."""
+    aside = store.index_path.with_name(store.index_path.name + ".damaged")
+    return [p for p in (Path(f"{aside}{s}") for s in ("", "-wal", "-shm"))
+            if os.path.lexists(p) and not p.is_dir()]
+
+
 def quick_check(db: apsw.Connection) -> str:
     """SQLite's `PRAGMA quick_check` in one line: "ok", or what it found (the first few), or the
     error it stopped on. Run when an error says the file is corrupt, and by `engram doctor`."""
