@@ -210,9 +210,13 @@ def test_a_corrupt_index_is_set_aside_and_rebuilt_with_the_memories(spotter: Pat
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
         if proc.returncode:
             assert "engram reindex" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    doctor = run_engram(root, "doctor", check=False)  # (it said "ok   index: schema 14")
+    line = next(x for x in doctor.stdout.splitlines() if "index:" in x)
+    assert doctor.returncode == 1 and line.startswith("fail") and "engram reindex" in doctor.stdout, doctor.stdout
     proc = run_engram(root, "reindex")
     assert "Traceback" not in proc.stderr
     assert (root / ".engram" / "index.sqlite.damaged").exists()
+    assert run_engram(root, "doctor", check=False).stdout.count("fail ") == 0
     assert json.loads(run_engram(root, "explain", f"{path}:1-20").stdout) == before
     listed = json.loads(run_engram(root, "memory", "list", "--json").stdout)
     assert memory in json.dumps(listed), "the memories' projection rebuilt from their log"
