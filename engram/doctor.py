@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.errors import EngramError, StoreNotFound
+from engram.store.location import started_after
 from engram.store.repo import Store, find_repo_root
 from engram.words import agree, plural
 
@@ -301,7 +302,7 @@ def server_check(store: Store) -> Check:
         pid, port = int(info["pid"]), int(info["port"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return Check("language server", WARN, f"{path} is unreadable ({exc})", f"rm {path}")
-    if not _alive(pid):
+    if not _alive(pid) or started_after(pid, os.stat(path).st_mtime):
         return Check("language server", WARN, f"{path} was left by a server that is gone (pid {pid}); commands "
                      "ignore it", f"rm {path}")
     return Check("language server", OK, f"running (pid {pid}), endpoint on 127.0.0.1:{port}")

@@ -100,3 +100,47 @@ async def test_the_endpoint_reads_the_harnesses_session_folders_not_their_homes_
         assert status == 200 and doc["file"] == "a.py", doc
     finally:
         await endpoint.stop()
+
+
+def test_a_run_file_whose_pid_another_process_took_is_not_asked(repo: Path, tmp_path: Path) -> None:
+    """A language server killed (or a reboot) leaves run/mcp.json; its pid, reused by a process
+    started later, passed the liveness check, and the command line sent its request and token to
+    whatever listened on the port and printed its answer as engram's."""
+    import http.server
+    import sys
+    import threading
+
+    from conftest import run_engram
+
+    asked: list[str] = []
+
+    class Foreign(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            asked.append(self.path)
+            body = b'{"sessions": [{"session_id": "NOT-ENGRAM"}], "span": {}}'
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Foreign)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    run_file = Store(repo).endpoint_file
+    run_file.parent.mkdir(parents=True, exist_ok=True)
+    later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run_file.write_text(json.dumps({"port": server.server_address[1], "token": "t" * 40, "pid": later.pid}))
+        old = os.stat(run_file).st_mtime - 60  # written a minute before that process started
+        os.utime(run_file, (old, old))
+        (repo / "a.py").write_text("x = 1\n")
+        proc = run_engram(repo, "explain", "a.py:1-1", "--json", check=False)
+        doctor = run_engram(repo, "doctor", check=False).stdout
+    finally:
+        later.kill()
+        later.wait()
+        server.shutdown()
+    assert "NOT-ENGRAM" not in proc.stdout and asked == [], (asked, proc.stdout)
+    assert "left by a server that is gone" in doctor, doctor
