@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, build_spot_repo, run_engram, shown_events
+from conftest import SPOTTER_MAIN, build_spot_repo, git, run_engram, shown_events
 
 
 def write_session(path: Path, repo: Path, sid: str, text: str, big: str | None = None) -> Path:
@@ -112,9 +112,10 @@ def test_a_link_where_engram_writes_later_is_never_followed(repo: Path, tmp_path
     run_engram(repo, "ingest", str(a), str(b))
     run_engram(repo, "remember", "the build retries twice")
     store = repo / ".engram"
-    tapes = sorted((store / "tapes").glob("*.jsonl.zst"))
-    tapes[0].chmod(0o644)
-    tapes[0].write_bytes(tapes[1].read_bytes())  # to be quarantined
+    ids = {t["session_id"]: t["id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
+    tape_a, tape_b = (store / "tapes" / f"{ids[s]}.jsonl.zst" for s in ("s-a", "s-b"))
+    tape_a.chmod(0o644)
+    tape_a.write_bytes(tape_b.read_bytes())  # to be quarantined (s-b's is taken out by `tapes rm`)
     victim = outside_files(tmp_path)
     (victim / "index.sqlite-wal").write_text("not engram's wal\n")
     _plant_link(store, where, victim)
@@ -132,6 +133,37 @@ def test_a_link_where_engram_writes_later_is_never_followed(repo: Path, tmp_path
     assert "Traceback" not in doctor.stderr
     if (store / where).is_symlink():
         assert doctor.returncode == 1 and where.split("/")[-1] in doctor.stdout, doctor.stdout
+
+
+def test_a_linked_objects_shard_is_never_written_through_by_ingest_or_pull(repo: Path, tmp_path: Path) -> None:
+    """`objects/<ab>` a link out of the store: ingest and pull wrote a new object through it."""
+    import hashlib
+
+    big = "line of build output\n" * 20000
+    session = write_session(tmp_path / "s-1.jsonl", repo, "s-1", "hello", big)
+    shard = hashlib.sha256(big.encode()).hexdigest()[:2]  # where the object will go
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    run_engram(other, "init")
+    run_engram(other, "ingest", str(session))
+    git(other, "commit", "-q", "--allow-empty", "-m", "x")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(other, "remote", "add", "origin", str(remote))
+    run_engram(other, "push")
+    git(repo, "remote", "add", "origin", str(remote))
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    (repo / ".engram" / "objects").mkdir(exist_ok=True)
+    (repo / ".engram" / "objects" / shard).symlink_to(victim, target_is_directory=True)
+    for args in (["ingest", str(session)], ["pull"]):
+        proc = run_engram(repo, *args, check=False)
+        said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+        assert proc.returncode == 1 and len(said) == 1 and f"objects/{shard}" in said[0], (args, proc.stderr)
+        assert not list(victim.iterdir()), f"{args[0]} wrote nothing outside the repository"
+    doctor = run_engram(repo, "doctor", check=False)
+    assert doctor.returncode == 1 and f"objects/{shard}" in doctor.stdout
 
 
 def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, tmp_path: Path) -> None:

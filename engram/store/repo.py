@@ -38,6 +38,15 @@ def index_damage(index_path: Path) -> str | None:
     return None
 
 
+def _linked_entries(directory: Path) -> list[Path]:
+    """The entries of `directory` that are symbolic links (none when it is not a directory)."""
+    try:
+        with os.scandir(directory) as it:
+            return [directory / e.name for e in it if e.is_symlink()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 def find_repo_root(start: Path) -> Path | None:
     """The nearest directory at or above `start` holding `.engram/` or `.git`."""
     start = start.resolve()
@@ -180,8 +189,14 @@ class Store:
             if d.is_symlink() or (d.exists() and not d.is_dir()):
                 out.append(f"{d} is not a directory of the store (a file or a symbolic link): engram does not "
                            "write through it; move it out of the way (engram makes it again)")
+        out += [f"{d} is a symbolic link: engram does not write objects through it out of the store; move it out "
+                "of the way, then run `engram ingest` again for the sessions whose objects were there"
+                for d in _linked_entries(self.objects_dir)]  # (ingest and pull wrote objects through one)
         for f in (self.config_path, self.run_dir / "ingest.lock", self.run_dir / "memories.lock", self.dir / "clone"):
-            if f.is_dir():
+            if f.is_symlink() and f != self.config_path:  # (a config kept elsewhere and linked is the user's choice)
+                out.append(f"{f} is a symbolic link: engram does not write through it out of the store; remove it "
+                           "(engram makes the file again)")
+            elif f.is_dir():
                 out.append(f"{f} is a directory, not engram's file: move it out of the way")
         if index and (why := index_damage(self.index_path)):
             out.append(f"{why}; `engram reindex` moves it aside and rebuilds the index")
