@@ -169,6 +169,7 @@ def test_a_linked_objects_shard_is_never_written_through_by_ingest_or_pull(repo:
 def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, tmp_path: Path) -> None:
     a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
     b = write_session(tmp_path / "s-b.jsonl", repo, "s-b", "the beta session")
+    b.write_text(b.read_text().replace("2026-01-01T", "2026-01-02T"))  # (not one event to search: engram.query.copies)
     run_engram(repo, "ingest", str(a), str(b))
     tapes = {t["session_id"]: t["id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
     path_a = repo / ".engram" / "tapes" / f"{tapes['s-a']}.jsonl.zst"
@@ -180,6 +181,10 @@ def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, t
     assert "the beta session" not in proc.stdout, "never another session's events under this id"
     assert proc.returncode == 1 and "does not match its id" in proc.stderr and "Traceback" not in proc.stderr
     assert "engram reindex" in proc.stderr
+    proc = run_engram(repo, "search", "session", "--json", check=False)  # (one damaged tape failed every search)
+    assert proc.returncode == 0 and "engram reindex" in proc.stderr, proc.stderr
+    hits = json.loads(proc.stdout)["hits"]
+    assert hits and all(h["session_id"] == "s-b" for h in hits), hits
 
     proc = run_engram(repo, "reindex")
     assert "quarantine" in proc.stdout + proc.stderr
