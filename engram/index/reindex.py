@@ -19,6 +19,7 @@ from engram.index.sql import immediate
 from engram.store.lock import ingest_lock
 from engram.store.repo import Store
 from engram.tape.writer import tape_files
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ def _scrub_copies(store: Store) -> None:
         log.warning("removed %s (an index set aside as damaged: it held the text being purged)", path.name)
     left = names_in(store.quarantine_dir)
     if left:
-        log.warning("%d damaged tape file(s) in %s were not read: delete them if they may hold what was purged",
-                    len(left), store.quarantine_dir)
+        log.warning("%s in %s not read: delete them if they may hold what was purged",
+                    plural(len(left), "damaged tape file"), store.quarantine_dir)
 
 
 def _rebuild(store: Store, db: apsw.Connection, k: int | None, w: int | None, also: Sequence[Projection]
