@@ -276,7 +276,8 @@ def main() -> int:
         t0 = time.process_time()
         missed, vmissed = kinds_caught(g)
         rows.append((label, missed, vmissed, time.process_time() - t0))
-    print("\n| rules | probe kinds missed (of 50) | vendor kinds missed (of 20) |\n|---|---|---|")
+    print(f"\n| rules | probe kinds missed (of {len(kinds())}) | vendor kinds missed (of {len(vendor_kinds())}) |"
+          "\n|---|---|---|")
     for label, missed, vmissed, _ in rows:
         print(f"| {label} | {len(missed)} {', '.join(missed)} | {len(vmissed)} {', '.join(vmissed)} |")
 

@@ -62,6 +62,7 @@ def kinds(seed: int = 0) -> list[Kind]:
     pgp, pgp_body = _pem("PGP PRIVATE KEY BLOCK", seed * 1000 + 40)
     pk8, pk8_body = _pem("PRIVATE KEY", seed * 1000 + 50)
     gcp_pk, gcp_body = _pem("PRIVATE KEY", seed * 1000 + 60)
+    rsa2, rsa2_body = _pem("RSA PRIVATE KEY", seed * 1000 + 70)  # (printed as JSON holding JSON: escaped twice)
     gcp_id = r(40, HEX, 61)
     gcp = json.dumps({"type": "service_account", "project_id": "demo", "private_key_id": gcp_id,
                       "private_key": gcp_pk + "\n", "client_email": "svc@demo.iam.gserviceaccount.com"})
@@ -123,8 +124,18 @@ def kinds(seed: int = 0) -> list[Kind]:
         ("secret-in-prose", "the webhook secret is %s", [r(32, B64URL, 140)]),
         ("private-key-env", "PRIVATE_KEY=%s", [r(64, HEX, 141)]),
         ("url-in-json", '{"url": "https://deploy:%s@git.example.com/r.git"}', [r(20, ALNUM, 142)]),
+        ("s3-presigned-url", "curl -o shot.png 'https://bucket.s3.amazonaws.com/shot.png?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+         "&X-Amz-Date=20260101T000000Z&X-Amz-Expires=604800&X-Amz-Signature=%s&X-Amz-Security-Token=" + r(120, B64URL, 144)
+         + "'", [r(64, HEX, 143), r(120, B64URL, 144)]),
+        ("azure-sas-url", "az storage blob download --blob-url 'https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02"
+         "&sp=r&se=2027-01-01T00:00:00Z&spr=https&sig=%s%3D'", [r(43, ALNUM, 145)]),
+        ("discord-webhook", "curl -X POST https://discord.com/api/webhooks/1234567890123456789/%s -d '{}'",
+         [r(68, B64URL, 146)]),
+        ("telegram-bot-token", "requests.get('https://api.telegram.org/bot123456789:%s/getUpdates')",
+         [r(35, B64URL, 147)]),
+        ("pem-in-json-in-json", "%s", [json.dumps(json.dumps({"key": rsa2})), rsa2_body.split("\n")[1]]),
     ]
-    blocks = {"gcp-service-account", "rsa-private-key", "openssh-private-key", "ec-private-key", "pgp-private-key",
+    blocks = {"gcp-service-account", "pem-in-json-in-json", "rsa-private-key", "openssh-private-key", "ec-private-key", "pgp-private-key",
               "pkcs8-private-key"}
     # a key block fills its text whole; what must not be stored are lines of its body
     return [(kind, text.replace("%s", parts[0]), parts[1:] if kind in blocks else parts) for kind, text, parts in out]

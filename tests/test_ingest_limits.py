@@ -117,18 +117,28 @@ def peak_ingest(repo: Path, path: Path) -> tuple[subprocess.CompletedProcess[str
     return proc, peak
 
 
-def test_a_huge_line_of_a_plain_text_session_is_skipped_without_holding_it(repo: Path, tmp_path: Path) -> None:
+def small_notes_peak(repo: Path, tmp_path: Path) -> int:
+    """The peak of ingesting a few short notes: what a long line's peak is measured against."""
     small = tmp_path / "notes-small.txt"
     small.write_text("the first note about the parser\n\nthe second note\n")
-    _, baseline = peak_ingest(repo, small)
-    huge = tmp_path / "notes.txt"
-    line = 40 << 20  # over the 32 MiB default of ingest.max_line_bytes
-    with huge.open("w") as f:
+    return peak_ingest(repo, small)[1]
+
+
+def notes_around_a_line(path: Path, line: int) -> Path:
+    """A plain-text session: a note, a line of `line` bytes of short words, another note."""
+    with path.open("w") as f:
         f.write("a note kept before the long line\n")
         block = "word " * (1 << 18)
         for _ in range(line // len(block)):
             f.write(block)
         f.write("\nand a note kept after it\n")
+    return path
+
+
+def test_a_huge_line_of_a_plain_text_session_is_skipped_without_holding_it(repo: Path, tmp_path: Path) -> None:
+    baseline = small_notes_peak(repo, tmp_path)
+    line = 40 << 20  # over the 32 MiB default of ingest.max_line_bytes
+    huge = notes_around_a_line(tmp_path / "notes.txt", line)
     proc, peak = peak_ingest(repo, huge)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "line longer than" in proc.stdout, proc.stdout
@@ -136,3 +146,13 @@ def test_a_huge_line_of_a_plain_text_session_is_skipped_without_holding_it(repo:
     texts = json.dumps(json.loads(run_engram(repo, "search", "note kept", "--json").stdout))
     assert "before the long line" in texts and "after it" in texts
     assert "0 new tapes" in run_engram(repo, "ingest", str(huge)).stdout, "captured to its end"
+
+
+def test_a_long_line_kept_costs_a_few_times_its_size_not_a_string_per_word(repo: Path, tmp_path: Path) -> None:
+    """A 16 MiB line under the limit is kept; counting its words split all of it (1.7 million
+    strings per 8 MiB of short words): that ingest peaked 260 MiB over a small file's."""
+    baseline = small_notes_peak(repo, tmp_path)
+    line = 16 << 20
+    proc, peak = peak_ingest(repo, notes_around_a_line(tmp_path / "notes.txt", line))
+    assert proc.returncode == 0 and "line longer than" not in proc.stdout, proc.stdout
+    assert peak - baseline < 4 * line + (32 << 20), f"peak {peak >> 20} MiB against {baseline >> 20} MiB"

@@ -1,4 +1,4 @@
-"""The secrets probe as a standing test: 50 kinds of secret, each in a prompt, a command's output,
+"""The secrets probe as a standing test: 55 kinds of secret, each in a prompt, a command's output,
 a file the agent wrote and a stored object, captured end to end; none may be found in a tape, an
 object or the full-text index (`engram search`)."""
 

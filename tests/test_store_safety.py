@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPOTTER_MAIN, build_spot_repo, run_engram
+from conftest import SPOTTER_MAIN, build_spot_repo, git, run_engram, shown_events
 
 
 def write_session(path: Path, repo: Path, sid: str, text: str, big: str | None = None) -> Path:
@@ -89,9 +89,87 @@ def test_the_memory_log_is_never_written_or_read_through_a_link(repo: Path, tmp_
     assert log.purge("m-1") == ([], 0) and victim.read_text() == "not engram's\n"
 
 
+def _plant_link(store: Path, where: str, victim: Path) -> None:
+    """A symbolic link out of the store at `where` (a path under `.engram/`), pointing into `victim`."""
+    path = store / where
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists():
+        shutil.copy(path, victim / path.name)  # (the index: its copy outside is what SQLite would write)
+        path.unlink()
+    target = victim if where in ("quarantine", "removed", "events/memories") else victim / path.name
+    path.symlink_to(target, target_is_directory=target.is_dir())
+
+
+@pytest.mark.parametrize("where", ["index.sqlite", "index.sqlite-wal", "quarantine", "removed", "events/memories",
+                                   "run/memories.lock"])
+def test_a_link_where_engram_writes_later_is_never_followed(repo: Path, tmp_path: Path, where: str) -> None:
+    """SQLite followed a linked index.sqlite and wrote (and deleted the -wal beside) files outside;
+    a linked quarantine/ took a damaged tape out of the repository; a linked memory log directory
+    had `engram remember` append to a file outside; a linked lock file was created outside."""
+    a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
+    b = write_session(tmp_path / "s-b.jsonl", repo, "s-b", "the beta session")
+    run_engram(repo, "ingest", str(a), str(b))
+    run_engram(repo, "remember", "the build retries twice")
+    store = repo / ".engram"
+    ids = {t["session_id"]: t["id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
+    tape_a, tape_b = (store / "tapes" / f"{ids[s]}.jsonl.zst" for s in ("s-a", "s-b"))
+    tape_a.chmod(0o644)
+    tape_a.write_bytes(tape_b.read_bytes())  # to be quarantined (s-b's is taken out by `tapes rm`)
+    victim = outside_files(tmp_path)
+    (victim / "index.sqlite-wal").write_text("not engram's wal\n")
+    _plant_link(store, where, victim)
+    before = {p.name: p.read_bytes() for p in victim.iterdir()}
+
+    for args in (["remember", "another note"], ["tapes", "rm", "s-b"], ["reindex"], ["ingest", str(a), str(b)],
+                 ["gc"], ["recall", "retries"]):
+        proc = run_engram(repo, *args, check=False)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        if proc.returncode:
+            said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+            assert len(said) == 1 and where.split("/")[-1] in said[0], proc.stderr
+    assert {p.name: p.read_bytes() for p in victim.iterdir()} == before, "nothing outside written or deleted"
+    doctor = run_engram(repo, "doctor", check=False)
+    assert "Traceback" not in doctor.stderr
+    if (store / where).is_symlink():
+        assert doctor.returncode == 1 and where.split("/")[-1] in doctor.stdout, doctor.stdout
+
+
+def test_a_linked_objects_shard_is_never_written_through_by_ingest_or_pull(repo: Path, tmp_path: Path) -> None:
+    """`objects/<ab>` a link out of the store: ingest and pull wrote a new object through it."""
+    import hashlib
+
+    big = "line of build output\n" * 20000
+    session = write_session(tmp_path / "s-1.jsonl", repo, "s-1", "hello", big)
+    shard = hashlib.sha256(big.encode()).hexdigest()[:2]  # where the object will go
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    run_engram(other, "init")
+    run_engram(other, "ingest", str(session))
+    git(other, "commit", "-q", "--allow-empty", "-m", "x")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(other, "remote", "add", "origin", str(remote))
+    run_engram(other, "push")
+    git(repo, "remote", "add", "origin", str(remote))
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    (repo / ".engram" / "objects").mkdir(exist_ok=True)
+    (repo / ".engram" / "objects" / shard).symlink_to(victim, target_is_directory=True)
+    for args in (["ingest", str(session)], ["pull"]):
+        proc = run_engram(repo, *args, check=False)
+        said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+        assert proc.returncode == 1 and len(said) == 1 and f"objects/{shard}" in said[0], (args, proc.stderr)
+        assert not list(victim.iterdir()), f"{args[0]} wrote nothing outside the repository"
+    doctor = run_engram(repo, "doctor", check=False)
+    assert doctor.returncode == 1 and f"objects/{shard}" in doctor.stdout
+
+
 def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, tmp_path: Path) -> None:
     a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
     b = write_session(tmp_path / "s-b.jsonl", repo, "s-b", "the beta session")
+    b.write_text(b.read_text().replace("2026-01-01T", "2026-01-02T"))  # (not one event to search: engram.query.copies)
     run_engram(repo, "ingest", str(a), str(b))
     tapes = {t["session_id"]: t["id"] for t in json.loads(run_engram(repo, "tapes", "--json").stdout)}
     path_a = repo / ".engram" / "tapes" / f"{tapes['s-a']}.jsonl.zst"
@@ -103,6 +181,10 @@ def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, t
     assert "the beta session" not in proc.stdout, "never another session's events under this id"
     assert proc.returncode == 1 and "does not match its id" in proc.stderr and "Traceback" not in proc.stderr
     assert "engram reindex" in proc.stderr
+    proc = run_engram(repo, "search", "session", "--json", check=False)  # (one damaged tape failed every search)
+    assert proc.returncode == 0 and "engram reindex" in proc.stderr, proc.stderr
+    hits = json.loads(proc.stdout)["hits"]
+    assert hits and all(h["session_id"] == "s-b" for h in hits), hits
 
     proc = run_engram(repo, "reindex")
     assert "quarantine" in proc.stdout + proc.stderr
@@ -111,6 +193,30 @@ def test_a_tape_overwritten_by_another_is_refused_then_quarantined(repo: Path, t
     shown = json.loads(run_engram(repo, "show", "s-a", "--json").stdout)["events"]
     assert any(e.get("text") == "the alpha session" for e in shown), "captured again from its transcript"
     assert path_a.exists() and path_a.read_bytes() != path_b.read_bytes()
+
+
+def test_a_tape_or_a_memory_log_file_replaced_by_a_directory_is_one_line(repo: Path, tmp_path: Path) -> None:
+    """Both were raw tracebacks (IsADirectoryError) from show, reindex and gc, or remember, recall
+    and ingest."""
+    a = write_session(tmp_path / "s-a.jsonl", repo, "s-a", "the alpha session")
+    run_engram(repo, "ingest", str(a))
+    run_engram(repo, "remember", "the build retries twice")
+    tape = next((repo / ".engram" / "tapes").glob("*.jsonl.zst"))
+    tape.chmod(0o644)
+    tape.unlink()
+    tape.mkdir()
+    log_file = next((repo / ".engram" / "events" / "memories").glob("*.jsonl"))
+    log_file.unlink()
+    log_file.mkdir()
+    for args in (["show", "s-a"], ["remember", "another"], ["recall", "retries"], ["gc"], ["reindex"],
+                 ["ingest", str(a)]):
+        proc = run_engram(repo, *args, check=False)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        if proc.returncode:
+            said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+            assert len(said) == 1 and (tape.name in said[0] or log_file.name in said[0]), (args, proc.stderr)
+    assert (repo / ".engram" / "quarantine" / tape.name).is_dir(), "reindex set the directory aside"
+    assert any(e.get("text") == "the alpha session" for e in shown_events(repo, "s-a")), "captured again"
 
 
 def damage_pages(db: Path, size: int = 64 * 1024) -> None:
@@ -141,9 +247,13 @@ def test_a_corrupt_index_is_set_aside_and_rebuilt_with_the_memories(spotter: Pat
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
         if proc.returncode:
             assert "engram reindex" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    doctor = run_engram(root, "doctor", check=False)  # (it said "ok   index: schema 14")
+    line = next(x for x in doctor.stdout.splitlines() if "index:" in x)
+    assert doctor.returncode == 1 and line.startswith("fail") and "engram reindex" in doctor.stdout, doctor.stdout
     proc = run_engram(root, "reindex")
     assert "Traceback" not in proc.stderr
     assert (root / ".engram" / "index.sqlite.damaged").exists()
+    assert run_engram(root, "doctor", check=False).stdout.count("fail ") == 0
     assert json.loads(run_engram(root, "explain", f"{path}:1-20").stdout) == before
     listed = json.loads(run_engram(root, "memory", "list", "--json").stdout)
     assert memory in json.dumps(listed), "the memories' projection rebuilt from their log"
@@ -154,25 +264,37 @@ DAMAGES = {
     "index-dir": lambda s: ((s / "index.sqlite").unlink(), (s / "index.sqlite").mkdir()),
     "lock-dir": lambda s: ((s / "run" / "ingest.lock").unlink(missing_ok=True), (s / "run" / "ingest.lock").mkdir()),
     "tapes-file": lambda s: (shutil.rmtree(s / "tapes"), (s / "tapes").write_text("oops")),
+    "wal-dir": lambda s: ((s / "index.sqlite-wal").unlink(missing_ok=True), (s / "index.sqlite-wal").mkdir()),
+    "shm-dir": lambda s: ((s / "index.sqlite-shm").unlink(missing_ok=True), (s / "index.sqlite-shm").mkdir()),
+    "memory-log-file": lambda s: (shutil.rmtree(s / "events" / "memories"), (s / "events" / "memories").write_text("")),
+    "clone-dir": lambda s: ((s / "clone").unlink(), (s / "clone").mkdir()),
+    "memories-lock-dir": lambda s: ((s / "run" / "memories.lock").unlink(missing_ok=True),
+                                    (s / "run" / "memories.lock").mkdir()),
 }
-PATHS = {"config": "config.toml", "index-dir": "index.sqlite", "lock-dir": "ingest.lock", "tapes-file": "tapes"}
+PATHS = {"config": "config.toml", "index-dir": "index.sqlite", "lock-dir": "ingest.lock", "tapes-file": "tapes",
+         "wal-dir": "index.sqlite-wal", "shm-dir": "index.sqlite-shm", "memory-log-file": "events/memories",
+         "clone-dir": "clone", "memories-lock-dir": "memories.lock"}
+SET_ASIDE = {"index-dir": "index.sqlite.damaged", "wal-dir": "index.sqlite.damaged-wal",
+             "shm-dir": "index.sqlite.damaged-shm"}  # (reindex puts these right)
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_a_damaged_store_gives_one_line_naming_the_path_and_the_fix(repo: Path, tmp_path: Path, damage: str) -> None:
     session = write_session(tmp_path / "s-1.jsonl", repo, "s-1", "hello")
     run_engram(repo, "ingest", str(session))
+    run_engram(repo, "remember", "the build retries twice")
     DAMAGES[damage](repo / ".engram")
     tapes_before = sorted((repo / ".engram").rglob("*.jsonl.zst"))
-    for args in (["ingest", str(session)], ["reindex"], ["tapes"], ["gc"]):
+    for args in (["ingest", str(session)], ["recall", "retries"], ["remember", "another"], ["reindex"], ["tapes"],
+                 ["gc"]):
         proc = run_engram(repo, *args, check=False)
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
-        if proc.returncode:
-            err = proc.stderr.strip()
-            assert len(err.splitlines()) == 1 and PATHS[damage] in err, (args, err)
+        if proc.returncode:  # (recall notes on stderr what it searched with before the error)
+            said = [line for line in proc.stderr.splitlines() if line.startswith("engram:")]
+            assert len(said) == 1 and PATHS[damage] in said[0], (args, proc.stderr)
     assert sorted((repo / ".engram").rglob("*.jsonl.zst")) == tapes_before
-    if damage == "index-dir":  # reindex put that right (set aside): damage it again for doctor
-        assert (repo / ".engram" / "index.sqlite.damaged").is_dir()
+    if damage in SET_ASIDE:  # reindex put that right (set aside): damage it again for doctor
+        assert (repo / ".engram" / SET_ASIDE[damage]).is_dir()
         DAMAGES[damage](repo / ".engram")
     doctor = run_engram(repo, "doctor", check=False)
     assert doctor.returncode == 1 and "Traceback" not in doctor.stderr

@@ -145,3 +145,31 @@ def test_redact_again_rewrites_tapes_and_old_references_follow(repo: Path, spott
     assert "spotter session set this up" in run_engram(repo, "recall", "spotter session").stdout
     again = json.loads(run_engram(repo, "redact", "--again", "--json").stdout)
     assert again["changed"] == {}, "idempotent"
+
+
+def test_purge_leaves_nothing_in_an_index_set_aside_as_damaged(repo: Path, spotter: Path) -> None:
+    """A reindex keeps a damaged index as index.sqlite.damaged; it held every session's text, and a
+    purge left the purged text there (redact --again ends with the same rebuild)."""
+    run_engram(repo, "ingest", str(spotter / f"{SPOTTER_MAIN}.jsonl"), str(spotter / f"{SPOTTER_OTHER}.jsonl"))
+    asked = b"Work on bead spotter-dov"  # the other session's first request
+    index = repo / ".engram" / "index.sqlite"
+    index.write_bytes(b"not a database" + index.read_bytes()[14:])  # its header gone: reindex sets it aside
+    run_engram(repo, "reindex")
+    assert asked in (repo / ".engram" / "index.sqlite.damaged").read_bytes()
+    proc = run_engram(repo, "tapes", "rm", SPOTTER_OTHER, "--purge")
+    assert asked not in _store_text(repo), "no copy of the purged session's text is left in the store"
+    assert "index.sqlite.damaged" in proc.stderr, "the user is told the copy went"
+
+
+def test_gc_says_how_to_get_past_a_damaged_tape_set_aside_by_rm(repo: Path, spotter: Path) -> None:
+    """A tape `tapes rm` moved to .engram/removed/, then damaged, stopped every gc with the tape
+    error's advice, `engram reindex`, which never reads removed/: gc stayed stuck."""
+    run_engram(repo, "ingest", str(spotter / f"{SPOTTER_MAIN}.jsonl"), str(spotter / f"{SPOTTER_OTHER}.jsonl"))
+    run_engram(repo, "tapes", "rm", SPOTTER_OTHER)
+    kept = next((repo / ".engram" / "removed").glob("*.jsonl.zst"))
+    kept.chmod(0o644)
+    kept.write_bytes(kept.read_bytes()[:-100])
+    proc = run_engram(repo, "gc", check=False)
+    assert proc.returncode == 1 and str(kept) in proc.stderr and "delete it" in proc.stderr, proc.stderr
+    kept.unlink()  # as it says
+    run_engram(repo, "gc")

@@ -172,14 +172,16 @@ def parse_raw(sources: list[SourceSpan], max_line_bytes: int | None = None) -> C
     cap = Capture(HARNESS, session_id, sources, skipped=skipped)
     cap.meta = {"harness_version": None, "cwd": None, "git_head": None, "git_branch": None, "model": None,
                 "started": None, "title": src.path.name}
-    captured = text[: len(data[:end].decode("utf-8", "replace"))]
+    # (no copies of a whole file: its one long line kept is most of an ingest's peak memory)
+    captured = text if end == len(data) else text[: len(data[:end].decode("utf-8", "replace"))]
+    del data
     records = [(0, whole)] if whole is not None else json_records(captured)
     if records is None:  # plain text: its own chunks, each at its offset in the text
         records = []
         offset = 0
         for chunk in chunks(captured):
             records.append((offset, [chunk]))
-            offset += len(chunk.encode("utf-8"))
+            offset += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8"))
     for start, texts in records:
         cap.cursor = (0, start)
         for text in texts:

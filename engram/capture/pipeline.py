@@ -777,7 +777,8 @@ def ingest_request(store: Store, params: dict[str, Any], merge_later: bool = Fal
     """What a running language server does with an `engram ingest PATH...` handed to it (see
     engram.cli.running_server): the same capture, reported as the command would print it."""
     paths, maps = params.get("paths"), params.get("maps") or []
-    if not (isinstance(paths, list) and paths and all(isinstance(p, str) and os.path.isabs(p) for p in paths)):
+    if not (isinstance(paths, list) and paths
+            and all(isinstance(p, str) and os.path.isabs(p) and "\x00" not in p for p in paths)):
         raise BadInput("ingest: `paths` must be a non-empty list of absolute paths")
     if not (isinstance(maps, list) and all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)
                                            for m in maps)):
@@ -792,19 +793,22 @@ def _transcript_location(store: Store, path: str) -> None:
     """Refuse (NotAllowed) a path a running server is asked to ingest outside the places
     transcripts live: the repository, the harnesses' session folders and `ingest.transcript_dirs`.
     Anyone holding the endpoint's token could otherwise make any readable file (/etc/passwd) a
-    tape; the command line, refused, ingests the path itself, as the user it runs as."""
+    tape; the command line, refused, ingests the path itself, as the user it runs as. The session
+    folders, not the harnesses' homes: ~/.claude/history.jsonl (every prompt of every project) and
+    ~/.codex/config.toml (its servers' tokens) became tapes."""
     from engram.errors import NotAllowed  # noqa: PLC0415
 
     from engram.capture.discovery import claude_home, codex_home  # noqa: PLC0415
 
     real = os.path.realpath(path)
     extra = store.config["ingest"].get("transcript_dirs") or []
-    for root in (store.root, claude_home(), codex_home(), *(Path(os.path.expanduser(str(d))) for d in extra)):
+    sessions = (claude_home() / "projects", codex_home() / "sessions", codex_home() / "archived_sessions")
+    for root in (store.root, *sessions, *(Path(os.path.expanduser(str(d))) for d in extra)):
         top = os.path.realpath(root)
         if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
             return
     raise NotAllowed(f"ingest: {path} is outside the transcript locations a running server reads (the repository, "
-                     "~/.claude, ~/.codex, [ingest] transcript_dirs in .engram/config.toml)")
+                     "~/.claude/projects, ~/.codex/sessions, [ingest] transcript_dirs in .engram/config.toml)")
 
 
 def terminal_progress(label: str) -> Callable[[int, int], None] | None:

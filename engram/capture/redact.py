@@ -499,7 +499,8 @@ class TokenRule(Rule):
 
 # --- private keys ---------------------------------------------------------------------
 
-_PEM_BODY = r"(?:[A-Za-z0-9+/=:,._ \t\r\n]|\\[nrt]|-(?!----))*"
+_PEM_BODY = r"(?:[A-Za-z0-9+/=:,._ \t\r\n]|\\++[nrt]|-(?!----))*"  # (newlines escaped once, or twice: JSON in JSON)
+_PEM_EDGE = _lazy(r"(?:[ \t\r\n]|\\++[nrt])*")
 _B64_RUN = _lazy(r"[A-Za-z0-9+/]{16}")
 _B64_40 = _lazy(r"[A-Za-z0-9+/]{40}")
 
@@ -527,15 +528,26 @@ class PrivateKeyRule(Rule):
                 continue
             body = m.group("secret")
             a, b = m.span("secret")
-            lead = len(body) - len(body.lstrip(" \t\r\n"))
-            if body.startswith("\\n", lead):
-                lead += 2  # keep the line structure: leading and trailing newlines stay
-            stripped = body.rstrip(" \t\r\n")
-            trail = len(body) - len(stripped) + (2 if stripped.endswith("\\n") else 0)
+            # keep the line structure: leading and trailing newlines (real or escaped) stay
+            lead = _PEM_EDGE.match(body).end()
+            trail = len(body) - _last_edge(body)
             done = m.end()
             if a + lead < b - trail:
                 out.append(Span(a + lead, b - trail, self.name))
         return out
+
+
+def _last_edge(body: str) -> int:
+    """Where the run of newlines (real or escaped) and blanks that ends `body` starts."""
+    end = len(body)
+    while True:
+        stripped = body[:end].rstrip(" \t\r\n")
+        if stripped[-1:] in ("n", "r", "t") and stripped[-2:-1] == "\\":
+            end = len(stripped) - 1
+            while end > 0 and body[end - 1] == "\\":
+                end -= 1
+            continue
+        return len(stripped)
 
 
 class GcpServiceAccountRule(Rule):
@@ -590,6 +602,40 @@ class UrlPasswordRule(Rule):
             if is_placeholder(pw) or pw.isdigit():  # host:port@… is not a password
                 continue
             out.append(Span(*m.span("secret"), self.name))
+        return out
+
+
+class SignedUrlRule(Rule):
+    """Credentials an address carries in itself: a signed URL's signature or session token (S3's
+    `X-Amz-Signature`, `X-Amz-Security-Token`, Google Cloud Storage's `X-Goog-Signature`, an Azure
+    SAS `sig`, CloudFront's `Signature`), a Discord webhook's token, a Telegram bot's token. Each
+    lets whoever holds the address act on the account until it expires (a SAS for years); the
+    rest of the address stays."""
+
+    name = "signed-url"
+    needles = ("url",)
+    address = _lazy(r"://[^\s\"'<>`\\]{1,4096}")
+    secret = _lazy(r"[?&](?:x-amz-signature|x-amz-security-token|x-goog-signature|sig|signature)="
+                   r"(?P<q>[^&#\s\"'<>`\\]{16,4096})"
+                   r"|/api/webhooks/\d{15,21}/(?P<discord>[A-Za-z0-9_\-]{60,100})"
+                   r"|/bot\d{5,12}:(?P<telegram>[A-Za-z0-9_\-]{30,50})", re.IGNORECASE)
+
+    def spans(self, t: _Text, hits: Hits) -> list[Span]:
+        out: list[Span] = []
+        done = 0
+        for p in _positions(hits, self.needles):
+            if p < done:
+                continue
+            m = self.address.match(t.s, p)
+            if m is None:
+                continue
+            done = m.end()
+            for f in self.secret.finditer(t.s, p, m.end()):
+                group = f.lastgroup or "q"
+                value = f.group(group)
+                if MARK not in value and (group != "q" or _token_body_ok(value.replace("%", ""))):
+                    out.append(Span(*f.span(group), "discord-webhook" if group == "discord" else
+                                    "telegram-bot-token" if group == "telegram" else self.name))
         return out
 
 
@@ -1021,6 +1067,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     TokenRule("databricks-token", ("dapi",), r"dapi[0-9a-f]{32}(?:-[0-9]{1,2})?",
               check=lambda v: len(set(v[4:36])) >= 8),
     UrlPasswordRule(),
+    SignedUrlRule(),
     AuthHeaderRule(),
     AssignmentRule(),
     CredentialWordRule(),

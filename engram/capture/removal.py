@@ -39,7 +39,6 @@ from engram.tape.writer import TAPE_SUFFIX, tape_path
 log = logging.getLogger(__name__)
 
 LOG_NAME = "removed.jsonl"
-ASIDE = "removed"
 
 
 def log_path(store: Store) -> Path:
@@ -48,7 +47,7 @@ def log_path(store: Store) -> Path:
 
 def aside_dir(store: Store) -> Path:
     """Where a tape removed without `--purge` is kept (no ingest, gc or reindex reads it as a tape)."""
-    return store.dir / ASIDE
+    return store.removed_dir
 
 
 def append_records(store: Store, records: list[dict[str, Any]]) -> None:

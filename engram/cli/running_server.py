@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from engram.store.location import endpoint_file, find_store_root
+from engram.store.location import endpoint_file, find_store_root, started_after
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs the quick path ~10 ms)
 if TYPE_CHECKING:
@@ -52,10 +52,13 @@ def ask_language_server(endpoint: str | os.PathLike[str], what: str, params: dic
     try:
         with open(endpoint, encoding="utf-8") as f:
             info = json.load(f)
+            written = os.fstat(f.fileno()).st_mtime
         port, token, pid = int(info["port"]), str(info["token"]), int(info["pid"])
         os.kill(pid, 0)  # a run file left by a server that died is not asked
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if started_after(pid, written):
+        return None  # nor one whose pid another process has now (after a reboot: any port may be another's)
     try:
         status, data = _post(port, f"/engram/{what}", token, json.dumps(params).encode())
         doc = json.loads(data)

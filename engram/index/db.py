@@ -11,7 +11,7 @@ from pathlib import Path
 import apsw
 
 from engram.index.schema import migrate
-from engram.store.repo import Store
+from engram.store.repo import Store, index_damage
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,10 @@ CACHE_KIB = 65_536
 def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
     """A connection with WAL and a busy timeout, migrated to the current schema."""
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if why := index_damage(store.index_path):
+        from engram.errors import DamagedIndex  # noqa: PLC0415
+
+        raise DamagedIndex(f"{why}: `engram reindex` moves it aside and rebuilds the index from the tapes")
     try:
         db = apsw.Connection(str(store.index_path), flags=flags)
     except apsw.CantOpenError as exc:
@@ -79,10 +83,17 @@ def set_aside(store: Store) -> Path:
     aside = store.index_path.with_name(store.index_path.name + ".damaged")
     for suffix in ("", "-wal", "-shm"):
         src = Path(str(store.index_path) + suffix)
-        if src.exists():
+        if os.path.lexists(src):  # (a link is moved, never what it points to)
             src.replace(Path(str(aside) + suffix))
     log.warning("index.sqlite was damaged: kept as %s, rebuilding from the tapes", aside.name)
     return aside
+
+
+def set_aside_paths(store: Store) -> list[Path]:
+    """The files of an index `set_aside` left (none when there is none)."""
+    aside = store.index_path.with_name(store.index_path.name + ".damaged")
+    return [p for p in (Path(f"{aside}{s}") for s in ("", "-wal", "-shm"))
+            if os.path.lexists(p) and not p.is_dir()]
 
 
 def quick_check(db: apsw.Connection) -> str:

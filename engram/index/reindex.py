@@ -13,11 +13,13 @@ from engram.index.catalog import register_intact
 from engram.errors import DamagedIndex
 from engram.index import memo, stoplist
 from engram.index.build import Indexer, small_pages
-from engram.index.db import open_db, quick_check, set_aside
+from engram.fsutil import names_in
+from engram.index.db import open_db, quick_check, set_aside, set_aside_paths
 from engram.index.sql import immediate
 from engram.store.lock import ingest_lock
 from engram.store.repo import Store
 from engram.tape.writer import tape_files
+from engram.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +59,23 @@ def reindex(store: Store, k: int | None = None, w: int | None = None, also: Sequ
                 out = _rebuild(store, db, k, w, also)
             if scrub:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                _scrub_copies(store)
             return out
         finally:
             db.close()
+
+
+def _scrub_copies(store: Store) -> None:
+    """What a purge must not leave elsewhere in the store: an index a rebuild set aside as damaged
+    (index.sqlite.damaged, kept for a look) holds every session's text as it was, the purged one's
+    too, so it goes. Tapes in quarantine/ are damaged, so unread: the user is told they remain."""
+    for path in set_aside_paths(store):
+        path.unlink()
+        log.warning("removed %s (an index set aside as damaged: it held the text being purged)", path.name)
+    left = names_in(store.quarantine_dir)
+    if left:
+        log.warning("%s in %s not read: delete them if they may hold what was purged",
+                    plural(len(left), "damaged tape file"), store.quarantine_dir)
 
 
 def _rebuild(store: Store, db: apsw.Connection, k: int | None, w: int | None, also: Sequence[Projection]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -193,6 +194,8 @@ class EventLog:
         try:  # O_NOFOLLOW: a link planted here must not have memories appended to a file outside
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as exc:
+            if os.path.isdir(path) and not os.path.islink(path):
+                raise BadInput(f"{path} is a directory, not a memory log file: move it out of the way") from exc
             if not os.path.islink(path):
                 raise
             raise BadInput(f"{path} is a symbolic link: engram writes its memory log only inside the store; "
@@ -219,6 +222,10 @@ class EventLog:
                 try:
                     st = os.stat(self.dir / name)
                 except FileNotFoundError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):  # (a directory in a log file's place: not read)
+                    log.warning("%s is not a file: the memory log leaves it out; move it out of the way",
+                                self.dir / name)
                     continue
                 out.append(LogFile(name, st.st_size, st.st_ino))
         return out

@@ -43,6 +43,7 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
                                                                ["span (or text)"])
     if missing:
         raise BadInput(f"explain: the request lacks {', '.join(missing)}")
+    _check_types("explain", params, {}, {"cwd": str})
     try:
         opts = Options(before=int(params["before"]), after=int(params["after"]), brief=bool(params["brief"]),
                        include_deleted=bool(params["include_deleted"]), forensics=bool(params["forensics"]),
@@ -69,6 +70,20 @@ def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -
     return explain(store, db, span, opts, expand_until=params.get("expand_until"), file_lines=file_lines)
 
 
+def _check_types(what: str, params: dict[str, Any], needed: dict[str, type], optional: dict[str, type]) -> None:
+    """BadInput (a 400 from a running server, not a 500 and a traceback in its log) unless each
+    key of `needed` is there and every key given has its type (None for an optional one)."""
+    from engram.errors import BadInput
+
+    missing = [k for k in needed if k not in params]
+    if missing:
+        raise BadInput(f"{what}: the request lacks {', '.join(missing)}")
+    for key, kind in {**needed, **optional}.items():
+        value = params.get(key)
+        if (value is not None or key in needed) and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise BadInput(f"{what}: `{key}` must be {'a string' if kind is str else 'a whole number'}")
+
+
 def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
     """The repository-relative path of `path` and its working-tree text."""
     from engram.errors import BadInput
@@ -90,7 +105,8 @@ def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> 
     from engram.errors import BadInput
     from engram.query.blame import add_requests, blame
 
-    rel, text = _file_text(store, str(params["file"]), params.get("cwd"))
+    _check_types("blame", params, {"file": str}, {"cwd": str, "text": str, "start": int, "end": int})
+    rel, text = _file_text(store, params["file"], params.get("cwd"))
     if isinstance(params.get("text"), str):  # the editor's text of the file, unsaved changes and all
         text = params["text"]
     start, end = params.get("start"), params.get("end")

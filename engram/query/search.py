@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 import apsw
 
-from engram.errors import BadInput
+from engram.errors import BadInput, CorruptTape
 from engram.index.kinds import KIND_NAME, event_text
 from engram.query.copies import Event, copies
 from engram.store.repo import Store
 from engram.tape.reader import TapeReader
 from engram.tape.writer import tape_path
+
+log = logging.getLogger(__name__)
 
 
 def fts_query(text: str) -> str:
@@ -48,10 +51,18 @@ def search_hits(store: Store, db: apsw.Connection, query: str, limit: int = 20) 
         return [], False
     out = []
     words = [w.lower() for w in query.split()]
+    damaged: set[str] = set()
     rows = _own_hits(db, q, limit + 1)
     for _fid, tape, session, offset, kind, ts, *_ in rows[:limit]:
-        with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
-            text = event_text(r.event(offset, resolve_objects=True))
+        if tape in damaged:
+            continue
+        try:
+            with TapeReader(tape_path(store.tapes_dir, tape), store.objects_dir) as r:
+                text = event_text(r.event(offset, resolve_objects=True))
+        except CorruptTape as exc:  # one damaged tape left out, not every answer (it said only this)
+            damaged.add(tape)
+            log.warning("search left out the hits of a damaged tape: %s", exc)
+            continue
         low = text.lower()
         at = min((low.find(w) for w in words if low.find(w) >= 0), default=0)
         start = max(0, at - 80)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from engram.index.kinds import SHORT_REQUEST_WORDS, is_request
+from engram.index.kinds import SHORT_REQUEST_WORDS, has_words, is_request
 from engram.query.clip import CONTEXT_LINES, SpanWords, clip_message, locate
 from engram.tape import events as E
 
@@ -84,7 +84,7 @@ def _last_before(reader: TapeReader, offset: int, kind: str, ok: Callable[[dict[
 
 
 def _substantive(ev: dict[str, Any]) -> bool:
-    return is_request(ev) and len(ev["text"].split()) >= SHORT_REQUEST_WORDS
+    return is_request(ev) and has_words(ev["text"], SHORT_REQUEST_WORDS)
 
 
 def touch_story(reader: TapeReader, offset: int, limit: int = 400) -> Story:

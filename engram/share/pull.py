@@ -88,6 +88,8 @@ class PullReport:
 
 def pull(store: Store, remote: str | None = None, *, since: str | None = None, everything: bool = False,
          index: bool = True) -> PullReport:
+    if damage := store.damage(index=False):  # (files land before any lock: links out of the store first)
+        raise ShareError(damage[0])
     git = open_git(store)
     remote = remote or git.default_remote()
     if not git.has_remote(remote):

@@ -21,12 +21,15 @@ def collect(store: Store, *, dry_run: bool = False) -> tuple[int, int]:
     with ingest_lock(store):
         used: set[str] = set()
         # tapes set aside by `engram tapes rm` (without --purge) keep their objects: they can come back
-        for path in [*tape_files(store.tapes_dir), *tape_files(store.dir / "removed")]:
+        for path in [*tape_files(store.tapes_dir), *tape_files(store.removed_dir)]:
             try:
                 with TapeReader(path) as r:
                     for ev in r.events():
                         referenced_objects(ev, used)
             except CorruptTape as exc:  # its objects cannot be known: removing any could lose them
+                if path.parent == store.removed_dir:  # (reindex, which the tape's error says to run, never reads these)
+                    raise CorruptTape(f"gc removed nothing: {path}, a tape `engram tapes rm` set aside, is damaged "
+                                      f"({exc}); it cannot be restored: delete it, then run `engram gc` again") from exc
                 raise CorruptTape(f"gc removed nothing: {exc}") from exc
         removed = kept = 0
         for name in sorted(subdirs_in(store.objects_dir)):  # (never a link: see fsutil.names_in)

@@ -85,7 +85,7 @@ def tasks_lock(store: Store) -> Iterator[None]:
 
 @contextmanager
 def _locked(store: Store, wait: bool, name: str = "ingest.lock") -> Iterator[bool]:
-    if damage := store.damage(index=False):  # (six stats) before any writer touches a store it would misread
+    if damage := store.damage(index=False):  # (a dozen stats) before any writer touches a store it would misread
         raise BadInput(damage[0])
     fd = _acquire(store, name, wait)
     try:
@@ -100,10 +100,14 @@ def _acquire(store: Store, name: str, wait: bool) -> int | None:
     not waiting and another process holds it."""
     try:
         store.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT, 0o600)
+        # O_NOFOLLOW: a link planted as the lock file would have it created outside the store
+        fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except OSError as exc:
         if store.unwritable():
             raise store.read_only_error() from exc
+        if os.path.islink(store.run_dir / name):
+            raise BadInput(f"{store.run_dir / name} is a symbolic link: engram does not follow it out of the "
+                           "store; remove it (engram makes the lock file again)") from exc
         raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)

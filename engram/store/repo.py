@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,32 @@ from engram.store.config import load_config
 from engram.store.location import RUN_DIR, STORE_DIR, endpoint_file, find_store_root
 
 log = logging.getLogger(__name__)
+
+
+def index_damage(index_path: Path) -> str | None:
+    """Why index.sqlite (or its -wal, -shm) cannot be opened as engram's own file, or None: a
+    symbolic link (SQLite would follow it and write, even delete, files outside the repository)
+    or a directory. Three lstat calls, before every open."""
+    for suffix in ("", "-wal", "-shm"):
+        path = f"{index_path}{suffix}"
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if stat.S_ISLNK(mode):
+            return f"{path} is a symbolic link: engram does not follow it out of the store"
+        if stat.S_ISDIR(mode):
+            return f"{path} is a directory, not engram's file"
+    return None
+
+
+def _linked_entries(directory: Path) -> list[Path]:
+    """The entries of `directory` that are symbolic links (none when it is not a directory)."""
+    try:
+        with os.scandir(directory) as it:
+            return [directory / e.name for e in it if e.is_symlink()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def find_repo_root(start: Path) -> Path | None:
@@ -74,6 +101,11 @@ class Store:
     def quarantine_dir(self) -> Path:
         """Tapes set aside because their content does not match their name (kept for a look)."""
         return self.dir / "quarantine"
+
+    @property
+    def removed_dir(self) -> Path:
+        """Tapes taken out by `engram tapes rm` without --purge (restorable)."""
+        return self.dir / "removed"
 
     @property
     def events_dir(self) -> Path:
@@ -151,10 +183,23 @@ class Store:
             if (d.exists() or d.is_symlink()) and (d.is_symlink() or not d.is_dir()):
                 out.append(f"{d} is not a directory: move it out of the way, then run `engram init` (which "
                            "recreates it) and `engram reindex`")
-        for f in (self.index_path, self.config_path, self.run_dir / "ingest.lock"):
-            if f.is_dir() and (index or f != self.index_path):
-                out.append(f"{f} is a directory, not engram's file: move it out of the way"
-                           + ("; `engram reindex` rebuilds the index" if f == self.index_path else ""))
+        # Made on first use (a link here once had memories appended, or a damaged tape moved, outside
+        # the repository): the memory log (engram.memory.LOG_SUBDIR), tapes set aside.
+        for d in (self.events_dir / "memories", self.quarantine_dir, self.removed_dir):
+            if d.is_symlink() or (d.exists() and not d.is_dir()):
+                out.append(f"{d} is not a directory of the store (a file or a symbolic link): engram does not "
+                           "write through it; move it out of the way (engram makes it again)")
+        out += [f"{d} is a symbolic link: engram does not write objects through it out of the store; move it out "
+                "of the way, then run `engram ingest` again for the sessions whose objects were there"
+                for d in _linked_entries(self.objects_dir)]  # (ingest and pull wrote objects through one)
+        for f in (self.config_path, self.run_dir / "ingest.lock", self.run_dir / "memories.lock", self.dir / "clone"):
+            if f.is_symlink() and f != self.config_path:  # (a config kept elsewhere and linked is the user's choice)
+                out.append(f"{f} is a symbolic link: engram does not write through it out of the store; remove it "
+                           "(engram makes the file again)")
+            elif f.is_dir():
+                out.append(f"{f} is a directory, not engram's file: move it out of the way")
+        if index and (why := index_damage(self.index_path)):
+            out.append(f"{why}; `engram reindex` moves it aside and rebuilds the index")
         return out
 
     @classmethod

@@ -6,6 +6,7 @@ Blobs are zstd-compressed, written atomically, and deduplicated by their address
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ def get_text(objects_dir: Path, ref: dict[str, Any]) -> str:
     digest = ref[OBJ_KEY]
     path = object_path(objects_dir, digest)
     try:
+        if os.path.islink(path.parent):  # (read_in_store refuses a linked file, not a linked directory)
+            raise OSError(f"{path.parent} is a symbolic link out of the store")
         data = zstandard.ZstdDecompressor().decompress(read_in_store(path))
     except FileNotFoundError as exc:
         raise CorruptTape(f"object {digest} is missing from {objects_dir}; run `engram reindex` or re-ingest") from exc

@@ -8,6 +8,7 @@ on a 10 KB tape and a 1 GB store.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -156,6 +157,8 @@ class TapeReader:
             raise CorruptTape(f"tape file {path} cannot be read ({exc.strerror}); {REPAIR}") from exc
         try:
             st = os.fstat(self._fd)
+            if not stat.S_ISREG(st.st_mode):  # (a directory opens read-only; its reads fail later)
+                raise CorruptTape(f"tape file {path} is not a file; {REPAIR}")
             self.size = st.st_size
             self._ident = (str(path), st.st_size, st.st_mtime_ns)
             frames = _shared.table(self._ident)

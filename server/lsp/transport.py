@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 256 << 20  # an editor's didOpen of a large file stays well under this
 _HEADER = re.compile(rb"Content-Length: \d+\r\n")
+MAX_HEADER_LINE = 1 << 16
 #: What pygls gets in place of a dropped body: a notification nobody handles (`$/` ones are ignored).
 DROPPED = b'{"jsonrpc": "2.0", "method": "$/engram/droppedFrame", "params": {}}'
 
@@ -32,10 +33,21 @@ class CappedStdin:
         self._next: bytes | None = None
 
     def readline(self) -> bytes:
+        """A header line. Bytes before a `Content-Length:` on it are passed over with a log line:
+        a frame whose body was shorter than its header said (a header sent without its body) had
+        the next frame's start read as its body, and pygls, which only takes a header at the start
+        of a line, then lost every later frame: each one's header line began with the rest of the
+        frame before. A line is read at most MAX_HEADER_LINE bytes at a time (no header is longer)."""
         if self._next is not None:
             line, self._next = self._next, None
             return line
-        return self.raw.readline()
+        line = self.raw.readline(MAX_HEADER_LINE)
+        found = _HEADER.search(line)
+        if found is not None and found.start():
+            log.error("skipped %d bytes before a frame header: the frame before was shorter than its "
+                      "Content-Length said", found.start())
+            return line[found.start():]
+        return line
 
     def read(self, n: int) -> bytes:
         if n <= self.max_bytes:
