@@ -61,6 +61,22 @@ def test_init_of_a_path_that_is_no_directory_is_refused_and_makes_nothing(tmp_pa
     assert not (tmp_path / "no").exists() and not (tmp_path / ".engram").exists()
 
 
+def test_init_of_a_folder_inside_a_repository_makes_the_store_at_its_root(tmp_path: Path) -> None:
+    """`engram init src` in a repository made `src/.engram`, warning falsely that src 'is not a git
+    repository'; commands run in src then found that empty store, not the repository's (its notes
+    and sessions seemed gone). `engram init .engram` made `.engram/.engram`. The store goes at the
+    repository's root, as README says, and the answer says where."""
+    root = new_repo(tmp_path, "mono")
+    (root / "src").mkdir()
+    run_engram(root, "remember", "kept in the root store")
+    for path in ("src", ".engram"):
+        proc = run_engram(root, "init", path)
+        assert "not a git repository" not in proc.stderr, proc.stderr
+        assert proc.stdout == f"initialised {root / '.engram'} (the root of the repository {path} is in)\n"
+    assert not (root / "src" / ".engram").exists() and not (root / ".engram" / ".engram").exists()
+    assert "kept in the root store" in run_engram(root / "src", "memory", "list").stdout
+
+
 def test_init_is_idempotent_and_excludes_the_store_from_git(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()
