@@ -324,6 +324,24 @@ def test_a_transcript_whose_name_is_not_utf8_is_skipped_and_said(spotter: Path, 
     assert [t["session_id"] for t in json.loads(run_engram(root, "tapes", "--json").stdout)] == [SPOTTER_OTHER]
 
 
+def test_a_codex_call_whose_arguments_hold_half_an_emoji_is_captured(tmp_path: Path) -> None:
+    """Codex keeps a tool call's arguments as a JSON string; one holding half an emoji (`\\ud83d`) came
+    out of its parse as a lone surrogate, which no tape can hold: the whole ingest stopped on a
+    traceback. The call is captured with U+FFFD in its place."""
+    fixture = Path(__file__).parent / "fixtures" / "codex" / "codex_small_schema_coverage.jsonl"
+    text = fixture.read_text()
+    changed = text.replace('"arguments":"{\\"command\\":[\\"ls\\"]}"',
+                           '"arguments":"{\\"command\\":[\\"echo\\",\\"half \\\\ud83d emoji\\"]}"', 1)
+    assert changed != text
+    src = tmp_path / "rollout-2026-08-03T10-48-56-019fc8be.jsonl"
+    src.write_text(changed)
+    root = new_repo(tmp_path, "cx")
+    proc = run_engram(root, "ingest", str(src))
+    assert "Traceback" not in proc.stderr and "1 new tape" in proc.stdout, proc.stderr[-800:]
+    shown = run_engram(root, "show", json.loads(run_engram(root, "tapes", "--json").stdout)[0]["id"][:12], "--json")
+    assert "half \ufffd emoji" in shown.stdout
+
+
 def test_record_captures_output_and_changed_files(repo: Path) -> None:
     (repo / "keep.py").write_text("def keep():\n    return 1\n")
     (repo / "gone.txt").write_text("bye\n")
