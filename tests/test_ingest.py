@@ -317,10 +317,13 @@ def test_a_transcript_whose_name_is_not_utf8_is_skipped_and_said(spotter: Path, 
     good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
     (src / os.fsdecode(b"caf\xe9.jsonl")).write_bytes(b"".join(good))
     (src / "ok.jsonl").write_bytes((spotter / f"{SPOTTER_OTHER}.jsonl").read_bytes())
-    for args in (["ingest", str(src)], ["ingest", str(src / os.fsdecode(b"caf\xe9.jsonl"))]):
-        proc = run_engram(root, *args)
-        assert "Traceback" not in proc.stderr and "1 × a file name that is not UTF-8 (rename it: convmv -f latin1 " \
-            "-t utf8 FILE)" in proc.stdout, proc.stdout + proc.stderr[-800:]
+    proc = run_engram(root, "ingest", str(src))
+    assert "Traceback" not in proc.stderr and "1 × a file name that is not UTF-8 (rename it: convmv -f latin1 " \
+        "-t utf8 FILE)" in proc.stdout, proc.stdout + proc.stderr[-800:]
+    named = run_engram(root, "ingest", str(src / os.fsdecode(b"caf\xe9.jsonl")), check=False)  # (named: refused)
+    assert named.returncode == 1 and named.stderr.endswith("caf\ufffd.jsonl: the file's name is not UTF-8; engram "
+                                                            "keeps paths as UTF-8 text: rename it (convmv -f latin1 "
+                                                            "-t utf8 FILE)\n"), named.stderr[-800:]
     assert [t["session_id"] for t in json.loads(run_engram(root, "tapes", "--json").stdout)] == [SPOTTER_OTHER]
 
 
