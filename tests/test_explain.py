@@ -312,7 +312,7 @@ def test_show_with_a_limit_says_what_it_left_out(spot_repo: tuple[Path, dict[str
     lines = run_engram(root, "show", tape["id"][:12], "--limit", "5").stdout.splitlines()
     assert len(lines) == 1 + 5 + 1
     assert lines[-1] == (f"… {tape['events'] - 5} more events: engram view {tape['id'][:12]}@5 --before 0 --after 40, "
-                         f"or engram show {tape['session_id']} without --limit")
+                         f"or engram show {tape['id'][:12]} without --limit")
     whole = run_engram(root, "show", tape["id"][:12]).stdout.splitlines()
     assert len(whole) == 1 + tape["events"] and not whole[-1].startswith("…")
 

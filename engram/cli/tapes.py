@@ -106,7 +106,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(events_view(enumerate(r.events(0, stop))))
                 if stop is not None and row.events > stop:  # (else it reads as the tape's end)
                     print(f"… {plural(row.events - stop, 'more event')}: engram view {row.id[:12]}@{stop} --before 0 "
-                          f"--after 40, or engram show {row.session_id} without --limit")
+                          f"--after 40, or engram show {row.id[:12]} without --limit")
     return 0
 
 
