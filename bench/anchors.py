@@ -459,23 +459,25 @@ def _blame(clone: Path, base: str, rev: str, file: str) -> dict[tuple[str, int],
     """(file, line) at `base` → line of `file` at `rev`, for the lines blame traces back to base
     unchanged (whitespace aside), following lines moved or copied within the file and from files
     the same commit changed (-M -C). Lines older than `base` are blamed on it, with their path and
-    line number there (`--porcelain`: a group's first line names its file, the others repeat it)."""
+    line number there (`--porcelain` names an entry's file the first time its commit appears, and
+    again only when the commit has several paths: the others are the commit's last named)."""
     proc = subprocess.run(["git", "-C", str(clone), "blame", "-w", "-M", "-C", "--porcelain", f"{base}..{rev}",
                            "--", file], check=False, capture_output=True)
     out: dict[tuple[str, int], int] = {}
     if proc.returncode:
         return out  # not a file at rev
-    commit, orig, final, path = "", 0, 0, ""
+    commit, orig, final = "", 0, 0
+    paths: dict[str, str] = {}  # commit → the path its last entry named
     for line in proc.stdout.split(b"\n"):
+        if line.startswith(b"\t"):  # the line's content ends its entry: its path is known by now
+            if commit == base and commit in paths:
+                out.setdefault((paths[commit], orig), final)
+            continue
         head = line.split(b" ")
         if len(head) in (3, 4) and len(head[0]) == 40 and head[1].isdigit() and head[2].isdigit():
             commit, orig, final = head[0].decode(), int(head[1]), int(head[2])
-            if len(head) == 3 and commit == base:
-                out.setdefault((path, orig), final)
         elif line.startswith(b"filename "):
-            path = line[len(b"filename "):].decode("utf-8", "replace")
-            if commit == base:
-                out.setdefault((path, orig), final)
+            paths[commit] = line[len(b"filename "):].decode("utf-8", "replace")
     return out
 
 

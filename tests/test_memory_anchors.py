@@ -958,3 +958,88 @@ def test_a_note_whose_code_moved_to_another_file_follows_later_edits_of_that_fil
     wire = repo / "pkg" / "wire.py"
     wire.write_text("# one\n# two\n" + wire.read_text())
     assert where() == ("pkg/wire.py", [a + 2, a + 8], "moved")
+
+
+THEMES = '''from attrs import Attr, BLACK, DEFAULT, REGULAR, UNDEFINED
+
+
+def dark_theme():
+    return {
+        "input": Attr(DEFAULT, REGULAR),
+        "disabled": Attr(DEFAULT, REGULAR),
+        "fg": Attr(DEFAULT, REGULAR),
+        "bg": Attr(DEFAULT, REGULAR),
+        "prompt": Attr(DEFAULT, REGULAR),
+        "gutter": Attr(DEFAULT, REGULAR),
+    }
+
+
+def empty_theme():
+    return {
+        "input": Attr(UNDEFINED, UNDEFINED),
+        "fg": Attr(UNDEFINED, UNDEFINED),
+        "border": Attr(BLACK, REGULAR),
+    }
+'''
+
+
+def test_a_name_swapped_for_another_in_use_is_an_edit_not_a_rename(tmp_path: Path) -> None:
+    """fzf's theme table: two rows of six deleted and `REGULAR` replaced by `UNDEFINED` on the other
+    four, both names in use in the file before and after. Git's line tracking keeps none of the six
+    lines; a rename would keep the four (a refactoring gives a thing a new name), but this is one
+    constant swapped for another: the note's table is gone, it vanishes. The same edit giving the
+    four rows a name the file did not have (`PLAIN`) is a rename: the note stays, edited."""
+    path = tmp_path / "themes.py"
+    path.write_text(THEMES)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "themes")
+    start = find(THEMES, '"input": Attr(DEFAULT')
+    a = capture(tmp_path, "themes.py", start, start + 5)
+    table = a.text
+    kept = "".join(line + "\n" for line in split_lines(table) if '"disabled"' not in line and '"gutter"' not in line)
+    path.write_text(THEMES.replace(table, kept.replace("DEFAULT, REGULAR", "DEFAULT, UNDEFINED")))
+    git(tmp_path, "commit", "-qam", "undefined attributes")
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("vanished", None), "REGULAR swapped for UNDEFINED, both in use: an edit"
+    assert r.best_partial is not None and r.best_partial["lines_kept"] == 0.0
+    path.write_text(THEMES.replace(table, kept.replace("DEFAULT, REGULAR", "DEFAULT, PLAIN")))
+    git(tmp_path, "commit", "-qam", "plain attributes")
+    r = resolve(tmp_path, a)
+    assert (r.state, r.start) == ("edited", start), "a name the file did not have: a rename, four lines of six kept"
+
+
+UNITS = '''def scale(value, factor):
+    """Multiply, rounded to cents."""
+    result = value * factor
+    return round(result, 2)
+
+
+def describe(unit, plural=False):
+    """The unit's name, for a label."""
+    name = unit.long_name or unit.name
+    if plural and not name.endswith("s"):
+        name += "s"
+    return name.capitalize()
+'''
+
+
+def test_a_short_function_moved_down_in_a_commit_and_edited_follows_it(tmp_path: Path) -> None:
+    """A four-line function moved below its neighbour in a commit, its signature changed on the way:
+    its three other lines (57 letters and digits, fewer than a long block's) are deleted and added
+    again unchanged by the commit's diff, a move as `git blame -M` follows one, and the note
+    follows the function there, edited, rather than vanishing with the line that changed."""
+    path = tmp_path / "units.py"
+    path.write_text(UNITS)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "units")
+    a = capture(tmp_path, "units.py", 1, 4)
+    body = "".join(split_lines(a.text)[1:])
+    assert sum(ch.isalnum() for ch in body) == 57
+    moved = UNITS.replace(a.text + "\n\n", "") + "\n\n" + a.text.replace("factor):", "factor=1.0):")
+    path.write_text(moved)
+    git(tmp_path, "commit", "-qam", "scale below, with a default factor")
+    r = resolve(tmp_path, a)
+    at = find(moved, "def scale")
+    assert (r.state, r.start, r.end) == ("edited", at, at + 3)

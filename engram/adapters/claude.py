@@ -26,6 +26,7 @@ from engram.adapters.base import (
 )
 from engram.adapters.unified import (
     apply_hunks,
+    apply_hunks_text,
     changes_from_hunks,
     common_ends,
     context_fields,
@@ -129,14 +130,14 @@ def parse_session(
     for si, (src, lines) in enumerate(parsed):
         agent = None if src.name == "main" else _agent_id(src)
         for line in lines:
-            if line.record is None:
+            rec = line.record
+            if rec is None:
                 continue
             cap.cursor = (si, line.offset)
-            other = _session_of(line.record)
-            if other is not None and other != session_id and copies_apart:
-                _copied(cap, state, line.record, other)
+            if copies_apart and (other := _session_of(rec)) is not None and other != session_id:
+                _copied(cap, state, rec, other)
             else:
-                _record(cap, state, mapper, line.record, agent)
+                _record(cap, state, mapper, rec, agent)
     return cap
 
 
@@ -174,7 +175,8 @@ _SESSION_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 def _real_session_ids(records: list[dict[str, Any]]) -> bool:
     """Whether every session id the records carry is one Claude Code makes (a UUID): only then
     are records of another session told apart from the file's own (`own_session`)."""
-    ids = {sid for rec in records if (sid := _session_of(rec)) is not None}  # (each id matched once)
+    # (`_session_of` written out: it is called for every record of the main file; each id matched once)
+    ids = {sid for rec in records if isinstance(rec, dict) and isinstance(sid := rec.get("sessionId"), str) and sid}
     return all(_SESSION_NAME.fullmatch(sid) for sid in ids)
 
 
@@ -393,10 +395,10 @@ def _agent_id(src: SourceSpan) -> str:
 
 def _base(rec: dict[str, Any], agent: str | None, kind: str) -> dict[str, Any]:
     ev: dict[str, Any] = {"kind": kind, "ts": rec.get("timestamp")}
-    if rec.get("uuid"):
-        ev["id"] = rec["uuid"]
-    if rec.get("parentUuid"):
-        ev["parent"] = rec["parentUuid"]
+    if uuid := rec.get("uuid"):
+        ev["id"] = uuid
+    if parent := rec.get("parentUuid"):
+        ev["parent"] = parent
     if agent is not None:
         ev["agent"] = agent
     return ev
@@ -647,17 +649,22 @@ def _edit(cap: Capture, st: _State, mapper: PathMapper, rec: dict[str, Any], age
     if not changes:
         cap.ignored["edit that changed nothing"] += 1
         return None
-    old_lines = split_lines(original) if isinstance(original, str) else None
+    # The files' lines serve a Write's context and the ranges of several changes; for the rest,
+    # the file after is made as text (`apply_hunks_text`).
+    by_line = name == "Write" or len(changes) > 1
+    old_lines = split_lines(original) if isinstance(original, str) and by_line else None
     new_lines: list[str] | None = None
     after_file: str | None = None
     if content is not None and tur.get("type") == "update":
         after_file = content
-        new_lines = split_lines(after_file)
+        new_lines = split_lines(after_file) if by_line else None
     elif old_lines is not None:
         new_lines = apply_hunks(old_lines, hunks, tagged)
         if new_lines is not None:
             trailing = original.endswith("\n") if original else True
             after_file = "\n".join(new_lines) + ("\n" if trailing and new_lines else "")
+    elif isinstance(original, str):
+        after_file = apply_hunks_text(original, hunks, tagged)
     ev.update(op="update", **edit_ranges(changes, old_lines, new_lines),
               file_before_sha=E.git_blob_sha(original) if exact and isinstance(original, str) else None,
               file_after_sha=E.git_blob_sha(after_file) if after_file is not None else None)

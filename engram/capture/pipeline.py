@@ -193,11 +193,14 @@ def _rewritten(db: apsw.Connection, store: Store, cap: Capture,
 
 def build_tape_events(cap: Capture, starts: list[int], prev: str | None) -> list[dict[str, Any]]:
     """Meta plus the capture's events from lines at or after each source's start."""
-    body = [ev for ev, (si, off) in zip(cap.events, cap.positions) if off >= starts[si]]
+    if any(starts):
+        body = [ev for ev, (si, off) in zip(cap.events, cap.positions) if off >= starts[si]]
+    else:  # (a session's first capture: every event; no test per event)
+        body = list(cap.events)
     sources = []
     for src, start in zip(cap.sources, starts):
         sources.append({**src.as_meta(), "start": start, "prefix_sha256": _source_sha(src, src.end)})
-    times = [ev.get("ts") for ev in body if ev.get("ts")]
+    times = [ts for ev in body if (ts := ev.get("ts"))]
     meta: dict[str, Any] = {
         "kind": E.META,
         "v": E.TAPE_FORMAT,

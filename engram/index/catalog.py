@@ -161,7 +161,7 @@ def require_tapes(db: apsw.Connection, store: Store, ingest_hint: str) -> None:
 
 def catalog_row(tape_id: str, events: list[dict[str, Any]], size: int, raw_bytes: int) -> dict[str, Any]:
     meta = events[0]
-    kinds = Counter(ev.get("kind") for ev in events)
+    kinds = Counter([ev.get("kind") for ev in events])
     return {
         "id": tape_id, "harness": meta.get("harness") or "", "session_id": meta.get("session_id") or "",
         "model": meta.get("model"), "started": meta.get("started"), "ended": meta.get("ended"),

@@ -85,6 +85,12 @@ VANISHED_LINES_BELOW: Final = 0.5
 LINES_KEPT_BELOW: Final = 0.5
 #: A token replaced by the same new one at least this often in the anchor is a rename.
 RENAMED_FROM: Final = 2
+#: 1: ... unless it is a swap: the new token was in the code already (in the anchored text, or, when
+#: git can tell, in the anchor's file at its commit) and the old one is still in the file. A name
+#: swapped for another both in use (one constant for another, `AttrRegular` for `AttrUndefined`
+#: down a table) changes what the code says; a rename gives a thing a name it did not have, or
+#: leaves its old name nowhere. 0: any such replacement (bench/anchors.py --set, to compare).
+RENAMED_NEW: Final = 1
 #: 1: a blank line inside the anchor counts as kept only where its match has a blank line too
 #: (`_blank_there`); 0: every blank line counts as kept (bench/anchors.py --set, to compare).
 BLANK_THERE: Final = 1
@@ -121,12 +127,12 @@ MOVED_CHARS_FROM: Final = 40
 #: The walk (GIT_LINES 2) follows a block of lines one commit deleted and added elsewhere in the
 #: file, unchanged, from this many letters and digits (`linewalk.moves`; 0: no moves followed; its
 #: last step, HEAD's file to the text resolved, follows them from MOVED_CHARS_FROM, as one diff).
-#: The truth's blame traces fewer moves than a commit's diff shows (a move made across a merged
-#: branch's commits): from 20 or 40, 0.725-0.783 of the tuning set's dead spans at k = 50
-#: vanished against 0.826 from 80; not following moves loses alive spans (0.962 at k = 200).
-#: Chosen with bench/anchors.py on psf/requests, junegunn/fzf and expressjs/express
-#: (docs/anchors.md).
-STEP_MOVED_CHARS_FROM: Final = 80
+#: From 80 the fzf spans whose lines `git blame -M` traces to two places of their file (part moved
+#: down in a block of 20-80) vanished: 0.946 of the tuning set's alive spans at their place at
+#: k = 200, against 0.978 from 40 and 0.980 from 20 (where 0.939 of the dead vanished, 0.942 from
+#: 40); not following moves loses alive spans. Chosen with bench/anchors.py on psf/requests,
+#: junegunn/fzf and expressjs/express (docs/anchors.md).
+STEP_MOVED_CHARS_FROM: Final = 40
 #: Seconds a git command of the resolution may take before git is taken to be unable to tell.
 GIT_TIMEOUT: Final = 10
 #: The line rule needs this many lines of code in the anchor: on a single line "half its lines"
@@ -721,7 +727,8 @@ class _Match:
     ambiguous: bool = False  # another file holds the code as well (AMBIGUOUS_WITHIN): not a move
     # (0-based line of the anchor, 1-based line of the text) of each anchor line kept unchanged
     kept_at: tuple[tuple[int, int], ...] = ()
-    renamed: frozenset[int] = frozenset()  # 0-based lines of the anchor changed by renames alone
+    # (0-based line of the anchor, its (old, new) token hashes replaced) of each line changed by renames alone
+    renamed: tuple[tuple[int, frozenset[tuple[int, int]]], ...] = ()
 
 
 @dataclass
@@ -801,13 +808,13 @@ class _Probe:
         kept = sum(x >= 0 for x in at)
         first, last = a + blocks[0].b, a + blocks[-1].b + blocks[-1].size - 1
         same = kept == len(self.hashes) and last - first + 1 == kept
-        renamed: set[int] = set()
+        renamed: dict[int, frozenset[tuple[int, int]]] = {}
         shares = self._shares(at, tok, a, renamed)
         return _Match(file, int(tok.lines[first]) + 1, int(tok.lines[last]) + 1, shares["tokens"], same, shares,
-                      kept_at=_unchanged_at(self.lines, at, tok, a), renamed=frozenset(renamed))
+                      kept_at=_unchanged_at(self.lines, at, tok, a), renamed=tuple(sorted(renamed.items())))
 
-    def _shares(self, at: list[int], tok: Any = None, a: int = 0, renamed_out: set[int] | None = None
-                ) -> dict[str, float]:
+    def _shares(self, at: list[int], tok: Any = None, a: int = 0,
+                renamed_out: dict[int, frozenset[tuple[int, int]]] | None = None) -> dict[str, float]:
         """How much of the anchor the alignment kept (`at`: where each token went in tokens `a`.. of
         `tok`, -1 if lost): the share of its tokens; of its lines kept as they were (every token
         there, none inserted between them: what a line diff calls an unchanged line, whitespace
@@ -823,8 +830,8 @@ class _Probe:
         if tok is not None and self.n_lines and len(per_line) >= LINES_RULE_FROM:
             renamed = _renamed_lines(self.hashes, self.lines, at, tok, a, unchanged)
             if renamed_out is not None:
-                renamed_out |= renamed
-            kept = len(unchanged | renamed)
+                renamed_out.update(renamed)
+            kept = len(unchanged | renamed.keys())
             blank = self.n_lines - len(per_line)
             if BLANK_THERE:
                 blank = _blank_there(self.n_lines, per_line, tok, a)
@@ -883,11 +890,13 @@ def _blank_there(n_lines: int, code: Mapping[int, list[int]], tok: Any, a: int) 
 
 
 def _renamed_lines(hashes: list[int], lines: list[int], at: list[int], tok: Any, a: int,
-                   unchanged: set[int]) -> set[int]:
-    """Which changed lines of the anchor differ from one line of the text only by renames: the
-    line's tokens one for one against a line of as many tokens, each differing token replaced by
-    the same new one at least twice in the anchor (a name renamed throughout, as a refactoring
-    does; git's line diff counts every such line rewritten). A token replaced once is an edit."""
+                   unchanged: set[int]) -> dict[int, frozenset[tuple[int, int]]]:
+    """Which changed lines of the anchor differ from one line of the text only by renames (each
+    with its (old, new) tokens): the line's tokens one for one against a line of as many tokens,
+    each differing token replaced by the same new one at least twice in the anchor (a name renamed
+    throughout, as a refactoring does; git's line diff counts every such line rewritten), and not
+    swapped for a token the anchored text holds while the text still holds the old one
+    (`RENAMED_NEW`). A token replaced once is an edit."""
     import numpy as np  # noqa: PLC0415
 
     rows: dict[int, list[int]] = {}
@@ -907,7 +916,18 @@ def _renamed_lines(hashes: list[int], lines: list[int], at: list[int], tok: Any,
         new = tok.hashes[lo:hi].tolist()
         subs[ln] = [(hashes[i], y) for i, y in zip(idx, new) if hashes[i] != y]
     seen = Counter(p for pairs in subs.values() for p in pairs)
-    return {ln for ln, pairs in subs.items() if pairs and all(seen[p] >= RENAMED_FROM for p in pairs)}
+    out = {ln: frozenset(pairs) for ln, pairs in subs.items() if pairs and all(seen[p] >= RENAMED_FROM for p in pairs)}
+    if out and RENAMED_NEW:
+        swaps = _swaps(out, frozenset(hashes), frozenset(tok.hashes.tolist()))
+        out = {ln: pairs for ln, pairs in out.items() if not pairs & swaps}
+    return out
+
+
+def _swaps(renamed: Mapping[int, frozenset[tuple[int, int]]], had: frozenset[int], has: frozenset[int]
+           ) -> set[tuple[int, int]]:
+    """The replacements among `renamed`'s that swap one name in use for another (`RENAMED_NEW`):
+    the new token was held before (`had`) and the old one still is (`has`)."""
+    return {p for pairs in renamed.values() for p in pairs if p[1] in had and p[0] in has}
 
 
 def _densest(pos: list[int], vals: list[int], width: int, near: int) -> tuple[int, int, int]:
@@ -1116,7 +1136,26 @@ def _git_kept(root: Path, anchor: Anchor, best: _Match, text: str) -> float | No
         added = {ln for _, _, ns, nc in hunks for ln in range(ns, ns + nc)}
         kept = {i for i in range(len(want)) if anchor.start + i not in deleted}
         kept |= _moved_lines(want, best.kept_at, kept, added)
-    return round(len(kept | best.renamed) / len(want), 3)
+    return round(len(kept | _renamed_not_swapped(best, old, text)) / len(want), 3)
+
+
+def _renamed_not_swapped(best: _Match, old: str, text: str) -> set[int]:
+    """The anchor's lines changed by renames alone, but for a name swapped for another the file
+    held already at the anchor's commit (`old`) while `text` still holds the old one (`RENAMED_NEW`,
+    `_swaps`: the anchored text alone told the alignment less)."""
+    if not best.renamed or not RENAMED_NEW:
+        return {ln for ln, _ in best.renamed}
+    swaps = _swaps(dict(best.renamed), _token_set(old), _token_set(text))
+    return {ln for ln, pairs in best.renamed if not pairs & swaps}
+
+
+@functools.lru_cache(maxsize=8)
+def _token_set(text: str) -> frozenset[int]:
+    """The hashes of a text's tokens, kept for the last texts (a file at a commit, asked by each of
+    its anchors with renamed lines)."""
+    from engram.anchor.tokens import tokenize  # noqa: PLC0415
+
+    return frozenset(tokenize(text).hashes.tolist())
 
 
 def _lost_on_the_way(root: str, anchor: Anchor, head: str, text: str) -> set[int] | None:

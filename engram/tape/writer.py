@@ -18,7 +18,7 @@ import zstandard
 from engram.fsutil import atomic_write, fsync_dir, names_in, publish, put_in_place, write_unpublished
 from engram.tape import frames as fr
 from engram.tape.redacted import record as record_clean
-from engram.tape.events import META, Event, dumps
+from engram.tape.events import META, Event, dumps, dumps_each
 from engram.tape.objects import externalize
 from engram.tape.reader import intact, mark_verified
 
@@ -122,19 +122,13 @@ def write_tape(
 
     if redact_all is not None:
         events = redact_all(list(events))
-
-    lines: list[bytes] = []
-    stored: list[Event] = []
-    for ev in events:
-        if redact is not None:
-            ev = redact(ev)
-        stored.append(ev)
-        line = dumps(ev)
-        # A string is never longer in characters than the JSON line holding it is in bytes: only
-        # a line over the threshold can hold a string to move out (rare; the walk is not).
-        if len(line) > object_threshold:
-            line = dumps(externalize(ev, objects_dir, object_threshold))
-        lines.append(line)
+    stored: list[Event] = [redact(ev) for ev in events] if redact is not None else list(events)
+    lines = dumps_each(stored)
+    # A string is never longer in characters than the JSON line holding it is in bytes: only
+    # a line over the threshold can hold a string to move out (rare; the walk is not).
+    if lines and max(map(len, lines)) > object_threshold:
+        lines = [dumps(externalize(ev, objects_dir, object_threshold)) if len(line) > object_threshold else line
+                 for ev, line in zip(stored, lines)]
     if not lines or not lines[0].startswith(b'{"'):
         raise ValueError("a tape needs at least its meta event")
     first = events_first_kind(lines[0])
