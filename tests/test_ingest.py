@@ -61,6 +61,22 @@ def test_init_of_a_path_that_is_no_directory_is_refused_and_makes_nothing(tmp_pa
     assert not (tmp_path / "no").exists() and not (tmp_path / ".engram").exists()
 
 
+def test_init_of_a_folder_inside_a_repository_makes_the_store_at_its_root(tmp_path: Path) -> None:
+    """`engram init src` in a repository made `src/.engram`, warning falsely that src 'is not a git
+    repository'; commands run in src then found that empty store, not the repository's (its notes
+    and sessions seemed gone). `engram init .engram` made `.engram/.engram`. The store goes at the
+    repository's root, as README says, and the answer says where."""
+    root = new_repo(tmp_path, "mono")
+    (root / "src").mkdir()
+    run_engram(root, "remember", "kept in the root store")
+    for path in ("src", ".engram"):
+        proc = run_engram(root, "init", path)
+        assert "not a git repository" not in proc.stderr, proc.stderr
+        assert proc.stdout == f"initialised {root / '.engram'} (the root of the repository {path} is in)\n"
+    assert not (root / "src" / ".engram").exists() and not (root / ".engram" / ".engram").exists()
+    assert "kept in the root store" in run_engram(root / "src", "memory", "list").stdout
+
+
 def test_init_is_idempotent_and_excludes_the_store_from_git(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()
@@ -301,11 +317,32 @@ def test_a_transcript_whose_name_is_not_utf8_is_skipped_and_said(spotter: Path, 
     good = (spotter / f"{SPOTTER_MAIN}.jsonl").read_bytes().splitlines(keepends=True)[:60]
     (src / os.fsdecode(b"caf\xe9.jsonl")).write_bytes(b"".join(good))
     (src / "ok.jsonl").write_bytes((spotter / f"{SPOTTER_OTHER}.jsonl").read_bytes())
-    for args in (["ingest", str(src)], ["ingest", str(src / os.fsdecode(b"caf\xe9.jsonl"))]):
-        proc = run_engram(root, *args)
-        assert "Traceback" not in proc.stderr and "1 × a file name that is not UTF-8 (rename it: convmv -f latin1 " \
-            "-t utf8 FILE)" in proc.stdout, proc.stdout + proc.stderr[-800:]
+    proc = run_engram(root, "ingest", str(src))
+    assert "Traceback" not in proc.stderr and "1 × a file name that is not UTF-8 (rename it: convmv -f latin1 " \
+        "-t utf8 FILE)" in proc.stdout, proc.stdout + proc.stderr[-800:]
+    named = run_engram(root, "ingest", str(src / os.fsdecode(b"caf\xe9.jsonl")), check=False)  # (named: refused)
+    assert named.returncode == 1 and named.stderr.endswith("caf\ufffd.jsonl: the file's name is not UTF-8; engram "
+                                                            "keeps paths as UTF-8 text: rename it (convmv -f latin1 "
+                                                            "-t utf8 FILE)\n"), named.stderr[-800:]
     assert [t["session_id"] for t in json.loads(run_engram(root, "tapes", "--json").stdout)] == [SPOTTER_OTHER]
+
+
+def test_a_codex_call_whose_arguments_hold_half_an_emoji_is_captured(tmp_path: Path) -> None:
+    """Codex keeps a tool call's arguments as a JSON string; one holding half an emoji (`\\ud83d`) came
+    out of its parse as a lone surrogate, which no tape can hold: the whole ingest stopped on a
+    traceback. The call is captured with U+FFFD in its place."""
+    fixture = Path(__file__).parent / "fixtures" / "codex" / "codex_small_schema_coverage.jsonl"
+    text = fixture.read_text()
+    changed = text.replace('"arguments":"{\\"command\\":[\\"ls\\"]}"',
+                           '"arguments":"{\\"command\\":[\\"echo\\",\\"half \\\\ud83d emoji\\"]}"', 1)
+    assert changed != text
+    src = tmp_path / "rollout-2026-08-03T10-48-56-019fc8be.jsonl"
+    src.write_text(changed)
+    root = new_repo(tmp_path, "cx")
+    proc = run_engram(root, "ingest", str(src))
+    assert "Traceback" not in proc.stderr and "1 new tape" in proc.stdout, proc.stderr[-800:]
+    shown = run_engram(root, "show", json.loads(run_engram(root, "tapes", "--json").stdout)[0]["id"][:12], "--json")
+    assert "half \ufffd emoji" in shown.stdout
 
 
 def test_record_captures_output_and_changed_files(repo: Path) -> None:

@@ -101,6 +101,45 @@ async def test_the_memory_tools_over_stdio(repo: Path) -> None:
             assert bad.is_error is True and message in bad.content[0].text, (name, bad.content)
 
 
+def test_a_request_holding_half_a_character_is_answered_over_stdio(repo: Path) -> None:
+    """JSON may escape half a character (`"\\ud800"`, a lone surrogate: an agent copying a
+    transcript's cut emoji); the SDK's parser refuses it and the request was dropped without an
+    answer, the agent waiting until its own timeout. It is answered, the half character as U+FFFD."""
+    import json
+    import select
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "engram_server.entry", "mcp"], cwd=repo,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(message: dict) -> dict | None:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")  # (json escapes the surrogate: "\\ud800")
+        proc.stdin.flush()
+        if "id" not in message:
+            return None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, f"no answer to {message['method']}"
+        answer: dict = json.loads(proc.stdout.readline())
+        return answer
+
+    try:
+        ask({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+        ask({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        said = ask({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "remember", "arguments": {"content": "the upload log cut an emoji \ud83d here"}}})
+        assert said is not None and said["id"] == 2 and not said["result"].get("isError"), said
+        found = ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "recall", "arguments": {"query": "upload log emoji"}}})
+        assert found is not None
+        assert found["result"]["structuredContent"]["memories"][0]["content"] == "the upload log cut an emoji \ufffd here"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 async def test_recall_fits_its_budget_clips_a_long_note_and_names_what_it_left_out(repo: Path) -> None:
     """An agent pays for every token it reads: a recall of long notes stays within its budget
     (2,000 tokens by default, 4 bytes of compact JSON each), the best note clipped rather than

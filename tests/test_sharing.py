@@ -341,6 +341,13 @@ def test_push_counts_the_team_memories_it_adds_not_every_one_again(team: dict[st
     run_engram(alice, "remember", "The cache is per process", "--scope", "team")
     doc = json.loads(run_engram(alice, "push", "--json").stdout)
     assert (doc["memories"]["team"], doc["memories"]["team_new"]) == (2, 1)
+    # a purge leaves as a tombstone: it is no team memory (it read '2 team memories new or changed (of 1)')
+    gone = run_engram(alice, "remember", "a token pasted by mistake", "--scope", "team").stdout.strip()
+    run_engram(alice, "forget", gone, "--purge")
+    said = run_engram(alice, "push", "--dry-run").stdout
+    assert ", 0 team memories new or changed (of 2), 1 memory purge, " in said, said
+    doc = json.loads(run_engram(alice, "push", "--dry-run", "--json").stdout)
+    assert (doc["memories"]["team_new"], doc["memories"]["purges_new"]) == (0, 1)
 
 
 def test_bad_remotes_get_clear_messages_and_leave_the_store_untouched(team: dict[str, Path], tmp_path: Path) -> None:

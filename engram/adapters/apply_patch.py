@@ -27,6 +27,7 @@ from typing import Any, Final, Literal
 
 from engram.adapters.sniff import BEGIN_PATCH
 from engram.adapters.unified import Change, changes_from_tagged
+from engram.words import whole_text
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +280,7 @@ def patch_text(text: str) -> str:
 
 def _load_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return whole_text(json.loads(text))
     except (ValueError, TypeError, RecursionError):
         return None
 

@@ -59,6 +59,7 @@ from engram.adapters.unified import (
 )
 from engram.gitread import git_output
 from engram.tape import events as E
+from engram.words import whole_text
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def parse_output(output: Any) -> Output:
     """
     if isinstance(output, str) and output.lstrip().startswith("{"):
         try:
-            decoded = json.loads(output)
+            decoded = whole_text(json.loads(output))  # (a lone surrogate escaped in it: no tape holds one)
         except (ValueError, RecursionError):  # (RecursionError: nested deeper than the stack)
             decoded = None
         if isinstance(decoded, dict) and ("output" in decoded or "content" in decoded):
@@ -1571,7 +1572,7 @@ def _json_dict(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, str) or not raw.lstrip().startswith("{"):
         return None
     try:
-        value = json.loads(raw)
+        value = whole_text(json.loads(raw))  # (half an emoji in a call's arguments stopped the whole ingest)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

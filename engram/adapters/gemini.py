@@ -43,6 +43,7 @@ import orjson
 from engram.adapters.base import Capture, PathMapper, SourceSpan, read_source
 from engram.adapters.unified import edit_from_texts, join_lines, split_lines
 from engram.tape import events as E
+from engram.words import whole_text
 
 log = logging.getLogger(__name__)
 
@@ -440,7 +441,7 @@ def markdown_history(text: str) -> list[dict[str, Any]]:
             if body[at:m.start()].strip():
                 parts.append({"text": body[at:m.start()].strip("\n")})
             try:
-                value = json.loads(m.group(2))
+                value = whole_text(json.loads(m.group(2)))
             except ValueError:
                 value = None
             if isinstance(value, dict):

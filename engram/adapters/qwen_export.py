@@ -28,6 +28,7 @@ from typing import Any, Final
 from engram.adapters.base import Capture, PathMapper, SourceSpan
 from engram.adapters.unified import edit_from_texts, split_lines
 from engram.tape import events as E
+from engram.words import whole_text
 
 HARNESS: Final = "qwen-code"
 HEAD: Final = b"# Chat Session Export"
@@ -123,7 +124,7 @@ class _Reader:
         call = f"call-{self.calls}"
         status = m.group(1) if (m := _STATUS.search(body)) else ""
         try:
-            args = json.loads(m.group(2)) if (m := _INPUT.search(body)) else {}
+            args = whole_text(json.loads(m.group(2))) if (m := _INPUT.search(body)) else {}
         except ValueError:
             args = {}
         args = args if isinstance(args, dict) else {}

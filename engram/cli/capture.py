@@ -15,12 +15,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     from engram.store.repo import find_repo_root, init_store
 
     here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
-    root = (here / args.path).resolve() if args.path else (find_repo_root(here) or here)
-    if not root.is_dir():  # (a typo must not make a folder tree)
+    given = (here / args.path).resolve() if args.path else here
+    if not given.is_dir():  # (a typo must not make a folder tree)
         from engram.errors import BadInput
 
-        raise BadInput(f"{args.path}: {'not a' if root.exists() else 'no such'} directory; "
+        raise BadInput(f"{args.path}: {'not a' if given.exists() else 'no such'} directory; "
                        "give the repository's root (or run `engram init` in it)")
+    # a folder of a repository (or its .engram/): the store goes at the root, where every command looks
+    root = find_repo_root(given) or given
     store, warnings = init_store(root)
     from engram.index.db import open_db
 
@@ -30,7 +32,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"store": str(store.dir), "warnings": warnings})
     else:
-        print(f"initialised {store.dir}")
+        print(f"initialised {store.dir}" + (f" (the root of the repository {args.path} is in)"
+                                            if args.path and root != given else ""))
         from engram.share.git import Git
 
         if Git(store.root).remotes():  # (no network: whether teammates pushed is for `engram pull` to find)

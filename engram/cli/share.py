@@ -20,7 +20,9 @@ def _team(memories: dict[str, Any]) -> str:
     """The team memories a push adds or changes, of how many leave: `5 team memories` alone read as
     5 pushed again on every push."""
     team, new = memories.get("team", 0), memories.get("team_new", memories.get("team", 0))
-    return f"{plural(new, 'team memory', 'team memories')} new or changed (of {team})" if team else "0 team memories"
+    said = f"{plural(new, 'team memory', 'team memories')} new or changed (of {team})" if team else "0 team memories"
+    purges = memories.get("purges_new", 0)  # (tombstones: no team memory, though they leave too)
+    return said + (f", {plural(purges, 'memory purge')}" if purges else "")
 
 
 def _print_push(doc: dict[str, Any]) -> None:

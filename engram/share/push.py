@@ -137,7 +137,9 @@ def push(store: Store, remote: str | None = None, *, dry_run: bool = False) -> P
         mem = memory_files(store, redactor)
         _describe(report, store, cands, going, mem, idx, tombs)
         report.excluded += _tombstoned_here(store, gone, read, redactor)
-        report.memories["team_new"] = len(_new_memories(git, idx, mem))
+        new = _new_memories(git, idx, mem)
+        report.memories["team_new"] = len(new - mem.purged)
+        report.memories["purges_new"] = len(new & mem.purged)
         if dry_run:
             return report
         entries, shard_commits = _shards(git, store, remote, refs, clone, going, gone, idx)
@@ -200,8 +202,9 @@ def _describe(report: PushReport, store: Store, cands: list[Candidate], going: l
 
 
 def _new_memories(git: Git, idx: RemoteIndex, mem: MemoryChoice) -> set[str]:
-    """The team memories with an event the remote's log lacks: what a push adds (every team
-    memory was counted as pushed again on each push, though nothing of it changed)."""
+    """The memories with an event the remote's log lacks: what a push adds (every team memory
+    was counted as pushed again on each push, though nothing of it changed); a purged one's
+    event is its tombstone."""
     from engram.memory.events import events_in  # noqa: PLC0415
 
     there = {ev.id for _, data in git.blobs(sorted(set(idx.memories.values()))) for ev, _ in events_in(data)}
