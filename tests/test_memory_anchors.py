@@ -363,6 +363,26 @@ def test_with_the_index_the_session_whose_edit_changed_the_code_is_named(repo: P
     assert resolve(repo, retry_span(repo), db=index).session is None, "intact: nothing to explain"
 
 
+def test_an_edit_older_than_the_note_is_not_named_as_what_changed_its_code(repo: Path, tmp_path: Path) -> None:
+    """A session that wrote the code's earlier form months before the note was taken is history
+    the note already saw: when the code is put back to that form by hand afterwards, that session
+    did not change it (it was named, with its old edit, as if it had)."""
+    run_engram(repo, "init")
+    a = retry_span(repo)
+    earlier = twenty_percent_edit(a.text)
+    ingest(repo, tape(tmp_path, "writer", "2026-01-01T00:00:00Z",
+                      [edit("pkg/http.py", [], split_lines(PARSER.replace(a.text, earlier)), "2026-01-01T00:00:01Z",
+                            op="create"),
+                       edit("pkg/http.py", split_lines(earlier), split_lines(a.text), "2026-01-01T00:00:02Z",
+                            line=a.start)]))
+    nid = json.loads(run_engram(repo, "remember", "retry delays are capped", "--at",
+                                f"pkg/http.py:{a.start}-{a.end}", "--json").stdout)["id"]
+    (repo / "pkg" / "http.py").write_text(PARSER.replace(a.text, earlier))  # by hand, after the note
+    place = json.loads(run_engram(repo, "memory", "show", nid, "--json").stdout)["anchors"][0]
+    assert place["state"] == "edited" and place.get("session") is None, place
+    assert resolve(repo, a, db=db(repo)).session == "writer", "without the note's time, the old edit is all there is"
+
+
 def test_with_the_index_a_move_and_a_deletion_name_their_sessions(repo: Path, tmp_path: Path) -> None:
     run_engram(repo, "init")
     a = retry_span(repo)

@@ -592,17 +592,19 @@ def working_text(root: Path, rel: str, buffers: Mapping[str, str] | None = None)
 
 
 def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None,
-            db: apsw.Connection | None = None, nearby: bool = False, reads: Reads | None = None) -> Resolution:
+            db: apsw.Connection | None = None, nearby: bool = False, reads: Reads | None = None,
+            since: str | None = None) -> Resolution:
     """Where `anchor`'s code is in the working tree (`buffers`: repository path → unsaved text,
     read instead of the disk). `db`: the evidence index, to name the session whose edit explains
     a change and to learn which files sessions wrote the code into. `nearby`: the file is a buffer
     being typed in, look near the anchor's place first (NEARBY_FROM). `reads`: the files read by
-    the other resolutions of the same call (`Reads`), shared."""
+    the other resolutions of the same call (`Reads`), shared. `since`: when the anchor was made
+    (ISO 8601, UTC): an edit before it cannot be what changed the code since."""
     tree = _Tree(root, buffers, reads)
     text = tree.read(anchor.file)
     found = _exactly(anchor, text)
     if found is not None:
-        return _with_session(db, anchor, found, text)
+        return _with_session(db, anchor, found, text, since)
     probe = _Probe.of(anchor)
     best = None
     if text is not None:
@@ -615,7 +617,7 @@ def resolve(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = N
                                   or (there.same_tokens and not best.same_tokens)):
             best = _with_age(tree, anchor, there)
     res = _verdict(anchor, best, text)
-    return _with_session(db, anchor, res, text if res.file == anchor.file else tree.read(res.file))
+    return _with_session(db, anchor, res, text if res.file == anchor.file else tree.read(res.file), since)
 
 
 def resolve_exact(root: Path, anchor: Anchor, *, buffers: Mapping[str, str] | None = None) -> Resolution | None:
@@ -1650,7 +1652,8 @@ def _fragments(db: apsw.Connection, ids: list[int]) -> dict[int, _Frag]:
         (int_array(ids),))}
 
 
-def _with_session(db: apsw.Connection | None, anchor: Anchor, res: Resolution, text: str | None) -> Resolution:
+def _with_session(db: apsw.Connection | None, anchor: Anchor, res: Resolution, text: str | None,
+                  since: str | None = None) -> Resolution:
     """`res` naming the captured session whose code.edit explains the change (see `_explaining`)."""
     if db is None or res.state == "intact" or not anchor.text:
         return res
@@ -1660,7 +1663,7 @@ def _with_session(db: apsw.Connection | None, anchor: Anchor, res: Resolution, t
     from engram.index.sql import reading  # noqa: PLC0415
 
     with reading(db):
-        found = _explaining(db, anchor, res, now)
+        found = _explaining(db, anchor, res, now, since)
     if found is None:
         return res
     fid, fr = found
@@ -1668,7 +1671,8 @@ def _with_session(db: apsw.Connection | None, anchor: Anchor, res: Resolution, t
                                                    "harness": fr.harness, "fragment": fid})
 
 
-def _explaining(db: apsw.Connection, anchor: Anchor, res: Resolution, now: str | None) -> tuple[int, _Frag] | None:
+def _explaining(db: apsw.Connection, anchor: Anchor, res: Resolution, now: str | None,
+                since: str | None = None) -> tuple[int, _Frag] | None:
     """The latest code.edit that made the change `res` reports, by the index's own evidence:
 
     * edited: an edit holding today's text better than the anchored one (its after-text is
@@ -1678,23 +1682,27 @@ def _explaining(db: apsw.Connection, anchor: Anchor, res: Resolution, now: str |
       or, within the file, one whose lineage says the code came from elsewhere ("moved");
     * vanished: the last edit that deleted the text (a tombstone), in any file it had reached, or
       one whose lineage comes from the anchored text and that no longer holds it.
+
+    Only an edit made after the anchor (`since`, when known) can be it: an older session's edit of
+    the same code (the one that first wrote it) is history the note already saw.
     """
     from engram.query.direct import direct_hits  # noqa: PLC0415
     from engram.query.ranking import EDIT  # noqa: PLC0415
 
     old = direct_hits(db, anchor.text, file=anchor.file)
     new = direct_hits(db, now, file=res.file) if now is not None else {}
-    frags = _fragments(db, sorted(set(old) | set(new)))
+    seen = _fragments(db, sorted(set(old) | set(new)))
+    frags = _after(seen, since)
     edits = [f for f in new if f in frags and frags[f].kind == EDIT]
     if res.state == "vanished":
-        return _vanished_by(db, anchor, old, frags)
+        return _vanished_by(db, anchor, old, frags, since)
     sources = _sources(db, edits)
     if res.state == "edited":
         better = [f for f in edits if new[f] > old.get(f, 0.0)]
         preferred = [f for f in better if sources.get(f, set()) & set(old)] or better
         return _latest(preferred, frags)
     if res.file != anchor.file:
-        had = [frags[f].ts for f in old if f in frags and frags[f].file == anchor.file]
+        had = [seen[f].ts for f in old if f in seen and seen[f].file == anchor.file]  # (before the note too)
         return _latest([f for f in edits if frags[f].file == res.file and any(t < frags[f].ts for t in had)], frags)
     moved = {d for d, in db.execute(
         "SELECT DISTINCT dst FROM lineage WHERE location_delta = 'moved' AND dst IN carray(?)",
@@ -1703,14 +1711,14 @@ def _explaining(db: apsw.Connection, anchor: Anchor, res: Resolution, now: str |
 
 
 def _vanished_by(db: apsw.Connection, anchor: Anchor, old: dict[int, float],
-                 frags: dict[int, _Frag]) -> tuple[int, _Frag] | None:
+                 frags: dict[int, _Frag], since: str | None = None) -> tuple[int, _Frag] | None:
     from engram.query.direct_np import tombstone_hits  # noqa: PLC0415
 
     deleting = list(tombstone_hits(db, anchor.text))
     rewrote = [d for d, srcs in _sources(db, _edits_from(db, list(old))).items()
                if srcs & set(old) and d not in old]
     cands = deleting + rewrote
-    frags = {**frags, **_fragments(db, [f for f in cands if f not in frags])}
+    frags = {**frags, **_after(_fragments(db, [f for f in cands if f not in frags]), since)}
     return _latest([f for f in cands if f in frags], frags)  # the last place it was deleted from
 
 
@@ -1732,6 +1740,13 @@ def _ids(values: list[int]) -> Any:
     from engram.index.sql import int_array  # noqa: PLC0415
 
     return int_array(values)
+
+
+def _after(frags: dict[int, _Frag], since: str | None) -> dict[int, _Frag]:
+    """The fragments not older than `since` (one without a time is kept: it cannot be placed)."""
+    if not since:
+        return frags
+    return {f: fr for f, fr in frags.items() if not fr.ts or fr.ts >= since}
 
 
 def _latest(ids: list[int], frags: dict[int, _Frag]) -> tuple[int, _Frag] | None:

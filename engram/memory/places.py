@@ -93,8 +93,9 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
     if not nos:
         return {}
     rows = db.execute(
-        "SELECT memory, n, file, anchor, state, at_file, at_start, at_end, retained, resolution, stamp"
-        " FROM memory_anchors WHERE memory IN carray(?) ORDER BY memory, n", (int_array(nos),)).fetchall()
+        "SELECT a.memory, a.n, a.file, a.anchor, a.state, a.at_file, a.at_start, a.at_end, a.retained, a.resolution,"
+        " a.stamp, m.created FROM memory_anchors a JOIN memories m ON m.no = a.memory"
+        " WHERE a.memory IN carray(?) ORDER BY a.memory, a.n", (int_array(nos),)).fetchall()
     out: dict[int, list[Place]] = {}
     fresh: list[tuple[Any, ...]] = []
     texts: dict[str, str] = {}  # the buffers asked for and the files read once (`_read_once`)
@@ -108,7 +109,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
 
             reads = Reads()
             _expect_git(root, stale, texts, buffers)
-    for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp in rows:
+    for no, n, file, anchor_json, state, at_file, at_start, at_end, retained, resolution, stamp, created in rows:
         anchor = orjson.loads(anchor_json)
         live = buffers is not None and file in buffers
         now = stamps[(file, at_file)]
@@ -120,7 +121,7 @@ def places_of(db: apsw.Connection, root: Path, nos: list[int], buffers: Mapping[
             place = _quick(root, anchor, _read_once(texts, root, anchor, buffers), (state, at_file, at_start, at_end, retained))
         else:
             place = _resolve(db if attribute else None, root, anchor, _read_once(texts, root, anchor, buffers), live,
-                             reads)
+                             reads, created)
             if not live and attribute:
                 fresh.append((place, now if place.file == at_file else _stamp(os.fspath(root), file, place.file), no, n))
         out.setdefault(no, []).append(place)
@@ -164,12 +165,13 @@ def _read_once(texts: dict[str, str], root: Path, anchor: dict[str, Any],
 
 
 def _resolve(db: apsw.Connection | None, root: Path, anchor_json: dict[str, Any], buffers: Mapping[str, str] | None,
-             live: bool = False, reads: Any = None) -> Place:
+             live: bool = False, reads: Any = None, since: str | None = None) -> Place:
     """`live`: the anchor's file is a buffer being edited (looked for near its place first);
-    `reads`: the files the call's other resolutions read (`anchors.Reads`)."""
+    `reads`: the files the call's other resolutions read (`anchors.Reads`); `since`: when the
+    memory was made (no older edit is named as what changed its code)."""
     from engram.memory.anchors import Anchor, resolve  # noqa: PLC0415 - fingerprints load numpy
 
-    res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db, nearby=live, reads=reads)
+    res = resolve(root, Anchor.from_json(anchor_json), buffers=buffers, db=db, nearby=live, reads=reads, since=since)
     if res.start is None or res.end is None:  # vanished: shown where it was
         return Place(anchor_json, res.state, str(anchor_json["file"]), int(anchor_json["start"]),
                      int(anchor_json["end"]), float(res.retained), res.best_partial, res.session, res.edit)
