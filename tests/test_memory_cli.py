@@ -144,6 +144,19 @@ def test_bad_input_is_one_line_on_stderr_and_changes_nothing(repo: Path, args: t
     assert {f.name: f.read_bytes() for f in events.iterdir()} == before
 
 
+@pytest.mark.parametrize("args,message", [
+    (("recall", "x", "--limit", "0"), "argument --limit: '0': must be 1 or more"),
+    (("recall", "x", "--limit", "-3"), "argument --limit: '-3': must be 1 or more"),
+    (("memory", "graph", "0123456789ab", "--depth", "99"), "argument --depth: '99': must be from 1 to 5"),
+    (("memory", "graph", "0123456789ab", "--depth", "0"), "argument --depth: '0': must be from 1 to 5"),
+])
+def test_an_option_value_out_of_range_is_a_usage_error(repo: Path, args: tuple[str, ...], message: str) -> None:
+    """`memory graph --depth 99` once got past the parser and exited 1 as a failure; a value out of
+    range is a usage error (status 2) like argparse's own, with its one-line reason."""
+    proc = run_engram(repo, *args, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_unknown_kind_is_a_usage_error(repo: Path) -> None:
     proc = run_engram(repo, "remember", "x", "--kind", "opinion", check=False)
     assert proc.returncode == 2 and "invalid choice: 'opinion'" in proc.stderr

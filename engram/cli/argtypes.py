@@ -5,6 +5,7 @@ message naming the option, before any work, instead of being used as given (a ne
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 
 def count(text: str) -> int:
@@ -21,6 +22,19 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be 1 or more")
     return value
+
+
+def within(low: int, high: int) -> Callable[[str], int]:
+    """An integer from `low` to `high`: a depth the code behind it refuses past its bound (checked
+    here, the refusal is argparse's usage error, status 2, like every other bad option value)."""
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be from {low} to {high}")
+        return value
+
+    return parse
 
 
 def share(text: str) -> float:

@@ -15,11 +15,11 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
-from engram.cli.argtypes import count, positive, share
+from engram.cli.argtypes import count, positive, share, within
 from engram.cli.context import store_of
 from engram.cli.output import print_json as _out
 from engram.cli.output import print_within
-from engram.memory.vocabulary import KINDS, RELATIONS, STATUSES
+from engram.memory.vocabulary import KINDS, MAX_GRAPH_DEPTH, RELATIONS, STATUSES
 from engram.words import anchor_state, plural
 
 if TYPE_CHECKING:
@@ -586,7 +586,8 @@ def _register_memory(msub: argparse._SubParsersAction) -> None:
 
     s = msub.add_parser("graph", help="the memories linked to one, both ways")
     s.add_argument("id", metavar="ID", help="the memory to start from")
-    s.add_argument("--depth", type=positive, default=2, metavar="N", help="links to follow, 1 to 5 (default 2)")
+    s.add_argument("--depth", type=within(1, MAX_GRAPH_DEPTH), default=2, metavar="N",
+                   help=f"links to follow, 1 to {MAX_GRAPH_DEPTH} (default 2)")
     _common(s)
     s.set_defaults(func=cmd_graph)
 

@@ -29,7 +29,6 @@ from engram.memory import projection
 from engram.memory.events import Event, EventLog, Pending
 from engram.memory.model import (
     DEFAULT_IMPORTANCE,
-    MAX_GRAPH_DEPTH,
     Evidence,
     Memory,
     Source,
@@ -46,6 +45,7 @@ from engram.memory.model import (
     parse_time,
 )
 from engram.memory.places import Place, best_state, near, places_of
+from engram.memory.vocabulary import MAX_GRAPH_DEPTH
 from engram.store.lock import memory_lock
 from engram.store.repo import Store
 from engram.words import plural

@@ -22,7 +22,6 @@ VISIBLE = frozenset({"active"})
 TRUST = {"person": 3, "agent": 2, "import": 1}
 DEFAULT_IMPORTANCE = 0.5
 ID_CHARS = 12  # hex: 48 random bits, unique among millions of memories of many clones
-MAX_GRAPH_DEPTH = 5
 
 
 @dataclass(frozen=True)

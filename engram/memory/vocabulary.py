@@ -10,3 +10,5 @@ KINDS = ("fact", "decision", "preference", "pattern", "debug", "todo", "negative
 STATUSES = ("active", "superseded", "invalidated", "archived")
 RELATIONS = ("relates_to", "supersedes", "derived_from", "contradicts")
 SOURCE_TYPES = ("person", "agent", "import")
+#: How many links `memory graph` follows at most (the command line refuses more as a usage error).
+MAX_GRAPH_DEPTH = 5
