@@ -18,6 +18,16 @@ from engram.errors import BadInput
 log = logging.getLogger(__name__)
 
 
+#: How much of a file is looked at for a NUL byte, git's way of telling a binary file.
+BINARY_PROBE = 8192
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether `data` is a binary file's: what is shown of it would be its bytes, not lines of text
+    (git's test: a NUL among the first bytes)."""
+    return b"\0" in data[:BINARY_PROBE]
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:

@@ -226,3 +226,14 @@ def test_a_files_first_lines_keep_their_writer_after_a_line_is_inserted_under_th
     covers(doc, 37)
     assert [(r["lines"], r["session_id"]) for r in doc["regions"]] == [
         ([1, 3], "writer-a"), ([4, 4], "editor-b"), ([5, 37], "writer-a")]
+
+
+def test_a_binary_file_is_named_as_one_not_printed(two_sessions: Path) -> None:
+    """`engram blame` on a binary file printed its bytes (escape sequences and all) as numbered
+    lines; blame and explain say it is a binary file, as `remember --at` does, and fail (status 1)."""
+    (two_sessions / "logo.bin").write_bytes(b"PNG\0\x01\x02\nxx\x1b[31mred\n")
+    for args in (("blame", "logo.bin"), ("blame", "logo.bin", "--json"), ("explain", "logo.bin"),
+                 ("explain", "logo.bin:1-2"), ("remember", "x", "--at", "logo.bin:1-2")):
+        proc = run_engram(two_sessions, *args, check=False)
+        assert (proc.returncode, proc.stdout) == (1, ""), args
+        assert proc.stderr.startswith("engram: logo.bin: a binary file;") and proc.stderr.count("\n") == 1, args

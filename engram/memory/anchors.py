@@ -49,7 +49,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
 from engram.errors import BadInput
-from engram.fsutil import repo_relative
+from engram.fsutil import looks_binary, repo_relative
 from engram.gitread import git_output
 from engram.memory import linewalk
 from engram.words import plural
@@ -174,7 +174,6 @@ MAX_SCAN_BYTES: Final = 16 << 20
 MAX_ALIGNED: Final = 12
 #: Identifiers of the span a candidate file must mostly contain (the longest: rarest in practice).
 RARE_IDENTIFIERS: Final = 4
-BINARY_PROBE: Final = 8192
 #: A buffer being edited (`resolve(..., nearby=True)`) longer than NEARBY_FROM lines is first
 #: searched only within NEARBY_LINES lines of the anchor's place: typing changes a few lines, so a
 #: touched note is almost always still there, and tokenizing a 5,000-line buffer at every
@@ -359,7 +358,7 @@ def _read_for_capture(root: Path, rel: str, asked: str) -> str:
                        "repository root (or pass the text of an unsaved buffer)") from exc
     except OSError as exc:
         raise BadInput(f"{asked}: cannot be read ({exc.strerror}); check its permissions") from exc
-    if b"\0" in data[:BINARY_PROBE]:
+    if looks_binary(data):
         raise BadInput(f"{asked}: a binary file; anchor a span of a text file")
     return data.decode("utf-8", "replace")
 
@@ -564,7 +563,7 @@ class _Tree:
         except (OSError, BadInput):
             return None
         self.scanned += len(data)
-        return None if b"\0" in data[:BINARY_PROBE] else data
+        return None if looks_binary(data) else data
 
 
 class Reads(dict[tuple[str, int | None], tuple[int, bytes | None]]):
@@ -1419,7 +1418,7 @@ def _text_at(root: str, commit: str, rel: str) -> str | None:
 
 
 def _blob_text(data: bytes | None) -> str | None:
-    return None if data is None or b"\0" in data[:BINARY_PROBE] else data.decode("utf-8", "replace")
+    return None if data is None or looks_binary(data) else data.decode("utf-8", "replace")
 
 
 def _fetch_old(root: str, wanted: set[tuple[str, str]]) -> None:

@@ -85,9 +85,10 @@ def _check_types(what: str, params: dict[str, Any], needed: dict[str, type], opt
 
 
 def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
-    """The repository-relative path of `path` and its working-tree text."""
+    """The repository-relative path of `path` and its working-tree text; a binary file is refused
+    (its bytes, escapes and all, were printed as lines)."""
     from engram.errors import BadInput
-    from engram.query.spans import not_a_file, repo_relative
+    from engram.query.spans import not_a_file, repo_relative, text_of
 
     rel = repo_relative(store.root, path, Path(cwd) if cwd else None)
     full = store.root / rel
@@ -96,7 +97,7 @@ def _file_text(store: Store, path: str, cwd: str | None) -> tuple[str, str]:
         if sep and (store.root / repo_relative(store.root, head, Path(cwd) if cwd else None)).is_file():
             raise BadInput(f"{path!r}: lines must be numbers, e.g. {head}:10-24 (or {head} for the whole file)")
         raise not_a_file(path, full)
-    return rel, full.read_bytes().decode("utf-8", "replace")
+    return rel, text_of(path, full)
 
 
 def blame_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:

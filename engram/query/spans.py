@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engram.errors import BadInput
-from engram.fsutil import repo_relative
+from engram.fsutil import looks_binary, repo_relative
 from engram.words import line_range, plural
 
 __all__ = ["Span", "SpanArg", "resolve_span_arg", "parse_span", "repo_relative", "in_tree", "read_span", "text_span", "not_a_file", "past_the_end"]
@@ -104,13 +104,21 @@ def past_the_end(where: str, n_lines: int) -> BadInput:
     return BadInput(f"{where}: past the end of the file ({plural(n_lines, 'line')})")
 
 
+def text_of(asked: str, full: Path) -> str:
+    """The text of the file `asked` names (at `full`); a binary file is refused: its bytes, escapes
+    and all, were printed as lines (`remember --at` refuses one in the same words)."""
+    data = full.read_bytes()
+    if looks_binary(data):
+        raise BadInput(f"{asked}: a binary file; blame and explain follow the lines of text files")
+    return data.decode("utf-8", "replace")
+
+
 def read_span(root: Path, path: str, start: int, end: int, cwd: Path | None = None) -> Span:
     rel = repo_relative(root, path, cwd)
     full = root / rel
     if not full.is_file():
         raise not_a_file(path, full)
-    text = full.read_bytes().decode("utf-8", "replace")
-    lines = text.splitlines()
+    lines = text_of(path, full).splitlines()
     if start < 1 or end < start:
         raise BadInput(f"{path}:{start}-{end}: lines are 1-based and START must not exceed END")
     if end > len(lines):
