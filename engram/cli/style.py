@@ -53,14 +53,40 @@ def status(word: str, stream: TextIO) -> str:
 _OBEYED = re.compile("\x1b(?!\\[[0-9;]*m)|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\x80-\x9f]|\r(?!\n)")
 
 
+#: A colour (SGR) sequence, or a control a terminal would obey.
+_SGR_OR_OBEYED = re.compile("(\x1b\\[([0-9;]*)m)|" + _OBEYED.pattern)
+#: SGR 8, conceal: the text after it is invisible on the terminal (and copied blank), so a transcript
+#: could hide part of a line it prints; written out like any other sequence engram does not pass on.
+_CONCEAL = 8
+#: The colour parameters followed by a colour's own numbers (38;5;N, 38;2;R;G;B): N is not an SGR.
+_EXTENDED = {38, 48, 58}
+
+
+def hides_text(params: str) -> bool:
+    """Whether the SGR parameters `params` ("1;31", "8", "38;5;8") turn concealment on."""
+    numbers = [int(p) if p else 0 for p in params.split(";")]
+    i = 0
+    while i < len(numbers):
+        if numbers[i] in _EXTENDED and i + 1 < len(numbers):
+            i += {5: 3, 2: 5}.get(numbers[i + 1], 1)
+            continue
+        if numbers[i] == _CONCEAL:
+            return True
+        i += 1
+    return False
+
+
 def _shown(match: re.Match[str]) -> str:
     c = match.group()
+    if match.group(1) is not None:  # a colour: passed on, unless it conceals what follows
+        return "^[" + c[1:] if hides_text(match.group(2)) else c
     return f"^{chr(ord(c) ^ 0x40)}" if ord(c) < 0x80 else f"\\x{ord(c):02x}"
 
 
 def shown(text: str) -> str:
-    """`text` with the controls a terminal would obey written out (`^[`, `^G`, `\\x9b`); colour kept."""
-    return _OBEYED.sub(_shown, text)
+    """`text` with the controls a terminal would obey written out (`^[`, `^G`, `\\x9b`), and a
+    colour sequence that conceals text (SGR 8); colour kept."""
+    return _SGR_OR_OBEYED.sub(_shown, text)
 
 
 _COLOUR_OR_LINE_END = re.compile("\x1b\\[([0-9;]*)m|\r?\n")
