@@ -479,3 +479,22 @@ def test_an_argument_that_is_not_utf8_is_one_clear_line(repo: Path) -> None:
                               "give them in a UTF-8 locale (LANG=C.UTF-8)\n", (args, proc.stderr)
     assert [m["content"] for m in json.loads(run_engram(repo, "memory", "list", "--json").stdout)["memories"]] == \
         ["a note in UTF-8"]
+
+
+def test_tapes_marks_a_private_session_in_text_and_json(repo: Path) -> None:
+    """`engram tapes --private ID` keeps a session from `engram push`, but `engram tapes` listed it
+    like any other: whether the mark took could not be seen before a push."""
+    for word in ("kept_probe_alpha", "shared_probe_beta"):
+        run_engram(repo, "record", "--stdin", "--format", "raw", input=f"a session about {word}\n".encode())
+    rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
+    kept = json.loads(run_engram(repo, "search", "kept_probe_alpha", "--json").stdout)["hits"][0]["tape"]
+    session = next(r["session_id"] for r in rows if r["id"] == kept)
+    run_engram(repo, "tapes", "--private", session)
+    rows = json.loads(run_engram(repo, "tapes", "--json").stdout)
+    assert {r["id"]: r["private"] for r in rows} == {r["id"]: r["id"] == kept for r in rows}
+    lines = run_engram(repo, "tapes").stdout.splitlines()
+    assert lines[0].split()[-1] == "PRIVATE"
+    assert {line.split()[0]: line.split()[-1] for line in lines[1:]} == {
+        r["id"][:12]: "yes" if r["id"] == kept else "-" for r in rows}
+    run_engram(repo, "tapes", "--shared", session)
+    assert not any(r["private"] for r in json.loads(run_engram(repo, "tapes", "--json").stdout))

@@ -20,11 +20,14 @@ def cmd_tapes(args: argparse.Namespace) -> int:
     db = open_db(store)
     if args.private or args.shared:
         return _mark(store, db, args.private or args.shared, private=bool(args.private), json=args.json)
+    from engram.share.choose import private_sessions
+
     rows = list_tapes(db, limit=args.limit, harness=args.harness)
+    private = private_sessions(store)
     if args.json:
-        print_json([r.as_dict() for r in rows])
+        print_json([{**r.as_dict(), "private": r.session_id in private} for r in rows])
     elif rows:
-        print(tapes_table(rows))
+        print(tapes_table(rows, private))
     elif args.harness and (held := sorted({h for (h,) in db.execute("SELECT DISTINCT harness FROM tapes")})):
         print(f"no tapes from harness {args.harness!r}; the store holds {', '.join(held)}", file=sys.stderr)
     else:

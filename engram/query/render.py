@@ -5,7 +5,7 @@ the language server's hover markdown), so a change of wording happens in one pla
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,17 +22,19 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
-def tapes_table(rows: list[TapeRow]) -> str:
+def tapes_table(rows: list[TapeRow], private: Collection[str] = ()) -> str:
     """The catalog for people; a subagent's harness reads `codex/guardian`, so a reviewer is not
-    taken for a session someone started."""
-    head = ("TAPE", "HARNESS", "SESSION", "MODEL", "STARTED", "EVENTS", "EDITS", "READS", "SIZE")
+    taken for a session someone started; a session marked private (`engram tapes --private`: push
+    leaves it here) says so in PRIVATE, so the mark can be checked before a push."""
+    head = ("TAPE", "HARNESS", "SESSION", "MODEL", "STARTED", "EVENTS", "EDITS", "READS", "SIZE", "PRIVATE")
     body = [(r.id[:12], f"{r.harness}/{r.subagent}" if r.subagent else r.harness, r.session_id[:36],
              r.model or "-", (r.started or "-")[:16].replace("T", " "),
-             str(r.events), str(r.edits), str(r.reads), human_size(r.size)) for r in rows]
+             str(r.events), str(r.edits), str(r.reads), human_size(r.size),
+             "yes" if r.session_id in private else "-") for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    lines = ["  ".join(c.ljust(w) if i < 5 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.ljust(w) if i < 5 or i == 9 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in [head, *body]]
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _short(text: Any, limit: int) -> str:
