@@ -124,3 +124,33 @@ def test_a_header_without_its_body_costs_one_frame_and_a_burst_is_answered_whole
     finally:
         err = closed(proc)
     assert "shorter than its Content-Length" in err
+
+
+def next_response(out: Queue[dict[str, Any]], timeout: float = 30) -> dict[str, Any]:
+    """The next message from the server that is not a notification (as its log of an error)."""
+    while True:
+        try:
+            doc = out.get(timeout=timeout)
+        except Empty:
+            raise AssertionError("no response") from None
+        if "method" not in doc:
+            return doc
+
+
+def test_a_body_that_is_not_json_is_answered_with_a_parse_error(repo: Path) -> None:
+    """A frame whose body is not JSON got no response at all (pygls only logged it), so a client
+    waited on it forever; JSON-RPC 2.0 answers it with a Parse error (-32700), id null, and the
+    server answers the next request."""
+    proc, out, _ = opened(repo)
+    try:
+        for body in (b'{"jsonrpc": "2.0", "id": 7, "method": "textDocument/hover", "params": {',
+                     b'\xff\xfe not utf-8'):
+            proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            proc.stdin.flush()
+            got = next_response(out)
+            assert got["error"]["code"] == -32700 and "id" in got and got["id"] is None, got
+        proc.stdin.write(frame({"jsonrpc": "2.0", "id": 5, "method": "shutdown"}))
+        proc.stdin.flush()
+        assert answer(out, 5).get("error") is None, "the server stayed up and answers"
+    finally:
+        closed(proc)

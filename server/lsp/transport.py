@@ -3,16 +3,18 @@
 pygls reads a frame's body with one `read(Content-Length)` and structures it before dispatch: a
 header announcing 1 TiB made the server die of MemoryError, and a request whose positions the
 protocol types cannot hold (line -1) was logged and never answered. `CappedStdin` wraps the stdin
-pygls reads (`start_io(stdin=...)`), and `answering_protocol` answers such requests with an error.
+pygls reads (`start_io(stdin=...)`), and `answer_invalid_requests` answers such requests with an error,
+and a body that is not JSON with JSON-RPC's Parse error (pygls logged it and answered nothing).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any, BinaryIO
 
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 
 log = logging.getLogger(__name__)
@@ -80,3 +82,22 @@ def answer_invalid_requests(server: LanguageServer) -> None:
             raise
 
     protocol.structure_message = structure_or_answer  # type: ignore[method-assign]
+    _answer_parse_errors(server)
+
+
+def _answer_parse_errors(server: LanguageServer) -> None:
+    """A frame whose body is not JSON (or not UTF-8) gets the response JSON-RPC 2.0 asks for: a Parse
+    error, id null. pygls's read loop catches the decoding error and hands it to the server's error
+    reporter, which logged it: a client waiting on that request waited forever. The reporter is
+    read when the loop starts (`start_io`), so it is wrapped before."""
+    report = server.report_server_error
+
+    def answer_then_report(error: Exception, source: Any) -> None:
+        if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
+            message = f"Parse error: the message body is not JSON ({error})"  # (written as a dict: the
+            # protocol's types leave out an id of None, and JSON-RPC wants "id": null)
+            server.protocol._send_data({"jsonrpc": "2.0", "id": None,  # noqa: SLF001
+                                        "error": {"code": JsonRpcParseError.CODE, "message": message}})
+        report(error, source)
+
+    server.report_server_error = answer_then_report  # type: ignore[method-assign]
