@@ -11,10 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_engram
+from test_store_safety import write_session
 
 from engram.cli.running_server import _post
 from engram.store.repo import Store
-from test_store_safety import write_session
 
 
 async def post(port: int, token: str, what: str, params: dict) -> tuple[int, dict]:
@@ -144,3 +145,28 @@ def test_a_run_file_whose_pid_another_process_took_is_not_asked(repo: Path, tmp_
         server.shutdown()
     assert "NOT-ENGRAM" not in proc.stdout and asked == [], (asked, proc.stdout)
     assert "left by a server that is gone" in doctor, doctor
+
+
+async def test_recall_through_the_endpoint_refuses_a_limit_or_budget_that_is_no_whole_number(repo: Path) -> None:
+    """`/engram/recall` cut a limit of 2.5 to 2, read true as 1 and 0 as the default, took a negative
+    budget as no bound, and answered 500 (a traceback in the server's log) for a budget past 64 bits:
+    each is a 400 naming the option, as the other routes answer a bad option."""
+    from engram_server.mcp_http import start_endpoint
+    from engram_server.mcp_tools import build_mcp, command_queries, thread_runner
+
+    store = Store(repo)
+    runner = thread_runner()
+    run_engram(repo, "remember", "the cache is flushed every hour")
+    endpoint = await start_endpoint(build_mcp(lambda: store, runner), store.endpoint_file,
+                                    command_queries(lambda: store, runner))
+    try:
+        for key, value in (("limit", 2.5), ("limit", True), ("limit", 0), ("limit", "many"), ("limit", [3]),
+                           ("budget", -3), ("budget", 10 ** 30), ("budget", 1.5), ("budget", "lots")):
+            status, doc = await post(endpoint.port, endpoint.token, "recall", {"query": "cache", key: value})
+            assert status == 400 and doc["error"].startswith(f"{key} "), (key, value, status, doc)
+        status, doc = await post(endpoint.port, endpoint.token, "recall", {"query": "cache", "limit": 3, "budget": 500})
+        assert status == 200 and "flushed" in doc["memories"][0]["content"], (status, doc)
+        status, doc = await post(endpoint.port, endpoint.token, "recall", {"query": "cache", "limit": "3"})
+        assert status == 200 and doc["memories"], "a number sent as text is still taken"
+    finally:
+        await endpoint.stop()

@@ -135,17 +135,33 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     return doc
 
 
+#: The largest budget a request takes (as `--budget`: engram.cli.argtypes.LARGEST); past 64 bits it
+#: reached SQLite as a traceback.
+LARGEST_BUDGET = 2**31 - 1
+
+
+def _whole(params: Mapping[str, Any], key: str, default: int, bounds: tuple[int, int], what: str) -> int:
+    """The whole number `params[key]` (`default` when absent), within `bounds`: a request from another
+    program (the endpoint's `/engram/recall`) had 2.5 cut to 2, true read as 1, 0 taken as the
+    default, a negative budget as no bound, and a budget past 64 bits answered 500."""
+    value = params.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():  # (a number sent as text)
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{key} {value!r}: {what}")
+    low, high = bounds
+    if not low <= value <= high:
+        raise BadInput(f"{key} {value}: from {low} to {high:,}")
+    return value
+
+
 def recall_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
     """`recall` for a request of `engram recall` (from the command line, or sent by one to a
     running language server, which answers it the same way), within `budget` tokens if given."""
-    try:
-        limit = int(params.get("limit") or 10)
-    except (TypeError, ValueError):
-        raise BadInput(f"limit {params.get('limit')!r}: a whole number") from None
-    try:
-        budget = int(params.get("budget") or 0)
-    except (TypeError, ValueError):
-        raise BadInput(f"budget {params.get('budget')!r}: a whole number of tokens") from None
+    limit = _whole(params, "limit", 10, (1, MAX_LIMIT), "a whole number")
+    budget = _whole(params, "budget", 0, (0, LARGEST_BUDGET), "a whole number of tokens")
     at = params.get("at")
     doc = recall(mem, str(params.get("query") or ""), at=str(at) if at else None, kind=params.get("kind") or None,
                  tags=list(params.get("tags") or []), limit=limit, hidden=bool(params.get("all")),
