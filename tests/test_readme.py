@@ -41,3 +41,14 @@ def test_the_readme_names_the_python_version_the_clone_and_what_debian_lacks() -
     section = setup_section()
     assert f"Python ≥ {needed.removeprefix('>=')}" in section
     assert "git clone" in section and "python3-venv" in section  # Debian's python3 has no ensurepip without it
+
+
+def test_every_setting_is_documented() -> None:
+    """`[ingest] transcript_dirs` (the folders a running server may ingest from) was named only in
+    the changelog: a user could not find the setting a refused `engram ingest PATH` pointed to."""
+    from engram.store.config import DEFAULTS
+
+    text = (ROOT / "README.md").read_text() + "".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
+    missing = [f"{section}.{key}" for section, keys in DEFAULTS.items() for key in keys
+               if not re.search(rf"\b{re.escape(key)}\b", text)]
+    assert missing == [], f"settings documented nowhere in README.md or docs/: {missing}"
