@@ -344,3 +344,20 @@ def test_opencode_session_kept_one_message_per_line_reads_as_the_export(real: Pa
     cut.write_text(lines.read_text()[:-200])
     cap = parse_opencode([SourceSpan("main", cut)], mapper, max_line_bytes=1 << 30)
     assert not cap.events and any("cut short" in k for k in cap.skipped)
+
+
+def test_a_session_file_nested_too_deep_is_a_skip_saying_so(repo: Path, tmp_path: Path) -> None:
+    """A Gemini CLI session file (one JSON document) nested past orjson's depth was read as JSON
+    lines and reported as a "truncated last line (left for the next ingest)" (pretty-printed: "cut
+    short ... ingest it again once it is complete"), which no later ingest could ever finish."""
+    deep = "[" * 3000 + "]" * 3000
+    doc = {"sessionId": "g-deep", "projectHash": "h", "startTime": "2026-05-01T10:00:00Z",
+           "messages": [{"id": "m1", "type": "user", "timestamp": "2026-05-01T10:00:00Z", "content": "hi", "x": "@@"}]}
+    files = [tmp_path / "session-compact.json", tmp_path / "session-pretty.json"]
+    files[0].write_text(json.dumps(doc).replace('"@@"', deep))
+    files[1].write_text(json.dumps(doc, indent=2).replace('"@@"', deep))
+    for f in files:
+        assert detect_format(f) == "gemini-cli"
+        for _ in range(2):
+            skipped = json.loads(run_engram(repo, "ingest", str(f), "--json").stdout)["skipped"]
+            assert skipped == {"JSON nested deeper than 1024 levels: nothing captured": 1}, (f.name, skipped)

@@ -156,3 +156,16 @@ def test_a_long_line_kept_costs_a_few_times_its_size_not_a_string_per_word(repo:
     proc, peak = peak_ingest(repo, notes_around_a_line(tmp_path / "notes.txt", line))
     assert proc.returncode == 0 and "line longer than" not in proc.stdout, proc.stdout
     assert peak - baseline < 4 * line + (32 << 20), f"peak {peak >> 20} MiB against {baseline >> 20} MiB"
+
+
+def test_a_last_line_nested_too_deep_is_not_left_for_the_next_ingest(repo: Path, tmp_path: Path) -> None:
+    """Without its newline, a line nested past orjson's depth was taken for a half-written last
+    line: "truncated last line (left for the next ingest)", though no ending could make it readable.
+    It is a skip saying why (on every ingest while the file is there, as a deep line before the last),
+    and the session is kept."""
+    bad = write_session(tmp_path / "s-deep.jsonl", repo, "s-deep", "the deep session")
+    bad.write_bytes(bad.read_bytes() + b'{"type":"user","x":' + b"[" * 5000 + b"]" * 5000 + b"}")
+    first = json.loads(run_engram(repo, "ingest", str(bad), "--json").stdout)
+    assert first["skipped"] == {"line nested deeper than 1024 levels": 1} and first["tapes"] == 1, first
+    again = json.loads(run_engram(repo, "ingest", str(bad), "--json").stdout)
+    assert again["skipped"] == first["skipped"] and again["tapes"] == 0, again

@@ -151,7 +151,13 @@ def _lines_of(data: bytes, *, max_line_bytes: int, skipped: Counter[str], skip: 
             continue
         try:
             rec = orjson.loads(view[pos:stop])
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as exc:
+            if nested_too_deep(exc):  # (no reader takes it, whole or not: never left for a later ingest)
+                skipped[TOO_DEEP_LINE] += 1
+                lines.append(Line(pos, nxt, None, "too deep"))
+                end_complete = nxt if not last else n
+                pos = nxt
+                continue
             raw = data[pos:stop]
             glued = _split_glued(raw)
             if glued is not None:
@@ -180,6 +186,18 @@ def _lines_of(data: bytes, *, max_line_bytes: int, skipped: Counter[str], skip: 
         end_complete = nxt
         pos = nxt
     return lines, end_complete
+
+
+#: The depth of arrays and objects past which orjson refuses a document, complete or not.
+JSON_DEPTH: Final = 1024
+TOO_DEEP_LINE: Final = f"line nested deeper than {JSON_DEPTH} levels"
+
+
+def nested_too_deep(exc: orjson.JSONDecodeError) -> bool:
+    """Whether orjson refused a document for its depth: it stays unreadable however much of it
+    is there, so it is a skip, never a truncated document waiting for its end."""
+    message = str(exc)
+    return "depth limit exceeded" in message or "ecursion limit" in message  # (orjson's wording, newer and older)
 
 
 _JSON_SPACE: Final = " \t\r\n"

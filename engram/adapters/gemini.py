@@ -40,7 +40,14 @@ from typing import Any, Callable, Final, Iterable
 
 import orjson
 
-from engram.adapters.base import Capture, PathMapper, SourceSpan, read_source
+from engram.adapters.base import (
+    JSON_DEPTH,
+    Capture,
+    PathMapper,
+    SourceSpan,
+    nested_too_deep,
+    read_source,
+)
 from engram.adapters.unified import edit_from_texts, join_lines, split_lines
 from engram.tape import events as E
 from engram.words import whole_text
@@ -92,6 +99,10 @@ def parse_gemini(sources: list[SourceSpan], mapper_for: Callable[[str | None], P
     data = src.path.read_bytes()
     src.end = len(data)
     whole = _whole_json(data)
+    if whole is _TOO_DEEP:  # (complete or not, no reader takes it: read as JSON lines, it was a "truncated last line")
+        cap.skipped[f"JSON nested deeper than {JSON_DEPTH} levels: nothing captured"] += 1
+        src.end = 0
+        return cap
     if isinstance(whole, dict) and isinstance(whole.get("messages"), list):
         _recording(cap, mapper_for, [(0, whole)], src.path)
     elif isinstance(whole, (dict, list)):
@@ -114,12 +125,16 @@ def parse_gemini(sources: list[SourceSpan], mapper_for: Callable[[str | None], P
     return cap
 
 
+_TOO_DEEP: Final = object()
+
+
 def _whole_json(data: bytes) -> Any:
-    """The file as one JSON document, None when it is not one (a JSONL file, markdown, cut JSON)."""
+    """The file as one JSON document, None when it is not one (a JSONL file, markdown, cut JSON),
+    `_TOO_DEEP` when it is nested deeper than orjson reads."""
     try:
         return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
+    except orjson.JSONDecodeError as exc:
+        return _TOO_DEEP if nested_too_deep(exc) else None
 
 
 # ---------------------------------------------------------------- the chat recording
