@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s", force=True)
     mcp = build_mcp(discover_store(Path(args.repo) if args.repo else None), thread_runner())
+    if getattr(mcp, "_lowlevel_server", None) is None:  # (another SDK's layout: served as it serves)
+        mcp.run("stdio")
+        return 0
     import anyio  # noqa: PLC0415
 
     anyio.run(_serve_stdio, mcp)
