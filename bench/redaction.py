@@ -94,7 +94,7 @@ class GitleaksRules:
 
     name = "gitleaks"
 
-    def __init__(self, path: Path, engine: str = "re") -> None:
+    def __init__(self, path: Path, engine: str = "re", without: frozenset[str] = frozenset()) -> None:
         cfg = tomllib.loads(path.read_text())
         self.engine = engine
         self.rules: list[tuple[str, Any, float, int, list[re.Pattern[str]], list[str]]] = []
@@ -107,7 +107,7 @@ class GitleaksRules:
         self.allow = [re.compile(go_to_python(r)) for r in glob.get("regexes", [])]
         self.stop = [w.lower() for w in glob.get("stopwords", [])]
         for rule in cfg["rules"]:
-            if "regex" not in rule:
+            if "regex" not in rule or rule["id"] in without:
                 continue
             try:
                 rx = re.compile(go_to_python(rule["regex"]))
@@ -418,6 +418,8 @@ def main() -> int:
     ap.add_argument("--gitleaks", type=Path, help="gitleaks.toml (config/gitleaks.toml of gitleaks/gitleaks)")
     ap.add_argument("--engine", default="re", help="what runs gitleaks' rules, one or more of re,hyperscan,re2 "
                     "(comma-separated; hyperscan and re2 are the `hyperscan` and `google-re2` packages)")
+    ap.add_argument("--without", default="", help="gitleaks rule ids to leave out, comma-separated "
+                    "(e.g. generic-api-key, the one that redacts ordinary text)")
     ap.add_argument("--corpus", type=Path, help="a generated corpus (bench/gen_sessions.py) for the speed section")
     ap.add_argument("--mb", type=float, default=20.0, help="MB of the corpus to redact")
     ap.add_argument("--runs", type=int, default=2, help="alternating speed runs (best is kept)")
@@ -435,7 +437,7 @@ def main() -> int:
     if args.gitleaks:
         for engine in args.engine.split(","):
             t = time.perf_counter()
-            gl = GitleaksRules(args.gitleaks, engine)
+            gl = GitleaksRules(args.gitleaks, engine, frozenset(filter(None, args.without.split(","))))
             print(f"gitleaks with {engine}: {len(gl.rules)} rules, {len(gl.failed)} refused by re"
                   f"{': ' + ', '.join(gl.failed) if gl.failed else ''}; {len(gl.refused)} refused by {engine}"
                   f"{': ' + ', '.join(gl.refused) if gl.refused else ''}; compiled in {time.perf_counter() - t:.1f} s")
@@ -461,6 +463,7 @@ def main() -> int:
         speed_rows(lines, sets, args.runs)
         if args.capture:
             capture_rows(args.corpus, args.mb, sets, args.runs)
+            tape_scan_rows(args.corpus, args.mb, sets, args.runs)
         if args.baseline:
             baseline_rows(lines, args.baseline, args.corpus, args.mb)
     return 0
@@ -541,7 +544,39 @@ def capture_rows(corpus: Path, mb: float, sets: list[tuple[str, GitleaksRules | 
         print(f"| {label} | {' '.join(f'{x:.1f}' for x in v)} | {max(v):.1f} |")
 
 
-def capture_events(corpus: Path, mb: float) -> list[list[Any]]:
+def tape_scan_rows(corpus: Path, mb: float, sets: list[tuple[str, GitleaksRules | None]], runs: int) -> None:
+    """What hyperscan's rules would cost written into the redactor's tape-wide scan: on the events
+    capture writes, tape by tape, `prepare` alone (keywords of all the tape's strings in one scan,
+    rules on the strings holding one; the strings collected beforehand, as the redactor's own walk
+    has them) against the built-in redaction of the same events; MB of transcript per CPU second."""
+    gl = next((g for _, g in sets if g is not None and g.engine == "hyperscan"), None)
+    if gl is None:
+        return
+    tapes, raw = capture_events(corpus, mb, with_raw=True)
+    leaves: list[list[str]] = []
+    for tape in tapes:
+        got: list[str] = []
+        for ev in tape:
+            _walk(ev, got, [], [])
+        leaves.append(got)
+    times: dict[str, list[float]] = {"built-in redaction of the events": [], "hyperscan prepare alone": []}
+    for _ in range(runs):
+        r = Redactor()
+        t = time.process_time()
+        for tape in tapes:
+            r.events(tape)
+        times["built-in redaction of the events"].append(raw / 1e6 / (time.process_time() - t))
+        t = time.process_time()
+        for got in leaves:
+            gl.prepare(got)
+        times["hyperscan prepare alone"].append(raw / 1e6 / (time.process_time() - t))
+    print(f"\ncapture's events of {raw / 1e6:.1f} MB of transcripts, tape by tape, MB of transcript per CPU second, "
+          f"{runs} alternating runs\n| what | runs | best |\n|---|---|---|")
+    for label, v in times.items():
+        print(f"| {label} | {' '.join(f'{x:.1f}' for x in v)} | {max(v):.1f} |")
+
+
+def capture_events(corpus: Path, mb: float, with_raw: bool = False) -> Any:
     """The events capture writes for the corpus's first sessions (about `mb` MB of transcripts):
     the adapters' output, one list per session, as `Redactor.events` gets a tape's."""
     from engram.capture.discovery import jobs_from_paths  # noqa: PLC0415
@@ -556,7 +591,7 @@ def capture_events(corpus: Path, mb: float) -> list[list[Any]]:
             raw += sum(src.path.stat().st_size for src in job.sources)
             if raw >= mb * 1e6:
                 break
-    return tapes
+    return (tapes, raw) if with_raw else tapes
 
 
 def baseline_rows(lines: list[bytes], path: Path, corpus: Path, mb: float, runs: int = 4) -> None:
