@@ -204,15 +204,24 @@ def repo_relative(root: Path, path: str, cwd: Path | None = None) -> str:
     return Path(real[len(root_real.rstrip(os.sep)) + 1:]).as_posix()
 
 
+def is_utf8(text: str) -> bool:
+    """Whether `text` can be written as UTF-8: not when it holds lone surrogates (a name's bytes
+    kept by surrogateescape, half a character from JSON's escapes), which no tape, index or JSON
+    answer can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def utf8_name(path: str) -> None:
     """Refuse a name that is not UTF-8 (an argument's bytes decoded with surrogateescape, a Latin-1
     file name of an old repository): the index, notes and JSON keep paths as UTF-8 text, and such a
     name was a traceback from explain, recall and remember."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
+    if not is_utf8(path):
         raise BadInput(f"{shown_bytes(path)}: the file's name is not UTF-8; engram keeps paths as UTF-8 text: rename it "
-                       "(convmv -f latin1 -t utf8 FILE)") from None
+                       "(convmv -f latin1 -t utf8 FILE)")
 
 
 def shown_bytes(text: str) -> str:

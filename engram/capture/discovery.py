@@ -19,6 +19,7 @@ import orjson
 from engram.adapters.base import SourceSpan, folds_case, is_windows_path, posix_path, relative_to
 from engram.capture.stats import IngestStats
 from engram.errors import BadInput
+from engram.fsutil import is_utf8, looks_binary
 from engram.store.location import STORE_DIR
 from engram.store.repo import git_toplevel, git_worktrees
 from engram.tape import events as E
@@ -91,7 +92,7 @@ def detect_format(path: Path) -> str | None:
     found = _format_of_document(head)
     if found is not None:
         return found
-    if b"\0" in head[:8192]:  # binary junk, but for a task export that showed a UTF-16 file (its NUL bytes)
+    if looks_binary(head):  # binary junk, but for a task export that showed a UTF-16 file (its NUL bytes)
         from engram.adapters import roo_export  # noqa: PLC0415
 
         return ROO if roo_export.is_export(head) else None
@@ -284,7 +285,7 @@ def _whole_file_sessions(tree: _Tree) -> list[Path]:
 
 
 def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
-    if not _utf8(str(f.resolve())):  # (a tape names its sources as UTF-8 text: it was a traceback)
+    if not is_utf8(str(f.resolve())):  # (a tape names its sources as UTF-8 text: it was a traceback)
         stats.skipped["a file name that is not UTF-8 (rename it: convmv -f latin1 -t utf8 FILE)"] += 1
         return
     if f.stat().st_size == 0:
@@ -313,14 +314,6 @@ def _add_file(jobs: list[Job], f: Path, stats: IngestStats) -> None:
 
 
 AIDER_HISTORY = ".aider.chat.history.md"
-
-
-def _utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _store_jobs(f: Path) -> list[Job]:

@@ -26,6 +26,7 @@ from engram.capture.discovery import EVENTS, RAW, Job, detect_format, job_for_fi
 from engram.capture.pipeline import ingest, store_events
 from engram.capture.stats import IngestStats
 from engram.errors import BadInput
+from engram.fsutil import is_utf8, looks_binary, shown_bytes
 from engram.gitread import git_output
 from engram.store.repo import Store
 from engram.tape import events as E
@@ -71,7 +72,7 @@ def snapshot(root: Path) -> dict[str, str]:
             data = p.read_bytes()
         except OSError:
             continue
-        if b"\0" in data[:8192]:
+        if looks_binary(data):
             continue
         snap[rel] = data.decode("utf-8", "replace")
     return snap
@@ -80,14 +81,11 @@ def snapshot(root: Path) -> dict[str, str]:
 def _utf8_name(rel: str) -> bool:
     """Whether a tape can name this file (its events are UTF-8 JSON); else a warning, once per
     snapshot it is in (a Latin-1 name lost the whole recording)."""
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        log.warning("%s: a file name that is not UTF-8, left out of the tape (rename it: convmv -f latin1 -t utf8)",
-                    shown)
-        return False
-    return True
+    if is_utf8(rel):
+        return True
+    log.warning("%s: a file name that is not UTF-8, left out of the tape (rename it: convmv -f latin1 -t utf8)",
+                shown_bytes(rel))
+    return False
 
 
 def diff_edits(before: dict[str, str], after: dict[str, str], ts: str) -> list[dict[str, Any]]:

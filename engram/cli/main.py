@@ -277,19 +277,16 @@ def _utf8_arguments(argv: Sequence[str]) -> None:
     lone surrogates, which no note, tape, index or JSON can hold; each command was a traceback). A
     file's name says to rename the file (engram.fsutil.utf8_name), other text to use a UTF-8 locale."""
     from engram.errors import BadInput  # noqa: PLC0415
-    from engram.fsutil import shown_bytes, utf8_name  # noqa: PLC0415
+    from engram.fsutil import is_utf8, shown_bytes, utf8_name  # noqa: PLC0415
 
     for arg in argv:
-        if arg.isascii():
+        if arg.isascii() or is_utf8(arg):
             continue
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
-            for name in (arg, arg.rsplit(":", 1)[0]):
-                if os.path.lexists(name):
-                    utf8_name(name)
-            raise BadInput(f"{shown_bytes(arg)}: not UTF-8 text; engram reads its arguments as UTF-8: give them in a UTF-8 "
-                           "locale (LANG=C.UTF-8)") from None
+        for name in (arg, arg.rsplit(":", 1)[0]):
+            if os.path.lexists(name):
+                utf8_name(name)
+        raise BadInput(f"{shown_bytes(arg)}: not UTF-8 text; engram reads its arguments as UTF-8: give them in a UTF-8 "
+                       "locale (LANG=C.UTF-8)")
 
 
 def main(argv: Sequence[str] | None = None, plugins: Sequence[Plugin] = ()) -> int:

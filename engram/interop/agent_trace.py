@@ -39,6 +39,7 @@ from urllib.parse import quote, unquote, urlparse
 import orjson
 
 from engram.errors import BadInput
+from engram.fsutil import looks_binary
 from engram.interop import git, tapes
 from engram.store.repo import Store
 from engram.words import plural
@@ -186,8 +187,8 @@ def _export_target(root: Path, target: str | None, cwd: Path | None
     files = []
     for p in paths:
         data = blobs.get(f"{commit}:{p}")
-        if data is None or b"\0" in data[:8192]:
-            continue  # binary
+        if data is None or looks_binary(data):
+            continue
         files.append((p, data.decode("utf-8", "replace"), git.added_lines(root, commit, p)))
     return files, {"type": "git", "revision": commit}, git.commit_time(root, commit) or _now()
 
