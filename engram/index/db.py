@@ -38,8 +38,8 @@ def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
         if store.index_path.is_dir():
             raise DamagedIndex(f"{store.index_path} is a directory, not engram's index: `engram reindex` moves it "
                                "aside and rebuilds the index from the tapes") from exc
-        if store.unwritable():
-            raise store.read_only_error() from exc
+        if why := store.unwritable():
+            raise store.read_only_error(why) from exc
         raise
     try:
         db.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -55,8 +55,8 @@ def open_db(store: Store, *, readonly: bool = False) -> apsw.Connection:
         migrate(db)
     except apsw.CantOpenError as exc:  # (the file opens lazily: WAL's shared memory is made here)
         db.close()
-        if store.unwritable():
-            raise store.read_only_error() from exc
+        if why := store.unwritable():
+            raise store.read_only_error(why) from exc
         raise
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         db.close()

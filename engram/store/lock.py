@@ -103,8 +103,8 @@ def _acquire(store: Store, name: str, wait: bool) -> int | None:
         # O_NOFOLLOW: a link planted as the lock file would have it created outside the store
         fd = os.open(store.run_dir / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except OSError as exc:
-        if store.unwritable():
-            raise store.read_only_error() from exc
+        if why := store.unwritable():
+            raise store.read_only_error(why) from exc
         if os.path.islink(store.run_dir / name):
             raise BadInput(f"{store.run_dir / name} is a symbolic link: engram does not follow it out of the "
                            "store; remove it (engram makes the lock file again)") from exc

@@ -165,11 +165,10 @@ class Store:
             return "no permission to write"
         return None
 
-    def read_only_error(self, why: str | None = None) -> ReadOnlyStore:
-        """The error every command gives when `unwritable` has a reason (`why`, when the caller has
-        asked it already): one line, what to do."""
-        reason = why or self.unwritable() or "read-only"
-        return ReadOnlyStore(f"{self.dir} cannot be written ({reason}): engram writes "
+    def read_only_error(self, why: str) -> ReadOnlyStore:
+        """The error every command gives when `unwritable` has a reason (`why`, which the caller
+        asked): one line, what to do."""
+        return ReadOnlyStore(f"{self.dir} cannot be written ({why}): engram writes "
                              "there to answer too (its index, locks); make it writable, or copy the repository "
                              "somewhere it is")
 
