@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
+from engram.store.config import LARGEST
+
 
 def count(text: str) -> int:
     """An integer ≥ 0: events before or after, an offset."""
@@ -48,9 +50,6 @@ def share(text: str) -> float:
     return value
 
 
-#: The largest number an option takes: a limit, a budget or an offset past it reached SQLite
-#: (64-bit at most) as a traceback ("int too big to convert").
-LARGEST = 2**31 - 1
 
 
 def _int(text: str) -> int:

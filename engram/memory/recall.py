@@ -38,6 +38,7 @@ from engram.memory.model import (
     seconds_between,
 )
 from engram.memory.places import Place, best_state, connected, near
+from engram.store.config import LARGEST
 
 if TYPE_CHECKING:
     from engram.memory.memories import Memories  # noqa: F401 - the type of `mem`
@@ -135,11 +136,6 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     return doc
 
 
-#: The largest budget a request takes (as `--budget`: engram.cli.argtypes.LARGEST); past 64 bits it
-#: reached SQLite as a traceback.
-LARGEST_BUDGET = 2**31 - 1
-
-
 def _whole(params: Mapping[str, Any], key: str, default: int, bounds: tuple[int, int], what: str) -> int:
     """The whole number `params[key]` (`default` when absent), within `bounds`: a request from another
     program (the endpoint's `/engram/recall`) had 2.5 cut to 2, true read as 1, 0 taken as the
@@ -161,7 +157,7 @@ def recall_request(mem: Memories, params: Mapping[str, Any]) -> dict[str, Any]:
     """`recall` for a request of `engram recall` (from the command line, or sent by one to a
     running language server, which answers it the same way), within `budget` tokens if given."""
     limit = _whole(params, "limit", 10, (1, MAX_LIMIT), "a whole number")
-    budget = _whole(params, "budget", 0, (0, LARGEST_BUDGET), "a whole number of tokens")
+    budget = _whole(params, "budget", 0, (0, LARGEST), "a whole number of tokens")
     at = params.get("at")
     doc = recall(mem, str(params.get("query") or ""), at=str(at) if at else None, kind=params.get("kind") or None,
                  tags=list(params.get("tags") or []), limit=limit, hidden=bool(params.get("all")),

@@ -102,7 +102,9 @@ def load_config(path: Path) -> dict[str, Any]:
     return cfg
 
 
-_LARGEST = 2**31 - 1  # the largest whole number a setting takes (as an option: cli/argtypes.LARGEST)
+#: The largest whole number a setting, an option or a request's budget takes: past 64 bits one
+#: reached SQLite as a traceback (cli.argtypes, memory.recall).
+LARGEST = 2**31 - 1
 
 
 def _check(cfg: dict[str, Any], defaults: dict[str, Any], path: Path, prefix: str = "") -> None:
@@ -122,8 +124,8 @@ def _check(cfg: dict[str, Any], defaults: dict[str, Any], path: Path, prefix: st
         elif isinstance(default, int):
             if not isinstance(value, int) or value < 0:
                 raise BadInput(f"{path}: {name} = {value!r}: must be a whole number, 0 or more")
-            if value > _LARGEST:  # (past 64 bits it reached SQLite as a traceback)
-                raise BadInput(f"{path}: {name} = {value!r}: too large (at most {_LARGEST:,})")
+            if value > LARGEST:
+                raise BadInput(f"{path}: {name} = {value!r}: too large (at most {LARGEST:,})")
         elif isinstance(default, float):
             if not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise BadInput(f"{path}: {name} = {value!r}: must be a number from 0 to 1")
