@@ -473,7 +473,8 @@ def test_a_session_id_prefix_must_name_one_session(tmp_path: Path) -> None:
     assert [r.id for r in resolve_tapes(db, "abc2")] == ["bb01"]
     with pytest.raises(UnknownTape, match="'abc' starts 2 session ids .*abc1-x, abc2-y.*give more characters"):
         resolve_tapes(db, "abc")
-    with pytest.raises(UnknownTape, match="'aa0' matches 2 tapes"):  # a tape id prefix is still tried first
+    # a tape id prefix is still tried first; both matches are listed, with no "…" promising more
+    with pytest.raises(UnknownTape, match=r"^'aa0' matches 2 tapes \(aa01, aa02\); give more characters$"):
         resolve_tapes(db, "aa0")
     db.close()
 

@@ -69,4 +69,5 @@ def by_prefix(db: apsw.Connection, table: str, column: str, ref: str, limit: int
 def ambiguity(ref: str, matches: list[str], what: str, shown: int = 12, verb: str = "matches") -> str:
     """The message for a prefix that names more than one row (`matches` as `by_prefix` gave them)."""
     more = "more than 5" if len(matches) > 5 else str(len(matches))
-    return f"{ref!r} {verb} {more} {what} ({', '.join(m[:shown] for m in matches[:5])}…); give more characters"
+    listed = ", ".join(m[:shown] for m in matches[:5]) + ("…" if len(matches) > 5 else "")
+    return f"{ref!r} {verb} {more} {what} ({listed}); give more characters"
