@@ -11,8 +11,10 @@ import os
 import pty
 import re
 import shutil
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -349,6 +351,11 @@ complete_at engram explain --ra
 complete_at engram explain --rank ''
 complete_at engram completion ''
 complete_at engram --no
+complete_at engram memory li
+complete_at engram memory list --dr
+complete_at engram -C /tmp memory edit 1 --kind neg
+complete_at engram tapes --limit 3 ''
+complete_at engram tapes rm --pu
 """
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PATH": f"{engram_bin}{os.pathsep}{os.environ['PATH']}"})
@@ -356,7 +363,9 @@ complete_at engram --no
     lines = out.stdout.splitlines()
     assert lines[0] == "complete -o default -F _engram engram"
     assert lines[1:] == ["[explain]", "[setup]", "[claude codex gemini qwen opencode cursor vscode cline roo]", "[--rank]",
-                         "[writer touches evidence]", "[bash zsh fish]", "[--no-color]"]
+                         "[writer touches evidence]", "[bash zsh fish]", "[--no-color]",
+                         # a command group's commands, and their own options and choices
+                         "[list link]", "[--drifted]", "[negative]", "[rm]", "[--purge]"]
 
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
@@ -369,6 +378,67 @@ def test_zsh_and_fish_completion_scripts_parse(tmp_path: Path, shell: str) -> No
     path.write_text(text)
     out = subprocess.run([shell, "-n", str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+# what a command group's commands complete to, in every shell (`engram memory li` → list, link)
+GROUP_COMPLETIONS = [("engram memory li", {"list", "link"}), ("engram memory list --dr", {"--drifted"}),
+                     ("engram tapes rm --pu", {"--purge"}), ("engram -C /tmp memory edit 1 --kind neg", {"negative"}),
+                     ("engram task reo", {"reopen"})]
+
+
+def test_fish_completes_a_command_groups_commands_and_their_options(tmp_path: Path) -> None:
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    path = tmp_path / "engram.fish"
+    path.write_text(engram(tmp_path, "completion", "fish").stdout)
+    for line, want in GROUP_COMPLETIONS:
+        out = subprocess.run(["fish", "--no-config", "-c", f"source {path}; complete -C {line!r}"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert {row.split("\t")[0] for row in out.stdout.splitlines()} == want, (line, out.stdout, out.stderr)
+
+
+def zsh_completions(script: Path, line: str) -> set[str]:
+    """What zsh's completion system offers at the end of `line`: an interactive zsh on a
+    pseudo-terminal, compinit, the script sourced, Tab; compadd is wrapped to print its matches."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvp("zsh", ["zsh", "-f", "-i"])
+    seen = ""
+
+    def read_until(mark: str, seconds: float = 20) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + seconds
+        while mark not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(fd, 65536).decode(errors="replace")
+                except OSError:
+                    break
+
+    try:
+        os.write(fd, (f"PS1=''; autoload -U compinit; compinit -u -D; source {script}\n"
+                      "compadd () { local -a hits; builtin compadd -O hits \"$@\"; "
+                      "print -r -- \"<<${(j: :)hits}>>\" > /dev/tty; builtin compadd \"$@\" }\n"
+                      "print -r -- RE''ADY\n").encode())
+        read_until("READY")
+        seen = ""
+        os.write(fd, (line + "\t").encode())
+        read_until(">>")
+        read_until("never", 0.5)  # the other compadd calls of the same Tab
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    return {word for hits in re.findall(r"<<([^<>]*)>>", seen) for word in hits.split()}
+
+
+def test_zsh_completes_a_command_groups_commands_and_their_options(tmp_path: Path) -> None:
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    path = tmp_path / "_engram"
+    path.write_text(engram(tmp_path, "completion", "zsh").stdout)
+    for line, want in GROUP_COMPLETIONS:
+        assert zsh_completions(path, line) == want, line
 
 
 # ---------------------------------------------------------------- doctor

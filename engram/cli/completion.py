@@ -78,7 +78,10 @@ def script(shell: str, parser: argparse.ArgumentParser) -> str:
 
 
 def bash(tree: Command) -> str:
-    value_opts = [f for o in tree.options if o.takes_value for f in o.flags]
+    """The command path typed so far (`memory list`: a command of a command group) picks the case
+    that completes the word under the cursor."""
+    groups = [c for c in tree.commands if c.commands]
+    value_opts = sorted({f for c in [tree, *groups] for o in c.options if o.takes_value for f in o.flags})
     lines = [
         "# engram completion for bash: `source <(engram completion bash)` in ~/.bashrc, or save it as",
         "# ~/.local/share/bash-completion/completions/engram",
@@ -89,7 +92,8 @@ def bash(tree: Command) -> str:
         '        case "${COMP_WORDS[i]}" in',
         f"            {'|'.join(value_opts) or '--'}) ((i++)) ;;",
         "            -*) ;;",
-        '            *) cmd="${COMP_WORDS[i]}"; break ;;',
+        '            *) cmd="${cmd:+$cmd }${COMP_WORDS[i]}"',
+        f'               case "$cmd" in {"|".join(g.name for g in groups) or "--"}) ;; *) break ;; esac ;;',
         "        esac",
         "    done",
         '    case "$cmd" in',
@@ -98,8 +102,10 @@ def bash(tree: Command) -> str:
         "            ;;",
     ]
     for cmd in tree.commands:
-        choices = next((p.choices for p in cmd.positionals if p.choices), None)
-        lines += [f"        {cmd.name})", *_bash_body(cmd, words=choices or [], indent=12), "            ;;"]
+        for path, c in [(cmd.name, cmd), *((f"{cmd.name} {sub.name}", sub) for sub in cmd.commands)]:
+            choices = next((p.choices for p in c.positionals if p.choices), None)
+            words = [sub.name for sub in c.commands] + (choices or [])
+            lines += [f'        "{path}")', *_bash_body(c, words=words, indent=12), "            ;;"]
     lines += ["    esac", "}", "complete -o default -F _engram engram", ""]
     return "\n".join(lines)
 
@@ -144,7 +150,7 @@ def zsh(tree: Command) -> str:
         "    typeset -A opt_args",
         "    local -a commands",
         "    commands=(",
-        *[f"        '{_zq(c.name, False)}:{_zq(c.help, False)}'" for c in tree.commands],
+        *[f"        {_zsh_word(c)}" for c in tree.commands],
         "    )",
         "    _arguments -C \\",
         *[f"        {spec} \\" for spec in _zsh_options(tree)],
@@ -156,8 +162,8 @@ def zsh(tree: Command) -> str:
         '            case "$words[1]" in',
     ]
     for cmd in tree.commands:
-        specs = _zsh_options(cmd) + _zsh_positionals(cmd)
-        lines.append(f"                {cmd.name}) _arguments {' '.join(specs)} ;;")
+        lines += _zsh_group(cmd) if cmd.commands else [
+            f"                {cmd.name}) _arguments {' '.join(_zsh_options(cmd) + _zsh_positionals(cmd))} ;;"]
     lines += [
         "            esac",
         "            ;;",
@@ -167,6 +173,31 @@ def zsh(tree: Command) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _zsh_group(cmd: Command) -> list[str]:
+    """A command group's case (`memory`): its options and commands, then each command's own
+    (`_arguments -C` moves the words on past the group's name, as the top level's does)."""
+    pad = " " * 16
+    return [
+        f"{pad}{cmd.name})",
+        f"{pad}    local -a subcommands",
+        f"{pad}    subcommands=({' '.join(_zsh_word(c) for c in cmd.commands)})",
+        f"{pad}    _arguments -C {' '.join(_zsh_options(cmd))} '1:command:->command' '*::argument:->argument' && return",
+        f'{pad}    case "$state" in',
+        f"{pad}        command) _describe -t commands 'engram {cmd.name} command' subcommands ;;",
+        f'{pad}        argument) case "$words[1]" in',
+        *[f"{pad}            {sub.name}) _arguments {' '.join(_zsh_options(sub) + _zsh_positionals(sub))} ;;"
+          for sub in cmd.commands],
+        f"{pad}        esac ;;",
+        f"{pad}    esac",
+        f"{pad}    ;;",
+    ]
+
+
+def _zsh_word(cmd: Command) -> str:
+    """`name:help` as one single-quoted zsh word, for _describe."""
+    return f"'{_zq(cmd.name, False)}:{_zq(cmd.help, False)}'"
 
 
 def _zsh_options(cmd: Command) -> list[str]:
@@ -200,24 +231,60 @@ def _fq(text: str) -> str:
 
 
 def fish(tree: Command) -> str:
+    """Each completion's condition is the command path typed so far (`__engram_at memory list`),
+    found by `__engram_path` skipping options and their values: `engram memory show` is not
+    `engram show`."""
+    groups = [c for c in tree.commands if c.commands]
+    value_opts = sorted({f for c in [tree, *groups] for o in c.options if o.takes_value for f in o.flags})
     lines = [
         "# engram completion for fish: `engram completion fish | source`, or save it as",
         "# ~/.config/fish/completions/engram.fish",
+        "function __engram_path",
+        "    set -l words (commandline -opc)",
+        "    set -l path",
+        "    set -l skip 0",
+        "    for w in $words[2..-1]",
+        "        if test $skip = 1",
+        "            set skip 0",
+        "            continue",
+        "        end",
+        "        switch $w",
+        f"            case {' '.join(_fq(f) for f in value_opts) or _fq('--')}",
+        "                set skip 1",
+        "            case '-*'",
+        "            case '*'",
+        "                set path $path $w",
+        f"                if test (count $path) -ge 2; or not contains -- $path[1] {' '.join(g.name for g in groups)}",
+        "                    break",
+        "                end",
+        "        end",
+        "    end",
+        '    echo "$path"',
+        "end",
+        "function __engram_at",
+        "    set -l path (__engram_path)",
+        '    test "$path" = "$argv"',
+        "end",
         "complete -c engram -f",
     ]
-    top = "__fish_use_subcommand"
-    lines += _fish_options(tree, top)
+    lines += _fish_command(tree, _fq("__engram_at"))
     for cmd in tree.commands:
-        lines.append(f"complete -c engram -n {top} -a {_fq(cmd.name)} -d {_fq(cmd.help)}")
-    for cmd in tree.commands:
-        cond = _fq(f"__fish_seen_subcommand_from {cmd.name}")
-        lines += _fish_options(cmd, cond)
-        for p in cmd.positionals:
-            if p.choices:
-                lines.append(f"complete -c engram -n {cond} -x -a {_fq(' '.join(p.choices))}")
-            else:
-                lines.append(f"complete -c engram -n {cond} -F")
+        lines += _fish_command(cmd, _fq(f"__engram_at {cmd.name}"))
+        for sub in cmd.commands:
+            lines += _fish_command(sub, _fq(f"__engram_at {cmd.name} {sub.name}"))
     return "\n".join(lines) + "\n"
+
+
+def _fish_command(cmd: Command, cond: str) -> list[str]:
+    """A command's options, its commands and its positionals, where `cond` holds."""
+    lines = _fish_options(cmd, cond)
+    lines += [f"complete -c engram -n {cond} -a {_fq(sub.name)} -d {_fq(sub.help)}" for sub in cmd.commands]
+    for p in cmd.positionals:
+        if p.choices:
+            lines.append(f"complete -c engram -n {cond} -x -a {_fq(' '.join(p.choices))}")
+        elif not cmd.commands:
+            lines.append(f"complete -c engram -n {cond} -F")
+    return lines
 
 
 def _fish_options(cmd: Command, cond: str) -> list[str]:
