@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Iterator, Literal, TypeVar
 
 import anyio
+import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
@@ -235,9 +236,26 @@ def _error(exc: EngramError) -> ToolError:
     return ToolError(str(exc))
 
 
+class CompactServer(ArgumentCheckingServer):
+    """Tools' JSON text written compact. The SDK indents the text block it makes of a tool's
+    structured answer, and that text is what most clients hand the model: an explain answer cut
+    to its 4,000-token budget (counted on compact JSON) reached the model as ~5,000."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        result = await super().call_tool(name, arguments, context)
+        for block in getattr(result, "content", None) or []:
+            text = getattr(block, "text", None)
+            if isinstance(text, str) and text[:1] in "{[" and "\n" in text:
+                try:
+                    block.text = orjson.dumps(orjson.loads(text)).decode()
+                except orjson.JSONDecodeError:
+                    pass  # (text that only looks like JSON: as it was)
+        return result
+
+
 def build_mcp(store_provider: StoreProvider, runner: Runner, text_provider: TextProvider | None = None) -> MCPServer:
     """An MCPServer whose tools read (and, for ingest, write) the store `store_provider` gives."""
-    mcp = ArgumentCheckingServer("engram", version=__version__, instructions=INSTRUCTIONS)
+    mcp = CompactServer("engram", version=__version__, instructions=INSTRUCTIONS)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 

@@ -100,6 +100,23 @@ async def test_stdio_sdk_client(spot: Path, agent_span: tuple[str, int, int]) ->
         assert "Implement spotter-gqc" in res.contents[0].text
 
 
+async def test_the_text_an_agent_reads_is_compact_json_within_the_budget(spot: Path,
+                                                                         agent_span: tuple[str, int, int]) -> None:
+    """The text block is what most clients give the model: indented, an explain answer cut to 4,000
+    tokens of compact JSON reached the model half as large again."""
+    rel, a, b = agent_span
+    async with Client(stdio(spot)) as c:
+        for tool, args in [("explain", {"file": rel, "start_line": a, "end_line": b}),
+                           ("explain", {"file": rel, "start_line": a, "end_line": b, "budget": 300}),
+                           ("recall", {"query": "retries"}), ("tapes", {}), ("blame", {"file": rel})]:
+            r = await c.call_tool(tool, args)
+            assert r.is_error is False, r.content
+            text = r.content[0].text
+            assert text == json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False), (tool, text[:200])
+            if tool == "explain" and not r.structured_content["budget"].get("over"):
+                assert len(text.encode()) <= 4 * r.structured_content["budget"]["tokens"], args
+
+
 @pytest.mark.parametrize("args,message", [
     ({"file": "nope.ex", "start_line": 1, "end_line": 2}, "no such file"),
     ({"file": "../../etc/passwd", "start_line": 1, "end_line": 2}, "outside the repository"),
