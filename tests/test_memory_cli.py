@@ -51,6 +51,14 @@ def test_remember_recall_show_and_the_json_shapes(repo: Path) -> None:
     assert "Two to the power" in run_engram(repo, "memory", "show", first["id"]).stdout
 
 
+def test_a_long_note_listed_says_how_many_more_lines_in_the_right_number(repo: Path) -> None:
+    one = js(repo, "remember", "Goal: retries\nDone:\n- net.py\nNext:\n- push")["id"]  # 4 more lines: 3 shown
+    two = js(repo, "remember", "Flaky: the proxy test\na\nb\nc\nd\ne")["id"]
+    listed = run_engram(repo, "memory", "list").stdout
+    assert f"… 1 more line (`engram memory show {one}`)" in listed, listed
+    assert f"… 2 more lines (`engram memory show {two}`)" in listed, listed
+
+
 def test_list_drifted_and_recall_report_the_anchors_state(repo: Path) -> None:
     mid = js(repo, "remember", "retry sleeps two to the power of the attempt", "--at", "net.py:4-10")["id"]
     (repo / "net.py").write_text("# a header line\n\n" + RETRY_PY)  # shifted: still intact

@@ -106,7 +106,7 @@ def _memory_lines(m: Memory, places: list[Place], score: float | None = None, wh
     lines = [f"{head}  {first if whole else _listed(first, m.id)}"]
     lines += [f"    {line if whole else _listed(line, m.id)}" for line in (rest if whole else rest[:3])]
     if len(rest) > 3 and not whole:
-        lines.append(f"    … {len(rest) - 3} more lines (`engram memory show {m.id}`)")
+        lines.append(f"    … {plural(len(rest) - 3, 'more line')} (`engram memory show {m.id}`)")
     meta = [f"source: {_source(m.source)}", f"importance {m.importance:g}"]
     if m.tags:
         meta.insert(0, "tags: " + ", ".join(m.tags))
