@@ -125,10 +125,13 @@ def test_an_entire_checkpoint_branch_is_ingested_and_explain_finds_its_session(t
     run_engram(root, "init", env=env)
     out = run_engram(root, "ingest", env=env).stdout
     assert "Entire checkpoints (entire/checkpoints/v1): 1 session" in out
+    # the repository's sessions are what this ingest reads: no "looked for sessions ... give their files"
+    assert "looked for sessions" not in out and "engram ingest PATH" not in out, out
     sessions = _explain(root, "app/net.py:5-12", env)
     assert sessions and sessions[0]["session_id"] == SESSION and sessions[0]["harness"] == "claude-code"
     before = _store_files(root)
-    run_engram(root, "ingest", env=env)  # the cache says nothing changed
+    out = run_engram(root, "ingest", env=env).stdout  # the cache says nothing changed
+    assert "looked for sessions" not in out, out
     (root / ".engram" / "run" / "interop.json").unlink()
     again = run_engram(root, "ingest", "--json", env=env).stdout
     assert _store_files(root) == before  # read again from scratch: the session is held, nothing new
@@ -237,6 +240,8 @@ def test_a_git_ai_note_becomes_evidence_of_the_session_that_wrote_the_lines(tmp_
     run_engram(root, "init", env=env)
     out = run_engram(root, "ingest", env=env).stdout
     assert "git-ai notes (refs/notes/ai): 1 note, 1 session' lines" in out
+    assert "looked for sessions" not in out, out
+    assert "looked for sessions" not in run_engram(root, "ingest", env=env).stdout  # unchanged notes
     sessions = _explain(root, "src/lib.py:3-10", env)
     assert sessions[0]["session_id"] == "conv_abc123" and sessions[0]["harness"] == "git-ai"
     assert sessions[0]["model"] == "claude-sonnet-4-5-20250514"

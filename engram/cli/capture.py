@@ -95,7 +95,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         kept = ingest_repository_sources(store, stats, lambda: _indexer(store))
         verbose = bool(args.verbose or args.command_verbose)
         _report({**stats.as_dict(), "discovery": report.as_dict(), "repository": kept.as_dict()},
-                stats.summary() + "".join(f"\n{line}" for line in kept.lines()) + _where_looked(report, verbose),
+                stats.summary() + "".join(f"\n{line}" for line in kept.lines())
+                + _where_looked(report, verbose, kept.found),
                 args.json)
     from engram.memory import has_log
 
@@ -112,13 +113,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where_looked(report, verbose: bool) -> str:  # noqa: ANN001
+def _where_looked(report, verbose: bool, in_repository: bool = False) -> str:  # noqa: ANN001
     """Where discovery looked and why sessions there did not match: said when it found none
-    (`0 sessions` alone left a user guessing) and with --verbose."""
-    if report.found and not verbose:
+    (`0 sessions` alone left a user guessing) and with --verbose; not when the repository's own
+    sessions (an Entire branch, git-ai notes: `in_repository`) are what this ingest reads."""
+    found = report.found or in_repository
+    if found and not verbose:
         return ""
     lines = report.lines(every=verbose)
-    if not report.found:
+    if not found:
         lines.append("to capture sessions kept elsewhere, give their files or directories: `engram ingest PATH...` "
                      "(or --claude DIR / --codex DIR)")
     return "".join(f"\n  {line}" for line in lines)

@@ -43,6 +43,12 @@ class SourcesReport:
     notes: gitai.NotesReport | None = None
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def found(self) -> bool:
+        """Whether the repository holds sessions itself (an Entire branch with one, git-ai notes):
+        no session in the harnesses' homes is then no sign that anything is missing."""
+        return self.entire_found > 0 or (self.notes is not None and (self.notes.unchanged or self.notes.sessions > 0))
+
     def as_dict(self) -> dict[str, Any]:
         return {"entire": {"ref": self.entire_ref, "sessions": self.entire_found, "captured": self.entire_captured,
                            "already_held": self.entire_held, "missing": self.entire_missing},
