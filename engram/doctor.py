@@ -67,11 +67,28 @@ def run_checks(start: Path) -> Iterator[Check]:
         store.config  # noqa: B018 - reading it is the check
     except EngramError as exc:
         yield Check("config", FAIL, str(exc), f"fix or remove {store.config_path}")
+    else:
+        yield from config_checks(store)
     yield from index_checks(store)
     yield from session_checks(store)
     yield from agent_checks(store.root)
     yield server_check(store)
     yield embedding_check()
+
+
+def config_checks(store: Store) -> Iterator[Check]:
+    """Settings in config.toml that engram does not know (a misspelt name changes nothing)."""
+    if not store.config_path.is_file():
+        return
+    import tomllib  # noqa: PLC0415
+
+    from engram.store.config import unknown_settings  # noqa: PLC0415
+
+    with store.config_path.open("rb") as f:
+        unknown = unknown_settings(tomllib.load(f))
+    if unknown:
+        yield Check("config", WARN, f"{store.config_path}: not engram settings, ignored: " + ", ".join(unknown),
+                    "rename or remove them (README.md, Configuration)")
 
 
 # ---------------------------------------------------------------- the store and its index

@@ -526,6 +526,26 @@ def test_bad_settings_name_the_key(spot_repo: tuple[Path, dict[str, str]], toml:
         config.unlink()
 
 
+def test_a_misspelt_setting_is_named_with_the_nearest_known_one(spot_repo: tuple[Path, dict[str, str]]) -> None:
+    """`[explian]` or `budgt` changed nothing and said nothing: the user believed the setting applied."""
+    root, _ = spot_repo
+    config = root / ".engram" / "config.toml"
+    config.write_text("[explian]\nbudget = 3\n[explain]\nbudgt = 5\nwindow = { before = 1, aftr = 2 }\n")
+    try:
+        proc = run_engram(root, "explain", "assets/js/app.js:1-9", "--brief")  # still answers: a warning only
+        assert json.loads(proc.stdout)["version"] == 1
+        for name, near in [("explian", "explain"), ("explain.budgt", "explain.budget"),
+                           ("explain.window.aftr", "explain.window.after")]:
+            assert f"`{name}` (did you mean `{near}`?) is not an engram setting; ignored" in proc.stderr, proc.stderr
+        checks = json.loads(run_engram(root, "doctor", "--json", check=False).stdout)["checks"]
+        warned = [c for c in checks if c["area"] == "config"]
+        assert len(warned) == 1 and warned[0]["status"] == "warn" and "`explain.budgt`" in warned[0]["detail"]
+        config.write_text("[explain]\nbudget = 5000\n")
+        assert "not an engram setting" not in run_engram(root, "explain", "assets/js/app.js:1-9", "--brief").stderr
+    finally:
+        config.unlink()
+
+
 def test_tapes_of_an_unknown_harness_say_so(spot_repo: tuple[Path, dict[str, str]]) -> None:
     root, _ = spot_repo
     proc = run_engram(root, "tapes", "--harness", "nope")

@@ -92,14 +92,34 @@ def load_config(path: Path) -> dict[str, Any]:
 
         try:
             with path.open("rb") as f:
-                _merge(cfg, tomllib.load(f))
+                raw = tomllib.load(f)
+            _merge(cfg, copy.deepcopy(raw))
         except tomllib.TOMLDecodeError as exc:
             raise BadInput(f"{path}: not valid TOML ({exc}); fix or remove the file") from exc
         except UnicodeDecodeError as exc:
             raise BadInput(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); "
                            "fix or remove the file") from exc
         _check(cfg, DEFAULTS, path)
+        for name in unknown_settings(raw):
+            log.warning("%s: %s is not an engram setting; ignored", path, name)
     return cfg
+
+
+def unknown_settings(raw: dict[str, Any], defaults: dict[str, Any] = DEFAULTS, prefix: str = "") -> list[str]:
+    """The settings (and tables) of a config file's `raw` tables that engram has no default for,
+    each with the known one nearest its name: a misspelt `[explian]` or `budgt` changed nothing,
+    without a word. Named, not refused: a newer engram's setting must not stop an older one."""
+    import difflib  # noqa: PLC0415
+
+    out = []
+    for key, value in raw.items():
+        name = prefix + key
+        if key not in defaults:
+            near = difflib.get_close_matches(key, [k for k in defaults], n=1, cutoff=0.6)
+            out.append(f"`{name}`" + (f" (did you mean `{prefix}{near[0]}`?)" if near else ""))
+        elif isinstance(value, dict) and isinstance(defaults[key], dict):
+            out += unknown_settings(value, defaults[key], name + ".")
+    return out
 
 
 #: The largest whole number a setting, an option or a request's budget takes: past 64 bits one
