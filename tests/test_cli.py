@@ -113,6 +113,13 @@ def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_p
         "options: put it before")
     out = engram(tmp_path, "--bogus", "tapes")  # before the command: engram's own
     assert out.returncode == 2 and out.stderr.splitlines()[-1] == "engram: error: unrecognized arguments: --bogus"
+    # engram's own options after the command: where they go (they got no hint at all)
+    for args, word in [(["tapes", "--no-color"], "--no-color"), (["explain", "a.py:1-2", "-v"], "-v"),
+                       (["memory", "list", "--verbose"], "--verbose")]:
+        out = engram(tmp_path, *args)
+        assert out.returncode == 2 and out.stderr.splitlines()[-1].endswith(
+            f"unrecognized arguments: {word}; {word} is an option of engram itself: put it before the command "
+            f"(engram {word} {args[0]} ...)"), out.stderr
 
 
 def test_a_repository_option_naming_no_directory_says_so(tmp_path: Path) -> None:

@@ -156,8 +156,12 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
             break
         inner = subs[0].choices[chosen]
     options = [o for a in inner._actions for o in a.option_strings if o.startswith("--")]
+    own = {o for a in parser._actions for o in a.option_strings}  # engram's own: -v, -C DIR, --no-color
     hint = ""
     for word in extra:
+        if inner is not parser and word.split("=", 1)[0] in own:
+            hint = f"; {word} is an option of engram itself: put it before the command (engram {word} {command} ...)"
+            break
         near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.75) if word.startswith("-") else []
         if near and near[0] == word.split("=", 1)[0] and "--" in argv[:argv.index(word) if word in argv else 0]:
             hint = f"; {word} came after `--`, which ends the options: put it before"
