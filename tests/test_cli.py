@@ -393,16 +393,12 @@ GROUP_COMPLETIONS = [("engram memory li", {"list", "link"}), ("engram memory lis
                      ("engram task reo", {"reopen"})]
 
 
-def test_fish_completes_a_command_groups_commands_and_their_options(tmp_path: Path) -> None:
-    if shutil.which("fish") is None:
-        pytest.skip("fish is not installed")
-    path = tmp_path / "engram.fish"
-    path.write_text(engram(tmp_path, "completion", "fish").stdout)
-    for line, want in GROUP_COMPLETIONS:
-        out = subprocess.run(["fish", "--no-config", "-c", f"source {path}; complete -C {line!r}"],
-                             capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        assert {row.split("\t")[0] for row in out.stdout.splitlines()} == want, (line, out.stdout, out.stderr)
+def fish_completions(script: Path, line: str) -> set[str]:
+    """What fish offers at the end of `line` (`complete -C`), the script sourced."""
+    out = subprocess.run(["fish", "--no-config", "-c", f"source {script}; complete -C {line!r}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return {row.split("\t")[0] for row in out.stdout.splitlines()}
 
 
 def zsh_completions(script: Path, line: str) -> set[str]:
@@ -439,13 +435,15 @@ def zsh_completions(script: Path, line: str) -> set[str]:
     return {word for hits in re.findall(r"<<([^<>]*)>>", seen) for word in hits.split()}
 
 
-def test_zsh_completes_a_command_groups_commands_and_their_options(tmp_path: Path) -> None:
-    if shutil.which("zsh") is None:
-        pytest.skip("zsh is not installed")
-    path = tmp_path / "_engram"
-    path.write_text(engram(tmp_path, "completion", "zsh").stdout)
+@pytest.mark.parametrize("shell", ["fish", "zsh"])
+def test_a_command_groups_commands_and_their_options_complete(tmp_path: Path, shell: str) -> None:
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    path = tmp_path / f"engram.{shell}"
+    path.write_text(engram(tmp_path, "completion", shell).stdout)
+    complete = fish_completions if shell == "fish" else zsh_completions
     for line, want in GROUP_COMPLETIONS:
-        assert zsh_completions(path, line) == want, line
+        assert complete(path, line) == want, line
 
 
 # ---------------------------------------------------------------- doctor
