@@ -23,6 +23,7 @@ from conftest import (
     git,
     run_engram,
     session_cwd,
+    unpack,
 )
 
 from engram.continuity.package import file_entries
@@ -138,8 +139,18 @@ def test_pretty_text_and_first_prompts(spot: Path) -> None:
     assert not re.search(r"\b1 (edits|reads|tool errors|files|commands|side effects|plan items)\b", text + small)
     for harness, name in (("codex", "Codex"), ("claude", "Claude Code")):
         prompt = run_engram(spot, "resume", "--for", harness).stdout
-        assert prompt.startswith("You are continuing work that a claude-code session") and f"you are in {name}" in prompt
+        assert prompt.startswith(f"You are continuing work that session {SPOTTER_OTHER} (claude-code) left unfinished")
+        assert f"you are in {name}" in prompt
         assert f"--for {harness}" in prompt
+
+
+def test_the_first_prompt_names_a_session_of_any_harness_in_good_english(repo: Path, tmp_path: Path) -> None:
+    """It said "work that a opencode session" (a harness whose name starts with a vowel)."""
+    unpack(Path(__file__).parent / "fixtures" / "opencode", tmp_path / "oc")
+    run_engram(repo, "ingest", str(tmp_path / "oc" / "ses_27a3283eeffe2okXvUQaxKJ0Nw.json"))
+    prompt = run_engram(repo, "resume", "--for", "claude").stdout
+    assert prompt.startswith("You are continuing work that session ses_27a3283eeffe2okXvUQaxKJ0Nw (opencode) "
+                             "left unfinished; you are in Claude Code."), prompt[:200]
 
 
 def test_unknown_session_is_a_clear_error(spot: Path) -> None:

@@ -187,7 +187,7 @@ def first_prompt(doc: dict[str, Any], harness: str) -> str:
     new agent is asked to do, then the facts, neutral as to which harness recorded them."""
     s = doc["session"]
     intro = [
-        (f"You are continuing work that a {s['harness']} session ({s['session_id']}) left unfinished; you are in "
+        (f"You are continuing work that session {s['session_id']} ({s['harness']}) left unfinished; you are in "
          f"{_FOR.get(harness, harness)}. Below is what its transcript records (derived by `engram resume`, no "
          "summary by a model): the person's requests, the agent's last message, its plan, the checks still failing, "
          "side effects already done (do NOT run them again), and the files it worked on with their state now."),
