@@ -318,6 +318,17 @@ def test_every_option_has_help_text(repo: Path) -> None:
     walk(build_parser())
 
 
+def test_a_budget_too_small_for_one_whole_line_marks_the_line_it_cuts(repo: Path) -> None:
+    """Under a budget smaller than the first line, the text shows that line's head: it was cut
+    mid-word with no mark, read as the note's whole first line."""
+    run_engram(repo, "remember", "Review tokens are one-time and expire after 120 seconds; the hook never reuses one, "
+               "and the store forgets them when the review closes")
+    text = run_engram(repo, "memory", "list", "--budget", "40").stdout
+    first, last = text.splitlines()
+    assert first.endswith("…") and "when the review closes" not in first, text
+    assert len(first.encode()) <= 40 * 4 and last.startswith("… ") and "--budget 0 (all)" in last
+
+
 def test_recall_and_list_keep_to_a_budget_in_text_and_json(repo: Path) -> None:
     """Recall and the list answer within 2,000 tokens by default, for people as for programs: an
     agent may read either, and a store of long notes would otherwise pour all of them out. The

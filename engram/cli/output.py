@@ -95,8 +95,8 @@ def _head_lines(lines: list[str], room: int) -> tuple[list[str], list[str]]:
     for i, line in enumerate(lines):
         used += len(line.encode()) + 1
         if used > room:
-            if i == 0:  # one huge line: its head, cut on a character
-                return [line.encode()[:max(room, 0)].decode(errors="ignore")], lines
+            if i == 0:  # one huge line: its head, cut on a character and marked cut
+                return [line.encode()[:max(room - 3, 0)].decode(errors="ignore") + "…"], lines
             return lines[:i], lines[i:]
     return lines, []
 
