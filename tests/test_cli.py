@@ -96,6 +96,15 @@ def test_a_mistyped_command_gets_the_nearest_ones(tmp_path: Path) -> None:
     assert "did you mean setup?" in engram(tmp_path, "-C", str(tmp_path), "stup").stderr
 
 
+def test_a_command_group_without_its_command_lists_them(tmp_path: Path) -> None:
+    """`engram memory` alone said only "the following arguments are required: SUBCOMMAND"."""
+    out = engram(tmp_path, "memory")
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == (
+        "engram memory: error: which command? one of list, show, edit, link, graph, reanchor, import, export, "
+        "consolidate, embed (`engram memory COMMAND --help` for one)")
+    assert "which command? one of new, list, show, reopen, join, close, checkpoints" in engram(tmp_path, "task").stderr
+
+
 def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_path: Path) -> None:
     """An option a command does not have is told with that command's usage and the nearest option
     it has (it showed `engram`'s own usage: `memory edit --tags` named no option of edit's)."""

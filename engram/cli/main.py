@@ -122,6 +122,9 @@ class _Parser(argparse.ArgumentParser):
             dashed = [w for w in getattr(self, "_given", []) if w.startswith("-") and _names_a_file(w, None)]
             if dashed:
                 message += _DASHED.format(dashed[0])
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction) and a.required]
+        if subs and message == f"the following arguments are required: {subs[0].metavar or subs[0].dest}":
+            message = f"which command? one of {', '.join(subs[0].choices)} (`{self.prog} COMMAND --help` for one)"
         super().error(message)
 
 
