@@ -329,6 +329,19 @@ def test_a_budget_too_small_for_one_whole_line_marks_the_line_it_cuts(repo: Path
     assert len(first.encode()) <= 40 * 4 and last.startswith("… ") and "--budget 0 (all)" in last
 
 
+def test_recall_at_a_path_named_from_a_folder_of_the_repository(repo: Path) -> None:
+    """`recall --at deep.py` in src/ found nothing: the path was made repository-relative, then
+    read from src/ again (src/src/deep.py); `memory list --at` and `remember --at` were right."""
+    (repo / "src").mkdir()
+    (repo / "src" / "deep.py").write_text("def deep():\n    return 42\n")
+    mid = js(repo / "src", "remember", "deep returns the answer", "--at", "deep.py:1-2")["id"]
+    js(repo, "remember", "Retries back off exponentially", "--at", "net.py:4-10")
+    for at in ("deep.py", "deep.py:1-2"):
+        doc = js(repo / "src", "recall", "--at", at)
+        assert doc["at"] == "src/" + at and [m["id"] for m in doc["memories"]] == [mid], doc
+    assert js(repo / "src", "recall", "the answer", "--at", "deep.py")["memories"][0]["id"] == mid
+
+
 def test_recall_and_list_keep_to_a_budget_in_text_and_json(repo: Path) -> None:
     """Recall and the list answer within 2,000 tokens by default, for people as for programs: an
     agent may read either, and a store of long notes would otherwise pour all of them out. The

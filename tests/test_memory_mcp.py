@@ -258,6 +258,15 @@ async def test_recall_from_a_terminal_is_answered_by_the_running_language_server
     got, want = json.loads(handed.stdout), json.loads(local.stdout)
     assert got["memories"][0]["id"] == want["memories"][0]["id"] == mid
     assert got["memories"][0]["anchors"] == want["memories"][0]["anchors"]
+    # from a folder of the repository, --at is that folder's path, handed or not (it became src/src/deep.py)
+    (repo / "src").mkdir()
+    (repo / "src" / "deep.py").write_text("def deep():\n    return 42\n")
+    deep = json.loads(run_engram(repo, "remember", "deep returns the answer", "--at", "src/deep.py:1-2",
+                                 "--json").stdout)["id"]
+    for local in ("", "1"):
+        doc = json.loads((await asyncio.to_thread(run_engram, repo / "src", "recall", "--at", "deep.py", "--json",
+                                                  env={"ENGRAM_LOCAL": local})).stdout)
+        assert doc["at"] == "src/deep.py" and [m["id"] for m in doc["memories"]][:1] == [deep], (local, doc)
     bad = await asyncio.to_thread(run_engram, repo, "recall", "x", "--kind", "fact", "--tag", " ", check=False,
                                   env={"ENGRAM_LOCAL": ""})
     assert bad.returncode == 1 and "a tag is a non-empty word" in bad.stderr

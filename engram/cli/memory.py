@@ -218,8 +218,9 @@ def _again(args: argparse.Namespace, command: str) -> str:
 
 
 def _at_for_server(args: argparse.Namespace) -> str | None:
-    """`--at` with its file made repository-relative here: a server started elsewhere has
-    another working directory."""
+    """`--at` with its file made absolute here: whoever answers (a server started elsewhere, or
+    this process) reads it the same. Repository-relative, it was resolved again from a working
+    directory inside the repository: `recall --at app.py` in src/ looked for src/src/app.py."""
     if args.at is None:
         return None
     from engram.fsutil import repo_relative
@@ -229,7 +230,8 @@ def _at_for_server(args: argparse.Namespace) -> str | None:
     path, start, end = parse_at(args.at)
     rel = repo_relative(store.root, path)
     _say_if_missing(store.root, rel, bool((getattr(args, "query", "") or "").strip()))
-    return rel if start is None else f"{rel}:{start}-{end}"
+    whole = os.path.join(store.root, rel)
+    return whole if start is None else f"{whole}:{start}-{end}"
 
 
 def _say_if_missing(root: Path, rel: str, query: bool = False) -> None:

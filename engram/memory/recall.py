@@ -132,7 +132,7 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
         mem.recalled([a["id"] for a in answers])
     doc: dict[str, Any] = {"query": query, "dense": dense, "memories": answers}
     if at is not None:
-        doc["at"] = at
+        doc["at"] = str(mem.at(at))  # (repository-relative, however it was given)
     return doc
 
 
