@@ -172,7 +172,7 @@ def test_the_session_start_hook_with_real_payloads_and_garbage(spot: Path, spott
     out = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(payload).encode()).stdout)
     context = out["hookSpecificOutput"]["additionalContext"]
     assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
-    assert f"a claude-code session ({SPOTTER_OTHER})" in context and "you are in Claude Code" in context
+    assert f"session {SPOTTER_OTHER} (claude-code) left unfinished" in context and "you are in Claude Code" in context
     assert "## Must not redo" in context and "git push --set-upstream origin spotter-dov" in context
     cleared = json.loads(run_engram(spot, "resume", "--hook", input=json.dumps(
         {**payload, "source": "clear", "session_id": "new-session"}).encode()).stdout)
