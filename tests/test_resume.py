@@ -394,6 +394,24 @@ def test_a_handoff_says_which_named_spans_it_could_not_anchor(tmp_path: Path) ->
     assert doc["anchored"] == ["Makefile:1-2"] and [u["span"] for u in doc["unanchored"]] == ["/etc/passwd:1-2"]
 
 
+def test_a_handoff_written_in_a_folder_names_its_spans_from_the_root(tmp_path: Path) -> None:
+    """Typed in src/, `retry.py:1-2` anchored the note right but its text kept the folder's path:
+    resume, read at the root, named a file that is not there."""
+    root = _repo(tmp_path)
+    s = Session(root, "eeeeeeee-5555-4555-8555-000000000007")
+    s.prompt("Add retries to the fetcher")
+    s.write("src/retry.py", "def retry(fn):\n    return fn()\n")
+    (root / "src").mkdir()
+    (root / "src" / "retry.py").write_text("def retry(fn):\n    return fn()\n")
+    run_engram(root, "ingest", str(s.save(tmp_path / "sessions")))
+    doc = json.loads(run_engram(root / "src", "handoff", "--json", "--goal", "retries", "--must-preserve", "retry.py:1-2",
+                                "--next", "check nosuch.py:1-2").stdout)
+    assert doc["anchored"] == ["src/retry.py:1-2"] and doc["note"]["must_preserve"] == ["src/retry.py:1-2"]
+    assert doc["note"]["next"] == ["check nosuch.py:1-2"]  # (anchored nowhere: kept as typed)
+    assert resume(root)["handoff"]["note"]["must_preserve"] == ["src/retry.py:1-2"]
+    assert "Must preserve:\n- src/retry.py:1-2\n" in run_engram(root, "resume").stdout
+
+
 # ------------------------------------------------------------------ a chain of sessions
 
 

@@ -142,12 +142,15 @@ def write_handoff(mem: Memories, chain: Chain, last_at: str | None, note: dict[s
     session's last event, anchored to the spans it names that still exist."""
     anchors: list[str] = []
     unanchored: list[dict[str, str]] = []
+    rooted: dict[str, str] = {}
     for span in spans_named(note):
         try:
             mem.check_anchor(span)
             anchors.append(span)
+            rooted[span] = str(mem.at(span))
         except BadInput as exc:  # a file gone, lines past its end, outside the repository: the text still names it
             unanchored.append({"span": span, "why": str(exc).split(";")[0]})
+    note = _rooted(note, rooted)
     evidence = [last_at] if last_at else []
     try:
         done = mem.remember(note_text(note), kind="handoff", tags=[TAG, session_tag(chain.session_id)],
@@ -157,8 +160,21 @@ def write_handoff(mem: Memories, chain: Chain, last_at: str | None, note: dict[s
             raise
         done = mem.remember(note_text(note), kind="handoff", tags=[TAG, session_tag(chain.session_id)],
                             evidence=evidence, source=source, dedup=False)
-    return {"id": done.id, "session_id": chain.session_id, "note": note, "anchored": anchors,
+    return {"id": done.id, "session_id": chain.session_id, "note": note, "anchored": [rooted[a] for a in anchors],
             "unanchored": unanchored}
+
+
+def _rooted(note: dict[str, Any], rooted: dict[str, str]) -> dict[str, Any]:
+    """The note with each span it anchors written from the repository's root (`rooted`: as typed →
+    repository-relative): typed in src/, `app.py:3-9` named no file to whoever reads the note
+    from the root (resume, a teammate, the next agent)."""
+    if all(typed == root for typed, root in rooted.items()):
+        return note
+
+    def root(m: re.Match[str]) -> str:
+        return rooted.get(f"{m.group(1)}:{m.group(2)}-{m.group(3)}", m.group(0))
+
+    return {**note, **{key: [_SPAN_RE.sub(root, item) for item in note.get(key) or []] for key in LISTS}}
 
 
 def latest_handoff(mem: Memories, chain: Chain) -> dict[str, Any] | None:
