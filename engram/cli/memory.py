@@ -401,12 +401,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     with _memories(args) as mem:
         report = import_file(mem, args.file, fmt=args.format, dedup=not args.no_dedup)
+    for warning in report.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         _out(report)
     else:
         print(f"imported {plural(report['imported'], 'memory', 'memories')} from {args.file} ({report['format']})"
               + (f"; {report['skipped']} already present" if report["skipped"] else "")
-              + (f"; {report['merged']} merged into near-duplicates" if report.get("merged") else ""))
+              + (f"; {report['merged']} merged into near-duplicates" if report.get("merged") else "")
+              + (f"; {plural(report['links'], 'link')} restored" if report.get("links") else ""))
     return 0
 
 
