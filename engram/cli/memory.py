@@ -186,7 +186,11 @@ def _show_recall(doc: dict[str, Any], args: argparse.Namespace) -> None:
         _out(doc, compact=True)
         return
     if not doc["memories"]:
-        print("no memory matches", file=sys.stderr)
+        print(f"no memory matches {doc['query']!r}" if doc.get("query") else "no memory matches", file=sys.stderr)
+        if weak := doc.get("weak"):
+            print(f"nearest by meaning, weak (cosine below {weak['below']}):", file=sys.stderr)
+            for m in weak["memories"]:
+                print(f"  {m['id']}  {m['kind']}  {m['cosine']:.2f}  {m['summary']}", file=sys.stderr)
     else:
         print_within("\n".join(_recall_lines(doc, args.debug)), _budget(args), _again(args, "recall") + " --budget 0 (all)")
     if doc["dense"] != "used":
