@@ -1,7 +1,7 @@
 """Memory recall on LoCoMo: does `engram recall` find the memory that answers a question?
 
     python bench/locomo.py PATH/locomo10-dev.json [--tune 0,1,2] [--context] [--speed] [--engine script]
-        [--models l3,e5 [--mix 0.5]] [--convs 0,1,2]
+        [--models l3,e5,mpnet [--mix 0.5] [--dense 0.5]] [--convs 0,1,2]
 
 Each conversation of the file is a memory store of its own: every turn is one memory,
 "Speaker: text" (plus " [shares an image: caption]" when the turn shares one), created at its
@@ -25,9 +25,10 @@ Methods, all in the same run on the same memories:
   by its cosine (`ScriptStore.union`); the same without that, as before, is a row;
 - `--context`: labelled apart, not shipped: the dense channel also over context + content (the
   mean of the two cosines: a second vector per memory).
-- `--models l3,e5`: labelled apart, not shipped: other embedding models that ship in a wheel
+- `--models l3,e5,mpnet`: labelled apart, not shipped: other embedding models found in wheels
   (bench/locomo_models.py): each alone, in the recipe in MiniLM's place, and beside MiniLM (the
-  per-query z-scores of the two models' cosines, the other weighted `--mix`), with their CPU cost.
+  per-query z-scores of the two models' cosines, the other weighted `--mix`), at each dense weight
+  of `--dense`; with `--speed`, their embedding cost.
 - `--engine engram`: the recipe through engram's own store (memories imported, `recall` called),
   beside the in-script recipe, to check that both give the same figures.
 
