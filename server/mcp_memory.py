@@ -79,6 +79,9 @@ class RecallResult(BaseModel):
     budget: dict[str, int] | None = Field(default=None, description="{tokens, used}: the budget and what the answer took")
     left_out: dict[str, Any] | None = Field(default=None, description="{count, ids, next}: the notes that did not fit "
                                                                       "and how to get them")
+    weak: dict[str, Any] | None = Field(default=None, description="when no memory matches: {below, note, memories: "
+                                                                  "[{id, kind, summary, cosine}]}, the nearest by "
+                                                                  "meaning, too far to be an answer")
 
 
 class RememberResult(BaseModel):
@@ -294,7 +297,7 @@ def register_memory_tools(mcp: MCPServer, store_provider: Callable[[], Store], r
         doc = fit_recall(doc, budget)
         return RecallResult(query=doc["query"], dense=doc["dense"], at=doc.get("at"),
                             memories=[_out(m) for m in doc["memories"]], budget=doc.get("budget"),
-                            left_out=doc.get("left_out"))
+                            left_out=doc.get("left_out"), weak=doc.get("weak"))
 
     @mcp.tool(title="Forget a memory", annotations=ToolAnnotations(
         read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False))

@@ -4,6 +4,8 @@ redacted the same way, as one process writes."""
 from __future__ import annotations
 
 import errno
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +139,42 @@ def test_workers_are_forked_only_by_a_process_without_other_threads() -> None:
     got = {how: subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, check=True,
                                timeout=120).stdout.strip() for how in ("alone", "thread")}
     assert got == {"alone": "fork", "thread": "forkserver"}
+
+
+# Run in a fresh process (one thread: forked workers inherit the patch). The worker that gets
+# session s3 dies by SIGKILL, as the OOM killer ends one: a real kill, of a real worker.
+KILL_ONE_WORKER = """import os, signal, sys
+import engram.capture.pipeline as pipeline
+from engram.cli.main import main
+parent, real = os.getpid(), pipeline.capture_write
+def capture_write(db, store, job, **kw):
+    if os.getpid() != parent and any(src.path.name == "s3.jsonl" for src in job.sources):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(db, store, job, **kw)
+pipeline.capture_write = capture_write
+sys.exit(main(["ingest", *sys.argv[1:]]))
+"""
+
+
+def test_an_ingest_whose_worker_was_killed_exits_1_and_a_rerun_captures_the_rest(tmp_path: Path) -> None:
+    """A hook or script that runs `engram ingest` learns from the exit status that sessions were
+    left (exit 0 with a warning on stderr read as done), and the next run captures them."""
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for i in range(6):
+        write_session(sessions / f"s{i}.jsonl", root, f"s{i}", f"session {i} says hello")
+    env = {**os.environ, "ENGRAM_WORKERS": "2", "ENGRAM_LOCAL": "1"}
+    proc = subprocess.run([sys.executable, "-c", KILL_ONE_WORKER, str(sessions), "--json"], cwd=root,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "ingest incomplete" in proc.stderr and "run `engram ingest` again" in proc.stderr
+    first = json.loads(proc.stdout)
+    assert first["failed"] >= 1 and first["tapes"] + first["failed"] == 6
+    again = run_engram(root, "ingest", str(sessions), "--json", env={"ENGRAM_LOCAL": "1"})
+    second = json.loads(again.stdout)
+    assert second["failed"] == 0 and first["tapes"] + second["tapes"] == 6
+    assert len(list((root / ".engram" / "tapes").iterdir())) == 6

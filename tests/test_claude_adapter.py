@@ -6,7 +6,7 @@ import json
 import re
 import shutil
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import zstandard
@@ -16,6 +16,9 @@ from engram.index.catalog import resolve_tapes, tape_file
 from engram.index.db import open_db
 from engram.store.repo import Store
 from engram.tape.reader import TapeReader
+
+if TYPE_CHECKING:
+    from claude_shapes import Session
 
 EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
 

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from pytest_lsp import LanguageClient
 
 from conftest import run_engram

@@ -154,3 +154,22 @@ def test_a_body_that_is_not_json_is_answered_with_a_parse_error(repo: Path) -> N
         assert answer(out, 5).get("error") is None, "the server stayed up and answers"
     finally:
         closed(proc)
+
+
+def test_json_that_is_not_a_message_is_answered_with_invalid_request(repo: Path) -> None:
+    """A body that is JSON but no JSON-RPC message (a number, an array, an object without
+    "jsonrpc") got no response (pygls failed on it and logged it), so a client waited on it
+    forever; JSON-RPC 2.0 answers it with Invalid Request (-32600), id null, and the server answers
+    the next request."""
+    proc, out, _ = opened(repo)
+    try:
+        for body in (b"3", b"[1,2]", b'{"foo": 1}', b'"hover"', b"null"):
+            proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            proc.stdin.flush()
+            got = next_response(out)
+            assert got["error"]["code"] == -32600 and "id" in got and got["id"] is None, (body, got)
+        proc.stdin.write(frame({"jsonrpc": "2.0", "id": 5, "method": "shutdown"}))
+        proc.stdin.flush()
+        assert answer(out, 5).get("error") is None, "the server stayed up and answers"
+    finally:
+        closed(proc)

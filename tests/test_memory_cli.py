@@ -412,3 +412,64 @@ def test_recall_at_a_file_not_in_the_tree_says_so(repo: Path) -> None:
     worded = run_engram(repo, "recall", "retries", "--at", "nett.py")  # (the place only ranks: the words find it)
     assert "Retries back off" in worded.stdout and "only notes anchored there" not in worded.stderr
     assert "(nett.py is not in the working tree: notes the words find are listed wherever they are)" in worded.stderr
+
+
+def _links(repo: Path, mid: str) -> list[tuple[str, str, str, bool, str | None]]:
+    shown = js(repo, "memory", "show", mid)["links"]
+    return sorted((x["direction"], x["id"], x["relation"], x["candidate"], x["why"]) for x in shown)
+
+
+def test_export_carries_the_links_and_import_restores_them_under_the_new_ids(repo: Path, tmp_path: Path) -> None:
+    """`memory export` dropped the links between memories (relates_to, supersedes, derived_from,
+    contradicts), so an export imported into another store lost them. Each line now names its
+    links by the exported ids; import maps those to the ids the memories have in the store it
+    imports into (a memory already there with the same content keeps its own id) and restores them."""
+    def remember(text: str) -> str:
+        return js(repo, "remember", text)["id"]
+
+    a = remember("Retries back off exponentially, two to the power of the attempt")
+    b = remember("The retry cap is five attempts, then the error is raised")
+    c = remember("Jitter is added to each retry delay so clients do not retry in step")
+    d = remember("Uploads are never retried: the server is not idempotent for them")
+    e = remember("Retries used a fixed delay of one second")
+    for src, dst, relation in ((a, b, "relates_to"), (c, a, "derived_from"), (d, a, "contradicts"),
+                               (a, e, "supersedes")):
+        run_engram(repo, "memory", "link", src, dst, "--relation", relation, "--why", f"{relation} test")
+    before = {m: _links(repo, m) for m in (a, b, c, d, e)}
+    out = tmp_path / "out.jsonl"
+    run_engram(repo, "memory", "export", "--all", "-o", str(out))
+    lines = {x["id"]: x for x in map(json.loads, out.read_text().splitlines())}
+    assert lines[a]["links"] == [{"relation": "relates_to", "to": b, "why": "relates_to test"},
+                                 {"relation": "supersedes", "to": e, "why": "supersedes test"}]
+
+    other = tmp_path / "other"
+    shutil.copytree(repo, other, ignore=shutil.ignore_patterns(".engram"))
+    run_engram(other, "init")
+    b2 = js(other, "remember", "The retry cap is five attempts, then the error is raised")["id"]
+    assert b2 != b
+    report = js(other, "memory", "import", str(out))
+    assert (report["imported"], report["skipped"], report["links"]) == (4, 1, 4), report
+    renamed = {b: b2}
+    for m in (a, c, d, e):
+        assert _links(other, m) == sorted((w, renamed.get(i, i), *rest) for w, i, *rest in before[m]), m
+    assert js(other, "memory", "show", e)["status"] == "superseded"
+    again = js(other, "memory", "import", str(out))
+    assert (again["imported"], again["links"]) == (0, 0), "importing twice adds nothing"
+    assert _links(other, a) == sorted((w, renamed.get(i, i), *rest) for w, i, *rest in before[a])
+
+
+def test_import_warns_of_a_link_to_a_memory_it_does_not_have(repo: Path, tmp_path: Path) -> None:
+    """A link naming a memory that is neither in the file nor in the store is left out with a
+    warning naming both; the memories are imported. A malformed link imports nothing."""
+    f = tmp_path / "in.jsonl"
+    f.write_text(json.dumps({"id": "aaaaaaaaaaaa", "content": "Logs rotate daily at midnight UTC",
+                             "links": [{"relation": "relates_to", "to": "bbbbbbbbbbbb"}]}) + "\n")
+    proc = run_engram(repo, "memory", "import", str(f), check=False)
+    assert proc.returncode == 0 and "imported 1 memory" in proc.stdout, proc.stdout + proc.stderr
+    assert "aaaaaaaaaaaa relates_to bbbbbbbbbbbb" in proc.stderr and "not in the file" in proc.stderr, proc.stderr
+    assert _links(repo, "aaaaaaaaaaaa") == []
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"content": "Config is read once at start",
+                               "links": [{"relation": "explains", "to": "aaaaaaaaaaaa"}]}) + "\n")
+    proc = run_engram(repo, "memory", "import", str(bad), check=False)
+    assert proc.returncode == 1 and "line 1" in proc.stderr and "unknown relation 'explains'" in proc.stderr

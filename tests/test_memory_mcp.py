@@ -270,3 +270,51 @@ async def test_recall_from_a_terminal_is_answered_by_the_running_language_server
     bad = await asyncio.to_thread(run_engram, repo, "recall", "x", "--kind", "fact", "--tag", " ", check=False,
                                   env={"ENGRAM_LOCAL": ""})
     assert bad.returncode == 1 and "a tag is a non-empty word" in bad.stderr
+
+
+async def test_recall_of_something_never_noted_says_nothing_matches_and_names_the_nearest_as_weak(repo: Path) -> None:
+    """Asked about something no memory mentions (no word in common, only a weak cosine), recall
+    listed notes anyway at half the best score, as if they matched. Now the command line, the MCP
+    tool and the local endpoint answer no memory, and name the nearest apart as weak, each below
+    the floor (engram.memory.recall.DENSE_FLOOR). A note close in meaning with no word in common is
+    still an answer."""
+    import json
+
+    from engram_server.mcp_http import start_endpoint
+    from engram_server.mcp_tools import build_mcp, command_queries, thread_runner
+    from test_mcp_http_limits import post
+
+    from engram.memory.recall import DENSE_FLOOR
+    from engram.store.repo import Store
+
+    notes = ["Retries back off exponentially, two to the power of the attempt",
+             "The retry cap is five attempts, then the error is raised",
+             "The cache is flushed every hour by a cron job",
+             "The automobile is kept in the garage behind the office"]
+    ids = [json.loads(run_engram(repo, "remember", n, "--json").stdout)["id"] for n in notes]
+    run_engram(repo, "memory", "embed")  # (the real model: the vectors recall compares)
+    never = "kubernetes pod eviction policy"
+
+    def nothing_but_weak(doc: dict) -> None:
+        assert doc["memories"] == [], doc
+        weak = doc["weak"]
+        assert weak["below"] == DENSE_FLOOR and 1 <= len(weak["memories"]) <= 3, weak
+        assert all(w["id"] in ids and w["cosine"] < DENSE_FLOOR and w["summary"] in notes for w in weak["memories"])
+
+    nothing_but_weak(json.loads(run_engram(repo, "recall", never, "--json").stdout))
+    text = run_engram(repo, "recall", never)
+    assert text.stdout == "" and f"no memory matches '{never}'" in text.stderr and "weak" in text.stderr, text.stderr
+    near = json.loads(run_engram(repo, "recall", "where is the car", "--json").stdout)
+    assert [m["id"] for m in near["memories"]] == [ids[3]] and "weak" not in near, near
+    async with Client(stdio(repo)) as c:
+        nothing_but_weak((await c.call_tool("recall", {"query": never})).structured_content)
+    store = Store(repo)
+    runner = thread_runner()
+    endpoint = await start_endpoint(build_mcp(lambda: store, runner), store.endpoint_file,
+                                    command_queries(lambda: store, runner))
+    try:
+        status, doc = await post(endpoint.port, endpoint.token, "recall", {"query": never})
+        assert status == 200
+        nothing_but_weak(doc)
+    finally:
+        await endpoint.stop()

@@ -42,6 +42,8 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+# ruff: noqa: F401 - the imports below are the names of __all__ for type checkers; ruff cannot read an
+# __all__ built from _HOME, so it counted each one unused
 if TYPE_CHECKING:
     from engram.anchor.definition import DEFAULT_K, DEFAULT_W
     from engram.anchor.overlap import containment, similarity

@@ -373,6 +373,7 @@ def _commit(db: apsw.Connection, got: Captured, stats: IngestStats) -> WrittenTa
             if got.written.pending is not None:
                 got.written.pending.unlink(missing_ok=True)
             stats.skipped[f"tape not written ({exc.__class__.__name__})"] += 1
+            stats.failed += 1
             log.warning("%s: %s", got.written.path, exc)
             return None
     stats.merge(got.stats)
@@ -647,6 +648,7 @@ def _worker_lost(stats: IngestStats, left: int) -> None:
     and indexed already (results are consumed in order), and the run ends normally so that the
     index is finished too; the user is told in one line what to do."""
     stats.skipped[WORKER_LOST] += left
+    stats.failed += left
     log.warning("a worker process was killed (out of memory?): %s not captured; run `engram ingest` again to "
                 "capture %s", plural(left, "session"), agree(left, "it", "them"))
 

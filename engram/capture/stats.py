@@ -24,6 +24,7 @@ class IngestStats:
     unplaced: int = 0  # code.edits written without line ranges (a patch no known state of its file places)
     by_context: int = 0  # code.edits placed by their context in a nearby state of the file (`placed`)
     skipped: Counter[str] = field(default_factory=Counter)
+    failed: int = 0  # of `skipped`, sessions lost to a fault of the run (a worker killed, a tape not written)
     ignored: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)  # edits no code.edit holds, by reason (Capture.dropped)
     redactions: Counter[str] = field(default_factory=Counter)
@@ -38,7 +39,7 @@ class IngestStats:
 
     def merge(self, other: "IngestStats") -> None:
         for name in ("sessions", "tapes", "events", "edits", "reads", "raw_bytes", "tape_bytes", "unchanged", "as_text",
-                     "unplaced", "by_context", "copying"):
+                     "unplaced", "by_context", "copying", "failed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.ignored.update(other.ignored)

@@ -9,6 +9,7 @@ from pathlib import Path
 from engram.cli import running_server
 from engram.cli.context import store_of
 from engram.cli.output import people_output, print_json
+from engram.words import plural
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -76,7 +77,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         handed = running_server.ingest_via_server(str(store.root), args.paths, maps)
         if handed is not None:
             _report(handed, handed["summary"], args.json)
-            return 0
+            return _incomplete(int(handed.get("failed") or 0))
     from engram.capture.discovery import DiscoveryReport, discover
     from engram.capture.pipeline import ingest, ingest_paths, terminal_progress
     from engram.capture.stats import IngestStats
@@ -110,7 +111,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         from engram.capture.watch import watch
 
         return watch(store, args, maps, indexer_for=_indexer)
-    return 0
+    return _incomplete(stats.failed)
+
+
+def _incomplete(failed: int) -> int:
+    """Exit 1 when the run itself lost sessions (a worker killed, a tape the disk refused): a
+    script or hook that checks the status learns that a re-run is needed, which a summary on
+    stdout alone never told it. Input engram does not read (not a transcript) is not a failure."""
+    if not failed:
+        return 0
+    print(f"engram: ingest incomplete: {plural(failed, 'session')} not captured; run `engram ingest` again",
+          file=sys.stderr)
+    return 1
 
 
 def _where_looked(report, verbose: bool, in_repository: bool = False) -> str:  # noqa: ANN001

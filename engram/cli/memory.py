@@ -186,7 +186,11 @@ def _show_recall(doc: dict[str, Any], args: argparse.Namespace) -> None:
         _out(doc, compact=True)
         return
     if not doc["memories"]:
-        print("no memory matches", file=sys.stderr)
+        print(f"no memory matches {doc['query']!r}" if doc.get("query") else "no memory matches", file=sys.stderr)
+        if weak := doc.get("weak"):
+            print(f"nearest by meaning, weak (cosine below {weak['below']}):", file=sys.stderr)
+            for m in weak["memories"]:
+                print(f"  {m['id']}  {m['kind']}  {m['cosine']:.2f}  {m['summary']}", file=sys.stderr)
     else:
         print_within("\n".join(_recall_lines(doc, args.debug)), _budget(args), _again(args, "recall") + " --budget 0 (all)")
     if doc["dense"] != "used":
@@ -403,12 +407,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     with _memories(args) as mem:
         report = import_file(mem, args.file, fmt=args.format, dedup=not args.no_dedup)
+    for warning in report.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         _out(report)
     else:
         print(f"imported {plural(report['imported'], 'memory', 'memories')} from {args.file} ({report['format']})"
               + (f"; {report['skipped']} already present" if report["skipped"] else "")
-              + (f"; {report['merged']} merged into near-duplicates" if report.get("merged") else ""))
+              + (f"; {report['merged']} merged into near-duplicates" if report.get("merged") else "")
+              + (f"; {plural(report['links'], 'link')} restored" if report.get("links") else ""))
     return 0
 
 

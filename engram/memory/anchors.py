@@ -55,7 +55,8 @@ from engram.memory import linewalk
 from engram.words import plural
 
 if TYPE_CHECKING:
-    from difflib import Match  # (difflib itself only where spans are aligned: an agent's hook imports this module)
+    # (difflib itself only where spans are aligned: an agent's hook imports this module)
+    from difflib import Match
 
     import apsw
 

@@ -11,10 +11,18 @@ merges them).
 
 JSON Lines record (one a line; `content` required, the rest optional):
 `{"content", "kind", "tags", "importance", "pinned", "created", "at", "source", "status", "id",
-"evidence", "context"}` — `at` is "FILE:A-B" (or a list of them), `created` ISO 8601 (the memory's
+"evidence", "context", "links"}` — `at` is "FILE:A-B" (or a list of them), `created` ISO 8601 (the memory's
 age for decay), `source` {"type": "person"|"agent"|"import", "harness", "session"} (default:
-import), `context` what the memory was said in reply to (searched at half weight, not shown as it).
-`export_lines` writes the same fields.
+import), `context` what the memory was said in reply to (searched at half weight, not shown as it),
+`links` the memory's links to others, `[{"relation", "to", "why", "candidate"}]`, `to` naming a
+memory by its `id` in the file. `export_lines` writes the same fields.
+
+Links and ids across stores: a link names its target by the id the memory had where it was
+exported. Import maps each record's id to the memory that stands for it in this store: the memory
+it added (with that id, unless a memory already has it), the one already here with that id or that
+content (a record skipped), or the one it reinforced (a near-duplicate). A link whose target is
+neither in the file nor in the store is left out with a warning (`"warnings"` in the report), and a
+link the store already holds is not written again.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from engram.memory.model import (
     check_context,
     check_importance,
     check_kind,
+    check_relation,
     check_status,
     check_tags,
     new_id,
@@ -263,7 +272,7 @@ def _record(rec: dict[str, Any], default_source: Source) -> dict[str, Any]:
     if _UNREADABLE in rec:
         raise BadInput(rec[_UNREADABLE])
     unknown = set(rec) - {"content", "kind", "tags", "importance", "pinned", "created", "updated", "at", "source",
-                          "status", "id", "evidence", "anchors", "context"}
+                          "status", "id", "evidence", "anchors", "context", "links"}
     if unknown:
         raise BadInput(f"unknown {'field' if len(unknown) == 1 else 'fields'} {', '.join(sorted(unknown))}")
     out: dict[str, Any] = {
@@ -288,6 +297,28 @@ def _record(rec: dict[str, Any], default_source: Source) -> dict[str, Any]:
     if mid is not None and not (isinstance(mid, str) and _HEX_ID.match(mid)):
         raise BadInput(f"id {mid!r}: an Engram memory id is {ID_CHARS} hex characters (leave it out to get one)")
     out["id"] = mid
+    out["links"] = _links(rec.get("links"))
+    return out
+
+
+def _links(value: Any) -> list[dict[str, Any]]:
+    """A record's `links`, checked: [{"relation", "to", "why"?, "candidate"?}]."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadInput(f"\"links\" is a list of {{\"relation\", \"to\"}}, not {value!r}")
+    out = []
+    for link in value:
+        if not isinstance(link, dict) or set(link) - {"relation", "to", "why", "candidate"}:
+            raise BadInput(f"a link is {{\"relation\", \"to\", \"why\", \"candidate\"}}, not {link!r}")
+        to = link.get("to")
+        if not (isinstance(to, str) and _HEX_ID.match(to)):
+            raise BadInput(f"link to {to!r}: name the memory by its {ID_CHARS}-character id")
+        why = link.get("why")
+        if why is not None and not isinstance(why, str):
+            raise BadInput(f"link to {to}: \"why\" is text, not {why!r}")
+        out.append({"relation": check_relation(str(link.get("relation"))), "to": to, "why": why,
+                    "candidate": bool(link.get("candidate", False))})
     return out
 
 
@@ -310,16 +341,18 @@ def import_records(mem: Memories, records: list[tuple[str, int, dict[str, Any]]]
         raise BadInput("nothing was imported: " + "; ".join(errors[:MAX_ERRORS_SHOWN]) + more)
     imported = skipped = merged = 0
     ids: list[str] = []
+    here: list[str | None] = []  # each checked record's memory in this store (None: forgotten here)
     with mem._writing():
-        known = {h for (h,) in mem.db.execute("SELECT hash FROM memories WHERE status = 'active'")}
-        taken = {i for (i,) in mem.db.execute("SELECT id FROM memories UNION SELECT id FROM memory_forgotten")}
+        known = dict(mem.db.execute("SELECT hash, id FROM memories WHERE status = 'active'").fetchall())
+        held = {i for (i,) in mem.db.execute("SELECT id FROM memories")}
+        taken = held | {i for (i,) in mem.db.execute("SELECT id FROM memory_forgotten")}
         events: list[Pending] = []
         for rec, anchors in checked:
             digest = content_hash(rec["content"])
             if digest in known or rec["id"] in taken:
+                here.append(rec["id"] if rec["id"] in held else None if rec["id"] in taken else known[digest])
                 skipped += 1
                 continue
-            known.add(digest)
             by = rec["source"]
             verdict = near_dups.check(mem.db, mem.matrix, rec["content"], rec["kind"], anchors,
                                       embed=len(checked) <= INLINE_EMBED) if dedup else None
@@ -327,10 +360,14 @@ def import_records(mem: Memories, records: list[tuple[str, int, dict[str, Any]]]
                 events.append(Pending("reinforce", verdict.merge_into, by, {
                     "why": "imported again", "tags": rec["tags"], "evidence": rec["evidence"],
                     "similarity": verdict.similarity}))
+                here.append(verdict.merge_into)
                 merged += 1
                 continue
             mid = rec["id"] or new_id()
+            known[digest] = mid
             taken.add(mid)
+            held.add(mid)
+            here.append(mid)
             data = {k: rec[k] for k in ("content", "kind", "tags", "importance", "pinned", "source", "evidence")}
             data["anchors"] = anchors
             if rec["context"]:
@@ -345,11 +382,48 @@ def import_records(mem: Memories, records: list[tuple[str, int, dict[str, Any]]]
                                                         "candidate": True}))
             ids.append(mid)
             imported += 1
-        mem._commit(events)
+        links, warnings = _link_events(mem, checked, here, held)
+        mem._commit(events + links)
     added = [e.data["content"] for e in events if e.op == "add"]
     if len(added) <= INLINE_EMBED:  # a bigger import waits for `engram memory embed` (or the next ingest)
         mem._embed_if_cheap(added)
-    return {"imported": imported, "skipped": skipped, "merged": merged, "ids": ids}
+    for line in warnings:
+        log.info("%s", line)  # (the report carries them: the command line prints them as warnings)
+    report: dict[str, Any] = {"imported": imported, "skipped": skipped, "merged": merged, "ids": ids,
+                              "links": len(links)}
+    if warnings:
+        report["warnings"] = warnings
+    return report
+
+
+def _link_events(mem: Memories, checked: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+                 here: list[str | None], held: set[str]) -> tuple[list[Pending], list[str]]:
+    """The records' links as events on the memories that stand for them in this store (see the module
+    docstring), after every add; and a warning for each link left out. A link the store already
+    holds is not written again, so importing a file twice adds nothing."""
+    local = {rec["id"]: mid for (rec, _), mid in zip(checked, here, strict=True) if rec["id"]}
+    existing = {tuple(r) for r in mem.db.execute(
+        "SELECT s.id, d.id, r.relation FROM memory_relations r JOIN memories s ON s.no = r.src"
+        " JOIN memories d ON d.no = r.dst")}
+    events: list[Pending] = []
+    warnings: list[str] = []
+    for (rec, _), src in zip(checked, here, strict=True):
+        for link in rec["links"]:
+            dst = local[link["to"]] if link["to"] in local else link["to"] if link["to"] in held else None
+            name = f"{rec['id'] or src} {link['relation']} {link['to']}"
+            if src is None or dst is None:
+                gone = rec["id"] if src is None else link["to"]
+                why = "was forgotten in this store" if gone in local else "is not in the file nor in this store"
+                warnings.append(f"link {name} left out: {gone} {why}")
+                continue
+            if src == dst or (src, dst, link["relation"]) in existing:
+                continue
+            existing.add((src, dst, link["relation"]))
+            data = {"target": dst, "relation": link["relation"], "why": link["why"]}
+            if link["candidate"]:
+                data["candidate"] = True
+            events.append(Pending("link", src, rec["source"], data))
+    return events, warnings
 
 
 def export_lines(mem: Memories, *, hidden: bool = False) -> list[dict[str, Any]]:
@@ -359,6 +433,7 @@ def export_lines(mem: Memories, *, hidden: bool = False) -> list[dict[str, Any]]
     mem.sync()
     where = "" if hidden else "WHERE status = 'active'"
     rows = mem.db.execute(projection.select_sql(where) + " ORDER BY created, id").fetchall()
+    links = _links_of(mem, {r[0] for r in rows})
     out = []
     for batch_start in range(0, len(rows), 256):
         batch = rows[batch_start:batch_start + 256]
@@ -376,5 +451,25 @@ def export_lines(mem: Memories, *, hidden: bool = False) -> list[dict[str, Any]]
                 doc["evidence"] = m.evidence
             if m.context:
                 doc["context"] = m.context
+            if r[0] in links:
+                doc["links"] = links[r[0]]
             out.append(doc)
+    return out
+
+
+def _links_of(mem: Memories, exported: set[int]) -> dict[int, list[dict[str, Any]]]:
+    """Memory no -> its links to other exported memories, as a record's `links` (a link to a memory
+    not exported, such as a superseded one without `--all`, would name a memory the file lacks)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for src, dst_no, dst, relation, why, candidate in mem.db.execute(
+            "SELECT r.src, r.dst, m.id, r.relation, r.why, r.candidate FROM memory_relations r JOIN memories m"
+            " ON m.no = r.dst ORDER BY r.src, r.relation, m.id"):
+        if src not in exported or dst_no not in exported:
+            continue
+        link: dict[str, Any] = {"relation": relation, "to": dst}
+        if why:
+            link["why"] = why
+        if candidate:
+            link["candidate"] = True
+        out.setdefault(src, []).append(link)
     return out

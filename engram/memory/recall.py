@@ -19,6 +19,19 @@ Then each candidate's score is multiplied by its factors:
 
 Without the model (onnxruntime or the model package missing) recall runs on BM25 and anchors and
 the answer says so (`"dense": "unavailable: <reason>"`).
+
+**Nothing matches.** The dense channel always has nearest memories, however far: asked about
+something never noted, recall listed notes by meaning alone at half the best score, as if they
+matched. When BM25 finds no memory sharing a word with the query, a memory found by meaning alone
+must reach a cosine of DENSE_FLOOR; below it the answer lists no memory and names the nearest
+WEAK_SHOWN apart, as weak (`"weak": {"below", "note", "memories": [{"id", "kind", "summary",
+"cosine"}]}`). The floor is the nearest memory's cosine for questions a store has no answer to:
+LoCoMo's questions asked of another conversation's store where BM25 finds nothing, 95th
+percentile 0.436 on the tuning conversations (0.418 held out), rounded up; it leaves out 97.4% of
+them (held out 97.5%) and every one of 50 coding questions (their nearest at most 0.248), while a
+question's own evidence turn reaches it 67% of the time (71% held out): `bench/recall_floor.py`.
+When BM25 finds anything the floor does not apply (LoCoMo's figures are unchanged: each of its
+questions shares a word with some turn of its conversation).
 """
 
 from __future__ import annotations
@@ -51,6 +64,8 @@ TRUST_LIFE = {3: 3.0, 2: 1.5, 1: 1.0}  # person, agent, import
 HIDDEN_FACTOR = 0.7  # superseded / invalidated / archived, when asked for
 DRIFT_FACTOR = {"intact": 1.0, "moved": 1.0, "edited": 0.9, "vanished": 0.6}
 POOL = 100  # candidates the dense channel finds on its own
+DENSE_FLOOR = 0.45  # the cosine a memory found by meaning alone (no BM25 hit at all) must reach (module docstring)
+WEAK_SHOWN = 3  # memories below DENSE_FLOOR named as weak when nothing matches
 BM25_POOL = 100  # candidates BM25 finds: every one is also scored by its cosine (see `_dense`). 300 gave
 # LoCoMo's tuning conversations 0.812 instead of 0.802 (held out: 0.761 both) for 15% more CPU per recall
 # at 100,000 memories, which the 20 ms p50 target cannot spare (bench/README.md, "memory_speed.py")
@@ -106,7 +121,10 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     anchored: dict[str, list[str]] = {}
     if at is not None:
         _anchor(mem, at, buffers, anchored, no_of)
-    dense = _dense(mem, embedding, kind, hidden, channels, scores, no_of) if query else "not used: no query"
+    floor = DENSE_FLOOR if query and not channels.get("bm25") else None  # (no memory shares a word with it)
+    weak: list[tuple[int, float]] = []
+    dense = _dense(mem, embedding, kind, hidden, channels, scores, no_of, floor, weak) if query else \
+        "not used: no query"
     channels.update(anchored)  # (after the dense channel, as before: the fused sums add up in the same order)
     fused = fuse(channels, scores=scores, top=max(SCORED, 3 * limit))
     rows = mem.by_no([no_of[h.id] for h in fused])
@@ -133,7 +151,30 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     doc: dict[str, Any] = {"query": query, "dense": dense, "memories": answers}
     if at is not None:
         doc["at"] = str(mem.at(at))  # (repository-relative, however it was given)
+    if not answers and weak:
+        doc["weak"] = _weak(mem, weak, hidden, kind, tag_list)
     return doc
+
+
+def _weak(mem: Memories, weak: list[tuple[int, float]], hidden: bool, kind: str | None,
+          tags: list[str]) -> dict[str, Any]:
+    """The nearest memories by meaning when none matches, named apart from `memories` and as weak:
+    id, kind, first line and cosine, so a person sees what is closest and an agent does not take it
+    for an answer (nor pays for whole notes)."""
+    rows = mem.by_no([no for no, _ in weak])
+    shown = []
+    for no, cos in weak:
+        m = rows.get(no)
+        if m is None or (not hidden and m.status != "active") or (kind and m.kind != kind) or not set(tags) <= set(m.tags):
+            continue
+        summary = m.content.strip().split("\n", 1)[0]
+        shown.append({"id": m.id, "kind": m.kind, "summary": summary[:200] + ("…" if len(summary) > 200 else ""),
+                      "cosine": round(cos, 3)})
+        if len(shown) == WEAK_SHOWN:
+            break
+    return {"below": DENSE_FLOOR, "note": f"no memory shares a word with the query, and none is as close in meaning "
+                                          f"as a cosine of {DENSE_FLOOR}: these are only the nearest",
+            "memories": shown}
 
 
 def _whole(params: Mapping[str, Any], key: str, default: int, bounds: tuple[int, int], what: str) -> int:
@@ -212,13 +253,15 @@ def _embedding(query: str) -> Any:
 
 
 def _dense(mem: Memories, embedding: Any, kind: str | None, hidden: bool, channels: dict[str, list[str]],
-           scores: dict[str, list[float]], no_of: dict[str, int]) -> str:
+           scores: dict[str, list[float]], no_of: dict[str, int], floor: float | None = None,
+           weak: list[tuple[int, float]] | None = None) -> str:
     """The dense channel, and what the answer says of it.
 
     Its candidates are the POOL memories nearest the query *and* every memory BM25 found, each
     scored by its cosine: a BM25 candidate the dense top POOL missed is still given its own
     similarity, not the zero of "not returned" (on LoCoMo's tuning conversations turn Hit@5 0.794
-    -> 0.802, held out 0.748 -> 0.761, bench/locomo.py)."""
+    -> 0.802, held out 0.748 -> 0.761, bench/locomo.py). With `floor` (BM25 found nothing) only the
+    candidates at or above it stay; the nearest others go to `weak` (no, cosine), best first."""
     from engram.memory import vectors  # noqa: PLC0415
 
     ok, reason = vectors.status()
@@ -230,6 +273,11 @@ def _dense(mem: Memories, embedding: Any, kind: str | None, hidden: bool, channe
     seen = {no for no, _ in top}
     extra = mem.matrix.cosines(qv, [no_of[mid] for mid in channels.get("bm25", ()) if no_of[mid] not in seen])
     top = sorted([*top, *extra.items()], key=lambda x: (-x[1], x[0]))
+    if floor is not None:
+        if weak is not None:
+            weak.extend((no, cos) for no, cos in top if cos < floor)
+            del weak[3 * WEAK_SHOWN:]  # (room for those a filter of recall's leaves out)
+        top = [(no, cos) for no, cos in top if cos >= floor]
     ids = {no: mid for mid, no in no_of.items()}  # (BM25's candidates: their ids are known)
     asked = [no for no, _ in top if no not in ids]
     if asked:

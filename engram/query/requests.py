@@ -32,11 +32,10 @@ EXPLAIN_KEYS = ("before", "after", "brief", "include_deleted", "forensics", "min
 def explain_request(store: Store, db: apsw.Connection, params: dict[str, Any]) -> dict[str, Any]:
     """The explain document for a request of `engram explain` (from the command line, or sent by
     one to a running language server, which answers it the same way)."""
+    from engram.errors import BadInput
     from engram.query.explain import Options, explain
     from engram.query.spans import read_span, resolve_span_arg, text_span
     from engram.store.config import choice
-
-    from engram.errors import BadInput
 
     budget = params.get("budget")
     missing = [k for k in EXPLAIN_KEYS if k not in params] + ([] if "span" in params or "text" in params else

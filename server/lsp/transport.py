@@ -4,7 +4,8 @@ pygls reads a frame's body with one `read(Content-Length)` and structures it bef
 header announcing 1 TiB made the server die of MemoryError, and a request whose positions the
 protocol types cannot hold (line -1) was logged and never answered. `CappedStdin` wraps the stdin
 pygls reads (`start_io(stdin=...)`), and `answer_invalid_requests` answers such requests with an error,
-and a body that is not JSON with JSON-RPC's Parse error (pygls logged it and answered nothing).
+a body that is not JSON with JSON-RPC's Parse error, and JSON that is no JSON-RPC message (`3`,
+`[1, 2]`, `{"foo": 1}`) with Invalid Request (pygls logged both and answered nothing).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import re
 from typing import Any, BinaryIO
 
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcParseError
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def answer_invalid_requests(server: LanguageServer) -> None:
 
     protocol.structure_message = structure_or_answer  # type: ignore[method-assign]
     _answer_parse_errors(server)
+    _answer_non_messages(server)
 
 
 def _answer_parse_errors(server: LanguageServer) -> None:
@@ -94,10 +96,35 @@ def _answer_parse_errors(server: LanguageServer) -> None:
 
     def answer_then_report(error: Exception, source: Any) -> None:
         if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
-            message = f"Parse error: the message body is not JSON ({error})"  # (written as a dict: the
-            # protocol's types leave out an id of None, and JSON-RPC wants "id": null)
-            server.protocol._send_data({"jsonrpc": "2.0", "id": None,  # noqa: SLF001
-                                        "error": {"code": JsonRpcParseError.CODE, "message": message}})
+            _send_error(server, JsonRpcParseError.CODE, f"Parse error: the message body is not JSON ({error})")
         report(error, source)
 
     server.report_server_error = answer_then_report  # type: ignore[method-assign]
+
+
+def _send_error(server: LanguageServer, code: int, message: str) -> None:
+    """An error response with "id": null (written as a dict: the protocol's types leave out an id of
+    None, and JSON-RPC wants "id": null when the request's id could not be read)."""
+    server.protocol._send_data({"jsonrpc": "2.0", "id": None,  # noqa: SLF001
+                                "error": {"code": code, "message": message}})
+
+
+def _answer_non_messages(server: LanguageServer) -> None:
+    """A body that is JSON but no JSON-RPC 2.0 message (a number, an array, an object without
+    "jsonrpc": pygls's reader leaves those as plain Python values) gets Invalid Request, id null,
+    as JSON-RPC 2.0 asks: pygls's `handle_message` failed on them with an AttributeError that its read
+    loop only logged, so a client waiting on that request waited forever. The loop looks the
+    method up for each message, so wrapping it on the protocol object is enough."""
+    protocol = server.protocol
+    handle = protocol.handle_message
+
+    def handle_or_refuse(message: Any) -> Any:
+        if isinstance(message, (dict, list, str, int, float, bool)) or message is None:
+            shown = json.dumps(message)
+            log.error("not a JSON-RPC message (answered Invalid Request): %.200s", shown)
+            _send_error(server, JsonRpcInvalidRequest.CODE,
+                        f"Invalid Request: not a JSON-RPC 2.0 message ({shown[:80]})")
+            return None
+        return handle(message)
+
+    protocol.handle_message = handle_or_refuse  # type: ignore[method-assign]
