@@ -178,3 +178,49 @@ def test_an_ingest_whose_worker_was_killed_exits_1_and_a_rerun_captures_the_rest
     second = json.loads(again.stdout)
     assert second["failed"] == 0 and first["tapes"] + second["tapes"] == 6
     assert len(list((root / ".engram" / "tapes").iterdir())) == 6
+
+
+# The worker that captured s3 dies half-way through writing its result to the pool's pipe (a
+# SIGKILL can land there: its results are megabytes of fingerprints), leaving part of a message.
+KILL_MID_RESULT = """import os, signal, struct, sys
+from multiprocessing.queues import SimpleQueue
+from multiprocessing.reduction import ForkingPickler
+import engram.capture.pipeline as pipeline
+from engram.cli.main import main
+parent, real_capture, real_put = os.getpid(), pipeline.capture_write, SimpleQueue.put
+doomed = []
+def capture_write(db, store, job, **kw):
+    if os.getpid() != parent and any(src.path.name == "s3.jsonl" for src in job.sources):
+        doomed.append(True)
+    return real_capture(db, store, job, **kw)
+def put(self, obj):
+    if doomed and os.getpid() != parent:
+        data = bytes(ForkingPickler.dumps(obj))
+        with self._wlock:
+            self._writer._send(struct.pack("!i", len(data)) + data[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+    return real_put(self, obj)
+pipeline.capture_write, SimpleQueue.put = capture_write, put
+sys.exit(main(["ingest", *sys.argv[1:]]))
+"""
+
+
+def test_a_worker_killed_while_sending_its_result_does_not_hang_the_ingest(tmp_path: Path) -> None:
+    """CPython's process pool reads the half-written result and waits for the rest for ever (the
+    pipe's write end stays open in the other processes): the ingest hung, as a hook's detached
+    ingest would, holding the store's ingest lock. It ends, exit 1, and a re-run captures the rest."""
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for i in range(6):
+        write_session(sessions / f"s{i}.jsonl", root, f"s{i}", f"session {i} says hello")
+    env = {**os.environ, "ENGRAM_WORKERS": "2", "ENGRAM_LOCAL": "1"}
+    proc = subprocess.run([sys.executable, "-c", KILL_MID_RESULT, str(sessions), "--json"], cwd=root,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1 and "run `engram ingest` again" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    run_engram(root, "ingest", str(sessions), env={"ENGRAM_LOCAL": "1"})
+    assert len(list((root / ".engram" / "tapes").iterdir())) == 6

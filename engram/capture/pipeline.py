@@ -704,7 +704,7 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                                                maps, k, w, removed))
                     ahead += sizes[submitted]
                     submitted += 1
-                got = pending.pop(0).result()
+                got = _result_of(pool, pending.pop(0))
             except (BrokenProcessPool, EOFError):  # (EOFError: the forkserver itself was killed)
                 _worker_lost(stats, len(jobs) - i)
                 return
@@ -720,6 +720,50 @@ def _ingest_parallel(db: apsw.Connection, store: Store, jobs: list[Job], stats: 
                     for f in pending:
                         f.cancel()
                     raise
+
+
+JAMMED_AFTER_S: Final = 1.0  # a dead worker the pool has not noticed by then has jammed it (`_result_of`)
+
+
+def _result_of(pool: Any, fut: Any) -> Captured:
+    """`fut.result()`, ending a pool a worker jammed by dying half-way through sending a result.
+
+    Why: a worker killed (SIGKILL, the OOM killer) while it writes its result to the pool's pipe
+    leaves part of a message there. CPython's pool (concurrent.futures, 3.11-3.13) reads it and
+    waits for the rest for ever, since this process and the other workers hold the pipe's write end
+    open: the ingest hung, holding the store's ingest lock, where a worker killed at any other
+    moment makes the pool broken at once. Seen dead for `JAMMED_AFTER_S` with the pool not broken,
+    the other workers are killed and this process's write end closed: the read ends (EOF) and the
+    pool breaks as it does for any other lost worker, raising `BrokenProcessPool` here."""
+    from concurrent.futures import TimeoutError as Waited  # noqa: PLC0415
+
+    dead_since: float | None = None
+    while True:
+        try:
+            return fut.result(timeout=0.25)
+        except Waited:
+            pass
+        workers = list((getattr(pool, "_processes", None) or {}).values())  # (private: read only, may go)
+        if not any(p.exitcode is not None for p in workers):
+            continue
+        now = time.monotonic()
+        if dead_since is None:
+            dead_since = now
+        elif now - dead_since >= JAMMED_AFTER_S:
+            _unjam(pool, workers)
+            dead_since = float("inf")  # once
+
+
+def _unjam(pool: Any, workers: list[Any]) -> None:
+    """Close every write end of the pool's result pipe (`_result_of`): kill the live workers and
+    close this process's end."""
+    log.debug("a worker died while sending its result: ending the pool")
+    for p in workers:
+        if p.exitcode is None:
+            p.kill()  # (not joined: the pool's own thread reaps them)
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None:
+        writer.close()
 
 
 def _publish_ready(got: Captured, pending: list[Any]) -> None:
