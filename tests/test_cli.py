@@ -105,6 +105,13 @@ def test_a_command_group_without_its_command_lists_them(tmp_path: Path) -> None:
     assert "which command? one of new, list, show, reopen, join, close, checkpoints" in engram(tmp_path, "task").stderr
 
 
+def test_show_refuses_two_forms_at_once(tmp_path: Path) -> None:
+    """`show --raw --json` printed the raw JSONL, the --json asked for silently dropped."""
+    out = engram(tmp_path, "show", "abc", "--raw", "--json")
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1] == "engram show: error: argument --json: not allowed with argument --raw"
+
+
 def test_a_mistyped_option_gets_its_command_s_usage_and_the_nearest_option(tmp_path: Path) -> None:
     """An option a command does not have is told with that command's usage and the nearest option
     it has (it showed `engram`'s own usage: `memory edit --tags` named no option of edit's)."""

@@ -237,15 +237,18 @@ def test_watch_outlives_its_file_going_away_and_coming_back(tmp_path: Path) -> N
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--claude", "/nonexistent/projects"], "--claude /nonexistent/projects: no such directory"),
-    (["--codex", "/nonexistent/.codex"], "--codex /nonexistent/.codex: no such directory"),
-    (["--map", "=/work"], "--map '=/work': FROM is empty"),
+@pytest.mark.parametrize("args,message,status", [
+    (["--claude", "/nonexistent/projects"], "--claude /nonexistent/projects: no such directory", 1),
+    (["--codex", "/nonexistent/.codex"], "--codex /nonexistent/.codex: no such directory", 1),
+    (["--map", "=/work"], "argument --map: '=/work': FROM is empty", 2),
+    (["--map", "nonsense"], "argument --map: 'nonsense': expected FROM=TO", 2),
 ])
-def test_a_mistyped_ingest_option_is_an_error_not_zero_sessions(repo: Path, args: list[str], message: str) -> None:
-    """A typo in --claude or --codex used to report "0 sessions", as if there were none."""
+def test_a_mistyped_ingest_option_is_an_error_not_zero_sessions(repo: Path, args: list[str], message: str,
+                                                                 status: int) -> None:
+    """A typo in --claude or --codex used to report "0 sessions", as if there were none; a --map
+    that is no FROM=TO is a usage error (status 2), as every other malformed option value is."""
     proc = run_engram(repo, "ingest", *args, check=False)
-    assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == status and message in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_pipe_given_as_a_transcript_is_named_for_what_it_is(repo: Path, tmp_path: Path) -> None:

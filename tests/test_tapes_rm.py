@@ -173,3 +173,15 @@ def test_gc_says_how_to_get_past_a_damaged_tape_set_aside_by_rm(repo: Path, spot
     assert proc.returncode == 1 and str(kept) in proc.stderr and "delete it" in proc.stderr, proc.stderr
     kept.unlink()  # as it says
     run_engram(repo, "gc")
+
+
+def test_tapes_after_every_session_was_removed_says_how_to_get_them_back(repo: Path, spotter: Path) -> None:
+    """"run `engram ingest`" led nowhere: ingest skips removed sessions. The list says what happened
+    and names the command that brings them back, which does."""
+    main = spotter / f"{SPOTTER_MAIN}.jsonl"
+    run_engram(repo, "ingest", str(main))
+    run_engram(repo, "tapes", "rm", SPOTTER_MAIN[:8])
+    empty = run_engram(repo, "tapes")
+    assert "1 session removed with `engram tapes rm`" in empty.stderr and "engram ingest --again" in empty.stderr
+    run_engram(repo, "ingest", "--again", str(main))
+    assert _sessions(repo) == {SPOTTER_MAIN}

@@ -50,6 +50,14 @@ def share(text: str) -> float:
     return value
 
 
+def path_map(text: str) -> tuple[str, str]:
+    """`FROM=TO` of `ingest --map`: the path prefix sessions recorded, and this repository's."""
+    source, eq, target = text.partition("=")
+    if not eq:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FROM=TO")
+    if not source:
+        raise argparse.ArgumentTypeError(f"{text!r}: FROM is empty; give the path prefix the sessions recorded")
+    return source, target
 
 
 def _int(text: str) -> int:

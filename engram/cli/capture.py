@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from engram.cli import running_server
+from engram.cli import argtypes, running_server
 from engram.cli.context import store_of
 from engram.cli.output import people_output, print_json
 from engram.words import plural
@@ -43,20 +43,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_maps(items: list[str] | None) -> list[tuple[str, str]]:
-    from engram.errors import BadInput
-
-    maps = []
-    for item in items or []:
-        if "=" not in item:
-            raise BadInput(f"--map {item!r}: expected FROM=TO")
-        a, b = item.split("=", 1)
-        if not a:
-            raise BadInput(f"--map {item!r}: FROM is empty; give the path prefix the sessions recorded")
-        maps.append((a, b))
-    return maps
-
-
 def _harness_dir(value: str | None, option: str) -> Path | None:
     """The directory given with --claude or --codex: a typo must not read as "no sessions"."""
     from engram.errors import BadInput
@@ -71,7 +57,7 @@ def _harness_dir(value: str | None, option: str) -> Path | None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     store = store_of(args)
-    maps = _parse_maps(args.map)
+    maps: list[tuple[str, str]] = args.map or []
     again = bool(getattr(args, "again", False))
     if args.paths and not args.watch and not again:
         handed = running_server.ingest_via_server(str(store.root), args.paths, maps)
@@ -208,7 +194,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("paths", nargs="*", help="transcript files or directories (default: discover this repo's sessions)")
     s.add_argument("--claude", metavar="DIR", help="Claude Code projects directory (default ~/.claude/projects)")
     s.add_argument("--codex", metavar="DIR", help="Codex sessions directory (default ~/.codex)")
-    s.add_argument("--map", action="append", metavar="FROM=TO", help="rewrite session paths starting with FROM (without case for sessions recorded on macOS or "
+    s.add_argument("--map", action="append", metavar="FROM=TO", type=argtypes.path_map, help="rewrite session paths starting with FROM (without case for sessions recorded on macOS or "
                    "Windows)")
     s.add_argument("--watch", action="store_true", help="keep following live session files")
     s.add_argument("--again", action="store_true",

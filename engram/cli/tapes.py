@@ -31,8 +31,20 @@ def cmd_tapes(args: argparse.Namespace) -> int:
     elif args.harness and (held := sorted({h for (h,) in db.execute("SELECT DISTINCT harness FROM tapes")})):
         print(f"no tapes from harness {args.harness!r}; the store holds {', '.join(held)}", file=sys.stderr)
     else:
-        print("no tapes yet: run `engram ingest`", file=sys.stderr)
+        print(_no_tapes(store), file=sys.stderr)
     return 0
+
+
+def _no_tapes(store: object) -> str:
+    """What to do about an empty list: sessions removed with `tapes rm` are skipped by a plain
+    ingest, so "run `engram ingest`" would lead nowhere for them."""
+    from engram.capture.removal import removed_sessions
+
+    removed = len(removed_sessions(store))  # type: ignore[arg-type]
+    if removed:
+        return (f"no tapes: {plural(removed, 'session')} removed with `engram tapes rm`; `engram ingest --again` "
+                "captures them again (with today's redaction rules)")
+    return "no tapes yet: run `engram ingest`"
 
 
 def _mark(store: object, db: object, ref: str, *, private: bool, json: bool) -> int:
@@ -197,8 +209,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("show", help="show a tape (id prefix or session id)")
     s.add_argument("tape", help="a unique tape-id prefix, or a session id (or its start): all its segments")
-    s.add_argument("--raw", action="store_true", help="the stored JSONL, verbatim")
-    s.add_argument("--json", action="store_true", help="one JSON document per tape, objects resolved")
+    form = s.add_mutually_exclusive_group()  # (--raw silently won over --json)
+    form.add_argument("--raw", action="store_true", help="the stored JSONL, verbatim")
+    form.add_argument("--json", action="store_true", help="one JSON document per tape, objects resolved")
     s.add_argument("--limit", type=positive, help="only the first N events")
     s.set_defaults(func=cmd_show)
 
