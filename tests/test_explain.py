@@ -108,6 +108,8 @@ def test_text_on_stdin_and_pretty(spotter: Path, spot_repo: tuple[Path, dict[str
     pretty = run_engram(root, "explain", f"{rel}:{a}-{b}", "--pretty").stdout
     assert f"Why {rel}:{a}-{b}?" in pretty and f"session {SPOTTER_MAIN[:8]}" in pretty
     assert "1. wrote these lines — Claude Code" in pretty
+    given = run_engram(root, "explain", "--text", "-", "--pretty", input=text.encode()).stdout
+    assert given.startswith(f"Why the given text ({b - a + 1} lines)?"), given[:80]  # (it said "Why -:1-13?")
 
 
 def test_text_that_is_empty_or_not_utf8(spotter: Path, spot_repo: tuple[Path, dict[str, str]]) -> None:

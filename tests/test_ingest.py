@@ -72,7 +72,7 @@ def test_init_of_a_folder_inside_a_repository_makes_the_store_at_its_root(tmp_pa
     for path in ("src", ".engram"):
         proc = run_engram(root, "init", path)
         assert "not a git repository" not in proc.stderr, proc.stderr
-        assert proc.stdout == f"initialised {root / '.engram'} (the root of the repository {path} is in)\n"
+        assert proc.stdout == f"already initialised {root / '.engram'} (the root of the repository {path} is in)\n"
     assert not (root / "src" / ".engram").exists() and not (root / ".engram" / ".engram").exists()
     assert "kept in the root store" in run_engram(root / "src", "memory", "list").stdout
 
@@ -83,8 +83,10 @@ def test_init_is_idempotent_and_excludes_the_store_from_git(tmp_path: Path) -> N
     git(root, "init", "-q")
     (root / "a.txt").write_text("tracked\n")
     git(root, "add", "a.txt")
-    run_engram(root, "init")
-    run_engram(root, "init")
+    assert run_engram(root, "init").stdout == f"initialised {root / '.engram'}\n"
+    again = run_engram(root, "init", "--json")  # (it said "initialised" again, as if it had made a store)
+    assert json.loads(again.stdout)["created"] is False
+    assert run_engram(root, "init").stdout == f"already initialised {root / '.engram'}\n"
     exclude = (root / ".git" / "info" / "exclude").read_text()
     assert exclude.count("/.engram/") == 1
     assert git(root, "status", "--porcelain") == "A  a.txt\n", "the store never shows up in git"

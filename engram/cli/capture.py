@@ -13,6 +13,7 @@ from engram.words import plural
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from engram.store.location import STORE_DIR
     from engram.store.repo import find_repo_root, init_store
 
     here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
@@ -24,6 +25,7 @@ def cmd_init(args: argparse.Namespace) -> int:
                        "give the repository's root (or run `engram init` in it)")
     # a folder of a repository (or its .engram/): the store goes at the root, where every command looks
     root = find_repo_root(given) or given
+    existed = (root / STORE_DIR / "index.sqlite").is_file()  # (a store, not a folder someone made)
     store, warnings = init_store(root)
     from engram.index.db import open_db
 
@@ -31,10 +33,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     if args.json:
-        print_json({"store": str(store.dir), "warnings": warnings})
+        print_json({"store": str(store.dir), "created": not existed, "warnings": warnings})
     else:
-        print(f"initialised {store.dir}" + (f" (the root of the repository {args.path} is in)"
-                                            if args.path and root != given else ""))
+        done = "already initialised" if existed else "initialised"  # (re-running is safe: it repairs)
+        print(f"{done} {store.dir}" + (f" (the root of the repository {args.path} is in)"
+                                       if args.path and root != given else ""))
         from engram.share.git import Git
 
         if Git(store.root).remotes():  # (no network: whether teammates pushed is for `engram pull` to find)

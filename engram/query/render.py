@@ -293,6 +293,8 @@ def _one_line(text: str, limit: int) -> str:
 def _head(doc: dict[str, Any]) -> tuple[str, str]:
     span = doc["span"]
     where = f"{span['file']}:{span['start']}-{span['end']}"
+    if span["file"] == "-":  # (`explain --text -`: the text has no file; "Why -:1-13?" read as a glitch)
+        where = f"the given text ({plural(span['end'] - span['start'] + 1, 'line')})"
     n = len(doc["sessions"])
     if n == 0:
         return where, "no recorded session wrote, read or discussed these lines"
@@ -448,7 +450,7 @@ def explain_markdown_lines(doc: dict[str, Any], link: Link | None = None, sessio
 
     if heading:
         where, count = _head(doc)
-        add(f"# Why `{where}`?")
+        add(f"# Why {where}?" if doc["span"]["file"] == "-" else f"# Why `{where}`?")
         add("")
         add(count[:1].upper() + count[1:] + ".")
         for note in (doc.get("read_as"), widened_note(doc)):
