@@ -141,6 +141,23 @@ def test_workers_are_forked_only_by_a_process_without_other_threads() -> None:
     assert got == {"alone": "fork", "thread": "forkserver"}
 
 
+def _ingest_with_fault(tmp_path: Path, script: str, timeout: int) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """A store, six sessions, and `engram ingest SESSIONS --json` run by `script` (two forked
+    workers, a fault planted in them) in a process of its own."""
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    run_engram(root, "init")
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for i in range(6):
+        write_session(sessions / f"s{i}.jsonl", root, f"s{i}", f"session {i} says hello")
+    env = {**os.environ, "ENGRAM_WORKERS": "2", "ENGRAM_LOCAL": "1"}
+    proc = subprocess.run([sys.executable, "-c", script, str(sessions), "--json"], cwd=root,
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    return root, sessions, proc
+
+
 # Run in a fresh process (one thread: forked workers inherit the patch). The worker that gets
 # session s3 dies by SIGKILL, as the OOM killer ends one: a real kill, of a real worker.
 KILL_ONE_WORKER = """import os, signal, sys
@@ -159,17 +176,7 @@ sys.exit(main(["ingest", *sys.argv[1:]]))
 def test_an_ingest_whose_worker_was_killed_exits_1_and_a_rerun_captures_the_rest(tmp_path: Path) -> None:
     """A hook or script that runs `engram ingest` learns from the exit status that sessions were
     left (exit 0 with a warning on stderr read as done), and the next run captures them."""
-    root = tmp_path / "r"
-    root.mkdir()
-    git(root, "init", "-q")
-    run_engram(root, "init")
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    for i in range(6):
-        write_session(sessions / f"s{i}.jsonl", root, f"s{i}", f"session {i} says hello")
-    env = {**os.environ, "ENGRAM_WORKERS": "2", "ENGRAM_LOCAL": "1"}
-    proc = subprocess.run([sys.executable, "-c", KILL_ONE_WORKER, str(sessions), "--json"], cwd=root,
-                          capture_output=True, text=True, env=env, timeout=300)
+    root, sessions, proc = _ingest_with_fault(tmp_path, KILL_ONE_WORKER, timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "ingest incomplete" in proc.stderr and "run `engram ingest` again" in proc.stderr
     first = json.loads(proc.stdout)
@@ -209,17 +216,7 @@ def test_a_worker_killed_while_sending_its_result_does_not_hang_the_ingest(tmp_p
     """CPython's process pool reads the half-written result and waits for the rest for ever (the
     pipe's write end stays open in the other processes): the ingest hung, as a hook's detached
     ingest would, holding the store's ingest lock. It ends, exit 1, and a re-run captures the rest."""
-    root = tmp_path / "r"
-    root.mkdir()
-    git(root, "init", "-q")
-    run_engram(root, "init")
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    for i in range(6):
-        write_session(sessions / f"s{i}.jsonl", root, f"s{i}", f"session {i} says hello")
-    env = {**os.environ, "ENGRAM_WORKERS": "2", "ENGRAM_LOCAL": "1"}
-    proc = subprocess.run([sys.executable, "-c", KILL_MID_RESULT, str(sessions), "--json"], cwd=root,
-                          capture_output=True, text=True, env=env, timeout=60)
+    root, sessions, proc = _ingest_with_fault(tmp_path, KILL_MID_RESULT, timeout=60)
     assert proc.returncode == 1 and "run `engram ingest` again" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     run_engram(root, "ingest", str(sessions), env={"ENGRAM_LOCAL": "1"})
