@@ -52,12 +52,14 @@ def share(text: str) -> float:
 
 def path_map(text: str) -> tuple[str, str]:
     """`FROM=TO` of `ingest --map`: the path prefix sessions recorded, and this repository's."""
-    source, eq, target = text.partition("=")
-    if not eq:
+    from engram.cli.running_server import path_map as pair_of  # (the rule the quick path applies too)
+
+    pair = pair_of(text)
+    if pair is None and "=" not in text:
         raise argparse.ArgumentTypeError(f"{text!r}: expected FROM=TO")
-    if not source:
+    if pair is None:
         raise argparse.ArgumentTypeError(f"{text!r}: FROM is empty; give the path prefix the sessions recorded")
-    return source, target
+    return pair
 
 
 def _int(text: str) -> int:

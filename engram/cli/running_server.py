@@ -184,12 +184,19 @@ def _ingest_args(argv: Sequence[str]) -> tuple[int, str | None, list[str], list[
             paths.append(arg)
             j += 1
             continue
-        source, eq, target = item.partition("=")
-        if not eq or not source:  # the full command line explains what is wrong with it
+        pair = path_map(item)
+        if pair is None:  # the full command line explains what is wrong with it
             return None
-        maps.append((source, target))
+        maps.append(pair)
         j += 1
     return (verbosity, repo, paths, maps) if paths else None
+
+
+def path_map(item: str) -> tuple[str, str] | None:
+    """`FROM=TO` of `ingest --map` as (FROM, TO), None when it is not one (an empty FROM included);
+    `argtypes.path_map` says which, for argparse (not imported here: the quick path skips argparse)."""
+    source, eq, target = item.partition("=")
+    return (source, target) if eq and source else None
 
 
 def configure_logging(verbosity: int) -> None:
