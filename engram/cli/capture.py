@@ -13,7 +13,6 @@ from engram.words import plural
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from engram.store.location import STORE_DIR
     from engram.store.repo import find_repo_root, init_store
 
     here = Path(args.repo).resolve() if getattr(args, "repo", None) else Path.cwd()  # -C: as if started there
@@ -25,8 +24,8 @@ def cmd_init(args: argparse.Namespace) -> int:
                        "give the repository's root (or run `engram init` in it)")
     # a folder of a repository (or its .engram/): the store goes at the root, where every command looks
     root = find_repo_root(given) or given
-    existed = (root / STORE_DIR / "index.sqlite").is_file()  # (a store, not a folder someone made)
     store, warnings = init_store(root)
+    existed = store.index_path.is_file()  # (a store, not a folder someone made; open_db below creates it)
     from engram.index.db import open_db
 
     open_db(store).close()  # the index exists from the start: a read-only query never creates it
