@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
 from engram.errors import BadInput
 from engram.memory.model import (
@@ -135,8 +135,7 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     for hit in fused:
         no = no_of[hit.id]
         m = rows.get(no)
-        if m is None or (not hidden and m.status != "active") or (kind and m.kind != kind) or \
-                not set(tag_list) <= set(m.tags):
+        if not _passes_filters(m, hidden, kind, tag_list):
             continue
         mem_places = places.get(no, [])
         f = factors(m, mem_places, now)
@@ -156,6 +155,13 @@ def recall(mem: Memories, query: str, *, at: str | None = None, kind: str | None
     return doc
 
 
+def _passes_filters(m: Memory | None, hidden: bool, kind: str | None, tags: list[str]) -> TypeGuard[Memory]:
+    """Whether recall's filters let `m` into an answer (or among the weak): its status unless
+    `hidden`, its kind, every tag asked for."""
+    return m is not None and (hidden or m.status == "active") and (not kind or m.kind == kind) \
+        and set(tags) <= set(m.tags)
+
+
 def _weak(mem: Memories, weak: list[tuple[int, float]], hidden: bool, kind: str | None,
           tags: list[str]) -> dict[str, Any]:
     """The nearest memories by meaning when none matches, named apart from `memories` and as weak:
@@ -165,9 +171,9 @@ def _weak(mem: Memories, weak: list[tuple[int, float]], hidden: bool, kind: str 
     shown = []
     for no, cos in weak:
         m = rows.get(no)
-        if m is None or (not hidden and m.status != "active") or (kind and m.kind != kind) or not set(tags) <= set(m.tags):
+        if not _passes_filters(m, hidden, kind, tags):
             continue
-        summary = m.content.strip().split("\n", 1)[0]
+        summary = m.summary
         shown.append({"id": m.id, "kind": m.kind, "summary": summary[:200] + ("…" if len(summary) > 200 else ""),
                       "cosine": round(cos, 3)})
         if len(shown) == WEAK_SHOWN:
