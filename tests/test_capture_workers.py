@@ -141,13 +141,10 @@ def test_workers_are_forked_only_by_a_process_without_other_threads() -> None:
     assert got == {"alone": "fork", "thread": "forkserver"}
 
 
-def _ingest_with_fault(tmp_path: Path, script: str, timeout: int) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
-    """A store, six sessions, and `engram ingest SESSIONS --json` run by `script` (two forked
-    workers, a fault planted in them) in a process of its own."""
-    root = tmp_path / "r"
-    root.mkdir()
-    git(root, "init", "-q")
-    run_engram(root, "init")
+def _ingest_with_fault(root: Path, tmp_path: Path, script: str, timeout: int
+                       ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """Six sessions, and `engram ingest SESSIONS --json` into the store at `root` run by `script`
+    (two forked workers, a fault planted in them) in a process of its own."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     for i in range(6):
@@ -155,7 +152,7 @@ def _ingest_with_fault(tmp_path: Path, script: str, timeout: int) -> tuple[Path,
     env = {**os.environ, "ENGRAM_WORKERS": "2", "ENGRAM_LOCAL": "1"}
     proc = subprocess.run([sys.executable, "-c", script, str(sessions), "--json"], cwd=root,
                           capture_output=True, text=True, env=env, timeout=timeout)
-    return root, sessions, proc
+    return sessions, proc
 
 
 # Run in a fresh process (one thread: forked workers inherit the patch). The worker that gets
@@ -173,18 +170,18 @@ sys.exit(main(["ingest", *sys.argv[1:]]))
 """
 
 
-def test_an_ingest_whose_worker_was_killed_exits_1_and_a_rerun_captures_the_rest(tmp_path: Path) -> None:
+def test_an_ingest_whose_worker_was_killed_exits_1_and_a_rerun_captures_the_rest(repo: Path, tmp_path: Path) -> None:
     """A hook or script that runs `engram ingest` learns from the exit status that sessions were
     left (exit 0 with a warning on stderr read as done), and the next run captures them."""
-    root, sessions, proc = _ingest_with_fault(tmp_path, KILL_ONE_WORKER, timeout=300)
+    sessions, proc = _ingest_with_fault(repo, tmp_path, KILL_ONE_WORKER, timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "ingest incomplete" in proc.stderr and "run `engram ingest` again" in proc.stderr
     first = json.loads(proc.stdout)
     assert first["failed"] >= 1 and first["tapes"] + first["failed"] == 6
-    again = run_engram(root, "ingest", str(sessions), "--json", env={"ENGRAM_LOCAL": "1"})
+    again = run_engram(repo, "ingest", str(sessions), "--json", env={"ENGRAM_LOCAL": "1"})
     second = json.loads(again.stdout)
     assert second["failed"] == 0 and first["tapes"] + second["tapes"] == 6
-    assert len(list((root / ".engram" / "tapes").iterdir())) == 6
+    assert len(list((repo / ".engram" / "tapes").iterdir())) == 6
 
 
 # The worker that captured s3 dies half-way through writing its result to the pool's pipe (a
@@ -212,12 +209,12 @@ sys.exit(main(["ingest", *sys.argv[1:]]))
 """
 
 
-def test_a_worker_killed_while_sending_its_result_does_not_hang_the_ingest(tmp_path: Path) -> None:
+def test_a_worker_killed_while_sending_its_result_does_not_hang_the_ingest(repo: Path, tmp_path: Path) -> None:
     """CPython's process pool reads the half-written result and waits for the rest for ever (the
     pipe's write end stays open in the other processes): the ingest hung, as a hook's detached
     ingest would, holding the store's ingest lock. It ends, exit 1, and a re-run captures the rest."""
-    root, sessions, proc = _ingest_with_fault(tmp_path, KILL_MID_RESULT, timeout=60)
+    sessions, proc = _ingest_with_fault(repo, tmp_path, KILL_MID_RESULT, timeout=60)
     assert proc.returncode == 1 and "run `engram ingest` again" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
-    run_engram(root, "ingest", str(sessions), env={"ENGRAM_LOCAL": "1"})
-    assert len(list((root / ".engram" / "tapes").iterdir())) == 6
+    run_engram(repo, "ingest", str(sessions), env={"ENGRAM_LOCAL": "1"})
+    assert len(list((repo / ".engram" / "tapes").iterdir())) == 6
